@@ -1,0 +1,87 @@
+"""dipu: plug an accelerator into PyTorch as the ``dipu`` device (PrivateUse1).
+
+``import dipu`` (or plain ``import torch``, through PyTorch's device-backend
+autoload) selects the vendor runtime, builds/loads the native core, registers
+the device, ``torch.dipu`` and the generated op kernels.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+
+import torch
+
+from dipu import _native, runtime
+
+__all__ = ["vendor", "fallback_counts", "reset_fallback_counts"]
+
+
+def _allocator_mode() -> bool:
+    mode = os.environ.get("DIPU_ALLOCATOR", "caching").strip() or "caching"
+    if mode not in ("caching", "raw"):
+        raise ValueError(f"DIPU_ALLOCATOR={mode!r} is not one of: caching, raw")
+    return mode == "caching"
+
+
+_vendor = runtime.load_vendor()
+_caching = _allocator_mode()
+_vendor.initialize()
+
+torch.utils.rename_privateuse1_backend("dipu")
+_C = _native.load()
+sys.modules["dipu._C"] = _C
+_C.init(
+    _vendor,
+    _vendor.name,
+    _vendor.device_count(),
+    _vendor.native_device_type,
+    runtime.overrides(_vendor, "host_malloc"),
+    runtime.overrides(_vendor, "set_current_stream"),
+    _caching,
+    _vendor.native_generator,
+)
+
+from dipu import device_module  # noqa: E402  (needs _C)
+
+torch._register_device_module("dipu", device_module)
+torch.utils.generate_methods_for_privateuse1_backend(
+    for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
+)
+
+
+def vendor() -> runtime.DeviceRuntime:
+    """The active vendor runtime."""
+    return _vendor
+
+
+def fallback_counts() -> dict[str, int]:
+    """How many times each aten op ran through the CPU fallback."""
+    return dict(_C.fallback_counts())
+
+
+def reset_fallback_counts() -> None:
+    _C.reset_fallback_counts()
+
+
+def _register_ops() -> None:
+    try:
+        from dipu._generated import register
+    except ImportError:
+        return  # no generated op kernels yet: every op uses the CPU fallback
+    register()
+
+
+_register_ops()
+
+
+@atexit.register
+def _shutdown() -> None:
+    _C.synchronize(_C.current_device())
+    _C.shutdown()
+    _vendor.finalize()
+
+
+def _autoload() -> None:
+    """Entry point for PyTorch's device-backend autoload; importing did the work."""

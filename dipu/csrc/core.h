@@ -1,0 +1,97 @@
+// The dipu native core: everything PyTorch decides in C++ for a PrivateUse1
+// backend (allocator, device guard, hooks, metadata ops, the CPU fallback).
+// The vendor runtime itself is a Python object (see dipu/runtime.py); the core
+// calls it only off the hot path: cache misses, stream/event operations and
+// copies for vendors without a native alias device.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <c10/core/Allocator.h>
+#include <c10/core/Stream.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+namespace py = pybind11;
+
+namespace dipu {
+
+constexpr c10::DeviceType kDipu = c10::DeviceType::PrivateUse1;
+
+// ---- the Python vendor bridge ---------------------------------------------
+struct Vendor {
+  py::object runtime;             // the dipu.runtime.DeviceRuntime instance
+  std::string name;
+  int device_count = 0;
+  bool has_alias = false;         // vendor memory is addressable as `alias_type`
+  c10::DeviceType alias_type = c10::DeviceType::CPU;
+  bool has_pinned = false;        // vendor implements host_malloc/host_free
+  bool has_stream_hook = false;   // vendor implements set_current_stream
+  py::object make_native_generator;  // callable(index) -> torch.Generator
+};
+
+Vendor& vendor();
+bool vendor_ready();
+// Set at interpreter exit: from then on nothing calls into Python.
+extern std::atomic<bool> g_shutdown;
+
+// Calls vendor.<method>(args...) holding the GIL, preserving any pending Python
+// exception, and turns a Python exception into a c10::Error naming the vendor.
+py::object call_vendor_raw(const char* method, const py::tuple& args);
+template <typename... Args>
+py::object call_vendor_locked(const char* method, Args&&... args) {
+  return call_vendor_raw(method, py::make_tuple(std::forward<Args>(args)...));
+}
+template <typename R, typename... Args>
+R call_vendor(const char* method, Args&&... args) {
+  py::gil_scoped_acquire gil;
+  py::object r = call_vendor_locked(method, std::forward<Args>(args)...);
+  if constexpr (!std::is_void_v<R>) return r.cast<R>();
+}
+inline uintptr_t addr(const void* p) { return reinterpret_cast<uintptr_t>(p); }
+
+// ---- device guard and streams (guard.cpp) ---------------------------------
+c10::DeviceIndex current_device();
+void set_device(c10::DeviceIndex index);
+void check_device_index(c10::DeviceIndex index);
+void guard_init(int device_count);
+c10::Stream current_stream(c10::DeviceIndex index);
+// The vendor handle of a stream (None for a device's default stream).
+py::object stream_handle(const c10::Stream& stream);
+
+// ---- the caching allocator (allocator.cpp) --------------------------------
+struct DeviceStats {
+  int64_t allocated = 0, allocated_peak = 0, reserved = 0, reserved_peak = 0;
+  int64_t allocated_total = 0, freed_total = 0;
+  int64_t active_blocks = 0, segments = 0, num_alloc_retries = 0, num_ooms = 0;
+  int64_t raw_mallocs = 0, raw_frees = 0;
+};
+c10::Allocator* device_allocator();
+void allocator_init(int device_count, bool caching);
+void empty_cache();
+DeviceStats device_stats(c10::DeviceIndex index);
+void reset_peak_stats(c10::DeviceIndex index);
+void record_stream(const c10::DataPtr& ptr, const c10::Stream& stream);
+// The device owning `ptr` (an allocation's start or any byte inside it).
+std::optional<c10::DeviceIndex> device_of_pointer(const void* ptr);
+c10::Allocator* pinned_allocator();
+bool is_pinned_pointer(const void* ptr);
+
+// ---- copies and aliases (ops.cpp) ------------------------------------------
+// Zero-copy tensor of the vendor's alias device over `t`'s memory.
+at::Tensor native_alias(const at::Tensor& t);
+void copy_bytes(void* dst, c10::Device dst_dev, const void* src, c10::Device src_dev,
+                size_t nbytes);
+// Reallocates `storage` to `newsize` bytes on its device, keeping the contents.
+void resize_storage_bytes(const c10::Storage& storage, size_t newsize);
+void register_fallback_python(py::module& m);
+
+// ---- generators and hooks (hooks.cpp) -------------------------------------
+void hooks_init(std::vector<at::Generator> default_natives);
+// The native (alias-device) generator behind a dipu generator.
+at::Generator native_generator(const at::Generator& dipu_gen);
+const at::Generator& default_generator(c10::DeviceIndex index);
+
+}  // namespace dipu

@@ -1,0 +1,156 @@
+// The Python face of the native core: dipu._C.
+#include "core.h"
+
+#include <ATen/EmptyTensor.h>
+#include <torch/csrc/utils/pybind.h>
+
+namespace dipu {
+
+std::atomic<bool> g_shutdown{false};
+namespace {
+// Never destroyed: py::objects must not die after the interpreter.
+Vendor* g_vendor = nullptr;
+}  // namespace
+
+Vendor& vendor() {
+  TORCH_CHECK(g_vendor, "dipu: the native core was used before `import dipu` initialized it");
+  return *g_vendor;
+}
+bool vendor_ready() { return g_vendor != nullptr; }
+
+py::object call_vendor_raw(const char* method, const py::tuple& args) {
+  TORCH_CHECK(!g_shutdown.load(), "dipu: vendor call ", method, " after interpreter shutdown");
+  // Keep an exception already pending in the caller (e.g. a tensor freed while
+  // Python unwinds) from being mistaken for, or clobbered by, this call's.
+  PyObject *type, *value, *trace;
+  PyErr_Fetch(&type, &value, &trace);
+  std::string error;
+  py::object result;
+  try {
+    result = vendor().runtime.attr(method)(*args);
+  } catch (py::error_already_set& e) {
+    error = e.what();
+  }
+  PyErr_Restore(type, value, trace);
+  TORCH_CHECK(error.empty(), "dipu: vendor '", vendor().name, "' failed in ", method, ": ", error);
+  return result;
+}
+
+namespace {
+
+c10::DeviceIndex checked(int index) {
+  check_device_index(static_cast<c10::DeviceIndex>(index));
+  return static_cast<c10::DeviceIndex>(index);
+}
+
+py::dict memory_stats(int index) {
+  DeviceStats s = device_stats(checked(index));
+  py::dict d;
+  d["allocated_bytes.all.current"] = s.allocated;
+  d["allocated_bytes.all.peak"] = s.allocated_peak;
+  d["allocated_bytes.all.allocated"] = s.allocated_total;
+  d["allocated_bytes.all.freed"] = s.freed_total;
+  d["reserved_bytes.all.current"] = s.reserved;
+  d["reserved_bytes.all.peak"] = s.reserved_peak;
+  d["active.all.current"] = s.active_blocks;
+  d["segment.all.current"] = s.segments;
+  d["num_alloc_retries"] = s.num_alloc_retries;
+  d["num_ooms"] = s.num_ooms;
+  d["num_device_alloc"] = s.raw_mallocs;
+  d["num_device_free"] = s.raw_frees;
+  return d;
+}
+
+// Zero-copy native alias of a tensor on dipu:`index` (see Note [Copies: alias
+// or staging]). Doubles as the device check of Python kernels.
+at::Tensor alias(const at::Tensor& t, int index) {
+  if (t.device().type() == kDipu && t.device().index() == index) return native_alias(t);
+  if (t.device().is_cpu() && t.dim() == 0) return t;
+  TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two "
+              "devices, dipu:", index, " and ", t.device(), "!");
+}
+
+at::Tensor empty(c10::IntArrayRef sizes, at::ScalarType dtype, int index) {
+  c10::DeviceGuard guard(c10::Device(kDipu, checked(index)));
+  return at::detail::empty_generic(sizes, device_allocator(),
+                                   c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), dtype,
+                                   std::nullopt);
+}
+
+at::Tensor empty_strided(c10::IntArrayRef sizes, c10::IntArrayRef strides, at::ScalarType dtype,
+                         int index) {
+  c10::DeviceGuard guard(c10::Device(kDipu, checked(index)));
+  return at::detail::empty_strided_generic(sizes, strides, device_allocator(),
+                                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                           dtype);
+}
+
+int exchange_device(int index) {
+  int old = current_device();
+  if (old != index) {
+    check_device_index(static_cast<c10::DeviceIndex>(index));
+    c10::impl::getDeviceGuardImpl(kDipu)->uncheckedSetDevice(c10::Device(kDipu, index));
+  }
+  return old;
+}
+
+}  // namespace
+}  // namespace dipu
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  using namespace dipu;
+  m.def("init", [](py::object runtime, const std::string& name, int device_count,
+                   std::optional<std::string> alias_type, bool has_pinned, bool has_stream_hook,
+                   bool caching, py::object make_native_generator) {
+    TORCH_CHECK(!g_vendor, "dipu: the native core is already initialized with vendor '",
+                g_vendor ? g_vendor->name : "", "'");
+    auto* v = new Vendor();
+    v->runtime = std::move(runtime);
+    v->name = name;
+    v->device_count = device_count;
+    v->has_alias = alias_type.has_value();
+    if (alias_type) v->alias_type = c10::Device(*alias_type).type();
+    v->has_pinned = has_pinned;
+    v->has_stream_hook = has_stream_hook;
+    v->make_native_generator = std::move(make_native_generator);
+    g_vendor = v;
+    guard_init(device_count);
+    allocator_init(device_count, caching);
+    std::vector<at::Generator> natives;
+    for (int i = 0; i < device_count; ++i)
+      natives.push_back(v->make_native_generator(i).cast<at::Generator>());
+    hooks_init(std::move(natives));
+  });
+  m.def("shutdown", [] { g_shutdown.store(true); },
+        "Called at interpreter exit: stop calling into the Python vendor.");
+
+  m.def("alias", &alias, py::arg("tensor"), py::arg("device_index"));
+  m.def("empty", &empty);
+  m.def("empty_strided", &empty_strided);
+
+  m.def("device_count", [] { return vendor_ready() ? vendor().device_count : 0; });
+  m.def("current_device", [] { return static_cast<int>(current_device()); });
+  m.def("set_device", [](int index) { set_device(checked(index)); });
+  m.def("exchange_device", &exchange_device);
+  m.def("check_device_index", [](int index) { checked(index); });
+  m.def("synchronize", [](int index) {
+    c10::impl::getDeviceGuardImpl(kDipu)->synchronizeDevice(checked(index));
+  });
+
+  m.def("current_stream_id", [](int index) { return current_stream(checked(index)).id(); });
+  m.def("current_stream_handle", [](int index) { return stream_handle(current_stream(checked(index))); });
+  m.def("stream_handle", [](int64_t id, int index) {
+    return stream_handle(c10::Stream(c10::Stream::UNSAFE, c10::Device(kDipu, checked(index)), id));
+  });
+
+  m.def("memory_stats", &memory_stats);
+  m.def("reset_peak_memory_stats", [](int index) { reset_peak_stats(checked(index)); });
+  m.def("empty_cache", &empty_cache);
+
+  m.def("native_generator", [](std::optional<at::Generator> gen, int index) {
+    return native_generator(gen ? *gen : default_generator(checked(index)));
+  });
+  m.def("default_generator", [](int index) { return default_generator(checked(index)); });
+
+  register_fallback_python(m);
+}

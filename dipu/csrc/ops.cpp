@@ -1,0 +1,390 @@
+// Metadata-only aten ops, copies, and the boxed CPU fallback for PrivateUse1.
+//
+// Note [Copies: alias or staging]
+// A vendor whose memory is addressable by a native torch device (host memory
+// for the simulated vendor, CUDA memory for a CUDA vendor) declares that device
+// and the core copies through zero-copy native aliases: one native copy_ does
+// dtype conversion, layout changes and cross-device moves. A vendor without
+// one gets the contract path: byte copies through its memcpy functions, staged
+// through a host image of the strided span when layouts or dtypes differ.
+#include "core.h"
+
+#include <ATen/EmptyTensor.h>
+#include <ATen/native/CPUFallback.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/view_native.h>
+#include <c10/core/TensorOptions.h>
+#include <torch/csrc/jit/python/pybind_utils.h>
+#include <torch/library.h>
+
+#include <iostream>
+#include <mutex>
+#include <unordered_map>
+
+namespace dipu {
+namespace {
+
+bool on_dipu(const at::Tensor& t) { return t.device().type() == kDipu; }
+
+struct AliasContext {
+  c10::intrusive_ptr<c10::StorageImpl> keep_alive;
+};
+void delete_alias_context(void* ctx) { delete static_cast<AliasContext*>(ctx); }
+
+// Number of elements between the first and the last element of `t`, inclusive.
+int64_t span_elements(const at::Tensor& t) {
+  if (t.numel() == 0) return 0;
+  int64_t span = 1;
+  for (int64_t d = 0; d < t.dim(); ++d) span += (t.size(d) - 1) * t.stride(d);
+  return span;
+}
+
+// A CPU tensor with `t`'s sizes and strides holding a copy of its values.
+at::Tensor host_image(const at::Tensor& t) {
+  int64_t span = span_elements(t);
+  at::Tensor buf = at::empty({span}, t.options().device(c10::kCPU));
+  if (span > 0)
+    copy_bytes(buf.data_ptr(), buf.device(), t.data_ptr(), t.device(), span * t.itemsize());
+  return buf.as_strided(t.sizes(), t.strides(), 0);
+}
+
+// Writes the strided span of host image `host` back into device tensor `t`.
+void write_back(const at::Tensor& t, const at::Tensor& host) {
+  int64_t span = span_elements(t);
+  if (span > 0)
+    copy_bytes(t.data_ptr(), t.device(), host.data_ptr(), host.device(), span * t.itemsize());
+}
+
+bool same_layout_dense(const at::Tensor& a, const at::Tensor& b) {
+  return a.dtype() == b.dtype() && a.sizes() == b.sizes() && a.strides() == b.strides() &&
+         a.is_non_overlapping_and_dense();
+}
+
+void ensure_storage(const at::Tensor& self, size_t needed) {
+  if (needed > self.storage().nbytes()) {
+    c10::DeviceGuard guard(self.device());
+    resize_storage_bytes(self.storage(), needed);
+  }
+}
+
+// ---- metadata ops -----------------------------------------------------------
+
+c10::DeviceIndex target_index(std::optional<c10::Device> device) {
+  c10::DeviceIndex index = device && device->has_index() ? device->index() : current_device();
+  check_device_index(index);
+  return index;
+}
+
+at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<at::ScalarType> dtype,
+                               std::optional<at::Layout>, std::optional<at::Device> device,
+                               std::optional<bool>, std::optional<at::MemoryFormat> format) {
+  c10::DeviceGuard guard(c10::Device(kDipu, target_index(device)));
+  return at::detail::empty_generic(size, device_allocator(),
+                                   c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                   c10::dtype_or_default(dtype), format);
+}
+
+at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
+                         std::optional<at::ScalarType> dtype, std::optional<at::Layout>,
+                         std::optional<at::Device> device, std::optional<bool>) {
+  c10::DeviceGuard guard(c10::Device(kDipu, target_index(device)));
+  return at::detail::empty_strided_generic(size, stride, device_allocator(),
+                                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                           c10::dtype_or_default(dtype));
+}
+
+const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
+                          std::optional<at::MemoryFormat> format) {
+  auto* impl = self.unsafeGetTensorImpl();
+  impl->set_sizes_contiguous(size);
+  ensure_storage(self, at::detail::computeStorageNbytesContiguous(size, self.itemsize(),
+                                                                  self.storage_offset()));
+  if (format) impl->empty_tensor_restride(*format);
+  return self;
+}
+
+at::Tensor& set_storage(at::Tensor& self, c10::Storage source, int64_t offset,
+                        c10::IntArrayRef size, c10::IntArrayRef stride) {
+  TORCH_CHECK(source.device().type() == kDipu, "set_: expected a dipu storage, got one on ",
+              source.device());
+  auto* impl = self.unsafeGetTensorImpl();
+  impl->set_storage_keep_dtype(std::move(source));
+  impl->set_storage_offset(offset);
+  if (stride.empty()) {
+    impl->set_sizes_contiguous(size);
+    ensure_storage(self, at::detail::computeStorageNbytesContiguous(size, self.itemsize(), offset));
+  } else {
+    impl->set_sizes_and_strides(size, stride);
+    ensure_storage(self, at::detail::computeStorageNbytes(size, stride, self.itemsize(), offset));
+  }
+  return self;
+}
+
+at::Tensor& set_source_storage(at::Tensor& self, c10::Storage source) {
+  int64_t numel = static_cast<int64_t>(source.nbytes() / self.itemsize());
+  return set_storage(self, std::move(source), 0, {numel}, {});
+}
+
+at::Tensor& set_source_tensor(at::Tensor& self, const at::Tensor& source) {
+  if (self.is_same(source)) return self;
+  return set_storage(self, source.storage(), source.storage_offset(), source.sizes(),
+                     source.strides());
+}
+
+at::Tensor& set_empty(at::Tensor& self) {
+  c10::Storage empty(c10::Storage::use_byte_size_t(), 0, device_allocator(), true);
+  empty.unsafeGetStorageImpl()->set_data_ptr_noswap(
+      c10::DataPtr(nullptr, self.device()));
+  return set_storage(self, std::move(empty), 0, {0}, {});
+}
+
+// ---- copies -----------------------------------------------------------------
+
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  TORCH_CHECK(self.sizes() == dst.sizes() || self.numel() == dst.numel(),
+              "copy: size mismatch, source ", self.sizes(), " vs destination ", dst.sizes());
+  if (self.numel() == 0) return dst;
+  if (vendor().has_alias) {
+    at::Tensor src = on_dipu(self) ? native_alias(self) : self;
+    at::Tensor out = on_dipu(dst) ? native_alias(dst) : dst;
+    out.copy_(src, non_blocking);
+    return dst;
+  }
+  if (same_layout_dense(self, dst)) {
+    copy_bytes(dst.data_ptr(), dst.device(), self.data_ptr(), self.device(), self.nbytes());
+    return dst;
+  }
+  at::Tensor src = on_dipu(self) ? host_image(self) : self;
+  if (!on_dipu(dst)) {
+    dst.copy_(src);
+    return dst;
+  }
+  at::Tensor host = dst.is_non_overlapping_and_dense()
+                        ? at::empty_strided(dst.sizes(), dst.strides(), dst.options().device(c10::kCPU))
+                        : host_image(dst);
+  host.copy_(src);
+  write_back(dst, host);
+  return dst;
+}
+
+at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  if (dst.sizes() != self.sizes()) dst.resize_(self.sizes());
+  return copy_from(self, dst, false);
+}
+
+at::Scalar local_scalar_dense(const at::Tensor& self) {
+  if (vendor().has_alias) return at::_local_scalar_dense(native_alias(self));
+  return at::_local_scalar_dense(host_image(self));
+}
+
+at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
+  if (vendor().has_alias) {
+    native_alias(self).fill_(value);
+    return self;
+  }
+  at::Tensor host = host_image(self);
+  host.fill_(value);
+  write_back(self, host);
+  return self;
+}
+
+at::Tensor& zero_(at::Tensor& self) { return fill_scalar(self, 0); }
+
+void record_stream_op(at::Tensor& self, c10::Stream stream) {
+  record_stream(self.storage().data_ptr(), stream);
+}
+
+// ---- the CPU fallback ---------------------------------------------------------
+
+std::mutex g_fallback_mutex;
+std::unordered_map<std::string, int64_t> g_fallback_counts;
+bool g_log_every_fallback = false;
+
+std::string op_name(const c10::OperatorHandle& op) {
+  const auto& n = op.operator_name();
+  std::string name = n.name.rfind("aten::", 0) == 0 ? n.name.substr(6) : n.name;
+  return n.overload_name.empty() ? name : name + "." + n.overload_name;
+}
+
+bool is_optional_generator(const c10::Argument& arg) {
+  const auto& t = arg.type();
+  if (t->kind() == c10::TypeKind::GeneratorType) return true;
+  if (auto opt = t->cast<c10::OptionalType>())
+    return opt->getElementType()->kind() == c10::TypeKind::GeneratorType;
+  return false;
+}
+
+// Checks that tensor arguments live on one dipu device (0-dim CPU tensors are
+// scalars and may mix, as on CUDA; index lists may be on the CPU, as on CUDA),
+// and returns that device.
+std::optional<c10::Device> check_devices(const std::string& name, c10::ArrayRef<c10::IValue> args) {
+  std::optional<c10::Device> dipu_device, other;
+  auto visit = [&](const at::Tensor& t, bool cpu_allowed) {
+    if (!t.defined()) return;
+    if (on_dipu(t)) {
+      if (!dipu_device) dipu_device = t.device();
+      else if (*dipu_device != t.device() && !other) other = t.device();
+    } else if (!(t.device().is_cpu() && (t.dim() == 0 || cpu_allowed)) && !other) {
+      other = t.device();
+    }
+  };
+  for (const auto& v : args) {
+    if (v.isTensor()) visit(v.toTensor(), false);
+    else if (v.isTensorList()) for (const auto& t : v.toTensorList()) visit(t, false);
+    else if (v.isList()) {
+      for (const auto& e : v.toListRef())
+        if (e.isTensor()) visit(e.toTensor(), true);
+    } else if (v.isDevice() && v.toDevice().type() == kDipu && !dipu_device) {
+      dipu_device = v.toDevice();
+    }
+  }
+  TORCH_CHECK(!(dipu_device && other),
+              "Expected all tensors to be on the same device, but found at least two devices, ",
+              *dipu_device, " and ", other.value_or(c10::Device(c10::kCPU)),
+              "! (when checking arguments for ", name, ")");
+  return dipu_device;
+}
+
+// Random ops on the CPU must draw from the dipu generator's native (CPU)
+// generator, never from a dipu one (see Note [Native generators]).
+void substitute_generators(const c10::FunctionSchema& schema, torch::jit::Stack* stack,
+                           std::optional<c10::Device> device) {
+  const auto& arguments = schema.arguments();
+  size_t begin = stack->size() - arguments.size();
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    if (!is_optional_generator(arguments[i])) continue;
+    c10::IValue& v = (*stack)[begin + i];
+    at::Generator gen;
+    if (v.isGenerator()) gen = v.toGenerator();
+    else if (device) gen = default_generator(device->index());
+    else continue;
+    if (gen.device().type() != kDipu) continue;
+    at::Generator native = native_generator(gen);
+    v = native.device().is_cpu() ? c10::IValue(native) : c10::IValue();
+  }
+}
+
+void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  std::string name = op_name(op);
+  bool first;
+  {
+    std::lock_guard<std::mutex> lock(g_fallback_mutex);
+    first = g_fallback_counts[name]++ == 0;
+  }
+  const auto& schema = op.schema();
+  auto args = torch::jit::last(*stack, schema.arguments().size());
+  auto device = check_devices(name, args);
+  if (g_log_every_fallback) {
+    std::cerr << "dipu: fallback to cpu: " << name << std::endl;
+  } else if (first) {
+    TORCH_WARN("dipu: ", name, " has no dipu kernel; it runs on the CPU through the fallback "
+               "(set DIPU_LOG_FALLBACK_INFO=1 to log every call)");
+  }
+  substitute_generators(schema, stack, device);
+  at::native::cpu_fallback(op, stack, /*error_on_views=*/true);
+}
+
+py::object python_cpu_fallback(const std::string& qualified, const py::tuple& args,
+                               const py::dict& kwargs) {
+  std::string name = qualified.find("::") == std::string::npos ? "aten::" + qualified : qualified;
+  auto dot = name.find('.', name.find("::"));
+  std::string base = dot == std::string::npos ? name : name.substr(0, dot);
+  std::string overload = dot == std::string::npos ? "" : name.substr(dot + 1);
+  if (overload == "default") overload = "";
+  auto op = c10::Dispatcher::singleton().findSchemaOrThrow(base.c_str(), overload.c_str());
+  torch::jit::Stack stack = torch::jit::createStackForSchema(
+      op.schema(), args, py::reinterpret_borrow<py::kwargs>(kwargs), std::nullopt);
+  {
+    py::gil_scoped_release no_gil;
+    cpu_fallback(op, &stack);
+  }
+  return torch::jit::createPyObjectForStack(std::move(stack));
+}
+
+}  // namespace
+
+at::Tensor native_alias(const at::Tensor& t) {
+  TORCH_CHECK(vendor().has_alias, "dipu: the ", vendor().name,
+              " vendor declares no native alias device (DeviceRuntime.native_device_type)");
+  const c10::Storage& storage = t.storage();
+  c10::DeviceIndex index = vendor().alias_type == c10::DeviceType::CPU ? -1 : t.device().index();
+  c10::Device device(vendor().alias_type, index);
+  c10::DataPtr data(storage.unsafeGetStorageImpl()->mutable_data_ptr().get(),
+                    new AliasContext{c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(
+                        storage.unsafeGetStorageImpl())},
+                    &delete_alias_context, device);
+  auto impl = c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(),
+                                                    storage.nbytes(), std::move(data),
+                                                    /*allocator=*/nullptr, /*resizable=*/false);
+  at::Tensor alias = at::detail::make_tensor<c10::TensorImpl>(
+      c10::Storage(std::move(impl)),
+      c10::DispatchKeySet(c10::computeDispatchKey(std::nullopt, at::kStrided, device)),
+      t.dtype());
+  alias.unsafeGetTensorImpl()->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
+  return alias;
+}
+
+void resize_storage_bytes(const c10::Storage& storage, size_t newsize) {
+  TORCH_CHECK(storage.resizable(), "Trying to resize storage that is not resizable");
+  size_t keep = std::min(storage.nbytes(), newsize);
+  c10::DataPtr data = device_allocator()->allocate(newsize);
+  if (keep > 0) copy_bytes(data.get(), data.device(), storage.data(), storage.device(), keep);
+  storage.unsafeGetStorageImpl()->set_data_ptr_noswap(std::move(data));
+  storage.unsafeGetStorageImpl()->set_nbytes(newsize);
+}
+
+void copy_bytes(void* dst, c10::Device dst_dev, const void* src, c10::Device src_dev,
+                size_t nbytes) {
+  if (nbytes == 0) return;
+  bool dst_dipu = dst_dev.type() == kDipu, src_dipu = src_dev.type() == kDipu;
+  if (!dst_dipu && !src_dipu) {
+    std::memcpy(dst, src, nbytes);
+  } else if (dst_dipu && !src_dipu) {
+    call_vendor<void>("memcpy_h2d", dst_dev.index(), addr(dst), addr(src), nbytes);
+  } else if (!dst_dipu) {
+    call_vendor<void>("memcpy_d2h", src_dev.index(), addr(dst), addr(src), nbytes);
+  } else {
+    call_vendor<void>("memcpy_d2d", dst_dev.index(), addr(dst), src_dev.index(), addr(src), nbytes);
+  }
+}
+
+void register_fallback_python(py::module& m) {
+  const char* log = std::getenv("DIPU_LOG_FALLBACK_INFO");
+  g_log_every_fallback = log && std::string(log) == "1";
+  m.def("cpu_fallback", &python_cpu_fallback,
+        "Run an aten op through the boxed CPU fallback: cpu_fallback('add.out', args, kwargs)");
+  m.def("fallback_counts", [] {
+    std::lock_guard<std::mutex> lock(g_fallback_mutex);
+    return g_fallback_counts;
+  });
+  m.def("reset_fallback_counts", [] {
+    std::lock_guard<std::mutex> lock(g_fallback_mutex);
+    g_fallback_counts.clear();
+  });
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", &empty_memory_format);
+  m.impl("empty_strided", &empty_strided);
+  m.impl("as_strided", &at::native::as_strided_tensorimpl);
+  m.impl("view", &at::native::view);
+  m.impl("_reshape_alias", &at::native::_reshape_alias);
+  m.impl("resize_", &resize_);
+  m.impl("set_.source_Storage", &set_source_storage);
+  m.impl("set_.source_Storage_storage_offset", &set_storage);
+  m.impl("set_.source_Tensor", &set_source_tensor);
+  m.impl("set_", &set_empty);
+  m.impl("_copy_from", &copy_from);
+  m.impl("_copy_from_and_resize", &copy_from_and_resize);
+  m.impl("_local_scalar_dense", &local_scalar_dense);
+  m.impl("fill_.Scalar", &fill_scalar);
+  m.impl("zero_", &zero_);
+  m.impl("record_stream", &record_stream_op);
+}
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());
+}
+
+}  // namespace dipu

@@ -1,0 +1,278 @@
+"""The vendor runtime contract, and how dipu finds the vendor to use.
+
+A vendor fills in :class:`DeviceRuntime` under ``vendor/<name>/`` and names it in
+the ``dipu.vendors`` entry-point group. The methods mirror PaddlePaddle's
+``C_DeviceInterface`` and DIPU's ``deviceapis.h``: the required ones are
+abstract; the optional ones have working defaults built on the required ones.
+
+Conventions for every method:
+- ``index`` is a device index in ``range(device_count())``; the core always
+  passes it explicitly, so a vendor never depends on its "current" device.
+- Pointers are Python ints. Streams and events are opaque handles created by
+  the vendor; ``None`` as a stream means the device's default stream.
+- Raising an exception reports a vendor failure; the core turns it into a
+  ``RuntimeError`` naming the vendor and the method.
+
+Note [Calls into the vendor are off the hot path]
+The core caches device memory (see Note [Caching allocator]) and, when the
+vendor declares ``native_device_type``, copies and computes on zero-copy native
+aliases. So the vendor is called on cache misses, for stream and event work,
+and for copies only when it has no native alias device.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import os
+import re
+from importlib import metadata
+
+VENDOR_GROUP = "dipu.vendors"
+DEFAULT_VENDOR = "sim"
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceProperties:
+    """What ``torch.dipu.get_device_properties`` reports for one device."""
+
+    name: str
+    total_memory: int
+    multi_processor_count: int = 1
+    major: int = 1
+    minor: int = 0
+
+
+class DeviceRuntime(abc.ABC):
+    """The runtime a vendor implements. Instantiated once per process."""
+
+    #: Short name (``DIPU_VENDOR`` value), set from the entry point.
+    name: str = "?"
+    #: A torch device type ("cpu", "cuda") through which device memory can be
+    #: addressed directly; dipu then builds zero-copy native aliases of dipu
+    #: tensors on it, and the torch op library computes on them. ``None`` means
+    #: device memory is opaque: copies go through the memcpy methods.
+    native_device_type: str | None = None
+    #: The DIOPI op library (entry point in ``dipu.diopi_impls``) serving this vendor.
+    diopi_impl: str = "torch"
+
+    # ---- required: devices -------------------------------------------------
+    @abc.abstractmethod
+    def device_count(self) -> int:
+        """Number of devices. Called once at initialization; must not change."""
+
+    @abc.abstractmethod
+    def set_device(self, index: int) -> None:
+        """Make ``index`` the calling thread's current device (torch.dipu.set_device)."""
+
+    @abc.abstractmethod
+    def get_device(self) -> int:
+        """The calling thread's current device as the vendor last set it."""
+
+    @abc.abstractmethod
+    def synchronize_device(self, index: int) -> None:
+        """Block until all work queued on every stream of device ``index`` is done."""
+
+    @abc.abstractmethod
+    def device_properties(self, index: int) -> DeviceProperties:
+        """Name, total memory and capabilities of device ``index``."""
+
+    @abc.abstractmethod
+    def runtime_version(self) -> str:
+        """Version string of the vendor runtime/driver."""
+
+    # ---- required: memory ----------------------------------------------------
+    @abc.abstractmethod
+    def malloc(self, index: int, nbytes: int) -> int:
+        """Allocate ``nbytes`` (> 0) of device memory on ``index``; return its address.
+
+        Return 0 when the device is out of memory (the core then empties its
+        cache, retries once, and raises ``torch.OutOfMemoryError``). The address
+        must be aligned to at least 64 bytes.
+        """
+
+    @abc.abstractmethod
+    def free(self, index: int, ptr: int) -> None:
+        """Release memory returned by :meth:`malloc` on device ``index``."""
+
+    @abc.abstractmethod
+    def memcpy_h2d(self, index: int, dst: int, src: int, nbytes: int) -> None:
+        """Copy ``nbytes`` from host address ``src`` to device address ``dst``; synchronous."""
+
+    @abc.abstractmethod
+    def memcpy_d2h(self, index: int, dst: int, src: int, nbytes: int) -> None:
+        """Copy ``nbytes`` from device address ``src`` to host address ``dst``; synchronous."""
+
+    @abc.abstractmethod
+    def memcpy_d2d(self, dst_index: int, dst: int, src_index: int, src: int, nbytes: int) -> None:
+        """Copy ``nbytes`` between device addresses, possibly across devices; synchronous."""
+
+    # ---- required: streams and events ------------------------------------------
+    @abc.abstractmethod
+    def create_stream(self, index: int, priority: int = 0) -> object:
+        """Create a stream on device ``index``; lower ``priority`` runs first."""
+
+    @abc.abstractmethod
+    def destroy_stream(self, index: int, stream: object) -> None:
+        """Destroy a stream from :meth:`create_stream`."""
+
+    @abc.abstractmethod
+    def synchronize_stream(self, index: int, stream: object) -> None:
+        """Block until all work queued on ``stream`` (None: default stream) is done."""
+
+    @abc.abstractmethod
+    def stream_wait_event(self, index: int, stream: object, event: object) -> None:
+        """Make future work on ``stream`` wait until ``event`` has completed."""
+
+    @abc.abstractmethod
+    def create_event(self, index: int, enable_timing: bool) -> object:
+        """Create an event on device ``index``; timing events support elapsed time."""
+
+    @abc.abstractmethod
+    def destroy_event(self, index: int, event: object) -> None:
+        """Destroy an event from :meth:`create_event`."""
+
+    @abc.abstractmethod
+    def record_event(self, index: int, event: object, stream: object) -> None:
+        """Record ``event`` at the current end of ``stream``'s queue."""
+
+    @abc.abstractmethod
+    def synchronize_event(self, index: int, event: object) -> None:
+        """Block until ``event`` has completed (returns at once if never recorded)."""
+
+    # ---- optional ----------------------------------------------------------------
+    def initialize(self) -> None:
+        """Called once before any other method except ``device_count``."""
+
+    def finalize(self) -> None:
+        """Called once at interpreter exit; the core makes no calls afterwards."""
+
+    def query_stream(self, index: int, stream: object) -> bool:
+        """True if all work on ``stream`` is done. Default: synchronize, then True."""
+        self.synchronize_stream(index, stream)
+        return True
+
+    def query_event(self, index: int, event: object) -> bool:
+        """True if ``event`` has completed. Default: synchronize on it, then True."""
+        self.synchronize_event(index, event)
+        return True
+
+    def event_elapsed_time(self, index: int, start: object, end: object) -> float:
+        """Milliseconds between two recorded timing events."""
+        raise NotImplementedError(f"vendor '{self.name}' does not time events")
+
+    def memcpy_async(self, dst_index: int | None, dst: int, src_index: int | None, src: int,
+                     nbytes: int, stream: object) -> None:
+        """Copy on ``stream`` (None index = host side). Default: synchronous copies."""
+        self.synchronize_stream(dst_index if dst_index is not None else src_index, stream)
+        if dst_index is None:
+            self.memcpy_d2h(src_index, dst, src, nbytes)
+        elif src_index is None:
+            self.memcpy_h2d(dst_index, dst, src, nbytes)
+        else:
+            self.memcpy_d2d(dst_index, dst, src_index, src, nbytes)
+
+    def memset(self, index: int, ptr: int, value: int, nbytes: int) -> None:
+        """Set ``nbytes`` of device memory at ``ptr`` to byte ``value``."""
+        import ctypes
+
+        buf = (ctypes.c_uint8 * nbytes)(*([value & 0xFF] * nbytes))
+        self.memcpy_h2d(index, ptr, ctypes.addressof(buf), nbytes)
+
+    def mem_get_info(self, index: int) -> tuple[int, int]:
+        """(free, total) bytes of device ``index``."""
+        total = self.device_properties(index).total_memory
+        return total, total
+
+    #: Pinned host memory is offered when a vendor overrides these two.
+    def host_malloc(self, nbytes: int) -> int:
+        """Allocate page-locked host memory; return its address (0 when exhausted)."""
+        raise NotImplementedError
+
+    def host_free(self, ptr: int) -> None:
+        """Release memory from :meth:`host_malloc`."""
+        raise NotImplementedError
+
+    #: Vendors whose kernels follow an implicit current stream override this.
+    def set_current_stream(self, index: int, stream: object) -> None:
+        """Called when the current dipu stream of device ``index`` changes."""
+
+    def min_chunk_size(self) -> int:
+        """Smallest allocation granularity in bytes."""
+        return 512
+
+    def max_chunk_size(self) -> int:
+        """Largest single allocation in bytes (0: no limit)."""
+        return 0
+
+    def native_generator(self, index: int):
+        """A new ``torch.Generator`` of the native alias device for device ``index``."""
+        import torch
+
+        device = self.native_device_type or "cpu"
+        return torch.Generator(device=device if device == "cpu" else f"{device}:{index}")
+
+
+def overrides(runtime: DeviceRuntime, method: str) -> bool:
+    """Whether ``runtime``'s class implements an optional ``method`` itself."""
+    return getattr(type(runtime), method) is not getattr(DeviceRuntime, method)
+
+
+def check_runtime_class(name: str, cls: type) -> None:
+    """Fail at once, naming every missing required method, for an incomplete vendor."""
+    if not (isinstance(cls, type) and issubclass(cls, DeviceRuntime)):
+        raise TypeError(f"dipu vendor '{name}': {cls!r} is not a subclass of dipu.runtime.DeviceRuntime")
+    missing = sorted(getattr(cls, "__abstractmethods__", ()))
+    if missing:
+        raise TypeError(
+            f"dipu vendor '{name}' ({cls.__module__}.{cls.__qualname__}) does not implement "
+            f"the required runtime methods: {', '.join(missing)}"
+        )
+
+
+def installed_vendors() -> dict[str, metadata.EntryPoint]:
+    return {ep.name: ep for ep in metadata.entry_points(group=VENDOR_GROUP)}
+
+
+def load_vendor(name: str | None = None) -> DeviceRuntime:
+    """Instantiate the vendor named by ``name`` or ``DIPU_VENDOR`` (default: sim)."""
+    name = name or os.environ.get("DIPU_VENDOR", "").strip() or DEFAULT_VENDOR
+    vendors = installed_vendors()
+    if name not in vendors:
+        raise RuntimeError(
+            f"DIPU_VENDOR={name!r} names no installed dipu vendor; installed: "
+            f"{', '.join(sorted(vendors)) or 'none'} (entry-point group '{VENDOR_GROUP}')"
+        )
+    cls = vendors[name].load()
+    check_runtime_class(name, cls)
+    runtime = cls()
+    runtime.name = name
+    return runtime
+
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
+
+
+def parse_size(variable: str, text: str) -> int:
+    """Parse a byte count such as ``512M``, ``2G``, ``1.5GiB`` or ``1048576``."""
+    match = _SIZE.match(text)
+    if not match:
+        raise ValueError(f"{variable}={text!r} is not a size; use bytes or a suffix K/M/G/T (e.g. 512M, 2G)")
+    number, unit = float(match.group(1)), match.group(2).upper()
+    value = int(number * 1024 ** " KMGT".index(unit or " "))
+    if value <= 0:
+        raise ValueError(f"{variable}={text!r} must be a positive size")
+    return value
+
+
+def env_int(variable: str, default: int, minimum: int = 0) -> int:
+    text = os.environ.get(variable)
+    if text is None or not text.strip():
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"{variable}={text!r} is not an integer") from None
+    if value < minimum:
+        raise ValueError(f"{variable}={text!r} must be at least {minimum}")
+    return value

@@ -1,0 +1,168 @@
+"""The simulated accelerator: dipu's default vendor, needing no hardware.
+
+Device memory is host memory that this vendor allocates and owns (not the CPU
+allocator's), with a per-device capacity, so out-of-memory and pointer-to-device
+behave as on a real device. Work executes synchronously; streams and events are
+real objects with consistent semantics, and events record timestamps.
+
+Environment:
+- ``DIPU_SIM_DEVICE_COUNT``: number of devices (default 2).
+- ``DIPU_SIM_MEMORY``: capacity of each device (default 8G; accepts 512M, 2G, ...).
+- ``DIPU_SIM_NATIVE_ALIAS=0``: hide the host-memory alias, so the core copies
+  through this vendor's memcpy functions (exercises the contract path; ops then
+  all run through the CPU fallback).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+import time
+
+from dipu.runtime import DeviceProperties, DeviceRuntime, env_int, parse_size
+
+_libc = ctypes.CDLL(None)
+_libc.aligned_alloc.restype = ctypes.c_void_p
+_libc.aligned_alloc.argtypes = [ctypes.c_size_t, ctypes.c_size_t]
+_libc.free.argtypes = [ctypes.c_void_p]
+_ALIGN = 64
+
+
+class SimStream:
+    __slots__ = ("device", "priority")
+
+    def __init__(self, device: int, priority: int):
+        self.device, self.priority = device, priority
+
+
+class SimEvent:
+    __slots__ = ("device", "timing", "timestamp")
+
+    def __init__(self, device: int, timing: bool):
+        self.device, self.timing, self.timestamp = device, timing, None
+
+
+class SimRuntime(DeviceRuntime):
+    native_device_type = "cpu"
+
+    def __init__(self):
+        self.count = env_int("DIPU_SIM_DEVICE_COUNT", 2, minimum=1)
+        self.capacity = parse_size("DIPU_SIM_MEMORY", os.environ.get("DIPU_SIM_MEMORY", "8G"))
+        alias = os.environ.get("DIPU_SIM_NATIVE_ALIAS", "1").strip()
+        if alias not in ("0", "1"):
+            raise ValueError(f"DIPU_SIM_NATIVE_ALIAS={alias!r} must be 0 or 1")
+        if alias == "0":
+            self.native_device_type = None
+            self.diopi_impl = None
+        self._lock = threading.Lock()
+        self._used = [0] * self.count
+        self._blocks: list[dict[int, int]] = [{} for _ in range(self.count)]
+        self._pinned: dict[int, int] = {}
+        self._thread = threading.local()
+
+    # ---- devices -------------------------------------------------------------
+    def device_count(self) -> int:
+        return self.count
+
+    def set_device(self, index: int) -> None:
+        self._thread.device = index
+
+    def get_device(self) -> int:
+        return getattr(self._thread, "device", 0)
+
+    def synchronize_device(self, index: int) -> None:
+        pass  # execution is synchronous
+
+    def device_properties(self, index: int) -> DeviceProperties:
+        return DeviceProperties(name="dipu simulated device", total_memory=self.capacity)
+
+    def runtime_version(self) -> str:
+        return "sim-1.0"
+
+    # ---- memory ----------------------------------------------------------------
+    def malloc(self, index: int, nbytes: int) -> int:
+        with self._lock:
+            if self._used[index] + nbytes > self.capacity:
+                return 0
+            self._used[index] += nbytes
+        ptr = _libc.aligned_alloc(_ALIGN, (nbytes + _ALIGN - 1) // _ALIGN * _ALIGN)
+        if not ptr:
+            with self._lock:
+                self._used[index] -= nbytes
+            return 0
+        with self._lock:
+            self._blocks[index][ptr] = nbytes
+        return ptr
+
+    def free(self, index: int, ptr: int) -> None:
+        with self._lock:
+            nbytes = self._blocks[index].pop(ptr, None)
+            if nbytes is None:
+                raise ValueError(f"free of {ptr:#x}, which is not a live allocation on sim device {index}")
+            self._used[index] -= nbytes
+        _libc.free(ptr)
+
+    def memcpy_h2d(self, index: int, dst: int, src: int, nbytes: int) -> None:
+        ctypes.memmove(dst, src, nbytes)
+
+    def memcpy_d2h(self, index: int, dst: int, src: int, nbytes: int) -> None:
+        ctypes.memmove(dst, src, nbytes)
+
+    def memcpy_d2d(self, dst_index: int, dst: int, src_index: int, src: int, nbytes: int) -> None:
+        ctypes.memmove(dst, src, nbytes)
+
+    def memset(self, index: int, ptr: int, value: int, nbytes: int) -> None:
+        ctypes.memset(ptr, value, nbytes)
+
+    def mem_get_info(self, index: int) -> tuple[int, int]:
+        with self._lock:
+            return self.capacity - self._used[index], self.capacity
+
+    def host_malloc(self, nbytes: int) -> int:
+        ptr = _libc.aligned_alloc(_ALIGN, (nbytes + _ALIGN - 1) // _ALIGN * _ALIGN) or 0
+        if ptr:
+            with self._lock:
+                self._pinned[ptr] = nbytes
+        return ptr
+
+    def host_free(self, ptr: int) -> None:
+        with self._lock:
+            self._pinned.pop(ptr)
+        _libc.free(ptr)
+
+    # ---- streams and events --------------------------------------------------------
+    def create_stream(self, index: int, priority: int = 0) -> SimStream:
+        return SimStream(index, priority)
+
+    def destroy_stream(self, index: int, stream: SimStream) -> None:
+        pass
+
+    def synchronize_stream(self, index: int, stream: SimStream | None) -> None:
+        pass
+
+    def query_stream(self, index: int, stream: SimStream | None) -> bool:
+        return True
+
+    def stream_wait_event(self, index: int, stream: SimStream | None, event: SimEvent) -> None:
+        pass  # work already ran when it was queued
+
+    def create_event(self, index: int, enable_timing: bool) -> SimEvent:
+        return SimEvent(index, enable_timing)
+
+    def destroy_event(self, index: int, event: SimEvent) -> None:
+        pass
+
+    def record_event(self, index: int, event: SimEvent, stream: SimStream | None) -> None:
+        event.timestamp = time.perf_counter()
+
+    def synchronize_event(self, index: int, event: SimEvent) -> None:
+        pass
+
+    def query_event(self, index: int, event: SimEvent) -> bool:
+        return True
+
+    def event_elapsed_time(self, index: int, start: SimEvent, end: SimEvent) -> float:
+        if start.timestamp is None or end.timestamp is None:
+            raise RuntimeError("Both events must be recorded before calculating elapsed time.")
+        return (end.timestamp - start.timestamp) * 1000.0
