@@ -81,7 +81,3 @@ def _shutdown() -> None:
     _C.synchronize(_C.current_device())
     _C.shutdown()
     _vendor.finalize()
-
-
-def _autoload() -> None:
-    """Entry point for PyTorch's device-backend autoload; importing did the work."""

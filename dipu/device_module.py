@@ -126,17 +126,53 @@ class Stream(torch.Stream):
     def __init__(self, *args, **kwargs):
         pass
 
+    def record_event(self, event: "Event | None" = None) -> "Event":
+        event = event if event is not None else Event()
+        event.record(self)
+        return event
 
-class Event(torch.Event):
-    """A dipu event; ``enable_timing=True`` allows ``elapsed_time``."""
+    def wait_event(self, event) -> None:
+        super().wait_event(_unwrap(event))
 
-    def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
-        return super().__new__(cls, device=torch.device(_TYPE, _C.current_device()),
-                               enable_timing=enable_timing, blocking=blocking,
-                               interprocess=interprocess)
 
-    def __init__(self, *args, **kwargs):
-        pass
+class Event:
+    """A dipu event; ``enable_timing=True`` allows ``elapsed_time``.
+
+    Wraps a ``torch.Event`` rather than subclassing it: torch's event methods
+    accept only exact ``torch.Event`` arguments.
+    """
+
+    def __init__(self, enable_timing: bool = False, blocking: bool = False,
+                 interprocess: bool = False):
+        self.event = torch.Event(device=torch.device(_TYPE, _C.current_device()),
+                                 enable_timing=enable_timing, blocking=blocking,
+                                 interprocess=interprocess)
+
+    @property
+    def device(self) -> torch.device:
+        return self.event.device
+
+    def record(self, stream: torch.Stream | None = None) -> None:
+        self.event.record(stream)
+
+    def wait(self, stream: torch.Stream | None = None) -> None:
+        self.event.wait(stream)
+
+    def query(self) -> bool:
+        return self.event.query()
+
+    def synchronize(self) -> None:
+        self.event.synchronize()
+
+    def elapsed_time(self, end: "Event") -> float:
+        return self.event.elapsed_time(_unwrap(end))
+
+    def __repr__(self) -> str:
+        return f"torch.dipu.Event({self.event!r})"
+
+
+def _unwrap(event):
+    return event.event if isinstance(event, Event) else event
 
 
 def _wrap(stream: torch.Stream) -> Stream:

@@ -52,6 +52,9 @@ struct EventRecord {
   bool timing;
 };
 
+// "dipu" without an index means the current device.
+c10::Device resolve(c10::Device d) { return d.has_index() ? d : c10::Device(kDipu, tl_device); }
+
 struct DipuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   c10::DeviceType type() const override { return kDipu; }
 
@@ -69,9 +72,10 @@ struct DipuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 
   c10::Stream getStream(c10::Device d) const override { return current_stream(d.index()); }
   c10::Stream getDefaultStream(c10::Device d) const override {
-    return c10::Stream(c10::Stream::UNSAFE, d, 0);
+    return c10::Stream(c10::Stream::UNSAFE, resolve(d), 0);
   }
-  c10::Stream getNewStream(c10::Device d, int priority) const override {
+  c10::Stream getNewStream(c10::Device device, int priority) const override {
+    c10::Device d = resolve(device);
     check_device_index(d.index());
     auto& pool = g_streams[d.index()];
     int slot = pool.next.fetch_add(1) % kStreamsPerDevice;

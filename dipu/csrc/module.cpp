@@ -2,6 +2,7 @@
 #include "core.h"
 
 #include <ATen/EmptyTensor.h>
+#include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <torch/csrc/utils/pybind.h>
 
 namespace dipu {
@@ -143,6 +144,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     return stream_handle(c10::Stream(c10::Stream::UNSAFE, c10::Device(kDipu, checked(index)), id));
   });
 
+  m.def("device_from_pointer", [](uintptr_t ptr) {
+    return at::detail::getPrivateUse1Hooks().getDeviceFromPtr(reinterpret_cast<void*>(ptr));
+  });
   m.def("memory_stats", &memory_stats);
   m.def("reset_peak_memory_stats", [](int index) { reset_peak_stats(checked(index)); });
   m.def("empty_cache", &empty_cache);

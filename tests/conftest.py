@@ -1,0 +1,23 @@
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import dipu  # noqa: F401  (registers the device even with autoload disabled)
+
+
+def run_python(code: str, env: dict | None = None, cwd=None, check: bool = True):
+    """Run `code` in a fresh interpreter; returns the CompletedProcess."""
+    full_env = {**os.environ, **(env or {})}
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=full_env, cwd=cwd,
+                          capture_output=True, text=True, timeout=300)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"subprocess failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+@pytest.fixture
+def python():
+    return run_python

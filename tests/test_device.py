@@ -1,0 +1,106 @@
+"""The dipu device: registration, tensors, views, and the torch.dipu module."""
+
+import torch
+
+import dipu
+
+
+def test_device_is_registered():
+    assert torch._C._get_privateuse1_backend_name() == "dipu"
+    assert torch.dipu.is_available()
+    assert torch.dipu.device_count() == 2
+    assert torch.accelerator.current_accelerator() == torch.device("dipu")
+    assert torch.accelerator.device_count() == 2
+
+
+def test_round_trip_is_exact():
+    x = torch.randn(3, 4)
+    y = x.to("dipu")
+    assert y.device == torch.device("dipu:0") and y.is_dipu
+    assert torch.equal(y.cpu(), x)
+    for dtype in (torch.float64, torch.int32, torch.bool, torch.bfloat16, torch.uint8):
+        t = torch.arange(12).reshape(3, 4).to(dtype)
+        assert torch.equal(t.to("dipu:1").cpu(), t)
+
+
+def test_views_alias_with_strides_and_offsets():
+    for index in (0, 1):
+        base = torch.arange(24.0).reshape(4, 6).to(f"dipu:{index}")
+        t = base.t()
+        assert t.stride() == (1, 6) and not t.is_contiguous()
+        s = base[1:, 2:5]
+        assert s.storage_offset() == 8 and s.stride() == (6, 1)
+        assert s.untyped_storage().data_ptr() == base.untyped_storage().data_ptr()
+        assert torch.equal(s.cpu(), torch.arange(24.0).reshape(4, 6)[1:, 2:5])
+        assert torch.equal(t.contiguous().cpu(), torch.arange(24.0).reshape(4, 6).t())
+        v = base.view(-1)
+        assert v.data_ptr() == base.data_ptr() and v.device.index == index
+
+
+def test_inplace_through_view_updates_base():
+    base = torch.zeros(3, 4, device="dipu:1")
+    base[1].fill_(5)
+    base[:, 2].zero_()
+    column = base[:, 0]
+    column.copy_(torch.tensor([7.0, 8.0, 9.0]))
+    expected = torch.zeros(3, 4)
+    expected[1] = 5
+    expected[:, 2] = 0
+    expected[:, 0] = torch.tensor([7.0, 8.0, 9.0])
+    assert torch.equal(base.cpu(), expected)
+
+
+def test_copies_between_devices_and_dtypes():
+    x = torch.randn(5, 3)
+    a = x.to("dipu:0")
+    b = a.to("dipu:1")
+    assert b.device.index == 1 and torch.equal(b.cpu(), x)
+    assert torch.equal(a.to(torch.float64).cpu(), x.double())
+    out = torch.empty(3, 5, device="dipu:1")
+    out.copy_(a.t())
+    assert torch.equal(out.cpu(), x.t())
+    assert a.sum().item() == x.sum().item()
+
+
+def test_current_device_and_context_manager():
+    assert torch.dipu.current_device() == 0
+    with torch.dipu.device(1):
+        assert torch.dipu.current_device() == 1
+        assert torch.empty(2, device="dipu").device.index == 1
+    assert torch.dipu.current_device() == 0
+    t = torch.empty(1, device="dipu:1")
+    with torch.dipu.device_of(t):
+        assert torch.dipu.current_device() == 1
+    torch.dipu.set_device("dipu:1")
+    try:
+        assert torch.dipu.current_device() == 1
+        assert dipu.vendor().get_device() == 1
+    finally:
+        torch.dipu.set_device(0)
+
+
+def test_properties():
+    props = torch.dipu.get_device_properties(1)
+    assert props.total_memory == 8 << 30
+    assert torch.dipu.get_device_name() == "dipu simulated device"
+    free, total = torch.dipu.mem_get_info(0)
+    assert total == 8 << 30 and 0 < free <= total
+
+
+def test_module_and_tensor_methods():
+    model = torch.nn.Linear(3, 2).dipu(1)
+    assert all(p.device == torch.device("dipu:1") for p in model.parameters())
+    assert torch.ones(2).dipu().device == torch.device("dipu:0")
+    assert not torch.ones(2).is_dipu
+
+
+def test_autoload_and_opt_out(python):
+    out = python("import torch; print(torch.dipu.device_count(), torch.ones(1, device='dipu').device)")
+    assert out.stdout.split() == ["2", "dipu:0"]
+    out = python("import torch; print(hasattr(torch, 'dipu'))", env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})
+    assert out.stdout.strip() == "False"
+
+
+def test_device_count_from_env(python):
+    out = python("import torch; print(torch.dipu.device_count())", env={"DIPU_SIM_DEVICE_COUNT": "3"})
+    assert out.stdout.strip() == "3"

@@ -1,0 +1,88 @@
+"""The errors users get, asserted by message."""
+
+import pytest
+import torch
+
+
+def test_mixing_dipu_with_a_cpu_tensor():
+    with pytest.raises(RuntimeError, match=r"Expected all tensors to be on the same device, but found "
+                                           r"at least two devices, dipu:0 and cpu!"):
+        torch.lgamma(torch.ones(2, device="dipu")).add_(torch.ones(2))
+
+
+def test_mixing_two_dipu_devices():
+    with pytest.raises(RuntimeError, match=r"found at least two devices, dipu:0 and dipu:1!"):
+        torch.polygamma(1, torch.ones(2, device="dipu")).mul_(torch.ones(2, device="dipu:1"))
+
+
+def test_cpu_scalar_tensors_may_mix():
+    out = torch.ones(2, device="dipu") * torch.tensor(3.0)
+    assert out.device.type == "dipu" and out.cpu().tolist() == [3.0, 3.0]
+
+
+def test_device_index_out_of_range():
+    message = r"Invalid device dipu:7: 2 dipu devices are available \(valid indices: 0..1\)"
+    with pytest.raises(RuntimeError, match=message):
+        torch.empty(2, device="dipu:7")
+    with pytest.raises(RuntimeError, match=message):
+        torch.dipu.set_device(7)
+    with pytest.raises(RuntimeError, match=message):
+        torch.ones(2).to("dipu:7")
+
+
+def test_bad_sim_memory_is_rejected_at_import(python):
+    proc = python("import dipu", env={"DIPU_SIM_MEMORY": "lots"}, check=False)
+    assert proc.returncode != 0
+    assert "DIPU_SIM_MEMORY='lots' is not a size" in proc.stderr
+
+
+def test_bad_vendor_is_rejected_at_import_listing_installed_ones(python):
+    proc = python("import dipu", env={"DIPU_VENDOR": "nosuch", "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"},
+                  check=False)
+    assert proc.returncode != 0
+    assert "DIPU_VENDOR='nosuch' names no installed dipu vendor; installed: sim" in proc.stderr
+
+
+def test_bad_device_count_and_allocator_mode(python):
+    proc = python("import dipu", env={"DIPU_SIM_DEVICE_COUNT": "two"}, check=False)
+    assert "DIPU_SIM_DEVICE_COUNT='two' is not an integer" in proc.stderr
+    proc = python("import dipu", env={"DIPU_ALLOCATOR": "fancy"}, check=False)
+    assert "DIPU_ALLOCATOR='fancy' is not one of: caching, raw" in proc.stderr
+
+
+def test_incomplete_vendor_fails_naming_every_missing_method():
+    from dipu.runtime import DeviceRuntime, check_runtime_class
+
+    class Half(DeviceRuntime):
+        def device_count(self):
+            return 1
+
+    with pytest.raises(TypeError) as info:
+        check_runtime_class("half", Half)
+    message = str(info.value)
+    assert message.startswith("dipu vendor 'half' (test_errors.")
+    assert ".Half) does not implement the required runtime methods: create_event, create_stream, " in message
+    for method in ("malloc", "free", "memcpy_h2d", "memcpy_d2h", "memcpy_d2d", "record_event",
+                   "stream_wait_event", "device_properties", "runtime_version", "set_device"):
+        assert method in message
+    assert "device_count" not in message
+
+
+def test_missing_compiler_says_what_to_install(monkeypatch):
+    from dipu import _native
+
+    monkeypatch.setenv("CXX", "no-such-compiler-xyz")
+    with pytest.raises(RuntimeError, match="needs a C\\+\\+17 compiler, and 'no-such-compiler-xyz' "
+                                           "was not found. Install one \\(Debian/Ubuntu: apt install g\\+\\+"):
+        _native._check_compiler()
+
+
+def test_vendor_failure_names_vendor_and_method(monkeypatch):
+    import dipu
+
+    def broken(index, nbytes):
+        raise OSError("device lost")
+
+    monkeypatch.setattr(dipu.vendor(), "malloc", broken)
+    with pytest.raises(RuntimeError, match="dipu: vendor 'sim' failed in malloc: OSError: device lost"):
+        torch.empty(3 << 30, dtype=torch.uint8, device="dipu")

@@ -1,0 +1,135 @@
+"""The caching allocator: reuse, statistics, stream awareness, raw mode, OOM."""
+
+import gc
+
+import pytest
+import torch
+
+import dipu
+
+MiB = 1 << 20
+
+
+def stats(device=0):
+    return torch.dipu.memory_stats(device)
+
+
+def test_stats_return_to_baseline():
+    gc.collect()
+    base = torch.dipu.memory_allocated(1)
+    tensors = [torch.empty(1000, device="dipu:1") for _ in range(5)]
+    assert torch.dipu.memory_allocated(1) - base == 5 * 4096  # 4000 B rounds to 4096
+    assert torch.dipu.max_memory_allocated(1) >= base + 5 * 4096
+    assert torch.dipu.memory_reserved(1) >= torch.dipu.memory_allocated(1)
+    del tensors
+    gc.collect()
+    assert torch.dipu.memory_allocated(1) == base
+
+
+def test_cache_reuses_blocks_without_vendor_calls():
+    x = torch.empty(MiB, dtype=torch.uint8, device="dipu")
+    ptr = x.data_ptr()
+    del x
+    before = stats()["num_device_alloc"]
+    y = torch.empty(MiB, dtype=torch.uint8, device="dipu")
+    assert y.data_ptr() == ptr
+    assert stats()["num_device_alloc"] == before
+
+
+def test_peak_reset_and_empty_cache():
+    x = torch.empty(4 * MiB, dtype=torch.uint8, device="dipu")
+    del x
+    assert torch.dipu.max_memory_allocated() >= 4 * MiB
+    torch.dipu.reset_peak_memory_stats()
+    assert torch.dipu.max_memory_allocated() == torch.dipu.memory_allocated()
+    reserved = torch.dipu.memory_reserved()
+    torch.dipu.empty_cache()
+    assert torch.dipu.memory_reserved() <= reserved - 4 * MiB
+    assert torch.dipu.memory_reserved() == torch.dipu.memory_allocated()
+
+
+def test_block_freed_on_one_stream_is_not_reused_on_another():
+    x = torch.empty(3 * MiB, dtype=torch.uint8, device="dipu")
+    ptr = x.data_ptr()
+    del x
+    side = torch.dipu.Stream()
+    with torch.dipu.stream(side):
+        y = torch.empty(3 * MiB, dtype=torch.uint8, device="dipu")
+        assert y.data_ptr() != ptr
+    z = torch.empty(3 * MiB, dtype=torch.uint8, device="dipu")
+    assert z.data_ptr() == ptr
+
+
+def test_record_stream_defers_reuse_until_stream_event_completes():
+    side = torch.dipu.Stream()
+    x = torch.empty(5 * MiB, dtype=torch.uint8, device="dipu")
+    ptr = x.data_ptr()
+    x.record_stream(side)
+    del x
+    # The simulated device runs synchronously, so the event has completed and
+    # the block becomes reusable on its own stream at the next allocation.
+    y = torch.empty(5 * MiB, dtype=torch.uint8, device="dipu")
+    assert y.data_ptr() == ptr
+
+
+def test_device_from_pointer():
+    x = torch.empty(100, device="dipu:1")
+    assert dipu._C.device_from_pointer(x.data_ptr() + 8) == torch.device("dipu:1")
+    with pytest.raises(RuntimeError, match="was not allocated by the dipu allocator"):
+        dipu._C.device_from_pointer(torch.empty(4).data_ptr())
+
+
+def test_out_of_memory_recovers(python):
+    code = """
+        import torch
+        x = torch.empty(1 << 20, dtype=torch.uint8, device="dipu:1")  # 1 MiB, stays
+        y = torch.empty(200 << 20, dtype=torch.uint8, device="dipu:1")
+        del y  # cached, must be released to satisfy the next request
+        big = torch.empty(400 << 20, dtype=torch.uint8, device="dipu:1")
+        del big
+        try:
+            torch.empty(600 << 20, dtype=torch.uint8, device="dipu:1")
+        except torch.OutOfMemoryError as e:
+            print("OOM:", e)
+        stats = torch.dipu.memory_stats(1)
+        print("retries", stats["num_alloc_retries"], "ooms", stats["num_ooms"])
+        z = torch.ones(100 << 20, dtype=torch.uint8, device="dipu:1")
+        print("after", int(z.sum().item()), int(x.numel()))
+    """
+    out = python(code, env={"DIPU_SIM_MEMORY": "512M"}).stdout
+    assert "OOM: dipu out of memory on sim device dipu:1: tried to allocate 600.00 MiB" in out
+    assert "1.00 MiB allocated by dipu" in out
+    assert "reserved by dipu on this device" in out
+    assert "retries 2 ooms 1" in out
+    assert f"after {100 << 20} {1 << 20}" in out
+
+
+def test_raw_allocator_mode(python):
+    code = """
+        import torch
+        for _ in range(3):
+            x = torch.empty(1000, device="dipu")
+            del x
+        s = torch.dipu.memory_stats()
+        print(s["num_device_alloc"], s["num_device_free"], s["reserved_bytes.all.current"])
+    """
+    out = python(code, env={"DIPU_ALLOCATOR": "raw"}).stdout.split()
+    assert int(out[0]) >= 3 and int(out[0]) - int(out[1]) <= 1
+
+
+def test_pinned_memory():
+    p = torch.ones(16).pin_memory()
+    assert p.is_pinned()
+    assert not torch.ones(16).is_pinned()
+    d = p.to("dipu", non_blocking=True)
+    assert torch.equal(d.cpu(), torch.ones(16))
+
+
+def test_storage_resize_keeps_contents():
+    t = torch.arange(4.0, device="dipu")
+    t.resize_(10)
+    assert t.shape == (10,)
+    assert torch.equal(t[:4].cpu(), torch.arange(4.0))
+    s = torch.UntypedStorage(8, device="dipu")
+    s.resize_(64)
+    assert s.nbytes() == 64 and s.device.type == "dipu"

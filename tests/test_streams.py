@@ -1,0 +1,82 @@
+"""Streams and events backed by the vendor runtime."""
+
+import pytest
+import torch
+
+
+def test_current_default_and_new_streams():
+    default = torch.dipu.default_stream()
+    assert default.stream_id == 0 and default.device == torch.device("dipu:0")
+    assert torch.dipu.current_stream() == default
+    s = torch.dipu.Stream()
+    assert isinstance(s, torch.dipu.Stream) and s.stream_id != 0
+    with torch.dipu.stream(s):
+        assert torch.dipu.current_stream() == s
+    assert torch.dipu.current_stream() == default
+
+
+def test_stream_on_second_device_switches_device():
+    with torch.dipu.device(1):
+        s = torch.dipu.Stream()
+    assert s.device == torch.device("dipu:1")
+    with torch.dipu.stream(s):
+        assert torch.dipu.current_device() == 1
+        assert torch.dipu.current_stream() == s
+    assert torch.dipu.current_device() == 0
+    assert torch.dipu.current_stream(1).stream_id == 0
+
+
+def test_set_stream():
+    s = torch.dipu.Stream()
+    torch.dipu.set_stream(s)
+    try:
+        assert torch.dipu.current_stream() == s
+    finally:
+        torch.dipu.set_stream(torch.dipu.default_stream())
+
+
+def test_stream_pool_is_bounded():
+    ids = {torch.dipu.Stream().stream_id for _ in range(100)}
+    assert len(ids) == 32
+
+
+def test_events_synchronize_query_and_time():
+    start = torch.dipu.Event(enable_timing=True)
+    end = torch.dipu.Event(enable_timing=True)
+    x = torch.randn(64, 64, device="dipu")
+    start.record()
+    for _ in range(3):
+        x = x + 1
+    end.record()
+    end.synchronize()
+    assert end.query() and start.query()
+    elapsed = start.elapsed_time(end)
+    assert elapsed > 0
+
+
+def test_event_without_timing_refuses_elapsed_time():
+    a, b = torch.dipu.Event(), torch.dipu.Event()
+    a.record()
+    b.record()
+    with pytest.raises(ValueError, match="enable_timing"):
+        a.elapsed_time(b)
+
+
+def test_stream_event_waits_and_sync():
+    s = torch.dipu.Stream()
+    event = s.record_event()
+    torch.dipu.current_stream().wait_event(event)
+    s.wait_stream(torch.dipu.current_stream())
+    s.synchronize()
+    assert s.query()
+    torch.dipu.synchronize()
+    torch.dipu.synchronize(1)
+
+
+def test_generic_torch_stream_and_event_apis():
+    s = torch.Stream(device="dipu:1")
+    assert s.device_type == torch.Stream(device="dipu").device_type
+    e = torch.Event(device="dipu:1", enable_timing=True)
+    e.record(s)
+    e.synchronize()
+    assert e.query()
