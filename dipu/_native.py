@@ -90,14 +90,18 @@ def _build(target: Path) -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
+def ensure_built(target: Path, build=None) -> Path:
+    """Build `target` unless it exists; concurrent callers build it once."""
+    if not target.exists():
+        with _locked(target.parent / ".lock"):
+            if not target.exists():
+                (build or _build)(target)
+    return target
+
+
 def load():
     """Return the native module ``dipu._C``, building it first if needed."""
-    directory = cache_dir()
-    target = directory / f"{NAME}.so"
-    if not target.exists():
-        with _locked(directory / ".lock"):
-            if not target.exists():
-                _build(target)
+    target = ensure_built(cache_dir() / f"{NAME}.so")
     spec = importlib.util.spec_from_file_location(NAME, target)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

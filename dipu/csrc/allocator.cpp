@@ -174,7 +174,7 @@ class DipuAllocator final : public c10::Allocator {
 
  private:
   Block* take_cached(c10::DeviceIndex device, c10::StreamId stream, size_t size) {
-    if (!pools_[device].pending.empty()) reclaim_pending(device);
+    reclaim_pending(device);
     std::lock_guard<std::mutex> lock(mutex_);
     auto& free_blocks = pools_[device].free_blocks;
     Block key{device, stream, size, nullptr, {}};
