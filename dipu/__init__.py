@@ -66,6 +66,8 @@ def reset_fallback_counts() -> None:
 
 
 def _register_ops() -> None:
+    if _vendor.diopi_impl is None:
+        return  # a vendor without an op library: every op uses the CPU fallback
     try:
         from dipu._generated import register
     except ImportError:
