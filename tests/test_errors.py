@@ -40,7 +40,7 @@ def test_bad_vendor_is_rejected_at_import_listing_installed_ones(python):
     proc = python("import dipu", env={"DIPU_VENDOR": "nosuch", "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"},
                   check=False)
     assert proc.returncode != 0
-    assert "DIPU_VENDOR='nosuch' names no installed dipu vendor; installed: sim" in proc.stderr
+    assert "DIPU_VENDOR='nosuch' names no installed dipu vendor; installed: cuda, sim" in proc.stderr
 
 
 def test_bad_device_count_and_allocator_mode(python):

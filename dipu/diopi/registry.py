@@ -1,0 +1,102 @@
+"""Registering the generated op kernels with the dispatcher, on PrivateUse1.
+
+Note [What gets registered]
+For each generated op, in order: ``register: false`` in the spec skips it; an
+op matching DIPU_FORCE_FALLBACK_OPS_LIST (unless ``fallback: false``) is left
+to the core's CPU fallback; an op whose DIOPI function the active library
+lacks is left to it too, which DIPU_DUMP_OP_ARGS reports once here. The rest
+get their wrapper, built by the generated factory with the library's
+functions bound in, and wrapped for autocompare when it matches
+DIPU_AUTOCOMPARE_OPS_LIST. All of this happens once, so none of it costs
+anything per call (Note [Hooks cost nothing unless asked for]).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+import torch
+
+from dipu import hooks
+from dipu.diopi.library import OpLibrary, active_library_name, load_library
+from dipu.diopi.runtime import Status, init_contexts
+
+
+@dataclasses.dataclass(frozen=True)
+class Op:
+    """One generated aten kernel, as the generator describes it."""
+
+    name: str  # "add.out"
+    diopi: str  # the DIOPI function it calls, "diopiAdd"
+    functions: tuple[str, ...]  # what the factory needs: the main function first, then scalar variants
+    make: Callable  # factory(op, *functions) -> kernel
+    arg_names: tuple[str, ...]  # schema argument names, in order
+    written: tuple[str, ...]  # arguments the op writes (out, self of an in-place op, running stats)
+    outputs: tuple[str, ...]  # names of what it returns
+    kind: str  # "out", "functional" or "inplace"
+    autocompare: bool = True
+    fallback: bool = True
+    register: bool = True
+
+    @property
+    def wrapper_name(self) -> str:
+        return "dipu_" + self.name.replace(".", "_")
+
+
+def _force_fallback(*args) -> Status:
+    return Status.FORCE_FALLBACK
+
+
+_torch_library: torch.library.Library | None = None
+_registered: list[str] = []
+
+
+def registered_ops() -> list[str]:
+    """The aten ops that currently have a generated kernel on PrivateUse1."""
+    return list(_registered)
+
+
+def register_ops(ops: tuple[Op, ...], *, library: OpLibrary | None = None,
+                 autocompare_all: bool = False, print_call_info: bool = False) -> list[str]:
+    """Register ``ops`` on PrivateUse1 (see Note [What gets registered]); returns the registered names.
+
+    Calling it again replaces the previous registration.
+    """
+    global _torch_library
+    if library is None:
+        from dipu import vendor
+
+        try:
+            library = load_library(active_library_name(vendor().diopi_impl))
+        except ImportError as error:  # dipu/__init__ treats ImportError as "nothing generated"
+            raise RuntimeError(f"cannot load the DIOPI op library: {error}") from error
+    force_fallback = hooks.force_fallback_patterns()
+    compare = hooks.autocompare_patterns()
+    report_missing = hooks.dump_level() > 0
+    init_contexts()
+
+    if _torch_library is not None:
+        _torch_library._destroy()
+    _torch_library = torch.library.Library("aten", "IMPL")
+    registered = []
+    for op in ops:
+        if not op.register or (op.fallback and force_fallback.matches(op.name)):
+            continue
+        functions = [library.get(name) for name in op.functions]
+        if functions[0] is None:
+            if report_missing:
+                print(f"{op.diopi} is not yet implemented, {op.name} will be fallback to cpu", flush=True)
+            continue
+        kernel = op.make(op, *(fn or _force_fallback for fn in functions))
+        if autocompare_all or compare.matches(op.name):
+            if op.autocompare:
+                kernel = hooks.autocompare(kernel, op)
+            else:
+                print(f"autocompare:    {op.name}: skipped (autocompare: false, e.g. a random op)", flush=True)
+        if print_call_info:
+            kernel = hooks.print_call_info(kernel, op)
+        _torch_library.impl(op.name, kernel, "PrivateUse1")
+        registered.append(op.name)
+    _registered[:] = registered
+    return registered

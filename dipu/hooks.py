@@ -1,0 +1,266 @@
+"""Debug hooks users switch on with environment variables (DESIGN.md §6).
+
+Note [Hooks cost nothing unless asked for]
+Force fallback and autocompare are decided once, when the generated kernels
+are registered: a force-fallback op is simply not registered (the core's CPU
+fallback takes it) and an autocompare op is registered wrapped in
+:func:`autocompare`. ``DIPU_CHECK_TENSOR_DEVICE`` and ``DIPU_SYNC_EXEC_MODE``
+are read once at import into constants the wrappers test. Only
+``DIPU_DUMP_OP_ARGS`` must follow changes at run time, so wrappers read it per
+call straight from ``os.environ``'s underlying dict (``env_get(DUMP_KEY)``,
+about 30 ns; ``os.getenv`` costs about 750 ns).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import torch
+
+from dipu import _C
+from dipu.diopi.runtime import Status, take_last_error
+
+FORCE_FALLBACK_VAR = "DIPU_FORCE_FALLBACK_OPS_LIST"
+FORCE_FALLBACK_CONFIG = ".dipu_force_fallback_op_list.config"
+AUTOCOMPARE_VAR = "DIPU_AUTOCOMPARE_OPS_LIST"
+DUMP_VAR = "DIPU_DUMP_OP_ARGS"
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "off", "no")
+
+
+def _env_float(name: str) -> float | None:
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(f"{name}: expected a number, got {text!r}") from None
+
+
+CHECK_DEVICE = _env_flag("DIPU_CHECK_TENSOR_DEVICE")
+SYNC = _env_flag("DIPU_SYNC_EXEC_MODE")
+AUTOCOMPARE_STRICT = _env_flag("DIPU_AUTOCOMPARE_STRICT")
+AUTOCOMPARE_RTOL = _env_float("DIPU_AUTOCOMPARE_RTOL")
+AUTOCOMPARE_ATOL = _env_float("DIPU_AUTOCOMPARE_ATOL")
+
+# See Note [Hooks cost nothing unless asked for].
+env_get = os.environ._data.get
+DUMP_KEY = os.environ.encodekey(DUMP_VAR)
+DUMP_OFF = frozenset((None, os.environ.encodevalue(""), os.environ.encodevalue("0")))
+
+
+def dump_level() -> int:
+    text = os.environ.get(DUMP_VAR, "").strip()
+    try:
+        return int(text or 0)
+    except ValueError:
+        return 1
+
+
+# ---- op name patterns -----------------------------------------------------------------------
+
+
+class OpPatterns:
+    """Comma-separated regexes, whitespace trimmed, each matched against the whole op name."""
+
+    def __init__(self, texts: list[tuple[str, str]]):
+        self.regexes = []
+        for source, text in texts:
+            for pattern in (p.strip() for p in text.split(",")):
+                if not pattern:
+                    continue
+                try:
+                    self.regexes.append(re.compile(pattern))
+                except re.error as error:
+                    raise ValueError(f"{source}: invalid regular expression {pattern!r}: {error}") from None
+
+    @classmethod
+    def from_env(cls, var: str, config_file: str | None = None) -> OpPatterns:
+        texts = [(var, os.environ.get(var, ""))]
+        if config_file is not None and Path(config_file).is_file():
+            lines = Path(config_file).read_text().splitlines()
+            texts += [(config_file, line) for line in lines if not line.lstrip().startswith("#")]
+        return cls(texts)
+
+    def matches(self, name: str) -> bool:
+        return any(regex.fullmatch(name) for regex in self.regexes)
+
+    def __bool__(self) -> bool:
+        return bool(self.regexes)
+
+
+def force_fallback_patterns() -> OpPatterns:
+    return OpPatterns.from_env(FORCE_FALLBACK_VAR, FORCE_FALLBACK_CONFIG)
+
+
+def autocompare_patterns() -> OpPatterns:
+    return OpPatterns.from_env(AUTOCOMPARE_VAR)
+
+
+# ---- called from generated wrappers (slow paths only) -------------------------------------------
+
+
+def _describe(value) -> str:
+    if isinstance(value, torch.Tensor):
+        return (
+            f"numel:{value.numel()}, sizes:{list(value.shape)}, stride:{list(value.stride())}, "
+            f"is_view:{int(value._is_view())}, dtype={str(value.dtype).removeprefix('torch.')}, "
+            f"device={value.device}, data_ptr:{hex(value.data_ptr())}"
+        )
+    return repr(value)
+
+
+def dump_op_args(op, args: tuple) -> None:
+    """Print one op call at the current DIPU_DUMP_OP_ARGS level (1: name, 2: arguments, 3: values)."""
+    level = dump_level()
+    lines = [f"[{op.wrapper_name}]:{op.name}  {op.diopi}"]
+    if level >= 2:
+        for name, value in zip(op.arg_names, args):
+            items = list(enumerate(value)) if isinstance(value, (list, tuple)) and value and \
+                isinstance(value[0], torch.Tensor) else [(None, value)]
+            for index, item in items:
+                label = name if index is None else f"{name}[{index}]"
+                lines.append(f"\t{op.name}: {label}:{_describe(item)}")
+                if level >= 3 and isinstance(item, torch.Tensor):
+                    lines.append(f"\t{op.name}: {label}:{item.detach().cpu()}")
+    print("\n".join(lines), flush=True)
+
+
+def _tensors(args: tuple, names: tuple[str, ...]):
+    for name, value in zip(names, args):
+        if isinstance(value, torch.Tensor):
+            yield name, value
+        elif isinstance(value, (list, tuple)):
+            yield from ((f"{name}[{i}]", v) for i, v in enumerate(value) if isinstance(v, torch.Tensor))
+
+
+def device_of(*args) -> int:
+    """The dipu device of the first dipu tensor (when the first one is a CPU scalar)."""
+    for _, tensor in _tensors(args, ("",) * len(args)):
+        if tensor.device.type == "dipu":
+            return tensor.get_device()
+    raise RuntimeError("no dipu tensor among the arguments")
+
+
+def check_device(op, device: int, args: tuple) -> None:
+    """DIPU_CHECK_TENSOR_DEVICE: every tensor argument is on dipu:<device> (0-dim CPU tensors pass)."""
+    for name, tensor in _tensors(args, op.arg_names):
+        if tensor.device.type == "cpu" and tensor.dim() == 0:
+            continue
+        if tensor.device.type != "dipu" or tensor.get_device() != device:
+            raise RuntimeError(f"{op.name}: argument '{name}' is on {tensor.device}, expected dipu:{device}")
+
+
+def on_failure(status: int, op, args: tuple, kwargs: dict):
+    """A DIOPI function did not succeed; see Note [Status codes]."""
+    if status == Status.FORCE_FALLBACK:
+        return _C.cpu_fallback(op.name, args, kwargs)
+    text = Status(status).text if status in Status._value2member_map_ else f"unknown status {int(status)}"
+    message = take_last_error()
+    raise RuntimeError(f"{op.name}: {op.diopi} failed with {text}" + (f": {message}" if message else ""))
+
+
+# ---- autocompare ------------------------------------------------------------------------------
+
+_DEFAULT_TOLERANCES = {  # (rtol, atol), as torch.testing.assert_close
+    torch.float16: (1e-3, 1e-5),
+    torch.bfloat16: (1.6e-2, 1e-5),
+    torch.float32: (1.3e-6, 1e-5),
+    torch.float64: (1e-7, 1e-7),
+}
+
+
+def _to_host(value):
+    if isinstance(value, torch.Tensor):
+        return value.detach().to("cpu", copy=True)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_to_host(v) for v in value)
+    return value
+
+
+def _compare(label: str, actual, expected) -> bool:
+    """Print one autocompare line; True when the values agree."""
+    prefix = f"autocompare:    {label}:"
+    if not isinstance(actual, torch.Tensor) or not isinstance(expected, torch.Tensor):
+        same = actual is None and expected is None or actual == expected
+        print(f"{prefix} {'allclose' if same else f'not_close, dipu: {actual!r}, cpu: {expected!r}'}")
+        return same
+    actual = actual.detach().cpu()
+    if actual.shape != expected.shape or actual.dtype != expected.dtype:
+        print(f"{prefix} not_close, shape/dtype differ: dipu {list(actual.shape)} {actual.dtype}, "
+              f"cpu {list(expected.shape)} {expected.dtype}")
+        return False
+    if actual.is_floating_point() or actual.is_complex():
+        rtol, atol = _DEFAULT_TOLERANCES.get(actual.dtype, (0.0, 0.0))
+        rtol = rtol if AUTOCOMPARE_RTOL is None else AUTOCOMPARE_RTOL
+        atol = atol if AUTOCOMPARE_ATOL is None else AUTOCOMPARE_ATOL
+        close = torch.allclose(actual, expected, rtol=rtol, atol=atol, equal_nan=True)
+    else:
+        close = torch.equal(actual, expected)
+    if close:
+        print(f"{prefix} allclose")
+        return True
+    diff = (actual.double() - expected.double()).abs()
+    print(f"{prefix} not_close, max diff: {diff.nan_to_num(float('inf')).max().item()}, "
+          f"dipu: {actual.flatten()[:5].tolist()}, cpu: {expected.flatten()[:5].tolist()}")
+    return False
+
+
+def autocompare(kernel, op):
+    """``kernel`` also run on CPU on host copies of its inputs, with every output compared and
+    every input the op must not write checked unchanged; see Note [Hooks cost nothing unless asked for]."""
+    packet, overload = op.name.split(".") if "." in op.name else (op.name, "default")
+    reference = getattr(getattr(torch.ops.aten, packet), overload)
+    written = set(op.written)
+
+    def compared(*args, **kwargs):
+        names = op.arg_names
+        values = args + tuple(kwargs.values())
+        value_names = names[: len(args)] + tuple(kwargs)
+        before = [_to_host(v) for v in values]
+        host_args = _to_host(before[: len(args)])
+        host_kwargs = dict(zip(kwargs, _to_host(before[len(args):])))
+        result = kernel(*args, **kwargs)
+        try:
+            expected = reference(*host_args, **host_kwargs)
+        except Exception as error:  # the comparison must never stop training
+            print(f"autocompare:    {op.name}: the CPU reference failed: {error}")
+            return result
+        host_values = list(host_args) + list(host_kwargs.values())
+        agree = True
+        if op.kind == "functional":
+            results = result if isinstance(result, (tuple, list)) else (result,)
+            expecteds = expected if isinstance(expected, (tuple, list)) else (expected,)
+            for name, actual, wanted in zip(op.outputs, results, expecteds):
+                agree &= _compare(f"{op.name} {name}", actual, wanted)
+        for name, value, host_value, original in zip(value_names, values, host_values, before):
+            if name in written:
+                agree &= _compare(f"{op.name} {name}", value, host_value)
+            elif isinstance(value, torch.Tensor) and not _unchanged(value, original):
+                print(f"autocompare:    {op.name} {name}: not_close, the op modified this input")
+                agree = False
+        if not agree and AUTOCOMPARE_STRICT:
+            raise RuntimeError(f"autocompare: {op.name} differs from the CPU result (DIPU_AUTOCOMPARE_STRICT)")
+        return result
+
+    return compared
+
+
+def _unchanged(value: torch.Tensor, original: torch.Tensor) -> bool:
+    return torch.equal(value.detach().cpu(), original) or (
+        original.is_floating_point() and torch.allclose(value.detach().cpu(), original, equal_nan=True))
+
+
+def print_call_info(kernel, op):
+    """The generator's --print-call-info: the level-1 dump line on every call, whatever the variable."""
+
+    def printed(*args, **kwargs):
+        print(f"[{op.wrapper_name}]:{op.name}  {op.diopi}", flush=True)
+        return kernel(*args, **kwargs)
+
+    return printed

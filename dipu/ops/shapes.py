@@ -1,0 +1,162 @@
+"""Output inference rules, named by ``shape:`` in diopi_functions.yaml.
+
+A rule receives the op's non-output arguments in schema order and returns the
+``(shape, dtype)`` of its output, or a tuple of them (``None`` for an output
+that is not wanted) when the op has several. Generated wrappers allocate
+outputs from it, resize ``out=`` arguments to it and check in-place ops
+against it. Rules run on every call, so the common cases stay on a few
+attribute reads; ``meta`` is the general fallback and costs tens of
+microseconds.
+
+Python numbers may stand where the schema says Tensor: torch hands wrapped
+scalars (``x * 2``) to Python kernels as numbers. Shapes are tuples or
+``torch.Size`` (never lists) so wrappers can compare them with ``out.shape``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+_Tensor = torch.Tensor
+_result_type = torch.result_type
+_infer_size = torch._C._infer_size
+_int64 = torch.int64
+_bool = torch.bool
+
+
+def _float_dtype(dtype: torch.dtype) -> torch.dtype:
+    return dtype if dtype.is_floating_point or dtype.is_complex else torch.get_default_dtype()
+
+
+def unary(self, *_):
+    """Same shape and dtype as the first argument."""
+    return self.shape, self.dtype
+
+
+def unary_float(self, *_):
+    """Same shape; integers and bool compute in the default float dtype (sqrt, exp, ...)."""
+    return self.shape, _float_dtype(self.dtype)
+
+
+def binary(self, other, *_):
+    """Elementwise: broadcast shapes, promote dtypes."""
+    if isinstance(other, _Tensor):
+        shape = self.shape
+        if other.shape != shape:
+            shape = _infer_size(shape, other.shape)
+        dtype = self.dtype
+        return shape, dtype if other.dtype is dtype else _result_type(self, other)
+    return self.shape, _result_type(self, other)
+
+
+def divide(self, other, rounding_mode=None, *_):
+    """As ``binary``, except true division of integers gives the default float dtype."""
+    shape, dtype = binary(self, other)
+    return shape, dtype if rounding_mode is not None else _float_dtype(dtype)
+
+
+def compare(self, other, *_):
+    """As ``binary`` for the shape; the result is bool."""
+    shape = self.shape
+    if isinstance(other, _Tensor) and other.shape != shape:
+        shape = _infer_size(shape, other.shape)
+    return shape, _bool
+
+
+def ternary(self, first, second, *_):
+    """Three-way broadcast (addcmul, addcdiv, lerp); dtype from all three."""
+    shape = _infer_size(_infer_size(self.shape, first.shape), second.shape)
+    return shape, _result_type(_result_type(self, first), second) if first.dtype is not self.dtype \
+        or second.dtype is not self.dtype else self.dtype
+
+
+def where(condition, self, other, *_):
+    other_shape = other.shape if isinstance(other, _Tensor) else torch.Size()
+    shape = _infer_size(_infer_size(condition.shape, self.shape), other_shape)
+    return shape, _result_type(self, other)
+
+
+def _reduced_shape(shape, dim, keepdim: bool) -> tuple[int, ...]:
+    ndim = len(shape)
+    if dim is None or len(dim) == 0:
+        dims = set(range(ndim))
+    else:
+        dims = {d % ndim if ndim else 0 for d in dim}
+    if keepdim:
+        return tuple(1 if i in dims else size for i, size in enumerate(shape))
+    return tuple(size for i, size in enumerate(shape) if i not in dims)
+
+
+def reduction(self, dim=None, keepdim=False, dtype=None, *_):
+    """sum/mean over ``dim`` (all when None or empty); integers and bool sum to int64."""
+    if dtype is None:
+        dtype = self.dtype if self.dtype.is_floating_point or self.dtype.is_complex else _int64
+    return _reduced_shape(self.shape, dim, keepdim), dtype
+
+
+def reduce_all(self, dtype=None, *_):
+    """A full reduction to a 0-dim tensor that keeps the input dtype (max)."""
+    return (), self.dtype if dtype is None else dtype
+
+
+def sum_all(self, dtype=None, *_):
+    return reduction(self, None, False, dtype)
+
+
+def max_dim(self, dim, keepdim=False, *_):
+    shape = _reduced_shape(self.shape, [dim], keepdim)
+    return (shape, self.dtype), (shape, _int64)
+
+
+def mm(self, mat2, *_):
+    return (self.shape[0], mat2.shape[1]), self.dtype
+
+
+def bmm(self, mat2, *_):
+    return (self.shape[0], self.shape[1], mat2.shape[2]), self.dtype
+
+
+def addmm(self, mat1, mat2, *_):
+    return (mat1.shape[0], mat2.shape[1]), self.dtype
+
+
+def like_self(grad_output, self, *_):
+    """A gradient with respect to ``self``, the second argument (pooling and loss backwards)."""
+    return self.shape, self.dtype
+
+
+def arange(start, end, step=1, *_):
+    import math
+
+    length = max(0, math.ceil((end - start) / step))
+    is_float = any(isinstance(v, float) for v in (start, end, step))
+    return (length,), torch.get_default_dtype() if is_float else _int64
+
+
+def dropout(input, *_):
+    return (input.shape, input.dtype), (input.shape, _bool)
+
+
+def meta(overload, kwarg_names: tuple[str, ...], several: bool):
+    """The general rule: run ``overload`` on meta tensors shaped like the arguments."""
+    positional = -len(kwarg_names) or None
+
+    def to_meta(value):
+        if isinstance(value, _Tensor):
+            return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="meta")
+        if isinstance(value, (list, tuple)):
+            return type(value)(to_meta(v) for v in value)
+        if isinstance(value, torch.Generator):
+            return None
+        return value
+
+    def spec(result):
+        return None if result is None else (result.shape, result.dtype)
+
+    def rule(*args):
+        values = [to_meta(v) for v in args]
+        kwargs = dict(zip(kwarg_names, values[positional:])) if kwarg_names else {}
+        result = overload(*values[:positional], **kwargs)
+        return tuple(spec(r) for r in result) if several else spec(result)
+
+    return rule

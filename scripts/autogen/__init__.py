@@ -1,0 +1,6 @@
+"""The op-kernel generator: diopi_functions.yaml -> dipu/_generated/ (see DESIGN.md §5).
+
+``spec`` reads and validates the YAML into frozen dataclasses, ``kernels``
+expands each entry into the aten kernels to generate and decides what their
+code does, ``emit`` renders that through the Jinja2 templates.
+"""

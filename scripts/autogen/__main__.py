@@ -1,0 +1,58 @@
+"""python -m scripts.autogen: generate dipu/_generated/ from diopi_functions.yaml."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from scripts.autogen import emit, spec
+
+REPO = spec.REPO
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m scripts.autogen",
+        description="Generate the PrivateUse1 op kernels (dipu/_generated/) from the op spec.")
+    parser.add_argument("--yaml", type=Path, default=REPO / "diopi_functions.yaml",
+                        help="the op spec (default: diopi_functions.yaml at the repository root)")
+    parser.add_argument("--out", type=Path, default=REPO / "dipu" / "_generated",
+                        help="the package to write (default: dipu/_generated)")
+    parser.add_argument("--check", action="store_true",
+                        help="write nothing; exit 1 and name the files that are stale (CI runs this)")
+    parser.add_argument("--autocompare-all", action="store_true",
+                        help="autocompare every op against CPU (except those marked autocompare: false), "
+                             "as if DIPU_AUTOCOMPARE_OPS_LIST were '.*'; like DIPU's --autocompare")
+    parser.add_argument("--print-call-info", action="store_true",
+                        help="print '[dipu_<op>]:<op>  <diopi function>' on every call, whatever "
+                             "DIPU_DUMP_OP_ARGS says; like DIPU's --print_func_call_info")
+    args = parser.parse_args(argv)
+    try:
+        entries = spec.load(args.yaml)
+        files = emit.render(entries, args.yaml.name, autocompare_all=args.autocompare_all,
+                            print_call_info=args.print_call_info)
+    except spec.SpecError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    if args.check:
+        stale = emit.stale_files(args.out, files)
+        for path in stale:
+            print(f"stale: {_relative(path)}", file=sys.stderr)
+        if stale:
+            print("run `python -m scripts.autogen` to regenerate", file=sys.stderr)
+        return 1 if stale else 0
+    for path in emit.write(args.out, files):
+        print(f"wrote {_relative(path)}")
+    return 0
+
+
+def _relative(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

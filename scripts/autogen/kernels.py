@@ -1,0 +1,230 @@
+"""Expand spec entries into the aten kernels to generate, deciding what each one's code does.
+
+Note [Generated wrappers]
+Every decision about a wrapper is taken here, in Python, and handed to the
+template as finished lines: the template only substitutes and loops. A
+wrapper is built by a factory (``make_add_out(op, diopiAdd, diopiAddScalar)``)
+that binds the op library's functions when the kernels are registered, so a
+call pays for closure reads, not for lookups. Per call a wrapper: guards the
+device of its first tensor, dumps (DIPU_DUMP_OP_ARGS, read per call),
+checks devices (DIPU_CHECK_TENSOR_DEVICE), allocates its outputs from a shape
+rule (functional), resizes them (out=) or checks them (in-place), calls the
+DIOPI function, handles a failed status and synchronizes (DIPU_SYNC_EXEC_MODE).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import keyword
+
+from torchgen.model import Argument, BaseTy, BaseType, FunctionSchema, ListType, OptionalType
+
+from diopi_impl.proto import Kind
+from scripts.autogen.model import Call, Entry, op_name
+from scripts.autogen.spec import SpecError, siblings
+
+
+@dataclasses.dataclass(frozen=True)
+class Wrapper:
+    """One generated kernel: everything the templates print, already decided."""
+
+    name: str  # "add.Tensor"
+    wrapper: str  # "dipu_add_Tensor"
+    factory: str  # "make_add_Tensor"
+    factory_params: str  # "op, diopiAdd, diopiAddScalar"
+    schema: str
+    signature: str
+    device_expr: str
+    device_args: str
+    args_tuple: str
+    body: tuple[str, ...]
+    fallback_args: str
+    fallback_kwargs: str
+    result: str
+    # what the op table in __init__ describes
+    diopi: str
+    functions: tuple[str, ...]
+    arg_names: tuple[str, ...]
+    written: tuple[str, ...]
+    outputs: tuple[str, ...]
+    kind: str
+    flags: str  # ", autocompare=False, ..." for the flags that are not at their default
+    # module-level lines the kernel needs
+    imports: tuple[str, ...]
+    meta_rule: str | None
+
+
+def py(name: str) -> str:
+    """A schema argument's Python name (``from`` is a keyword)."""
+    return name + "_" if keyword.iskeyword(name) else name
+
+
+def _tuple(names) -> str:
+    names = list(names)
+    return f"({names[0]},)" if len(names) == 1 else f"({', '.join(names)})"
+
+
+def _default(arg: Argument) -> str:
+    text = arg.default
+    if text in ("True", "False", "None"):
+        return text
+    if text.startswith('"') or text.startswith("'"):
+        return repr(text[1:-1])
+    if text.startswith("["):
+        return repr(tuple(int(v) for v in text[1:-1].split(",") if v.strip()))
+    try:
+        number = int(text)
+    except ValueError:
+        try:
+            return repr(float(text))
+        except ValueError:
+            return f"torch.{text}"  # dtypes and memory formats
+    size = arg.type.size if isinstance(arg.type, ListType) else None
+    return repr((number,) * size) if size else repr(number)
+
+
+def _signature(schema: FunctionSchema) -> str:
+    parts = []
+    for arg in schema.arguments.flat_positional:
+        parts.append(py(arg.name) + (f"={_default(arg)}" if arg.default is not None else ""))
+    kwarg_only = list(schema.arguments.flat_kwarg_only) + list(schema.arguments.out)
+    if kwarg_only:
+        parts.append("*")
+    for arg in kwarg_only:
+        if keyword.iskeyword(arg.name):
+            raise SpecError(f"{op_name(schema)}: keyword-only argument '{arg.name}' is a Python keyword")
+        parts.append(arg.name + (f"={_default(arg)}" if arg.default is not None else ""))
+    return ", ".join(parts)
+
+
+def _is_tensor(arg: Argument) -> bool:
+    return arg.type == BaseType(BaseTy.Tensor)
+
+
+def _is_tensor_list(arg: Argument) -> bool:
+    t = arg.type.elem if isinstance(arg.type, OptionalType) else arg.type
+    return isinstance(t, ListType) and t.elem == BaseType(BaseTy.Tensor)
+
+
+def _device(schema: FunctionSchema) -> tuple[str, str]:
+    args = schema.arguments.flat_all
+    tensors = [py(a.name) for a in args if a.type.is_tensor_like()]
+    for arg in args:
+        if _is_tensor(arg):
+            return f"{py(arg.name)}.get_device()", ", ".join(tensors)
+        if _is_tensor_list(arg) and not isinstance(arg.type, OptionalType):
+            return f"{py(arg.name)}[0].get_device()", ", ".join(tensors)
+    raise SpecError(f"{op_name(schema)}: no tensor argument to take the device from")
+
+
+def _call(call: Call, function_param: str, rename: dict[str, str]) -> str:
+    args = ", ".join(rename.get(a.name, py(a.name)) if a.name is not None else a.text for a in call.args)
+    return f"{function_param}(contexts[d], {args})"
+
+
+def _written(schema: FunctionSchema, writes: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(a.name for a in schema.arguments.flat_all
+                 if a.annotation is not None and a.annotation.is_write or a.name in writes)
+
+
+def expand(entry: Entry, where: str) -> list[Wrapper]:
+    """The kernels ``entry`` generates: itself and, for out= schemas, its functional and in-place siblings."""
+    found = siblings(entry.schema)
+    schemas = {"out": entry.schema, **{k: v for k, v in found.items() if k != "out"}} \
+        if entry.schema.kind().name == "out" else {entry.schema.kind().name: entry.schema}
+    return [_wrapper(entry, kind, schemas[kind], found.get("functional"), where) for kind in entry.variants]
+
+
+def _wrapper(entry: Entry, kind: str, schema: FunctionSchema, functional: FunctionSchema | None,
+             where: str) -> Wrapper:
+    name = op_name(schema)
+    suffix = name.replace(".", "_")
+    outputs = entry.outputs if kind != "inplace" else ("self",)
+    inputs = [py(a.name) for a in schema.arguments.flat_non_out]
+    imports, meta_rule, body = [], None, []
+    allocated_names = set()
+    if entry.interface is not None:
+        for arg, param in zip(entry.interface.args, entry.interface.function.params):
+            if param.kind == Kind.TENSOR_ALLOC and arg.name is not None:
+                allocated_names.add(arg.name)
+
+    # ---- the shape rule --------------------------------------------------------------------
+    needs_rule = entry.impl is None and (kind == "out" or (kind == "functional" and not allocated_names)
+                                         or (kind == "inplace" and entry.shape != "meta"
+                                             and entry.schema.kind().name == "out"))
+    rule = None
+    if needs_rule:
+        if entry.shape != "meta":
+            rule = f"shape_{entry.shape}"
+            imports.append(f"from dipu.ops.shapes import {entry.shape} as {rule}")
+        else:
+            reference = schema if kind == "functional" else functional
+            if reference is None:
+                raise SpecError(f"{where}: needs a shape rule: there is no functional variant to run on meta tensors")
+            rule = "meta_" + op_name(reference).replace(".", "_")
+            kwarg_names = tuple(a.name for a in reference.arguments.flat_kwarg_only)
+            packet, _, overload = op_name(reference).partition(".")
+            meta_rule = (f"{rule} = meta(torch.ops.aten.{packet}.{overload or 'default'}, "
+                         f"{kwarg_names!r}, {len(outputs) > 1})")
+    rule_call = f"{rule}({', '.join(inputs)})" if rule else None
+
+    # ---- outputs ---------------------------------------------------------------------------
+    if kind == "functional" and entry.impl is None:
+        if allocated_names:
+            if set(outputs) != allocated_names:
+                raise SpecError(f"{where}: mixes outputs the function allocates with ones it does not")
+            body += [f"{o} = [None]" for o in outputs]
+        elif len(outputs) == 1:
+            body += [f"shape, dtype = {rule_call}", f"{outputs[0]} = empty(shape, dtype, d)"]
+        else:
+            body.append(f"{', '.join(outputs)} = allocate({rule_call}, d)")
+    elif kind == "out" and entry.impl is None:
+        if allocated_names:
+            raise SpecError(f"{where}: outputs the function allocates need a functional schema")
+        if len(outputs) == 1:
+            body += [f"shape, dtype = {rule_call}", f"if {outputs[0]}.shape != shape:",
+                     f"    {outputs[0]}.resize_(shape)"]
+        else:
+            body.append(f"resize_outputs({_tuple(outputs)}, {rule_call})")
+    elif kind == "inplace" and rule_call is not None:
+        body += [f"shape, dtype = {rule_call}", "if shape != self.shape:",
+                 "    check_inplace_shape(op, self, shape)"]
+
+    # ---- the call ----------------------------------------------------------------------------
+    functions = (entry.function.name,)
+    if entry.impl is not None:
+        impl_name = "impl_" + entry.impl.replace(".", "_")
+        module, _, function = entry.impl.rpartition(".")
+        imports.append(f"from {module} import {function} as {impl_name}")
+        body.append(f"status, result = {impl_name}({entry.function.name}, contexts[d], {', '.join(inputs)})")
+        result = "result"
+    else:
+        rename = {entry.outputs[0]: "self"} if kind == "inplace" and entry.schema.kind().name == "out" else {}
+        main = _call(entry.interface, entry.function.name, rename)
+        if entry.scalar_interface is None:
+            body.append(f"status = {main}")
+        else:
+            scalar = entry.scalar_interface
+            functions += (scalar.function.name,)
+            test = " and ".join(f"isinstance({py(n)}, Tensor)" for n in scalar.number_args)
+            body += [f"if {test}:", f"    status = {main}", "else:",
+                     f"    status = {_call(scalar, scalar.function.name, rename)}"]
+        returned = [f"{o}[0]" if o in allocated_names else o for o in outputs]
+        result = returned[0] if len(returned) == 1 else f"({', '.join(returned)})"
+
+    written = _written(schema, entry.writes)
+    device_expr, device_args = _device(schema)
+    flags = "".join(f", {flag}=False" for flag in ("autocompare", "fallback", "register")
+                    if not getattr(entry, flag))
+    return Wrapper(
+        name=name, wrapper=f"dipu_{suffix}", factory=f"make_{suffix}",
+        factory_params=", ".join(("op",) + functions), schema=str(schema),
+        signature=_signature(schema), device_expr=device_expr, device_args=device_args,
+        args_tuple=_tuple(py(a.name) for a in schema.arguments.flat_all), body=tuple(body),
+        fallback_args=_tuple(py(a.name) for a in schema.arguments.flat_positional) if
+        schema.arguments.flat_positional else "()",
+        fallback_kwargs="{" + ", ".join(f"{a.name!r}: {a.name}" for a in list(schema.arguments.flat_kwarg_only)
+                                        + list(schema.arguments.out)) + "}",
+        result=result, diopi=entry.function.name, functions=functions,
+        arg_names=tuple(a.name for a in schema.arguments.flat_all), written=written,
+        outputs=tuple(outputs), kind=kind, flags=flags, imports=tuple(imports), meta_rule=meta_rule)

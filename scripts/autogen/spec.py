@@ -1,0 +1,373 @@
+"""Read diopi_functions.yaml into :class:`Entry` objects, rejecting anything suspicious.
+
+Every error names ``<file>:<line>`` and the entry, and its text is asserted by
+tests/test_autogen.py: the messages are part of the interface.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import keyword
+import re
+from pathlib import Path
+
+import torch
+import yaml
+from torchgen.model import Argument, BaseTy, BaseType, FunctionSchema, ListType, OptionalType, SchemaKind
+
+from diopi_impl.proto import FUNCTIONS, Kind, Param
+from scripts.autogen.model import Call, CallArg, Entry, op_name
+
+REPO = Path(__file__).resolve().parents[2]
+SHAPE_RULES_FILE = REPO / "dipu" / "ops" / "shapes.py"
+VARIANT_KINDS = ("out", "functional", "inplace")
+
+
+class SpecError(Exception):
+    pass
+
+
+# ---- the installed torch's schemas ------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=None)
+def _installed_schema_texts() -> dict[str, str]:
+    texts = {}
+    for schema in torch._C._jit_get_all_schemas():
+        if schema.name.startswith("aten::"):
+            name = schema.name[6:] + (f".{schema.overload_name}" if schema.overload_name else "")
+            texts[name] = str(schema)[6:]
+    return texts
+
+
+@functools.lru_cache(maxsize=None)
+def installed_schema(name: str) -> FunctionSchema | None:
+    text = _installed_schema_texts().get(name)
+    try:
+        return None if text is None else FunctionSchema.parse(text)
+    except Exception:  # a few JIT-only schemas use types torchgen does not know; no op of ours is one
+        return None
+
+
+def siblings(schema: FunctionSchema) -> dict[str, FunctionSchema]:
+    """The installed schemas with the same signature as ``schema``, by kind (out/functional/inplace)."""
+    base = str(schema.name.name.base)
+    found = {}
+    for name in _installed_schema_texts():
+        if name.split(".")[0] in (base, base + "_"):
+            other = installed_schema(name)
+            # factory siblings (arange.start_step for arange.start_out) have no tensor to dispatch on
+            has_tensor = other is not None and any(a.type.is_tensor_like() for a in other.arguments.flat_all)
+            if has_tensor and other.signature() == schema.signature():
+                found.setdefault(other.kind().name, other)
+    return found
+
+
+# ---- argument kinds ------------------------------------------------------------------------
+
+_KINDS_BY_BASE = {
+    BaseTy.Tensor: {Kind.TENSOR},
+    BaseTy.Scalar: {Kind.SCALAR},
+    BaseTy.int: {Kind.INT, Kind.SCALAR, Kind.REDUCTION},
+    BaseTy.SymInt: {Kind.INT, Kind.SCALAR},
+    BaseTy.float: {Kind.FLOAT, Kind.SCALAR},
+    BaseTy.bool: {Kind.BOOL},
+    BaseTy.str: {Kind.STRING, Kind.ROUNDING_MODE},
+    BaseTy.ScalarType: {Kind.DTYPE},
+    BaseTy.Generator: {Kind.GENERATOR},
+    BaseTy.MemoryFormat: {Kind.MEMORY_FORMAT},
+}
+
+
+def _kinds_for(arg: Argument) -> set[Kind]:
+    """The proto parameter kinds a schema argument may be passed to."""
+    t = arg.type.elem if isinstance(arg.type, OptionalType) else arg.type
+    if isinstance(t, ListType):
+        if t.elem == BaseType(BaseTy.Tensor):
+            return {Kind.TENSOR_LIST}
+        return {Kind.SIZE} if t.elem in (BaseType(BaseTy.int), BaseType(BaseTy.SymInt)) else set()
+    kinds = set(_KINDS_BY_BASE.get(t.name, set()))
+    if t == BaseType(BaseTy.Tensor) and arg.annotation is not None and arg.annotation.is_write:
+        kinds.add(Kind.TENSOR_OUT)
+    return kinds
+
+
+def _literal_kinds(value) -> set[Kind]:
+    if isinstance(value, bool):
+        return {Kind.BOOL}
+    if isinstance(value, int):
+        return {Kind.INT, Kind.SCALAR, Kind.REDUCTION, Kind.FLOAT}
+    if isinstance(value, float):
+        return {Kind.FLOAT, Kind.SCALAR}
+    if isinstance(value, str):
+        return {Kind.STRING, Kind.ROUNDING_MODE}
+    if isinstance(value, (list, tuple)) and all(isinstance(v, int) for v in value):
+        return {Kind.SIZE}
+    return set()
+
+
+def _describe_param(param: Param) -> str:
+    return f"'{param.name}' ({param.kind.value}{'?' if param.optional else ''})"
+
+
+# ---- the YAML file --------------------------------------------------------------------------
+
+
+class _EntryReader:
+    """Pops the keys of one YAML mapping, checking each one's type."""
+
+    def __init__(self, data: dict, where: str):
+        self.data = dict(data)
+        self.where = where
+
+    def fail(self, message: str):
+        raise SpecError(f"{self.where}: {message}")
+
+    def pop(self, key: str, types: type | tuple, default=None, required: bool = False):
+        if key not in self.data:
+            if required:
+                self.fail(f"missing required key '{key}'")
+            return default
+        value = self.data.pop(key)
+        if not isinstance(value, types):
+            expected = {str: "a string", bool: "a bool", list: "a list"}[types]
+            self.fail(f"'{key}' must be {expected}, got {type(value).__name__}")
+        return value
+
+    def finish(self, allowed: tuple[str, ...]) -> None:
+        for key in self.data:
+            self.fail(f"unknown key '{key}' (allowed: {', '.join(sorted(allowed))})")
+
+
+_KEYS = ("schema", "interface", "scalar_interface", "returns", "writes", "shape", "impl", "variants",
+         "autocompare", "fallback", "register")
+
+
+def load(path: Path) -> list[Entry]:
+    text = path.read_text()
+    try:
+        data = yaml.safe_load(text)
+        nodes = yaml.compose(text)
+    except yaml.YAMLError as error:
+        raise SpecError(f"{path.name}: invalid YAML: {error}") from None
+    if not isinstance(data, list) or not all(isinstance(item, dict) for item in data):
+        raise SpecError(f"{path.name}:1: expected a list of entries (mappings)")
+    entries = []
+    first_line: dict[str, int] = {}
+    for item, node in zip(data, nodes.value):
+        line = node.start_mark.line + 1
+        entry = _read_entry(item, path.name, line)
+        if entry.name in first_line:
+            raise SpecError(f"{path.name}:{line}: {entry.name}: duplicate entry (first at line {first_line[entry.name]})")
+        first_line[entry.name] = line
+        entries.append(entry)
+    return entries
+
+
+def _read_entry(item: dict, filename: str, line: int) -> Entry:
+    reader = _EntryReader(item, f"{filename}:{line}")
+    schema_text = reader.pop("schema", str, required=True)
+    try:
+        schema = FunctionSchema.parse(schema_text.removeprefix("aten::"))
+    except Exception as error:  # torchgen raises AssertionError and friends
+        reader.fail(f"cannot parse schema {schema_text!r}: {error}".rstrip(": "))
+    name = op_name(schema)
+    reader.where = f"{filename}:{line}: {name}"
+    installed = installed_schema(name)
+    if installed is None:
+        reader.fail(f"aten::{name} does not exist in the installed torch {torch.__version__}")
+    if str(installed) != str(schema):
+        reader.fail(f"schema differs from the installed torch's: {installed}")
+
+    interface_text = reader.pop("interface", str, required=True)
+    scalar_text = reader.pop("scalar_interface", str)
+    returns = reader.pop("returns", list)
+    writes = reader.pop("writes", list, [])
+    shape = reader.pop("shape", str, "meta")
+    impl = reader.pop("impl", str)
+    variants = reader.pop("variants", list)
+    autocompare = reader.pop("autocompare", bool, True)
+    fallback = reader.pop("fallback", bool, True)
+    register = reader.pop("register", bool, True)
+    reader.finish(_KEYS)
+
+    outputs = _output_names(reader, schema, returns)
+    arguments = {a.name for a in schema.arguments.flat_all}
+    for name in writes:
+        if name not in arguments:
+            reader.fail(f"'writes' names {name!r}, which is not an argument")
+    if shape != "meta" and shape not in shape_rules():
+        reader.fail(f"unknown shape rule '{shape}' (known: meta, {', '.join(sorted(shape_rules()))})")
+    if impl is not None:
+        _check_impl(reader, impl)
+        function = _bare_function(reader, interface_text)
+        interface = scalar = None
+        if scalar_text is not None:
+            reader.fail("scalar_interface cannot be combined with impl")
+    else:
+        interface = _parse_call(reader, "interface", interface_text, schema, outputs, writes)
+        function = interface.function
+        scalar = None if scalar_text is None else _parse_call(
+            reader, "scalar_interface", scalar_text, schema, outputs, writes, numbers_allowed=True)
+    return Entry(
+        line=line, schema=schema, interface=interface, function=function, scalar_interface=scalar,
+        outputs=outputs, writes=tuple(writes), shape=shape, impl=impl, variants=_variants(reader, schema, variants, impl),
+        autocompare=autocompare, fallback=fallback, register=register)
+
+
+def _output_names(reader: _EntryReader, schema: FunctionSchema, returns: list | None) -> tuple[str, ...]:
+    kind = schema.kind()
+    if kind == SchemaKind.out:
+        names = tuple(a.name for a in schema.arguments.out)
+    elif kind == SchemaKind.inplace:
+        names = (schema.arguments.self_arg.argument.name,)
+    elif any(r.name for r in schema.returns):
+        names = tuple(r.name for r in schema.returns)
+    else:
+        names = ("out",) if len(schema.returns) == 1 else tuple(f"out{i}" for i in range(len(schema.returns)))
+    if returns is None:
+        return names
+    if kind != SchemaKind.functional:
+        reader.fail("'returns' names the outputs of a functional schema only")
+    if len(returns) != len(schema.returns) or not all(isinstance(r, str) and r.isidentifier() for r in returns):
+        reader.fail(f"'returns' must list {len(schema.returns)} identifiers, one per returned tensor")
+    return tuple(returns)
+
+
+def _variants(reader: _EntryReader, schema: FunctionSchema, requested: list | None, impl: str | None):
+    if schema.kind() != SchemaKind.out or impl is not None:
+        if requested is not None:
+            reader.fail("'variants' applies to out= schemas without impl only")
+        return (schema.kind().name,)
+    available = siblings(schema)
+    if len(schema.arguments.out) != 1:
+        available.pop("inplace", None)
+    chosen = tuple(kind for kind in VARIANT_KINDS if kind in available)
+    if requested is None:
+        return chosen
+    for kind in requested:
+        if kind not in VARIANT_KINDS:
+            reader.fail(f"unknown variant {kind!r} (known: {', '.join(VARIANT_KINDS)})")
+        if kind not in available:
+            reader.fail(f"no {kind} variant of {op_name(schema)} in the installed torch")
+    return tuple(kind for kind in VARIANT_KINDS if kind in requested)
+
+
+# ---- interface calls ---------------------------------------------------------------------------
+
+_CALL = re.compile(r"\s*([A-Za-z_]\w*)\s*\((.*)\)\s*", re.DOTALL)
+
+
+def _split_arguments(text: str) -> list[str]:
+    parts, depth, current = [], 0, ""
+    for char in text:
+        if char in "([":
+            depth += 1
+        elif char in ")]":
+            depth -= 1
+        if char == "," and depth == 0:
+            parts.append(current.strip())
+            current = ""
+        else:
+            current += char
+    if current.strip():
+        parts.append(current.strip())
+    return parts
+
+
+def _function(reader: _EntryReader, key: str, name: str):
+    function = FUNCTIONS.get(name)
+    if function is None:
+        reader.fail(f"{key}: unknown DIOPI function '{name}'")
+    return function
+
+
+def _bare_function(reader: _EntryReader, text: str):
+    if not text.strip().isidentifier():
+        reader.fail(f"with impl, interface names the DIOPI function only, got {text!r}")
+    return _function(reader, "interface", text.strip())
+
+
+def _parse_call(reader: _EntryReader, key: str, text: str, schema: FunctionSchema, outputs: tuple[str, ...],
+                writes: list[str], numbers_allowed: bool = False) -> Call:
+    match = _CALL.fullmatch(text)
+    if match is None:
+        reader.fail(f"{key}: expected a call like diopiAdd(ctx, out, self, other, alpha), got {text!r}")
+    function = _function(reader, key, match.group(1))
+    tokens = _split_arguments(match.group(2))
+    names = function.param_names
+    if len(tokens) != len(names):
+        reader.fail(f"{key}: {function.name} takes {len(names)} arguments ({', '.join(names)}), got {len(tokens)}")
+    if tokens[0] != "ctx":
+        reader.fail(f"{key}: the first argument of {function.name} must be ctx, got '{tokens[0]}'")
+    arguments = {a.name: a for a in schema.arguments.flat_all}
+    args, numbers = [], []
+    for token, param in zip(tokens[1:], function.params):
+        if token.isidentifier() and not keyword.iskeyword(token) or token in arguments:
+            arg = _check_name(reader, key, function, param, token, arguments, (*outputs, *writes), numbers_allowed)
+            if arg is not None:
+                numbers.append(token)
+            args.append(CallArg(token))
+        else:
+            args.append(CallArg(None, _check_literal(reader, key, function, param, token)))
+    for output in outputs:
+        if output not in tokens:
+            reader.fail(f"{key}: output '{output}' is not passed to {function.name}")
+    return Call(function, tuple(args), tuple(numbers))
+
+
+def _check_name(reader, key, function, param: Param, token: str, arguments: dict[str, Argument],
+                outputs: tuple[str, ...], numbers_allowed: bool) -> str | None:
+    """Check ``token`` may be passed to ``param``; returns it when it is a Tensor passed as a number."""
+    where = f"{key}: {function.name} parameter {_describe_param(param)}"
+    if token in arguments:
+        arg = arguments[token]
+        kinds = _kinds_for(arg)
+        if token in outputs:
+            kinds |= {Kind.TENSOR_OUT}
+        if isinstance(arg.type, OptionalType) and not param.optional:
+            reader.fail(f"{where} cannot take '{token}' ({arg.type}): it may be None")
+        if param.kind in kinds:
+            return None
+        if numbers_allowed and param.kind == Kind.SCALAR and Kind.TENSOR in kinds:
+            return token
+        reader.fail(f"{where} cannot take '{token}' ({arg.type})")
+    if token in outputs:
+        if param.kind.is_output:
+            return None
+        reader.fail(f"{where} cannot take '{token}' (an output)")
+    reader.fail(f"{key}: '{token}' is neither an argument nor an output")
+
+
+def _check_literal(reader, key, function, param: Param, token: str):
+    try:
+        value = ast.literal_eval(token)
+    except (ValueError, SyntaxError):
+        reader.fail(f"{key}: cannot read argument {token!r} (expected a name or a literal)")
+    if value is None:
+        if not param.optional:
+            reader.fail(f"{key}: {function.name} parameter {_describe_param(param)} cannot take None")
+    elif param.kind not in _literal_kinds(value):
+        reader.fail(f"{key}: {function.name} parameter {_describe_param(param)} cannot take {token}")
+    return value
+
+
+# ---- named logic in dipu/ops ------------------------------------------------------------------
+
+
+def _top_level_functions(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    return {node.name for node in tree.body if isinstance(node, ast.FunctionDef) and not node.name.startswith("_")}
+
+
+@functools.lru_cache(maxsize=None)
+def shape_rules() -> frozenset[str]:
+    return frozenset(_top_level_functions(SHAPE_RULES_FILE) - {"meta"})
+
+
+def _check_impl(reader: _EntryReader, dotted: str) -> None:
+    module, _, function = dotted.rpartition(".")
+    path = REPO / Path(*module.split(".")).with_suffix(".py")
+    if not module or not path.is_file() or function not in _top_level_functions(path):
+        reader.fail(f"impl '{dotted}' names no function (expected a function in a module of this repository)")

@@ -1,0 +1,156 @@
+"""The generator: golden output, exact error messages, --check, reproducibility."""
+
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from scripts.autogen import __main__ as autogen
+from scripts.autogen import emit, spec
+
+HERE = Path(__file__).parent / "autogen"
+RELU = "- schema: 'relu(Tensor self) -> Tensor'\n"
+ADD_OUT = "- schema: 'add.out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)'\n"
+
+
+def generate(tmp_path, yaml_path, *extra) -> int:
+    return autogen.main(["--yaml", str(yaml_path), "--out", str(tmp_path / "out"), *extra])
+
+
+def test_small_spec_generates_exactly_the_golden_files(tmp_path):
+    assert generate(tmp_path, HERE / "small.yaml") == 0
+    produced = {p.name: p.read_text() for p in (tmp_path / "out").iterdir()}
+    expected = {p.name: p.read_text() for p in (HERE / "expected").iterdir() if p.suffix == ".py"}
+    assert produced.keys() == expected.keys() == {"__init__.py", "wrappers.py"}
+    for name in expected:
+        assert produced[name] == expected[name], f"{name} differs from tests/autogen/expected/{name}"
+
+
+def test_second_run_changes_nothing(tmp_path, capsys):
+    assert generate(tmp_path, HERE / "small.yaml") == 0
+    mtimes = {p: p.stat().st_mtime_ns for p in (tmp_path / "out").iterdir()}
+    capsys.readouterr()
+    assert generate(tmp_path, HERE / "small.yaml") == 0
+    assert capsys.readouterr().out == ""
+    assert {p: p.stat().st_mtime_ns for p in (tmp_path / "out").iterdir()} == mtimes
+
+
+def test_check_names_a_stale_file(tmp_path, capsys):
+    assert generate(tmp_path, HERE / "small.yaml") == 0
+    assert generate(tmp_path, HERE / "small.yaml", "--check") == 0
+    wrappers = tmp_path / "out" / "wrappers.py"
+    wrappers.write_text(wrappers.read_text() + "# edited by hand\n")
+    capsys.readouterr()
+    assert generate(tmp_path, HERE / "small.yaml", "--check") == 1
+    assert capsys.readouterr().err == f"stale: {wrappers}\nrun `python -m scripts.autogen` to regenerate\n"
+    assert wrappers.read_text().endswith("# edited by hand\n")  # --check writes nothing
+
+
+def test_check_names_a_missing_file(tmp_path, capsys):
+    assert generate(tmp_path, HERE / "small.yaml") == 0
+    (tmp_path / "out" / "__init__.py").unlink()
+    assert generate(tmp_path, HERE / "small.yaml", "--check") == 1
+    assert capsys.readouterr().err.splitlines()[0] == f"stale: {tmp_path / 'out' / '__init__.py'}"
+
+
+def test_repository_generated_package_is_up_to_date():
+    assert autogen.main(["--check"]) == 0
+
+
+def test_options_reach_the_generated_table(tmp_path):
+    assert generate(tmp_path, HERE / "small.yaml", "--autocompare-all", "--print-call-info") == 0
+    text = (tmp_path / "out" / "__init__.py").read_text()
+    assert "AUTOCOMPARE_ALL = True\nPRINT_CALL_INFO = True\n" in text
+
+
+def test_help_documents_the_options(capsys):
+    with pytest.raises(SystemExit):
+        autogen.main(["--help"])
+    out = capsys.readouterr().out
+    for option in ("--check", "--autocompare-all", "--print-call-info", "--yaml", "--out"):
+        assert option in out
+
+
+def error_of(tmp_path, text: str) -> str:
+    path = tmp_path / "diopi_functions.yaml"
+    path.write_text(textwrap.dedent(text))
+    with pytest.raises(spec.SpecError) as info:
+        emit.render(spec.load(path), path.name)
+    return str(info.value)
+
+
+ERRORS = [
+    (RELU + "  interface: diopiRelu(ctx, out, self)\n  interfce: x\n",
+     "diopi_functions.yaml:1: relu: unknown key 'interfce' (allowed: autocompare, fallback, impl, interface, "
+     "register, returns, scalar_interface, schema, shape, variants, writes)"),
+    (RELU + "  interface: diopiRelu(ctx, out, self)\n  autocompare: 'no'\n",
+     "diopi_functions.yaml:1: relu: 'autocompare' must be a bool, got str"),
+    (RELU + "  interface: [diopiRelu]\n",
+     "diopi_functions.yaml:1: relu: 'interface' must be a string, got list"),
+    (RELU, "diopi_functions.yaml:1: relu: missing required key 'interface'"),
+    ("- interface: diopiRelu(ctx, out, self)\n", "diopi_functions.yaml:1: missing required key 'schema'"),
+    ("- schema: 'relu(Tensor input) -> Tensor'\n  interface: diopiRelu(ctx, out, input)\n",
+     "diopi_functions.yaml:1: relu: schema differs from the installed torch's: relu(Tensor self) -> Tensor"),
+    ("- schema: 'relu.nope(Tensor self) -> Tensor'\n  interface: diopiRelu(ctx, out, self)\n",
+     f"diopi_functions.yaml:1: relu.nope: aten::relu.nope does not exist in the installed torch {torch.__version__}"),
+    (RELU + "  interface: diopiRelux(ctx, out, self)\n",
+     "diopi_functions.yaml:1: relu: interface: unknown DIOPI function 'diopiRelux'"),
+    (RELU + "  interface: diopiRelu(ctx, out)\n",
+     "diopi_functions.yaml:1: relu: interface: diopiRelu takes 3 arguments (ctx, out, input), got 2"),
+    (RELU + "  interface: diopiRelu(out, self, self)\n",
+     "diopi_functions.yaml:1: relu: interface: the first argument of diopiRelu must be ctx, got 'out'"),
+    (ADD_OUT + "  interface: diopiAdd(ctx, out, self, other, other)\n",
+     "diopi_functions.yaml:1: add.out: interface: diopiAdd parameter 'alpha' (Scalar) cannot take 'other' (Tensor)"),
+    (ADD_OUT + "  interface: diopiAdd(ctx, self, out, other, alpha)\n",
+     "diopi_functions.yaml:1: add.out: interface: diopiAdd parameter 'out' (Tensor(a!)) cannot take 'self' (Tensor)"),
+    (RELU + "  interface: diopiRelu(ctx, out, x)\n",
+     "diopi_functions.yaml:1: relu: interface: 'x' is neither an argument nor an output"),
+    (RELU + "  interface: diopiRelu(ctx, out, None)\n",
+     "diopi_functions.yaml:1: relu: interface: diopiRelu parameter 'input' (Tensor) cannot take None"),
+    ("- schema: 'native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps)"
+     " -> (Tensor, Tensor, Tensor)'\n"
+     "  interface: diopiLayerNorm(ctx, out0, out1, out2, input, input, bias, normalized_shape, eps)\n"
+     "  returns: [out0, out1]\n",
+     "diopi_functions.yaml:1: native_layer_norm: 'returns' must list 3 identifiers, one per returned tensor"),
+    ("- schema: 'native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps)"
+     " -> (Tensor, Tensor, Tensor)'\n"
+     "  interface: diopiMm(ctx, out0, weight, input)\n",
+     "diopi_functions.yaml:1: native_layer_norm: interface: diopiMm parameter 'input' (Tensor) cannot take "
+     "'weight' (Tensor?): it may be None"),
+    (RELU + "  interface: diopiRelu(ctx, out, self)\n  shape: nope\n",
+     "diopi_functions.yaml:1: relu: unknown shape rule 'nope' (known: meta, " + ", ".join(sorted(spec.shape_rules()))
+     + ")"),
+    (RELU + "  interface: diopiRelu\n  impl: dipu.ops.nowhere.relu\n",
+     "diopi_functions.yaml:1: relu: impl 'dipu.ops.nowhere.relu' names no function (expected a function in a "
+     "module of this repository)"),
+    (ADD_OUT + "  interface: diopiAdd(ctx, out, self, other, alpha)\n  variants: [inplace, sideways]\n",
+     "diopi_functions.yaml:1: add.out: unknown variant 'sideways' (known: out, functional, inplace)"),
+    (RELU + "  interface: diopiRelu(ctx, out, self)\n" + RELU + "  interface: diopiRelu(ctx, out, self)\n",
+     "diopi_functions.yaml:3: relu: duplicate entry (first at line 1)"),
+    (ADD_OUT + "  interface: diopiAdd(ctx, out, self, other, alpha)\n  shape: binary\n"
+     "- schema: 'add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor'\n"
+     "  interface: diopiAdd(ctx, out, self, other, alpha)\n  shape: binary\n",
+     "diopi_functions.yaml:4: add.Tensor: generates add.Tensor, which the entry at line 1 generates too"),
+    ("relu: 1\n", "diopi_functions.yaml:1: expected a list of entries (mappings)"),
+]
+
+
+@pytest.mark.parametrize("text, message", ERRORS, ids=[m.split(": ", 2)[-1][:40] for _, m in ERRORS])
+def test_spec_errors_are_exact(tmp_path, text, message):
+    assert error_of(tmp_path, text) == message
+
+
+def test_unparsable_schema_names_the_line(tmp_path):
+    message = error_of(tmp_path, RELU + "  interface: diopiRelu(ctx, out, self)\n"
+                                        "- schema: 'relu(Tensor self'\n  interface: diopiRelu(ctx, out, self)\n")
+    assert message.startswith("diopi_functions.yaml:3: cannot parse schema 'relu(Tensor self'")
+
+
+def test_errors_reach_the_command_line(tmp_path, capsys):
+    path = tmp_path / "diopi_functions.yaml"
+    path.write_text(RELU + "  interface: diopiRelux(ctx, out, self)\n")
+    assert generate(tmp_path, path) == 1
+    assert capsys.readouterr().err == (
+        "error: diopi_functions.yaml:1: relu: interface: unknown DIOPI function 'diopiRelux'\n")
+    assert not (tmp_path / "out").exists()

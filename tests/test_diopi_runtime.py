@@ -1,0 +1,125 @@
+"""The DIOPI runtime: the proto, op-library registration, status codes and the context."""
+
+import textwrap
+
+import pytest
+import torch
+
+from conftest import run_python
+from diopi_impl.proto import FUNCTIONS
+from diopi_impl.torch import library as torch_library
+from dipu.diopi import SUCCESS, OpLibrary, Status, load_library
+from dipu.diopi.runtime import contexts
+
+
+def test_proto_puts_ctx_first_then_outputs():
+    for function in FUNCTIONS.values():
+        assert function.param_names[0] == "ctx"
+        assert function.params[0].kind.is_output, function.name
+        assert len(set(function.param_names)) == len(function.param_names), function.name
+    assert str(FUNCTIONS["diopiAdd"]) == "diopiAdd(ctx, Tensor(a!) out, Tensor input, Tensor other, Scalar alpha)"
+
+
+def test_the_torch_library_implements_the_whole_proto():
+    assert sorted(torch_library.functions) == sorted(FUNCTIONS)
+
+
+def test_registering_a_function_outside_the_proto_fails():
+    library = OpLibrary("test")
+
+    def diopiFrobnicate(ctx, out, input):
+        return SUCCESS
+
+    with pytest.raises(TypeError, match=r"^op library 'test': diopiFrobnicate is not declared in the DIOPI proto$"):
+        library.register(diopiFrobnicate)
+
+
+def test_registering_a_different_parameter_list_fails():
+    library = OpLibrary("test")
+
+    def diopiAdd(ctx, out, input, other):
+        return SUCCESS
+
+    with pytest.raises(TypeError) as info:
+        library.register(diopiAdd)
+    assert str(info.value) == ("op library 'test': diopiAdd(ctx, out, input, other) does not match the DIOPI "
+                               "proto diopiAdd(ctx, out, input, other, alpha)")
+
+
+def test_registering_twice_fails_and_base_libraries_fill_gaps():
+    library = OpLibrary("test", base=torch_library)
+
+    def diopiNeg(ctx, out, input):
+        return SUCCESS
+
+    library.register(diopiNeg)
+    with pytest.raises(TypeError, match=r"^op library 'test': diopiNeg is registered twice$"):
+        library.register(diopiNeg)
+    assert library.get("diopiNeg") is diopiNeg
+    assert library.get("diopiAdd") is torch_library.get("diopiAdd")
+    assert OpLibrary("empty").get("diopiAdd") is None
+
+
+def test_loading_libraries_by_name():
+    assert load_library("torch") is torch_library
+    with pytest.raises(RuntimeError) as info:
+        load_library("nowhere")
+    assert str(info.value) == ("no DIOPI op library named 'nowhere' (no entry point in 'dipu.diopi_impls', "
+                               "no module diopi_impl.nowhere or nowhere)")
+
+
+def test_status_texts_follow_diopi():
+    assert [s.text for s in Status] == ["diopiSuccess", "diopiErrorOccurred", "diopiNoImplement",
+                                        "diopiDtypeNotSupported", "diopiForceFallbackToCPU"]
+    assert not Status.SUCCESS and all(s for s in Status if s is not Status.SUCCESS)
+
+
+def test_context_allocates_on_its_device_and_reports_the_stream():
+    ctx = contexts[0]
+    tensor = ctx.require_tensor((2, 3), torch.int32)
+    assert (tensor.device, tensor.shape, tensor.dtype) == (torch.device("dipu:0"), (2, 3), torch.int32)
+    assert ctx.stream is None  # the default stream
+    stream = torch.dipu.Stream()
+    with torch.dipu.stream(stream):
+        assert ctx.stream is not None
+
+
+STATUS_LIBRARY = """
+from dipu.diopi import OpLibrary, Status
+from diopi_impl.torch import library as reference
+
+library = OpLibrary("statuses", base=reference)
+
+@library.register
+def diopiMul(ctx, out, input, other):
+    ctx.set_last_error("int8 is not supported")
+    return Status.DTYPE_NOT_SUPPORTED
+
+@library.register
+def diopiSub(ctx, out, input, other, alpha):
+    return Status.FORCE_FALLBACK
+
+@library.register
+def diopiNeg(ctx, out, input):
+    return Status.NOT_IMPLEMENTED
+"""
+
+
+def test_failed_status_raises_and_force_fallback_runs_on_cpu(tmp_path):
+    (tmp_path / "status_ops.py").write_text(STATUS_LIBRARY)
+    out = run_python(textwrap.dedent("""
+        import torch, dipu
+        a = torch.arange(4.).to("dipu")
+        for fn in (lambda: a * a, lambda: -a):
+            try:
+                fn()
+            except RuntimeError as error:
+                print(error)
+        dipu.reset_fallback_counts()
+        print((a - a).cpu().tolist(), dipu.fallback_counts())
+    """), env={"DIPU_DIOPI_IMPL": "status_ops", "PYTHONPATH": str(tmp_path)}).stdout
+    assert out.splitlines() == [
+        "mul.Tensor: diopiMul failed with diopiDtypeNotSupported: int8 is not supported",
+        "neg: diopiNeg failed with diopiNoImplement",
+        "[0.0, 0.0, 0.0, 0.0] {'sub.Tensor': 1}",
+    ]

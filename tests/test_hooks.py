@@ -1,0 +1,236 @@
+"""Debug hooks (DESIGN.md §6), each observed from a fresh interpreter's output."""
+
+import os
+import re
+import textwrap
+
+import pytest
+
+from conftest import run_python
+
+HOOK_VARS = ("DIPU_DUMP_OP_ARGS", "DIPU_FORCE_FALLBACK_OPS_LIST", "DIPU_AUTOCOMPARE_OPS_LIST",
+             "DIPU_CHECK_TENSOR_DEVICE", "DIPU_SYNC_EXEC_MODE", "DIPU_DIOPI_IMPL", "DIPU_AUTOCOMPARE_STRICT")
+
+
+@pytest.fixture(autouse=True)
+def clean_hook_environment(monkeypatch):
+    for var in HOOK_VARS:
+        monkeypatch.delenv(var, raising=False)
+
+
+def run(code: str, check: bool = True, **kwargs):
+    return run_python(code, check=check, **kwargs)
+
+
+# A library in which neg computes the wrong values and abs also negates its input in place.
+BROKEN_LIBRARY = """
+from dipu import _C
+from dipu.diopi import SUCCESS, OpLibrary
+from diopi_impl.torch import library as reference
+
+library = OpLibrary("broken", base=reference)
+
+@library.register
+def diopiNeg(ctx, out, input):
+    _C.alias(out, ctx.device).copy_(_C.alias(input, ctx.device))
+    return SUCCESS
+
+@library.register
+def diopiAbs(ctx, out, input):
+    x = _C.alias(input, ctx.device)
+    _C.alias(out, ctx.device).copy_(x.abs())
+    x.neg_()
+    return SUCCESS
+"""
+
+
+def test_dump_levels_follow_the_variable_at_run_time():
+    out = run("""
+        import os, torch, dipu
+        a = torch.arange(12.).reshape(3, 4).to("dipu")
+        b = torch.ones(3, 4, device="dipu")
+        o = torch.empty(3, 4, device="dipu")
+        for level in ("1", "2", "3", "0"):
+            os.environ["DIPU_DUMP_OP_ARGS"] = level
+            print(f"== level {level}")
+            torch.add(a, b, alpha=2, out=o)
+    """).stdout
+    sections = dict(re.findall(r"== level (\d)\n(.*?)(?=== level|\Z)", out, re.S))
+    assert sections["1"] == "[dipu_add_out]:add.out  diopiAdd\n"
+    level2 = sections["2"].splitlines()
+    assert level2[0] == "[dipu_add_out]:add.out  diopiAdd"
+    assert re.fullmatch(r"\tadd\.out: self:numel:12, sizes:\[3, 4\], stride:\[4, 1\], is_view:0, "
+                        r"dtype=float32, device=dipu:0, data_ptr:0x[0-9a-f]+", level2[1])
+    assert level2[3] == "\tadd.out: alpha:2"
+    assert level2[4].startswith("\tadd.out: out:numel:12, sizes:[3, 4]")
+    assert len(level2) == 5
+    level3 = sections["3"]
+    assert "\tadd.out: self:tensor([[ 0.,  1.,  2.,  3.],\n" in level3
+    assert "\tadd.out: alpha:2\n" in level3
+    assert sections["0"] == ""
+
+
+FALLBACK_PROBE = """
+    import torch, dipu
+    from dipu.diopi.registry import registered_ops
+    names = set(registered_ops())
+    print("registered:", sorted(n for n in {probes} if n in names))
+    a = torch.arange(6.).to("dipu"); b = torch.full((6,), 2.0, device="dipu")
+    mask = (torch.arange(6) % 2 == 0).to("dipu")
+    dipu.reset_fallback_counts()
+    results = [torch.add(a, b, out=torch.empty(6, device="dipu")), a * b,
+               torch.ops.aten.add.Scalar(a, 3), a.clone().masked_fill_(mask, 7.0)]
+    expected = [torch.arange(6.) + 2, torch.arange(6.) * 2, torch.arange(6.) + 3,
+                torch.arange(6.).masked_fill_(torch.arange(6) % 2 == 0, 7.0)]
+    assert all(torch.equal(r.cpu(), e) for r, e in zip(results, expected))
+    print("fallbacks:", sorted(dipu.fallback_counts()))
+"""
+PROBES = ["add.out", "add.Tensor", "add.Scalar", "mul.Tensor", "masked_fill_.Scalar", "masked_fill_.Tensor"]
+
+
+def probe_fallbacks(env=None, cwd=None):
+    lines = run(FALLBACK_PROBE.format(probes=PROBES), env=env, cwd=cwd).stdout.splitlines()
+    return lines[0], lines[1]
+
+
+def test_no_forced_fallback_by_default():
+    assert probe_fallbacks() == (f"registered: {sorted(PROBES)}", "fallbacks: []")
+
+
+def test_force_fallback_by_exact_name():
+    registered, fallbacks = probe_fallbacks({"DIPU_FORCE_FALLBACK_OPS_LIST": "add.out"})
+    assert registered == f"registered: {sorted(set(PROBES) - {'add.out'})}"
+    assert fallbacks == "fallbacks: ['add.out']"
+
+
+def test_force_fallback_by_pattern_with_whitespace():
+    registered, fallbacks = probe_fallbacks({"DIPU_FORCE_FALLBACK_OPS_LIST": " .*.Scalar , mul.Tensor "})
+    assert registered == "registered: ['add.Tensor', 'add.out', 'masked_fill_.Tensor']"
+    # add.Scalar and mul.Tensor decompose (to add.Tensor, to mul.out) for backends without a kernel
+    assert fallbacks == "fallbacks: ['masked_fill_.Scalar']"
+
+
+def test_force_fallback_from_the_config_file(tmp_path):
+    (tmp_path / ".dipu_force_fallback_op_list.config").write_text("# ops to keep on CPU\nadd.out\n  mul.Tensor\n")
+    registered, fallbacks = probe_fallbacks(cwd=tmp_path)
+    assert registered == "registered: ['add.Scalar', 'add.Tensor', 'masked_fill_.Scalar', 'masked_fill_.Tensor']"
+    assert fallbacks == "fallbacks: ['add.out']"
+
+
+def test_force_fallback_everything_still_trains_correctly():
+    out = run("""
+        import torch, dipu
+        from dipu.diopi.registry import registered_ops
+        assert registered_ops() == []
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+        x, y = torch.randn(5, 4), torch.tensor([0, 1, 1, 0, 1])
+        def train(device):
+            m = __import__("copy").deepcopy(model).to(device)
+            opt = torch.optim.SGD(m.parameters(), lr=0.1, foreach=False)
+            for _ in range(2):
+                opt.zero_grad()
+                loss = torch.nn.functional.cross_entropy(m(x.to(device)), y.to(device))
+                loss.backward()
+                opt.step()
+            return loss.item()
+        assert train("cpu") == train("dipu")
+        print("fallbacks:", len(dipu.fallback_counts()) > 5)
+    """, env={"DIPU_FORCE_FALLBACK_OPS_LIST": ".*"}).stdout
+    assert out == "fallbacks: True\n"
+
+
+def test_invalid_regex_fails_at_import_naming_variable_and_pattern():
+    proc = run("import dipu", check=False, env={"DIPU_FORCE_FALLBACK_OPS_LIST": "add.out,[bad"})
+    assert proc.returncode != 0
+    assert ("ValueError: DIPU_FORCE_FALLBACK_OPS_LIST: invalid regular expression '[bad': "
+            "unterminated character set at position 0") in proc.stderr
+
+
+def test_autocompare_reports_allclose_and_skips_random_ops():
+    out = run("""
+        import torch, dipu
+        a = torch.arange(6.).to("dipu"); b = torch.ones(6, device="dipu")
+        torch.add(a, b, out=torch.empty(6, device="dipu"))
+        a + b
+        torch.empty(3, device="dipu").bernoulli_(0.5)
+    """, env={"DIPU_AUTOCOMPARE_OPS_LIST": "add.out, add.Tensor, bernoulli_.float"}).stdout
+    assert out.splitlines() == [
+        "autocompare:    bernoulli_.float: skipped (autocompare: false, e.g. a random op)",
+        "autocompare:    add.out out: allclose",
+        "autocompare:    add.Tensor out: allclose",
+    ]
+
+
+def test_autocompare_catches_wrong_values_and_a_mutated_input(tmp_path):
+    (tmp_path / "broken_ops.py").write_text(BROKEN_LIBRARY)
+    out = run("""
+        import torch, dipu
+        x = torch.tensor([1.0, -2.0, 3.0]).to("dipu")
+        torch.neg(x)
+        torch.abs(x)
+        print("training goes on")
+    """, env={"DIPU_AUTOCOMPARE_OPS_LIST": "neg, abs", "DIPU_DIOPI_IMPL": "broken_ops",
+              "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}).stdout
+    assert out.splitlines() == [
+        "autocompare:    neg out: not_close, max diff: 6.0, dipu: [1.0, -2.0, 3.0], cpu: [-1.0, 2.0, -3.0]",
+        "autocompare:    abs out: allclose",
+        "autocompare:    abs self: not_close, the op modified this input",
+        "training goes on",
+    ]
+
+
+def test_autocompare_strict_mode_raises(tmp_path):
+    (tmp_path / "broken_ops.py").write_text(BROKEN_LIBRARY)
+    proc = run("""
+        import torch, dipu
+        torch.neg(torch.ones(3, device="dipu"))
+    """, check=False, env={"DIPU_AUTOCOMPARE_OPS_LIST": "neg", "DIPU_DIOPI_IMPL": "broken_ops",
+                           "DIPU_AUTOCOMPARE_STRICT": "1", "PYTHONPATH": str(tmp_path)})
+    assert "RuntimeError: autocompare: neg differs from the CPU result (DIPU_AUTOCOMPARE_STRICT)" in proc.stderr
+
+
+def test_missing_diopi_function_falls_back_with_a_one_time_message(tmp_path):
+    (tmp_path / "partial_ops.py").write_text(textwrap.dedent("""
+        from dipu.diopi import OpLibrary
+        from diopi_impl.torch import library as reference
+
+        library = OpLibrary("partial")
+        for name, function in reference.functions.items():
+            if name != "diopiAdd":
+                library.register(function)
+    """))
+    out = run("""
+        import os, torch, dipu
+        os.environ["DIPU_DUMP_OP_ARGS"] = "0"
+        a = torch.arange(4.).to("dipu")
+        for _ in range(3):
+            assert torch.equal((a + a).cpu(), torch.arange(4.) * 2)
+        print("fallbacks:", dipu.fallback_counts().get("add.Tensor"), dipu.fallback_counts().get("add.out"))
+    """, env={"DIPU_DIOPI_IMPL": "partial_ops", "DIPU_DUMP_OP_ARGS": "1", "PYTHONPATH": str(tmp_path)}).stdout
+    assert out.splitlines() == [
+        "diopiAdd is not yet implemented, add.Tensor will be fallback to cpu",
+        "diopiAdd is not yet implemented, add.out will be fallback to cpu",
+        "diopiAdd is not yet implemented, add_.Tensor will be fallback to cpu",
+        "fallbacks: " + out.splitlines()[-1].split(": ", 1)[1],
+    ]
+    counts = out.splitlines()[-1].split(": ", 1)[1]
+    assert counts != "None None"
+
+
+def test_check_tensor_device_names_the_argument():
+    proc = run("""
+        import torch, dipu
+        torch.ones(3, device="dipu") + torch.ones(3)
+    """, check=False, env={"DIPU_CHECK_TENSOR_DEVICE": "1"})
+    assert "RuntimeError: add.Tensor: argument 'other' is on cpu, expected dipu:0" in proc.stderr
+
+
+def test_sync_mode_keeps_results_correct():
+    out = run("""
+        import torch, dipu
+        from dipu import hooks
+        a = torch.arange(4.).to("dipu")
+        print(hooks.SYNC, (a * a).sum().item())
+    """, env={"DIPU_SYNC_EXEC_MODE": "1"}).stdout
+    assert out == "True 14.0\n"

@@ -1,0 +1,95 @@
+"""An MLP, a small CNN and a transformer block train on dipu exactly as on CPU, with no CPU fallback."""
+
+import copy
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import dipu
+
+
+class MLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.hidden, self.out = nn.Linear(16, 32), nn.Linear(32, 4)
+
+    def forward(self, x):
+        return self.out(torch.relu(self.hidden(x)))
+
+
+class CNN(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.bn = nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8)
+        self.conv2, self.fc = nn.Conv2d(8, 8, 3, padding=1), nn.Linear(8 * 2 * 2, 5)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.bn(self.conv1(x))), 2)
+        x = F.avg_pool2d(F.relu(self.conv2(x)), 2)
+        return self.fc(x.flatten(1))
+
+
+class TransformerBlock(nn.Module):
+    def __init__(self, vocab=11, dim=16, heads=2, length=6):
+        super().__init__()
+        self.tokens, self.positions = nn.Embedding(vocab, dim), nn.Embedding(length, dim)
+        self.ln1, self.ln2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.qkv, self.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+        self.fc1, self.fc2, self.head = nn.Linear(dim, 4 * dim), nn.Linear(4 * dim, dim), nn.Linear(dim, vocab)
+        self.dropout, self.heads = nn.Dropout(0.1), heads
+
+    def forward(self, idx):
+        batch, length = idx.shape
+        x = self.tokens(idx) + self.positions(torch.arange(length, device=idx.device))
+        q, k, v = self.qkv(self.ln1(x)).split(x.shape[-1], dim=-1)
+        q, k, v = (t.view(batch, length, self.heads, -1).transpose(1, 2) for t in (q, k, v))
+        scores = (q @ k.transpose(-2, -1)) / (q.shape[-1] ** 0.5)
+        causal = torch.ones(length, length, device=idx.device).triu(1) > 0
+        attention = self.dropout(scores.masked_fill(causal, float("-inf")).softmax(-1))
+        x = x + self.proj((attention @ v).transpose(1, 2).reshape(batch, length, -1))
+        x = x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+        return self.head(x)
+
+
+def make_case(name):
+    torch.manual_seed(0)
+    if name == "mlp":
+        return MLP(), torch.randn(8, 16), torch.randint(0, 4, (8,))
+    if name == "cnn":
+        return CNN(), torch.randn(4, 3, 8, 8), torch.randint(0, 5, (4,))
+    return TransformerBlock(), torch.randint(0, 11, (2, 6)), torch.randint(0, 11, (2, 6))
+
+
+def train(model, x, y, device, optimizer, steps=3):
+    model, x, y = copy.deepcopy(model).to(device), x.to(device), y.to(device)
+    if optimizer == "sgd":
+        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, foreach=False)
+    else:
+        opt = torch.optim.Adam(model.parameters(), lr=1e-2, foreach=False)
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad()
+        logits = model(x)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses, [p.detach().cpu() for p in model.parameters()]
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+@pytest.mark.parametrize("name", ["mlp", "cnn", "transformer"])
+def test_trains_like_cpu_without_fallback(name, optimizer):
+    model, x, y = make_case(name)
+    torch.manual_seed(1)  # dropout: the CPU generator and ...
+    cpu_losses, cpu_params = train(model, x, y, "cpu", optimizer)
+    torch.dipu.manual_seed(1)  # ... the dipu one draw the same masks
+    dipu.reset_fallback_counts()
+    dipu_losses, dipu_params = train(model, x, y, "dipu", optimizer)
+    assert dipu.fallback_counts() == {}
+    torch.testing.assert_close(dipu_losses, cpu_losses, rtol=1e-5, atol=1e-6)
+    assert cpu_losses[-1] < cpu_losses[0]
+    for got, want in zip(dipu_params, cpu_params):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
