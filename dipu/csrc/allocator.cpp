@@ -81,15 +81,10 @@ class DipuAllocator final : public c10::Allocator {
     size_t size = round_size(nbytes);
     c10::StreamId stream = current_stream(device).id();
     Block* block = caching_ ? take_cached(device, stream, size) : nullptr;
-    if (!block) block = new_block(device, stream, size, nbytes);
-    {
+    if (!block) {
+      block = new_block(device, stream, size, nbytes);
       std::lock_guard<std::mutex> lock(mutex_);
-      active_.emplace(block->ptr, block);
-      auto& s = pools_[device].stats;
-      s.allocated += block->size;
-      s.allocated_total += block->size;
-      s.allocated_peak = std::max(s.allocated_peak, s.allocated);
-      s.active_blocks += 1;
+      mark_active(block);
     }
     return {block->ptr, block, &delete_block, dev};
   }
@@ -173,9 +168,19 @@ class DipuAllocator final : public c10::Allocator {
   }
 
  private:
+  // A cached block for (device, stream, size), already marked active; or null.
   Block* take_cached(c10::DeviceIndex device, c10::StreamId stream, size_t size) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (pools_[device].pending.empty()) return pop_free(device, stream, size);
+    }
     reclaim_pending(device);
     std::lock_guard<std::mutex> lock(mutex_);
+    return pop_free(device, stream, size);
+  }
+
+  // Requires mutex_.
+  Block* pop_free(c10::DeviceIndex device, c10::StreamId stream, size_t size) {
     auto& free_blocks = pools_[device].free_blocks;
     Block key{device, stream, size, nullptr, {}};
     auto it = free_blocks.lower_bound(&key);
@@ -185,7 +190,18 @@ class DipuAllocator final : public c10::Allocator {
       return nullptr;
     Block* b = *it;
     free_blocks.erase(it);
+    mark_active(b);
     return b;
+  }
+
+  // Requires mutex_.
+  void mark_active(Block* block) {
+    active_.emplace(block->ptr, block);
+    auto& s = pools_[block->device].stats;
+    s.allocated += block->size;
+    s.allocated_total += block->size;
+    s.allocated_peak = std::max(s.allocated_peak, s.allocated);
+    s.active_blocks += 1;
   }
 
   Block* new_block(c10::DeviceIndex device, c10::StreamId stream, size_t size, size_t asked) {

@@ -87,6 +87,7 @@ void copy_bytes(void* dst, c10::Device dst_dev, const void* src, c10::Device src
 // Reallocates `storage` to `newsize` bytes on its device, keeping the contents.
 void resize_storage_bytes(const c10::Storage& storage, size_t newsize);
 void register_fallback_python(py::module& m);
+void register_fast_calls(py::module& m);
 
 // ---- generators and hooks (hooks.cpp) -------------------------------------
 void hooks_init(std::vector<at::Generator> default_natives);

@@ -62,37 +62,12 @@ py::dict memory_stats(int index) {
   return d;
 }
 
-// Zero-copy native alias of a tensor on dipu:`index` (see Note [Copies: alias
-// or staging]). Doubles as the device check of Python kernels.
-at::Tensor alias(const at::Tensor& t, int index) {
-  if (t.device().type() == kDipu && t.device().index() == index) return native_alias(t);
-  if (t.device().is_cpu() && t.dim() == 0) return t;
-  TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two "
-              "devices, dipu:", index, " and ", t.device(), "!");
-}
-
-at::Tensor empty(c10::IntArrayRef sizes, at::ScalarType dtype, int index) {
-  c10::DeviceGuard guard(c10::Device(kDipu, checked(index)));
-  return at::detail::empty_generic(sizes, device_allocator(),
-                                   c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), dtype,
-                                   std::nullopt);
-}
-
 at::Tensor empty_strided(c10::IntArrayRef sizes, c10::IntArrayRef strides, at::ScalarType dtype,
                          int index) {
   c10::DeviceGuard guard(c10::Device(kDipu, checked(index)));
   return at::detail::empty_strided_generic(sizes, strides, device_allocator(),
                                            c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
                                            dtype);
-}
-
-int exchange_device(int index) {
-  int old = current_device();
-  if (old != index) {
-    check_device_index(static_cast<c10::DeviceIndex>(index));
-    c10::impl::getDeviceGuardImpl(kDipu)->uncheckedSetDevice(c10::Device(kDipu, index));
-  }
-  return old;
 }
 
 }  // namespace
@@ -125,14 +100,12 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("shutdown", [] { g_shutdown.store(true); },
         "Called at interpreter exit: stop calling into the Python vendor.");
 
-  m.def("alias", &alias, py::arg("tensor"), py::arg("device_index"));
-  m.def("empty", &empty);
+  register_fast_calls(m);  // alias, empty, exchange_device: see Note [Fast calls]
   m.def("empty_strided", &empty_strided);
 
   m.def("device_count", [] { return vendor_ready() ? vendor().device_count : 0; });
   m.def("current_device", [] { return static_cast<int>(current_device()); });
   m.def("set_device", [](int index) { set_device(checked(index)); });
-  m.def("exchange_device", &exchange_device);
   m.def("check_device_index", [](int index) { checked(index); });
   m.def("synchronize", [](int index) {
     c10::impl::getDeviceGuardImpl(kDipu)->synchronizeDevice(checked(index));

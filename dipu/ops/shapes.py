@@ -5,8 +5,8 @@ A rule receives the op's non-output arguments in schema order and returns the
 that is not wanted) when the op has several. Generated wrappers allocate
 outputs from it, resize ``out=`` arguments to it and check in-place ops
 against it. Rules run on every call, so the common cases stay on a few
-attribute reads; ``meta`` is the general fallback and costs tens of
-microseconds.
+attribute reads; ``meta`` is the general fallback (see Note [Memoized meta
+inference]).
 
 Python numbers may stand where the schema says Tensor: torch hands wrapped
 scalars (``x * 2``) to Python kernels as numbers. Shapes are tuples or
@@ -137,9 +137,30 @@ def dropout(input, *_):
     return (input.shape, input.dtype), (input.shape, _bool)
 
 
+# Note [Memoized meta inference]
+# Running an op on meta tensors costs tens of microseconds, and for ops whose
+# meta kernel is a Python decomposition (layer_norm, batch_norm, nll_loss, ...)
+# about a millisecond. Training repeats the same shapes every step, so `meta`
+# memoizes its answer per argument signature: shape, stride and dtype of each
+# tensor and the value of everything else, which is all a meta kernel can see.
+# Only successful inferences are cached; a bad call recomputes and raises.
+_META_CACHE_SIZE = 4096
+
+
+def _signature(value):
+    if isinstance(value, _Tensor):
+        return (value.shape, value.stride(), value.dtype)
+    if isinstance(value, (list, tuple)):
+        return tuple(_signature(v) for v in value)
+    if isinstance(value, torch.Generator):
+        return None
+    return value
+
+
 def meta(overload, kwarg_names: tuple[str, ...], several: bool):
     """The general rule: run ``overload`` on meta tensors shaped like the arguments."""
     positional = -len(kwarg_names) or None
+    cache: dict = {}
 
     def to_meta(value):
         if isinstance(value, _Tensor):
@@ -153,10 +174,24 @@ def meta(overload, kwarg_names: tuple[str, ...], several: bool):
     def spec(result):
         return None if result is None else (result.shape, result.dtype)
 
-    def rule(*args):
+    def infer(args):
         values = [to_meta(v) for v in args]
         kwargs = dict(zip(kwarg_names, values[positional:])) if kwarg_names else {}
         result = overload(*values[:positional], **kwargs)
         return tuple(spec(r) for r in result) if several else spec(result)
+
+    def rule(*args):
+        key = _signature(args)
+        try:
+            return cache[key]
+        except KeyError:
+            pass
+        except TypeError:  # an unhashable argument: infer without caching
+            return infer(args)
+        answer = infer(args)
+        if len(cache) >= _META_CACHE_SIZE:
+            cache.clear()
+        cache[key] = answer
+        return answer
 
     return rule
