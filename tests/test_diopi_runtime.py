@@ -123,3 +123,34 @@ def test_failed_status_raises_and_force_fallback_runs_on_cpu(tmp_path):
         "neg: diopiNeg failed with diopiNoImplement",
         "[0.0, 0.0, 0.0, 0.0] {'sub.Tensor': 1}",
     ]
+
+
+def test_declared_dtypes_send_other_dtypes_to_the_fallback(tmp_path):
+    (tmp_path / "float_add_ops.py").write_text(textwrap.dedent("""
+        import torch
+        from dipu.diopi import OpLibrary
+        from diopi_impl.torch import library as reference
+
+        library = OpLibrary("float_add", base=reference)
+        library.register(reference.functions["diopiAdd"], dtypes=(torch.float32,))
+    """))
+    out = run_python(textwrap.dedent("""
+        import torch, dipu
+        from dipu.diopi.library import load_library
+        assert load_library("float_add_ops").supported_dtypes("diopiAdd") == {torch.float32}
+        f = torch.arange(4.0).to("dipu")
+        i = torch.arange(4).to("dipu")
+        assert torch.equal((f + f).cpu(), torch.arange(4.0) * 2)
+        print("float:", dipu.fallback_counts())
+        assert torch.equal((i + i).cpu(), torch.arange(4) * 2)
+        print("int:", dipu.fallback_counts())
+    """), env={"DIPU_DIOPI_IMPL": "float_add_ops", "PYTHONPATH": str(tmp_path)}).stdout
+    assert out.splitlines() == ["float: {}", "int: {'add.Tensor': 1}"]
+
+
+def test_declaring_dtypes_needs_a_tensor_input():
+    library = OpLibrary("bad")
+    with pytest.raises(TypeError, match="diopiNormalInp declares dtypes but has no tensor input"):
+        @library.register(dtypes=(torch.float32,))
+        def diopiNormalInp(ctx, inout, mean, std, generator):
+            pass

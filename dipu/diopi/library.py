@@ -5,6 +5,15 @@ An op library is an :class:`OpLibrary` whose functions are registered with the
 it is registered, so a misspelled name or a parameter list that drifted from
 the proto fails at import, not at the first call.
 
+Note [Declared dtypes]
+A function may declare the dtypes it supports (``@library.register(dtypes=...)``,
+data, checked against the first tensor input). For such a function ``get``
+returns a guard that answers ``FORCE_FALLBACK`` for other dtypes, so the
+generated kernel runs the op through the CPU fallback instead of failing. (A
+kernel that itself answers ``DTYPE_NOT_SUPPORTED`` reports an error: it claimed
+a dtype it cannot handle.)
+Functions without a declaration pay nothing: ``get`` returns them as they are.
+
 Note [Choosing the op library]
 The vendor names its library (``DeviceRuntime.diopi_impl``); ``DIPU_DIOPI_IMPL``
 overrides it, which lets a developer try another library, or a test install a
@@ -38,8 +47,15 @@ class OpLibrary:
         self.name = name
         self.base = base
         self.functions: dict[str, Callable] = {}
+        self.dtypes: dict[str, frozenset] = {}
 
-    def register(self, fn: Callable) -> Callable:
+    def register(self, fn: Callable | None = None, *, dtypes=None):
+        """Decorator: ``@library.register`` or ``@library.register(dtypes=(torch.float32, ...))``."""
+        if fn is None:
+            return lambda f: self._register(f, dtypes)
+        return self._register(fn, dtypes)
+
+    def _register(self, fn: Callable, dtypes) -> Callable:
         name = fn.__name__
         declared = FUNCTIONS.get(name)
         if declared is None:
@@ -53,16 +69,48 @@ class OpLibrary:
         if name in self.functions:
             raise TypeError(f"op library '{self.name}': {name} is registered twice")
         self.functions[name] = fn
+        if dtypes is not None:
+            if not any(p.kind.is_tensor and not p.kind.is_output for p in declared.params):
+                raise TypeError(f"op library '{self.name}': {name} declares dtypes but has no tensor input")
+            self.dtypes[name] = frozenset(dtypes)
         return fn
+
+    def supported_dtypes(self, name: str) -> frozenset | None:
+        """The dtypes ``name`` declares, or None when it takes every dtype."""
+        if name in self.functions:
+            return self.dtypes.get(name)
+        return self.base.supported_dtypes(name) if self.base is not None else None
 
     def get(self, name: str) -> Callable | None:
         fn = self.functions.get(name)
-        if fn is None and self.base is not None:
-            return self.base.get(name)
-        return fn
+        if fn is None:
+            return self.base.get(name) if self.base is not None else None
+        dtypes = self.dtypes.get(name)
+        return fn if dtypes is None else _dtype_guard(fn, FUNCTIONS[name], dtypes)
 
     def __repr__(self) -> str:
         return f"OpLibrary({self.name!r}, {len(self.functions)} functions)"
+
+
+def _dtype_guard(fn: Callable, declared, dtypes: frozenset) -> Callable:
+    """``fn`` behind a check of its first tensor input's dtype; see Note [Declared dtypes]."""
+    from dipu.diopi.runtime import Status
+
+    position = next(i for i, p in enumerate(declared.params) if p.kind.is_tensor and not p.kind.is_output)
+    unsupported = Status.FORCE_FALLBACK
+
+    def guarded(ctx, *args):
+        value = args[position]
+        if isinstance(value, (list, tuple)):
+            value = value[0] if value else None
+        dtype = getattr(value, "dtype", None)  # Python numbers have none: accepted
+        if dtype is not None and dtype not in dtypes:
+            return unsupported
+        return fn(ctx, *args)
+
+    guarded.__name__ = fn.__name__
+    guarded.__wrapped__ = fn
+    return guarded
 
 
 def _as_library(obj, where: str) -> OpLibrary:
@@ -73,7 +121,16 @@ def _as_library(obj, where: str) -> OpLibrary:
 
 
 def load_library(name: str) -> OpLibrary:
-    """The op library called ``name``; see Note [Choosing the op library]."""
+    """The op library called ``name``; see Note [Declared dtypes]
+A function may declare the dtypes it supports (``@library.register(dtypes=...)``,
+data, checked against the first tensor input). For such a function ``get``
+returns a guard that answers ``FORCE_FALLBACK`` for other dtypes, so the
+generated kernel runs the op through the CPU fallback instead of failing. (A
+kernel that itself answers ``DTYPE_NOT_SUPPORTED`` reports an error: it claimed
+a dtype it cannot handle.)
+Functions without a declaration pay nothing: ``get`` returns them as they are.
+
+Note [Choosing the op library]."""
     for entry_point in metadata.entry_points(group=ENTRY_POINT_GROUP):
         if entry_point.name == name:
             return _as_library(entry_point.load(), f"entry point '{name}' ({entry_point.value})")

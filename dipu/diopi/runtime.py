@@ -6,7 +6,8 @@ tests ``if status:`` and pays nothing more on the fast path. Any other code is
 reported as a ``RuntimeError`` naming the op, the function and the status,
 except ``FORCE_FALLBACK``: a kernel that cannot handle its inputs (a dtype, a
 layout, an attribute value) answers it and the wrapper runs the op on CPU
-through the same boxed fallback as ops without any kernel.
+through the same boxed fallback as ops without any kernel. A function's
+declared-dtype guard answers it too (Note [Declared dtypes]).
 """
 
 from __future__ import annotations
