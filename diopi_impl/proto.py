@@ -210,6 +210,9 @@ _DECLARATIONS = [
     Function("diopiBernoulliScalar", (Out("out"), Float("p"), Gen("generator", optional=True))),
     Function("diopiUniformInp", (Out("inout"), Float("from_"), Float("to"), Gen("generator", optional=True))),
     Function("diopiNormalInp", (Out("inout"), Float("mean"), Float("std"), Gen("generator", optional=True))),
+    # ---- coverage: pointwise math, comparisons, logical/bitwise, activations and their backwards ----
+    # ---- coverage: reductions, sorting, indexing, joining, shape ops, nn layers and losses ----
+    # ---- coverage: optimizers (_foreach_, fused Adam), AMP, random ----
 ]
 
 #: Every declared function by name.
