@@ -21,3 +21,17 @@ def run_python(code: str, env: dict | None = None, cwd=None, check: bool = True)
 @pytest.fixture
 def python():
     return run_python
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Conformance totals (tests/test_conformance.py), when that suite ran."""
+    import sys
+
+    runner = sys.modules.get("conformance.runner")
+    if runner is None or not runner.STATS:
+        return
+    s = runner.STATS
+    terminalreporter.write_line(
+        f"conformance: {s['functions']} functions, {s['cases']} cases, {s['passed']} passed, "
+        f"{s['failed']} failed, {s['skipped cases']} cases skipped (undeclared dtypes), "
+        f"{s['skipped functions']} functions skipped (tests/conformance/skips.py)")

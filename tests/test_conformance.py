@@ -1,0 +1,79 @@
+"""The data-driven conformance suite: every DIOPI function of every installed op library.
+
+Cases live in tests/conformance/cases_*.py; skips, each with its reason, in
+tests/conformance/skips.py. The totals are printed at the end of the run.
+"""
+
+from importlib import metadata
+
+import pytest
+import torch
+
+from conformance.runner import STATS, load_cases, run_case
+from conformance.skips import SKIPS
+from dipu.diopi.library import ENTRY_POINT_GROUP, load_library
+
+CASES = load_cases()
+LIBRARY_NAMES = sorted({"torch"} | {ep.name for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)})
+LIBRARIES = {name: load_library(name) for name in LIBRARY_NAMES}
+
+
+def _implemented(library) -> set[str]:
+    names = set(library.functions)
+    while library.base is not None:
+        library = library.base
+        names |= set(library.functions)
+    return names
+
+
+PARAMS = [(lib, fn) for lib in LIBRARY_NAMES for fn in sorted(_implemented(LIBRARIES[lib]))]
+
+
+@pytest.mark.parametrize("library_name, function", PARAMS)
+def test_function(library_name, function):
+    reason = SKIPS.get(library_name, {}).get(function)
+    if reason:
+        STATS["skipped functions"] += 1
+        pytest.skip(reason)
+    library = LIBRARIES[library_name]
+    cases = CASES.get(function, [])
+    if not cases:
+        pytest.fail(f"{function} is implemented by op library '{library_name}' but has no conformance "
+                    f"cases and no skip in tests/conformance/skips.py")
+    declared = library.supported_dtypes(function)
+    STATS["functions"] += 1
+    failures = []
+    for case in cases:
+        STATS["cases"] += 1
+        if declared is not None and case.dtype not in declared:
+            STATS["skipped cases"] += 1  # the library declares it does not take this dtype
+            continue
+        try:
+            run_case(library.get(function), case)
+            STATS["passed"] += 1
+        except Exception as error:  # noqa: BLE001  (every failure is reported below)
+            STATS["failed"] += 1
+            failures.append(f"{case.label}: {type(error).__name__}: {error}")
+    assert not failures, f"{len(failures)} of {len(cases)} cases failed:\n" + "\n".join(failures[:10])
+
+
+def test_runner_catches_wrong_values_and_mutated_inputs():
+    from conformance.spec import Case, T
+    from dipu import _C
+    from dipu.diopi import SUCCESS
+
+    case = Case("diopiNeg", {"input": T((3, 4))}, torch.neg)
+
+    def wrong(ctx, out, input):
+        _C.alias(out, ctx.device).copy_(_C.alias(input, ctx.device))
+        return SUCCESS
+
+    def mutating(ctx, out, input):
+        torch.neg(_C.alias(input, ctx.device), out=_C.alias(out, ctx.device))
+        _C.alias(input, ctx.device).zero_()
+        return SUCCESS
+
+    with pytest.raises(AssertionError, match="output out"):
+        run_case(wrong, case)
+    with pytest.raises(AssertionError, match="input input was modified"):
+        run_case(mutating, case)
