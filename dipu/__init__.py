@@ -70,8 +70,10 @@ def _register_ops() -> None:
         return  # a vendor without an op library: every op uses the CPU fallback
     try:
         from dipu._generated import register
-    except ImportError:
-        return  # no generated op kernels yet: every op uses the CPU fallback
+    except ModuleNotFoundError as error:
+        if error.name != "dipu._generated":
+            raise  # a generated module exists but is broken: never hide that
+        return  # not generated (yet): every op uses the CPU fallback
     register()
 
 
