@@ -126,10 +126,12 @@ class GPT(nn.Module):
         return logits, F.cross_entropy(logits.flatten(0, 1), targets.flatten())
 
 
-# --- ResNet-18 shape ---------------------------------------------------------------------------
+# --- ResNet-18 and ResNet-50 shapes ---------------------------------------------------------------------------
 
 
 class BasicBlock(nn.Module):
+    expansion = 1
+
     def __init__(self, in_channels: int, out_channels: int, stride: int):
         super().__init__()
         self.conv1 = nn.Conv2d(in_channels, out_channels, 3, stride, 1, bias=False)
@@ -148,8 +150,36 @@ class BasicBlock(nn.Module):
         return F.relu(out + self.shortcut(x))
 
 
+class Bottleneck(nn.Module):
+    """1x1 reduce, 3x3, 1x1 expand (ResNet-50 and deeper)."""
+
+    expansion = 4
+
+    def __init__(self, in_channels: int, width: int, stride: int):
+        super().__init__()
+        out_channels = width * self.expansion
+        self.conv1 = nn.Conv2d(in_channels, width, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(width)
+        self.conv2 = nn.Conv2d(width, width, 3, stride, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(width)
+        self.conv3 = nn.Conv2d(width, out_channels, 1, bias=False)
+        self.bn3 = nn.BatchNorm2d(out_channels)
+        self.shortcut = nn.Identity()
+        if stride != 1 or in_channels != out_channels:
+            self.shortcut = nn.Sequential(
+                nn.Conv2d(in_channels, out_channels, 1, stride, bias=False), nn.BatchNorm2d(out_channels)
+            )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = F.relu(self.bn1(self.conv1(x)))
+        out = F.relu(self.bn2(self.conv2(out)))
+        out = self.bn3(self.conv3(out))
+        return F.relu(out + self.shortcut(x))
+
+
 class ResNet(nn.Module):
-    def __init__(self, blocks_per_stage: list[int], num_classes: int, in_channels: int = 3):
+    def __init__(self, blocks_per_stage: list[int], num_classes: int, in_channels: int = 3,
+                 block: type = BasicBlock):
         super().__init__()
         self.stem = nn.Sequential(
             nn.Conv2d(in_channels, 64, 7, 2, 3, bias=False),
@@ -159,11 +189,11 @@ class ResNet(nn.Module):
         )
         stages, channels = [], 64
         for index, count in enumerate(blocks_per_stage):
-            out_channels = 64 * 2**index
-            for block in range(count):
-                stride = 2 if index > 0 and block == 0 else 1
-                stages.append(BasicBlock(channels, out_channels, stride))
-                channels = out_channels
+            width = 64 * 2**index
+            for position in range(count):
+                stride = 2 if index > 0 and position == 0 else 1
+                stages.append(block(channels, width, stride))
+                channels = width * block.expansion
         self.stages = nn.Sequential(*stages)
         self.pool = nn.AdaptiveAvgPool2d(1)
         self.fc = nn.Linear(channels, num_classes)
@@ -174,3 +204,7 @@ class ResNet(nn.Module):
 
 def resnet18_like(num_classes: int = 10) -> ResNet:
     return ResNet([2, 2, 2, 2], num_classes)
+
+
+def resnet50_like(num_classes: int = 1000) -> ResNet:
+    return ResNet([3, 4, 6, 3], num_classes, block=Bottleneck)
