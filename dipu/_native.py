@@ -73,7 +73,7 @@ def _build(target: Path) -> None:
     from torch.utils import cpp_extension
 
     print(f"dipu: building the native core for torch {torch.__version__} "
-          f"(first import only, about half a minute)...", file=sys.stderr, flush=True)
+          f"(first import only, about a minute)...", file=sys.stderr, flush=True)
     work = Path(tempfile.mkdtemp(prefix="build-", dir=target.parent))
     try:
         cpp_extension.load(
