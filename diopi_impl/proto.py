@@ -211,8 +211,264 @@ _DECLARATIONS = [
     Function("diopiUniformInp", (Out("inout"), Float("from_"), Float("to"), Gen("generator", optional=True))),
     Function("diopiNormalInp", (Out("inout"), Float("mean"), Float("std"), Gen("generator", optional=True))),
     # ---- coverage: pointwise math, comparisons, logical/bitwise, activations and their backwards ----
+    *(f for s in (
+        "Exp2", "Expm1", "Log2", "Log10", "Log1p", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh",
+        "Asinh", "Acosh", "Atanh", "Erf", "Erfc", "Erfinv", "Reciprocal", "Lgamma", "Digamma", "I0", "Sinc",
+        "Floor", "Ceil", "Round", "Trunc", "Frac", "Sign", "Sgn", "BitwiseNot", "LogicalNot", "Silu", "Hardswish",
+        "Hardsigmoid", "Mish",
+    ) for f in (Function(f"diopi{s}", (Out("out"), In("input"))), Function(f"diopi{s}Inp", (Out("input"),)))),
+    *_unary("diopiIsNan", "diopiIsPosInf", "diopiIsNegInf", "diopiSignbit"),
+    Function("diopiRoundDecimals", (Out("out"), In("input"), Int("decimals"))),
+    Function("diopiRoundDecimalsInp", (Out("input"), Int("decimals"))),
+    Function("diopiNanToNum", (Out("out"), In("input"), Float("nan", optional=True),
+                               Float("posinf", optional=True), Float("neginf", optional=True))),
+    Function("diopiNanToNumInp", (Out("input"), Float("nan", optional=True),
+                                  Float("posinf", optional=True), Float("neginf", optional=True))),
+    # "Name:flags": s also a Scalar other, i also in place
+    *(f for spec in (
+        "Atan2:i", "Fmod:si", "Remainder:si", "Maximum:", "Minimum:", "Fmax:", "Fmin:", "Hypot:i", "Copysign:si",
+        "Logaddexp:", "Logaddexp2:", "Nextafter:i", "Xlogy:si", "Heaviside:i", "Gcd:i", "Lcm:i", "FloorDivide:i",
+        "LogicalAnd:i", "LogicalOr:i", "LogicalXor:i", "BitwiseAnd:si", "BitwiseOr:si", "BitwiseXor:si",
+        "BitwiseLeftShift:si", "BitwiseRightShift:si",
+    ) for s, flags in [spec.split(":")] for f in (
+        Function(f"diopi{s}", (Out("out"), In("input"), In("other"))),
+        *([Function(f"diopi{s}Scalar", (Out("out"), In("input"), Scalar("other")))] if "s" in flags else []),
+        *([Function(f"diopi{s}Inp", (Out("input"), In("other")))] if "i" in flags else []),
+        *([Function(f"diopi{s}InpScalar", (Out("input"), Scalar("other")))] if flags == "si" else []))),
+    Function("diopiPow", (Out("out"), In("input"), Scalar("exponent"))),
+    Function("diopiPowTensor", (Out("out"), In("input"), In("exponent"))),
+    Function("diopiPowScalar", (Out("out"), Scalar("input"), In("exponent"))),
+    Function("diopiPowInp", (Out("input"), Scalar("exponent"))),
+    Function("diopiPowInpTensor", (Out("input"), In("exponent"))),
+    Function("diopiLerpTensor", (Out("out"), In("input"), In("end"), In("weight"))),
+    Function("diopiLerpTensorInp", (Out("input"), In("end"), In("weight"))),
+    Function("diopiClamp", (Out("out"), In("input"), In("min", optional=True), In("max", optional=True))),
+    Function("diopiClampScalar", (Out("out"), In("input"), Scalar("min", optional=True), Scalar("max", optional=True))),
+    Function("diopiClampInp", (Out("input"), In("min", optional=True), In("max", optional=True))),
+    Function("diopiClampInpScalar", (Out("input"), Scalar("min", optional=True), Scalar("max", optional=True))),
+    *(f for bound in ("Min", "Max") for f in (
+        Function(f"diopiClamp{bound}", (Out("out"), In("input"), In(bound.lower()))),
+        Function(f"diopiClamp{bound}Scalar", (Out("out"), In("input"), Scalar(bound.lower()))),
+        Function(f"diopiClamp{bound}Inp", (Out("input"), In(bound.lower()))),
+        Function(f"diopiClamp{bound}InpScalar", (Out("input"), Scalar(bound.lower()))))),
+    Function("diopiHardtanh", (Out("out"), In("input"), Scalar("min_val"), Scalar("max_val"))),
+    Function("diopiHardtanhInp", (Out("input"), Scalar("min_val"), Scalar("max_val"))),
+    Function("diopiLeakyRelu", (Out("out"), In("input"), Scalar("negative_slope"))),
+    Function("diopiLeakyReluInp", (Out("input"), Scalar("negative_slope"))),
+    Function("diopiElu", (Out("out"), In("input"), Scalar("alpha"), Scalar("scale"), Scalar("input_scale"))),
+    Function("diopiEluInp", (Out("input"), Scalar("alpha"), Scalar("scale"), Scalar("input_scale"))),
+    Function("diopiSoftplus", (Out("out"), In("input"), Scalar("beta"), Scalar("threshold"))),
+    Function("diopiThreshold", (Out("out"), In("input"), Scalar("threshold"), Scalar("value"))),
+    Function("diopiThresholdInp", (Out("input"), Scalar("threshold"), Scalar("value"))),
+    Function("diopiSoftshrink", (Out("out"), In("input"), Scalar("lambd"))),
+    Function("diopiHardshrink", (Out("out"), In("input"), Scalar("lambd"))),
+    Function("diopiGlu", (Out("out"), In("input"), Int("dim"))),
+    Function("diopiLogit", (Out("out"), In("input"), Float("eps", optional=True))),
+    Function("diopiLogitInp", (Out("input"), Float("eps", optional=True))),
+    Function("diopiLogSigmoidForward", (Out("output"), Out("buffer"), In("input"))),
+    *(Function(f"diopi{s}Backward", (Out("grad_input"), In("grad_output"), In("input")))
+      for s in ("Silu", "Hardsigmoid", "Hardswish")),
+    *(Function(f"diopi{s}Backward", (Out("grad_input"), In("grad_output"), In("output"))) for s in ("Sigmoid", "Tanh")),
+    Function("diopiHardtanhBackward", (
+        Out("grad_input"), In("grad_output"), In("input"), Scalar("min_val"), Scalar("max_val"))),
+    Function("diopiLeakyReluBackward", (
+        Out("grad_input"), In("grad_output"), In("input"), Scalar("negative_slope"), Bool("input_is_result"))),
+    Function("diopiEluBackward", (
+        Out("grad_input"), In("grad_output"), In("input"), Scalar("alpha"), Scalar("scale"), Scalar("input_scale"),
+        Bool("is_result"))),
+    Function("diopiSoftplusBackward", (
+        Out("grad_input"), In("grad_output"), In("input"), Scalar("beta"), Scalar("threshold"))),
+    Function("diopiLogSigmoidBackward", (Out("grad_input"), In("grad_output"), In("input"), In("buffer"))),
+    *(Function(f"diopi{s}Backward", (Out("grad_input"), In("grad_output"), In("input"), Scalar("lambd")))
+      for s in ("Softshrink", "Hardshrink")),
+    Function("diopiGluBackward", (Out("grad_input"), In("grad_output"), In("input"), Int("dim"))),
+    Function("diopiLogitBackward", (Out("grad_input"), In("grad_output"), In("input"), Float("eps", optional=True))),
     # ---- coverage: reductions, sorting, indexing, joining, shape ops, nn layers and losses ----
+    # reductions and scans (a reduction's output rank says whether dims are kept)
+    Function("diopiProd", (Out("out"), In("input"), Int("dim", optional=True))),
+    Function("diopiAmax", (Out("out"), In("input"), Sizes("dim"))),
+    Function("diopiAmin", (Out("out"), In("input"), Sizes("dim"))),
+    Function("diopiMin", (Out("min"), Out("min_indices"), In("input"), Int("dim"))),
+    Function("diopiMinAll", (Out("min"), In("input"))),
+    Function("diopiArgmax", (Out("out"), In("input"), Int("dim", optional=True), Bool("keepdim"))),
+    Function("diopiArgmin", (Out("out"), In("input"), Int("dim", optional=True), Bool("keepdim"))),
+    Function("diopiAny", (Out("out"), In("input"), Int("dim", optional=True))),
+    Function("diopiAll", (Out("out"), In("input"), Int("dim", optional=True))),
+    Function("diopiNorm", (Out("out"), In("input"), Scalar("p", optional=True), Sizes("dim", optional=True))),
+    Function("diopiVar", (Out("out"), In("input"), Sizes("dim", optional=True), Scalar("correction", optional=True))),
+    Function("diopiStd", (Out("out"), In("input"), Sizes("dim", optional=True), Scalar("correction", optional=True))),
+    Function("diopiVarMean", (
+        Out("var"), Out("mean"), In("input"), Sizes("dim", optional=True), Scalar("correction", optional=True))),
+    Function("diopiStdMean", (
+        Out("std"), Out("mean"), In("input"), Sizes("dim", optional=True), Scalar("correction", optional=True))),
+    Function("diopiLogSumExp", (Out("out"), In("input"), Sizes("dim"))),
+    Function("diopiCumsum", (Out("out"), In("input"), Int("dim"))),
+    Function("diopiCumprod", (Out("out"), In("input"), Int("dim"))),
+    Function("diopiCummax", (Out("values"), Out("indices"), In("input"), Int("dim"))),
+    Function("diopiCummin", (Out("values"), Out("indices"), In("input"), Int("dim"))),
+    Function("diopiMedian", (Out("values"), Out("indices"), In("input"), Int("dim"))),
+    Function("diopiMedianAll", (Out("out"), In("input"))),
+    Function("diopiAminmax", (Out("min"), Out("max"), In("input"), Int("dim", optional=True))),
+    Function("diopiCountNonzero", (Out("out"), In("input"), Sizes("dim"))),
+    Function("diopiTrace", (Out("out"), In("input"))),
+    Function("diopiHistc", (Out("out"), In("input"), Int("bins"), Scalar("min"), Scalar("max"))),
+    Function("diopiBincount", (Alloc("out"), In("input"), In("weights", optional=True), Int("minlength"))),
+    # sorting and searching
+    Function("diopiSort", (
+        Out("values"), Out("indices"), In("input"), Int("dim"), Bool("descending"), Bool("stable", optional=True))),
+    Function("diopiTopk", (
+        Out("values"), Out("indices"), In("input"), Int("k"), Int("dim"), Bool("largest"), Bool("sorted"))),
+    Function("diopiKthvalue", (Out("values"), Out("indices"), In("input"), Int("k"), Int("dim"))),
+    Function("diopiSearchsorted", (
+        Out("out"), In("sorted_sequence"), In("values"), Bool("out_int32"), Bool("right"),
+        String("side", optional=True), In("sorter", optional=True))),
+    Function("diopiBucketize", (Out("out"), In("input"), In("boundaries"), Bool("out_int32"), Bool("right"))),
+    Function("diopiUniqueConsecutive", (
+        Alloc("out"), Alloc("inverse"), Alloc("counts"), In("input"), Int("dim", optional=True),
+        Bool("return_inverse"), Bool("return_counts"))),
+    # indexing (a None in ``indices`` selects the whole dim, as in ATen)
+    Function("diopiIndex", (Alloc("out"), In("input"), Tensors("indices"))),
+    Function("diopiIndexPut", (Out("out"), In("input"), In("values"), Tensors("indices"), Bool("accumulate"))),
+    Function("diopiIndexPutInp", (Out("input"), In("values"), Tensors("indices"), Bool("accumulate"))),
+    Function("diopiScatter", (
+        Out("out"), In("input"), Int("dim"), In("index"), In("src"), String("reduce", optional=True))),
+    Function("diopiScatterScalar", (
+        Out("out"), In("input"), Int("dim"), In("index"), Scalar("value"), String("reduce", optional=True))),
+    Function("diopiScatterReduce", (
+        Out("out"), In("input"), Int("dim"), In("index"), In("src"), String("reduce"), Bool("include_self"))),
+    Function("diopiGather", (Out("out"), In("input"), Int("dim"), In("index"))),
+    Function("diopiIndexAdd", (Out("out"), In("input"), Int("dim"), In("index"), In("source"), Scalar("alpha"))),
+    Function("diopiIndexCopy", (Out("out"), In("input"), Int("dim"), In("index"), In("source"))),
+    Function("diopiIndexFill", (Out("out"), In("input"), Int("dim"), In("index"), In("value"))),
+    Function("diopiIndexFillScalar", (Out("out"), In("input"), Int("dim"), In("index"), Scalar("value"))),
+    Function("diopiIndexFillInp", (Out("input"), Int("dim"), In("index"), In("value"))),
+    Function("diopiIndexFillInpScalar", (Out("input"), Int("dim"), In("index"), Scalar("value"))),
+    Function("diopiMaskedScatter", (Out("out"), In("input"), In("mask"), In("source"))),
+    Function("diopiTake", (Out("out"), In("input"), In("index"))),
+    Function("diopiPut", (Out("out"), In("input"), In("index"), In("source"), Bool("accumulate"))),
+    Function("diopiPutInp", (Out("input"), In("index"), In("source"), Bool("accumulate"))),
+    Function("diopiRepeatInterleave", (Alloc("out"), In("repeats"), Int("output_size", optional=True))),
+    # joining, shape ops, padding and resampling
+    Function("diopiStack", (Out("out"), Tensors("tensors"), Int("dim"))),
+    Function("diopiFlip", (Out("out"), In("input"), Sizes("dims"))),
+    Function("diopiRoll", (Out("out"), In("input"), Sizes("shifts"), Sizes("dims"))),
+    Function("diopiRepeat", (Out("out"), In("input"), Sizes("repeats_size"))),
+    Function("diopiTril", (Out("out"), In("input"), Int("diagonal"))),
+    Function("diopiPad", (Out("out"), In("input"), Sizes("pad"), String("mode"), Scalar("value", optional=True))),
+    Function("diopiPadBackward", (Out("grad_input"), In("grad_output"), In("input"), Sizes("pad"), String("mode"))),
+    Function("diopiUpsampleNearest1d", (Out("out"), In("input"), Sizes("size"), Float("scales", optional=True))),
+    Function("diopiUpsampleNearest2d", (
+        Out("out"), In("input"), Sizes("size"), Float("scales_h", optional=True), Float("scales_w", optional=True))),
+    Function("diopiUpsampleNearest2dBackward", (
+        Out("grad_input"), In("grad_output"), Sizes("out_size"), Sizes("in_size"),
+        Float("scales_h", optional=True), Float("scales_w", optional=True))),
+    Function("diopiUpsampleLinear1d", (
+        Out("out"), In("input"), Sizes("size"), Bool("align_corners"), Float("scales", optional=True))),
+    Function("diopiUpsampleBilinear2d", (
+        Out("out"), In("input"), Sizes("size"), Bool("align_corners"),
+        Float("scales_h", optional=True), Float("scales_w", optional=True))),
+    Function("diopiUpsampleBilinear2dBackward", (
+        Out("grad_input"), In("grad_output"), Sizes("out_size"), Sizes("in_size"), Bool("align_corners"),
+        Float("scales_h", optional=True), Float("scales_w", optional=True))),
+    Function("diopiIm2Col", (
+        Out("out"), In("input"), Sizes("kernel_size"), Sizes("dilation"), Sizes("padding"), Sizes("stride"))),
+    Function("diopiCol2Im", (
+        Out("out"), In("input"), Sizes("output_size"), Sizes("kernel_size"), Sizes("dilation"), Sizes("padding"),
+        Sizes("stride"))),
+    # creation and linear algebra
+    Function("diopiLinspace", (Out("out"), Scalar("start"), Scalar("end"), Int("steps"))),
+    Function("diopiLogspace", (Out("out"), Scalar("start"), Scalar("end"), Int("steps"), Float("base"))),
+    Function("diopiEye", (Out("out"), Int("n"), Int("m"))),
+    Function("diopiDot", (Out("out"), In("input"), In("other"))),
+    Function("diopiMv", (Out("out"), In("input"), In("vec"))),
+    Function("diopiAddmv", (Out("out"), In("input"), In("mat"), In("vec"), Scalar("beta"), Scalar("alpha"))),
+    Function("diopiAddbmm", (Out("out"), In("input"), In("batch1"), In("batch2"), Scalar("beta"), Scalar("alpha"))),
+    Function("diopiBaddbmm", (Out("out"), In("input"), In("batch1"), In("batch2"), Scalar("beta"), Scalar("alpha"))),
+    Function("diopiAddr", (Out("out"), In("input"), In("vec1"), In("vec2"), Scalar("beta"), Scalar("alpha"))),
+    # nn layers and losses
+    Function("diopiGroupNorm", (
+        Out("out"), Out("save_mean"), Out("save_invstd"), In("input"), In("weight", optional=True),
+        In("bias", optional=True), Int("num_groups"), Float("eps"))),
+    Function("diopiGroupNormBackward", (
+        Out("grad_input", optional=True), Out("grad_weight", optional=True), Out("grad_bias", optional=True),
+        In("grad_output"), In("input"), In("mean"), In("rstd"), In("weight", optional=True), Int("num_groups"))),
+    Function("diopiAdaptiveMaxPool2d", (Out("out"), Out("indices"), In("input"), Sizes("output_size"))),
+    Function("diopiAdaptiveMaxPool2dBackward", (Out("grad_input"), In("grad_output"), In("input"), In("indices"))),
+    Function("diopiSmoothL1Loss", (Out("out"), In("input"), In("target"), Reduction("reduction"), Float("beta"))),
+    Function("diopiSmoothL1LossBackward", (
+        Out("grad_input"), In("grad_output"), In("input"), In("target"), Reduction("reduction"), Float("beta"))),
+    Function("diopiHuberLoss", (Out("out"), In("input"), In("target"), Reduction("reduction"), Float("delta"))),
+    Function("diopiHuberLossBackward", (
+        Out("grad_input"), In("grad_output"), In("input"), In("target"), Reduction("reduction"), Float("delta"))),
+    Function("diopiBCELoss", (
+        Out("out"), In("input"), In("target"), In("weight", optional=True), Reduction("reduction"))),
+    Function("diopiBCELossBackward", (
+        Out("grad_input"), In("grad_output"), In("input"), In("target"), In("weight", optional=True),
+        Reduction("reduction"))),
+    Function("diopiBCEWithLogits", (
+        Out("out"), In("input"), In("target"), In("weight", optional=True), In("pos_weight", optional=True),
+        Reduction("reduction"))),
     # ---- coverage: optimizers (_foreach_, fused Adam), AMP, random ----
+    # _foreach_ functions take lists of tensors; the functional ones store their list of new tensors
+    # in "outs" (Note [Outputs a function allocates]); the Inp ones update "inputs" in place. A Scalar[]
+    # arrives as a 1-D CPU tensor "scalars", as ATen's _foreach_addcmul_.Tensor takes it.
+    *[f for name, params in (
+        ("Add", {"List": (Tensors("others"), Scalar("alpha")), "Scalar": (Scalar("scalar"),),
+                 "ScalarList": (In("scalars"),), "Tensor": (In("other"), Scalar("alpha"))}),
+        ("Sub", {"List": (Tensors("others"), Scalar("alpha")), "Scalar": (Scalar("scalar"),),
+                 "ScalarList": (In("scalars"),)}),
+        *[(op, {"List": (Tensors("others"),), "Scalar": (Scalar("scalar"),), "ScalarList": (In("scalars"),),
+                "Tensor": (In("other"),)}) for op in ("Mul", "Div")],
+        *[(op, {"List": (Tensors("others"),), "Scalar": (Scalar("scalar"),), "ScalarList": (In("scalars"),)})
+          for op in ("Maximum", "Minimum", "ClampMin", "ClampMax")],
+        ("Pow", {"List": (Tensors("exponents"),), "Scalar": (Scalar("exponent"),),
+                 "ScalarList": (In("exponents"),)}),
+        ("Lerp", {"List": (Tensors("tensors1"), Tensors("weights")), "Scalar": (Tensors("tensors1"), Scalar("weight")),
+                  "ScalarList": (Tensors("tensors1"), In("weights"))}),
+        *[(op, {"Scalar": (Tensors("tensors1"), Tensors("tensors2"), Scalar("value")),
+                "Tensor": (Tensors("tensors1"), Tensors("tensors2"), In("scalars"))}) for op in ("Addcmul", "Addcdiv")],
+    ) for variant, rest in params.items() for f in (
+        Function(f"diopiForeach{name}{variant}", (Alloc("outs"), Tensors("inputs"), *rest)),
+        Function(f"diopiForeach{name}Inp{variant}", (Tensors("inputs"), *rest)))],
+    *[f for name in ("Abs", "Neg", "Sqrt", "Rsqrt", "Exp", "Expm1", "Log", "Log1p", "Log2", "Log10", "Reciprocal",
+                     "Sign", "Sigmoid", "Tanh", "Sin", "Cos", "Erf", "Ceil", "Floor", "Round", "Trunc", "Frac")
+      for f in (Function(f"diopiForeach{name}", (Alloc("outs"), Tensors("inputs"))),
+                Function(f"diopiForeach{name}Inp", (Tensors("inputs"),)))],
+    Function("diopiForeachNorm", (Alloc("outs"), Tensors("inputs"), Scalar("ord"), Dtype("dtype", optional=True))),
+    Function("diopiForeachZeroInp", (Tensors("inputs"),)),
+    Function("diopiForeachCopyInp", (Tensors("inputs"), Tensors("srcs"), Bool("non_blocking"))),
+    # fused optimizer steps: every list but state_steps is updated in place
+    *[Function(f"diopiFused{name}{suffix}", (
+        Tensors("params"), Tensors("grads"), Tensors("exp_avgs"), Tensors("exp_avg_sqs"),
+        Tensors("max_exp_avg_sqs"), Tensors("state_steps"), lr, Float("beta1"), Float("beta2"),
+        Float("weight_decay"), Float("eps"), Bool("amsgrad"), Bool("maximize"),
+        In("grad_scale", optional=True), In("found_inf", optional=True)))
+      for name in ("Adam", "AdamW") for suffix, lr in (("", Float("lr")), ("TensorLr", In("lr")))],
+    *[Function(f"diopiFusedSgd{suffix}", (
+        Tensors("params"), Tensors("grads"), Tensors("momentum_buffer_list"), Float("weight_decay"),
+        Float("momentum"), lr, Float("dampening"), Bool("nesterov"), Bool("maximize"), Bool("is_first_step"),
+        In("grad_scale", optional=True), In("found_inf", optional=True)))
+      for suffix, lr in (("", Float("lr")), ("TensorLr", In("lr")))],
+    # AMP (GradScaler)
+    Function("diopiAmpForeachNonFiniteCheckAndUnscaleInp", (Tensors("scaled_grads"), Out("found_inf"), In("inv_scale"))),
+    Function("diopiAmpUpdateScaleInp", (
+        Out("scale"), Out("growth_tracker"), In("found_inf"), Float("growth_factor"), Float("backoff_factor"),
+        Int("growth_interval"))),
+    # random: more distributions, all drawing from the dipu generator
+    Function("diopiNormalTensorScalar", (Out("out"), In("mean"), Float("std"), Gen("generator", optional=True))),
+    Function("diopiNormalScalarTensor", (Out("out"), Float("mean"), In("std"), Gen("generator", optional=True))),
+    Function("diopiNormalTensor", (Out("out"), In("mean"), In("std"), Gen("generator", optional=True))),
+    Function("diopiBernoulli", (Out("out"), In("input"), Gen("generator", optional=True))),
+    Function("diopiBernoulliTensor", (Out("out"), In("p"), Gen("generator", optional=True))),
+    Function("diopiRandomInp", (
+        Out("inout"), Int("from_", optional=True), Int("to", optional=True), Gen("generator", optional=True))),
+    Function("diopiExponentialInp", (Out("inout"), Float("lambd"), Gen("generator", optional=True))),
+    Function("diopiGeometricInp", (Out("inout"), Float("p"), Gen("generator", optional=True))),
+    Function("diopiCauchyInp", (Out("inout"), Float("median"), Float("sigma"), Gen("generator", optional=True))),
+    Function("diopiLogNormalInp", (Out("inout"), Float("mean"), Float("std"), Gen("generator", optional=True))),
+    Function("diopiRandperm", (Out("out"), Int("n"), Gen("generator", optional=True))),
+    Function("diopiMultinomial", (
+        Out("out"), In("input"), Int("num_samples"), Bool("replacement"), Gen("generator", optional=True))),
 ]
 
 #: Every declared function by name.

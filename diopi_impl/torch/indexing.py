@@ -1,3 +1,169 @@
-"""Reference kernels: see the module docstring of diopi_impl.torch."""
+"""Indexing: advanced indexing, index_put, scatter/gather, index_* and masked/take/put functions.
 
-from diopi_impl.torch import library  # noqa: F401
+Functions with an ``...Inp`` twin write into ``input``; the out= form copies
+``input`` to ``out`` first, unless the caller passed the same tensor for both
+(the generated in-place kernels do), and then updates ``out`` in place.
+"""
+
+import torch
+
+from dipu import _C
+from dipu.diopi import SUCCESS
+from diopi_impl.torch import library
+from diopi_impl.torch.tensor import _require_copy
+
+alias = _C.alias
+aten = torch.ops.aten
+
+
+def _index_list(indices, d):
+    # CPU index tensors stay on the CPU: ATen accepts them beside device tensors
+    return [None if t is None else t if t.device.type == "cpu" else alias(t, d) for t in indices]
+
+
+def _value(value, d):
+    return alias(value, d) if isinstance(value, torch.Tensor) else value
+
+
+def _start(out, input, d):
+    """``out``'s alias, holding ``input``'s values (out= forms of in-place ATen functions)."""
+    o = alias(out, d)
+    if out is not input:
+        o.copy_(alias(input, d))
+    return o
+
+
+@library.register
+def diopiIndex(ctx, out, input, indices):
+    d = ctx.device
+    out[0] = _require_copy(ctx, aten.index.Tensor(alias(input, d), _index_list(indices, d)))
+    return SUCCESS
+
+
+@library.register
+def diopiIndexPut(ctx, out, input, values, indices, accumulate):
+    d = ctx.device
+    _start(out, input, d).index_put_(_index_list(indices, d), _value(values, d), accumulate)
+    return SUCCESS
+
+
+@library.register
+def diopiIndexPutInp(ctx, input, values, indices, accumulate):
+    d = ctx.device
+    alias(input, d).index_put_(_index_list(indices, d), _value(values, d), accumulate)
+    return SUCCESS
+
+
+@library.register
+def diopiScatter(ctx, out, input, dim, index, src, reduce):
+    d = ctx.device
+    x, i, s, o = alias(input, d), alias(index, d), alias(src, d), alias(out, d)
+    if reduce is None:
+        torch.scatter(x, dim, i, s, out=o)
+    elif reduce == "add":  # the same as scatter's deprecated reduce="add", without its warning
+        torch.scatter_add(x, dim, i, s, out=o)
+    else:
+        torch.scatter(x, dim, i, s, reduce=reduce, out=o)
+    return SUCCESS
+
+
+@library.register
+def diopiScatterScalar(ctx, out, input, dim, index, value, reduce):
+    d = ctx.device
+    x, i, o = alias(input, d), alias(index, d), alias(out, d)
+    if reduce is None:
+        torch.scatter(x, dim, i, value, out=o)
+    else:
+        torch.scatter(x, dim, i, value, reduce=reduce, out=o)
+    return SUCCESS
+
+
+@library.register
+def diopiScatterReduce(ctx, out, input, dim, index, src, reduce, include_self):
+    d = ctx.device
+    torch.scatter_reduce(alias(input, d), dim, alias(index, d), alias(src, d), reduce, include_self=include_self,
+                         out=alias(out, d))
+    return SUCCESS
+
+
+@library.register
+def diopiGather(ctx, out, input, dim, index):
+    d = ctx.device
+    torch.gather(alias(input, d), dim, alias(index, d), out=alias(out, d))
+    return SUCCESS
+
+
+@library.register
+def diopiIndexAdd(ctx, out, input, dim, index, source, alpha):
+    d = ctx.device
+    torch.index_add(alias(input, d), dim, alias(index, d), alias(source, d), alpha=alpha, out=alias(out, d))
+    return SUCCESS
+
+
+@library.register
+def diopiIndexCopy(ctx, out, input, dim, index, source):
+    d = ctx.device
+    torch.index_copy(alias(input, d), dim, alias(index, d), alias(source, d), out=alias(out, d))
+    return SUCCESS
+
+
+@library.register
+def diopiIndexFill(ctx, out, input, dim, index, value):
+    d = ctx.device
+    _start(out, input, d).index_fill_(dim, alias(index, d), _value(value, d))
+    return SUCCESS
+
+
+@library.register
+def diopiIndexFillScalar(ctx, out, input, dim, index, value):
+    d = ctx.device
+    _start(out, input, d).index_fill_(dim, alias(index, d), value)
+    return SUCCESS
+
+
+@library.register
+def diopiIndexFillInp(ctx, input, dim, index, value):
+    d = ctx.device
+    alias(input, d).index_fill_(dim, alias(index, d), _value(value, d))
+    return SUCCESS
+
+
+@library.register
+def diopiIndexFillInpScalar(ctx, input, dim, index, value):
+    d = ctx.device
+    alias(input, d).index_fill_(dim, alias(index, d), value)
+    return SUCCESS
+
+
+@library.register
+def diopiMaskedScatter(ctx, out, input, mask, source):
+    d = ctx.device
+    _start(out, input, d).masked_scatter_(alias(mask, d), alias(source, d))
+    return SUCCESS
+
+
+@library.register
+def diopiTake(ctx, out, input, index):
+    d = ctx.device
+    torch.take(alias(input, d), alias(index, d), out=alias(out, d))
+    return SUCCESS
+
+
+@library.register
+def diopiPut(ctx, out, input, index, source, accumulate):
+    d = ctx.device
+    _start(out, input, d).put_(alias(index, d), alias(source, d), accumulate)
+    return SUCCESS
+
+
+@library.register
+def diopiPutInp(ctx, input, index, source, accumulate):
+    d = ctx.device
+    alias(input, d).put_(alias(index, d), alias(source, d), accumulate)
+    return SUCCESS
+
+
+@library.register
+def diopiRepeatInterleave(ctx, out, repeats, output_size):
+    out[0] = _require_copy(ctx, torch.repeat_interleave(alias(repeats, ctx.device), output_size=output_size))
+    return SUCCESS

@@ -54,8 +54,10 @@ def diopiLogSoftmaxBackward(ctx, grad_input, grad_output, output, dim):
 @library.register
 def diopiNLLLossV2(ctx, out, total_weight, input, target, weight, reduction, ignore_index):
     d = ctx.device
-    aten.nll_loss_forward.output(alias(input, d), alias(target, d), _optional(weight, d), reduction,
-                                 ignore_index, output=alias(out, d), total_weight=alias(total_weight, d))
+    x = alias(input, d)
+    forward = aten.nll_loss2d_forward if x.dim() == 4 else aten.nll_loss_forward  # (N, C, H, W): nll_loss2d
+    forward.output(x, alias(target, d), _optional(weight, d), reduction,
+                   ignore_index, output=alias(out, d), total_weight=alias(total_weight, d))
     return SUCCESS
 
 
@@ -63,8 +65,10 @@ def diopiNLLLossV2(ctx, out, total_weight, input, target, weight, reduction, ign
 def diopiNLLLossV2Backward(ctx, grad_input, grad_output, input, target, weight, total_weight, reduction,
                            ignore_index):
     d = ctx.device
-    aten.nll_loss_backward.grad_input(
-        alias(grad_output, d), alias(input, d), alias(target, d), _optional(weight, d), reduction, ignore_index,
+    x = alias(input, d)
+    backward = aten.nll_loss2d_backward if x.dim() == 4 else aten.nll_loss_backward
+    backward.grad_input(
+        alias(grad_output, d), x, alias(target, d), _optional(weight, d), reduction, ignore_index,
         alias(total_weight, d), grad_input=alias(grad_input, d))
     return SUCCESS
 
@@ -200,4 +204,111 @@ def diopiAdaptiveAvgPool2d(ctx, out, input, output_size):
 def diopiAdaptiveAvgPool2dBackward(ctx, grad_input, grad_output, input):
     d = ctx.device
     aten._adaptive_avg_pool2d_backward.out(alias(grad_output, d), alias(input, d), out=alias(grad_input, d))
+    return SUCCESS
+
+
+# ---- coverage: group norm, adaptive max pooling, losses ------------------------------------------
+
+
+def _group_norm_sizes(x):
+    n, c = x.shape[0], x.shape[1]
+    hxw = 1
+    for size in x.shape[2:]:
+        hxw *= size
+    return n, c, hxw
+
+
+@library.register
+def diopiGroupNorm(ctx, out, save_mean, save_invstd, input, weight, bias, num_groups, eps):
+    d = ctx.device
+    x = alias(input, d).contiguous()  # ATen's CPU kernel reads the input as contiguous
+    results = aten.native_group_norm(x, _optional(weight, d), _optional(bias, d), *_group_norm_sizes(x),
+                                     num_groups, eps)
+    _write((out, save_mean, save_invstd), results, d)
+    return SUCCESS
+
+
+@library.register
+def diopiGroupNormBackward(ctx, grad_input, grad_weight, grad_bias, grad_output, input, mean, rstd, weight,
+                           num_groups):
+    d = ctx.device
+    x = alias(input, d).contiguous()
+    outputs = (grad_input, grad_weight, grad_bias)
+    results = aten.native_group_norm_backward(
+        alias(grad_output, d).contiguous(), x, alias(mean, d), alias(rstd, d), _optional(weight, d), *_group_norm_sizes(x),
+        num_groups, [o is not None for o in outputs])
+    _write(outputs, results, d)
+    return SUCCESS
+
+
+@library.register
+def diopiAdaptiveMaxPool2d(ctx, out, indices, input, output_size):
+    d = ctx.device
+    aten.adaptive_max_pool2d.out(alias(input, d), output_size, out=alias(out, d), indices=alias(indices, d))
+    return SUCCESS
+
+
+@library.register
+def diopiAdaptiveMaxPool2dBackward(ctx, grad_input, grad_output, input, indices):
+    d = ctx.device
+    aten.adaptive_max_pool2d_backward.grad_input(alias(grad_output, d), alias(input, d), alias(indices, d),
+                                                 grad_input=alias(grad_input, d))
+    return SUCCESS
+
+
+# The loss forwards copy ATen's result: like mse_loss.out (see diopiMSELoss), their out= kernels may
+# use `out` as scratch space of the input's size.
+
+
+@library.register
+def diopiSmoothL1Loss(ctx, out, input, target, reduction, beta):
+    d = ctx.device
+    alias(out, d).copy_(aten.smooth_l1_loss(alias(input, d), alias(target, d), reduction, beta))
+    return SUCCESS
+
+
+@library.register
+def diopiSmoothL1LossBackward(ctx, grad_input, grad_output, input, target, reduction, beta):
+    d = ctx.device
+    aten.smooth_l1_loss_backward.grad_input(alias(grad_output, d), alias(input, d), alias(target, d), reduction,
+                                            beta, grad_input=alias(grad_input, d))
+    return SUCCESS
+
+
+@library.register
+def diopiHuberLoss(ctx, out, input, target, reduction, delta):
+    d = ctx.device
+    alias(out, d).copy_(aten.huber_loss(alias(input, d), alias(target, d), reduction, delta))
+    return SUCCESS
+
+
+@library.register
+def diopiHuberLossBackward(ctx, grad_input, grad_output, input, target, reduction, delta):
+    d = ctx.device
+    aten.huber_loss_backward.out(alias(grad_output, d), alias(input, d), alias(target, d), reduction, delta,
+                                 grad_input=alias(grad_input, d))
+    return SUCCESS
+
+
+@library.register
+def diopiBCELoss(ctx, out, input, target, weight, reduction):
+    d = ctx.device
+    alias(out, d).copy_(aten.binary_cross_entropy(alias(input, d), alias(target, d), _optional(weight, d),
+                                                  reduction))
+    return SUCCESS
+
+
+@library.register
+def diopiBCELossBackward(ctx, grad_input, grad_output, input, target, weight, reduction):
+    d = ctx.device
+    aten.binary_cross_entropy_backward.grad_input(alias(grad_output, d), alias(input, d), alias(target, d),
+                                                  _optional(weight, d), reduction, grad_input=alias(grad_input, d))
+    return SUCCESS
+
+
+@library.register
+def diopiBCEWithLogits(ctx, out, input, target, weight, pos_weight, reduction):
+    d = ctx.device
+    alias(out, d).copy_(aten.binary_cross_entropy_with_logits(
+        alias(input, d), alias(target, d), _optional(weight, d), _optional(pos_weight, d), reduction))
     return SUCCESS

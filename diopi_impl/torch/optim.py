@@ -1,3 +1,188 @@
-"""Reference kernels: see the module docstring of diopi_impl.torch."""
+"""Optimizer kernels: the _foreach_ family, fused Adam/AdamW/SGD steps and the AMP (GradScaler) kernels.
 
-from diopi_impl.torch import library  # noqa: F401
+Note [Foreach kernels from the proto]
+The _foreach_ functions differ only in the ATen op they apply, so they are made
+here from their proto declarations rather than written out one by one: each
+kernel takes the declared parameters (its ``__signature__`` is the proto's,
+which ``library.register`` checks), aliases every dipu tensor, and calls the
+matching ATen _foreach_ op on the aliases. In-place functions write straight
+into the inputs' memory; functional ones copy ATen's results into new dipu
+tensors from ``ctx.require_tensor``. A ``scalars`` tensor of a ScalarList
+function becomes the Python list again; addcmul/addcdiv's ``scalars`` stay the
+1-D CPU tensor ATen's ``.Tensor`` overloads take.
+"""
+
+import inspect
+
+import torch
+
+from diopi_impl.proto import FUNCTIONS
+from dipu import _C
+from dipu.diopi import SUCCESS
+from diopi_impl.torch import library
+
+alias = _C.alias
+aten = torch.ops.aten
+
+
+def _native(value, d):
+    """The ATen view of a DIOPI argument: aliases for dipu tensors and lists of them."""
+    if isinstance(value, torch.Tensor):
+        return alias(value, d) if value.device.type != "cpu" else value
+    if isinstance(value, (list, tuple)):
+        return [alias(v, d) if v.device.type != "cpu" else v for v in value]
+    return value
+
+
+def _new(ctx, results):
+    """Fresh dipu tensors holding ``results`` (what a functional foreach function stores in ``outs``)."""
+    d = ctx.device
+    outs = []
+    for result in results:
+        out = ctx.require_tensor(result.shape, result.dtype)
+        alias(out, d).copy_(result)
+        outs.append(out)
+    return outs
+
+
+def _foreach_kernel(name: str, overload, scalar_list: bool):
+    declared = FUNCTIONS[name]
+    params = declared.param_names
+    functional = params[1] == "outs"
+    keywords = {"alpha"}  # kwarg-only in the ATen schemas
+
+    def kernel(ctx, *args):
+        d = ctx.device
+        values = dict(zip(params[1:], args))
+        if functional:
+            outs = values.pop("outs")
+        positional, kwargs = [], {}
+        for key, value in values.items():
+            value = _native(value, d)
+            if scalar_list and isinstance(value, torch.Tensor) and key != "inputs":
+                value = value.tolist()
+            if key in keywords:
+                kwargs[key] = value
+            else:
+                positional.append(value)
+        result = overload(*positional, **kwargs)
+        if functional:
+            outs[0] = _new(ctx, result)
+        return SUCCESS
+
+    kernel.__name__ = kernel.__qualname__ = name
+    kernel.__signature__ = inspect.Signature(
+        [inspect.Parameter(p, inspect.Parameter.POSITIONAL_OR_KEYWORD) for p in params])
+    return kernel
+
+
+_SNAKE = {"ClampMin": "clamp_min", "ClampMax": "clamp_max"}
+
+
+def _aten_name(op: str) -> str:
+    return _SNAKE.get(op, op.lower())
+
+
+def _register_foreach():
+    for name in sorted(FUNCTIONS):
+        if not name.startswith("diopiForeach") or name in _WRITTEN_OUT:
+            continue
+        rest = name.removeprefix("diopiForeach")
+        inplace = "Inp" in rest
+        op, _, variant = rest.partition("Inp") if inplace else (rest, "", "")
+        if not inplace:
+            for candidate in ("ScalarList", "Scalar", "List", "Tensor"):
+                if op.endswith(candidate) and op != candidate:
+                    op, variant = op[: -len(candidate)], candidate
+                    break
+        packet = getattr(aten, f"_foreach_{_aten_name(op)}{'_' if inplace else ''}")
+        overload = getattr(packet, variant or "default")
+        library.register(_foreach_kernel(name, overload, variant == "ScalarList"))
+
+
+# written out below: their ATen names or arguments do not follow the pattern
+_WRITTEN_OUT = {"diopiForeachNorm", "diopiForeachZeroInp", "diopiForeachCopyInp"}
+_register_foreach()
+
+
+@library.register
+def diopiForeachNorm(ctx, outs, inputs, ord, dtype):
+    d = ctx.device
+    outs[0] = _new(ctx, torch._foreach_norm(_native(inputs, d), ord, dtype=dtype))
+    return SUCCESS
+
+
+@library.register
+def diopiForeachZeroInp(ctx, inputs):
+    torch._foreach_zero_(_native(inputs, ctx.device))
+    return SUCCESS
+
+
+@library.register
+def diopiForeachCopyInp(ctx, inputs, srcs, non_blocking):
+    d = ctx.device
+    torch._foreach_copy_(_native(inputs, d), _native(srcs, d), non_blocking=non_blocking)
+    return SUCCESS
+
+
+# ---- fused optimizer steps --------------------------------------------------------------------
+
+
+def _fused_adam(step):
+    def kernel(ctx, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2,
+               weight_decay, eps, amsgrad, maximize, grad_scale, found_inf):
+        d = ctx.device
+        step(_native(params, d), _native(grads, d), _native(exp_avgs, d), _native(exp_avg_sqs, d),
+             _native(max_exp_avg_sqs, d), _native(state_steps, d), lr=_native(lr, d), beta1=beta1, beta2=beta2,
+             weight_decay=weight_decay, eps=eps, amsgrad=amsgrad, maximize=maximize,
+             grad_scale=_native(grad_scale, d), found_inf=_native(found_inf, d))
+        return SUCCESS
+
+    return kernel
+
+
+def _fused_sgd(ctx, params, grads, momentum_buffer_list, weight_decay, momentum, lr, dampening, nesterov, maximize,
+               is_first_step, grad_scale, found_inf):
+    d = ctx.device
+    torch._fused_sgd_(
+        _native(params, d), _native(grads, d), _native(momentum_buffer_list, d), weight_decay=weight_decay,
+        momentum=momentum, lr=_native(lr, d), dampening=dampening, nesterov=nesterov, maximize=maximize,
+        is_first_step=is_first_step, grad_scale=_native(grad_scale, d), found_inf=_native(found_inf, d))
+    return SUCCESS
+
+
+def _named(kernel, name: str):
+    """``kernel`` registered under ``name`` (one ATen kernel serves a float and a tensor lr)."""
+
+    def named(*args):
+        return kernel(*args)
+
+    named.__name__ = named.__qualname__ = name
+    named.__signature__ = inspect.signature(kernel)
+    return named
+
+
+for _name, _kernel in (("diopiFusedAdam", _fused_adam(torch._fused_adam_)),
+                       ("diopiFusedAdamTensorLr", _fused_adam(torch._fused_adam_)),
+                       ("diopiFusedAdamW", _fused_adam(torch._fused_adamw_)),
+                       ("diopiFusedAdamWTensorLr", _fused_adam(torch._fused_adamw_)),
+                       ("diopiFusedSgd", _fused_sgd), ("diopiFusedSgdTensorLr", _fused_sgd)):
+    library.register(_named(_kernel, _name))
+
+
+# ---- AMP ------------------------------------------------------------------------------------------
+
+
+@library.register
+def diopiAmpForeachNonFiniteCheckAndUnscaleInp(ctx, scaled_grads, found_inf, inv_scale):
+    d = ctx.device
+    torch._amp_foreach_non_finite_check_and_unscale_(_native(scaled_grads, d), alias(found_inf, d), alias(inv_scale, d))
+    return SUCCESS
+
+
+@library.register
+def diopiAmpUpdateScaleInp(ctx, scale, growth_tracker, found_inf, growth_factor, backoff_factor, growth_interval):
+    d = ctx.device
+    torch._amp_update_scale_(alias(scale, d), alias(growth_tracker, d), alias(found_inf, d), growth_factor,
+                             backoff_factor, growth_interval)
+    return SUCCESS

@@ -38,9 +38,10 @@ def diopiDropout(ctx, out, mask, input, p, train, generator):
     # drawing the mask as a float bernoulli of the input's shape so the random stream matches.
     d = ctx.device
     x, o, m = alias(input, d), alias(out, d), alias(mask, d)
-    if train is False or p == 0 or p == 1:
-        torch.mul(x, float(p != 1), out=o)
-        m.fill_(p != 1)
+    if train is False or p == 0 or p == 1:  # evaluation keeps everything, whatever p
+        keep = train is False or p != 1
+        torch.mul(x, float(keep), out=o)
+        m.fill_(keep)
         return SUCCESS
     keep = torch.empty_like(x).bernoulli_(1 - p, generator=native_generator(generator, d))
     m.copy_(keep)
@@ -52,4 +53,93 @@ def diopiDropout(ctx, out, mask, input, p, train, generator):
 def diopiDropoutBackward(ctx, grad_input, grad_output, mask, scale):
     d = ctx.device
     torch.ops.aten.native_dropout_backward.out(alias(grad_output, d), alias(mask, d), scale, out=alias(grad_input, d))
+    return SUCCESS
+
+
+@library.register
+def diopiNormalTensorScalar(ctx, out, mean, std, generator):
+    d = ctx.device
+    torch.normal(alias(mean, d), std, generator=native_generator(generator, d), out=alias(out, d))
+    return SUCCESS
+
+
+@library.register
+def diopiNormalScalarTensor(ctx, out, mean, std, generator):
+    d = ctx.device
+    torch.normal(mean, alias(std, d), generator=native_generator(generator, d), out=alias(out, d))
+    return SUCCESS
+
+
+@library.register
+def diopiNormalTensor(ctx, out, mean, std, generator):
+    d = ctx.device
+    torch.normal(alias(mean, d), alias(std, d), generator=native_generator(generator, d), out=alias(out, d))
+    return SUCCESS
+
+
+@library.register
+def diopiBernoulli(ctx, out, input, generator):
+    d = ctx.device
+    torch.bernoulli(alias(input, d), generator=native_generator(generator, d), out=alias(out, d))
+    return SUCCESS
+
+
+@library.register
+def diopiBernoulliTensor(ctx, out, p, generator):
+    d = ctx.device
+    alias(out, d).bernoulli_(alias(p, d), generator=native_generator(generator, d))
+    return SUCCESS
+
+
+@library.register
+def diopiRandomInp(ctx, inout, from_, to, generator):
+    d = ctx.device
+    gen = native_generator(generator, d)
+    if from_ is None:
+        alias(inout, d).random_(generator=gen) if to is None else alias(inout, d).random_(to, generator=gen)
+    else:
+        alias(inout, d).random_(from_, to, generator=gen)
+    return SUCCESS
+
+
+@library.register
+def diopiExponentialInp(ctx, inout, lambd, generator):
+    d = ctx.device
+    alias(inout, d).exponential_(lambd, generator=native_generator(generator, d))
+    return SUCCESS
+
+
+@library.register
+def diopiGeometricInp(ctx, inout, p, generator):
+    d = ctx.device
+    alias(inout, d).geometric_(p, generator=native_generator(generator, d))
+    return SUCCESS
+
+
+@library.register
+def diopiCauchyInp(ctx, inout, median, sigma, generator):
+    d = ctx.device
+    alias(inout, d).cauchy_(median, sigma, generator=native_generator(generator, d))
+    return SUCCESS
+
+
+@library.register
+def diopiLogNormalInp(ctx, inout, mean, std, generator):
+    d = ctx.device
+    alias(inout, d).log_normal_(mean, std, generator=native_generator(generator, d))
+    return SUCCESS
+
+
+@library.register
+def diopiRandperm(ctx, out, n, generator):
+    d = ctx.device
+    torch.randperm(n, generator=native_generator(generator, d), out=alias(out, d))
+    return SUCCESS
+
+
+@library.register
+def diopiMultinomial(ctx, out, input, num_samples, replacement, generator):
+    d = ctx.device
+    torch.multinomial(alias(input, d), num_samples, replacement, generator=native_generator(generator, d),
+                      out=alias(out, d))
     return SUCCESS

@@ -96,3 +96,206 @@ def diopiAddmm(ctx, out, input, mat1, mat2, beta, alpha):
     d = ctx.device
     torch.addmm(alias(input, d), alias(mat1, d), alias(mat2, d), beta=beta, alpha=alpha, out=alias(out, d))
     return SUCCESS
+
+
+# ---- coverage: unique_consecutive, joining, shape ops, padding, resampling, creation, linear algebra ----
+
+aten = torch.ops.aten
+
+
+@library.register
+def diopiUniqueConsecutive(ctx, out, inverse, counts, input, dim, return_inverse, return_counts):
+    results = aten.unique_consecutive(alias(input, ctx.device), return_inverse, return_counts, dim)
+    for slot, result in zip((out, inverse, counts), results):
+        slot[0] = _require_copy(ctx, result)
+    return SUCCESS
+
+
+@library.register
+def diopiStack(ctx, out, tensors, dim):
+    d = ctx.device
+    torch.stack([alias(t, d) for t in tensors], dim, out=alias(out, d))
+    return SUCCESS
+
+
+@library.register
+def diopiFlip(ctx, out, input, dims):
+    d = ctx.device
+    alias(out, d).copy_(torch.flip(alias(input, d), dims))
+    return SUCCESS
+
+
+@library.register
+def diopiRoll(ctx, out, input, shifts, dims):
+    d = ctx.device
+    alias(out, d).copy_(torch.roll(alias(input, d), shifts, dims))
+    return SUCCESS
+
+
+@library.register
+def diopiRepeat(ctx, out, input, repeats_size):
+    d = ctx.device
+    alias(out, d).copy_(alias(input, d).repeat(repeats_size))
+    return SUCCESS
+
+
+@library.register
+def diopiTril(ctx, out, input, diagonal):
+    d = ctx.device
+    torch.tril(alias(input, d), diagonal, out=alias(out, d))
+    return SUCCESS
+
+
+_PADS = {
+    ("reflect", 1): aten.reflection_pad1d, ("reflect", 2): aten.reflection_pad2d, ("reflect", 3): aten.reflection_pad3d,
+    ("replicate", 1): aten.replication_pad1d, ("replicate", 2): aten.replication_pad2d,
+    ("replicate", 3): aten.replication_pad3d,
+}
+_PAD_BACKWARDS = {
+    ("reflect", 1): aten.reflection_pad1d_backward, ("reflect", 2): aten.reflection_pad2d_backward,
+    ("reflect", 3): aten.reflection_pad3d_backward, ("replicate", 1): aten.replication_pad1d_backward,
+    ("replicate", 2): aten.replication_pad2d_backward, ("replicate", 3): aten.replication_pad3d_backward,
+}
+
+
+@library.register
+def diopiPad(ctx, out, input, pad, mode, value):
+    """mode: "constant" (value, None meaning 0), "reflect" or "replicate"; pad as ATen orders it."""
+    d = ctx.device
+    x, o = alias(input, d), alias(out, d)
+    if mode == "constant":
+        o.copy_(aten.constant_pad_nd(x, pad, 0 if value is None else value))
+    else:
+        _PADS[mode, len(pad) // 2].out(x, pad, out=o)
+    return SUCCESS
+
+
+@library.register
+def diopiPadBackward(ctx, grad_input, grad_output, input, pad, mode):
+    d = ctx.device
+    _PAD_BACKWARDS[mode, len(pad) // 2].grad_input(alias(grad_output, d), alias(input, d), pad,
+                                                   grad_input=alias(grad_input, d))
+    return SUCCESS
+
+
+@library.register
+def diopiUpsampleNearest1d(ctx, out, input, size, scales):
+    d = ctx.device
+    aten.upsample_nearest1d.out(alias(input, d), size, scales, out=alias(out, d))
+    return SUCCESS
+
+
+@library.register
+def diopiUpsampleNearest2d(ctx, out, input, size, scales_h, scales_w):
+    d = ctx.device
+    aten.upsample_nearest2d.out(alias(input, d), size, scales_h, scales_w, out=alias(out, d))
+    return SUCCESS
+
+
+@library.register
+def diopiUpsampleNearest2dBackward(ctx, grad_input, grad_output, out_size, in_size, scales_h, scales_w):
+    d = ctx.device
+    aten.upsample_nearest2d_backward.grad_input(alias(grad_output, d), out_size, in_size, scales_h, scales_w,
+                                                grad_input=alias(grad_input, d))
+    return SUCCESS
+
+
+@library.register
+def diopiUpsampleLinear1d(ctx, out, input, size, align_corners, scales):
+    d = ctx.device
+    aten.upsample_linear1d.out(alias(input, d), size, align_corners, scales, out=alias(out, d))
+    return SUCCESS
+
+
+@library.register
+def diopiUpsampleBilinear2d(ctx, out, input, size, align_corners, scales_h, scales_w):
+    d = ctx.device
+    aten.upsample_bilinear2d.out(alias(input, d), size, align_corners, scales_h, scales_w, out=alias(out, d))
+    return SUCCESS
+
+
+@library.register
+def diopiUpsampleBilinear2dBackward(ctx, grad_input, grad_output, out_size, in_size, align_corners, scales_h,
+                                   scales_w):
+    d = ctx.device
+    aten.upsample_bilinear2d_backward.grad_input(alias(grad_output, d), out_size, in_size, align_corners, scales_h,
+                                                 scales_w, grad_input=alias(grad_input, d))
+    return SUCCESS
+
+
+@library.register
+def diopiIm2Col(ctx, out, input, kernel_size, dilation, padding, stride):
+    d = ctx.device
+    aten.im2col.out(alias(input, d), kernel_size, dilation, padding, stride, out=alias(out, d))
+    return SUCCESS
+
+
+@library.register
+def diopiCol2Im(ctx, out, input, output_size, kernel_size, dilation, padding, stride):
+    d = ctx.device
+    aten.col2im.out(alias(input, d), output_size, kernel_size, dilation, padding, stride, out=alias(out, d))
+    return SUCCESS
+
+
+@library.register
+def diopiLinspace(ctx, out, start, end, steps):
+    torch.linspace(start, end, steps, out=alias(out, ctx.device))
+    return SUCCESS
+
+
+@library.register
+def diopiLogspace(ctx, out, start, end, steps, base):
+    torch.logspace(start, end, steps, base, out=alias(out, ctx.device))
+    return SUCCESS
+
+
+@library.register
+def diopiEye(ctx, out, n, m):
+    torch.eye(n, m, out=alias(out, ctx.device))
+    return SUCCESS
+
+
+@library.register
+def diopiDot(ctx, out, input, other):
+    d = ctx.device
+    torch.dot(alias(input, d), alias(other, d), out=alias(out, d))
+    return SUCCESS
+
+
+@library.register
+def diopiMv(ctx, out, input, vec):
+    d = ctx.device
+    torch.mv(alias(input, d), alias(vec, d), out=alias(out, d))
+    return SUCCESS
+
+
+@library.register
+def diopiAddmv(ctx, out, input, mat, vec, beta, alpha):
+    d = ctx.device
+    x, m, v, o = alias(input, d), alias(mat, d), alias(vec, d), alias(out, d)
+    if m.numel() == 0:  # ATen's addmv.out resizes `out`'s storage for an empty matrix, which an alias cannot
+        o.copy_(torch.addmv(x, m, v, beta=beta, alpha=alpha))
+    else:
+        torch.addmv(x, m, v, beta=beta, alpha=alpha, out=o)
+    return SUCCESS
+
+
+@library.register
+def diopiAddbmm(ctx, out, input, batch1, batch2, beta, alpha):
+    d = ctx.device
+    torch.addbmm(alias(input, d), alias(batch1, d), alias(batch2, d), beta=beta, alpha=alpha, out=alias(out, d))
+    return SUCCESS
+
+
+@library.register
+def diopiBaddbmm(ctx, out, input, batch1, batch2, beta, alpha):
+    d = ctx.device
+    torch.baddbmm(alias(input, d), alias(batch1, d), alias(batch2, d), beta=beta, alpha=alpha, out=alias(out, d))
+    return SUCCESS
+
+
+@library.register
+def diopiAddr(ctx, out, input, vec1, vec2, beta, alpha):
+    d = ctx.device
+    torch.addr(alias(input, d), alias(vec1, d), alias(vec2, d), beta=beta, alpha=alpha, out=alias(out, d))
+    return SUCCESS

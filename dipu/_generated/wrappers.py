@@ -15,37 +15,341 @@ from dipu.hooks import (CHECK_DEVICE, DUMP_KEY, DUMP_OFF, SYNC, check_device, de
 from dipu.ops.shapes import meta
 from dipu.ops.convolution import convolution as impl_dipu_ops_convolution_convolution
 from dipu.ops.convolution import convolution_backward as impl_dipu_ops_convolution_convolution_backward
+from dipu.ops.foreach import returns_nothing as impl_dipu_ops_foreach_returns_nothing
+from dipu.ops.foreach import scalar_list as impl_dipu_ops_foreach_scalar_list
+from dipu.ops.foreach import scalar_list_returns_nothing as impl_dipu_ops_foreach_scalar_list_returns_nothing
+from dipu.ops.indexing import index as impl_dipu_ops_indexing_index
+from dipu.ops.indexing import index_put as impl_dipu_ops_indexing_index_put
+from dipu.ops.indexing import index_put_ as impl_dipu_ops_indexing_index_put_
 from dipu.ops.shapes import addmm as shape_addmm
 from dipu.ops.shapes import arange as shape_arange
+from dipu.ops.shapes import arange_end as shape_arange_end
 from dipu.ops.shapes import binary as shape_binary
+from dipu.ops.shapes import binary_float as shape_binary_float
 from dipu.ops.shapes import bmm as shape_bmm
 from dipu.ops.shapes import compare as shape_compare
 from dipu.ops.shapes import divide as shape_divide
 from dipu.ops.shapes import dropout as shape_dropout
+from dipu.ops.shapes import eye as shape_eye
 from dipu.ops.shapes import like_self as shape_like_self
+from dipu.ops.shapes import linspace as shape_linspace
 from dipu.ops.shapes import max_dim as shape_max_dim
 from dipu.ops.shapes import mm as shape_mm
+from dipu.ops.shapes import multinomial as shape_multinomial
+from dipu.ops.shapes import randperm as shape_randperm
 from dipu.ops.shapes import reduce_all as shape_reduce_all
 from dipu.ops.shapes import reduction as shape_reduction
+from dipu.ops.shapes import sized_float as shape_sized_float
 from dipu.ops.shapes import sum_all as shape_sum_all
 from dipu.ops.shapes import ternary as shape_ternary
 from dipu.ops.shapes import unary as shape_unary
+from dipu.ops.shapes import unary_bool as shape_unary_bool
 from dipu.ops.shapes import unary_float as shape_unary_float
 from dipu.ops.shapes import where as shape_where
 
 meta__adaptive_avg_pool2d = meta(torch.ops.aten._adaptive_avg_pool2d.default, (), False)
+meta_adaptive_max_pool2d = meta(torch.ops.aten.adaptive_max_pool2d.default, (), True)
+meta_addbmm = meta(torch.ops.aten.addbmm.default, ('beta', 'alpha'), False)
+meta_addmv = meta(torch.ops.aten.addmv.default, ('beta', 'alpha'), False)
+meta_addr = meta(torch.ops.aten.addr.default, ('beta', 'alpha'), False)
+meta_all = meta(torch.ops.aten.all.default, (), False)
+meta_all_dim = meta(torch.ops.aten.all.dim, (), False)
+meta_amax = meta(torch.ops.aten.amax.default, (), False)
+meta_amin = meta(torch.ops.aten.amin.default, (), False)
+meta_aminmax = meta(torch.ops.aten.aminmax.default, ('dim', 'keepdim'), True)
+meta_any = meta(torch.ops.aten.any.default, (), False)
+meta_any_dim = meta(torch.ops.aten.any.dim, (), False)
+meta_argmax = meta(torch.ops.aten.argmax.default, (), False)
+meta_argmin = meta(torch.ops.aten.argmin.default, (), False)
 meta_avg_pool2d = meta(torch.ops.aten.avg_pool2d.default, (), False)
+meta_baddbmm = meta(torch.ops.aten.baddbmm.default, ('beta', 'alpha'), False)
+meta_binary_cross_entropy = meta(torch.ops.aten.binary_cross_entropy.default, (), False)
+meta_binary_cross_entropy_with_logits = meta(torch.ops.aten.binary_cross_entropy_with_logits.default, (), False)
+meta_bucketize_Tensor = meta(torch.ops.aten.bucketize.Tensor, ('out_int32', 'right'), False)
 meta_cat = meta(torch.ops.aten.cat.default, (), False)
+meta_clamp = meta(torch.ops.aten.clamp.default, (), False)
+meta_clamp_Tensor = meta(torch.ops.aten.clamp.Tensor, (), False)
+meta_col2im = meta(torch.ops.aten.col2im.default, (), False)
+meta_constant_pad_nd = meta(torch.ops.aten.constant_pad_nd.default, (), False)
+meta_count_nonzero_dim_IntList = meta(torch.ops.aten.count_nonzero.dim_IntList, (), False)
+meta_cummax = meta(torch.ops.aten.cummax.default, (), True)
+meta_cummin = meta(torch.ops.aten.cummin.default, (), True)
+meta_cumprod = meta(torch.ops.aten.cumprod.default, ('dtype',), False)
+meta_cumsum = meta(torch.ops.aten.cumsum.default, ('dtype',), False)
+meta_dot = meta(torch.ops.aten.dot.default, (), False)
 meta_embedding = meta(torch.ops.aten.embedding.default, (), False)
 meta_embedding_dense_backward = meta(torch.ops.aten.embedding_dense_backward.default, (), False)
+meta_gather = meta(torch.ops.aten.gather.default, ('sparse_grad',), False)
+meta_glu = meta(torch.ops.aten.glu.default, (), False)
+meta_histc = meta(torch.ops.aten.histc.default, (), False)
+meta_huber_loss = meta(torch.ops.aten.huber_loss.default, (), False)
+meta_im2col = meta(torch.ops.aten.im2col.default, (), False)
 meta_index_select = meta(torch.ops.aten.index_select.default, (), False)
+meta_kthvalue = meta(torch.ops.aten.kthvalue.default, (), True)
+meta_linalg_vector_norm = meta(torch.ops.aten.linalg_vector_norm.default, ('dtype',), False)
+meta_log_sigmoid_forward = meta(torch.ops.aten.log_sigmoid_forward.default, (), True)
+meta_logsumexp = meta(torch.ops.aten.logsumexp.default, (), False)
+meta_masked_scatter = meta(torch.ops.aten.masked_scatter.default, (), False)
 meta_max_pool2d_with_indices = meta(torch.ops.aten.max_pool2d_with_indices.default, (), True)
 meta_mse_loss = meta(torch.ops.aten.mse_loss.default, (), False)
+meta_mv = meta(torch.ops.aten.mv.default, (), False)
 meta_native_batch_norm = meta(torch.ops.aten.native_batch_norm.default, (), True)
 meta_native_batch_norm_backward = meta(torch.ops.aten.native_batch_norm_backward.default, (), True)
+meta_native_group_norm = meta(torch.ops.aten.native_group_norm.default, (), True)
+meta_native_group_norm_backward = meta(torch.ops.aten.native_group_norm_backward.default, (), True)
 meta_native_layer_norm = meta(torch.ops.aten.native_layer_norm.default, (), True)
 meta_native_layer_norm_backward = meta(torch.ops.aten.native_layer_norm_backward.default, (), True)
+meta_nll_loss2d_forward = meta(torch.ops.aten.nll_loss2d_forward.default, (), True)
 meta_nll_loss_forward = meta(torch.ops.aten.nll_loss_forward.default, (), True)
+meta_norm_Scalar = meta(torch.ops.aten.norm.Scalar, (), False)
+meta_norm_ScalarOpt_dim = meta(torch.ops.aten.norm.ScalarOpt_dim, (), False)
+meta_pow_Scalar = meta(torch.ops.aten.pow.Scalar, (), False)
+meta_prod = meta(torch.ops.aten.prod.default, ('dtype',), False)
+meta_prod_dim_int = meta(torch.ops.aten.prod.dim_int, ('dtype',), False)
+meta_reflection_pad1d = meta(torch.ops.aten.reflection_pad1d.default, (), False)
+meta_reflection_pad2d = meta(torch.ops.aten.reflection_pad2d.default, (), False)
+meta_reflection_pad3d = meta(torch.ops.aten.reflection_pad3d.default, (), False)
+meta_repeat = meta(torch.ops.aten.repeat.default, (), False)
+meta_replication_pad1d = meta(torch.ops.aten.replication_pad1d.default, (), False)
+meta_replication_pad2d = meta(torch.ops.aten.replication_pad2d.default, (), False)
+meta_replication_pad3d = meta(torch.ops.aten.replication_pad3d.default, (), False)
+meta_searchsorted_Tensor = meta(torch.ops.aten.searchsorted.Tensor, ('out_int32', 'right', 'side', 'sorter'), False)
+meta_smooth_l1_loss = meta(torch.ops.aten.smooth_l1_loss.default, (), False)
+meta_sort = meta(torch.ops.aten.sort.default, (), True)
+meta_sort_stable = meta(torch.ops.aten.sort.stable, ('stable', 'dim', 'descending'), True)
+meta_stack = meta(torch.ops.aten.stack.default, (), False)
+meta_std_correction = meta(torch.ops.aten.std.correction, ('correction', 'keepdim'), False)
+meta_std_mean_correction = meta(torch.ops.aten.std_mean.correction, ('correction', 'keepdim'), True)
+meta_take = meta(torch.ops.aten.take.default, (), False)
+meta_topk = meta(torch.ops.aten.topk.default, (), True)
+meta_upsample_bilinear2d = meta(torch.ops.aten.upsample_bilinear2d.default, (), False)
+meta_upsample_bilinear2d_backward = meta(torch.ops.aten.upsample_bilinear2d_backward.default, (), False)
+meta_upsample_linear1d = meta(torch.ops.aten.upsample_linear1d.default, (), False)
+meta_upsample_nearest1d = meta(torch.ops.aten.upsample_nearest1d.default, (), False)
+meta_upsample_nearest2d = meta(torch.ops.aten.upsample_nearest2d.default, (), False)
+meta_upsample_nearest2d_backward = meta(torch.ops.aten.upsample_nearest2d_backward.default, (), False)
+meta_var_correction = meta(torch.ops.aten.var.correction, ('correction', 'keepdim'), False)
+meta_var_mean_correction = meta(torch.ops.aten.var_mean.correction, ('correction', 'keepdim'), True)
+
+
+# __ilshift__.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)
+def make___ilshift___Scalar(op, diopiBitwiseLeftShiftInpScalar):
+    def dipu___ilshift___Scalar(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            status = diopiBitwiseLeftShiftInpScalar(contexts[d], self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu___ilshift___Scalar
+
+
+# __ilshift__.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)
+def make___ilshift___Tensor(op, diopiBitwiseLeftShiftInp, diopiBitwiseLeftShiftInpScalar):
+    def dipu___ilshift___Tensor(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            if isinstance(other, Tensor):
+                status = diopiBitwiseLeftShiftInp(contexts[d], self, other)
+            else:
+                status = diopiBitwiseLeftShiftInpScalar(contexts[d], self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu___ilshift___Tensor
+
+
+# __irshift__.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)
+def make___irshift___Scalar(op, diopiBitwiseRightShiftInpScalar):
+    def dipu___irshift___Scalar(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            status = diopiBitwiseRightShiftInpScalar(contexts[d], self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu___irshift___Scalar
+
+
+# __irshift__.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)
+def make___irshift___Tensor(op, diopiBitwiseRightShiftInp, diopiBitwiseRightShiftInpScalar):
+    def dipu___irshift___Tensor(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            if isinstance(other, Tensor):
+                status = diopiBitwiseRightShiftInp(contexts[d], self, other)
+            else:
+                status = diopiBitwiseRightShiftInpScalar(contexts[d], self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu___irshift___Tensor
+
+
+# __lshift__.Scalar(Tensor self, Scalar other) -> Tensor
+def make___lshift___Scalar(op, diopiBitwiseLeftShiftScalar):
+    def dipu___lshift___Scalar(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            shape, dtype = shape_binary(self, other)
+            out = empty(shape, dtype, d)
+            status = diopiBitwiseLeftShiftScalar(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu___lshift___Scalar
+
+
+# __lshift__.Tensor(Tensor self, Tensor other) -> Tensor
+def make___lshift___Tensor(op, diopiBitwiseLeftShift, diopiBitwiseLeftShiftScalar):
+    def dipu___lshift___Tensor(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            shape, dtype = shape_binary(self, other)
+            out = empty(shape, dtype, d)
+            if isinstance(other, Tensor):
+                status = diopiBitwiseLeftShift(contexts[d], out, self, other)
+            else:
+                status = diopiBitwiseLeftShiftScalar(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu___lshift___Tensor
+
+
+# __rshift__.Scalar(Tensor self, Scalar other) -> Tensor
+def make___rshift___Scalar(op, diopiBitwiseRightShiftScalar):
+    def dipu___rshift___Scalar(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            shape, dtype = shape_binary(self, other)
+            out = empty(shape, dtype, d)
+            status = diopiBitwiseRightShiftScalar(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu___rshift___Scalar
+
+
+# __rshift__.Tensor(Tensor self, Tensor other) -> Tensor
+def make___rshift___Tensor(op, diopiBitwiseRightShift, diopiBitwiseRightShiftScalar):
+    def dipu___rshift___Tensor(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            shape, dtype = shape_binary(self, other)
+            out = empty(shape, dtype, d)
+            if isinstance(other, Tensor):
+                status = diopiBitwiseRightShift(contexts[d], out, self, other)
+            else:
+                status = diopiBitwiseRightShiftScalar(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu___rshift___Tensor
 
 
 # _adaptive_avg_pool2d(Tensor self, SymInt[2] output_size) -> Tensor
@@ -156,6 +460,3406 @@ def make__adaptive_avg_pool2d_backward_out(op, diopiAdaptiveAvgPool2dBackward):
                 exchange_device(previous)
 
     return dipu__adaptive_avg_pool2d_backward_out
+
+
+# _amp_foreach_non_finite_check_and_unscale_(Tensor(a!)[] self, Tensor(b!) found_inf, Tensor inv_scale) -> ()
+def make__amp_foreach_non_finite_check_and_unscale_(op, diopiAmpForeachNonFiniteCheckAndUnscaleInp):
+    def dipu__amp_foreach_non_finite_check_and_unscale_(self, found_inf, inv_scale):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self, found_inf, inv_scale)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, found_inf, inv_scale))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, found_inf, inv_scale))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiAmpForeachNonFiniteCheckAndUnscaleInp, contexts[d], self, found_inf, inv_scale)
+            if status:
+                return on_failure(status, op, (self, found_inf, inv_scale), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__amp_foreach_non_finite_check_and_unscale_
+
+
+# _amp_update_scale_(Tensor(a!) self, Tensor(b!) growth_tracker, Tensor found_inf, float scale_growth_factor, float scale_backoff_factor, int growth_interval) -> Tensor(a!)
+def make__amp_update_scale_(op, diopiAmpUpdateScaleInp):
+    def dipu__amp_update_scale_(self, growth_tracker, found_inf, scale_growth_factor, scale_backoff_factor, growth_interval):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, growth_tracker, found_inf)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, growth_tracker, found_inf, scale_growth_factor, scale_backoff_factor, growth_interval))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, growth_tracker, found_inf, scale_growth_factor, scale_backoff_factor, growth_interval))
+            status = diopiAmpUpdateScaleInp(contexts[d], self, growth_tracker, found_inf, scale_growth_factor, scale_backoff_factor, growth_interval)
+            if status:
+                return on_failure(status, op, (self, growth_tracker, found_inf, scale_growth_factor, scale_backoff_factor, growth_interval), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__amp_update_scale_
+
+
+# _foreach_abs(Tensor[] self) -> Tensor[]
+def make__foreach_abs(op, diopiForeachAbs):
+    def dipu__foreach_abs(self):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            out = [None]
+            status = diopiForeachAbs(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_abs
+
+
+# _foreach_abs_(Tensor(a!)[] self) -> ()
+def make__foreach_abs_(op, diopiForeachAbsInp):
+    def dipu__foreach_abs_(self):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachAbsInp, contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_abs_
+
+
+# _foreach_add.List(Tensor[] self, Tensor[] other, *, Scalar alpha=1) -> Tensor[]
+def make__foreach_add_List(op, diopiForeachAddList):
+    def dipu__foreach_add_List(self, other, *, alpha=1):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other, alpha))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other, alpha))
+            out = [None]
+            status = diopiForeachAddList(contexts[d], out, self, other, alpha)
+            if status:
+                return on_failure(status, op, (self, other), {'alpha': alpha})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_add_List
+
+
+# _foreach_add.Scalar(Tensor[] self, Scalar scalar) -> Tensor[]
+def make__foreach_add_Scalar(op, diopiForeachAddScalar):
+    def dipu__foreach_add_Scalar(self, scalar):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, scalar))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, scalar))
+            out = [None]
+            status = diopiForeachAddScalar(contexts[d], out, self, scalar)
+            if status:
+                return on_failure(status, op, (self, scalar), {})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_add_Scalar
+
+
+# _foreach_add.ScalarList(Tensor[] self, Scalar[] scalars) -> Tensor[]
+def make__foreach_add_ScalarList(op, diopiForeachAddScalarList):
+    def dipu__foreach_add_ScalarList(self, scalars):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, scalars))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, scalars))
+            status, result = impl_dipu_ops_foreach_scalar_list(diopiForeachAddScalarList, contexts[d], self, scalars)
+            if status:
+                return on_failure(status, op, (self, scalars), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_add_ScalarList
+
+
+# _foreach_add.Tensor(Tensor[] self, Tensor other, *, Scalar alpha=1) -> Tensor[]
+def make__foreach_add_Tensor(op, diopiForeachAddTensor):
+    def dipu__foreach_add_Tensor(self, other, *, alpha=1):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other, alpha))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other, alpha))
+            out = [None]
+            status = diopiForeachAddTensor(contexts[d], out, self, other, alpha)
+            if status:
+                return on_failure(status, op, (self, other), {'alpha': alpha})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_add_Tensor
+
+
+# _foreach_add_.List(Tensor(a!)[] self, Tensor[] other, *, Scalar alpha=1) -> ()
+def make__foreach_add__List(op, diopiForeachAddInpList):
+    def dipu__foreach_add__List(self, other, *, alpha=1):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other, alpha))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other, alpha))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachAddInpList, contexts[d], self, other, alpha)
+            if status:
+                return on_failure(status, op, (self, other), {'alpha': alpha})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_add__List
+
+
+# _foreach_add_.Scalar(Tensor(a!)[] self, Scalar scalar) -> ()
+def make__foreach_add__Scalar(op, diopiForeachAddInpScalar):
+    def dipu__foreach_add__Scalar(self, scalar):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, scalar))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, scalar))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachAddInpScalar, contexts[d], self, scalar)
+            if status:
+                return on_failure(status, op, (self, scalar), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_add__Scalar
+
+
+# _foreach_add_.ScalarList(Tensor(a!)[] self, Scalar[] scalars) -> ()
+def make__foreach_add__ScalarList(op, diopiForeachAddInpScalarList):
+    def dipu__foreach_add__ScalarList(self, scalars):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, scalars))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, scalars))
+            status, result = impl_dipu_ops_foreach_scalar_list_returns_nothing(diopiForeachAddInpScalarList, contexts[d], self, scalars)
+            if status:
+                return on_failure(status, op, (self, scalars), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_add__ScalarList
+
+
+# _foreach_add_.Tensor(Tensor(a!)[] self, Tensor other, *, Scalar alpha=1) -> ()
+def make__foreach_add__Tensor(op, diopiForeachAddInpTensor):
+    def dipu__foreach_add__Tensor(self, other, *, alpha=1):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other, alpha))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other, alpha))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachAddInpTensor, contexts[d], self, other, alpha)
+            if status:
+                return on_failure(status, op, (self, other), {'alpha': alpha})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_add__Tensor
+
+
+# _foreach_addcdiv.Scalar(Tensor[] self, Tensor[] tensor1, Tensor[] tensor2, Scalar value=1) -> Tensor[]
+def make__foreach_addcdiv_Scalar(op, diopiForeachAddcdivScalar):
+    def dipu__foreach_addcdiv_Scalar(self, tensor1, tensor2, value=1):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self, tensor1, tensor2)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, tensor1, tensor2, value))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, tensor1, tensor2, value))
+            out = [None]
+            status = diopiForeachAddcdivScalar(contexts[d], out, self, tensor1, tensor2, value)
+            if status:
+                return on_failure(status, op, (self, tensor1, tensor2, value), {})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_addcdiv_Scalar
+
+
+# _foreach_addcdiv.ScalarList(Tensor[] self, Tensor[] tensor1, Tensor[] tensor2, Scalar[] scalars) -> Tensor[]
+def make__foreach_addcdiv_ScalarList(op, diopiForeachAddcdivTensor):
+    def dipu__foreach_addcdiv_ScalarList(self, tensor1, tensor2, scalars):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self, tensor1, tensor2)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, tensor1, tensor2, scalars))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, tensor1, tensor2, scalars))
+            status, result = impl_dipu_ops_foreach_scalar_list(diopiForeachAddcdivTensor, contexts[d], self, tensor1, tensor2, scalars)
+            if status:
+                return on_failure(status, op, (self, tensor1, tensor2, scalars), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_addcdiv_ScalarList
+
+
+# _foreach_addcdiv.Tensor(Tensor[] self, Tensor[] tensor1, Tensor[] tensor2, Tensor scalars) -> Tensor[]
+def make__foreach_addcdiv_Tensor(op, diopiForeachAddcdivTensor):
+    def dipu__foreach_addcdiv_Tensor(self, tensor1, tensor2, scalars):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self, tensor1, tensor2, scalars)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, tensor1, tensor2, scalars))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, tensor1, tensor2, scalars))
+            out = [None]
+            status = diopiForeachAddcdivTensor(contexts[d], out, self, tensor1, tensor2, scalars)
+            if status:
+                return on_failure(status, op, (self, tensor1, tensor2, scalars), {})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_addcdiv_Tensor
+
+
+# _foreach_addcdiv_.Scalar(Tensor(a!)[] self, Tensor[] tensor1, Tensor[] tensor2, Scalar value=1) -> ()
+def make__foreach_addcdiv__Scalar(op, diopiForeachAddcdivInpScalar):
+    def dipu__foreach_addcdiv__Scalar(self, tensor1, tensor2, value=1):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self, tensor1, tensor2)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, tensor1, tensor2, value))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, tensor1, tensor2, value))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachAddcdivInpScalar, contexts[d], self, tensor1, tensor2, value)
+            if status:
+                return on_failure(status, op, (self, tensor1, tensor2, value), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_addcdiv__Scalar
+
+
+# _foreach_addcdiv_.ScalarList(Tensor(a!)[] self, Tensor[] tensor1, Tensor[] tensor2, Scalar[] scalars) -> ()
+def make__foreach_addcdiv__ScalarList(op, diopiForeachAddcdivInpTensor):
+    def dipu__foreach_addcdiv__ScalarList(self, tensor1, tensor2, scalars):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self, tensor1, tensor2)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, tensor1, tensor2, scalars))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, tensor1, tensor2, scalars))
+            status, result = impl_dipu_ops_foreach_scalar_list_returns_nothing(diopiForeachAddcdivInpTensor, contexts[d], self, tensor1, tensor2, scalars)
+            if status:
+                return on_failure(status, op, (self, tensor1, tensor2, scalars), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_addcdiv__ScalarList
+
+
+# _foreach_addcdiv_.Tensor(Tensor(a!)[] self, Tensor[] tensor1, Tensor[] tensor2, Tensor scalars) -> ()
+def make__foreach_addcdiv__Tensor(op, diopiForeachAddcdivInpTensor):
+    def dipu__foreach_addcdiv__Tensor(self, tensor1, tensor2, scalars):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self, tensor1, tensor2, scalars)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, tensor1, tensor2, scalars))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, tensor1, tensor2, scalars))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachAddcdivInpTensor, contexts[d], self, tensor1, tensor2, scalars)
+            if status:
+                return on_failure(status, op, (self, tensor1, tensor2, scalars), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_addcdiv__Tensor
+
+
+# _foreach_addcmul.Scalar(Tensor[] self, Tensor[] tensor1, Tensor[] tensor2, Scalar value=1) -> Tensor[]
+def make__foreach_addcmul_Scalar(op, diopiForeachAddcmulScalar):
+    def dipu__foreach_addcmul_Scalar(self, tensor1, tensor2, value=1):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self, tensor1, tensor2)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, tensor1, tensor2, value))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, tensor1, tensor2, value))
+            out = [None]
+            status = diopiForeachAddcmulScalar(contexts[d], out, self, tensor1, tensor2, value)
+            if status:
+                return on_failure(status, op, (self, tensor1, tensor2, value), {})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_addcmul_Scalar
+
+
+# _foreach_addcmul.ScalarList(Tensor[] self, Tensor[] tensor1, Tensor[] tensor2, Scalar[] scalars) -> Tensor[]
+def make__foreach_addcmul_ScalarList(op, diopiForeachAddcmulTensor):
+    def dipu__foreach_addcmul_ScalarList(self, tensor1, tensor2, scalars):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self, tensor1, tensor2)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, tensor1, tensor2, scalars))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, tensor1, tensor2, scalars))
+            status, result = impl_dipu_ops_foreach_scalar_list(diopiForeachAddcmulTensor, contexts[d], self, tensor1, tensor2, scalars)
+            if status:
+                return on_failure(status, op, (self, tensor1, tensor2, scalars), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_addcmul_ScalarList
+
+
+# _foreach_addcmul.Tensor(Tensor[] self, Tensor[] tensor1, Tensor[] tensor2, Tensor scalars) -> Tensor[]
+def make__foreach_addcmul_Tensor(op, diopiForeachAddcmulTensor):
+    def dipu__foreach_addcmul_Tensor(self, tensor1, tensor2, scalars):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self, tensor1, tensor2, scalars)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, tensor1, tensor2, scalars))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, tensor1, tensor2, scalars))
+            out = [None]
+            status = diopiForeachAddcmulTensor(contexts[d], out, self, tensor1, tensor2, scalars)
+            if status:
+                return on_failure(status, op, (self, tensor1, tensor2, scalars), {})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_addcmul_Tensor
+
+
+# _foreach_addcmul_.Scalar(Tensor(a!)[] self, Tensor[] tensor1, Tensor[] tensor2, Scalar value=1) -> ()
+def make__foreach_addcmul__Scalar(op, diopiForeachAddcmulInpScalar):
+    def dipu__foreach_addcmul__Scalar(self, tensor1, tensor2, value=1):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self, tensor1, tensor2)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, tensor1, tensor2, value))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, tensor1, tensor2, value))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachAddcmulInpScalar, contexts[d], self, tensor1, tensor2, value)
+            if status:
+                return on_failure(status, op, (self, tensor1, tensor2, value), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_addcmul__Scalar
+
+
+# _foreach_addcmul_.ScalarList(Tensor(a!)[] self, Tensor[] tensor1, Tensor[] tensor2, Scalar[] scalars) -> ()
+def make__foreach_addcmul__ScalarList(op, diopiForeachAddcmulInpTensor):
+    def dipu__foreach_addcmul__ScalarList(self, tensor1, tensor2, scalars):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self, tensor1, tensor2)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, tensor1, tensor2, scalars))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, tensor1, tensor2, scalars))
+            status, result = impl_dipu_ops_foreach_scalar_list_returns_nothing(diopiForeachAddcmulInpTensor, contexts[d], self, tensor1, tensor2, scalars)
+            if status:
+                return on_failure(status, op, (self, tensor1, tensor2, scalars), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_addcmul__ScalarList
+
+
+# _foreach_addcmul_.Tensor(Tensor(a!)[] self, Tensor[] tensor1, Tensor[] tensor2, Tensor scalars) -> ()
+def make__foreach_addcmul__Tensor(op, diopiForeachAddcmulInpTensor):
+    def dipu__foreach_addcmul__Tensor(self, tensor1, tensor2, scalars):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self, tensor1, tensor2, scalars)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, tensor1, tensor2, scalars))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, tensor1, tensor2, scalars))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachAddcmulInpTensor, contexts[d], self, tensor1, tensor2, scalars)
+            if status:
+                return on_failure(status, op, (self, tensor1, tensor2, scalars), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_addcmul__Tensor
+
+
+# _foreach_ceil(Tensor[] self) -> Tensor[]
+def make__foreach_ceil(op, diopiForeachCeil):
+    def dipu__foreach_ceil(self):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            out = [None]
+            status = diopiForeachCeil(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_ceil
+
+
+# _foreach_ceil_(Tensor(a!)[] self) -> ()
+def make__foreach_ceil_(op, diopiForeachCeilInp):
+    def dipu__foreach_ceil_(self):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachCeilInp, contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_ceil_
+
+
+# _foreach_clamp_max.List(Tensor[] self, Tensor[] other) -> Tensor[]
+def make__foreach_clamp_max_List(op, diopiForeachClampMaxList):
+    def dipu__foreach_clamp_max_List(self, other):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            out = [None]
+            status = diopiForeachClampMaxList(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_clamp_max_List
+
+
+# _foreach_clamp_max.Scalar(Tensor[] self, Scalar scalar) -> Tensor[]
+def make__foreach_clamp_max_Scalar(op, diopiForeachClampMaxScalar):
+    def dipu__foreach_clamp_max_Scalar(self, scalar):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, scalar))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, scalar))
+            out = [None]
+            status = diopiForeachClampMaxScalar(contexts[d], out, self, scalar)
+            if status:
+                return on_failure(status, op, (self, scalar), {})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_clamp_max_Scalar
+
+
+# _foreach_clamp_max.ScalarList(Tensor[] self, Scalar[] scalars) -> Tensor[]
+def make__foreach_clamp_max_ScalarList(op, diopiForeachClampMaxScalarList):
+    def dipu__foreach_clamp_max_ScalarList(self, scalars):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, scalars))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, scalars))
+            status, result = impl_dipu_ops_foreach_scalar_list(diopiForeachClampMaxScalarList, contexts[d], self, scalars)
+            if status:
+                return on_failure(status, op, (self, scalars), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_clamp_max_ScalarList
+
+
+# _foreach_clamp_max_.List(Tensor(a!)[] self, Tensor[] other) -> ()
+def make__foreach_clamp_max__List(op, diopiForeachClampMaxInpList):
+    def dipu__foreach_clamp_max__List(self, other):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachClampMaxInpList, contexts[d], self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_clamp_max__List
+
+
+# _foreach_clamp_max_.Scalar(Tensor(a!)[] self, Scalar scalar) -> ()
+def make__foreach_clamp_max__Scalar(op, diopiForeachClampMaxInpScalar):
+    def dipu__foreach_clamp_max__Scalar(self, scalar):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, scalar))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, scalar))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachClampMaxInpScalar, contexts[d], self, scalar)
+            if status:
+                return on_failure(status, op, (self, scalar), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_clamp_max__Scalar
+
+
+# _foreach_clamp_max_.ScalarList(Tensor(a!)[] self, Scalar[] scalars) -> ()
+def make__foreach_clamp_max__ScalarList(op, diopiForeachClampMaxInpScalarList):
+    def dipu__foreach_clamp_max__ScalarList(self, scalars):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, scalars))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, scalars))
+            status, result = impl_dipu_ops_foreach_scalar_list_returns_nothing(diopiForeachClampMaxInpScalarList, contexts[d], self, scalars)
+            if status:
+                return on_failure(status, op, (self, scalars), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_clamp_max__ScalarList
+
+
+# _foreach_clamp_min.List(Tensor[] self, Tensor[] other) -> Tensor[]
+def make__foreach_clamp_min_List(op, diopiForeachClampMinList):
+    def dipu__foreach_clamp_min_List(self, other):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            out = [None]
+            status = diopiForeachClampMinList(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_clamp_min_List
+
+
+# _foreach_clamp_min.Scalar(Tensor[] self, Scalar scalar) -> Tensor[]
+def make__foreach_clamp_min_Scalar(op, diopiForeachClampMinScalar):
+    def dipu__foreach_clamp_min_Scalar(self, scalar):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, scalar))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, scalar))
+            out = [None]
+            status = diopiForeachClampMinScalar(contexts[d], out, self, scalar)
+            if status:
+                return on_failure(status, op, (self, scalar), {})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_clamp_min_Scalar
+
+
+# _foreach_clamp_min.ScalarList(Tensor[] self, Scalar[] scalars) -> Tensor[]
+def make__foreach_clamp_min_ScalarList(op, diopiForeachClampMinScalarList):
+    def dipu__foreach_clamp_min_ScalarList(self, scalars):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, scalars))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, scalars))
+            status, result = impl_dipu_ops_foreach_scalar_list(diopiForeachClampMinScalarList, contexts[d], self, scalars)
+            if status:
+                return on_failure(status, op, (self, scalars), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_clamp_min_ScalarList
+
+
+# _foreach_clamp_min_.List(Tensor(a!)[] self, Tensor[] other) -> ()
+def make__foreach_clamp_min__List(op, diopiForeachClampMinInpList):
+    def dipu__foreach_clamp_min__List(self, other):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachClampMinInpList, contexts[d], self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_clamp_min__List
+
+
+# _foreach_clamp_min_.Scalar(Tensor(a!)[] self, Scalar scalar) -> ()
+def make__foreach_clamp_min__Scalar(op, diopiForeachClampMinInpScalar):
+    def dipu__foreach_clamp_min__Scalar(self, scalar):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, scalar))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, scalar))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachClampMinInpScalar, contexts[d], self, scalar)
+            if status:
+                return on_failure(status, op, (self, scalar), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_clamp_min__Scalar
+
+
+# _foreach_clamp_min_.ScalarList(Tensor(a!)[] self, Scalar[] scalars) -> ()
+def make__foreach_clamp_min__ScalarList(op, diopiForeachClampMinInpScalarList):
+    def dipu__foreach_clamp_min__ScalarList(self, scalars):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, scalars))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, scalars))
+            status, result = impl_dipu_ops_foreach_scalar_list_returns_nothing(diopiForeachClampMinInpScalarList, contexts[d], self, scalars)
+            if status:
+                return on_failure(status, op, (self, scalars), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_clamp_min__ScalarList
+
+
+# _foreach_copy_(Tensor(a!)[] self, Tensor[] src, bool non_blocking=False) -> ()
+def make__foreach_copy_(op, diopiForeachCopyInp):
+    def dipu__foreach_copy_(self, src, non_blocking=False):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self, src)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, src, non_blocking))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, src, non_blocking))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachCopyInp, contexts[d], self, src, non_blocking)
+            if status:
+                return on_failure(status, op, (self, src, non_blocking), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_copy_
+
+
+# _foreach_cos(Tensor[] self) -> Tensor[]
+def make__foreach_cos(op, diopiForeachCos):
+    def dipu__foreach_cos(self):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            out = [None]
+            status = diopiForeachCos(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_cos
+
+
+# _foreach_cos_(Tensor(a!)[] self) -> ()
+def make__foreach_cos_(op, diopiForeachCosInp):
+    def dipu__foreach_cos_(self):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachCosInp, contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_cos_
+
+
+# _foreach_div.List(Tensor[] self, Tensor[] other) -> Tensor[]
+def make__foreach_div_List(op, diopiForeachDivList):
+    def dipu__foreach_div_List(self, other):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            out = [None]
+            status = diopiForeachDivList(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_div_List
+
+
+# _foreach_div.Scalar(Tensor[] self, Scalar scalar) -> Tensor[]
+def make__foreach_div_Scalar(op, diopiForeachDivScalar):
+    def dipu__foreach_div_Scalar(self, scalar):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, scalar))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, scalar))
+            out = [None]
+            status = diopiForeachDivScalar(contexts[d], out, self, scalar)
+            if status:
+                return on_failure(status, op, (self, scalar), {})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_div_Scalar
+
+
+# _foreach_div.ScalarList(Tensor[] self, Scalar[] scalars) -> Tensor[]
+def make__foreach_div_ScalarList(op, diopiForeachDivScalarList):
+    def dipu__foreach_div_ScalarList(self, scalars):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, scalars))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, scalars))
+            status, result = impl_dipu_ops_foreach_scalar_list(diopiForeachDivScalarList, contexts[d], self, scalars)
+            if status:
+                return on_failure(status, op, (self, scalars), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_div_ScalarList
+
+
+# _foreach_div.Tensor(Tensor[] self, Tensor other) -> Tensor[]
+def make__foreach_div_Tensor(op, diopiForeachDivTensor):
+    def dipu__foreach_div_Tensor(self, other):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            out = [None]
+            status = diopiForeachDivTensor(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_div_Tensor
+
+
+# _foreach_div_.List(Tensor(a!)[] self, Tensor[] other) -> ()
+def make__foreach_div__List(op, diopiForeachDivInpList):
+    def dipu__foreach_div__List(self, other):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachDivInpList, contexts[d], self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_div__List
+
+
+# _foreach_div_.Scalar(Tensor(a!)[] self, Scalar scalar) -> ()
+def make__foreach_div__Scalar(op, diopiForeachDivInpScalar):
+    def dipu__foreach_div__Scalar(self, scalar):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, scalar))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, scalar))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachDivInpScalar, contexts[d], self, scalar)
+            if status:
+                return on_failure(status, op, (self, scalar), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_div__Scalar
+
+
+# _foreach_div_.ScalarList(Tensor(a!)[] self, Scalar[] scalars) -> ()
+def make__foreach_div__ScalarList(op, diopiForeachDivInpScalarList):
+    def dipu__foreach_div__ScalarList(self, scalars):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, scalars))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, scalars))
+            status, result = impl_dipu_ops_foreach_scalar_list_returns_nothing(diopiForeachDivInpScalarList, contexts[d], self, scalars)
+            if status:
+                return on_failure(status, op, (self, scalars), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_div__ScalarList
+
+
+# _foreach_div_.Tensor(Tensor(a!)[] self, Tensor other) -> ()
+def make__foreach_div__Tensor(op, diopiForeachDivInpTensor):
+    def dipu__foreach_div__Tensor(self, other):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachDivInpTensor, contexts[d], self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_div__Tensor
+
+
+# _foreach_erf(Tensor[] self) -> Tensor[]
+def make__foreach_erf(op, diopiForeachErf):
+    def dipu__foreach_erf(self):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            out = [None]
+            status = diopiForeachErf(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_erf
+
+
+# _foreach_erf_(Tensor(a!)[] self) -> ()
+def make__foreach_erf_(op, diopiForeachErfInp):
+    def dipu__foreach_erf_(self):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachErfInp, contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_erf_
+
+
+# _foreach_exp(Tensor[] self) -> Tensor[]
+def make__foreach_exp(op, diopiForeachExp):
+    def dipu__foreach_exp(self):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            out = [None]
+            status = diopiForeachExp(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_exp
+
+
+# _foreach_exp_(Tensor(a!)[] self) -> ()
+def make__foreach_exp_(op, diopiForeachExpInp):
+    def dipu__foreach_exp_(self):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachExpInp, contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_exp_
+
+
+# _foreach_expm1(Tensor[] self) -> Tensor[]
+def make__foreach_expm1(op, diopiForeachExpm1):
+    def dipu__foreach_expm1(self):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            out = [None]
+            status = diopiForeachExpm1(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_expm1
+
+
+# _foreach_expm1_(Tensor(a!)[] self) -> ()
+def make__foreach_expm1_(op, diopiForeachExpm1Inp):
+    def dipu__foreach_expm1_(self):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachExpm1Inp, contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_expm1_
+
+
+# _foreach_floor(Tensor[] self) -> Tensor[]
+def make__foreach_floor(op, diopiForeachFloor):
+    def dipu__foreach_floor(self):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            out = [None]
+            status = diopiForeachFloor(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_floor
+
+
+# _foreach_floor_(Tensor(a!)[] self) -> ()
+def make__foreach_floor_(op, diopiForeachFloorInp):
+    def dipu__foreach_floor_(self):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachFloorInp, contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_floor_
+
+
+# _foreach_frac(Tensor[] self) -> Tensor[]
+def make__foreach_frac(op, diopiForeachFrac):
+    def dipu__foreach_frac(self):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            out = [None]
+            status = diopiForeachFrac(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_frac
+
+
+# _foreach_frac_(Tensor(a!)[] self) -> ()
+def make__foreach_frac_(op, diopiForeachFracInp):
+    def dipu__foreach_frac_(self):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachFracInp, contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_frac_
+
+
+# _foreach_lerp.List(Tensor[] self, Tensor[] tensors1, Tensor[] weights) -> Tensor[]
+def make__foreach_lerp_List(op, diopiForeachLerpList):
+    def dipu__foreach_lerp_List(self, tensors1, weights):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self, tensors1, weights)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, tensors1, weights))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, tensors1, weights))
+            out = [None]
+            status = diopiForeachLerpList(contexts[d], out, self, tensors1, weights)
+            if status:
+                return on_failure(status, op, (self, tensors1, weights), {})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_lerp_List
+
+
+# _foreach_lerp.Scalar(Tensor[] self, Tensor[] tensors1, Scalar weight) -> Tensor[]
+def make__foreach_lerp_Scalar(op, diopiForeachLerpScalar):
+    def dipu__foreach_lerp_Scalar(self, tensors1, weight):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self, tensors1)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, tensors1, weight))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, tensors1, weight))
+            out = [None]
+            status = diopiForeachLerpScalar(contexts[d], out, self, tensors1, weight)
+            if status:
+                return on_failure(status, op, (self, tensors1, weight), {})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_lerp_Scalar
+
+
+# _foreach_lerp.ScalarList(Tensor[] self, Tensor[] tensors1, Scalar[] weight) -> Tensor[]
+def make__foreach_lerp_ScalarList(op, diopiForeachLerpScalarList):
+    def dipu__foreach_lerp_ScalarList(self, tensors1, weight):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self, tensors1)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, tensors1, weight))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, tensors1, weight))
+            status, result = impl_dipu_ops_foreach_scalar_list(diopiForeachLerpScalarList, contexts[d], self, tensors1, weight)
+            if status:
+                return on_failure(status, op, (self, tensors1, weight), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_lerp_ScalarList
+
+
+# _foreach_lerp_.List(Tensor(a!)[] self, Tensor[] tensors1, Tensor[] weights) -> ()
+def make__foreach_lerp__List(op, diopiForeachLerpInpList):
+    def dipu__foreach_lerp__List(self, tensors1, weights):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self, tensors1, weights)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, tensors1, weights))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, tensors1, weights))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachLerpInpList, contexts[d], self, tensors1, weights)
+            if status:
+                return on_failure(status, op, (self, tensors1, weights), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_lerp__List
+
+
+# _foreach_lerp_.Scalar(Tensor(a!)[] self, Tensor[] tensors1, Scalar weight) -> ()
+def make__foreach_lerp__Scalar(op, diopiForeachLerpInpScalar):
+    def dipu__foreach_lerp__Scalar(self, tensors1, weight):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self, tensors1)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, tensors1, weight))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, tensors1, weight))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachLerpInpScalar, contexts[d], self, tensors1, weight)
+            if status:
+                return on_failure(status, op, (self, tensors1, weight), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_lerp__Scalar
+
+
+# _foreach_lerp_.ScalarList(Tensor(a!)[] self, Tensor[] tensors1, Scalar[] weight) -> ()
+def make__foreach_lerp__ScalarList(op, diopiForeachLerpInpScalarList):
+    def dipu__foreach_lerp__ScalarList(self, tensors1, weight):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self, tensors1)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, tensors1, weight))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, tensors1, weight))
+            status, result = impl_dipu_ops_foreach_scalar_list_returns_nothing(diopiForeachLerpInpScalarList, contexts[d], self, tensors1, weight)
+            if status:
+                return on_failure(status, op, (self, tensors1, weight), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_lerp__ScalarList
+
+
+# _foreach_log(Tensor[] self) -> Tensor[]
+def make__foreach_log(op, diopiForeachLog):
+    def dipu__foreach_log(self):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            out = [None]
+            status = diopiForeachLog(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_log
+
+
+# _foreach_log10(Tensor[] self) -> Tensor[]
+def make__foreach_log10(op, diopiForeachLog10):
+    def dipu__foreach_log10(self):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            out = [None]
+            status = diopiForeachLog10(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_log10
+
+
+# _foreach_log10_(Tensor(a!)[] self) -> ()
+def make__foreach_log10_(op, diopiForeachLog10Inp):
+    def dipu__foreach_log10_(self):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachLog10Inp, contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_log10_
+
+
+# _foreach_log1p(Tensor[] self) -> Tensor[]
+def make__foreach_log1p(op, diopiForeachLog1p):
+    def dipu__foreach_log1p(self):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            out = [None]
+            status = diopiForeachLog1p(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_log1p
+
+
+# _foreach_log1p_(Tensor(a!)[] self) -> ()
+def make__foreach_log1p_(op, diopiForeachLog1pInp):
+    def dipu__foreach_log1p_(self):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachLog1pInp, contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_log1p_
+
+
+# _foreach_log2(Tensor[] self) -> Tensor[]
+def make__foreach_log2(op, diopiForeachLog2):
+    def dipu__foreach_log2(self):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            out = [None]
+            status = diopiForeachLog2(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_log2
+
+
+# _foreach_log2_(Tensor(a!)[] self) -> ()
+def make__foreach_log2_(op, diopiForeachLog2Inp):
+    def dipu__foreach_log2_(self):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachLog2Inp, contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_log2_
+
+
+# _foreach_log_(Tensor(a!)[] self) -> ()
+def make__foreach_log_(op, diopiForeachLogInp):
+    def dipu__foreach_log_(self):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachLogInp, contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_log_
+
+
+# _foreach_maximum.List(Tensor[] self, Tensor[] other) -> Tensor[]
+def make__foreach_maximum_List(op, diopiForeachMaximumList):
+    def dipu__foreach_maximum_List(self, other):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            out = [None]
+            status = diopiForeachMaximumList(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_maximum_List
+
+
+# _foreach_maximum.Scalar(Tensor[] self, Scalar scalar) -> Tensor[]
+def make__foreach_maximum_Scalar(op, diopiForeachMaximumScalar):
+    def dipu__foreach_maximum_Scalar(self, scalar):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, scalar))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, scalar))
+            out = [None]
+            status = diopiForeachMaximumScalar(contexts[d], out, self, scalar)
+            if status:
+                return on_failure(status, op, (self, scalar), {})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_maximum_Scalar
+
+
+# _foreach_maximum.ScalarList(Tensor[] self, Scalar[] scalars) -> Tensor[]
+def make__foreach_maximum_ScalarList(op, diopiForeachMaximumScalarList):
+    def dipu__foreach_maximum_ScalarList(self, scalars):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, scalars))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, scalars))
+            status, result = impl_dipu_ops_foreach_scalar_list(diopiForeachMaximumScalarList, contexts[d], self, scalars)
+            if status:
+                return on_failure(status, op, (self, scalars), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_maximum_ScalarList
+
+
+# _foreach_maximum_.List(Tensor(a!)[] self, Tensor[] other) -> ()
+def make__foreach_maximum__List(op, diopiForeachMaximumInpList):
+    def dipu__foreach_maximum__List(self, other):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachMaximumInpList, contexts[d], self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_maximum__List
+
+
+# _foreach_maximum_.Scalar(Tensor(a!)[] self, Scalar scalar) -> ()
+def make__foreach_maximum__Scalar(op, diopiForeachMaximumInpScalar):
+    def dipu__foreach_maximum__Scalar(self, scalar):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, scalar))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, scalar))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachMaximumInpScalar, contexts[d], self, scalar)
+            if status:
+                return on_failure(status, op, (self, scalar), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_maximum__Scalar
+
+
+# _foreach_maximum_.ScalarList(Tensor(a!)[] self, Scalar[] scalars) -> ()
+def make__foreach_maximum__ScalarList(op, diopiForeachMaximumInpScalarList):
+    def dipu__foreach_maximum__ScalarList(self, scalars):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, scalars))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, scalars))
+            status, result = impl_dipu_ops_foreach_scalar_list_returns_nothing(diopiForeachMaximumInpScalarList, contexts[d], self, scalars)
+            if status:
+                return on_failure(status, op, (self, scalars), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_maximum__ScalarList
+
+
+# _foreach_minimum.List(Tensor[] self, Tensor[] other) -> Tensor[]
+def make__foreach_minimum_List(op, diopiForeachMinimumList):
+    def dipu__foreach_minimum_List(self, other):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            out = [None]
+            status = diopiForeachMinimumList(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_minimum_List
+
+
+# _foreach_minimum.Scalar(Tensor[] self, Scalar scalar) -> Tensor[]
+def make__foreach_minimum_Scalar(op, diopiForeachMinimumScalar):
+    def dipu__foreach_minimum_Scalar(self, scalar):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, scalar))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, scalar))
+            out = [None]
+            status = diopiForeachMinimumScalar(contexts[d], out, self, scalar)
+            if status:
+                return on_failure(status, op, (self, scalar), {})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_minimum_Scalar
+
+
+# _foreach_minimum.ScalarList(Tensor[] self, Scalar[] scalars) -> Tensor[]
+def make__foreach_minimum_ScalarList(op, diopiForeachMinimumScalarList):
+    def dipu__foreach_minimum_ScalarList(self, scalars):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, scalars))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, scalars))
+            status, result = impl_dipu_ops_foreach_scalar_list(diopiForeachMinimumScalarList, contexts[d], self, scalars)
+            if status:
+                return on_failure(status, op, (self, scalars), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_minimum_ScalarList
+
+
+# _foreach_minimum_.List(Tensor(a!)[] self, Tensor[] other) -> ()
+def make__foreach_minimum__List(op, diopiForeachMinimumInpList):
+    def dipu__foreach_minimum__List(self, other):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachMinimumInpList, contexts[d], self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_minimum__List
+
+
+# _foreach_minimum_.Scalar(Tensor(a!)[] self, Scalar scalar) -> ()
+def make__foreach_minimum__Scalar(op, diopiForeachMinimumInpScalar):
+    def dipu__foreach_minimum__Scalar(self, scalar):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, scalar))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, scalar))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachMinimumInpScalar, contexts[d], self, scalar)
+            if status:
+                return on_failure(status, op, (self, scalar), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_minimum__Scalar
+
+
+# _foreach_minimum_.ScalarList(Tensor(a!)[] self, Scalar[] scalars) -> ()
+def make__foreach_minimum__ScalarList(op, diopiForeachMinimumInpScalarList):
+    def dipu__foreach_minimum__ScalarList(self, scalars):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, scalars))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, scalars))
+            status, result = impl_dipu_ops_foreach_scalar_list_returns_nothing(diopiForeachMinimumInpScalarList, contexts[d], self, scalars)
+            if status:
+                return on_failure(status, op, (self, scalars), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_minimum__ScalarList
+
+
+# _foreach_mul.List(Tensor[] self, Tensor[] other) -> Tensor[]
+def make__foreach_mul_List(op, diopiForeachMulList):
+    def dipu__foreach_mul_List(self, other):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            out = [None]
+            status = diopiForeachMulList(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_mul_List
+
+
+# _foreach_mul.Scalar(Tensor[] self, Scalar scalar) -> Tensor[]
+def make__foreach_mul_Scalar(op, diopiForeachMulScalar):
+    def dipu__foreach_mul_Scalar(self, scalar):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, scalar))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, scalar))
+            out = [None]
+            status = diopiForeachMulScalar(contexts[d], out, self, scalar)
+            if status:
+                return on_failure(status, op, (self, scalar), {})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_mul_Scalar
+
+
+# _foreach_mul.ScalarList(Tensor[] self, Scalar[] scalars) -> Tensor[]
+def make__foreach_mul_ScalarList(op, diopiForeachMulScalarList):
+    def dipu__foreach_mul_ScalarList(self, scalars):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, scalars))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, scalars))
+            status, result = impl_dipu_ops_foreach_scalar_list(diopiForeachMulScalarList, contexts[d], self, scalars)
+            if status:
+                return on_failure(status, op, (self, scalars), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_mul_ScalarList
+
+
+# _foreach_mul.Tensor(Tensor[] self, Tensor other) -> Tensor[]
+def make__foreach_mul_Tensor(op, diopiForeachMulTensor):
+    def dipu__foreach_mul_Tensor(self, other):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            out = [None]
+            status = diopiForeachMulTensor(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_mul_Tensor
+
+
+# _foreach_mul_.List(Tensor(a!)[] self, Tensor[] other) -> ()
+def make__foreach_mul__List(op, diopiForeachMulInpList):
+    def dipu__foreach_mul__List(self, other):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachMulInpList, contexts[d], self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_mul__List
+
+
+# _foreach_mul_.Scalar(Tensor(a!)[] self, Scalar scalar) -> ()
+def make__foreach_mul__Scalar(op, diopiForeachMulInpScalar):
+    def dipu__foreach_mul__Scalar(self, scalar):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, scalar))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, scalar))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachMulInpScalar, contexts[d], self, scalar)
+            if status:
+                return on_failure(status, op, (self, scalar), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_mul__Scalar
+
+
+# _foreach_mul_.ScalarList(Tensor(a!)[] self, Scalar[] scalars) -> ()
+def make__foreach_mul__ScalarList(op, diopiForeachMulInpScalarList):
+    def dipu__foreach_mul__ScalarList(self, scalars):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, scalars))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, scalars))
+            status, result = impl_dipu_ops_foreach_scalar_list_returns_nothing(diopiForeachMulInpScalarList, contexts[d], self, scalars)
+            if status:
+                return on_failure(status, op, (self, scalars), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_mul__ScalarList
+
+
+# _foreach_mul_.Tensor(Tensor(a!)[] self, Tensor other) -> ()
+def make__foreach_mul__Tensor(op, diopiForeachMulInpTensor):
+    def dipu__foreach_mul__Tensor(self, other):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachMulInpTensor, contexts[d], self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_mul__Tensor
+
+
+# _foreach_neg(Tensor[] self) -> Tensor[]
+def make__foreach_neg(op, diopiForeachNeg):
+    def dipu__foreach_neg(self):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            out = [None]
+            status = diopiForeachNeg(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_neg
+
+
+# _foreach_neg_(Tensor(a!)[] self) -> ()
+def make__foreach_neg_(op, diopiForeachNegInp):
+    def dipu__foreach_neg_(self):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachNegInp, contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_neg_
+
+
+# _foreach_norm.Scalar(Tensor[] self, Scalar ord=2, ScalarType? dtype=None) -> Tensor[]
+def make__foreach_norm_Scalar(op, diopiForeachNorm):
+    def dipu__foreach_norm_Scalar(self, ord=2, dtype=None):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, ord, dtype))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, ord, dtype))
+            out = [None]
+            status = diopiForeachNorm(contexts[d], out, self, ord, dtype)
+            if status:
+                return on_failure(status, op, (self, ord, dtype), {})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_norm_Scalar
+
+
+# _foreach_pow.List(Tensor[] self, Tensor[] exponent) -> Tensor[]
+def make__foreach_pow_List(op, diopiForeachPowList):
+    def dipu__foreach_pow_List(self, exponent):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self, exponent)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, exponent))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, exponent))
+            out = [None]
+            status = diopiForeachPowList(contexts[d], out, self, exponent)
+            if status:
+                return on_failure(status, op, (self, exponent), {})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_pow_List
+
+
+# _foreach_pow.Scalar(Tensor[] self, Scalar exponent) -> Tensor[]
+def make__foreach_pow_Scalar(op, diopiForeachPowScalar):
+    def dipu__foreach_pow_Scalar(self, exponent):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, exponent))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, exponent))
+            out = [None]
+            status = diopiForeachPowScalar(contexts[d], out, self, exponent)
+            if status:
+                return on_failure(status, op, (self, exponent), {})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_pow_Scalar
+
+
+# _foreach_pow.ScalarList(Tensor[] self, Scalar[] exponent) -> Tensor[]
+def make__foreach_pow_ScalarList(op, diopiForeachPowScalarList):
+    def dipu__foreach_pow_ScalarList(self, exponent):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, exponent))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, exponent))
+            status, result = impl_dipu_ops_foreach_scalar_list(diopiForeachPowScalarList, contexts[d], self, exponent)
+            if status:
+                return on_failure(status, op, (self, exponent), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_pow_ScalarList
+
+
+# _foreach_pow_.List(Tensor(a!)[] self, Tensor[] exponent) -> ()
+def make__foreach_pow__List(op, diopiForeachPowInpList):
+    def dipu__foreach_pow__List(self, exponent):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self, exponent)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, exponent))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, exponent))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachPowInpList, contexts[d], self, exponent)
+            if status:
+                return on_failure(status, op, (self, exponent), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_pow__List
+
+
+# _foreach_pow_.Scalar(Tensor(a!)[] self, Scalar exponent) -> ()
+def make__foreach_pow__Scalar(op, diopiForeachPowInpScalar):
+    def dipu__foreach_pow__Scalar(self, exponent):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, exponent))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, exponent))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachPowInpScalar, contexts[d], self, exponent)
+            if status:
+                return on_failure(status, op, (self, exponent), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_pow__Scalar
+
+
+# _foreach_pow_.ScalarList(Tensor(a!)[] self, Scalar[] exponent) -> ()
+def make__foreach_pow__ScalarList(op, diopiForeachPowInpScalarList):
+    def dipu__foreach_pow__ScalarList(self, exponent):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, exponent))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, exponent))
+            status, result = impl_dipu_ops_foreach_scalar_list_returns_nothing(diopiForeachPowInpScalarList, contexts[d], self, exponent)
+            if status:
+                return on_failure(status, op, (self, exponent), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_pow__ScalarList
+
+
+# _foreach_reciprocal(Tensor[] self) -> Tensor[]
+def make__foreach_reciprocal(op, diopiForeachReciprocal):
+    def dipu__foreach_reciprocal(self):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            out = [None]
+            status = diopiForeachReciprocal(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_reciprocal
+
+
+# _foreach_reciprocal_(Tensor(a!)[] self) -> ()
+def make__foreach_reciprocal_(op, diopiForeachReciprocalInp):
+    def dipu__foreach_reciprocal_(self):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachReciprocalInp, contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_reciprocal_
+
+
+# _foreach_round(Tensor[] self) -> Tensor[]
+def make__foreach_round(op, diopiForeachRound):
+    def dipu__foreach_round(self):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            out = [None]
+            status = diopiForeachRound(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_round
+
+
+# _foreach_round_(Tensor(a!)[] self) -> ()
+def make__foreach_round_(op, diopiForeachRoundInp):
+    def dipu__foreach_round_(self):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachRoundInp, contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_round_
+
+
+# _foreach_rsqrt(Tensor[] self) -> Tensor[]
+def make__foreach_rsqrt(op, diopiForeachRsqrt):
+    def dipu__foreach_rsqrt(self):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            out = [None]
+            status = diopiForeachRsqrt(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_rsqrt
+
+
+# _foreach_rsqrt_(Tensor(a!)[] self) -> ()
+def make__foreach_rsqrt_(op, diopiForeachRsqrtInp):
+    def dipu__foreach_rsqrt_(self):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachRsqrtInp, contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_rsqrt_
+
+
+# _foreach_sigmoid(Tensor[] self) -> Tensor[]
+def make__foreach_sigmoid(op, diopiForeachSigmoid):
+    def dipu__foreach_sigmoid(self):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            out = [None]
+            status = diopiForeachSigmoid(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_sigmoid
+
+
+# _foreach_sigmoid_(Tensor(a!)[] self) -> ()
+def make__foreach_sigmoid_(op, diopiForeachSigmoidInp):
+    def dipu__foreach_sigmoid_(self):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachSigmoidInp, contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_sigmoid_
+
+
+# _foreach_sign(Tensor[] self) -> Tensor[]
+def make__foreach_sign(op, diopiForeachSign):
+    def dipu__foreach_sign(self):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            out = [None]
+            status = diopiForeachSign(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_sign
+
+
+# _foreach_sign_(Tensor(a!)[] self) -> ()
+def make__foreach_sign_(op, diopiForeachSignInp):
+    def dipu__foreach_sign_(self):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachSignInp, contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_sign_
+
+
+# _foreach_sin(Tensor[] self) -> Tensor[]
+def make__foreach_sin(op, diopiForeachSin):
+    def dipu__foreach_sin(self):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            out = [None]
+            status = diopiForeachSin(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_sin
+
+
+# _foreach_sin_(Tensor(a!)[] self) -> ()
+def make__foreach_sin_(op, diopiForeachSinInp):
+    def dipu__foreach_sin_(self):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachSinInp, contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_sin_
+
+
+# _foreach_sqrt(Tensor[] self) -> Tensor[]
+def make__foreach_sqrt(op, diopiForeachSqrt):
+    def dipu__foreach_sqrt(self):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            out = [None]
+            status = diopiForeachSqrt(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_sqrt
+
+
+# _foreach_sqrt_(Tensor(a!)[] self) -> ()
+def make__foreach_sqrt_(op, diopiForeachSqrtInp):
+    def dipu__foreach_sqrt_(self):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachSqrtInp, contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_sqrt_
+
+
+# _foreach_sub.List(Tensor[] self, Tensor[] other, *, Scalar alpha=1) -> Tensor[]
+def make__foreach_sub_List(op, diopiForeachSubList):
+    def dipu__foreach_sub_List(self, other, *, alpha=1):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other, alpha))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other, alpha))
+            out = [None]
+            status = diopiForeachSubList(contexts[d], out, self, other, alpha)
+            if status:
+                return on_failure(status, op, (self, other), {'alpha': alpha})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_sub_List
+
+
+# _foreach_sub.Scalar(Tensor[] self, Scalar scalar) -> Tensor[]
+def make__foreach_sub_Scalar(op, diopiForeachSubScalar):
+    def dipu__foreach_sub_Scalar(self, scalar):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, scalar))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, scalar))
+            out = [None]
+            status = diopiForeachSubScalar(contexts[d], out, self, scalar)
+            if status:
+                return on_failure(status, op, (self, scalar), {})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_sub_Scalar
+
+
+# _foreach_sub.ScalarList(Tensor[] self, Scalar[] scalars) -> Tensor[]
+def make__foreach_sub_ScalarList(op, diopiForeachSubScalarList):
+    def dipu__foreach_sub_ScalarList(self, scalars):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, scalars))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, scalars))
+            status, result = impl_dipu_ops_foreach_scalar_list(diopiForeachSubScalarList, contexts[d], self, scalars)
+            if status:
+                return on_failure(status, op, (self, scalars), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_sub_ScalarList
+
+
+# _foreach_sub_.List(Tensor(a!)[] self, Tensor[] other, *, Scalar alpha=1) -> ()
+def make__foreach_sub__List(op, diopiForeachSubInpList):
+    def dipu__foreach_sub__List(self, other, *, alpha=1):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other, alpha))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other, alpha))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachSubInpList, contexts[d], self, other, alpha)
+            if status:
+                return on_failure(status, op, (self, other), {'alpha': alpha})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_sub__List
+
+
+# _foreach_sub_.Scalar(Tensor(a!)[] self, Scalar scalar) -> ()
+def make__foreach_sub__Scalar(op, diopiForeachSubInpScalar):
+    def dipu__foreach_sub__Scalar(self, scalar):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, scalar))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, scalar))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachSubInpScalar, contexts[d], self, scalar)
+            if status:
+                return on_failure(status, op, (self, scalar), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_sub__Scalar
+
+
+# _foreach_sub_.ScalarList(Tensor(a!)[] self, Scalar[] scalars) -> ()
+def make__foreach_sub__ScalarList(op, diopiForeachSubInpScalarList):
+    def dipu__foreach_sub__ScalarList(self, scalars):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, scalars))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, scalars))
+            status, result = impl_dipu_ops_foreach_scalar_list_returns_nothing(diopiForeachSubInpScalarList, contexts[d], self, scalars)
+            if status:
+                return on_failure(status, op, (self, scalars), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_sub__ScalarList
+
+
+# _foreach_tanh(Tensor[] self) -> Tensor[]
+def make__foreach_tanh(op, diopiForeachTanh):
+    def dipu__foreach_tanh(self):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            out = [None]
+            status = diopiForeachTanh(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_tanh
+
+
+# _foreach_tanh_(Tensor(a!)[] self) -> ()
+def make__foreach_tanh_(op, diopiForeachTanhInp):
+    def dipu__foreach_tanh_(self):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachTanhInp, contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_tanh_
+
+
+# _foreach_trunc(Tensor[] self) -> Tensor[]
+def make__foreach_trunc(op, diopiForeachTrunc):
+    def dipu__foreach_trunc(self):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            out = [None]
+            status = diopiForeachTrunc(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_trunc
+
+
+# _foreach_trunc_(Tensor(a!)[] self) -> ()
+def make__foreach_trunc_(op, diopiForeachTruncInp):
+    def dipu__foreach_trunc_(self):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachTruncInp, contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_trunc_
+
+
+# _foreach_zero_(Tensor(a!)[] self) -> ()
+def make__foreach_zero_(op, diopiForeachZeroInp):
+    def dipu__foreach_zero_(self):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachZeroInp, contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_zero_
+
+
+# _fused_adam_(Tensor(a!)[] self, Tensor(b!)[] grads, Tensor(c!)[] exp_avgs, Tensor(d!)[] exp_avg_sqs, Tensor(e!)[] max_exp_avg_sqs, Tensor[] state_steps, *, float lr, float beta1, float beta2, float weight_decay, float eps, bool amsgrad, bool maximize, Tensor? grad_scale=None, Tensor? found_inf=None) -> ()
+def make__fused_adam_(op, diopiFusedAdam):
+    def dipu__fused_adam_(self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, *, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale=None, found_inf=None):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, grad_scale, found_inf)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiFusedAdam, contexts[d], self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf)
+            if status:
+                return on_failure(status, op, (self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps), {'lr': lr, 'beta1': beta1, 'beta2': beta2, 'weight_decay': weight_decay, 'eps': eps, 'amsgrad': amsgrad, 'maximize': maximize, 'grad_scale': grad_scale, 'found_inf': found_inf})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__fused_adam_
+
+
+# _fused_adam_.tensor_lr(Tensor(a!)[] self, Tensor(b!)[] grads, Tensor(c!)[] exp_avgs, Tensor(d!)[] exp_avg_sqs, Tensor(e!)[] max_exp_avg_sqs, Tensor[] state_steps, *, Tensor lr, float beta1, float beta2, float weight_decay, float eps, bool amsgrad, bool maximize, Tensor? grad_scale=None, Tensor? found_inf=None) -> ()
+def make__fused_adam__tensor_lr(op, diopiFusedAdamTensorLr):
+    def dipu__fused_adam__tensor_lr(self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, *, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale=None, found_inf=None):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, grad_scale, found_inf)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiFusedAdamTensorLr, contexts[d], self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf)
+            if status:
+                return on_failure(status, op, (self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps), {'lr': lr, 'beta1': beta1, 'beta2': beta2, 'weight_decay': weight_decay, 'eps': eps, 'amsgrad': amsgrad, 'maximize': maximize, 'grad_scale': grad_scale, 'found_inf': found_inf})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__fused_adam__tensor_lr
+
+
+# _fused_adamw_(Tensor(a!)[] self, Tensor(b!)[] grads, Tensor(c!)[] exp_avgs, Tensor(d!)[] exp_avg_sqs, Tensor(e!)[] max_exp_avg_sqs, Tensor[] state_steps, *, float lr, float beta1, float beta2, float weight_decay, float eps, bool amsgrad, bool maximize, Tensor? grad_scale=None, Tensor? found_inf=None) -> ()
+def make__fused_adamw_(op, diopiFusedAdamW):
+    def dipu__fused_adamw_(self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, *, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale=None, found_inf=None):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, grad_scale, found_inf)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiFusedAdamW, contexts[d], self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf)
+            if status:
+                return on_failure(status, op, (self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps), {'lr': lr, 'beta1': beta1, 'beta2': beta2, 'weight_decay': weight_decay, 'eps': eps, 'amsgrad': amsgrad, 'maximize': maximize, 'grad_scale': grad_scale, 'found_inf': found_inf})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__fused_adamw_
+
+
+# _fused_adamw_.tensor_lr(Tensor(a!)[] self, Tensor(b!)[] grads, Tensor(c!)[] exp_avgs, Tensor(d!)[] exp_avg_sqs, Tensor(e!)[] max_exp_avg_sqs, Tensor[] state_steps, *, Tensor lr, float beta1, float beta2, float weight_decay, float eps, bool amsgrad, bool maximize, Tensor? grad_scale=None, Tensor? found_inf=None) -> ()
+def make__fused_adamw__tensor_lr(op, diopiFusedAdamWTensorLr):
+    def dipu__fused_adamw__tensor_lr(self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, *, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale=None, found_inf=None):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, grad_scale, found_inf)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiFusedAdamWTensorLr, contexts[d], self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf)
+            if status:
+                return on_failure(status, op, (self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps), {'lr': lr, 'beta1': beta1, 'beta2': beta2, 'weight_decay': weight_decay, 'eps': eps, 'amsgrad': amsgrad, 'maximize': maximize, 'grad_scale': grad_scale, 'found_inf': found_inf})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__fused_adamw__tensor_lr
+
+
+# _fused_sgd_(Tensor(a!)[] self, Tensor(b!)[] grads, Tensor(c!)[] momentum_buffer_list, *, float weight_decay, float momentum, float lr, float dampening, bool nesterov, bool maximize, bool is_first_step, Tensor? grad_scale=None, Tensor? found_inf=None) -> ()
+def make__fused_sgd_(op, diopiFusedSgd):
+    def dipu__fused_sgd_(self, grads, momentum_buffer_list, *, weight_decay, momentum, lr, dampening, nesterov, maximize, is_first_step, grad_scale=None, found_inf=None):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self, grads, momentum_buffer_list, grad_scale, found_inf)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, grads, momentum_buffer_list, weight_decay, momentum, lr, dampening, nesterov, maximize, is_first_step, grad_scale, found_inf))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, grads, momentum_buffer_list, weight_decay, momentum, lr, dampening, nesterov, maximize, is_first_step, grad_scale, found_inf))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiFusedSgd, contexts[d], self, grads, momentum_buffer_list, weight_decay, momentum, lr, dampening, nesterov, maximize, is_first_step, grad_scale, found_inf)
+            if status:
+                return on_failure(status, op, (self, grads, momentum_buffer_list), {'weight_decay': weight_decay, 'momentum': momentum, 'lr': lr, 'dampening': dampening, 'nesterov': nesterov, 'maximize': maximize, 'is_first_step': is_first_step, 'grad_scale': grad_scale, 'found_inf': found_inf})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__fused_sgd_
+
+
+# _fused_sgd_.tensor_lr(Tensor(a!)[] self, Tensor(b!)[] grads, Tensor(c!)[] momentum_buffer_list, *, float weight_decay, float momentum, Tensor lr, float dampening, bool nesterov, bool maximize, bool is_first_step, Tensor? grad_scale=None, Tensor? found_inf=None) -> ()
+def make__fused_sgd__tensor_lr(op, diopiFusedSgdTensorLr):
+    def dipu__fused_sgd__tensor_lr(self, grads, momentum_buffer_list, *, weight_decay, momentum, lr, dampening, nesterov, maximize, is_first_step, grad_scale=None, found_inf=None):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self, grads, momentum_buffer_list, lr, grad_scale, found_inf)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, grads, momentum_buffer_list, weight_decay, momentum, lr, dampening, nesterov, maximize, is_first_step, grad_scale, found_inf))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, grads, momentum_buffer_list, weight_decay, momentum, lr, dampening, nesterov, maximize, is_first_step, grad_scale, found_inf))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiFusedSgdTensorLr, contexts[d], self, grads, momentum_buffer_list, weight_decay, momentum, lr, dampening, nesterov, maximize, is_first_step, grad_scale, found_inf)
+            if status:
+                return on_failure(status, op, (self, grads, momentum_buffer_list), {'weight_decay': weight_decay, 'momentum': momentum, 'lr': lr, 'dampening': dampening, 'nesterov': nesterov, 'maximize': maximize, 'is_first_step': is_first_step, 'grad_scale': grad_scale, 'found_inf': found_inf})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__fused_sgd__tensor_lr
+
+
+# _index_put_impl_(Tensor(a!) self, Tensor?[] indices, Tensor values, bool accumulate=False, bool unsafe=False) -> Tensor(a!)
+def make__index_put_impl_(op, diopiIndexPutInp):
+    def dipu__index_put_impl_(self, indices, values, accumulate=False, unsafe=False):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, indices, values)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, indices, values, accumulate, unsafe))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, indices, values, accumulate, unsafe))
+            status, result = impl_dipu_ops_indexing_index_put_(diopiIndexPutInp, contexts[d], self, indices, values, accumulate, unsafe)
+            if status:
+                return on_failure(status, op, (self, indices, values, accumulate, unsafe), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__index_put_impl_
 
 
 # _log_softmax(Tensor self, int dim, bool half_to_float) -> Tensor
@@ -489,6 +4193,273 @@ def make_abs_(op, diopiAbs):
     return dipu_abs_
 
 
+# acos(Tensor self) -> Tensor
+def make_acos(op, diopiAcos):
+    def dipu_acos(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            shape, dtype = shape_unary_float(self)
+            out = empty(shape, dtype, d)
+            status = diopiAcos(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_acos
+
+
+# acos.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)
+def make_acos_out(op, diopiAcos):
+    def dipu_acos_out(self, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, out))
+            shape, dtype = shape_unary_float(self)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiAcos(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_acos_out
+
+
+# acos_(Tensor(a!) self) -> Tensor(a!)
+def make_acos_(op, diopiAcosInp):
+    def dipu_acos_(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status = diopiAcosInp(contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_acos_
+
+
+# acosh(Tensor self) -> Tensor
+def make_acosh(op, diopiAcosh):
+    def dipu_acosh(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            shape, dtype = shape_unary_float(self)
+            out = empty(shape, dtype, d)
+            status = diopiAcosh(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_acosh
+
+
+# acosh.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)
+def make_acosh_out(op, diopiAcosh):
+    def dipu_acosh_out(self, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, out))
+            shape, dtype = shape_unary_float(self)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiAcosh(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_acosh_out
+
+
+# acosh_(Tensor(a!) self) -> Tensor(a!)
+def make_acosh_(op, diopiAcoshInp):
+    def dipu_acosh_(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status = diopiAcoshInp(contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_acosh_
+
+
+# adaptive_max_pool2d(Tensor self, int[2] output_size) -> (Tensor, Tensor)
+def make_adaptive_max_pool2d(op, diopiAdaptiveMaxPool2d):
+    def dipu_adaptive_max_pool2d(self, output_size):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, output_size))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, output_size))
+            out, indices = allocate(meta_adaptive_max_pool2d(self, output_size), d)
+            status = diopiAdaptiveMaxPool2d(contexts[d], out, indices, self, output_size)
+            if status:
+                return on_failure(status, op, (self, output_size), {})
+            if SYNC:
+                synchronize(d)
+            return (out, indices)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_adaptive_max_pool2d
+
+
+# adaptive_max_pool2d.out(Tensor self, int[2] output_size, *, Tensor(a!) out, Tensor(b!) indices) -> (Tensor(a!), Tensor(b!))
+def make_adaptive_max_pool2d_out(op, diopiAdaptiveMaxPool2d):
+    def dipu_adaptive_max_pool2d_out(self, output_size, *, out, indices):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out, indices)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, output_size, out, indices))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, output_size, out, indices))
+            resize_outputs((out, indices), meta_adaptive_max_pool2d(self, output_size))
+            status = diopiAdaptiveMaxPool2d(contexts[d], out, indices, self, output_size)
+            if status:
+                return on_failure(status, op, (self, output_size), {'out': out, 'indices': indices})
+            if SYNC:
+                synchronize(d)
+            return (out, indices)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_adaptive_max_pool2d_out
+
+
+# adaptive_max_pool2d_backward(Tensor grad_output, Tensor self, Tensor indices) -> Tensor
+def make_adaptive_max_pool2d_backward(op, diopiAdaptiveMaxPool2dBackward):
+    def dipu_adaptive_max_pool2d_backward(grad_output, self, indices):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, self, indices)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, self, indices))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, self, indices))
+            shape, dtype = shape_like_self(grad_output, self, indices)
+            grad_input = empty(shape, dtype, d)
+            status = diopiAdaptiveMaxPool2dBackward(contexts[d], grad_input, grad_output, self, indices)
+            if status:
+                return on_failure(status, op, (grad_output, self, indices), {})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_adaptive_max_pool2d_backward
+
+
+# adaptive_max_pool2d_backward.grad_input(Tensor grad_output, Tensor self, Tensor indices, *, Tensor(a!) grad_input) -> Tensor(a!)
+def make_adaptive_max_pool2d_backward_grad_input(op, diopiAdaptiveMaxPool2dBackward):
+    def dipu_adaptive_max_pool2d_backward_grad_input(grad_output, self, indices, *, grad_input):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, self, indices, grad_input)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, self, indices, grad_input))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, self, indices, grad_input))
+            shape, dtype = shape_like_self(grad_output, self, indices)
+            if grad_input.shape != shape:
+                grad_input.resize_(shape)
+            status = diopiAdaptiveMaxPool2dBackward(contexts[d], grad_input, grad_output, self, indices)
+            if status:
+                return on_failure(status, op, (grad_output, self, indices), {'grad_input': grad_input})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_adaptive_max_pool2d_backward_grad_input
+
+
 # add.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor
 def make_add_Scalar(op, diopiAddScalar):
     def dipu_add_Scalar(self, other, alpha=1):
@@ -662,6 +4633,86 @@ def make_add__Tensor(op, diopiAdd, diopiAddScalar):
                 exchange_device(previous)
 
     return dipu_add__Tensor
+
+
+# addbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor
+def make_addbmm(op, diopiAddbmm):
+    def dipu_addbmm(self, batch1, batch2, *, beta=1, alpha=1):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, batch1, batch2)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, batch1, batch2, beta, alpha))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, batch1, batch2, beta, alpha))
+            shape, dtype = meta_addbmm(self, batch1, batch2, beta, alpha)
+            out = empty(shape, dtype, d)
+            status = diopiAddbmm(contexts[d], out, self, batch1, batch2, beta, alpha)
+            if status:
+                return on_failure(status, op, (self, batch1, batch2), {'beta': beta, 'alpha': alpha})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_addbmm
+
+
+# addbmm.out(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)
+def make_addbmm_out(op, diopiAddbmm):
+    def dipu_addbmm_out(self, batch1, batch2, *, beta=1, alpha=1, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, batch1, batch2, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, batch1, batch2, beta, alpha, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, batch1, batch2, beta, alpha, out))
+            shape, dtype = meta_addbmm(self, batch1, batch2, beta, alpha)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiAddbmm(contexts[d], out, self, batch1, batch2, beta, alpha)
+            if status:
+                return on_failure(status, op, (self, batch1, batch2), {'beta': beta, 'alpha': alpha, 'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_addbmm_out
+
+
+# addbmm_(Tensor(a!) self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)
+def make_addbmm_(op, diopiAddbmm):
+    def dipu_addbmm_(self, batch1, batch2, *, beta=1, alpha=1):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, batch1, batch2)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, batch1, batch2, beta, alpha))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, batch1, batch2, beta, alpha))
+            status = diopiAddbmm(contexts[d], self, self, batch1, batch2, beta, alpha)
+            if status:
+                return on_failure(status, op, (self, batch1, batch2), {'beta': beta, 'alpha': alpha})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_addbmm_
 
 
 # addcdiv(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor
@@ -913,6 +4964,576 @@ def make_addmm_(op, diopiAddmm):
     return dipu_addmm_
 
 
+# addmv(Tensor self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1) -> Tensor
+def make_addmv(op, diopiAddmv):
+    def dipu_addmv(self, mat, vec, *, beta=1, alpha=1):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, mat, vec)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, mat, vec, beta, alpha))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, mat, vec, beta, alpha))
+            shape, dtype = meta_addmv(self, mat, vec, beta, alpha)
+            out = empty(shape, dtype, d)
+            status = diopiAddmv(contexts[d], out, self, mat, vec, beta, alpha)
+            if status:
+                return on_failure(status, op, (self, mat, vec), {'beta': beta, 'alpha': alpha})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_addmv
+
+
+# addmv.out(Tensor self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)
+def make_addmv_out(op, diopiAddmv):
+    def dipu_addmv_out(self, mat, vec, *, beta=1, alpha=1, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, mat, vec, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, mat, vec, beta, alpha, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, mat, vec, beta, alpha, out))
+            shape, dtype = meta_addmv(self, mat, vec, beta, alpha)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiAddmv(contexts[d], out, self, mat, vec, beta, alpha)
+            if status:
+                return on_failure(status, op, (self, mat, vec), {'beta': beta, 'alpha': alpha, 'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_addmv_out
+
+
+# addmv_(Tensor(a!) self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)
+def make_addmv_(op, diopiAddmv):
+    def dipu_addmv_(self, mat, vec, *, beta=1, alpha=1):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, mat, vec)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, mat, vec, beta, alpha))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, mat, vec, beta, alpha))
+            status = diopiAddmv(contexts[d], self, self, mat, vec, beta, alpha)
+            if status:
+                return on_failure(status, op, (self, mat, vec), {'beta': beta, 'alpha': alpha})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_addmv_
+
+
+# addr(Tensor self, Tensor vec1, Tensor vec2, *, Scalar beta=1, Scalar alpha=1) -> Tensor
+def make_addr(op, diopiAddr):
+    def dipu_addr(self, vec1, vec2, *, beta=1, alpha=1):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, vec1, vec2)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, vec1, vec2, beta, alpha))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, vec1, vec2, beta, alpha))
+            shape, dtype = meta_addr(self, vec1, vec2, beta, alpha)
+            out = empty(shape, dtype, d)
+            status = diopiAddr(contexts[d], out, self, vec1, vec2, beta, alpha)
+            if status:
+                return on_failure(status, op, (self, vec1, vec2), {'beta': beta, 'alpha': alpha})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_addr
+
+
+# addr.out(Tensor self, Tensor vec1, Tensor vec2, *, Scalar beta=1, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)
+def make_addr_out(op, diopiAddr):
+    def dipu_addr_out(self, vec1, vec2, *, beta=1, alpha=1, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, vec1, vec2, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, vec1, vec2, beta, alpha, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, vec1, vec2, beta, alpha, out))
+            shape, dtype = meta_addr(self, vec1, vec2, beta, alpha)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiAddr(contexts[d], out, self, vec1, vec2, beta, alpha)
+            if status:
+                return on_failure(status, op, (self, vec1, vec2), {'beta': beta, 'alpha': alpha, 'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_addr_out
+
+
+# addr_(Tensor(a!) self, Tensor vec1, Tensor vec2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)
+def make_addr_(op, diopiAddr):
+    def dipu_addr_(self, vec1, vec2, *, beta=1, alpha=1):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, vec1, vec2)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, vec1, vec2, beta, alpha))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, vec1, vec2, beta, alpha))
+            status = diopiAddr(contexts[d], self, self, vec1, vec2, beta, alpha)
+            if status:
+                return on_failure(status, op, (self, vec1, vec2), {'beta': beta, 'alpha': alpha})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_addr_
+
+
+# all(Tensor self) -> Tensor
+def make_all(op, diopiAll):
+    def dipu_all(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            shape, dtype = meta_all(self)
+            out = empty(shape, dtype, d)
+            status = diopiAll(contexts[d], out, self, None)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_all
+
+
+# all.all_out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)
+def make_all_all_out(op, diopiAll):
+    def dipu_all_all_out(self, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, out))
+            shape, dtype = meta_all(self)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiAll(contexts[d], out, self, None)
+            if status:
+                return on_failure(status, op, (self,), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_all_all_out
+
+
+# all.dim(Tensor self, int dim, bool keepdim=False) -> Tensor
+def make_all_dim(op, diopiAll):
+    def dipu_all_dim(self, dim, keepdim=False):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, keepdim))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, keepdim))
+            shape, dtype = meta_all_dim(self, dim, keepdim)
+            out = empty(shape, dtype, d)
+            status = diopiAll(contexts[d], out, self, dim)
+            if status:
+                return on_failure(status, op, (self, dim, keepdim), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_all_dim
+
+
+# all.out(Tensor self, int dim, bool keepdim=False, *, Tensor(a!) out) -> Tensor(a!)
+def make_all_out(op, diopiAll):
+    def dipu_all_out(self, dim, keepdim=False, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, keepdim, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, keepdim, out))
+            shape, dtype = meta_all_dim(self, dim, keepdim)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiAll(contexts[d], out, self, dim)
+            if status:
+                return on_failure(status, op, (self, dim, keepdim), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_all_out
+
+
+# amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor
+def make_amax(op, diopiAmax):
+    def dipu_amax(self, dim=(), keepdim=False):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, keepdim))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, keepdim))
+            shape, dtype = meta_amax(self, dim, keepdim)
+            out = empty(shape, dtype, d)
+            status = diopiAmax(contexts[d], out, self, dim)
+            if status:
+                return on_failure(status, op, (self, dim, keepdim), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_amax
+
+
+# amax.out(Tensor self, int[1] dim=[], bool keepdim=False, *, Tensor(a!) out) -> Tensor(a!)
+def make_amax_out(op, diopiAmax):
+    def dipu_amax_out(self, dim=(), keepdim=False, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, keepdim, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, keepdim, out))
+            shape, dtype = meta_amax(self, dim, keepdim)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiAmax(contexts[d], out, self, dim)
+            if status:
+                return on_failure(status, op, (self, dim, keepdim), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_amax_out
+
+
+# amin(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor
+def make_amin(op, diopiAmin):
+    def dipu_amin(self, dim=(), keepdim=False):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, keepdim))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, keepdim))
+            shape, dtype = meta_amin(self, dim, keepdim)
+            out = empty(shape, dtype, d)
+            status = diopiAmin(contexts[d], out, self, dim)
+            if status:
+                return on_failure(status, op, (self, dim, keepdim), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_amin
+
+
+# amin.out(Tensor self, int[1] dim=[], bool keepdim=False, *, Tensor(a!) out) -> Tensor(a!)
+def make_amin_out(op, diopiAmin):
+    def dipu_amin_out(self, dim=(), keepdim=False, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, keepdim, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, keepdim, out))
+            shape, dtype = meta_amin(self, dim, keepdim)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiAmin(contexts[d], out, self, dim)
+            if status:
+                return on_failure(status, op, (self, dim, keepdim), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_amin_out
+
+
+# aminmax(Tensor self, *, int? dim=None, bool keepdim=False) -> (Tensor min, Tensor max)
+def make_aminmax(op, diopiAminmax):
+    def dipu_aminmax(self, *, dim=None, keepdim=False):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, keepdim))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, keepdim))
+            min, max = allocate(meta_aminmax(self, dim, keepdim), d)
+            status = diopiAminmax(contexts[d], min, max, self, dim)
+            if status:
+                return on_failure(status, op, (self,), {'dim': dim, 'keepdim': keepdim})
+            if SYNC:
+                synchronize(d)
+            return (min, max)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_aminmax
+
+
+# aminmax.out(Tensor self, *, int? dim=None, bool keepdim=False, Tensor(a!) min, Tensor(b!) max) -> (Tensor(a!) min, Tensor(b!) max)
+def make_aminmax_out(op, diopiAminmax):
+    def dipu_aminmax_out(self, *, dim=None, keepdim=False, min, max):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, min, max)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, keepdim, min, max))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, keepdim, min, max))
+            resize_outputs((min, max), meta_aminmax(self, dim, keepdim))
+            status = diopiAminmax(contexts[d], min, max, self, dim)
+            if status:
+                return on_failure(status, op, (self,), {'dim': dim, 'keepdim': keepdim, 'min': min, 'max': max})
+            if SYNC:
+                synchronize(d)
+            return (min, max)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_aminmax_out
+
+
+# any(Tensor self) -> Tensor
+def make_any(op, diopiAny):
+    def dipu_any(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            shape, dtype = meta_any(self)
+            out = empty(shape, dtype, d)
+            status = diopiAny(contexts[d], out, self, None)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_any
+
+
+# any.all_out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)
+def make_any_all_out(op, diopiAny):
+    def dipu_any_all_out(self, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, out))
+            shape, dtype = meta_any(self)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiAny(contexts[d], out, self, None)
+            if status:
+                return on_failure(status, op, (self,), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_any_all_out
+
+
+# any.dim(Tensor self, int dim, bool keepdim=False) -> Tensor
+def make_any_dim(op, diopiAny):
+    def dipu_any_dim(self, dim, keepdim=False):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, keepdim))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, keepdim))
+            shape, dtype = meta_any_dim(self, dim, keepdim)
+            out = empty(shape, dtype, d)
+            status = diopiAny(contexts[d], out, self, dim)
+            if status:
+                return on_failure(status, op, (self, dim, keepdim), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_any_dim
+
+
+# any.out(Tensor self, int dim, bool keepdim=False, *, Tensor(a!) out) -> Tensor(a!)
+def make_any_out(op, diopiAny):
+    def dipu_any_out(self, dim, keepdim=False, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, keepdim, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, keepdim, out))
+            shape, dtype = meta_any_dim(self, dim, keepdim)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiAny(contexts[d], out, self, dim)
+            if status:
+                return on_failure(status, op, (self, dim, keepdim), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_any_out
+
+
+# arange.out(Scalar end, *, Tensor(a!) out) -> Tensor(a!)
+def make_arange_out(op, diopiArange):
+    def dipu_arange_out(end, *, out):
+        d = out.get_device()
+        if d < 0:
+            d = device_of(out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (end, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (end, out))
+            shape, dtype = shape_arange_end(end)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiArange(contexts[d], out, 0, end, 1)
+            if status:
+                return on_failure(status, op, (end,), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_arange_out
+
+
 # arange.start_out(Scalar start, Scalar end, Scalar step=1, *, Tensor(a!) out) -> Tensor(a!)
 def make_arange_start_out(op, diopiArange):
     def dipu_arange_start_out(start, end, step=1, *, out):
@@ -939,6 +5560,516 @@ def make_arange_start_out(op, diopiArange):
                 exchange_device(previous)
 
     return dipu_arange_start_out
+
+
+# argmax(Tensor self, int? dim=None, bool keepdim=False) -> Tensor
+def make_argmax(op, diopiArgmax):
+    def dipu_argmax(self, dim=None, keepdim=False):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, keepdim))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, keepdim))
+            shape, dtype = meta_argmax(self, dim, keepdim)
+            out = empty(shape, dtype, d)
+            status = diopiArgmax(contexts[d], out, self, dim, keepdim)
+            if status:
+                return on_failure(status, op, (self, dim, keepdim), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_argmax
+
+
+# argmax.out(Tensor self, int? dim=None, bool keepdim=False, *, Tensor(a!) out) -> Tensor(a!)
+def make_argmax_out(op, diopiArgmax):
+    def dipu_argmax_out(self, dim=None, keepdim=False, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, keepdim, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, keepdim, out))
+            shape, dtype = meta_argmax(self, dim, keepdim)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiArgmax(contexts[d], out, self, dim, keepdim)
+            if status:
+                return on_failure(status, op, (self, dim, keepdim), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_argmax_out
+
+
+# argmin(Tensor self, int? dim=None, bool keepdim=False) -> Tensor
+def make_argmin(op, diopiArgmin):
+    def dipu_argmin(self, dim=None, keepdim=False):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, keepdim))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, keepdim))
+            shape, dtype = meta_argmin(self, dim, keepdim)
+            out = empty(shape, dtype, d)
+            status = diopiArgmin(contexts[d], out, self, dim, keepdim)
+            if status:
+                return on_failure(status, op, (self, dim, keepdim), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_argmin
+
+
+# argmin.out(Tensor self, int? dim=None, bool keepdim=False, *, Tensor(a!) out) -> Tensor(a!)
+def make_argmin_out(op, diopiArgmin):
+    def dipu_argmin_out(self, dim=None, keepdim=False, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, keepdim, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, keepdim, out))
+            shape, dtype = meta_argmin(self, dim, keepdim)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiArgmin(contexts[d], out, self, dim, keepdim)
+            if status:
+                return on_failure(status, op, (self, dim, keepdim), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_argmin_out
+
+
+# asin(Tensor self) -> Tensor
+def make_asin(op, diopiAsin):
+    def dipu_asin(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            shape, dtype = shape_unary_float(self)
+            out = empty(shape, dtype, d)
+            status = diopiAsin(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_asin
+
+
+# asin.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)
+def make_asin_out(op, diopiAsin):
+    def dipu_asin_out(self, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, out))
+            shape, dtype = shape_unary_float(self)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiAsin(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_asin_out
+
+
+# asin_(Tensor(a!) self) -> Tensor(a!)
+def make_asin_(op, diopiAsinInp):
+    def dipu_asin_(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status = diopiAsinInp(contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_asin_
+
+
+# asinh(Tensor self) -> Tensor
+def make_asinh(op, diopiAsinh):
+    def dipu_asinh(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            shape, dtype = shape_unary_float(self)
+            out = empty(shape, dtype, d)
+            status = diopiAsinh(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_asinh
+
+
+# asinh.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)
+def make_asinh_out(op, diopiAsinh):
+    def dipu_asinh_out(self, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, out))
+            shape, dtype = shape_unary_float(self)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiAsinh(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_asinh_out
+
+
+# asinh_(Tensor(a!) self) -> Tensor(a!)
+def make_asinh_(op, diopiAsinhInp):
+    def dipu_asinh_(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status = diopiAsinhInp(contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_asinh_
+
+
+# atan(Tensor self) -> Tensor
+def make_atan(op, diopiAtan):
+    def dipu_atan(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            shape, dtype = shape_unary_float(self)
+            out = empty(shape, dtype, d)
+            status = diopiAtan(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_atan
+
+
+# atan.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)
+def make_atan_out(op, diopiAtan):
+    def dipu_atan_out(self, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, out))
+            shape, dtype = shape_unary_float(self)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiAtan(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_atan_out
+
+
+# atan2(Tensor self, Tensor other) -> Tensor
+def make_atan2(op, diopiAtan2):
+    def dipu_atan2(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            shape, dtype = shape_binary_float(self, other)
+            out = empty(shape, dtype, d)
+            status = diopiAtan2(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_atan2
+
+
+# atan2.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)
+def make_atan2_out(op, diopiAtan2):
+    def dipu_atan2_out(self, other, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other, out))
+            shape, dtype = shape_binary_float(self, other)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiAtan2(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_atan2_out
+
+
+# atan2_(Tensor(a!) self, Tensor other) -> Tensor(a!)
+def make_atan2_(op, diopiAtan2Inp):
+    def dipu_atan2_(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            status = diopiAtan2Inp(contexts[d], self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_atan2_
+
+
+# atan_(Tensor(a!) self) -> Tensor(a!)
+def make_atan_(op, diopiAtanInp):
+    def dipu_atan_(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status = diopiAtanInp(contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_atan_
+
+
+# atanh(Tensor self) -> Tensor
+def make_atanh(op, diopiAtanh):
+    def dipu_atanh(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            shape, dtype = shape_unary_float(self)
+            out = empty(shape, dtype, d)
+            status = diopiAtanh(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_atanh
+
+
+# atanh.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)
+def make_atanh_out(op, diopiAtanh):
+    def dipu_atanh_out(self, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, out))
+            shape, dtype = shape_unary_float(self)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiAtanh(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_atanh_out
+
+
+# atanh_(Tensor(a!) self) -> Tensor(a!)
+def make_atanh_(op, diopiAtanhInp):
+    def dipu_atanh_(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status = diopiAtanhInp(contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_atanh_
 
 
 # avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor
@@ -1051,6 +6182,279 @@ def make_avg_pool2d_backward_grad_input(op, diopiAvgPool2dBackward):
     return dipu_avg_pool2d_backward_grad_input
 
 
+# baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor
+def make_baddbmm(op, diopiBaddbmm):
+    def dipu_baddbmm(self, batch1, batch2, *, beta=1, alpha=1):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, batch1, batch2)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, batch1, batch2, beta, alpha))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, batch1, batch2, beta, alpha))
+            shape, dtype = meta_baddbmm(self, batch1, batch2, beta, alpha)
+            out = empty(shape, dtype, d)
+            status = diopiBaddbmm(contexts[d], out, self, batch1, batch2, beta, alpha)
+            if status:
+                return on_failure(status, op, (self, batch1, batch2), {'beta': beta, 'alpha': alpha})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_baddbmm
+
+
+# baddbmm.out(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)
+def make_baddbmm_out(op, diopiBaddbmm):
+    def dipu_baddbmm_out(self, batch1, batch2, *, beta=1, alpha=1, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, batch1, batch2, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, batch1, batch2, beta, alpha, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, batch1, batch2, beta, alpha, out))
+            shape, dtype = meta_baddbmm(self, batch1, batch2, beta, alpha)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiBaddbmm(contexts[d], out, self, batch1, batch2, beta, alpha)
+            if status:
+                return on_failure(status, op, (self, batch1, batch2), {'beta': beta, 'alpha': alpha, 'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_baddbmm_out
+
+
+# baddbmm_(Tensor(a!) self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)
+def make_baddbmm_(op, diopiBaddbmm):
+    def dipu_baddbmm_(self, batch1, batch2, *, beta=1, alpha=1):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, batch1, batch2)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, batch1, batch2, beta, alpha))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, batch1, batch2, beta, alpha))
+            status = diopiBaddbmm(contexts[d], self, self, batch1, batch2, beta, alpha)
+            if status:
+                return on_failure(status, op, (self, batch1, batch2), {'beta': beta, 'alpha': alpha})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_baddbmm_
+
+
+# bernoulli(Tensor self, *, Generator? generator=None) -> Tensor
+def make_bernoulli(op, diopiBernoulli):
+    def dipu_bernoulli(self, *, generator=None):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, generator))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, generator))
+            shape, dtype = shape_unary(self, generator)
+            out = empty(shape, dtype, d)
+            status = diopiBernoulli(contexts[d], out, self, generator)
+            if status:
+                return on_failure(status, op, (self,), {'generator': generator})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_bernoulli
+
+
+# bernoulli.Tensor(Tensor self, Tensor p, *, Generator? generator=None) -> Tensor
+def make_bernoulli_Tensor(op, diopiBernoulliTensor):
+    def dipu_bernoulli_Tensor(self, p, *, generator=None):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, p)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, p, generator))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, p, generator))
+            shape, dtype = shape_unary(self, p, generator)
+            out = empty(shape, dtype, d)
+            status = diopiBernoulliTensor(contexts[d], out, p, generator)
+            if status:
+                return on_failure(status, op, (self, p), {'generator': generator})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_bernoulli_Tensor
+
+
+# bernoulli.Tensor_out(Tensor self, Tensor p, *, Generator? generator=None, Tensor(a!) out) -> Tensor(a!)
+def make_bernoulli_Tensor_out(op, diopiBernoulliTensor):
+    def dipu_bernoulli_Tensor_out(self, p, *, generator=None, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, p, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, p, generator, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, p, generator, out))
+            shape, dtype = shape_unary(self, p, generator)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiBernoulliTensor(contexts[d], out, p, generator)
+            if status:
+                return on_failure(status, op, (self, p), {'generator': generator, 'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_bernoulli_Tensor_out
+
+
+# bernoulli.float_out(Tensor self, float p=0.5, *, Generator? generator=None, Tensor(a!) out) -> Tensor(a!)
+def make_bernoulli_float_out(op, diopiBernoulliScalar):
+    def dipu_bernoulli_float_out(self, p=0.5, *, generator=None, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, p, generator, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, p, generator, out))
+            shape, dtype = shape_unary(self, p, generator)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiBernoulliScalar(contexts[d], out, p, generator)
+            if status:
+                return on_failure(status, op, (self, p), {'generator': generator, 'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_bernoulli_float_out
+
+
+# bernoulli.out(Tensor self, *, Generator? generator=None, Tensor(a!) out) -> Tensor(a!)
+def make_bernoulli_out(op, diopiBernoulli):
+    def dipu_bernoulli_out(self, *, generator=None, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, generator, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, generator, out))
+            shape, dtype = shape_unary(self, generator)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiBernoulli(contexts[d], out, self, generator)
+            if status:
+                return on_failure(status, op, (self,), {'generator': generator, 'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_bernoulli_out
+
+
+# bernoulli.p(Tensor self, float p, *, Generator? generator=None) -> Tensor
+def make_bernoulli_p(op, diopiBernoulliScalar):
+    def dipu_bernoulli_p(self, p, *, generator=None):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, p, generator))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, p, generator))
+            shape, dtype = shape_unary(self, p, generator)
+            out = empty(shape, dtype, d)
+            status = diopiBernoulliScalar(contexts[d], out, p, generator)
+            if status:
+                return on_failure(status, op, (self, p), {'generator': generator})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_bernoulli_p
+
+
+# bernoulli_.Tensor(Tensor(a!) self, Tensor p, *, Generator? generator=None) -> Tensor(a!)
+def make_bernoulli__Tensor(op, diopiBernoulliTensor):
+    def dipu_bernoulli__Tensor(self, p, *, generator=None):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, p)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, p, generator))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, p, generator))
+            shape, dtype = shape_unary(self, p, generator)
+            if shape != self.shape:
+                check_inplace_shape(op, self, shape)
+            status = diopiBernoulliTensor(contexts[d], self, p, generator)
+            if status:
+                return on_failure(status, op, (self, p), {'generator': generator})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_bernoulli__Tensor
+
+
 # bernoulli_.float(Tensor(a!) self, float p=0.5, *, Generator? generator=None) -> Tensor(a!)
 def make_bernoulli__float(op, diopiBernoulliScalar):
     def dipu_bernoulli__float(self, p=0.5, *, generator=None):
@@ -1074,6 +6478,1094 @@ def make_bernoulli__float(op, diopiBernoulliScalar):
                 exchange_device(previous)
 
     return dipu_bernoulli__float
+
+
+# binary_cross_entropy(Tensor self, Tensor target, Tensor? weight=None, int reduction=1) -> Tensor
+def make_binary_cross_entropy(op, diopiBCELoss):
+    def dipu_binary_cross_entropy(self, target, weight=None, reduction=1):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, target, weight)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, target, weight, reduction))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, target, weight, reduction))
+            shape, dtype = meta_binary_cross_entropy(self, target, weight, reduction)
+            out = empty(shape, dtype, d)
+            status = diopiBCELoss(contexts[d], out, self, target, weight, reduction)
+            if status:
+                return on_failure(status, op, (self, target, weight, reduction), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_binary_cross_entropy
+
+
+# binary_cross_entropy.out(Tensor self, Tensor target, Tensor? weight=None, int reduction=1, *, Tensor(a!) out) -> Tensor(a!)
+def make_binary_cross_entropy_out(op, diopiBCELoss):
+    def dipu_binary_cross_entropy_out(self, target, weight=None, reduction=1, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, target, weight, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, target, weight, reduction, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, target, weight, reduction, out))
+            shape, dtype = meta_binary_cross_entropy(self, target, weight, reduction)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiBCELoss(contexts[d], out, self, target, weight, reduction)
+            if status:
+                return on_failure(status, op, (self, target, weight, reduction), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_binary_cross_entropy_out
+
+
+# binary_cross_entropy_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight=None, int reduction=1) -> Tensor
+def make_binary_cross_entropy_backward(op, diopiBCELossBackward):
+    def dipu_binary_cross_entropy_backward(grad_output, self, target, weight=None, reduction=1):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, self, target, weight)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, self, target, weight, reduction))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, self, target, weight, reduction))
+            shape, dtype = shape_like_self(grad_output, self, target, weight, reduction)
+            grad_input = empty(shape, dtype, d)
+            status = diopiBCELossBackward(contexts[d], grad_input, grad_output, self, target, weight, reduction)
+            if status:
+                return on_failure(status, op, (grad_output, self, target, weight, reduction), {})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_binary_cross_entropy_backward
+
+
+# binary_cross_entropy_backward.grad_input(Tensor grad_output, Tensor self, Tensor target, Tensor? weight=None, int reduction=1, *, Tensor(a!) grad_input) -> Tensor(a!)
+def make_binary_cross_entropy_backward_grad_input(op, diopiBCELossBackward):
+    def dipu_binary_cross_entropy_backward_grad_input(grad_output, self, target, weight=None, reduction=1, *, grad_input):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, self, target, weight, grad_input)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, self, target, weight, reduction, grad_input))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, self, target, weight, reduction, grad_input))
+            shape, dtype = shape_like_self(grad_output, self, target, weight, reduction)
+            if grad_input.shape != shape:
+                grad_input.resize_(shape)
+            status = diopiBCELossBackward(contexts[d], grad_input, grad_output, self, target, weight, reduction)
+            if status:
+                return on_failure(status, op, (grad_output, self, target, weight, reduction), {'grad_input': grad_input})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_binary_cross_entropy_backward_grad_input
+
+
+# binary_cross_entropy_with_logits(Tensor self, Tensor target, Tensor? weight=None, Tensor? pos_weight=None, int reduction=1) -> Tensor
+def make_binary_cross_entropy_with_logits(op, diopiBCEWithLogits):
+    def dipu_binary_cross_entropy_with_logits(self, target, weight=None, pos_weight=None, reduction=1):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, target, weight, pos_weight)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, target, weight, pos_weight, reduction))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, target, weight, pos_weight, reduction))
+            shape, dtype = meta_binary_cross_entropy_with_logits(self, target, weight, pos_weight, reduction)
+            out = empty(shape, dtype, d)
+            status = diopiBCEWithLogits(contexts[d], out, self, target, weight, pos_weight, reduction)
+            if status:
+                return on_failure(status, op, (self, target, weight, pos_weight, reduction), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_binary_cross_entropy_with_logits
+
+
+# bincount(Tensor self, Tensor? weights=None, SymInt minlength=0) -> Tensor
+def make_bincount(op, diopiBincount):
+    def dipu_bincount(self, weights=None, minlength=0):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, weights)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, weights, minlength))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, weights, minlength))
+            out = [None]
+            status = diopiBincount(contexts[d], out, self, weights, minlength)
+            if status:
+                return on_failure(status, op, (self, weights, minlength), {})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_bincount
+
+
+# bitwise_and.Scalar(Tensor self, Scalar other) -> Tensor
+def make_bitwise_and_Scalar(op, diopiBitwiseAndScalar):
+    def dipu_bitwise_and_Scalar(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            shape, dtype = shape_binary(self, other)
+            out = empty(shape, dtype, d)
+            status = diopiBitwiseAndScalar(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_bitwise_and_Scalar
+
+
+# bitwise_and.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out) -> Tensor(a!)
+def make_bitwise_and_Scalar_out(op, diopiBitwiseAndScalar):
+    def dipu_bitwise_and_Scalar_out(self, other, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other, out))
+            shape, dtype = shape_binary(self, other)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiBitwiseAndScalar(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_bitwise_and_Scalar_out
+
+
+# bitwise_and.Tensor(Tensor self, Tensor other) -> Tensor
+def make_bitwise_and_Tensor(op, diopiBitwiseAnd, diopiBitwiseAndScalar):
+    def dipu_bitwise_and_Tensor(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            shape, dtype = shape_binary(self, other)
+            out = empty(shape, dtype, d)
+            if isinstance(other, Tensor):
+                status = diopiBitwiseAnd(contexts[d], out, self, other)
+            else:
+                status = diopiBitwiseAndScalar(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_bitwise_and_Tensor
+
+
+# bitwise_and.Tensor_out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)
+def make_bitwise_and_Tensor_out(op, diopiBitwiseAnd, diopiBitwiseAndScalar):
+    def dipu_bitwise_and_Tensor_out(self, other, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other, out))
+            shape, dtype = shape_binary(self, other)
+            if out.shape != shape:
+                out.resize_(shape)
+            if isinstance(other, Tensor):
+                status = diopiBitwiseAnd(contexts[d], out, self, other)
+            else:
+                status = diopiBitwiseAndScalar(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_bitwise_and_Tensor_out
+
+
+# bitwise_and_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)
+def make_bitwise_and__Scalar(op, diopiBitwiseAndInpScalar):
+    def dipu_bitwise_and__Scalar(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            status = diopiBitwiseAndInpScalar(contexts[d], self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_bitwise_and__Scalar
+
+
+# bitwise_and_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)
+def make_bitwise_and__Tensor(op, diopiBitwiseAndInp, diopiBitwiseAndInpScalar):
+    def dipu_bitwise_and__Tensor(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            if isinstance(other, Tensor):
+                status = diopiBitwiseAndInp(contexts[d], self, other)
+            else:
+                status = diopiBitwiseAndInpScalar(contexts[d], self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_bitwise_and__Tensor
+
+
+# bitwise_left_shift.Tensor(Tensor self, Tensor other) -> Tensor
+def make_bitwise_left_shift_Tensor(op, diopiBitwiseLeftShift, diopiBitwiseLeftShiftScalar):
+    def dipu_bitwise_left_shift_Tensor(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            shape, dtype = shape_binary(self, other)
+            out = empty(shape, dtype, d)
+            if isinstance(other, Tensor):
+                status = diopiBitwiseLeftShift(contexts[d], out, self, other)
+            else:
+                status = diopiBitwiseLeftShiftScalar(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_bitwise_left_shift_Tensor
+
+
+# bitwise_left_shift.Tensor_Scalar(Tensor self, Scalar other) -> Tensor
+def make_bitwise_left_shift_Tensor_Scalar(op, diopiBitwiseLeftShiftScalar):
+    def dipu_bitwise_left_shift_Tensor_Scalar(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            shape, dtype = shape_binary(self, other)
+            out = empty(shape, dtype, d)
+            status = diopiBitwiseLeftShiftScalar(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_bitwise_left_shift_Tensor_Scalar
+
+
+# bitwise_left_shift.Tensor_Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out) -> Tensor(a!)
+def make_bitwise_left_shift_Tensor_Scalar_out(op, diopiBitwiseLeftShiftScalar):
+    def dipu_bitwise_left_shift_Tensor_Scalar_out(self, other, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other, out))
+            shape, dtype = shape_binary(self, other)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiBitwiseLeftShiftScalar(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_bitwise_left_shift_Tensor_Scalar_out
+
+
+# bitwise_left_shift.Tensor_out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)
+def make_bitwise_left_shift_Tensor_out(op, diopiBitwiseLeftShift, diopiBitwiseLeftShiftScalar):
+    def dipu_bitwise_left_shift_Tensor_out(self, other, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other, out))
+            shape, dtype = shape_binary(self, other)
+            if out.shape != shape:
+                out.resize_(shape)
+            if isinstance(other, Tensor):
+                status = diopiBitwiseLeftShift(contexts[d], out, self, other)
+            else:
+                status = diopiBitwiseLeftShiftScalar(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_bitwise_left_shift_Tensor_out
+
+
+# bitwise_left_shift_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)
+def make_bitwise_left_shift__Tensor(op, diopiBitwiseLeftShiftInp, diopiBitwiseLeftShiftInpScalar):
+    def dipu_bitwise_left_shift__Tensor(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            if isinstance(other, Tensor):
+                status = diopiBitwiseLeftShiftInp(contexts[d], self, other)
+            else:
+                status = diopiBitwiseLeftShiftInpScalar(contexts[d], self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_bitwise_left_shift__Tensor
+
+
+# bitwise_left_shift_.Tensor_Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)
+def make_bitwise_left_shift__Tensor_Scalar(op, diopiBitwiseLeftShiftInpScalar):
+    def dipu_bitwise_left_shift__Tensor_Scalar(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            status = diopiBitwiseLeftShiftInpScalar(contexts[d], self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_bitwise_left_shift__Tensor_Scalar
+
+
+# bitwise_not(Tensor self) -> Tensor
+def make_bitwise_not(op, diopiBitwiseNot):
+    def dipu_bitwise_not(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            shape, dtype = shape_unary(self)
+            out = empty(shape, dtype, d)
+            status = diopiBitwiseNot(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_bitwise_not
+
+
+# bitwise_not.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)
+def make_bitwise_not_out(op, diopiBitwiseNot):
+    def dipu_bitwise_not_out(self, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, out))
+            shape, dtype = shape_unary(self)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiBitwiseNot(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_bitwise_not_out
+
+
+# bitwise_not_(Tensor(a!) self) -> Tensor(a!)
+def make_bitwise_not_(op, diopiBitwiseNotInp):
+    def dipu_bitwise_not_(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status = diopiBitwiseNotInp(contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_bitwise_not_
+
+
+# bitwise_or.Scalar(Tensor self, Scalar other) -> Tensor
+def make_bitwise_or_Scalar(op, diopiBitwiseOrScalar):
+    def dipu_bitwise_or_Scalar(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            shape, dtype = shape_binary(self, other)
+            out = empty(shape, dtype, d)
+            status = diopiBitwiseOrScalar(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_bitwise_or_Scalar
+
+
+# bitwise_or.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out) -> Tensor(a!)
+def make_bitwise_or_Scalar_out(op, diopiBitwiseOrScalar):
+    def dipu_bitwise_or_Scalar_out(self, other, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other, out))
+            shape, dtype = shape_binary(self, other)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiBitwiseOrScalar(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_bitwise_or_Scalar_out
+
+
+# bitwise_or.Tensor(Tensor self, Tensor other) -> Tensor
+def make_bitwise_or_Tensor(op, diopiBitwiseOr, diopiBitwiseOrScalar):
+    def dipu_bitwise_or_Tensor(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            shape, dtype = shape_binary(self, other)
+            out = empty(shape, dtype, d)
+            if isinstance(other, Tensor):
+                status = diopiBitwiseOr(contexts[d], out, self, other)
+            else:
+                status = diopiBitwiseOrScalar(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_bitwise_or_Tensor
+
+
+# bitwise_or.Tensor_out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)
+def make_bitwise_or_Tensor_out(op, diopiBitwiseOr, diopiBitwiseOrScalar):
+    def dipu_bitwise_or_Tensor_out(self, other, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other, out))
+            shape, dtype = shape_binary(self, other)
+            if out.shape != shape:
+                out.resize_(shape)
+            if isinstance(other, Tensor):
+                status = diopiBitwiseOr(contexts[d], out, self, other)
+            else:
+                status = diopiBitwiseOrScalar(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_bitwise_or_Tensor_out
+
+
+# bitwise_or_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)
+def make_bitwise_or__Scalar(op, diopiBitwiseOrInpScalar):
+    def dipu_bitwise_or__Scalar(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            status = diopiBitwiseOrInpScalar(contexts[d], self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_bitwise_or__Scalar
+
+
+# bitwise_or_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)
+def make_bitwise_or__Tensor(op, diopiBitwiseOrInp, diopiBitwiseOrInpScalar):
+    def dipu_bitwise_or__Tensor(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            if isinstance(other, Tensor):
+                status = diopiBitwiseOrInp(contexts[d], self, other)
+            else:
+                status = diopiBitwiseOrInpScalar(contexts[d], self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_bitwise_or__Tensor
+
+
+# bitwise_right_shift.Tensor(Tensor self, Tensor other) -> Tensor
+def make_bitwise_right_shift_Tensor(op, diopiBitwiseRightShift, diopiBitwiseRightShiftScalar):
+    def dipu_bitwise_right_shift_Tensor(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            shape, dtype = shape_binary(self, other)
+            out = empty(shape, dtype, d)
+            if isinstance(other, Tensor):
+                status = diopiBitwiseRightShift(contexts[d], out, self, other)
+            else:
+                status = diopiBitwiseRightShiftScalar(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_bitwise_right_shift_Tensor
+
+
+# bitwise_right_shift.Tensor_Scalar(Tensor self, Scalar other) -> Tensor
+def make_bitwise_right_shift_Tensor_Scalar(op, diopiBitwiseRightShiftScalar):
+    def dipu_bitwise_right_shift_Tensor_Scalar(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            shape, dtype = shape_binary(self, other)
+            out = empty(shape, dtype, d)
+            status = diopiBitwiseRightShiftScalar(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_bitwise_right_shift_Tensor_Scalar
+
+
+# bitwise_right_shift.Tensor_Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out) -> Tensor(a!)
+def make_bitwise_right_shift_Tensor_Scalar_out(op, diopiBitwiseRightShiftScalar):
+    def dipu_bitwise_right_shift_Tensor_Scalar_out(self, other, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other, out))
+            shape, dtype = shape_binary(self, other)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiBitwiseRightShiftScalar(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_bitwise_right_shift_Tensor_Scalar_out
+
+
+# bitwise_right_shift.Tensor_out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)
+def make_bitwise_right_shift_Tensor_out(op, diopiBitwiseRightShift, diopiBitwiseRightShiftScalar):
+    def dipu_bitwise_right_shift_Tensor_out(self, other, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other, out))
+            shape, dtype = shape_binary(self, other)
+            if out.shape != shape:
+                out.resize_(shape)
+            if isinstance(other, Tensor):
+                status = diopiBitwiseRightShift(contexts[d], out, self, other)
+            else:
+                status = diopiBitwiseRightShiftScalar(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_bitwise_right_shift_Tensor_out
+
+
+# bitwise_right_shift_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)
+def make_bitwise_right_shift__Tensor(op, diopiBitwiseRightShiftInp, diopiBitwiseRightShiftInpScalar):
+    def dipu_bitwise_right_shift__Tensor(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            if isinstance(other, Tensor):
+                status = diopiBitwiseRightShiftInp(contexts[d], self, other)
+            else:
+                status = diopiBitwiseRightShiftInpScalar(contexts[d], self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_bitwise_right_shift__Tensor
+
+
+# bitwise_right_shift_.Tensor_Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)
+def make_bitwise_right_shift__Tensor_Scalar(op, diopiBitwiseRightShiftInpScalar):
+    def dipu_bitwise_right_shift__Tensor_Scalar(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            status = diopiBitwiseRightShiftInpScalar(contexts[d], self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_bitwise_right_shift__Tensor_Scalar
+
+
+# bitwise_xor.Scalar(Tensor self, Scalar other) -> Tensor
+def make_bitwise_xor_Scalar(op, diopiBitwiseXorScalar):
+    def dipu_bitwise_xor_Scalar(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            shape, dtype = shape_binary(self, other)
+            out = empty(shape, dtype, d)
+            status = diopiBitwiseXorScalar(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_bitwise_xor_Scalar
+
+
+# bitwise_xor.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out) -> Tensor(a!)
+def make_bitwise_xor_Scalar_out(op, diopiBitwiseXorScalar):
+    def dipu_bitwise_xor_Scalar_out(self, other, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other, out))
+            shape, dtype = shape_binary(self, other)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiBitwiseXorScalar(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_bitwise_xor_Scalar_out
+
+
+# bitwise_xor.Tensor(Tensor self, Tensor other) -> Tensor
+def make_bitwise_xor_Tensor(op, diopiBitwiseXor, diopiBitwiseXorScalar):
+    def dipu_bitwise_xor_Tensor(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            shape, dtype = shape_binary(self, other)
+            out = empty(shape, dtype, d)
+            if isinstance(other, Tensor):
+                status = diopiBitwiseXor(contexts[d], out, self, other)
+            else:
+                status = diopiBitwiseXorScalar(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_bitwise_xor_Tensor
+
+
+# bitwise_xor.Tensor_out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)
+def make_bitwise_xor_Tensor_out(op, diopiBitwiseXor, diopiBitwiseXorScalar):
+    def dipu_bitwise_xor_Tensor_out(self, other, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other, out))
+            shape, dtype = shape_binary(self, other)
+            if out.shape != shape:
+                out.resize_(shape)
+            if isinstance(other, Tensor):
+                status = diopiBitwiseXor(contexts[d], out, self, other)
+            else:
+                status = diopiBitwiseXorScalar(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_bitwise_xor_Tensor_out
+
+
+# bitwise_xor_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)
+def make_bitwise_xor__Scalar(op, diopiBitwiseXorInpScalar):
+    def dipu_bitwise_xor__Scalar(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            status = diopiBitwiseXorInpScalar(contexts[d], self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_bitwise_xor__Scalar
+
+
+# bitwise_xor_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)
+def make_bitwise_xor__Tensor(op, diopiBitwiseXorInp, diopiBitwiseXorInpScalar):
+    def dipu_bitwise_xor__Tensor(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            if isinstance(other, Tensor):
+                status = diopiBitwiseXorInp(contexts[d], self, other)
+            else:
+                status = diopiBitwiseXorInpScalar(contexts[d], self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_bitwise_xor__Tensor
 
 
 # bmm(Tensor self, Tensor mat2) -> Tensor
@@ -1131,6 +7623,61 @@ def make_bmm_out(op, diopiBmm):
     return dipu_bmm_out
 
 
+# bucketize.Tensor(Tensor self, Tensor boundaries, *, bool out_int32=False, bool right=False) -> Tensor
+def make_bucketize_Tensor(op, diopiBucketize):
+    def dipu_bucketize_Tensor(self, boundaries, *, out_int32=False, right=False):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, boundaries)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, boundaries, out_int32, right))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, boundaries, out_int32, right))
+            shape, dtype = meta_bucketize_Tensor(self, boundaries, out_int32, right)
+            out = empty(shape, dtype, d)
+            status = diopiBucketize(contexts[d], out, self, boundaries, out_int32, right)
+            if status:
+                return on_failure(status, op, (self, boundaries), {'out_int32': out_int32, 'right': right})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_bucketize_Tensor
+
+
+# bucketize.Tensor_out(Tensor self, Tensor boundaries, *, bool out_int32=False, bool right=False, Tensor(a!) out) -> Tensor(a!)
+def make_bucketize_Tensor_out(op, diopiBucketize):
+    def dipu_bucketize_Tensor_out(self, boundaries, *, out_int32=False, right=False, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, boundaries, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, boundaries, out_int32, right, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, boundaries, out_int32, right, out))
+            shape, dtype = meta_bucketize_Tensor(self, boundaries, out_int32, right)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiBucketize(contexts[d], out, self, boundaries, out_int32, right)
+            if status:
+                return on_failure(status, op, (self, boundaries), {'out_int32': out_int32, 'right': right, 'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_bucketize_Tensor_out
+
+
 # cat(Tensor[] tensors, int dim=0) -> Tensor
 def make_cat(op, diopiCat):
     def dipu_cat(tensors, dim=0):
@@ -1186,6 +7733,759 @@ def make_cat_out(op, diopiCat):
     return dipu_cat_out
 
 
+# cauchy(Tensor self, float median=0., float sigma=1., *, Generator? generator=None) -> Tensor
+def make_cauchy(op, diopiCauchyInp):
+    def dipu_cauchy(self, median=0.0, sigma=1.0, *, generator=None):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, median, sigma, generator))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, median, sigma, generator))
+            shape, dtype = shape_unary(self, median, sigma, generator)
+            out = empty(shape, dtype, d)
+            status = diopiCauchyInp(contexts[d], out, median, sigma, generator)
+            if status:
+                return on_failure(status, op, (self, median, sigma), {'generator': generator})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_cauchy
+
+
+# cauchy.out(Tensor self, float median=0., float sigma=1., *, Generator? generator=None, Tensor(a!) out) -> Tensor(a!)
+def make_cauchy_out(op, diopiCauchyInp):
+    def dipu_cauchy_out(self, median=0.0, sigma=1.0, *, generator=None, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, median, sigma, generator, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, median, sigma, generator, out))
+            shape, dtype = shape_unary(self, median, sigma, generator)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiCauchyInp(contexts[d], out, median, sigma, generator)
+            if status:
+                return on_failure(status, op, (self, median, sigma), {'generator': generator, 'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_cauchy_out
+
+
+# cauchy_(Tensor(a!) self, float median=0., float sigma=1., *, Generator? generator=None) -> Tensor(a!)
+def make_cauchy_(op, diopiCauchyInp):
+    def dipu_cauchy_(self, median=0.0, sigma=1.0, *, generator=None):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, median, sigma, generator))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, median, sigma, generator))
+            shape, dtype = shape_unary(self, median, sigma, generator)
+            if shape != self.shape:
+                check_inplace_shape(op, self, shape)
+            status = diopiCauchyInp(contexts[d], self, median, sigma, generator)
+            if status:
+                return on_failure(status, op, (self, median, sigma), {'generator': generator})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_cauchy_
+
+
+# ceil(Tensor self) -> Tensor
+def make_ceil(op, diopiCeil):
+    def dipu_ceil(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            shape, dtype = shape_unary(self)
+            out = empty(shape, dtype, d)
+            status = diopiCeil(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_ceil
+
+
+# ceil.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)
+def make_ceil_out(op, diopiCeil):
+    def dipu_ceil_out(self, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, out))
+            shape, dtype = shape_unary(self)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiCeil(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_ceil_out
+
+
+# ceil_(Tensor(a!) self) -> Tensor(a!)
+def make_ceil_(op, diopiCeilInp):
+    def dipu_ceil_(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status = diopiCeilInp(contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_ceil_
+
+
+# clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor
+def make_clamp(op, diopiClampScalar):
+    def dipu_clamp(self, min=None, max=None):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, min, max))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, min, max))
+            shape, dtype = meta_clamp(self, min, max)
+            out = empty(shape, dtype, d)
+            status = diopiClampScalar(contexts[d], out, self, min, max)
+            if status:
+                return on_failure(status, op, (self, min, max), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_clamp
+
+
+# clamp.Tensor(Tensor self, Tensor? min=None, Tensor? max=None) -> Tensor
+def make_clamp_Tensor(op, diopiClamp):
+    def dipu_clamp_Tensor(self, min=None, max=None):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, min, max)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, min, max))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, min, max))
+            shape, dtype = meta_clamp_Tensor(self, min, max)
+            out = empty(shape, dtype, d)
+            status = diopiClamp(contexts[d], out, self, min, max)
+            if status:
+                return on_failure(status, op, (self, min, max), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_clamp_Tensor
+
+
+# clamp.Tensor_out(Tensor self, Tensor? min=None, Tensor? max=None, *, Tensor(a!) out) -> Tensor(a!)
+def make_clamp_Tensor_out(op, diopiClamp):
+    def dipu_clamp_Tensor_out(self, min=None, max=None, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, min, max, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, min, max, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, min, max, out))
+            shape, dtype = meta_clamp_Tensor(self, min, max)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiClamp(contexts[d], out, self, min, max)
+            if status:
+                return on_failure(status, op, (self, min, max), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_clamp_Tensor_out
+
+
+# clamp.out(Tensor self, Scalar? min=None, Scalar? max=None, *, Tensor(a!) out) -> Tensor(a!)
+def make_clamp_out(op, diopiClampScalar):
+    def dipu_clamp_out(self, min=None, max=None, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, min, max, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, min, max, out))
+            shape, dtype = meta_clamp(self, min, max)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiClampScalar(contexts[d], out, self, min, max)
+            if status:
+                return on_failure(status, op, (self, min, max), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_clamp_out
+
+
+# clamp_(Tensor(a!) self, Scalar? min=None, Scalar? max=None) -> Tensor(a!)
+def make_clamp_(op, diopiClampInpScalar):
+    def dipu_clamp_(self, min=None, max=None):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, min, max))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, min, max))
+            status = diopiClampInpScalar(contexts[d], self, min, max)
+            if status:
+                return on_failure(status, op, (self, min, max), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_clamp_
+
+
+# clamp_.Tensor(Tensor(a!) self, Tensor? min=None, Tensor? max=None) -> Tensor(a!)
+def make_clamp__Tensor(op, diopiClampInp):
+    def dipu_clamp__Tensor(self, min=None, max=None):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, min, max)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, min, max))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, min, max))
+            status = diopiClampInp(contexts[d], self, min, max)
+            if status:
+                return on_failure(status, op, (self, min, max), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_clamp__Tensor
+
+
+# clamp_max(Tensor self, Scalar max) -> Tensor
+def make_clamp_max(op, diopiClampMaxScalar):
+    def dipu_clamp_max(self, max):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, max))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, max))
+            shape, dtype = shape_binary(self, max)
+            out = empty(shape, dtype, d)
+            status = diopiClampMaxScalar(contexts[d], out, self, max)
+            if status:
+                return on_failure(status, op, (self, max), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_clamp_max
+
+
+# clamp_max.Tensor(Tensor self, Tensor max) -> Tensor
+def make_clamp_max_Tensor(op, diopiClampMax):
+    def dipu_clamp_max_Tensor(self, max):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, max)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, max))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, max))
+            shape, dtype = shape_binary(self, max)
+            out = empty(shape, dtype, d)
+            status = diopiClampMax(contexts[d], out, self, max)
+            if status:
+                return on_failure(status, op, (self, max), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_clamp_max_Tensor
+
+
+# clamp_max.Tensor_out(Tensor self, Tensor max, *, Tensor(a!) out) -> Tensor(a!)
+def make_clamp_max_Tensor_out(op, diopiClampMax):
+    def dipu_clamp_max_Tensor_out(self, max, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, max, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, max, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, max, out))
+            shape, dtype = shape_binary(self, max)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiClampMax(contexts[d], out, self, max)
+            if status:
+                return on_failure(status, op, (self, max), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_clamp_max_Tensor_out
+
+
+# clamp_max.out(Tensor self, Scalar max, *, Tensor(a!) out) -> Tensor(a!)
+def make_clamp_max_out(op, diopiClampMaxScalar):
+    def dipu_clamp_max_out(self, max, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, max, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, max, out))
+            shape, dtype = shape_binary(self, max)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiClampMaxScalar(contexts[d], out, self, max)
+            if status:
+                return on_failure(status, op, (self, max), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_clamp_max_out
+
+
+# clamp_max_(Tensor(a!) self, Scalar max) -> Tensor(a!)
+def make_clamp_max_(op, diopiClampMaxInpScalar):
+    def dipu_clamp_max_(self, max):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, max))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, max))
+            status = diopiClampMaxInpScalar(contexts[d], self, max)
+            if status:
+                return on_failure(status, op, (self, max), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_clamp_max_
+
+
+# clamp_max_.Tensor(Tensor(a!) self, Tensor max) -> Tensor(a!)
+def make_clamp_max__Tensor(op, diopiClampMaxInp):
+    def dipu_clamp_max__Tensor(self, max):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, max)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, max))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, max))
+            status = diopiClampMaxInp(contexts[d], self, max)
+            if status:
+                return on_failure(status, op, (self, max), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_clamp_max__Tensor
+
+
+# clamp_min(Tensor self, Scalar min) -> Tensor
+def make_clamp_min(op, diopiClampMinScalar):
+    def dipu_clamp_min(self, min):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, min))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, min))
+            shape, dtype = shape_binary(self, min)
+            out = empty(shape, dtype, d)
+            status = diopiClampMinScalar(contexts[d], out, self, min)
+            if status:
+                return on_failure(status, op, (self, min), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_clamp_min
+
+
+# clamp_min.Tensor(Tensor self, Tensor min) -> Tensor
+def make_clamp_min_Tensor(op, diopiClampMin):
+    def dipu_clamp_min_Tensor(self, min):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, min)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, min))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, min))
+            shape, dtype = shape_binary(self, min)
+            out = empty(shape, dtype, d)
+            status = diopiClampMin(contexts[d], out, self, min)
+            if status:
+                return on_failure(status, op, (self, min), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_clamp_min_Tensor
+
+
+# clamp_min.Tensor_out(Tensor self, Tensor min, *, Tensor(a!) out) -> Tensor(a!)
+def make_clamp_min_Tensor_out(op, diopiClampMin):
+    def dipu_clamp_min_Tensor_out(self, min, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, min, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, min, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, min, out))
+            shape, dtype = shape_binary(self, min)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiClampMin(contexts[d], out, self, min)
+            if status:
+                return on_failure(status, op, (self, min), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_clamp_min_Tensor_out
+
+
+# clamp_min.out(Tensor self, Scalar min, *, Tensor(a!) out) -> Tensor(a!)
+def make_clamp_min_out(op, diopiClampMinScalar):
+    def dipu_clamp_min_out(self, min, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, min, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, min, out))
+            shape, dtype = shape_binary(self, min)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiClampMinScalar(contexts[d], out, self, min)
+            if status:
+                return on_failure(status, op, (self, min), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_clamp_min_out
+
+
+# clamp_min_(Tensor(a!) self, Scalar min) -> Tensor(a!)
+def make_clamp_min_(op, diopiClampMinInpScalar):
+    def dipu_clamp_min_(self, min):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, min))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, min))
+            status = diopiClampMinInpScalar(contexts[d], self, min)
+            if status:
+                return on_failure(status, op, (self, min), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_clamp_min_
+
+
+# clamp_min_.Tensor(Tensor(a!) self, Tensor min) -> Tensor(a!)
+def make_clamp_min__Tensor(op, diopiClampMinInp):
+    def dipu_clamp_min__Tensor(self, min):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, min)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, min))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, min))
+            status = diopiClampMinInp(contexts[d], self, min)
+            if status:
+                return on_failure(status, op, (self, min), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_clamp_min__Tensor
+
+
+# col2im(Tensor self, SymInt[2] output_size, int[2] kernel_size, int[2] dilation, int[2] padding, int[2] stride) -> Tensor
+def make_col2im(op, diopiCol2Im):
+    def dipu_col2im(self, output_size, kernel_size, dilation, padding, stride):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, output_size, kernel_size, dilation, padding, stride))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, output_size, kernel_size, dilation, padding, stride))
+            shape, dtype = meta_col2im(self, output_size, kernel_size, dilation, padding, stride)
+            out = empty(shape, dtype, d)
+            status = diopiCol2Im(contexts[d], out, self, output_size, kernel_size, dilation, padding, stride)
+            if status:
+                return on_failure(status, op, (self, output_size, kernel_size, dilation, padding, stride), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_col2im
+
+
+# col2im.out(Tensor self, SymInt[2] output_size, int[2] kernel_size, int[2] dilation, int[2] padding, int[2] stride, *, Tensor(a!) out) -> Tensor(a!)
+def make_col2im_out(op, diopiCol2Im):
+    def dipu_col2im_out(self, output_size, kernel_size, dilation, padding, stride, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, output_size, kernel_size, dilation, padding, stride, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, output_size, kernel_size, dilation, padding, stride, out))
+            shape, dtype = meta_col2im(self, output_size, kernel_size, dilation, padding, stride)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiCol2Im(contexts[d], out, self, output_size, kernel_size, dilation, padding, stride)
+            if status:
+                return on_failure(status, op, (self, output_size, kernel_size, dilation, padding, stride), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_col2im_out
+
+
+# constant_pad_nd(Tensor self, SymInt[] pad, Scalar value=0) -> Tensor
+def make_constant_pad_nd(op, diopiPad):
+    def dipu_constant_pad_nd(self, pad, value=0):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, pad, value))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, pad, value))
+            shape, dtype = meta_constant_pad_nd(self, pad, value)
+            out = empty(shape, dtype, d)
+            status = diopiPad(contexts[d], out, self, pad, 'constant', value)
+            if status:
+                return on_failure(status, op, (self, pad, value), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_constant_pad_nd
+
+
+# constant_pad_nd.out(Tensor self, SymInt[] pad, Scalar value=0, *, Tensor(a!) out) -> Tensor(a!)
+def make_constant_pad_nd_out(op, diopiPad):
+    def dipu_constant_pad_nd_out(self, pad, value=0, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, pad, value, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, pad, value, out))
+            shape, dtype = meta_constant_pad_nd(self, pad, value)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiPad(contexts[d], out, self, pad, 'constant', value)
+            if status:
+                return on_failure(status, op, (self, pad, value), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_constant_pad_nd_out
+
+
 # convolution_backward_overrideable(Tensor grad_output, Tensor input, Tensor weight, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups, bool[3] output_mask) -> (Tensor grad_input, Tensor grad_weight, Tensor grad_bias)
 def make_convolution_backward_overrideable(op, diopiConvolution2dBackward):
     def dipu_convolution_backward_overrideable(grad_output, input, weight, stride, padding, dilation, transposed, output_padding, groups, output_mask):
@@ -1234,6 +8534,706 @@ def make_convolution_overrideable(op, diopiConvolution2d):
                 exchange_device(previous)
 
     return dipu_convolution_overrideable
+
+
+# copysign.Scalar(Tensor self, Scalar other) -> Tensor
+def make_copysign_Scalar(op, diopiCopysignScalar):
+    def dipu_copysign_Scalar(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            shape, dtype = shape_binary_float(self, other)
+            out = empty(shape, dtype, d)
+            status = diopiCopysignScalar(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_copysign_Scalar
+
+
+# copysign.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out) -> Tensor(a!)
+def make_copysign_Scalar_out(op, diopiCopysignScalar):
+    def dipu_copysign_Scalar_out(self, other, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other, out))
+            shape, dtype = shape_binary_float(self, other)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiCopysignScalar(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_copysign_Scalar_out
+
+
+# copysign.Tensor(Tensor self, Tensor other) -> Tensor
+def make_copysign_Tensor(op, diopiCopysign, diopiCopysignScalar):
+    def dipu_copysign_Tensor(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            shape, dtype = shape_binary_float(self, other)
+            out = empty(shape, dtype, d)
+            if isinstance(other, Tensor):
+                status = diopiCopysign(contexts[d], out, self, other)
+            else:
+                status = diopiCopysignScalar(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_copysign_Tensor
+
+
+# copysign.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)
+def make_copysign_out(op, diopiCopysign, diopiCopysignScalar):
+    def dipu_copysign_out(self, other, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other, out))
+            shape, dtype = shape_binary_float(self, other)
+            if out.shape != shape:
+                out.resize_(shape)
+            if isinstance(other, Tensor):
+                status = diopiCopysign(contexts[d], out, self, other)
+            else:
+                status = diopiCopysignScalar(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_copysign_out
+
+
+# copysign_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)
+def make_copysign__Scalar(op, diopiCopysignInpScalar):
+    def dipu_copysign__Scalar(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            status = diopiCopysignInpScalar(contexts[d], self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_copysign__Scalar
+
+
+# copysign_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)
+def make_copysign__Tensor(op, diopiCopysignInp, diopiCopysignInpScalar):
+    def dipu_copysign__Tensor(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            if isinstance(other, Tensor):
+                status = diopiCopysignInp(contexts[d], self, other)
+            else:
+                status = diopiCopysignInpScalar(contexts[d], self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_copysign__Tensor
+
+
+# cos(Tensor self) -> Tensor
+def make_cos(op, diopiCos):
+    def dipu_cos(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            shape, dtype = shape_unary_float(self)
+            out = empty(shape, dtype, d)
+            status = diopiCos(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_cos
+
+
+# cos.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)
+def make_cos_out(op, diopiCos):
+    def dipu_cos_out(self, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, out))
+            shape, dtype = shape_unary_float(self)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiCos(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_cos_out
+
+
+# cos_(Tensor(a!) self) -> Tensor(a!)
+def make_cos_(op, diopiCosInp):
+    def dipu_cos_(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status = diopiCosInp(contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_cos_
+
+
+# cosh(Tensor self) -> Tensor
+def make_cosh(op, diopiCosh):
+    def dipu_cosh(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            shape, dtype = shape_unary_float(self)
+            out = empty(shape, dtype, d)
+            status = diopiCosh(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_cosh
+
+
+# cosh.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)
+def make_cosh_out(op, diopiCosh):
+    def dipu_cosh_out(self, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, out))
+            shape, dtype = shape_unary_float(self)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiCosh(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_cosh_out
+
+
+# cosh_(Tensor(a!) self) -> Tensor(a!)
+def make_cosh_(op, diopiCoshInp):
+    def dipu_cosh_(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status = diopiCoshInp(contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_cosh_
+
+
+# count_nonzero.dim_IntList(Tensor self, int[] dim) -> Tensor
+def make_count_nonzero_dim_IntList(op, diopiCountNonzero):
+    def dipu_count_nonzero_dim_IntList(self, dim):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim))
+            shape, dtype = meta_count_nonzero_dim_IntList(self, dim)
+            out = empty(shape, dtype, d)
+            status = diopiCountNonzero(contexts[d], out, self, dim)
+            if status:
+                return on_failure(status, op, (self, dim), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_count_nonzero_dim_IntList
+
+
+# cummax(Tensor self, int dim) -> (Tensor values, Tensor indices)
+def make_cummax(op, diopiCummax):
+    def dipu_cummax(self, dim):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim))
+            values, indices = allocate(meta_cummax(self, dim), d)
+            status = diopiCummax(contexts[d], values, indices, self, dim)
+            if status:
+                return on_failure(status, op, (self, dim), {})
+            if SYNC:
+                synchronize(d)
+            return (values, indices)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_cummax
+
+
+# cummax.out(Tensor self, int dim, *, Tensor(a!) values, Tensor(b!) indices) -> (Tensor(a!) values, Tensor(b!) indices)
+def make_cummax_out(op, diopiCummax):
+    def dipu_cummax_out(self, dim, *, values, indices):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, values, indices)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, values, indices))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, values, indices))
+            resize_outputs((values, indices), meta_cummax(self, dim))
+            status = diopiCummax(contexts[d], values, indices, self, dim)
+            if status:
+                return on_failure(status, op, (self, dim), {'values': values, 'indices': indices})
+            if SYNC:
+                synchronize(d)
+            return (values, indices)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_cummax_out
+
+
+# cummin(Tensor self, int dim) -> (Tensor values, Tensor indices)
+def make_cummin(op, diopiCummin):
+    def dipu_cummin(self, dim):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim))
+            values, indices = allocate(meta_cummin(self, dim), d)
+            status = diopiCummin(contexts[d], values, indices, self, dim)
+            if status:
+                return on_failure(status, op, (self, dim), {})
+            if SYNC:
+                synchronize(d)
+            return (values, indices)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_cummin
+
+
+# cummin.out(Tensor self, int dim, *, Tensor(a!) values, Tensor(b!) indices) -> (Tensor(a!) values, Tensor(b!) indices)
+def make_cummin_out(op, diopiCummin):
+    def dipu_cummin_out(self, dim, *, values, indices):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, values, indices)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, values, indices))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, values, indices))
+            resize_outputs((values, indices), meta_cummin(self, dim))
+            status = diopiCummin(contexts[d], values, indices, self, dim)
+            if status:
+                return on_failure(status, op, (self, dim), {'values': values, 'indices': indices})
+            if SYNC:
+                synchronize(d)
+            return (values, indices)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_cummin_out
+
+
+# cumprod(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor
+def make_cumprod(op, diopiCumprod):
+    def dipu_cumprod(self, dim, *, dtype=None):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, dtype))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, dtype))
+            shape, dtype = meta_cumprod(self, dim, dtype)
+            out = empty(shape, dtype, d)
+            status = diopiCumprod(contexts[d], out, self, dim)
+            if status:
+                return on_failure(status, op, (self, dim), {'dtype': dtype})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_cumprod
+
+
+# cumprod.out(Tensor self, int dim, *, ScalarType? dtype=None, Tensor(a!) out) -> Tensor(a!)
+def make_cumprod_out(op, diopiCumprod):
+    def dipu_cumprod_out(self, dim, *, dtype=None, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, dtype, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, dtype, out))
+            shape, dtype = meta_cumprod(self, dim, dtype)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiCumprod(contexts[d], out, self, dim)
+            if status:
+                return on_failure(status, op, (self, dim), {'dtype': dtype, 'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_cumprod_out
+
+
+# cumprod_(Tensor(a!) self, int dim, *, ScalarType? dtype=None) -> Tensor(a!)
+def make_cumprod_(op, diopiCumprod):
+    def dipu_cumprod_(self, dim, *, dtype=None):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, dtype))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, dtype))
+            status = diopiCumprod(contexts[d], self, self, dim)
+            if status:
+                return on_failure(status, op, (self, dim), {'dtype': dtype})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_cumprod_
+
+
+# cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor
+def make_cumsum(op, diopiCumsum):
+    def dipu_cumsum(self, dim, *, dtype=None):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, dtype))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, dtype))
+            shape, dtype = meta_cumsum(self, dim, dtype)
+            out = empty(shape, dtype, d)
+            status = diopiCumsum(contexts[d], out, self, dim)
+            if status:
+                return on_failure(status, op, (self, dim), {'dtype': dtype})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_cumsum
+
+
+# cumsum.out(Tensor self, int dim, *, ScalarType? dtype=None, Tensor(a!) out) -> Tensor(a!)
+def make_cumsum_out(op, diopiCumsum):
+    def dipu_cumsum_out(self, dim, *, dtype=None, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, dtype, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, dtype, out))
+            shape, dtype = meta_cumsum(self, dim, dtype)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiCumsum(contexts[d], out, self, dim)
+            if status:
+                return on_failure(status, op, (self, dim), {'dtype': dtype, 'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_cumsum_out
+
+
+# cumsum_(Tensor(a!) self, int dim, *, ScalarType? dtype=None) -> Tensor(a!)
+def make_cumsum_(op, diopiCumsum):
+    def dipu_cumsum_(self, dim, *, dtype=None):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, dtype))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, dtype))
+            status = diopiCumsum(contexts[d], self, self, dim)
+            if status:
+                return on_failure(status, op, (self, dim), {'dtype': dtype})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_cumsum_
+
+
+# digamma(Tensor self) -> Tensor
+def make_digamma(op, diopiDigamma):
+    def dipu_digamma(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            shape, dtype = shape_unary_float(self)
+            out = empty(shape, dtype, d)
+            status = diopiDigamma(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_digamma
+
+
+# digamma.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)
+def make_digamma_out(op, diopiDigamma):
+    def dipu_digamma_out(self, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, out))
+            shape, dtype = shape_unary_float(self)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiDigamma(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_digamma_out
+
+
+# digamma_(Tensor(a!) self) -> Tensor(a!)
+def make_digamma_(op, diopiDigammaInp):
+    def dipu_digamma_(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status = diopiDigammaInp(contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_digamma_
 
 
 # div.Scalar(Tensor self, Scalar other) -> Tensor
@@ -1586,6 +9586,196 @@ def make_div__Tensor_mode(op, diopiDiv, diopiDivScalar):
     return dipu_div__Tensor_mode
 
 
+# dot(Tensor self, Tensor tensor) -> Tensor
+def make_dot(op, diopiDot):
+    def dipu_dot(self, tensor):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, tensor)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, tensor))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, tensor))
+            shape, dtype = meta_dot(self, tensor)
+            out = empty(shape, dtype, d)
+            status = diopiDot(contexts[d], out, self, tensor)
+            if status:
+                return on_failure(status, op, (self, tensor), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_dot
+
+
+# dot.out(Tensor self, Tensor tensor, *, Tensor(a!) out) -> Tensor(a!)
+def make_dot_out(op, diopiDot):
+    def dipu_dot_out(self, tensor, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, tensor, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, tensor, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, tensor, out))
+            shape, dtype = meta_dot(self, tensor)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiDot(contexts[d], out, self, tensor)
+            if status:
+                return on_failure(status, op, (self, tensor), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_dot_out
+
+
+# elu(Tensor self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor
+def make_elu(op, diopiElu):
+    def dipu_elu(self, alpha=1, scale=1, input_scale=1):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, alpha, scale, input_scale))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, alpha, scale, input_scale))
+            shape, dtype = shape_unary(self, alpha, scale, input_scale)
+            out = empty(shape, dtype, d)
+            status = diopiElu(contexts[d], out, self, alpha, scale, input_scale)
+            if status:
+                return on_failure(status, op, (self, alpha, scale, input_scale), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_elu
+
+
+# elu.out(Tensor self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1, *, Tensor(a!) out) -> Tensor(a!)
+def make_elu_out(op, diopiElu):
+    def dipu_elu_out(self, alpha=1, scale=1, input_scale=1, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, alpha, scale, input_scale, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, alpha, scale, input_scale, out))
+            shape, dtype = shape_unary(self, alpha, scale, input_scale)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiElu(contexts[d], out, self, alpha, scale, input_scale)
+            if status:
+                return on_failure(status, op, (self, alpha, scale, input_scale), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_elu_out
+
+
+# elu_(Tensor(a!) self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor(a!)
+def make_elu_(op, diopiEluInp):
+    def dipu_elu_(self, alpha=1, scale=1, input_scale=1):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, alpha, scale, input_scale))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, alpha, scale, input_scale))
+            status = diopiEluInp(contexts[d], self, alpha, scale, input_scale)
+            if status:
+                return on_failure(status, op, (self, alpha, scale, input_scale), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_elu_
+
+
+# elu_backward(Tensor grad_output, Scalar alpha, Scalar scale, Scalar input_scale, bool is_result, Tensor self_or_result) -> Tensor
+def make_elu_backward(op, diopiEluBackward):
+    def dipu_elu_backward(grad_output, alpha, scale, input_scale, is_result, self_or_result):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, self_or_result)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, alpha, scale, input_scale, is_result, self_or_result))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, alpha, scale, input_scale, is_result, self_or_result))
+            shape, dtype = shape_unary(grad_output, alpha, scale, input_scale, is_result, self_or_result)
+            grad_input = empty(shape, dtype, d)
+            status = diopiEluBackward(contexts[d], grad_input, grad_output, self_or_result, alpha, scale, input_scale, is_result)
+            if status:
+                return on_failure(status, op, (grad_output, alpha, scale, input_scale, is_result, self_or_result), {})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_elu_backward
+
+
+# elu_backward.grad_input(Tensor grad_output, Scalar alpha, Scalar scale, Scalar input_scale, bool is_result, Tensor self_or_result, *, Tensor(a!) grad_input) -> Tensor(a!)
+def make_elu_backward_grad_input(op, diopiEluBackward):
+    def dipu_elu_backward_grad_input(grad_output, alpha, scale, input_scale, is_result, self_or_result, *, grad_input):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, self_or_result, grad_input)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, alpha, scale, input_scale, is_result, self_or_result, grad_input))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, alpha, scale, input_scale, is_result, self_or_result, grad_input))
+            shape, dtype = shape_unary(grad_output, alpha, scale, input_scale, is_result, self_or_result)
+            if grad_input.shape != shape:
+                grad_input.resize_(shape)
+            status = diopiEluBackward(contexts[d], grad_input, grad_output, self_or_result, alpha, scale, input_scale, is_result)
+            if status:
+                return on_failure(status, op, (grad_output, alpha, scale, input_scale, is_result, self_or_result), {'grad_input': grad_input})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_elu_backward_grad_input
+
+
 # embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, bool sparse=False) -> Tensor
 def make_embedding(op, diopiEmbedding):
     def dipu_embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
@@ -1815,6 +10005,246 @@ def make_eq__Tensor(op, diopiEq, diopiEqScalar):
     return dipu_eq__Tensor
 
 
+# erf(Tensor self) -> Tensor
+def make_erf(op, diopiErf):
+    def dipu_erf(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            shape, dtype = shape_unary_float(self)
+            out = empty(shape, dtype, d)
+            status = diopiErf(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_erf
+
+
+# erf.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)
+def make_erf_out(op, diopiErf):
+    def dipu_erf_out(self, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, out))
+            shape, dtype = shape_unary_float(self)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiErf(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_erf_out
+
+
+# erf_(Tensor(a!) self) -> Tensor(a!)
+def make_erf_(op, diopiErfInp):
+    def dipu_erf_(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status = diopiErfInp(contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_erf_
+
+
+# erfc(Tensor self) -> Tensor
+def make_erfc(op, diopiErfc):
+    def dipu_erfc(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            shape, dtype = shape_unary_float(self)
+            out = empty(shape, dtype, d)
+            status = diopiErfc(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_erfc
+
+
+# erfc.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)
+def make_erfc_out(op, diopiErfc):
+    def dipu_erfc_out(self, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, out))
+            shape, dtype = shape_unary_float(self)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiErfc(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_erfc_out
+
+
+# erfc_(Tensor(a!) self) -> Tensor(a!)
+def make_erfc_(op, diopiErfcInp):
+    def dipu_erfc_(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status = diopiErfcInp(contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_erfc_
+
+
+# erfinv(Tensor self) -> Tensor
+def make_erfinv(op, diopiErfinv):
+    def dipu_erfinv(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            shape, dtype = shape_unary_float(self)
+            out = empty(shape, dtype, d)
+            status = diopiErfinv(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_erfinv
+
+
+# erfinv.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)
+def make_erfinv_out(op, diopiErfinv):
+    def dipu_erfinv_out(self, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, out))
+            shape, dtype = shape_unary_float(self)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiErfinv(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_erfinv_out
+
+
+# erfinv_(Tensor(a!) self) -> Tensor(a!)
+def make_erfinv_(op, diopiErfinvInp):
+    def dipu_erfinv_(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status = diopiErfinvInp(contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_erfinv_
+
+
 # exp(Tensor self) -> Tensor
 def make_exp(op, diopiExp):
     def dipu_exp(self):
@@ -1870,6 +10300,86 @@ def make_exp_out(op, diopiExp):
     return dipu_exp_out
 
 
+# exp2(Tensor self) -> Tensor
+def make_exp2(op, diopiExp2):
+    def dipu_exp2(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            shape, dtype = shape_unary_float(self)
+            out = empty(shape, dtype, d)
+            status = diopiExp2(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_exp2
+
+
+# exp2.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)
+def make_exp2_out(op, diopiExp2):
+    def dipu_exp2_out(self, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, out))
+            shape, dtype = shape_unary_float(self)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiExp2(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_exp2_out
+
+
+# exp2_(Tensor(a!) self) -> Tensor(a!)
+def make_exp2_(op, diopiExp2Inp):
+    def dipu_exp2_(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status = diopiExp2Inp(contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_exp2_
+
+
 # exp_(Tensor(a!) self) -> Tensor(a!)
 def make_exp_(op, diopiExp):
     def dipu_exp_(self):
@@ -1896,6 +10406,934 @@ def make_exp_(op, diopiExp):
                 exchange_device(previous)
 
     return dipu_exp_
+
+
+# expm1(Tensor self) -> Tensor
+def make_expm1(op, diopiExpm1):
+    def dipu_expm1(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            shape, dtype = shape_unary_float(self)
+            out = empty(shape, dtype, d)
+            status = diopiExpm1(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_expm1
+
+
+# expm1.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)
+def make_expm1_out(op, diopiExpm1):
+    def dipu_expm1_out(self, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, out))
+            shape, dtype = shape_unary_float(self)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiExpm1(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_expm1_out
+
+
+# expm1_(Tensor(a!) self) -> Tensor(a!)
+def make_expm1_(op, diopiExpm1Inp):
+    def dipu_expm1_(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status = diopiExpm1Inp(contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_expm1_
+
+
+# exponential(Tensor self, float lambd=1., *, Generator? generator=None) -> Tensor
+def make_exponential(op, diopiExponentialInp):
+    def dipu_exponential(self, lambd=1.0, *, generator=None):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, lambd, generator))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, lambd, generator))
+            shape, dtype = shape_unary(self, lambd, generator)
+            out = empty(shape, dtype, d)
+            status = diopiExponentialInp(contexts[d], out, lambd, generator)
+            if status:
+                return on_failure(status, op, (self, lambd), {'generator': generator})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_exponential
+
+
+# exponential.out(Tensor self, float lambd=1., *, Generator? generator=None, Tensor(a!) out) -> Tensor(a!)
+def make_exponential_out(op, diopiExponentialInp):
+    def dipu_exponential_out(self, lambd=1.0, *, generator=None, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, lambd, generator, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, lambd, generator, out))
+            shape, dtype = shape_unary(self, lambd, generator)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiExponentialInp(contexts[d], out, lambd, generator)
+            if status:
+                return on_failure(status, op, (self, lambd), {'generator': generator, 'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_exponential_out
+
+
+# exponential_(Tensor(a!) self, float lambd=1., *, Generator? generator=None) -> Tensor(a!)
+def make_exponential_(op, diopiExponentialInp):
+    def dipu_exponential_(self, lambd=1.0, *, generator=None):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, lambd, generator))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, lambd, generator))
+            shape, dtype = shape_unary(self, lambd, generator)
+            if shape != self.shape:
+                check_inplace_shape(op, self, shape)
+            status = diopiExponentialInp(contexts[d], self, lambd, generator)
+            if status:
+                return on_failure(status, op, (self, lambd), {'generator': generator})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_exponential_
+
+
+# eye.m_out(SymInt n, SymInt m, *, Tensor(a!) out) -> Tensor(a!)
+def make_eye_m_out(op, diopiEye):
+    def dipu_eye_m_out(n, m, *, out):
+        d = out.get_device()
+        if d < 0:
+            d = device_of(out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (n, m, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (n, m, out))
+            shape, dtype = shape_eye(n, m)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiEye(contexts[d], out, n, m)
+            if status:
+                return on_failure(status, op, (n, m), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_eye_m_out
+
+
+# eye.out(SymInt n, *, Tensor(a!) out) -> Tensor(a!)
+def make_eye_out(op, diopiEye):
+    def dipu_eye_out(n, *, out):
+        d = out.get_device()
+        if d < 0:
+            d = device_of(out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (n, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (n, out))
+            shape, dtype = shape_eye(n)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiEye(contexts[d], out, n, n)
+            if status:
+                return on_failure(status, op, (n,), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_eye_out
+
+
+# flip(Tensor self, int[] dims) -> Tensor
+def make_flip(op, diopiFlip):
+    def dipu_flip(self, dims):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dims))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dims))
+            shape, dtype = shape_unary(self, dims)
+            out = empty(shape, dtype, d)
+            status = diopiFlip(contexts[d], out, self, dims)
+            if status:
+                return on_failure(status, op, (self, dims), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_flip
+
+
+# flip.out(Tensor self, int[] dims, *, Tensor(a!) out) -> Tensor(a!)
+def make_flip_out(op, diopiFlip):
+    def dipu_flip_out(self, dims, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dims, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dims, out))
+            shape, dtype = shape_unary(self, dims)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiFlip(contexts[d], out, self, dims)
+            if status:
+                return on_failure(status, op, (self, dims), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_flip_out
+
+
+# floor(Tensor self) -> Tensor
+def make_floor(op, diopiFloor):
+    def dipu_floor(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            shape, dtype = shape_unary(self)
+            out = empty(shape, dtype, d)
+            status = diopiFloor(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_floor
+
+
+# floor.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)
+def make_floor_out(op, diopiFloor):
+    def dipu_floor_out(self, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, out))
+            shape, dtype = shape_unary(self)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiFloor(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_floor_out
+
+
+# floor_(Tensor(a!) self) -> Tensor(a!)
+def make_floor_(op, diopiFloorInp):
+    def dipu_floor_(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status = diopiFloorInp(contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_floor_
+
+
+# floor_divide(Tensor self, Tensor other) -> Tensor
+def make_floor_divide(op, diopiFloorDivide):
+    def dipu_floor_divide(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            shape, dtype = shape_binary(self, other)
+            out = empty(shape, dtype, d)
+            status = diopiFloorDivide(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_floor_divide
+
+
+# floor_divide.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)
+def make_floor_divide_out(op, diopiFloorDivide):
+    def dipu_floor_divide_out(self, other, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other, out))
+            shape, dtype = shape_binary(self, other)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiFloorDivide(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_floor_divide_out
+
+
+# floor_divide_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)
+def make_floor_divide__Tensor(op, diopiFloorDivideInp):
+    def dipu_floor_divide__Tensor(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            status = diopiFloorDivideInp(contexts[d], self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_floor_divide__Tensor
+
+
+# fmax(Tensor self, Tensor other) -> Tensor
+def make_fmax(op, diopiFmax):
+    def dipu_fmax(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            shape, dtype = shape_binary(self, other)
+            out = empty(shape, dtype, d)
+            status = diopiFmax(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_fmax
+
+
+# fmax.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)
+def make_fmax_out(op, diopiFmax):
+    def dipu_fmax_out(self, other, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other, out))
+            shape, dtype = shape_binary(self, other)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiFmax(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_fmax_out
+
+
+# fmin(Tensor self, Tensor other) -> Tensor
+def make_fmin(op, diopiFmin):
+    def dipu_fmin(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            shape, dtype = shape_binary(self, other)
+            out = empty(shape, dtype, d)
+            status = diopiFmin(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_fmin
+
+
+# fmin.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)
+def make_fmin_out(op, diopiFmin):
+    def dipu_fmin_out(self, other, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other, out))
+            shape, dtype = shape_binary(self, other)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiFmin(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_fmin_out
+
+
+# fmod.Scalar(Tensor self, Scalar other) -> Tensor
+def make_fmod_Scalar(op, diopiFmodScalar):
+    def dipu_fmod_Scalar(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            shape, dtype = shape_binary(self, other)
+            out = empty(shape, dtype, d)
+            status = diopiFmodScalar(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_fmod_Scalar
+
+
+# fmod.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out) -> Tensor(a!)
+def make_fmod_Scalar_out(op, diopiFmodScalar):
+    def dipu_fmod_Scalar_out(self, other, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other, out))
+            shape, dtype = shape_binary(self, other)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiFmodScalar(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_fmod_Scalar_out
+
+
+# fmod.Tensor(Tensor self, Tensor other) -> Tensor
+def make_fmod_Tensor(op, diopiFmod, diopiFmodScalar):
+    def dipu_fmod_Tensor(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            shape, dtype = shape_binary(self, other)
+            out = empty(shape, dtype, d)
+            if isinstance(other, Tensor):
+                status = diopiFmod(contexts[d], out, self, other)
+            else:
+                status = diopiFmodScalar(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_fmod_Tensor
+
+
+# fmod.Tensor_out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)
+def make_fmod_Tensor_out(op, diopiFmod, diopiFmodScalar):
+    def dipu_fmod_Tensor_out(self, other, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other, out))
+            shape, dtype = shape_binary(self, other)
+            if out.shape != shape:
+                out.resize_(shape)
+            if isinstance(other, Tensor):
+                status = diopiFmod(contexts[d], out, self, other)
+            else:
+                status = diopiFmodScalar(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_fmod_Tensor_out
+
+
+# fmod_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)
+def make_fmod__Scalar(op, diopiFmodInpScalar):
+    def dipu_fmod__Scalar(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            status = diopiFmodInpScalar(contexts[d], self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_fmod__Scalar
+
+
+# fmod_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)
+def make_fmod__Tensor(op, diopiFmodInp, diopiFmodInpScalar):
+    def dipu_fmod__Tensor(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            if isinstance(other, Tensor):
+                status = diopiFmodInp(contexts[d], self, other)
+            else:
+                status = diopiFmodInpScalar(contexts[d], self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_fmod__Tensor
+
+
+# frac(Tensor self) -> Tensor
+def make_frac(op, diopiFrac):
+    def dipu_frac(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            shape, dtype = shape_unary(self)
+            out = empty(shape, dtype, d)
+            status = diopiFrac(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_frac
+
+
+# frac.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)
+def make_frac_out(op, diopiFrac):
+    def dipu_frac_out(self, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, out))
+            shape, dtype = shape_unary(self)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiFrac(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_frac_out
+
+
+# frac_(Tensor(a!) self) -> Tensor(a!)
+def make_frac_(op, diopiFracInp):
+    def dipu_frac_(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status = diopiFracInp(contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_frac_
+
+
+# gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor
+def make_gather(op, diopiGather):
+    def dipu_gather(self, dim, index, *, sparse_grad=False):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, index)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, index, sparse_grad))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, index, sparse_grad))
+            shape, dtype = meta_gather(self, dim, index, sparse_grad)
+            out = empty(shape, dtype, d)
+            status = diopiGather(contexts[d], out, self, dim, index)
+            if status:
+                return on_failure(status, op, (self, dim, index), {'sparse_grad': sparse_grad})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_gather
+
+
+# gather.out(Tensor self, int dim, Tensor index, *, bool sparse_grad=False, Tensor(a!) out) -> Tensor(a!)
+def make_gather_out(op, diopiGather):
+    def dipu_gather_out(self, dim, index, *, sparse_grad=False, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, index, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, index, sparse_grad, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, index, sparse_grad, out))
+            shape, dtype = meta_gather(self, dim, index, sparse_grad)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiGather(contexts[d], out, self, dim, index)
+            if status:
+                return on_failure(status, op, (self, dim, index), {'sparse_grad': sparse_grad, 'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_gather_out
+
+
+# gcd(Tensor self, Tensor other) -> Tensor
+def make_gcd(op, diopiGcd):
+    def dipu_gcd(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            shape, dtype = shape_binary(self, other)
+            out = empty(shape, dtype, d)
+            status = diopiGcd(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_gcd
+
+
+# gcd.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)
+def make_gcd_out(op, diopiGcd):
+    def dipu_gcd_out(self, other, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other, out))
+            shape, dtype = shape_binary(self, other)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiGcd(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_gcd_out
+
+
+# gcd_(Tensor(a!) self, Tensor other) -> Tensor(a!)
+def make_gcd_(op, diopiGcdInp):
+    def dipu_gcd_(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            status = diopiGcdInp(contexts[d], self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_gcd_
 
 
 # ge.Scalar(Tensor self, Scalar other) -> Tensor
@@ -2211,6 +11649,199 @@ def make_gelu_backward_grad_input(op, diopiGeluBackward):
     return dipu_gelu_backward_grad_input
 
 
+# geometric(Tensor self, float p, *, Generator? generator=None) -> Tensor
+def make_geometric(op, diopiGeometricInp):
+    def dipu_geometric(self, p, *, generator=None):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, p, generator))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, p, generator))
+            shape, dtype = shape_unary(self, p, generator)
+            out = empty(shape, dtype, d)
+            status = diopiGeometricInp(contexts[d], out, p, generator)
+            if status:
+                return on_failure(status, op, (self, p), {'generator': generator})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_geometric
+
+
+# geometric.out(Tensor self, float p, *, Generator? generator=None, Tensor(a!) out) -> Tensor(a!)
+def make_geometric_out(op, diopiGeometricInp):
+    def dipu_geometric_out(self, p, *, generator=None, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, p, generator, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, p, generator, out))
+            shape, dtype = shape_unary(self, p, generator)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiGeometricInp(contexts[d], out, p, generator)
+            if status:
+                return on_failure(status, op, (self, p), {'generator': generator, 'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_geometric_out
+
+
+# geometric_(Tensor(a!) self, float p, *, Generator? generator=None) -> Tensor(a!)
+def make_geometric_(op, diopiGeometricInp):
+    def dipu_geometric_(self, p, *, generator=None):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, p, generator))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, p, generator))
+            shape, dtype = shape_unary(self, p, generator)
+            if shape != self.shape:
+                check_inplace_shape(op, self, shape)
+            status = diopiGeometricInp(contexts[d], self, p, generator)
+            if status:
+                return on_failure(status, op, (self, p), {'generator': generator})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_geometric_
+
+
+# glu(Tensor self, int dim=-1) -> Tensor
+def make_glu(op, diopiGlu):
+    def dipu_glu(self, dim=-1):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim))
+            shape, dtype = meta_glu(self, dim)
+            out = empty(shape, dtype, d)
+            status = diopiGlu(contexts[d], out, self, dim)
+            if status:
+                return on_failure(status, op, (self, dim), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_glu
+
+
+# glu.out(Tensor self, int dim=-1, *, Tensor(a!) out) -> Tensor(a!)
+def make_glu_out(op, diopiGlu):
+    def dipu_glu_out(self, dim=-1, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, out))
+            shape, dtype = meta_glu(self, dim)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiGlu(contexts[d], out, self, dim)
+            if status:
+                return on_failure(status, op, (self, dim), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_glu_out
+
+
+# glu_backward(Tensor grad_output, Tensor self, int dim) -> Tensor
+def make_glu_backward(op, diopiGluBackward):
+    def dipu_glu_backward(grad_output, self, dim):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, self, dim))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, self, dim))
+            shape, dtype = shape_like_self(grad_output, self, dim)
+            grad_input = empty(shape, dtype, d)
+            status = diopiGluBackward(contexts[d], grad_input, grad_output, self, dim)
+            if status:
+                return on_failure(status, op, (grad_output, self, dim), {})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_glu_backward
+
+
+# glu_backward.grad_input(Tensor grad_output, Tensor self, int dim, *, Tensor(a!) grad_input) -> Tensor(a!)
+def make_glu_backward_grad_input(op, diopiGluBackward):
+    def dipu_glu_backward_grad_input(grad_output, self, dim, *, grad_input):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, self, grad_input)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, self, dim, grad_input))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, self, dim, grad_input))
+            shape, dtype = shape_like_self(grad_output, self, dim)
+            if grad_input.shape != shape:
+                grad_input.resize_(shape)
+            status = diopiGluBackward(contexts[d], grad_input, grad_output, self, dim)
+            if status:
+                return on_failure(status, op, (grad_output, self, dim), {'grad_input': grad_input})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_glu_backward_grad_input
+
+
 # gt.Scalar(Tensor self, Scalar other) -> Tensor
 def make_gt_Scalar(op, diopiGtScalar):
     def dipu_gt_Scalar(self, other):
@@ -2386,6 +12017,1298 @@ def make_gt__Tensor(op, diopiGt, diopiGtScalar):
     return dipu_gt__Tensor
 
 
+# hardshrink(Tensor self, Scalar lambd=0.5) -> Tensor
+def make_hardshrink(op, diopiHardshrink):
+    def dipu_hardshrink(self, lambd=0.5):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, lambd))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, lambd))
+            shape, dtype = shape_unary(self, lambd)
+            out = empty(shape, dtype, d)
+            status = diopiHardshrink(contexts[d], out, self, lambd)
+            if status:
+                return on_failure(status, op, (self, lambd), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_hardshrink
+
+
+# hardshrink.out(Tensor self, Scalar lambd=0.5, *, Tensor(a!) out) -> Tensor(a!)
+def make_hardshrink_out(op, diopiHardshrink):
+    def dipu_hardshrink_out(self, lambd=0.5, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, lambd, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, lambd, out))
+            shape, dtype = shape_unary(self, lambd)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiHardshrink(contexts[d], out, self, lambd)
+            if status:
+                return on_failure(status, op, (self, lambd), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_hardshrink_out
+
+
+# hardshrink_backward(Tensor grad_out, Tensor self, Scalar lambd) -> Tensor
+def make_hardshrink_backward(op, diopiHardshrinkBackward):
+    def dipu_hardshrink_backward(grad_out, self, lambd):
+        d = grad_out.get_device()
+        if d < 0:
+            d = device_of(grad_out, self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_out, self, lambd))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_out, self, lambd))
+            shape, dtype = shape_unary(grad_out, self, lambd)
+            grad_input = empty(shape, dtype, d)
+            status = diopiHardshrinkBackward(contexts[d], grad_input, grad_out, self, lambd)
+            if status:
+                return on_failure(status, op, (grad_out, self, lambd), {})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_hardshrink_backward
+
+
+# hardshrink_backward.grad_input(Tensor grad_out, Tensor self, Scalar lambd, *, Tensor(a!) grad_input) -> Tensor(a!)
+def make_hardshrink_backward_grad_input(op, diopiHardshrinkBackward):
+    def dipu_hardshrink_backward_grad_input(grad_out, self, lambd, *, grad_input):
+        d = grad_out.get_device()
+        if d < 0:
+            d = device_of(grad_out, self, grad_input)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_out, self, lambd, grad_input))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_out, self, lambd, grad_input))
+            shape, dtype = shape_unary(grad_out, self, lambd)
+            if grad_input.shape != shape:
+                grad_input.resize_(shape)
+            status = diopiHardshrinkBackward(contexts[d], grad_input, grad_out, self, lambd)
+            if status:
+                return on_failure(status, op, (grad_out, self, lambd), {'grad_input': grad_input})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_hardshrink_backward_grad_input
+
+
+# hardsigmoid(Tensor self) -> Tensor
+def make_hardsigmoid(op, diopiHardsigmoid):
+    def dipu_hardsigmoid(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            shape, dtype = shape_unary(self)
+            out = empty(shape, dtype, d)
+            status = diopiHardsigmoid(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_hardsigmoid
+
+
+# hardsigmoid.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)
+def make_hardsigmoid_out(op, diopiHardsigmoid):
+    def dipu_hardsigmoid_out(self, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, out))
+            shape, dtype = shape_unary(self)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiHardsigmoid(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_hardsigmoid_out
+
+
+# hardsigmoid_(Tensor(a!) self) -> Tensor(a!)
+def make_hardsigmoid_(op, diopiHardsigmoidInp):
+    def dipu_hardsigmoid_(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status = diopiHardsigmoidInp(contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_hardsigmoid_
+
+
+# hardsigmoid_backward(Tensor grad_output, Tensor self) -> Tensor
+def make_hardsigmoid_backward(op, diopiHardsigmoidBackward):
+    def dipu_hardsigmoid_backward(grad_output, self):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, self))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, self))
+            shape, dtype = shape_unary(grad_output, self)
+            grad_input = empty(shape, dtype, d)
+            status = diopiHardsigmoidBackward(contexts[d], grad_input, grad_output, self)
+            if status:
+                return on_failure(status, op, (grad_output, self), {})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_hardsigmoid_backward
+
+
+# hardsigmoid_backward.grad_input(Tensor grad_output, Tensor self, *, Tensor(a!) grad_input) -> Tensor(a!)
+def make_hardsigmoid_backward_grad_input(op, diopiHardsigmoidBackward):
+    def dipu_hardsigmoid_backward_grad_input(grad_output, self, *, grad_input):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, self, grad_input)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, self, grad_input))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, self, grad_input))
+            shape, dtype = shape_unary(grad_output, self)
+            if grad_input.shape != shape:
+                grad_input.resize_(shape)
+            status = diopiHardsigmoidBackward(contexts[d], grad_input, grad_output, self)
+            if status:
+                return on_failure(status, op, (grad_output, self), {'grad_input': grad_input})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_hardsigmoid_backward_grad_input
+
+
+# hardswish(Tensor self) -> Tensor
+def make_hardswish(op, diopiHardswish):
+    def dipu_hardswish(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            shape, dtype = shape_unary(self)
+            out = empty(shape, dtype, d)
+            status = diopiHardswish(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_hardswish
+
+
+# hardswish.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)
+def make_hardswish_out(op, diopiHardswish):
+    def dipu_hardswish_out(self, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, out))
+            shape, dtype = shape_unary(self)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiHardswish(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_hardswish_out
+
+
+# hardswish_(Tensor(a!) self) -> Tensor(a!)
+def make_hardswish_(op, diopiHardswishInp):
+    def dipu_hardswish_(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status = diopiHardswishInp(contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_hardswish_
+
+
+# hardswish_backward(Tensor grad_output, Tensor self) -> Tensor
+def make_hardswish_backward(op, diopiHardswishBackward):
+    def dipu_hardswish_backward(grad_output, self):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, self))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, self))
+            shape, dtype = shape_unary(grad_output, self)
+            out = empty(shape, dtype, d)
+            status = diopiHardswishBackward(contexts[d], out, grad_output, self)
+            if status:
+                return on_failure(status, op, (grad_output, self), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_hardswish_backward
+
+
+# hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor
+def make_hardtanh(op, diopiHardtanh):
+    def dipu_hardtanh(self, min_val=-1, max_val=1):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, min_val, max_val))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, min_val, max_val))
+            shape, dtype = shape_unary(self, min_val, max_val)
+            out = empty(shape, dtype, d)
+            status = diopiHardtanh(contexts[d], out, self, min_val, max_val)
+            if status:
+                return on_failure(status, op, (self, min_val, max_val), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_hardtanh
+
+
+# hardtanh.out(Tensor self, Scalar min_val=-1, Scalar max_val=1, *, Tensor(a!) out) -> Tensor(a!)
+def make_hardtanh_out(op, diopiHardtanh):
+    def dipu_hardtanh_out(self, min_val=-1, max_val=1, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, min_val, max_val, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, min_val, max_val, out))
+            shape, dtype = shape_unary(self, min_val, max_val)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiHardtanh(contexts[d], out, self, min_val, max_val)
+            if status:
+                return on_failure(status, op, (self, min_val, max_val), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_hardtanh_out
+
+
+# hardtanh_(Tensor(a!) self, Scalar min_val=-1, Scalar max_val=1) -> Tensor(a!)
+def make_hardtanh_(op, diopiHardtanhInp):
+    def dipu_hardtanh_(self, min_val=-1, max_val=1):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, min_val, max_val))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, min_val, max_val))
+            status = diopiHardtanhInp(contexts[d], self, min_val, max_val)
+            if status:
+                return on_failure(status, op, (self, min_val, max_val), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_hardtanh_
+
+
+# hardtanh_backward(Tensor grad_output, Tensor self, Scalar min_val, Scalar max_val) -> Tensor
+def make_hardtanh_backward(op, diopiHardtanhBackward):
+    def dipu_hardtanh_backward(grad_output, self, min_val, max_val):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, self, min_val, max_val))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, self, min_val, max_val))
+            shape, dtype = shape_unary(grad_output, self, min_val, max_val)
+            grad_input = empty(shape, dtype, d)
+            status = diopiHardtanhBackward(contexts[d], grad_input, grad_output, self, min_val, max_val)
+            if status:
+                return on_failure(status, op, (grad_output, self, min_val, max_val), {})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_hardtanh_backward
+
+
+# hardtanh_backward.grad_input(Tensor grad_output, Tensor self, Scalar min_val, Scalar max_val, *, Tensor(a!) grad_input) -> Tensor(a!)
+def make_hardtanh_backward_grad_input(op, diopiHardtanhBackward):
+    def dipu_hardtanh_backward_grad_input(grad_output, self, min_val, max_val, *, grad_input):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, self, grad_input)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, self, min_val, max_val, grad_input))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, self, min_val, max_val, grad_input))
+            shape, dtype = shape_unary(grad_output, self, min_val, max_val)
+            if grad_input.shape != shape:
+                grad_input.resize_(shape)
+            status = diopiHardtanhBackward(contexts[d], grad_input, grad_output, self, min_val, max_val)
+            if status:
+                return on_failure(status, op, (grad_output, self, min_val, max_val), {'grad_input': grad_input})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_hardtanh_backward_grad_input
+
+
+# heaviside(Tensor self, Tensor values) -> Tensor
+def make_heaviside(op, diopiHeaviside):
+    def dipu_heaviside(self, values):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, values)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, values))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, values))
+            shape, dtype = shape_binary(self, values)
+            out = empty(shape, dtype, d)
+            status = diopiHeaviside(contexts[d], out, self, values)
+            if status:
+                return on_failure(status, op, (self, values), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_heaviside
+
+
+# heaviside.out(Tensor self, Tensor values, *, Tensor(a!) out) -> Tensor(a!)
+def make_heaviside_out(op, diopiHeaviside):
+    def dipu_heaviside_out(self, values, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, values, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, values, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, values, out))
+            shape, dtype = shape_binary(self, values)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiHeaviside(contexts[d], out, self, values)
+            if status:
+                return on_failure(status, op, (self, values), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_heaviside_out
+
+
+# heaviside_(Tensor(a!) self, Tensor values) -> Tensor(a!)
+def make_heaviside_(op, diopiHeavisideInp):
+    def dipu_heaviside_(self, values):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, values)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, values))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, values))
+            status = diopiHeavisideInp(contexts[d], self, values)
+            if status:
+                return on_failure(status, op, (self, values), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_heaviside_
+
+
+# histc(Tensor self, int bins=100, Scalar min=0, Scalar max=0) -> Tensor
+def make_histc(op, diopiHistc):
+    def dipu_histc(self, bins=100, min=0, max=0):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, bins, min, max))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, bins, min, max))
+            shape, dtype = meta_histc(self, bins, min, max)
+            out = empty(shape, dtype, d)
+            status = diopiHistc(contexts[d], out, self, bins, min, max)
+            if status:
+                return on_failure(status, op, (self, bins, min, max), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_histc
+
+
+# histc.out(Tensor self, int bins=100, Scalar min=0, Scalar max=0, *, Tensor(a!) out) -> Tensor(a!)
+def make_histc_out(op, diopiHistc):
+    def dipu_histc_out(self, bins=100, min=0, max=0, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, bins, min, max, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, bins, min, max, out))
+            shape, dtype = meta_histc(self, bins, min, max)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiHistc(contexts[d], out, self, bins, min, max)
+            if status:
+                return on_failure(status, op, (self, bins, min, max), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_histc_out
+
+
+# huber_loss(Tensor self, Tensor target, int reduction=1, float delta=1.) -> Tensor
+def make_huber_loss(op, diopiHuberLoss):
+    def dipu_huber_loss(self, target, reduction=1, delta=1.0):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, target)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, target, reduction, delta))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, target, reduction, delta))
+            shape, dtype = meta_huber_loss(self, target, reduction, delta)
+            out = empty(shape, dtype, d)
+            status = diopiHuberLoss(contexts[d], out, self, target, reduction, delta)
+            if status:
+                return on_failure(status, op, (self, target, reduction, delta), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_huber_loss
+
+
+# huber_loss.out(Tensor self, Tensor target, int reduction=1, float delta=1., *, Tensor(a!) out) -> Tensor(a!)
+def make_huber_loss_out(op, diopiHuberLoss):
+    def dipu_huber_loss_out(self, target, reduction=1, delta=1.0, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, target, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, target, reduction, delta, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, target, reduction, delta, out))
+            shape, dtype = meta_huber_loss(self, target, reduction, delta)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiHuberLoss(contexts[d], out, self, target, reduction, delta)
+            if status:
+                return on_failure(status, op, (self, target, reduction, delta), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_huber_loss_out
+
+
+# huber_loss_backward(Tensor grad_output, Tensor self, Tensor target, int reduction, float delta) -> Tensor
+def make_huber_loss_backward(op, diopiHuberLossBackward):
+    def dipu_huber_loss_backward(grad_output, self, target, reduction, delta):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, self, target)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, self, target, reduction, delta))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, self, target, reduction, delta))
+            shape, dtype = shape_like_self(grad_output, self, target, reduction, delta)
+            grad_input = empty(shape, dtype, d)
+            status = diopiHuberLossBackward(contexts[d], grad_input, grad_output, self, target, reduction, delta)
+            if status:
+                return on_failure(status, op, (grad_output, self, target, reduction, delta), {})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_huber_loss_backward
+
+
+# huber_loss_backward.out(Tensor grad_output, Tensor self, Tensor target, int reduction, float delta, *, Tensor(a!) grad_input) -> Tensor(a!)
+def make_huber_loss_backward_out(op, diopiHuberLossBackward):
+    def dipu_huber_loss_backward_out(grad_output, self, target, reduction, delta, *, grad_input):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, self, target, grad_input)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, self, target, reduction, delta, grad_input))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, self, target, reduction, delta, grad_input))
+            shape, dtype = shape_like_self(grad_output, self, target, reduction, delta)
+            if grad_input.shape != shape:
+                grad_input.resize_(shape)
+            status = diopiHuberLossBackward(contexts[d], grad_input, grad_output, self, target, reduction, delta)
+            if status:
+                return on_failure(status, op, (grad_output, self, target, reduction, delta), {'grad_input': grad_input})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_huber_loss_backward_out
+
+
+# hypot(Tensor self, Tensor other) -> Tensor
+def make_hypot(op, diopiHypot):
+    def dipu_hypot(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            shape, dtype = shape_binary(self, other)
+            out = empty(shape, dtype, d)
+            status = diopiHypot(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_hypot
+
+
+# hypot.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)
+def make_hypot_out(op, diopiHypot):
+    def dipu_hypot_out(self, other, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other, out))
+            shape, dtype = shape_binary(self, other)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiHypot(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_hypot_out
+
+
+# hypot_(Tensor(a!) self, Tensor other) -> Tensor(a!)
+def make_hypot_(op, diopiHypotInp):
+    def dipu_hypot_(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            status = diopiHypotInp(contexts[d], self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_hypot_
+
+
+# i0(Tensor self) -> Tensor
+def make_i0(op, diopiI0):
+    def dipu_i0(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            shape, dtype = shape_unary_float(self)
+            out = empty(shape, dtype, d)
+            status = diopiI0(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_i0
+
+
+# i0.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)
+def make_i0_out(op, diopiI0):
+    def dipu_i0_out(self, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, out))
+            shape, dtype = shape_unary_float(self)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiI0(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_i0_out
+
+
+# i0_(Tensor(a!) self) -> Tensor(a!)
+def make_i0_(op, diopiI0Inp):
+    def dipu_i0_(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status = diopiI0Inp(contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_i0_
+
+
+# im2col(Tensor self, int[2] kernel_size, int[2] dilation, int[2] padding, int[2] stride) -> Tensor
+def make_im2col(op, diopiIm2Col):
+    def dipu_im2col(self, kernel_size, dilation, padding, stride):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, kernel_size, dilation, padding, stride))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, kernel_size, dilation, padding, stride))
+            shape, dtype = meta_im2col(self, kernel_size, dilation, padding, stride)
+            out = empty(shape, dtype, d)
+            status = diopiIm2Col(contexts[d], out, self, kernel_size, dilation, padding, stride)
+            if status:
+                return on_failure(status, op, (self, kernel_size, dilation, padding, stride), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_im2col
+
+
+# im2col.out(Tensor self, int[2] kernel_size, int[2] dilation, int[2] padding, int[2] stride, *, Tensor(a!) out) -> Tensor(a!)
+def make_im2col_out(op, diopiIm2Col):
+    def dipu_im2col_out(self, kernel_size, dilation, padding, stride, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, kernel_size, dilation, padding, stride, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, kernel_size, dilation, padding, stride, out))
+            shape, dtype = meta_im2col(self, kernel_size, dilation, padding, stride)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiIm2Col(contexts[d], out, self, kernel_size, dilation, padding, stride)
+            if status:
+                return on_failure(status, op, (self, kernel_size, dilation, padding, stride), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_im2col_out
+
+
+# index.Tensor(Tensor self, Tensor?[] indices) -> Tensor
+def make_index_Tensor(op, diopiIndex):
+    def dipu_index_Tensor(self, indices):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, indices)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, indices))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, indices))
+            status, result = impl_dipu_ops_indexing_index(diopiIndex, contexts[d], self, indices)
+            if status:
+                return on_failure(status, op, (self, indices), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_index_Tensor
+
+
+# index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor
+def make_index_add(op, diopiIndexAdd):
+    def dipu_index_add(self, dim, index, source, *, alpha=1):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, index, source)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, index, source, alpha))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, index, source, alpha))
+            shape, dtype = shape_unary(self, dim, index, source, alpha)
+            out = empty(shape, dtype, d)
+            status = diopiIndexAdd(contexts[d], out, self, dim, index, source, alpha)
+            if status:
+                return on_failure(status, op, (self, dim, index, source), {'alpha': alpha})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_index_add
+
+
+# index_add.out(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)
+def make_index_add_out(op, diopiIndexAdd):
+    def dipu_index_add_out(self, dim, index, source, *, alpha=1, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, index, source, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, index, source, alpha, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, index, source, alpha, out))
+            shape, dtype = shape_unary(self, dim, index, source, alpha)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiIndexAdd(contexts[d], out, self, dim, index, source, alpha)
+            if status:
+                return on_failure(status, op, (self, dim, index, source), {'alpha': alpha, 'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_index_add_out
+
+
+# index_add_(Tensor(a!) self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor(a!)
+def make_index_add_(op, diopiIndexAdd):
+    def dipu_index_add_(self, dim, index, source, *, alpha=1):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, index, source)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, index, source, alpha))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, index, source, alpha))
+            shape, dtype = shape_unary(self, dim, index, source, alpha)
+            if shape != self.shape:
+                check_inplace_shape(op, self, shape)
+            status = diopiIndexAdd(contexts[d], self, self, dim, index, source, alpha)
+            if status:
+                return on_failure(status, op, (self, dim, index, source), {'alpha': alpha})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_index_add_
+
+
+# index_copy(Tensor self, int dim, Tensor index, Tensor source) -> Tensor
+def make_index_copy(op, diopiIndexCopy):
+    def dipu_index_copy(self, dim, index, source):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, index, source)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, index, source))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, index, source))
+            shape, dtype = shape_unary(self, dim, index, source)
+            out = empty(shape, dtype, d)
+            status = diopiIndexCopy(contexts[d], out, self, dim, index, source)
+            if status:
+                return on_failure(status, op, (self, dim, index, source), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_index_copy
+
+
+# index_copy.out(Tensor self, int dim, Tensor index, Tensor source, *, Tensor(a!) out) -> Tensor(a!)
+def make_index_copy_out(op, diopiIndexCopy):
+    def dipu_index_copy_out(self, dim, index, source, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, index, source, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, index, source, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, index, source, out))
+            shape, dtype = shape_unary(self, dim, index, source)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiIndexCopy(contexts[d], out, self, dim, index, source)
+            if status:
+                return on_failure(status, op, (self, dim, index, source), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_index_copy_out
+
+
+# index_copy_(Tensor(a!) self, int dim, Tensor index, Tensor source) -> Tensor(a!)
+def make_index_copy_(op, diopiIndexCopy):
+    def dipu_index_copy_(self, dim, index, source):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, index, source)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, index, source))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, index, source))
+            shape, dtype = shape_unary(self, dim, index, source)
+            if shape != self.shape:
+                check_inplace_shape(op, self, shape)
+            status = diopiIndexCopy(contexts[d], self, self, dim, index, source)
+            if status:
+                return on_failure(status, op, (self, dim, index, source), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_index_copy_
+
+
+# index_fill.int_Scalar(Tensor self, int dim, Tensor index, Scalar value) -> Tensor
+def make_index_fill_int_Scalar(op, diopiIndexFillScalar):
+    def dipu_index_fill_int_Scalar(self, dim, index, value):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, index)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, index, value))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, index, value))
+            shape, dtype = shape_unary(self, dim, index, value)
+            out = empty(shape, dtype, d)
+            status = diopiIndexFillScalar(contexts[d], out, self, dim, index, value)
+            if status:
+                return on_failure(status, op, (self, dim, index, value), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_index_fill_int_Scalar
+
+
+# index_fill.int_Tensor(Tensor self, int dim, Tensor index, Tensor value) -> Tensor
+def make_index_fill_int_Tensor(op, diopiIndexFill):
+    def dipu_index_fill_int_Tensor(self, dim, index, value):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, index, value)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, index, value))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, index, value))
+            shape, dtype = shape_unary(self, dim, index, value)
+            out = empty(shape, dtype, d)
+            status = diopiIndexFill(contexts[d], out, self, dim, index, value)
+            if status:
+                return on_failure(status, op, (self, dim, index, value), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_index_fill_int_Tensor
+
+
+# index_fill_.int_Scalar(Tensor(a!) self, int dim, Tensor index, Scalar value) -> Tensor(a!)
+def make_index_fill__int_Scalar(op, diopiIndexFillInpScalar):
+    def dipu_index_fill__int_Scalar(self, dim, index, value):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, index)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, index, value))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, index, value))
+            status = diopiIndexFillInpScalar(contexts[d], self, dim, index, value)
+            if status:
+                return on_failure(status, op, (self, dim, index, value), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_index_fill__int_Scalar
+
+
+# index_fill_.int_Tensor(Tensor(a!) self, int dim, Tensor index, Tensor value) -> Tensor(a!)
+def make_index_fill__int_Tensor(op, diopiIndexFillInp):
+    def dipu_index_fill__int_Tensor(self, dim, index, value):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, index, value)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, index, value))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, index, value))
+            status = diopiIndexFillInp(contexts[d], self, dim, index, value)
+            if status:
+                return on_failure(status, op, (self, dim, index, value), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_index_fill__int_Tensor
+
+
+# index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor
+def make_index_put(op, diopiIndexPut):
+    def dipu_index_put(self, indices, values, accumulate=False):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, indices, values)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, indices, values, accumulate))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, indices, values, accumulate))
+            status, result = impl_dipu_ops_indexing_index_put(diopiIndexPut, contexts[d], self, indices, values, accumulate)
+            if status:
+                return on_failure(status, op, (self, indices, values, accumulate), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_index_put
+
+
+# index_put_(Tensor(a!) self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor(a!)
+def make_index_put_(op, diopiIndexPutInp):
+    def dipu_index_put_(self, indices, values, accumulate=False):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, indices, values)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, indices, values, accumulate))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, indices, values, accumulate))
+            status, result = impl_dipu_ops_indexing_index_put_(diopiIndexPutInp, contexts[d], self, indices, values, accumulate)
+            if status:
+                return on_failure(status, op, (self, indices, values, accumulate), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_index_put_
+
+
 # index_select(Tensor self, int dim, Tensor index) -> Tensor
 def make_index_select(op, diopiIndexSelect):
     def dipu_index_select(self, dim, index):
@@ -2439,6 +13362,275 @@ def make_index_select_out(op, diopiIndexSelect):
                 exchange_device(previous)
 
     return dipu_index_select_out
+
+
+# isnan(Tensor self) -> Tensor
+def make_isnan(op, diopiIsNan):
+    def dipu_isnan(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            shape, dtype = shape_unary_bool(self)
+            out = empty(shape, dtype, d)
+            status = diopiIsNan(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_isnan
+
+
+# isneginf(Tensor self) -> Tensor
+def make_isneginf(op, diopiIsNegInf):
+    def dipu_isneginf(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            shape, dtype = shape_unary_bool(self)
+            out = empty(shape, dtype, d)
+            status = diopiIsNegInf(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_isneginf
+
+
+# isneginf.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)
+def make_isneginf_out(op, diopiIsNegInf):
+    def dipu_isneginf_out(self, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, out))
+            shape, dtype = shape_unary_bool(self)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiIsNegInf(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_isneginf_out
+
+
+# isposinf(Tensor self) -> Tensor
+def make_isposinf(op, diopiIsPosInf):
+    def dipu_isposinf(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            shape, dtype = shape_unary_bool(self)
+            out = empty(shape, dtype, d)
+            status = diopiIsPosInf(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_isposinf
+
+
+# isposinf.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)
+def make_isposinf_out(op, diopiIsPosInf):
+    def dipu_isposinf_out(self, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, out))
+            shape, dtype = shape_unary_bool(self)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiIsPosInf(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_isposinf_out
+
+
+# kthvalue(Tensor self, SymInt k, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)
+def make_kthvalue(op, diopiKthvalue):
+    def dipu_kthvalue(self, k, dim=-1, keepdim=False):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, k, dim, keepdim))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, k, dim, keepdim))
+            values, indices = allocate(meta_kthvalue(self, k, dim, keepdim), d)
+            status = diopiKthvalue(contexts[d], values, indices, self, k, dim)
+            if status:
+                return on_failure(status, op, (self, k, dim, keepdim), {})
+            if SYNC:
+                synchronize(d)
+            return (values, indices)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_kthvalue
+
+
+# kthvalue.values(Tensor self, SymInt k, int dim=-1, bool keepdim=False, *, Tensor(a!) values, Tensor(b!) indices) -> (Tensor(a!) values, Tensor(b!) indices)
+def make_kthvalue_values(op, diopiKthvalue):
+    def dipu_kthvalue_values(self, k, dim=-1, keepdim=False, *, values, indices):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, values, indices)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, k, dim, keepdim, values, indices))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, k, dim, keepdim, values, indices))
+            resize_outputs((values, indices), meta_kthvalue(self, k, dim, keepdim))
+            status = diopiKthvalue(contexts[d], values, indices, self, k, dim)
+            if status:
+                return on_failure(status, op, (self, k, dim, keepdim), {'values': values, 'indices': indices})
+            if SYNC:
+                synchronize(d)
+            return (values, indices)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_kthvalue_values
+
+
+# lcm(Tensor self, Tensor other) -> Tensor
+def make_lcm(op, diopiLcm):
+    def dipu_lcm(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            shape, dtype = shape_binary(self, other)
+            out = empty(shape, dtype, d)
+            status = diopiLcm(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_lcm
+
+
+# lcm.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)
+def make_lcm_out(op, diopiLcm):
+    def dipu_lcm_out(self, other, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other, out))
+            shape, dtype = shape_binary(self, other)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiLcm(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_lcm_out
+
+
+# lcm_(Tensor(a!) self, Tensor other) -> Tensor(a!)
+def make_lcm_(op, diopiLcmInp):
+    def dipu_lcm_(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            status = diopiLcmInp(contexts[d], self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_lcm_
 
 
 # le.Scalar(Tensor self, Scalar other) -> Tensor
@@ -2616,6 +13808,141 @@ def make_le__Tensor(op, diopiLe, diopiLeScalar):
     return dipu_le__Tensor
 
 
+# leaky_relu(Tensor self, Scalar negative_slope=0.01) -> Tensor
+def make_leaky_relu(op, diopiLeakyRelu):
+    def dipu_leaky_relu(self, negative_slope=0.01):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, negative_slope))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, negative_slope))
+            shape, dtype = shape_unary(self, negative_slope)
+            out = empty(shape, dtype, d)
+            status = diopiLeakyRelu(contexts[d], out, self, negative_slope)
+            if status:
+                return on_failure(status, op, (self, negative_slope), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_leaky_relu
+
+
+# leaky_relu.out(Tensor self, Scalar negative_slope=0.01, *, Tensor(a!) out) -> Tensor(a!)
+def make_leaky_relu_out(op, diopiLeakyRelu):
+    def dipu_leaky_relu_out(self, negative_slope=0.01, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, negative_slope, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, negative_slope, out))
+            shape, dtype = shape_unary(self, negative_slope)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiLeakyRelu(contexts[d], out, self, negative_slope)
+            if status:
+                return on_failure(status, op, (self, negative_slope), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_leaky_relu_out
+
+
+# leaky_relu_(Tensor(a!) self, Scalar negative_slope=0.01) -> Tensor(a!)
+def make_leaky_relu_(op, diopiLeakyReluInp):
+    def dipu_leaky_relu_(self, negative_slope=0.01):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, negative_slope))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, negative_slope))
+            status = diopiLeakyReluInp(contexts[d], self, negative_slope)
+            if status:
+                return on_failure(status, op, (self, negative_slope), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_leaky_relu_
+
+
+# leaky_relu_backward(Tensor grad_output, Tensor self, Scalar negative_slope, bool self_is_result) -> Tensor
+def make_leaky_relu_backward(op, diopiLeakyReluBackward):
+    def dipu_leaky_relu_backward(grad_output, self, negative_slope, self_is_result):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, self, negative_slope, self_is_result))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, self, negative_slope, self_is_result))
+            shape, dtype = shape_unary(grad_output, self, negative_slope, self_is_result)
+            grad_input = empty(shape, dtype, d)
+            status = diopiLeakyReluBackward(contexts[d], grad_input, grad_output, self, negative_slope, self_is_result)
+            if status:
+                return on_failure(status, op, (grad_output, self, negative_slope, self_is_result), {})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_leaky_relu_backward
+
+
+# leaky_relu_backward.grad_input(Tensor grad_output, Tensor self, Scalar negative_slope, bool self_is_result, *, Tensor(a!) grad_input) -> Tensor(a!)
+def make_leaky_relu_backward_grad_input(op, diopiLeakyReluBackward):
+    def dipu_leaky_relu_backward_grad_input(grad_output, self, negative_slope, self_is_result, *, grad_input):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, self, grad_input)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, self, negative_slope, self_is_result, grad_input))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, self, negative_slope, self_is_result, grad_input))
+            shape, dtype = shape_unary(grad_output, self, negative_slope, self_is_result)
+            if grad_input.shape != shape:
+                grad_input.resize_(shape)
+            status = diopiLeakyReluBackward(contexts[d], grad_input, grad_output, self, negative_slope, self_is_result)
+            if status:
+                return on_failure(status, op, (grad_output, self, negative_slope, self_is_result), {'grad_input': grad_input})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_leaky_relu_backward_grad_input
+
+
 # lerp.Scalar(Tensor self, Tensor end, Scalar weight) -> Tensor
 def make_lerp_Scalar(op, diopiLerpScalar):
     def dipu_lerp_Scalar(self, end, weight):
@@ -2671,6 +13998,61 @@ def make_lerp_Scalar_out(op, diopiLerpScalar):
     return dipu_lerp_Scalar_out
 
 
+# lerp.Tensor(Tensor self, Tensor end, Tensor weight) -> Tensor
+def make_lerp_Tensor(op, diopiLerpTensor):
+    def dipu_lerp_Tensor(self, end, weight):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, end, weight)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, end, weight))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, end, weight))
+            shape, dtype = shape_ternary(self, end, weight)
+            out = empty(shape, dtype, d)
+            status = diopiLerpTensor(contexts[d], out, self, end, weight)
+            if status:
+                return on_failure(status, op, (self, end, weight), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_lerp_Tensor
+
+
+# lerp.Tensor_out(Tensor self, Tensor end, Tensor weight, *, Tensor(a!) out) -> Tensor(a!)
+def make_lerp_Tensor_out(op, diopiLerpTensor):
+    def dipu_lerp_Tensor_out(self, end, weight, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, end, weight, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, end, weight, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, end, weight, out))
+            shape, dtype = shape_ternary(self, end, weight)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiLerpTensor(contexts[d], out, self, end, weight)
+            if status:
+                return on_failure(status, op, (self, end, weight), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_lerp_Tensor_out
+
+
 # lerp_.Scalar(Tensor(a!) self, Tensor end, Scalar weight) -> Tensor(a!)
 def make_lerp__Scalar(op, diopiLerpScalar):
     def dipu_lerp__Scalar(self, end, weight):
@@ -2697,6 +14079,194 @@ def make_lerp__Scalar(op, diopiLerpScalar):
                 exchange_device(previous)
 
     return dipu_lerp__Scalar
+
+
+# lerp_.Tensor(Tensor(a!) self, Tensor end, Tensor weight) -> Tensor(a!)
+def make_lerp__Tensor(op, diopiLerpTensorInp):
+    def dipu_lerp__Tensor(self, end, weight):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, end, weight)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, end, weight))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, end, weight))
+            status = diopiLerpTensorInp(contexts[d], self, end, weight)
+            if status:
+                return on_failure(status, op, (self, end, weight), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_lerp__Tensor
+
+
+# lgamma(Tensor self) -> Tensor
+def make_lgamma(op, diopiLgamma):
+    def dipu_lgamma(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            shape, dtype = shape_unary_float(self)
+            out = empty(shape, dtype, d)
+            status = diopiLgamma(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_lgamma
+
+
+# lgamma.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)
+def make_lgamma_out(op, diopiLgamma):
+    def dipu_lgamma_out(self, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, out))
+            shape, dtype = shape_unary_float(self)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiLgamma(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_lgamma_out
+
+
+# lgamma_(Tensor(a!) self) -> Tensor(a!)
+def make_lgamma_(op, diopiLgammaInp):
+    def dipu_lgamma_(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status = diopiLgammaInp(contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_lgamma_
+
+
+# linalg_vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor
+def make_linalg_vector_norm(op, diopiNorm):
+    def dipu_linalg_vector_norm(self, ord=2, dim=None, keepdim=False, *, dtype=None):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, ord, dim, keepdim, dtype))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, ord, dim, keepdim, dtype))
+            shape, dtype = meta_linalg_vector_norm(self, ord, dim, keepdim, dtype)
+            out = empty(shape, dtype, d)
+            status = diopiNorm(contexts[d], out, self, ord, dim)
+            if status:
+                return on_failure(status, op, (self, ord, dim, keepdim), {'dtype': dtype})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_linalg_vector_norm
+
+
+# linalg_vector_norm.out(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None, Tensor(a!) out) -> Tensor(a!)
+def make_linalg_vector_norm_out(op, diopiNorm):
+    def dipu_linalg_vector_norm_out(self, ord=2, dim=None, keepdim=False, *, dtype=None, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, ord, dim, keepdim, dtype, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, ord, dim, keepdim, dtype, out))
+            shape, dtype = meta_linalg_vector_norm(self, ord, dim, keepdim, dtype)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiNorm(contexts[d], out, self, ord, dim)
+            if status:
+                return on_failure(status, op, (self, ord, dim, keepdim), {'dtype': dtype, 'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_linalg_vector_norm_out
+
+
+# linspace.out(Scalar start, Scalar end, int steps, *, Tensor(a!) out) -> Tensor(a!)
+def make_linspace_out(op, diopiLinspace):
+    def dipu_linspace_out(start, end, steps, *, out):
+        d = out.get_device()
+        if d < 0:
+            d = device_of(out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (start, end, steps, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (start, end, steps, out))
+            shape, dtype = shape_linspace(start, end, steps)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiLinspace(contexts[d], out, start, end, steps)
+            if status:
+                return on_failure(status, op, (start, end, steps), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_linspace_out
 
 
 # log(Tensor self) -> Tensor
@@ -2754,6 +14324,246 @@ def make_log_out(op, diopiLog):
     return dipu_log_out
 
 
+# log10(Tensor self) -> Tensor
+def make_log10(op, diopiLog10):
+    def dipu_log10(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            shape, dtype = shape_unary_float(self)
+            out = empty(shape, dtype, d)
+            status = diopiLog10(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_log10
+
+
+# log10.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)
+def make_log10_out(op, diopiLog10):
+    def dipu_log10_out(self, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, out))
+            shape, dtype = shape_unary_float(self)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiLog10(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_log10_out
+
+
+# log10_(Tensor(a!) self) -> Tensor(a!)
+def make_log10_(op, diopiLog10Inp):
+    def dipu_log10_(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status = diopiLog10Inp(contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_log10_
+
+
+# log1p(Tensor self) -> Tensor
+def make_log1p(op, diopiLog1p):
+    def dipu_log1p(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            shape, dtype = shape_unary_float(self)
+            out = empty(shape, dtype, d)
+            status = diopiLog1p(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_log1p
+
+
+# log1p.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)
+def make_log1p_out(op, diopiLog1p):
+    def dipu_log1p_out(self, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, out))
+            shape, dtype = shape_unary_float(self)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiLog1p(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_log1p_out
+
+
+# log1p_(Tensor(a!) self) -> Tensor(a!)
+def make_log1p_(op, diopiLog1pInp):
+    def dipu_log1p_(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status = diopiLog1pInp(contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_log1p_
+
+
+# log2(Tensor self) -> Tensor
+def make_log2(op, diopiLog2):
+    def dipu_log2(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            shape, dtype = shape_unary_float(self)
+            out = empty(shape, dtype, d)
+            status = diopiLog2(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_log2
+
+
+# log2.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)
+def make_log2_out(op, diopiLog2):
+    def dipu_log2_out(self, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, out))
+            shape, dtype = shape_unary_float(self)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiLog2(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_log2_out
+
+
+# log2_(Tensor(a!) self) -> Tensor(a!)
+def make_log2_(op, diopiLog2Inp):
+    def dipu_log2_(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status = diopiLog2Inp(contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_log2_
+
+
 # log_(Tensor(a!) self) -> Tensor(a!)
 def make_log_(op, diopiLog):
     def dipu_log_(self):
@@ -2780,6 +14590,844 @@ def make_log_(op, diopiLog):
                 exchange_device(previous)
 
     return dipu_log_
+
+
+# log_normal(Tensor self, float mean=1., float std=2., *, Generator? generator=None) -> Tensor
+def make_log_normal(op, diopiLogNormalInp):
+    def dipu_log_normal(self, mean=1.0, std=2.0, *, generator=None):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, mean, std, generator))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, mean, std, generator))
+            shape, dtype = shape_unary(self, mean, std, generator)
+            out = empty(shape, dtype, d)
+            status = diopiLogNormalInp(contexts[d], out, mean, std, generator)
+            if status:
+                return on_failure(status, op, (self, mean, std), {'generator': generator})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_log_normal
+
+
+# log_normal.out(Tensor self, float mean=1., float std=2., *, Generator? generator=None, Tensor(a!) out) -> Tensor(a!)
+def make_log_normal_out(op, diopiLogNormalInp):
+    def dipu_log_normal_out(self, mean=1.0, std=2.0, *, generator=None, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, mean, std, generator, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, mean, std, generator, out))
+            shape, dtype = shape_unary(self, mean, std, generator)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiLogNormalInp(contexts[d], out, mean, std, generator)
+            if status:
+                return on_failure(status, op, (self, mean, std), {'generator': generator, 'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_log_normal_out
+
+
+# log_normal_(Tensor(a!) self, float mean=1., float std=2., *, Generator? generator=None) -> Tensor(a!)
+def make_log_normal_(op, diopiLogNormalInp):
+    def dipu_log_normal_(self, mean=1.0, std=2.0, *, generator=None):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, mean, std, generator))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, mean, std, generator))
+            shape, dtype = shape_unary(self, mean, std, generator)
+            if shape != self.shape:
+                check_inplace_shape(op, self, shape)
+            status = diopiLogNormalInp(contexts[d], self, mean, std, generator)
+            if status:
+                return on_failure(status, op, (self, mean, std), {'generator': generator})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_log_normal_
+
+
+# log_sigmoid_backward(Tensor grad_output, Tensor self, Tensor buffer) -> Tensor
+def make_log_sigmoid_backward(op, diopiLogSigmoidBackward):
+    def dipu_log_sigmoid_backward(grad_output, self, buffer):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, self, buffer)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, self, buffer))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, self, buffer))
+            shape, dtype = shape_unary(grad_output, self, buffer)
+            grad_input = empty(shape, dtype, d)
+            status = diopiLogSigmoidBackward(contexts[d], grad_input, grad_output, self, buffer)
+            if status:
+                return on_failure(status, op, (grad_output, self, buffer), {})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_log_sigmoid_backward
+
+
+# log_sigmoid_backward.grad_input(Tensor grad_output, Tensor self, Tensor buffer, *, Tensor(a!) grad_input) -> Tensor(a!)
+def make_log_sigmoid_backward_grad_input(op, diopiLogSigmoidBackward):
+    def dipu_log_sigmoid_backward_grad_input(grad_output, self, buffer, *, grad_input):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, self, buffer, grad_input)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, self, buffer, grad_input))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, self, buffer, grad_input))
+            shape, dtype = shape_unary(grad_output, self, buffer)
+            if grad_input.shape != shape:
+                grad_input.resize_(shape)
+            status = diopiLogSigmoidBackward(contexts[d], grad_input, grad_output, self, buffer)
+            if status:
+                return on_failure(status, op, (grad_output, self, buffer), {'grad_input': grad_input})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_log_sigmoid_backward_grad_input
+
+
+# log_sigmoid_forward(Tensor self) -> (Tensor output, Tensor buffer)
+def make_log_sigmoid_forward(op, diopiLogSigmoidForward):
+    def dipu_log_sigmoid_forward(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            output, buffer = allocate(meta_log_sigmoid_forward(self), d)
+            status = diopiLogSigmoidForward(contexts[d], output, buffer, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return (output, buffer)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_log_sigmoid_forward
+
+
+# log_sigmoid_forward.output(Tensor self, *, Tensor(a!) output, Tensor(b!) buffer) -> (Tensor(a!), Tensor(b!))
+def make_log_sigmoid_forward_output(op, diopiLogSigmoidForward):
+    def dipu_log_sigmoid_forward_output(self, *, output, buffer):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, output, buffer)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, output, buffer))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, output, buffer))
+            resize_outputs((output, buffer), meta_log_sigmoid_forward(self))
+            status = diopiLogSigmoidForward(contexts[d], output, buffer, self)
+            if status:
+                return on_failure(status, op, (self,), {'output': output, 'buffer': buffer})
+            if SYNC:
+                synchronize(d)
+            return (output, buffer)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_log_sigmoid_forward_output
+
+
+# logaddexp(Tensor self, Tensor other) -> Tensor
+def make_logaddexp(op, diopiLogaddexp):
+    def dipu_logaddexp(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            shape, dtype = shape_binary_float(self, other)
+            out = empty(shape, dtype, d)
+            status = diopiLogaddexp(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_logaddexp
+
+
+# logaddexp.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)
+def make_logaddexp_out(op, diopiLogaddexp):
+    def dipu_logaddexp_out(self, other, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other, out))
+            shape, dtype = shape_binary_float(self, other)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiLogaddexp(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_logaddexp_out
+
+
+# logaddexp2(Tensor self, Tensor other) -> Tensor
+def make_logaddexp2(op, diopiLogaddexp2):
+    def dipu_logaddexp2(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            shape, dtype = shape_binary_float(self, other)
+            out = empty(shape, dtype, d)
+            status = diopiLogaddexp2(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_logaddexp2
+
+
+# logaddexp2.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)
+def make_logaddexp2_out(op, diopiLogaddexp2):
+    def dipu_logaddexp2_out(self, other, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other, out))
+            shape, dtype = shape_binary_float(self, other)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiLogaddexp2(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_logaddexp2_out
+
+
+# logical_and(Tensor self, Tensor other) -> Tensor
+def make_logical_and(op, diopiLogicalAnd):
+    def dipu_logical_and(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            shape, dtype = shape_compare(self, other)
+            out = empty(shape, dtype, d)
+            status = diopiLogicalAnd(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_logical_and
+
+
+# logical_and.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)
+def make_logical_and_out(op, diopiLogicalAnd):
+    def dipu_logical_and_out(self, other, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other, out))
+            shape, dtype = shape_compare(self, other)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiLogicalAnd(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_logical_and_out
+
+
+# logical_and_(Tensor(a!) self, Tensor other) -> Tensor(a!)
+def make_logical_and_(op, diopiLogicalAndInp):
+    def dipu_logical_and_(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            status = diopiLogicalAndInp(contexts[d], self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_logical_and_
+
+
+# logical_not(Tensor self) -> Tensor
+def make_logical_not(op, diopiLogicalNot):
+    def dipu_logical_not(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            shape, dtype = shape_unary_bool(self)
+            out = empty(shape, dtype, d)
+            status = diopiLogicalNot(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_logical_not
+
+
+# logical_not.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)
+def make_logical_not_out(op, diopiLogicalNot):
+    def dipu_logical_not_out(self, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, out))
+            shape, dtype = shape_unary_bool(self)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiLogicalNot(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_logical_not_out
+
+
+# logical_not_(Tensor(a!) self) -> Tensor(a!)
+def make_logical_not_(op, diopiLogicalNotInp):
+    def dipu_logical_not_(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status = diopiLogicalNotInp(contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_logical_not_
+
+
+# logical_or(Tensor self, Tensor other) -> Tensor
+def make_logical_or(op, diopiLogicalOr):
+    def dipu_logical_or(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            shape, dtype = shape_compare(self, other)
+            out = empty(shape, dtype, d)
+            status = diopiLogicalOr(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_logical_or
+
+
+# logical_or.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)
+def make_logical_or_out(op, diopiLogicalOr):
+    def dipu_logical_or_out(self, other, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other, out))
+            shape, dtype = shape_compare(self, other)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiLogicalOr(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_logical_or_out
+
+
+# logical_or_(Tensor(a!) self, Tensor other) -> Tensor(a!)
+def make_logical_or_(op, diopiLogicalOrInp):
+    def dipu_logical_or_(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            status = diopiLogicalOrInp(contexts[d], self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_logical_or_
+
+
+# logical_xor(Tensor self, Tensor other) -> Tensor
+def make_logical_xor(op, diopiLogicalXor):
+    def dipu_logical_xor(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            shape, dtype = shape_compare(self, other)
+            out = empty(shape, dtype, d)
+            status = diopiLogicalXor(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_logical_xor
+
+
+# logical_xor.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)
+def make_logical_xor_out(op, diopiLogicalXor):
+    def dipu_logical_xor_out(self, other, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other, out))
+            shape, dtype = shape_compare(self, other)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiLogicalXor(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_logical_xor_out
+
+
+# logical_xor_(Tensor(a!) self, Tensor other) -> Tensor(a!)
+def make_logical_xor_(op, diopiLogicalXorInp):
+    def dipu_logical_xor_(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            status = diopiLogicalXorInp(contexts[d], self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_logical_xor_
+
+
+# logit(Tensor self, float? eps=None) -> Tensor
+def make_logit(op, diopiLogit):
+    def dipu_logit(self, eps=None):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, eps))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, eps))
+            shape, dtype = shape_unary_float(self, eps)
+            out = empty(shape, dtype, d)
+            status = diopiLogit(contexts[d], out, self, eps)
+            if status:
+                return on_failure(status, op, (self, eps), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_logit
+
+
+# logit.out(Tensor self, float? eps=None, *, Tensor(a!) out) -> Tensor(a!)
+def make_logit_out(op, diopiLogit):
+    def dipu_logit_out(self, eps=None, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, eps, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, eps, out))
+            shape, dtype = shape_unary_float(self, eps)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiLogit(contexts[d], out, self, eps)
+            if status:
+                return on_failure(status, op, (self, eps), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_logit_out
+
+
+# logit_(Tensor(a!) self, float? eps=None) -> Tensor(a!)
+def make_logit_(op, diopiLogitInp):
+    def dipu_logit_(self, eps=None):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, eps))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, eps))
+            status = diopiLogitInp(contexts[d], self, eps)
+            if status:
+                return on_failure(status, op, (self, eps), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_logit_
+
+
+# logit_backward(Tensor grad_output, Tensor self, float? eps=None) -> Tensor
+def make_logit_backward(op, diopiLogitBackward):
+    def dipu_logit_backward(grad_output, self, eps=None):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, self, eps))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, self, eps))
+            shape, dtype = shape_unary(grad_output, self, eps)
+            grad_input = empty(shape, dtype, d)
+            status = diopiLogitBackward(contexts[d], grad_input, grad_output, self, eps)
+            if status:
+                return on_failure(status, op, (grad_output, self, eps), {})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_logit_backward
+
+
+# logit_backward.grad_input(Tensor grad_output, Tensor self, float? eps=None, *, Tensor(a!) grad_input) -> Tensor(a!)
+def make_logit_backward_grad_input(op, diopiLogitBackward):
+    def dipu_logit_backward_grad_input(grad_output, self, eps=None, *, grad_input):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, self, grad_input)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, self, eps, grad_input))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, self, eps, grad_input))
+            shape, dtype = shape_unary(grad_output, self, eps)
+            if grad_input.shape != shape:
+                grad_input.resize_(shape)
+            status = diopiLogitBackward(contexts[d], grad_input, grad_output, self, eps)
+            if status:
+                return on_failure(status, op, (grad_output, self, eps), {'grad_input': grad_input})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_logit_backward_grad_input
+
+
+# logspace.out(Scalar start, Scalar end, int steps, float base=10., *, Tensor(a!) out) -> Tensor(a!)
+def make_logspace_out(op, diopiLogspace):
+    def dipu_logspace_out(start, end, steps, base=10.0, *, out):
+        d = out.get_device()
+        if d < 0:
+            d = device_of(out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (start, end, steps, base, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (start, end, steps, base, out))
+            shape, dtype = shape_linspace(start, end, steps, base)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiLogspace(contexts[d], out, start, end, steps, base)
+            if status:
+                return on_failure(status, op, (start, end, steps, base), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_logspace_out
+
+
+# logsumexp(Tensor self, int[1] dim, bool keepdim=False) -> Tensor
+def make_logsumexp(op, diopiLogSumExp):
+    def dipu_logsumexp(self, dim, keepdim=False):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, keepdim))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, keepdim))
+            shape, dtype = meta_logsumexp(self, dim, keepdim)
+            out = empty(shape, dtype, d)
+            status = diopiLogSumExp(contexts[d], out, self, dim)
+            if status:
+                return on_failure(status, op, (self, dim, keepdim), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_logsumexp
+
+
+# logsumexp.out(Tensor self, int[1] dim, bool keepdim=False, *, Tensor(a!) out) -> Tensor(a!)
+def make_logsumexp_out(op, diopiLogSumExp):
+    def dipu_logsumexp_out(self, dim, keepdim=False, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, keepdim, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, keepdim, out))
+            shape, dtype = meta_logsumexp(self, dim, keepdim)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiLogSumExp(contexts[d], out, self, dim)
+            if status:
+                return on_failure(status, op, (self, dim, keepdim), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_logsumexp_out
 
 
 # lt.Scalar(Tensor self, Scalar other) -> Tensor
@@ -3007,6 +15655,86 @@ def make_masked_fill__Tensor(op, diopiMaskedFillInp):
     return dipu_masked_fill__Tensor
 
 
+# masked_scatter(Tensor self, Tensor mask, Tensor source) -> Tensor
+def make_masked_scatter(op, diopiMaskedScatter):
+    def dipu_masked_scatter(self, mask, source):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, mask, source)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, mask, source))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, mask, source))
+            shape, dtype = meta_masked_scatter(self, mask, source)
+            out = empty(shape, dtype, d)
+            status = diopiMaskedScatter(contexts[d], out, self, mask, source)
+            if status:
+                return on_failure(status, op, (self, mask, source), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_masked_scatter
+
+
+# masked_scatter.out(Tensor self, Tensor mask, Tensor source, *, Tensor(a!) out) -> Tensor(a!)
+def make_masked_scatter_out(op, diopiMaskedScatter):
+    def dipu_masked_scatter_out(self, mask, source, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, mask, source, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, mask, source, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, mask, source, out))
+            shape, dtype = meta_masked_scatter(self, mask, source)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiMaskedScatter(contexts[d], out, self, mask, source)
+            if status:
+                return on_failure(status, op, (self, mask, source), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_masked_scatter_out
+
+
+# masked_scatter_(Tensor(a!) self, Tensor mask, Tensor source) -> Tensor(a!)
+def make_masked_scatter_(op, diopiMaskedScatter):
+    def dipu_masked_scatter_(self, mask, source):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, mask, source)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, mask, source))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, mask, source))
+            status = diopiMaskedScatter(contexts[d], self, self, mask, source)
+            if status:
+                return on_failure(status, op, (self, mask, source), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_masked_scatter_
+
+
 # masked_select(Tensor self, Tensor mask) -> Tensor
 def make_masked_select(op, diopiMaskedSelect):
     def dipu_masked_select(self, mask):
@@ -3110,6 +15838,34 @@ def make_max_dim_max(op, diopiMax):
                 exchange_device(previous)
 
     return dipu_max_dim_max
+
+
+# max.unary_out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)
+def make_max_unary_out(op, diopiMaxAll):
+    def dipu_max_unary_out(self, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, out))
+            shape, dtype = shape_reduce_all(self)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiMaxAll(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_max_unary_out
 
 
 # max_pool2d_with_indices(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)
@@ -3219,6 +15975,61 @@ def make_max_pool2d_with_indices_backward_grad_input(op, diopiMaxPool2dBackward)
     return dipu_max_pool2d_with_indices_backward_grad_input
 
 
+# maximum(Tensor self, Tensor other) -> Tensor
+def make_maximum(op, diopiMaximum):
+    def dipu_maximum(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            shape, dtype = shape_binary(self, other)
+            out = empty(shape, dtype, d)
+            status = diopiMaximum(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_maximum
+
+
+# maximum.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)
+def make_maximum_out(op, diopiMaximum):
+    def dipu_maximum_out(self, other, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other, out))
+            shape, dtype = shape_binary(self, other)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiMaximum(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_maximum_out
+
+
 # mean(Tensor self, *, ScalarType? dtype=None) -> Tensor
 def make_mean(op, diopiMean):
     def dipu_mean(self, *, dtype=None):
@@ -3299,6 +16110,327 @@ def make_mean_out(op, diopiMean):
                 exchange_device(previous)
 
     return dipu_mean_out
+
+
+# median(Tensor self) -> Tensor
+def make_median(op, diopiMedianAll):
+    def dipu_median(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            shape, dtype = shape_reduce_all(self)
+            out = empty(shape, dtype, d)
+            status = diopiMedianAll(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_median
+
+
+# median.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)
+def make_median_dim(op, diopiMedian):
+    def dipu_median_dim(self, dim, keepdim=False):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, keepdim))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, keepdim))
+            values, indices = allocate(shape_max_dim(self, dim, keepdim), d)
+            status = diopiMedian(contexts[d], values, indices, self, dim)
+            if status:
+                return on_failure(status, op, (self, dim, keepdim), {})
+            if SYNC:
+                synchronize(d)
+            return (values, indices)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_median_dim
+
+
+# median.dim_values(Tensor self, int dim, bool keepdim=False, *, Tensor(a!) values, Tensor(b!) indices) -> (Tensor(a!) values, Tensor(b!) indices)
+def make_median_dim_values(op, diopiMedian):
+    def dipu_median_dim_values(self, dim, keepdim=False, *, values, indices):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, values, indices)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, keepdim, values, indices))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, keepdim, values, indices))
+            resize_outputs((values, indices), shape_max_dim(self, dim, keepdim))
+            status = diopiMedian(contexts[d], values, indices, self, dim)
+            if status:
+                return on_failure(status, op, (self, dim, keepdim), {'values': values, 'indices': indices})
+            if SYNC:
+                synchronize(d)
+            return (values, indices)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_median_dim_values
+
+
+# min(Tensor self) -> Tensor
+def make_min(op, diopiMinAll):
+    def dipu_min(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            shape, dtype = shape_reduce_all(self)
+            out = empty(shape, dtype, d)
+            status = diopiMinAll(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_min
+
+
+# min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)
+def make_min_dim(op, diopiMin):
+    def dipu_min_dim(self, dim, keepdim=False):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, keepdim))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, keepdim))
+            min, min_indices = allocate(shape_max_dim(self, dim, keepdim), d)
+            status = diopiMin(contexts[d], min, min_indices, self, dim)
+            if status:
+                return on_failure(status, op, (self, dim, keepdim), {})
+            if SYNC:
+                synchronize(d)
+            return (min, min_indices)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_min_dim
+
+
+# min.dim_min(Tensor self, int dim, bool keepdim=False, *, Tensor(a!) min, Tensor(b!) min_indices) -> (Tensor(a!) values, Tensor(b!) indices)
+def make_min_dim_min(op, diopiMin):
+    def dipu_min_dim_min(self, dim, keepdim=False, *, min, min_indices):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, min, min_indices)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, keepdim, min, min_indices))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, keepdim, min, min_indices))
+            resize_outputs((min, min_indices), shape_max_dim(self, dim, keepdim))
+            status = diopiMin(contexts[d], min, min_indices, self, dim)
+            if status:
+                return on_failure(status, op, (self, dim, keepdim), {'min': min, 'min_indices': min_indices})
+            if SYNC:
+                synchronize(d)
+            return (min, min_indices)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_min_dim_min
+
+
+# min.unary_out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)
+def make_min_unary_out(op, diopiMinAll):
+    def dipu_min_unary_out(self, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, out))
+            shape, dtype = shape_reduce_all(self)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiMinAll(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_min_unary_out
+
+
+# minimum(Tensor self, Tensor other) -> Tensor
+def make_minimum(op, diopiMinimum):
+    def dipu_minimum(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            shape, dtype = shape_binary(self, other)
+            out = empty(shape, dtype, d)
+            status = diopiMinimum(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_minimum
+
+
+# minimum.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)
+def make_minimum_out(op, diopiMinimum):
+    def dipu_minimum_out(self, other, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other, out))
+            shape, dtype = shape_binary(self, other)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiMinimum(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_minimum_out
+
+
+# mish(Tensor self) -> Tensor
+def make_mish(op, diopiMish):
+    def dipu_mish(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            shape, dtype = shape_unary(self)
+            out = empty(shape, dtype, d)
+            status = diopiMish(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_mish
+
+
+# mish.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)
+def make_mish_out(op, diopiMish):
+    def dipu_mish_out(self, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, out))
+            shape, dtype = shape_unary(self)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiMish(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_mish_out
+
+
+# mish_(Tensor(a!) self) -> Tensor(a!)
+def make_mish_(op, diopiMishInp):
+    def dipu_mish_(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status = diopiMishInp(contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_mish_
 
 
 # mm(Tensor self, Tensor mat2) -> Tensor
@@ -3641,6 +16773,196 @@ def make_mul__Tensor(op, diopiMul, diopiMulScalar):
     return dipu_mul__Tensor
 
 
+# multinomial(Tensor self, SymInt num_samples, bool replacement=False, *, Generator? generator=None) -> Tensor
+def make_multinomial(op, diopiMultinomial):
+    def dipu_multinomial(self, num_samples, replacement=False, *, generator=None):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, num_samples, replacement, generator))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, num_samples, replacement, generator))
+            shape, dtype = shape_multinomial(self, num_samples, replacement, generator)
+            out = empty(shape, dtype, d)
+            status = diopiMultinomial(contexts[d], out, self, num_samples, replacement, generator)
+            if status:
+                return on_failure(status, op, (self, num_samples, replacement), {'generator': generator})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_multinomial
+
+
+# multinomial.out(Tensor self, SymInt num_samples, bool replacement=False, *, Generator? generator=None, Tensor(a!) out) -> Tensor(a!)
+def make_multinomial_out(op, diopiMultinomial):
+    def dipu_multinomial_out(self, num_samples, replacement=False, *, generator=None, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, num_samples, replacement, generator, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, num_samples, replacement, generator, out))
+            shape, dtype = shape_multinomial(self, num_samples, replacement, generator)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiMultinomial(contexts[d], out, self, num_samples, replacement, generator)
+            if status:
+                return on_failure(status, op, (self, num_samples, replacement), {'generator': generator, 'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_multinomial_out
+
+
+# mv(Tensor self, Tensor vec) -> Tensor
+def make_mv(op, diopiMv):
+    def dipu_mv(self, vec):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, vec)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, vec))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, vec))
+            shape, dtype = meta_mv(self, vec)
+            out = empty(shape, dtype, d)
+            status = diopiMv(contexts[d], out, self, vec)
+            if status:
+                return on_failure(status, op, (self, vec), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_mv
+
+
+# mv.out(Tensor self, Tensor vec, *, Tensor(a!) out) -> Tensor(a!)
+def make_mv_out(op, diopiMv):
+    def dipu_mv_out(self, vec, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, vec, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, vec, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, vec, out))
+            shape, dtype = meta_mv(self, vec)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiMv(contexts[d], out, self, vec)
+            if status:
+                return on_failure(status, op, (self, vec), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_mv_out
+
+
+# nan_to_num(Tensor self, float? nan=None, float? posinf=None, float? neginf=None) -> Tensor
+def make_nan_to_num(op, diopiNanToNum):
+    def dipu_nan_to_num(self, nan=None, posinf=None, neginf=None):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, nan, posinf, neginf))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, nan, posinf, neginf))
+            shape, dtype = shape_unary(self, nan, posinf, neginf)
+            out = empty(shape, dtype, d)
+            status = diopiNanToNum(contexts[d], out, self, nan, posinf, neginf)
+            if status:
+                return on_failure(status, op, (self, nan, posinf, neginf), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_nan_to_num
+
+
+# nan_to_num.out(Tensor self, float? nan=None, float? posinf=None, float? neginf=None, *, Tensor(a!) out) -> Tensor(a!)
+def make_nan_to_num_out(op, diopiNanToNum):
+    def dipu_nan_to_num_out(self, nan=None, posinf=None, neginf=None, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, nan, posinf, neginf, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, nan, posinf, neginf, out))
+            shape, dtype = shape_unary(self, nan, posinf, neginf)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiNanToNum(contexts[d], out, self, nan, posinf, neginf)
+            if status:
+                return on_failure(status, op, (self, nan, posinf, neginf), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_nan_to_num_out
+
+
+# nan_to_num_(Tensor(a!) self, float? nan=None, float? posinf=None, float? neginf=None) -> Tensor(a!)
+def make_nan_to_num_(op, diopiNanToNumInp):
+    def dipu_nan_to_num_(self, nan=None, posinf=None, neginf=None):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, nan, posinf, neginf))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, nan, posinf, neginf))
+            status = diopiNanToNumInp(contexts[d], self, nan, posinf, neginf)
+            if status:
+                return on_failure(status, op, (self, nan, posinf, neginf), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_nan_to_num_
+
+
 # native_batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)
 def make_native_batch_norm(op, diopiBatchNorm):
     def dipu_native_batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps):
@@ -3744,6 +17066,58 @@ def make_native_dropout_backward(op, diopiDropoutBackward):
                 exchange_device(previous)
 
     return dipu_native_dropout_backward
+
+
+# native_group_norm(Tensor input, Tensor? weight, Tensor? bias, SymInt N, SymInt C, SymInt HxW, int group, float eps) -> (Tensor, Tensor, Tensor)
+def make_native_group_norm(op, diopiGroupNorm):
+    def dipu_native_group_norm(input, weight, bias, N, C, HxW, group, eps):
+        d = input.get_device()
+        if d < 0:
+            d = device_of(input, weight, bias)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (input, weight, bias, N, C, HxW, group, eps))
+            if CHECK_DEVICE:
+                check_device(op, d, (input, weight, bias, N, C, HxW, group, eps))
+            out, save_mean, save_invstd = allocate(meta_native_group_norm(input, weight, bias, N, C, HxW, group, eps), d)
+            status = diopiGroupNorm(contexts[d], out, save_mean, save_invstd, input, weight, bias, group, eps)
+            if status:
+                return on_failure(status, op, (input, weight, bias, N, C, HxW, group, eps), {})
+            if SYNC:
+                synchronize(d)
+            return (out, save_mean, save_invstd)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_native_group_norm
+
+
+# native_group_norm_backward(Tensor grad_out, Tensor input, Tensor mean, Tensor rstd, Tensor? weight, SymInt N, SymInt C, SymInt HxW, int group, bool[3] output_mask) -> (Tensor, Tensor, Tensor)
+def make_native_group_norm_backward(op, diopiGroupNormBackward):
+    def dipu_native_group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, group, output_mask):
+        d = grad_out.get_device()
+        if d < 0:
+            d = device_of(grad_out, input, mean, rstd, weight)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_out, input, mean, rstd, weight, N, C, HxW, group, output_mask))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_out, input, mean, rstd, weight, N, C, HxW, group, output_mask))
+            grad_input, grad_weight, grad_bias = allocate(meta_native_group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, group, output_mask), d)
+            status = diopiGroupNormBackward(contexts[d], grad_input, grad_weight, grad_bias, grad_out, input, mean, rstd, weight, group)
+            if status:
+                return on_failure(status, op, (grad_out, input, mean, rstd, weight, N, C, HxW, group, output_mask), {})
+            if SYNC:
+                synchronize(d)
+            return (grad_input, grad_weight, grad_bias)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_native_group_norm_backward
 
 
 # native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps) -> (Tensor, Tensor, Tensor)
@@ -4056,6 +17430,193 @@ def make_neg_(op, diopiNeg):
     return dipu_neg_
 
 
+# nextafter(Tensor self, Tensor other) -> Tensor
+def make_nextafter(op, diopiNextafter):
+    def dipu_nextafter(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            shape, dtype = shape_binary(self, other)
+            out = empty(shape, dtype, d)
+            status = diopiNextafter(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_nextafter
+
+
+# nextafter.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)
+def make_nextafter_out(op, diopiNextafter):
+    def dipu_nextafter_out(self, other, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other, out))
+            shape, dtype = shape_binary(self, other)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiNextafter(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_nextafter_out
+
+
+# nextafter_(Tensor(a!) self, Tensor other) -> Tensor(a!)
+def make_nextafter_(op, diopiNextafterInp):
+    def dipu_nextafter_(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            status = diopiNextafterInp(contexts[d], self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_nextafter_
+
+
+# nll_loss2d_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index, Tensor total_weight) -> Tensor
+def make_nll_loss2d_backward(op, diopiNLLLossV2Backward):
+    def dipu_nll_loss2d_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, self, target, weight, total_weight)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, self, target, weight, reduction, ignore_index, total_weight))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, self, target, weight, reduction, ignore_index, total_weight))
+            shape, dtype = shape_like_self(grad_output, self, target, weight, reduction, ignore_index, total_weight)
+            grad_input = empty(shape, dtype, d)
+            status = diopiNLLLossV2Backward(contexts[d], grad_input, grad_output, self, target, weight, total_weight, reduction, ignore_index)
+            if status:
+                return on_failure(status, op, (grad_output, self, target, weight, reduction, ignore_index, total_weight), {})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_nll_loss2d_backward
+
+
+# nll_loss2d_backward.grad_input(Tensor grad_output, Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index, Tensor total_weight, *, Tensor(a!) grad_input) -> Tensor(a!)
+def make_nll_loss2d_backward_grad_input(op, diopiNLLLossV2Backward):
+    def dipu_nll_loss2d_backward_grad_input(grad_output, self, target, weight, reduction, ignore_index, total_weight, *, grad_input):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, self, target, weight, total_weight, grad_input)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, self, target, weight, reduction, ignore_index, total_weight, grad_input))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, self, target, weight, reduction, ignore_index, total_weight, grad_input))
+            shape, dtype = shape_like_self(grad_output, self, target, weight, reduction, ignore_index, total_weight)
+            if grad_input.shape != shape:
+                grad_input.resize_(shape)
+            status = diopiNLLLossV2Backward(contexts[d], grad_input, grad_output, self, target, weight, total_weight, reduction, ignore_index)
+            if status:
+                return on_failure(status, op, (grad_output, self, target, weight, reduction, ignore_index, total_weight), {'grad_input': grad_input})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_nll_loss2d_backward_grad_input
+
+
+# nll_loss2d_forward(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index) -> (Tensor output, Tensor total_weight)
+def make_nll_loss2d_forward(op, diopiNLLLossV2):
+    def dipu_nll_loss2d_forward(self, target, weight, reduction, ignore_index):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, target, weight)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, target, weight, reduction, ignore_index))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, target, weight, reduction, ignore_index))
+            output, total_weight = allocate(meta_nll_loss2d_forward(self, target, weight, reduction, ignore_index), d)
+            status = diopiNLLLossV2(contexts[d], output, total_weight, self, target, weight, reduction, ignore_index)
+            if status:
+                return on_failure(status, op, (self, target, weight, reduction, ignore_index), {})
+            if SYNC:
+                synchronize(d)
+            return (output, total_weight)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_nll_loss2d_forward
+
+
+# nll_loss2d_forward.output(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index, *, Tensor(a!) output, Tensor(b!) total_weight) -> (Tensor(a!), Tensor(b!))
+def make_nll_loss2d_forward_output(op, diopiNLLLossV2):
+    def dipu_nll_loss2d_forward_output(self, target, weight, reduction, ignore_index, *, output, total_weight):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, target, weight, output, total_weight)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, target, weight, reduction, ignore_index, output, total_weight))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, target, weight, reduction, ignore_index, output, total_weight))
+            resize_outputs((output, total_weight), meta_nll_loss2d_forward(self, target, weight, reduction, ignore_index))
+            status = diopiNLLLossV2(contexts[d], output, total_weight, self, target, weight, reduction, ignore_index)
+            if status:
+                return on_failure(status, op, (self, target, weight, reduction, ignore_index), {'output': output, 'total_weight': total_weight})
+            if SYNC:
+                synchronize(d)
+            return (output, total_weight)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_nll_loss2d_forward_output
+
+
 # nll_loss_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index, Tensor total_weight) -> Tensor
 def make_nll_loss_backward(op, diopiNLLLossV2Backward):
     def dipu_nll_loss_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight):
@@ -4189,6 +17750,337 @@ def make_nonzero(op, diopiNonzero):
     return dipu_nonzero
 
 
+# norm.Scalar(Tensor self, Scalar p=2) -> Tensor
+def make_norm_Scalar(op, diopiNorm):
+    def dipu_norm_Scalar(self, p=2):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, p))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, p))
+            shape, dtype = meta_norm_Scalar(self, p)
+            out = empty(shape, dtype, d)
+            status = diopiNorm(contexts[d], out, self, p, None)
+            if status:
+                return on_failure(status, op, (self, p), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_norm_Scalar
+
+
+# norm.ScalarOpt_dim(Tensor self, Scalar? p, int[1] dim, bool keepdim=False) -> Tensor
+def make_norm_ScalarOpt_dim(op, diopiNorm):
+    def dipu_norm_ScalarOpt_dim(self, p, dim, keepdim=False):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, p, dim, keepdim))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, p, dim, keepdim))
+            shape, dtype = meta_norm_ScalarOpt_dim(self, p, dim, keepdim)
+            out = empty(shape, dtype, d)
+            status = diopiNorm(contexts[d], out, self, p, dim)
+            if status:
+                return on_failure(status, op, (self, p, dim, keepdim), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_norm_ScalarOpt_dim
+
+
+# norm.Scalar_out(Tensor self, Scalar p=2, *, Tensor(a!) out) -> Tensor(a!)
+def make_norm_Scalar_out(op, diopiNorm):
+    def dipu_norm_Scalar_out(self, p=2, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, p, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, p, out))
+            shape, dtype = meta_norm_Scalar(self, p)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiNorm(contexts[d], out, self, p, None)
+            if status:
+                return on_failure(status, op, (self, p), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_norm_Scalar_out
+
+
+# norm.out(Tensor self, Scalar? p, int[1] dim, bool keepdim=False, *, Tensor(a!) out) -> Tensor(a!)
+def make_norm_out(op, diopiNorm):
+    def dipu_norm_out(self, p, dim, keepdim=False, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, p, dim, keepdim, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, p, dim, keepdim, out))
+            shape, dtype = meta_norm_ScalarOpt_dim(self, p, dim, keepdim)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiNorm(contexts[d], out, self, p, dim)
+            if status:
+                return on_failure(status, op, (self, p, dim, keepdim), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_norm_out
+
+
+# normal.Tensor_Tensor(Tensor mean, Tensor std, *, Generator? generator=None) -> Tensor
+def make_normal_Tensor_Tensor(op, diopiNormalTensor):
+    def dipu_normal_Tensor_Tensor(mean, std, *, generator=None):
+        d = mean.get_device()
+        if d < 0:
+            d = device_of(mean, std)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (mean, std, generator))
+            if CHECK_DEVICE:
+                check_device(op, d, (mean, std, generator))
+            shape, dtype = shape_binary(mean, std, generator)
+            out = empty(shape, dtype, d)
+            status = diopiNormalTensor(contexts[d], out, mean, std, generator)
+            if status:
+                return on_failure(status, op, (mean, std), {'generator': generator})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_normal_Tensor_Tensor
+
+
+# normal.Tensor_Tensor_out(Tensor mean, Tensor std, *, Generator? generator=None, Tensor(a!) out) -> Tensor(a!)
+def make_normal_Tensor_Tensor_out(op, diopiNormalTensor):
+    def dipu_normal_Tensor_Tensor_out(mean, std, *, generator=None, out):
+        d = mean.get_device()
+        if d < 0:
+            d = device_of(mean, std, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (mean, std, generator, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (mean, std, generator, out))
+            shape, dtype = shape_binary(mean, std, generator)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiNormalTensor(contexts[d], out, mean, std, generator)
+            if status:
+                return on_failure(status, op, (mean, std), {'generator': generator, 'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_normal_Tensor_Tensor_out
+
+
+# normal.Tensor_float(Tensor mean, float std=1., *, Generator? generator=None) -> Tensor
+def make_normal_Tensor_float(op, diopiNormalTensorScalar):
+    def dipu_normal_Tensor_float(mean, std=1.0, *, generator=None):
+        d = mean.get_device()
+        if d < 0:
+            d = device_of(mean)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (mean, std, generator))
+            if CHECK_DEVICE:
+                check_device(op, d, (mean, std, generator))
+            shape, dtype = shape_unary(mean, std, generator)
+            out = empty(shape, dtype, d)
+            status = diopiNormalTensorScalar(contexts[d], out, mean, std, generator)
+            if status:
+                return on_failure(status, op, (mean, std), {'generator': generator})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_normal_Tensor_float
+
+
+# normal.Tensor_float_out(Tensor mean, float std=1., *, Generator? generator=None, Tensor(a!) out) -> Tensor(a!)
+def make_normal_Tensor_float_out(op, diopiNormalTensorScalar):
+    def dipu_normal_Tensor_float_out(mean, std=1.0, *, generator=None, out):
+        d = mean.get_device()
+        if d < 0:
+            d = device_of(mean, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (mean, std, generator, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (mean, std, generator, out))
+            shape, dtype = shape_unary(mean, std, generator)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiNormalTensorScalar(contexts[d], out, mean, std, generator)
+            if status:
+                return on_failure(status, op, (mean, std), {'generator': generator, 'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_normal_Tensor_float_out
+
+
+# normal.float_Tensor(float mean, Tensor std, *, Generator? generator=None) -> Tensor
+def make_normal_float_Tensor(op, diopiNormalScalarTensor):
+    def dipu_normal_float_Tensor(mean, std, *, generator=None):
+        d = std.get_device()
+        if d < 0:
+            d = device_of(std)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (mean, std, generator))
+            if CHECK_DEVICE:
+                check_device(op, d, (mean, std, generator))
+            shape, dtype = shape_like_self(mean, std, generator)
+            out = empty(shape, dtype, d)
+            status = diopiNormalScalarTensor(contexts[d], out, mean, std, generator)
+            if status:
+                return on_failure(status, op, (mean, std), {'generator': generator})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_normal_float_Tensor
+
+
+# normal.float_Tensor_out(float mean, Tensor std, *, Generator? generator=None, Tensor(a!) out) -> Tensor(a!)
+def make_normal_float_Tensor_out(op, diopiNormalScalarTensor):
+    def dipu_normal_float_Tensor_out(mean, std, *, generator=None, out):
+        d = std.get_device()
+        if d < 0:
+            d = device_of(std, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (mean, std, generator, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (mean, std, generator, out))
+            shape, dtype = shape_like_self(mean, std, generator)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiNormalScalarTensor(contexts[d], out, mean, std, generator)
+            if status:
+                return on_failure(status, op, (mean, std), {'generator': generator, 'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_normal_float_Tensor_out
+
+
+# normal.float_float_out(float mean, float std, SymInt[] size, *, Generator? generator=None, Tensor(a!) out) -> Tensor(a!)
+def make_normal_float_float_out(op, diopiNormalInp):
+    def dipu_normal_float_float_out(mean, std, size, *, generator=None, out):
+        d = out.get_device()
+        if d < 0:
+            d = device_of(out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (mean, std, size, generator, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (mean, std, size, generator, out))
+            shape, dtype = shape_sized_float(mean, std, size, generator)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiNormalInp(contexts[d], out, mean, std, generator)
+            if status:
+                return on_failure(status, op, (mean, std, size), {'generator': generator, 'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_normal_float_float_out
+
+
+# normal.out(Tensor self, float mean=0., float std=1., *, Generator? generator=None, Tensor(a!) out) -> Tensor(a!)
+def make_normal_out(op, diopiNormalInp):
+    def dipu_normal_out(self, mean=0.0, std=1.0, *, generator=None, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, mean, std, generator, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, mean, std, generator, out))
+            shape, dtype = shape_unary(self, mean, std, generator)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiNormalInp(contexts[d], out, mean, std, generator)
+            if status:
+                return on_failure(status, op, (self, mean, std), {'generator': generator, 'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_normal_out
+
+
 # normal_(Tensor(a!) self, float mean=0., float std=1., *, Generator? generator=None) -> Tensor(a!)
 def make_normal_(op, diopiNormalInp):
     def dipu_normal_(self, mean=0.0, std=1.0, *, generator=None):
@@ -4212,6 +18104,1107 @@ def make_normal_(op, diopiNormalInp):
                 exchange_device(previous)
 
     return dipu_normal_
+
+
+# pow.Scalar(Scalar self, Tensor exponent) -> Tensor
+def make_pow_Scalar(op, diopiPowScalar):
+    def dipu_pow_Scalar(self, exponent):
+        d = exponent.get_device()
+        if d < 0:
+            d = device_of(exponent)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, exponent))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, exponent))
+            shape, dtype = meta_pow_Scalar(self, exponent)
+            out = empty(shape, dtype, d)
+            status = diopiPowScalar(contexts[d], out, self, exponent)
+            if status:
+                return on_failure(status, op, (self, exponent), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_pow_Scalar
+
+
+# pow.Scalar_out(Scalar self, Tensor exponent, *, Tensor(a!) out) -> Tensor(a!)
+def make_pow_Scalar_out(op, diopiPowScalar):
+    def dipu_pow_Scalar_out(self, exponent, *, out):
+        d = exponent.get_device()
+        if d < 0:
+            d = device_of(exponent, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, exponent, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, exponent, out))
+            shape, dtype = meta_pow_Scalar(self, exponent)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiPowScalar(contexts[d], out, self, exponent)
+            if status:
+                return on_failure(status, op, (self, exponent), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_pow_Scalar_out
+
+
+# pow.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor
+def make_pow_Tensor_Scalar(op, diopiPow):
+    def dipu_pow_Tensor_Scalar(self, exponent):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, exponent))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, exponent))
+            shape, dtype = shape_binary(self, exponent)
+            out = empty(shape, dtype, d)
+            status = diopiPow(contexts[d], out, self, exponent)
+            if status:
+                return on_failure(status, op, (self, exponent), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_pow_Tensor_Scalar
+
+
+# pow.Tensor_Scalar_out(Tensor self, Scalar exponent, *, Tensor(a!) out) -> Tensor(a!)
+def make_pow_Tensor_Scalar_out(op, diopiPow):
+    def dipu_pow_Tensor_Scalar_out(self, exponent, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, exponent, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, exponent, out))
+            shape, dtype = shape_binary(self, exponent)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiPow(contexts[d], out, self, exponent)
+            if status:
+                return on_failure(status, op, (self, exponent), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_pow_Tensor_Scalar_out
+
+
+# pow.Tensor_Tensor(Tensor self, Tensor exponent) -> Tensor
+def make_pow_Tensor_Tensor(op, diopiPowTensor, diopiPow):
+    def dipu_pow_Tensor_Tensor(self, exponent):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, exponent)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, exponent))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, exponent))
+            shape, dtype = shape_binary(self, exponent)
+            out = empty(shape, dtype, d)
+            if isinstance(exponent, Tensor):
+                status = diopiPowTensor(contexts[d], out, self, exponent)
+            else:
+                status = diopiPow(contexts[d], out, self, exponent)
+            if status:
+                return on_failure(status, op, (self, exponent), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_pow_Tensor_Tensor
+
+
+# pow.Tensor_Tensor_out(Tensor self, Tensor exponent, *, Tensor(a!) out) -> Tensor(a!)
+def make_pow_Tensor_Tensor_out(op, diopiPowTensor, diopiPow):
+    def dipu_pow_Tensor_Tensor_out(self, exponent, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, exponent, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, exponent, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, exponent, out))
+            shape, dtype = shape_binary(self, exponent)
+            if out.shape != shape:
+                out.resize_(shape)
+            if isinstance(exponent, Tensor):
+                status = diopiPowTensor(contexts[d], out, self, exponent)
+            else:
+                status = diopiPow(contexts[d], out, self, exponent)
+            if status:
+                return on_failure(status, op, (self, exponent), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_pow_Tensor_Tensor_out
+
+
+# pow_.Scalar(Tensor(a!) self, Scalar exponent) -> Tensor(a!)
+def make_pow__Scalar(op, diopiPowInp):
+    def dipu_pow__Scalar(self, exponent):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, exponent))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, exponent))
+            status = diopiPowInp(contexts[d], self, exponent)
+            if status:
+                return on_failure(status, op, (self, exponent), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_pow__Scalar
+
+
+# pow_.Tensor(Tensor(a!) self, Tensor exponent) -> Tensor(a!)
+def make_pow__Tensor(op, diopiPowInpTensor, diopiPowInp):
+    def dipu_pow__Tensor(self, exponent):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, exponent)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, exponent))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, exponent))
+            if isinstance(exponent, Tensor):
+                status = diopiPowInpTensor(contexts[d], self, exponent)
+            else:
+                status = diopiPowInp(contexts[d], self, exponent)
+            if status:
+                return on_failure(status, op, (self, exponent), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_pow__Tensor
+
+
+# prod(Tensor self, *, ScalarType? dtype=None) -> Tensor
+def make_prod(op, diopiProd):
+    def dipu_prod(self, *, dtype=None):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dtype))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dtype))
+            shape, dtype = meta_prod(self, dtype)
+            out = empty(shape, dtype, d)
+            status = diopiProd(contexts[d], out, self, None)
+            if status:
+                return on_failure(status, op, (self,), {'dtype': dtype})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_prod
+
+
+# prod.dim_int(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor
+def make_prod_dim_int(op, diopiProd):
+    def dipu_prod_dim_int(self, dim, keepdim=False, *, dtype=None):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, keepdim, dtype))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, keepdim, dtype))
+            shape, dtype = meta_prod_dim_int(self, dim, keepdim, dtype)
+            out = empty(shape, dtype, d)
+            status = diopiProd(contexts[d], out, self, dim)
+            if status:
+                return on_failure(status, op, (self, dim, keepdim), {'dtype': dtype})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_prod_dim_int
+
+
+# prod.int_out(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None, Tensor(a!) out) -> Tensor(a!)
+def make_prod_int_out(op, diopiProd):
+    def dipu_prod_int_out(self, dim, keepdim=False, *, dtype=None, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, keepdim, dtype, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, keepdim, dtype, out))
+            shape, dtype = meta_prod_dim_int(self, dim, keepdim, dtype)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiProd(contexts[d], out, self, dim)
+            if status:
+                return on_failure(status, op, (self, dim, keepdim), {'dtype': dtype, 'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_prod_int_out
+
+
+# prod.out(Tensor self, *, ScalarType? dtype=None, Tensor(a!) out) -> Tensor(a!)
+def make_prod_out(op, diopiProd):
+    def dipu_prod_out(self, *, dtype=None, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dtype, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dtype, out))
+            shape, dtype = meta_prod(self, dtype)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiProd(contexts[d], out, self, None)
+            if status:
+                return on_failure(status, op, (self,), {'dtype': dtype, 'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_prod_out
+
+
+# put(Tensor self, Tensor index, Tensor source, bool accumulate=False) -> Tensor
+def make_put(op, diopiPut):
+    def dipu_put(self, index, source, accumulate=False):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, index, source)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, index, source, accumulate))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, index, source, accumulate))
+            shape, dtype = shape_unary(self, index, source, accumulate)
+            out = empty(shape, dtype, d)
+            status = diopiPut(contexts[d], out, self, index, source, accumulate)
+            if status:
+                return on_failure(status, op, (self, index, source, accumulate), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_put
+
+
+# put_(Tensor(a!) self, Tensor index, Tensor source, bool accumulate=False) -> Tensor(a!)
+def make_put_(op, diopiPutInp):
+    def dipu_put_(self, index, source, accumulate=False):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, index, source)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, index, source, accumulate))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, index, source, accumulate))
+            status = diopiPutInp(contexts[d], self, index, source, accumulate)
+            if status:
+                return on_failure(status, op, (self, index, source, accumulate), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_put_
+
+
+# random(Tensor self, *, Generator? generator=None) -> Tensor
+def make_random(op, diopiRandomInp):
+    def dipu_random(self, *, generator=None):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, generator))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, generator))
+            shape, dtype = shape_unary(self, generator)
+            out = empty(shape, dtype, d)
+            status = diopiRandomInp(contexts[d], out, None, None, generator)
+            if status:
+                return on_failure(status, op, (self,), {'generator': generator})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_random
+
+
+# random.from(Tensor self, int from, int? to, *, Generator? generator=None) -> Tensor
+def make_random_from(op, diopiRandomInp):
+    def dipu_random_from(self, from_, to, *, generator=None):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, from_, to, generator))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, from_, to, generator))
+            shape, dtype = shape_unary(self, from_, to, generator)
+            out = empty(shape, dtype, d)
+            status = diopiRandomInp(contexts[d], out, from_, to, generator)
+            if status:
+                return on_failure(status, op, (self, from_, to), {'generator': generator})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_random_from
+
+
+# random.from_out(Tensor self, int from, int? to, *, Generator? generator=None, Tensor(a!) out) -> Tensor(a!)
+def make_random_from_out(op, diopiRandomInp):
+    def dipu_random_from_out(self, from_, to, *, generator=None, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, from_, to, generator, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, from_, to, generator, out))
+            shape, dtype = shape_unary(self, from_, to, generator)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiRandomInp(contexts[d], out, from_, to, generator)
+            if status:
+                return on_failure(status, op, (self, from_, to), {'generator': generator, 'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_random_from_out
+
+
+# random.out(Tensor self, *, Generator? generator=None, Tensor(a!) out) -> Tensor(a!)
+def make_random_out(op, diopiRandomInp):
+    def dipu_random_out(self, *, generator=None, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, generator, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, generator, out))
+            shape, dtype = shape_unary(self, generator)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiRandomInp(contexts[d], out, None, None, generator)
+            if status:
+                return on_failure(status, op, (self,), {'generator': generator, 'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_random_out
+
+
+# random.to(Tensor self, int to, *, Generator? generator=None) -> Tensor
+def make_random_to(op, diopiRandomInp):
+    def dipu_random_to(self, to, *, generator=None):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, to, generator))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, to, generator))
+            shape, dtype = shape_unary(self, to, generator)
+            out = empty(shape, dtype, d)
+            status = diopiRandomInp(contexts[d], out, None, to, generator)
+            if status:
+                return on_failure(status, op, (self, to), {'generator': generator})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_random_to
+
+
+# random.to_out(Tensor self, int to, *, Generator? generator=None, Tensor(a!) out) -> Tensor(a!)
+def make_random_to_out(op, diopiRandomInp):
+    def dipu_random_to_out(self, to, *, generator=None, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, to, generator, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, to, generator, out))
+            shape, dtype = shape_unary(self, to, generator)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiRandomInp(contexts[d], out, None, to, generator)
+            if status:
+                return on_failure(status, op, (self, to), {'generator': generator, 'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_random_to_out
+
+
+# random_(Tensor(a!) self, *, Generator? generator=None) -> Tensor(a!)
+def make_random_(op, diopiRandomInp):
+    def dipu_random_(self, *, generator=None):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, generator))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, generator))
+            shape, dtype = shape_unary(self, generator)
+            if shape != self.shape:
+                check_inplace_shape(op, self, shape)
+            status = diopiRandomInp(contexts[d], self, None, None, generator)
+            if status:
+                return on_failure(status, op, (self,), {'generator': generator})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_random_
+
+
+# random_.from(Tensor(a!) self, int from, int? to, *, Generator? generator=None) -> Tensor(a!)
+def make_random__from(op, diopiRandomInp):
+    def dipu_random__from(self, from_, to, *, generator=None):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, from_, to, generator))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, from_, to, generator))
+            shape, dtype = shape_unary(self, from_, to, generator)
+            if shape != self.shape:
+                check_inplace_shape(op, self, shape)
+            status = diopiRandomInp(contexts[d], self, from_, to, generator)
+            if status:
+                return on_failure(status, op, (self, from_, to), {'generator': generator})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_random__from
+
+
+# random_.to(Tensor(a!) self, int to, *, Generator? generator=None) -> Tensor(a!)
+def make_random__to(op, diopiRandomInp):
+    def dipu_random__to(self, to, *, generator=None):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, to, generator))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, to, generator))
+            shape, dtype = shape_unary(self, to, generator)
+            if shape != self.shape:
+                check_inplace_shape(op, self, shape)
+            status = diopiRandomInp(contexts[d], self, None, to, generator)
+            if status:
+                return on_failure(status, op, (self, to), {'generator': generator})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_random__to
+
+
+# randperm.generator_out(SymInt n, *, Generator? generator, Tensor(a!) out) -> Tensor(a!)
+def make_randperm_generator_out(op, diopiRandperm):
+    def dipu_randperm_generator_out(n, *, generator, out):
+        d = out.get_device()
+        if d < 0:
+            d = device_of(out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (n, generator, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (n, generator, out))
+            shape, dtype = shape_randperm(n, generator)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiRandperm(contexts[d], out, n, generator)
+            if status:
+                return on_failure(status, op, (n,), {'generator': generator, 'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_randperm_generator_out
+
+
+# randperm.out(SymInt n, *, Tensor(a!) out) -> Tensor(a!)
+def make_randperm_out(op, diopiRandperm):
+    def dipu_randperm_out(n, *, out):
+        d = out.get_device()
+        if d < 0:
+            d = device_of(out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (n, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (n, out))
+            shape, dtype = shape_randperm(n)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiRandperm(contexts[d], out, n, None)
+            if status:
+                return on_failure(status, op, (n,), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_randperm_out
+
+
+# reciprocal(Tensor self) -> Tensor
+def make_reciprocal(op, diopiReciprocal):
+    def dipu_reciprocal(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            shape, dtype = shape_unary_float(self)
+            out = empty(shape, dtype, d)
+            status = diopiReciprocal(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_reciprocal
+
+
+# reciprocal.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)
+def make_reciprocal_out(op, diopiReciprocal):
+    def dipu_reciprocal_out(self, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, out))
+            shape, dtype = shape_unary_float(self)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiReciprocal(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_reciprocal_out
+
+
+# reciprocal_(Tensor(a!) self) -> Tensor(a!)
+def make_reciprocal_(op, diopiReciprocalInp):
+    def dipu_reciprocal_(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status = diopiReciprocalInp(contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_reciprocal_
+
+
+# reflection_pad1d(Tensor self, SymInt[2] padding) -> Tensor
+def make_reflection_pad1d(op, diopiPad):
+    def dipu_reflection_pad1d(self, padding):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, padding))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, padding))
+            shape, dtype = meta_reflection_pad1d(self, padding)
+            out = empty(shape, dtype, d)
+            status = diopiPad(contexts[d], out, self, padding, 'reflect', None)
+            if status:
+                return on_failure(status, op, (self, padding), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_reflection_pad1d
+
+
+# reflection_pad1d.out(Tensor self, SymInt[2] padding, *, Tensor(a!) out) -> Tensor(a!)
+def make_reflection_pad1d_out(op, diopiPad):
+    def dipu_reflection_pad1d_out(self, padding, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, padding, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, padding, out))
+            shape, dtype = meta_reflection_pad1d(self, padding)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiPad(contexts[d], out, self, padding, 'reflect', None)
+            if status:
+                return on_failure(status, op, (self, padding), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_reflection_pad1d_out
+
+
+# reflection_pad1d_backward(Tensor grad_output, Tensor self, SymInt[2] padding) -> Tensor
+def make_reflection_pad1d_backward(op, diopiPadBackward):
+    def dipu_reflection_pad1d_backward(grad_output, self, padding):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, self, padding))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, self, padding))
+            shape, dtype = shape_like_self(grad_output, self, padding)
+            grad_input = empty(shape, dtype, d)
+            status = diopiPadBackward(contexts[d], grad_input, grad_output, self, padding, 'reflect')
+            if status:
+                return on_failure(status, op, (grad_output, self, padding), {})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_reflection_pad1d_backward
+
+
+# reflection_pad1d_backward.grad_input(Tensor grad_output, Tensor self, SymInt[2] padding, *, Tensor(a!) grad_input) -> Tensor(a!)
+def make_reflection_pad1d_backward_grad_input(op, diopiPadBackward):
+    def dipu_reflection_pad1d_backward_grad_input(grad_output, self, padding, *, grad_input):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, self, grad_input)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, self, padding, grad_input))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, self, padding, grad_input))
+            shape, dtype = shape_like_self(grad_output, self, padding)
+            if grad_input.shape != shape:
+                grad_input.resize_(shape)
+            status = diopiPadBackward(contexts[d], grad_input, grad_output, self, padding, 'reflect')
+            if status:
+                return on_failure(status, op, (grad_output, self, padding), {'grad_input': grad_input})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_reflection_pad1d_backward_grad_input
+
+
+# reflection_pad2d(Tensor self, SymInt[4] padding) -> Tensor
+def make_reflection_pad2d(op, diopiPad):
+    def dipu_reflection_pad2d(self, padding):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, padding))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, padding))
+            shape, dtype = meta_reflection_pad2d(self, padding)
+            out = empty(shape, dtype, d)
+            status = diopiPad(contexts[d], out, self, padding, 'reflect', None)
+            if status:
+                return on_failure(status, op, (self, padding), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_reflection_pad2d
+
+
+# reflection_pad2d.out(Tensor self, SymInt[4] padding, *, Tensor(a!) out) -> Tensor(a!)
+def make_reflection_pad2d_out(op, diopiPad):
+    def dipu_reflection_pad2d_out(self, padding, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, padding, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, padding, out))
+            shape, dtype = meta_reflection_pad2d(self, padding)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiPad(contexts[d], out, self, padding, 'reflect', None)
+            if status:
+                return on_failure(status, op, (self, padding), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_reflection_pad2d_out
+
+
+# reflection_pad2d_backward(Tensor grad_output, Tensor self, SymInt[4] padding) -> Tensor
+def make_reflection_pad2d_backward(op, diopiPadBackward):
+    def dipu_reflection_pad2d_backward(grad_output, self, padding):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, self, padding))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, self, padding))
+            shape, dtype = shape_like_self(grad_output, self, padding)
+            grad_input = empty(shape, dtype, d)
+            status = diopiPadBackward(contexts[d], grad_input, grad_output, self, padding, 'reflect')
+            if status:
+                return on_failure(status, op, (grad_output, self, padding), {})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_reflection_pad2d_backward
+
+
+# reflection_pad2d_backward.grad_input(Tensor grad_output, Tensor self, SymInt[4] padding, *, Tensor(a!) grad_input) -> Tensor(a!)
+def make_reflection_pad2d_backward_grad_input(op, diopiPadBackward):
+    def dipu_reflection_pad2d_backward_grad_input(grad_output, self, padding, *, grad_input):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, self, grad_input)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, self, padding, grad_input))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, self, padding, grad_input))
+            shape, dtype = shape_like_self(grad_output, self, padding)
+            if grad_input.shape != shape:
+                grad_input.resize_(shape)
+            status = diopiPadBackward(contexts[d], grad_input, grad_output, self, padding, 'reflect')
+            if status:
+                return on_failure(status, op, (grad_output, self, padding), {'grad_input': grad_input})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_reflection_pad2d_backward_grad_input
+
+
+# reflection_pad3d(Tensor self, SymInt[6] padding) -> Tensor
+def make_reflection_pad3d(op, diopiPad):
+    def dipu_reflection_pad3d(self, padding):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, padding))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, padding))
+            shape, dtype = meta_reflection_pad3d(self, padding)
+            out = empty(shape, dtype, d)
+            status = diopiPad(contexts[d], out, self, padding, 'reflect', None)
+            if status:
+                return on_failure(status, op, (self, padding), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_reflection_pad3d
+
+
+# reflection_pad3d.out(Tensor self, SymInt[6] padding, *, Tensor(a!) out) -> Tensor(a!)
+def make_reflection_pad3d_out(op, diopiPad):
+    def dipu_reflection_pad3d_out(self, padding, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, padding, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, padding, out))
+            shape, dtype = meta_reflection_pad3d(self, padding)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiPad(contexts[d], out, self, padding, 'reflect', None)
+            if status:
+                return on_failure(status, op, (self, padding), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_reflection_pad3d_out
+
+
+# reflection_pad3d_backward(Tensor grad_output, Tensor self, SymInt[6] padding) -> Tensor
+def make_reflection_pad3d_backward(op, diopiPadBackward):
+    def dipu_reflection_pad3d_backward(grad_output, self, padding):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, self, padding))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, self, padding))
+            shape, dtype = shape_like_self(grad_output, self, padding)
+            grad_input = empty(shape, dtype, d)
+            status = diopiPadBackward(contexts[d], grad_input, grad_output, self, padding, 'reflect')
+            if status:
+                return on_failure(status, op, (grad_output, self, padding), {})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_reflection_pad3d_backward
+
+
+# reflection_pad3d_backward.grad_input(Tensor grad_output, Tensor self, SymInt[6] padding, *, Tensor(a!) grad_input) -> Tensor(a!)
+def make_reflection_pad3d_backward_grad_input(op, diopiPadBackward):
+    def dipu_reflection_pad3d_backward_grad_input(grad_output, self, padding, *, grad_input):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, self, grad_input)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, self, padding, grad_input))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, self, padding, grad_input))
+            shape, dtype = shape_like_self(grad_output, self, padding)
+            if grad_input.shape != shape:
+                grad_input.resize_(shape)
+            status = diopiPadBackward(contexts[d], grad_input, grad_output, self, padding, 'reflect')
+            if status:
+                return on_failure(status, op, (grad_output, self, padding), {'grad_input': grad_input})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_reflection_pad3d_backward_grad_input
 
 
 # relu(Tensor self) -> Tensor
@@ -4264,6 +19257,801 @@ def make_relu_(op, diopiReluInp):
                 exchange_device(previous)
 
     return dipu_relu_
+
+
+# remainder.Scalar(Tensor self, Scalar other) -> Tensor
+def make_remainder_Scalar(op, diopiRemainderScalar):
+    def dipu_remainder_Scalar(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            shape, dtype = shape_binary(self, other)
+            out = empty(shape, dtype, d)
+            status = diopiRemainderScalar(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_remainder_Scalar
+
+
+# remainder.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out) -> Tensor(a!)
+def make_remainder_Scalar_out(op, diopiRemainderScalar):
+    def dipu_remainder_Scalar_out(self, other, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other, out))
+            shape, dtype = shape_binary(self, other)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiRemainderScalar(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_remainder_Scalar_out
+
+
+# remainder.Tensor(Tensor self, Tensor other) -> Tensor
+def make_remainder_Tensor(op, diopiRemainder, diopiRemainderScalar):
+    def dipu_remainder_Tensor(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            shape, dtype = shape_binary(self, other)
+            out = empty(shape, dtype, d)
+            if isinstance(other, Tensor):
+                status = diopiRemainder(contexts[d], out, self, other)
+            else:
+                status = diopiRemainderScalar(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_remainder_Tensor
+
+
+# remainder.Tensor_out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)
+def make_remainder_Tensor_out(op, diopiRemainder, diopiRemainderScalar):
+    def dipu_remainder_Tensor_out(self, other, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other, out))
+            shape, dtype = shape_binary(self, other)
+            if out.shape != shape:
+                out.resize_(shape)
+            if isinstance(other, Tensor):
+                status = diopiRemainder(contexts[d], out, self, other)
+            else:
+                status = diopiRemainderScalar(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_remainder_Tensor_out
+
+
+# remainder_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)
+def make_remainder__Scalar(op, diopiRemainderInpScalar):
+    def dipu_remainder__Scalar(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            status = diopiRemainderInpScalar(contexts[d], self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_remainder__Scalar
+
+
+# remainder_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)
+def make_remainder__Tensor(op, diopiRemainderInp, diopiRemainderInpScalar):
+    def dipu_remainder__Tensor(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            if isinstance(other, Tensor):
+                status = diopiRemainderInp(contexts[d], self, other)
+            else:
+                status = diopiRemainderInpScalar(contexts[d], self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_remainder__Tensor
+
+
+# repeat(Tensor self, SymInt[] repeats) -> Tensor
+def make_repeat(op, diopiRepeat):
+    def dipu_repeat(self, repeats):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, repeats))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, repeats))
+            shape, dtype = meta_repeat(self, repeats)
+            out = empty(shape, dtype, d)
+            status = diopiRepeat(contexts[d], out, self, repeats)
+            if status:
+                return on_failure(status, op, (self, repeats), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_repeat
+
+
+# repeat.out(Tensor self, SymInt[] repeats, *, Tensor(a!) out) -> Tensor(a!)
+def make_repeat_out(op, diopiRepeat):
+    def dipu_repeat_out(self, repeats, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, repeats, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, repeats, out))
+            shape, dtype = meta_repeat(self, repeats)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiRepeat(contexts[d], out, self, repeats)
+            if status:
+                return on_failure(status, op, (self, repeats), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_repeat_out
+
+
+# repeat_interleave.Tensor(Tensor repeats, *, SymInt? output_size=None) -> Tensor
+def make_repeat_interleave_Tensor(op, diopiRepeatInterleave):
+    def dipu_repeat_interleave_Tensor(repeats, *, output_size=None):
+        d = repeats.get_device()
+        if d < 0:
+            d = device_of(repeats)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (repeats, output_size))
+            if CHECK_DEVICE:
+                check_device(op, d, (repeats, output_size))
+            out = [None]
+            status = diopiRepeatInterleave(contexts[d], out, repeats, output_size)
+            if status:
+                return on_failure(status, op, (repeats,), {'output_size': output_size})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_repeat_interleave_Tensor
+
+
+# replication_pad1d(Tensor self, SymInt[2] padding) -> Tensor
+def make_replication_pad1d(op, diopiPad):
+    def dipu_replication_pad1d(self, padding):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, padding))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, padding))
+            shape, dtype = meta_replication_pad1d(self, padding)
+            out = empty(shape, dtype, d)
+            status = diopiPad(contexts[d], out, self, padding, 'replicate', None)
+            if status:
+                return on_failure(status, op, (self, padding), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_replication_pad1d
+
+
+# replication_pad1d.out(Tensor self, SymInt[2] padding, *, Tensor(a!) out) -> Tensor(a!)
+def make_replication_pad1d_out(op, diopiPad):
+    def dipu_replication_pad1d_out(self, padding, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, padding, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, padding, out))
+            shape, dtype = meta_replication_pad1d(self, padding)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiPad(contexts[d], out, self, padding, 'replicate', None)
+            if status:
+                return on_failure(status, op, (self, padding), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_replication_pad1d_out
+
+
+# replication_pad1d_backward(Tensor grad_output, Tensor self, SymInt[2] padding) -> Tensor
+def make_replication_pad1d_backward(op, diopiPadBackward):
+    def dipu_replication_pad1d_backward(grad_output, self, padding):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, self, padding))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, self, padding))
+            shape, dtype = shape_like_self(grad_output, self, padding)
+            grad_input = empty(shape, dtype, d)
+            status = diopiPadBackward(contexts[d], grad_input, grad_output, self, padding, 'replicate')
+            if status:
+                return on_failure(status, op, (grad_output, self, padding), {})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_replication_pad1d_backward
+
+
+# replication_pad1d_backward.grad_input(Tensor grad_output, Tensor self, SymInt[2] padding, *, Tensor(a!) grad_input) -> Tensor(a!)
+def make_replication_pad1d_backward_grad_input(op, diopiPadBackward):
+    def dipu_replication_pad1d_backward_grad_input(grad_output, self, padding, *, grad_input):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, self, grad_input)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, self, padding, grad_input))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, self, padding, grad_input))
+            shape, dtype = shape_like_self(grad_output, self, padding)
+            if grad_input.shape != shape:
+                grad_input.resize_(shape)
+            status = diopiPadBackward(contexts[d], grad_input, grad_output, self, padding, 'replicate')
+            if status:
+                return on_failure(status, op, (grad_output, self, padding), {'grad_input': grad_input})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_replication_pad1d_backward_grad_input
+
+
+# replication_pad2d(Tensor self, SymInt[4] padding) -> Tensor
+def make_replication_pad2d(op, diopiPad):
+    def dipu_replication_pad2d(self, padding):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, padding))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, padding))
+            shape, dtype = meta_replication_pad2d(self, padding)
+            out = empty(shape, dtype, d)
+            status = diopiPad(contexts[d], out, self, padding, 'replicate', None)
+            if status:
+                return on_failure(status, op, (self, padding), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_replication_pad2d
+
+
+# replication_pad2d.out(Tensor self, SymInt[4] padding, *, Tensor(a!) out) -> Tensor(a!)
+def make_replication_pad2d_out(op, diopiPad):
+    def dipu_replication_pad2d_out(self, padding, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, padding, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, padding, out))
+            shape, dtype = meta_replication_pad2d(self, padding)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiPad(contexts[d], out, self, padding, 'replicate', None)
+            if status:
+                return on_failure(status, op, (self, padding), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_replication_pad2d_out
+
+
+# replication_pad2d_backward(Tensor grad_output, Tensor self, SymInt[4] padding) -> Tensor
+def make_replication_pad2d_backward(op, diopiPadBackward):
+    def dipu_replication_pad2d_backward(grad_output, self, padding):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, self, padding))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, self, padding))
+            shape, dtype = shape_like_self(grad_output, self, padding)
+            grad_input = empty(shape, dtype, d)
+            status = diopiPadBackward(contexts[d], grad_input, grad_output, self, padding, 'replicate')
+            if status:
+                return on_failure(status, op, (grad_output, self, padding), {})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_replication_pad2d_backward
+
+
+# replication_pad2d_backward.grad_input(Tensor grad_output, Tensor self, SymInt[4] padding, *, Tensor(a!) grad_input) -> Tensor(a!)
+def make_replication_pad2d_backward_grad_input(op, diopiPadBackward):
+    def dipu_replication_pad2d_backward_grad_input(grad_output, self, padding, *, grad_input):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, self, grad_input)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, self, padding, grad_input))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, self, padding, grad_input))
+            shape, dtype = shape_like_self(grad_output, self, padding)
+            if grad_input.shape != shape:
+                grad_input.resize_(shape)
+            status = diopiPadBackward(contexts[d], grad_input, grad_output, self, padding, 'replicate')
+            if status:
+                return on_failure(status, op, (grad_output, self, padding), {'grad_input': grad_input})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_replication_pad2d_backward_grad_input
+
+
+# replication_pad3d(Tensor self, SymInt[6] padding) -> Tensor
+def make_replication_pad3d(op, diopiPad):
+    def dipu_replication_pad3d(self, padding):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, padding))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, padding))
+            shape, dtype = meta_replication_pad3d(self, padding)
+            out = empty(shape, dtype, d)
+            status = diopiPad(contexts[d], out, self, padding, 'replicate', None)
+            if status:
+                return on_failure(status, op, (self, padding), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_replication_pad3d
+
+
+# replication_pad3d.out(Tensor self, SymInt[6] padding, *, Tensor(a!) out) -> Tensor(a!)
+def make_replication_pad3d_out(op, diopiPad):
+    def dipu_replication_pad3d_out(self, padding, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, padding, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, padding, out))
+            shape, dtype = meta_replication_pad3d(self, padding)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiPad(contexts[d], out, self, padding, 'replicate', None)
+            if status:
+                return on_failure(status, op, (self, padding), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_replication_pad3d_out
+
+
+# replication_pad3d_backward(Tensor grad_output, Tensor self, SymInt[6] padding) -> Tensor
+def make_replication_pad3d_backward(op, diopiPadBackward):
+    def dipu_replication_pad3d_backward(grad_output, self, padding):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, self, padding))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, self, padding))
+            shape, dtype = shape_like_self(grad_output, self, padding)
+            grad_input = empty(shape, dtype, d)
+            status = diopiPadBackward(contexts[d], grad_input, grad_output, self, padding, 'replicate')
+            if status:
+                return on_failure(status, op, (grad_output, self, padding), {})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_replication_pad3d_backward
+
+
+# replication_pad3d_backward.grad_input(Tensor grad_output, Tensor self, SymInt[6] padding, *, Tensor(a!) grad_input) -> Tensor(a!)
+def make_replication_pad3d_backward_grad_input(op, diopiPadBackward):
+    def dipu_replication_pad3d_backward_grad_input(grad_output, self, padding, *, grad_input):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, self, grad_input)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, self, padding, grad_input))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, self, padding, grad_input))
+            shape, dtype = shape_like_self(grad_output, self, padding)
+            if grad_input.shape != shape:
+                grad_input.resize_(shape)
+            status = diopiPadBackward(contexts[d], grad_input, grad_output, self, padding, 'replicate')
+            if status:
+                return on_failure(status, op, (grad_output, self, padding), {'grad_input': grad_input})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_replication_pad3d_backward_grad_input
+
+
+# roll(Tensor self, SymInt[1] shifts, int[1] dims=[]) -> Tensor
+def make_roll(op, diopiRoll):
+    def dipu_roll(self, shifts, dims=()):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, shifts, dims))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, shifts, dims))
+            shape, dtype = shape_unary(self, shifts, dims)
+            out = empty(shape, dtype, d)
+            status = diopiRoll(contexts[d], out, self, shifts, dims)
+            if status:
+                return on_failure(status, op, (self, shifts, dims), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_roll
+
+
+# roll.out(Tensor self, SymInt[1] shifts, int[1] dims=[], *, Tensor(a!) out) -> Tensor(a!)
+def make_roll_out(op, diopiRoll):
+    def dipu_roll_out(self, shifts, dims=(), *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, shifts, dims, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, shifts, dims, out))
+            shape, dtype = shape_unary(self, shifts, dims)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiRoll(contexts[d], out, self, shifts, dims)
+            if status:
+                return on_failure(status, op, (self, shifts, dims), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_roll_out
+
+
+# round(Tensor self) -> Tensor
+def make_round(op, diopiRound):
+    def dipu_round(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            shape, dtype = shape_unary(self)
+            out = empty(shape, dtype, d)
+            status = diopiRound(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_round
+
+
+# round.decimals(Tensor self, *, int decimals) -> Tensor
+def make_round_decimals(op, diopiRoundDecimals):
+    def dipu_round_decimals(self, *, decimals):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, decimals))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, decimals))
+            shape, dtype = shape_unary(self, decimals)
+            out = empty(shape, dtype, d)
+            status = diopiRoundDecimals(contexts[d], out, self, decimals)
+            if status:
+                return on_failure(status, op, (self,), {'decimals': decimals})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_round_decimals
+
+
+# round.decimals_out(Tensor self, *, int decimals, Tensor(a!) out) -> Tensor(a!)
+def make_round_decimals_out(op, diopiRoundDecimals):
+    def dipu_round_decimals_out(self, *, decimals, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, decimals, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, decimals, out))
+            shape, dtype = shape_unary(self, decimals)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiRoundDecimals(contexts[d], out, self, decimals)
+            if status:
+                return on_failure(status, op, (self,), {'decimals': decimals, 'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_round_decimals_out
+
+
+# round.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)
+def make_round_out(op, diopiRound):
+    def dipu_round_out(self, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, out))
+            shape, dtype = shape_unary(self)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiRound(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_round_out
+
+
+# round_(Tensor(a!) self) -> Tensor(a!)
+def make_round_(op, diopiRoundInp):
+    def dipu_round_(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status = diopiRoundInp(contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_round_
+
+
+# round_.decimals(Tensor(a!) self, *, int decimals) -> Tensor(a!)
+def make_round__decimals(op, diopiRoundDecimalsInp):
+    def dipu_round__decimals(self, *, decimals):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, decimals))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, decimals))
+            status = diopiRoundDecimalsInp(contexts[d], self, decimals)
+            if status:
+                return on_failure(status, op, (self,), {'decimals': decimals})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_round__decimals
 
 
 # rsqrt(Tensor self) -> Tensor
@@ -4349,6 +20137,639 @@ def make_rsqrt_(op, diopiRsqrt):
     return dipu_rsqrt_
 
 
+# scatter.reduce(Tensor self, int dim, Tensor index, Tensor src, *, str reduce) -> Tensor
+def make_scatter_reduce(op, diopiScatter):
+    def dipu_scatter_reduce(self, dim, index, src, *, reduce):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, index, src)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, index, src, reduce))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, index, src, reduce))
+            shape, dtype = shape_unary(self, dim, index, src, reduce)
+            out = empty(shape, dtype, d)
+            status = diopiScatter(contexts[d], out, self, dim, index, src, reduce)
+            if status:
+                return on_failure(status, op, (self, dim, index, src), {'reduce': reduce})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_scatter_reduce
+
+
+# scatter.reduce_out(Tensor self, int dim, Tensor index, Tensor src, *, str reduce, Tensor(a!) out) -> Tensor(a!)
+def make_scatter_reduce_out(op, diopiScatter):
+    def dipu_scatter_reduce_out(self, dim, index, src, *, reduce, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, index, src, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, index, src, reduce, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, index, src, reduce, out))
+            shape, dtype = shape_unary(self, dim, index, src, reduce)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiScatter(contexts[d], out, self, dim, index, src, reduce)
+            if status:
+                return on_failure(status, op, (self, dim, index, src), {'reduce': reduce, 'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_scatter_reduce_out
+
+
+# scatter.src(Tensor self, int dim, Tensor index, Tensor src) -> Tensor
+def make_scatter_src(op, diopiScatter):
+    def dipu_scatter_src(self, dim, index, src):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, index, src)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, index, src))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, index, src))
+            shape, dtype = shape_unary(self, dim, index, src)
+            out = empty(shape, dtype, d)
+            status = diopiScatter(contexts[d], out, self, dim, index, src, None)
+            if status:
+                return on_failure(status, op, (self, dim, index, src), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_scatter_src
+
+
+# scatter.src_out(Tensor self, int dim, Tensor index, Tensor src, *, Tensor(a!) out) -> Tensor(a!)
+def make_scatter_src_out(op, diopiScatter):
+    def dipu_scatter_src_out(self, dim, index, src, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, index, src, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, index, src, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, index, src, out))
+            shape, dtype = shape_unary(self, dim, index, src)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiScatter(contexts[d], out, self, dim, index, src, None)
+            if status:
+                return on_failure(status, op, (self, dim, index, src), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_scatter_src_out
+
+
+# scatter.value(Tensor self, int dim, Tensor index, Scalar value) -> Tensor
+def make_scatter_value(op, diopiScatterScalar):
+    def dipu_scatter_value(self, dim, index, value):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, index)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, index, value))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, index, value))
+            shape, dtype = shape_unary(self, dim, index, value)
+            out = empty(shape, dtype, d)
+            status = diopiScatterScalar(contexts[d], out, self, dim, index, value, None)
+            if status:
+                return on_failure(status, op, (self, dim, index, value), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_scatter_value
+
+
+# scatter.value_out(Tensor self, int dim, Tensor index, Scalar value, *, Tensor(a!) out) -> Tensor(a!)
+def make_scatter_value_out(op, diopiScatterScalar):
+    def dipu_scatter_value_out(self, dim, index, value, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, index, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, index, value, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, index, value, out))
+            shape, dtype = shape_unary(self, dim, index, value)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiScatterScalar(contexts[d], out, self, dim, index, value, None)
+            if status:
+                return on_failure(status, op, (self, dim, index, value), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_scatter_value_out
+
+
+# scatter.value_reduce(Tensor self, int dim, Tensor index, Scalar value, *, str reduce) -> Tensor
+def make_scatter_value_reduce(op, diopiScatterScalar):
+    def dipu_scatter_value_reduce(self, dim, index, value, *, reduce):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, index)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, index, value, reduce))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, index, value, reduce))
+            shape, dtype = shape_unary(self, dim, index, value, reduce)
+            out = empty(shape, dtype, d)
+            status = diopiScatterScalar(contexts[d], out, self, dim, index, value, reduce)
+            if status:
+                return on_failure(status, op, (self, dim, index, value), {'reduce': reduce})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_scatter_value_reduce
+
+
+# scatter.value_reduce_out(Tensor self, int dim, Tensor index, Scalar value, *, str reduce, Tensor(a!) out) -> Tensor(a!)
+def make_scatter_value_reduce_out(op, diopiScatterScalar):
+    def dipu_scatter_value_reduce_out(self, dim, index, value, *, reduce, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, index, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, index, value, reduce, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, index, value, reduce, out))
+            shape, dtype = shape_unary(self, dim, index, value, reduce)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiScatterScalar(contexts[d], out, self, dim, index, value, reduce)
+            if status:
+                return on_failure(status, op, (self, dim, index, value), {'reduce': reduce, 'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_scatter_value_reduce_out
+
+
+# scatter_.reduce(Tensor(a!) self, int dim, Tensor index, Tensor src, *, str reduce) -> Tensor(a!)
+def make_scatter__reduce(op, diopiScatter):
+    def dipu_scatter__reduce(self, dim, index, src, *, reduce):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, index, src)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, index, src, reduce))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, index, src, reduce))
+            shape, dtype = shape_unary(self, dim, index, src, reduce)
+            if shape != self.shape:
+                check_inplace_shape(op, self, shape)
+            status = diopiScatter(contexts[d], self, self, dim, index, src, reduce)
+            if status:
+                return on_failure(status, op, (self, dim, index, src), {'reduce': reduce})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_scatter__reduce
+
+
+# scatter_.src(Tensor(a!) self, int dim, Tensor index, Tensor src) -> Tensor(a!)
+def make_scatter__src(op, diopiScatter):
+    def dipu_scatter__src(self, dim, index, src):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, index, src)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, index, src))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, index, src))
+            shape, dtype = shape_unary(self, dim, index, src)
+            if shape != self.shape:
+                check_inplace_shape(op, self, shape)
+            status = diopiScatter(contexts[d], self, self, dim, index, src, None)
+            if status:
+                return on_failure(status, op, (self, dim, index, src), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_scatter__src
+
+
+# scatter_.value(Tensor(a!) self, int dim, Tensor index, Scalar value) -> Tensor(a!)
+def make_scatter__value(op, diopiScatterScalar):
+    def dipu_scatter__value(self, dim, index, value):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, index)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, index, value))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, index, value))
+            shape, dtype = shape_unary(self, dim, index, value)
+            if shape != self.shape:
+                check_inplace_shape(op, self, shape)
+            status = diopiScatterScalar(contexts[d], self, self, dim, index, value, None)
+            if status:
+                return on_failure(status, op, (self, dim, index, value), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_scatter__value
+
+
+# scatter_.value_reduce(Tensor(a!) self, int dim, Tensor index, Scalar value, *, str reduce) -> Tensor(a!)
+def make_scatter__value_reduce(op, diopiScatterScalar):
+    def dipu_scatter__value_reduce(self, dim, index, value, *, reduce):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, index)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, index, value, reduce))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, index, value, reduce))
+            shape, dtype = shape_unary(self, dim, index, value, reduce)
+            if shape != self.shape:
+                check_inplace_shape(op, self, shape)
+            status = diopiScatterScalar(contexts[d], self, self, dim, index, value, reduce)
+            if status:
+                return on_failure(status, op, (self, dim, index, value), {'reduce': reduce})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_scatter__value_reduce
+
+
+# scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor
+def make_scatter_add(op, diopiScatter):
+    def dipu_scatter_add(self, dim, index, src):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, index, src)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, index, src))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, index, src))
+            shape, dtype = shape_unary(self, dim, index, src)
+            out = empty(shape, dtype, d)
+            status = diopiScatter(contexts[d], out, self, dim, index, src, 'add')
+            if status:
+                return on_failure(status, op, (self, dim, index, src), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_scatter_add
+
+
+# scatter_add.out(Tensor self, int dim, Tensor index, Tensor src, *, Tensor(a!) out) -> Tensor(a!)
+def make_scatter_add_out(op, diopiScatter):
+    def dipu_scatter_add_out(self, dim, index, src, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, index, src, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, index, src, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, index, src, out))
+            shape, dtype = shape_unary(self, dim, index, src)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiScatter(contexts[d], out, self, dim, index, src, 'add')
+            if status:
+                return on_failure(status, op, (self, dim, index, src), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_scatter_add_out
+
+
+# scatter_add_(Tensor(a!) self, int dim, Tensor index, Tensor src) -> Tensor(a!)
+def make_scatter_add_(op, diopiScatter):
+    def dipu_scatter_add_(self, dim, index, src):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, index, src)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, index, src))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, index, src))
+            shape, dtype = shape_unary(self, dim, index, src)
+            if shape != self.shape:
+                check_inplace_shape(op, self, shape)
+            status = diopiScatter(contexts[d], self, self, dim, index, src, 'add')
+            if status:
+                return on_failure(status, op, (self, dim, index, src), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_scatter_add_
+
+
+# scatter_reduce.two(Tensor self, int dim, Tensor index, Tensor src, str reduce, *, bool include_self=True) -> Tensor
+def make_scatter_reduce_two(op, diopiScatterReduce):
+    def dipu_scatter_reduce_two(self, dim, index, src, reduce, *, include_self=True):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, index, src)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, index, src, reduce, include_self))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, index, src, reduce, include_self))
+            shape, dtype = shape_unary(self, dim, index, src, reduce, include_self)
+            out = empty(shape, dtype, d)
+            status = diopiScatterReduce(contexts[d], out, self, dim, index, src, reduce, include_self)
+            if status:
+                return on_failure(status, op, (self, dim, index, src, reduce), {'include_self': include_self})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_scatter_reduce_two
+
+
+# scatter_reduce.two_out(Tensor self, int dim, Tensor index, Tensor src, str reduce, *, bool include_self=True, Tensor(a!) out) -> Tensor(a!)
+def make_scatter_reduce_two_out(op, diopiScatterReduce):
+    def dipu_scatter_reduce_two_out(self, dim, index, src, reduce, *, include_self=True, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, index, src, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, index, src, reduce, include_self, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, index, src, reduce, include_self, out))
+            shape, dtype = shape_unary(self, dim, index, src, reduce, include_self)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiScatterReduce(contexts[d], out, self, dim, index, src, reduce, include_self)
+            if status:
+                return on_failure(status, op, (self, dim, index, src, reduce), {'include_self': include_self, 'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_scatter_reduce_two_out
+
+
+# scatter_reduce_.two(Tensor(a!) self, int dim, Tensor index, Tensor src, str reduce, *, bool include_self=True) -> Tensor(a!)
+def make_scatter_reduce__two(op, diopiScatterReduce):
+    def dipu_scatter_reduce__two(self, dim, index, src, reduce, *, include_self=True):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, index, src)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, index, src, reduce, include_self))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, index, src, reduce, include_self))
+            shape, dtype = shape_unary(self, dim, index, src, reduce, include_self)
+            if shape != self.shape:
+                check_inplace_shape(op, self, shape)
+            status = diopiScatterReduce(contexts[d], self, self, dim, index, src, reduce, include_self)
+            if status:
+                return on_failure(status, op, (self, dim, index, src, reduce), {'include_self': include_self})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_scatter_reduce__two
+
+
+# searchsorted.Tensor(Tensor sorted_sequence, Tensor self, *, bool out_int32=False, bool right=False, str? side=None, Tensor? sorter=None) -> Tensor
+def make_searchsorted_Tensor(op, diopiSearchsorted):
+    def dipu_searchsorted_Tensor(sorted_sequence, self, *, out_int32=False, right=False, side=None, sorter=None):
+        d = sorted_sequence.get_device()
+        if d < 0:
+            d = device_of(sorted_sequence, self, sorter)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (sorted_sequence, self, out_int32, right, side, sorter))
+            if CHECK_DEVICE:
+                check_device(op, d, (sorted_sequence, self, out_int32, right, side, sorter))
+            shape, dtype = meta_searchsorted_Tensor(sorted_sequence, self, out_int32, right, side, sorter)
+            out = empty(shape, dtype, d)
+            status = diopiSearchsorted(contexts[d], out, sorted_sequence, self, out_int32, right, side, sorter)
+            if status:
+                return on_failure(status, op, (sorted_sequence, self), {'out_int32': out_int32, 'right': right, 'side': side, 'sorter': sorter})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_searchsorted_Tensor
+
+
+# searchsorted.Tensor_out(Tensor sorted_sequence, Tensor self, *, bool out_int32=False, bool right=False, str? side=None, Tensor? sorter=None, Tensor(a!) out) -> Tensor(a!)
+def make_searchsorted_Tensor_out(op, diopiSearchsorted):
+    def dipu_searchsorted_Tensor_out(sorted_sequence, self, *, out_int32=False, right=False, side=None, sorter=None, out):
+        d = sorted_sequence.get_device()
+        if d < 0:
+            d = device_of(sorted_sequence, self, sorter, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (sorted_sequence, self, out_int32, right, side, sorter, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (sorted_sequence, self, out_int32, right, side, sorter, out))
+            shape, dtype = meta_searchsorted_Tensor(sorted_sequence, self, out_int32, right, side, sorter)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiSearchsorted(contexts[d], out, sorted_sequence, self, out_int32, right, side, sorter)
+            if status:
+                return on_failure(status, op, (sorted_sequence, self), {'out_int32': out_int32, 'right': right, 'side': side, 'sorter': sorter, 'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_searchsorted_Tensor_out
+
+
+# sgn(Tensor self) -> Tensor
+def make_sgn(op, diopiSgn):
+    def dipu_sgn(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            shape, dtype = shape_unary(self)
+            out = empty(shape, dtype, d)
+            status = diopiSgn(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_sgn
+
+
+# sgn.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)
+def make_sgn_out(op, diopiSgn):
+    def dipu_sgn_out(self, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, out))
+            shape, dtype = shape_unary(self)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiSgn(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_sgn_out
+
+
+# sgn_(Tensor(a!) self) -> Tensor(a!)
+def make_sgn_(op, diopiSgnInp):
+    def dipu_sgn_(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status = diopiSgnInp(contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_sgn_
+
+
 # sigmoid(Tensor self) -> Tensor
 def make_sigmoid(op, diopiSigmoid):
     def dipu_sigmoid(self):
@@ -4432,6 +20853,978 @@ def make_sigmoid_(op, diopiSigmoid):
     return dipu_sigmoid_
 
 
+# sigmoid_backward(Tensor grad_output, Tensor output) -> Tensor
+def make_sigmoid_backward(op, diopiSigmoidBackward):
+    def dipu_sigmoid_backward(grad_output, output):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, output)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, output))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, output))
+            shape, dtype = shape_unary(grad_output, output)
+            grad_input = empty(shape, dtype, d)
+            status = diopiSigmoidBackward(contexts[d], grad_input, grad_output, output)
+            if status:
+                return on_failure(status, op, (grad_output, output), {})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_sigmoid_backward
+
+
+# sigmoid_backward.grad_input(Tensor grad_output, Tensor output, *, Tensor(a!) grad_input) -> Tensor(a!)
+def make_sigmoid_backward_grad_input(op, diopiSigmoidBackward):
+    def dipu_sigmoid_backward_grad_input(grad_output, output, *, grad_input):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, output, grad_input)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, output, grad_input))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, output, grad_input))
+            shape, dtype = shape_unary(grad_output, output)
+            if grad_input.shape != shape:
+                grad_input.resize_(shape)
+            status = diopiSigmoidBackward(contexts[d], grad_input, grad_output, output)
+            if status:
+                return on_failure(status, op, (grad_output, output), {'grad_input': grad_input})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_sigmoid_backward_grad_input
+
+
+# sign(Tensor self) -> Tensor
+def make_sign(op, diopiSign):
+    def dipu_sign(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            shape, dtype = shape_unary(self)
+            out = empty(shape, dtype, d)
+            status = diopiSign(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_sign
+
+
+# sign.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)
+def make_sign_out(op, diopiSign):
+    def dipu_sign_out(self, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, out))
+            shape, dtype = shape_unary(self)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiSign(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_sign_out
+
+
+# sign_(Tensor(a!) self) -> Tensor(a!)
+def make_sign_(op, diopiSignInp):
+    def dipu_sign_(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status = diopiSignInp(contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_sign_
+
+
+# signbit(Tensor self) -> Tensor
+def make_signbit(op, diopiSignbit):
+    def dipu_signbit(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            shape, dtype = shape_unary_bool(self)
+            out = empty(shape, dtype, d)
+            status = diopiSignbit(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_signbit
+
+
+# signbit.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)
+def make_signbit_out(op, diopiSignbit):
+    def dipu_signbit_out(self, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, out))
+            shape, dtype = shape_unary_bool(self)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiSignbit(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_signbit_out
+
+
+# silu(Tensor self) -> Tensor
+def make_silu(op, diopiSilu):
+    def dipu_silu(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            shape, dtype = shape_unary(self)
+            out = empty(shape, dtype, d)
+            status = diopiSilu(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_silu
+
+
+# silu.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)
+def make_silu_out(op, diopiSilu):
+    def dipu_silu_out(self, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, out))
+            shape, dtype = shape_unary(self)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiSilu(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_silu_out
+
+
+# silu_(Tensor(a!) self) -> Tensor(a!)
+def make_silu_(op, diopiSiluInp):
+    def dipu_silu_(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status = diopiSiluInp(contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_silu_
+
+
+# silu_backward.grad_input(Tensor grad_output, Tensor self, *, Tensor(a!) grad_input) -> Tensor(a!)
+def make_silu_backward_grad_input(op, diopiSiluBackward):
+    def dipu_silu_backward_grad_input(grad_output, self, *, grad_input):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, self, grad_input)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, self, grad_input))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, self, grad_input))
+            shape, dtype = shape_unary(grad_output, self)
+            if grad_input.shape != shape:
+                grad_input.resize_(shape)
+            status = diopiSiluBackward(contexts[d], grad_input, grad_output, self)
+            if status:
+                return on_failure(status, op, (grad_output, self), {'grad_input': grad_input})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_silu_backward_grad_input
+
+
+# sin(Tensor self) -> Tensor
+def make_sin(op, diopiSin):
+    def dipu_sin(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            shape, dtype = shape_unary_float(self)
+            out = empty(shape, dtype, d)
+            status = diopiSin(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_sin
+
+
+# sin.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)
+def make_sin_out(op, diopiSin):
+    def dipu_sin_out(self, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, out))
+            shape, dtype = shape_unary_float(self)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiSin(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_sin_out
+
+
+# sin_(Tensor(a!) self) -> Tensor(a!)
+def make_sin_(op, diopiSinInp):
+    def dipu_sin_(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status = diopiSinInp(contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_sin_
+
+
+# sinc(Tensor self) -> Tensor
+def make_sinc(op, diopiSinc):
+    def dipu_sinc(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            shape, dtype = shape_unary_float(self)
+            out = empty(shape, dtype, d)
+            status = diopiSinc(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_sinc
+
+
+# sinc.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)
+def make_sinc_out(op, diopiSinc):
+    def dipu_sinc_out(self, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, out))
+            shape, dtype = shape_unary_float(self)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiSinc(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_sinc_out
+
+
+# sinc_(Tensor(a!) self) -> Tensor(a!)
+def make_sinc_(op, diopiSincInp):
+    def dipu_sinc_(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status = diopiSincInp(contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_sinc_
+
+
+# sinh(Tensor self) -> Tensor
+def make_sinh(op, diopiSinh):
+    def dipu_sinh(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            shape, dtype = shape_unary_float(self)
+            out = empty(shape, dtype, d)
+            status = diopiSinh(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_sinh
+
+
+# sinh.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)
+def make_sinh_out(op, diopiSinh):
+    def dipu_sinh_out(self, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, out))
+            shape, dtype = shape_unary_float(self)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiSinh(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_sinh_out
+
+
+# sinh_(Tensor(a!) self) -> Tensor(a!)
+def make_sinh_(op, diopiSinhInp):
+    def dipu_sinh_(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status = diopiSinhInp(contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_sinh_
+
+
+# smooth_l1_loss(Tensor self, Tensor target, int reduction=1, float beta=1.) -> Tensor
+def make_smooth_l1_loss(op, diopiSmoothL1Loss):
+    def dipu_smooth_l1_loss(self, target, reduction=1, beta=1.0):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, target)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, target, reduction, beta))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, target, reduction, beta))
+            shape, dtype = meta_smooth_l1_loss(self, target, reduction, beta)
+            out = empty(shape, dtype, d)
+            status = diopiSmoothL1Loss(contexts[d], out, self, target, reduction, beta)
+            if status:
+                return on_failure(status, op, (self, target, reduction, beta), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_smooth_l1_loss
+
+
+# smooth_l1_loss.out(Tensor self, Tensor target, int reduction=1, float beta=1., *, Tensor(a!) out) -> Tensor(a!)
+def make_smooth_l1_loss_out(op, diopiSmoothL1Loss):
+    def dipu_smooth_l1_loss_out(self, target, reduction=1, beta=1.0, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, target, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, target, reduction, beta, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, target, reduction, beta, out))
+            shape, dtype = meta_smooth_l1_loss(self, target, reduction, beta)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiSmoothL1Loss(contexts[d], out, self, target, reduction, beta)
+            if status:
+                return on_failure(status, op, (self, target, reduction, beta), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_smooth_l1_loss_out
+
+
+# smooth_l1_loss_backward(Tensor grad_output, Tensor self, Tensor target, int reduction, float beta) -> Tensor
+def make_smooth_l1_loss_backward(op, diopiSmoothL1LossBackward):
+    def dipu_smooth_l1_loss_backward(grad_output, self, target, reduction, beta):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, self, target)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, self, target, reduction, beta))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, self, target, reduction, beta))
+            shape, dtype = shape_like_self(grad_output, self, target, reduction, beta)
+            grad_input = empty(shape, dtype, d)
+            status = diopiSmoothL1LossBackward(contexts[d], grad_input, grad_output, self, target, reduction, beta)
+            if status:
+                return on_failure(status, op, (grad_output, self, target, reduction, beta), {})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_smooth_l1_loss_backward
+
+
+# smooth_l1_loss_backward.grad_input(Tensor grad_output, Tensor self, Tensor target, int reduction, float beta, *, Tensor(a!) grad_input) -> Tensor(a!)
+def make_smooth_l1_loss_backward_grad_input(op, diopiSmoothL1LossBackward):
+    def dipu_smooth_l1_loss_backward_grad_input(grad_output, self, target, reduction, beta, *, grad_input):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, self, target, grad_input)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, self, target, reduction, beta, grad_input))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, self, target, reduction, beta, grad_input))
+            shape, dtype = shape_like_self(grad_output, self, target, reduction, beta)
+            if grad_input.shape != shape:
+                grad_input.resize_(shape)
+            status = diopiSmoothL1LossBackward(contexts[d], grad_input, grad_output, self, target, reduction, beta)
+            if status:
+                return on_failure(status, op, (grad_output, self, target, reduction, beta), {'grad_input': grad_input})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_smooth_l1_loss_backward_grad_input
+
+
+# softplus(Tensor self, Scalar beta=1, Scalar threshold=20) -> Tensor
+def make_softplus(op, diopiSoftplus):
+    def dipu_softplus(self, beta=1, threshold=20):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, beta, threshold))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, beta, threshold))
+            shape, dtype = shape_unary(self, beta, threshold)
+            out = empty(shape, dtype, d)
+            status = diopiSoftplus(contexts[d], out, self, beta, threshold)
+            if status:
+                return on_failure(status, op, (self, beta, threshold), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_softplus
+
+
+# softplus.out(Tensor self, Scalar beta=1, Scalar threshold=20, *, Tensor(a!) out) -> Tensor(a!)
+def make_softplus_out(op, diopiSoftplus):
+    def dipu_softplus_out(self, beta=1, threshold=20, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, beta, threshold, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, beta, threshold, out))
+            shape, dtype = shape_unary(self, beta, threshold)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiSoftplus(contexts[d], out, self, beta, threshold)
+            if status:
+                return on_failure(status, op, (self, beta, threshold), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_softplus_out
+
+
+# softplus_backward(Tensor grad_output, Tensor self, Scalar beta, Scalar threshold) -> Tensor
+def make_softplus_backward(op, diopiSoftplusBackward):
+    def dipu_softplus_backward(grad_output, self, beta, threshold):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, self, beta, threshold))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, self, beta, threshold))
+            shape, dtype = shape_unary(grad_output, self, beta, threshold)
+            grad_input = empty(shape, dtype, d)
+            status = diopiSoftplusBackward(contexts[d], grad_input, grad_output, self, beta, threshold)
+            if status:
+                return on_failure(status, op, (grad_output, self, beta, threshold), {})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_softplus_backward
+
+
+# softplus_backward.grad_input(Tensor grad_output, Tensor self, Scalar beta, Scalar threshold, *, Tensor(a!) grad_input) -> Tensor(a!)
+def make_softplus_backward_grad_input(op, diopiSoftplusBackward):
+    def dipu_softplus_backward_grad_input(grad_output, self, beta, threshold, *, grad_input):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, self, grad_input)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, self, beta, threshold, grad_input))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, self, beta, threshold, grad_input))
+            shape, dtype = shape_unary(grad_output, self, beta, threshold)
+            if grad_input.shape != shape:
+                grad_input.resize_(shape)
+            status = diopiSoftplusBackward(contexts[d], grad_input, grad_output, self, beta, threshold)
+            if status:
+                return on_failure(status, op, (grad_output, self, beta, threshold), {'grad_input': grad_input})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_softplus_backward_grad_input
+
+
+# softshrink(Tensor self, Scalar lambd=0.5) -> Tensor
+def make_softshrink(op, diopiSoftshrink):
+    def dipu_softshrink(self, lambd=0.5):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, lambd))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, lambd))
+            shape, dtype = shape_unary(self, lambd)
+            out = empty(shape, dtype, d)
+            status = diopiSoftshrink(contexts[d], out, self, lambd)
+            if status:
+                return on_failure(status, op, (self, lambd), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_softshrink
+
+
+# softshrink.out(Tensor self, Scalar lambd=0.5, *, Tensor(a!) out) -> Tensor(a!)
+def make_softshrink_out(op, diopiSoftshrink):
+    def dipu_softshrink_out(self, lambd=0.5, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, lambd, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, lambd, out))
+            shape, dtype = shape_unary(self, lambd)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiSoftshrink(contexts[d], out, self, lambd)
+            if status:
+                return on_failure(status, op, (self, lambd), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_softshrink_out
+
+
+# softshrink_backward(Tensor grad_output, Tensor self, Scalar lambd) -> Tensor
+def make_softshrink_backward(op, diopiSoftshrinkBackward):
+    def dipu_softshrink_backward(grad_output, self, lambd):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, self, lambd))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, self, lambd))
+            shape, dtype = shape_unary(grad_output, self, lambd)
+            grad_input = empty(shape, dtype, d)
+            status = diopiSoftshrinkBackward(contexts[d], grad_input, grad_output, self, lambd)
+            if status:
+                return on_failure(status, op, (grad_output, self, lambd), {})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_softshrink_backward
+
+
+# softshrink_backward.grad_input(Tensor grad_output, Tensor self, Scalar lambd, *, Tensor(a!) grad_input) -> Tensor(a!)
+def make_softshrink_backward_grad_input(op, diopiSoftshrinkBackward):
+    def dipu_softshrink_backward_grad_input(grad_output, self, lambd, *, grad_input):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, self, grad_input)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, self, lambd, grad_input))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, self, lambd, grad_input))
+            shape, dtype = shape_unary(grad_output, self, lambd)
+            if grad_input.shape != shape:
+                grad_input.resize_(shape)
+            status = diopiSoftshrinkBackward(contexts[d], grad_input, grad_output, self, lambd)
+            if status:
+                return on_failure(status, op, (grad_output, self, lambd), {'grad_input': grad_input})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_softshrink_backward_grad_input
+
+
+# sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)
+def make_sort(op, diopiSort):
+    def dipu_sort(self, dim=-1, descending=False):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, descending))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, descending))
+            values, indices = allocate(meta_sort(self, dim, descending), d)
+            status = diopiSort(contexts[d], values, indices, self, dim, descending, None)
+            if status:
+                return on_failure(status, op, (self, dim, descending), {})
+            if SYNC:
+                synchronize(d)
+            return (values, indices)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_sort
+
+
+# sort.stable(Tensor self, *, bool? stable, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)
+def make_sort_stable(op, diopiSort):
+    def dipu_sort_stable(self, *, stable, dim=-1, descending=False):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, stable, dim, descending))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, stable, dim, descending))
+            values, indices = allocate(meta_sort_stable(self, stable, dim, descending), d)
+            status = diopiSort(contexts[d], values, indices, self, dim, descending, stable)
+            if status:
+                return on_failure(status, op, (self,), {'stable': stable, 'dim': dim, 'descending': descending})
+            if SYNC:
+                synchronize(d)
+            return (values, indices)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_sort_stable
+
+
+# sort.values(Tensor self, int dim=-1, bool descending=False, *, Tensor(a!) values, Tensor(b!) indices) -> (Tensor(a!) values, Tensor(b!) indices)
+def make_sort_values(op, diopiSort):
+    def dipu_sort_values(self, dim=-1, descending=False, *, values, indices):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, values, indices)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, descending, values, indices))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, descending, values, indices))
+            resize_outputs((values, indices), meta_sort(self, dim, descending))
+            status = diopiSort(contexts[d], values, indices, self, dim, descending, None)
+            if status:
+                return on_failure(status, op, (self, dim, descending), {'values': values, 'indices': indices})
+            if SYNC:
+                synchronize(d)
+            return (values, indices)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_sort_values
+
+
+# sort.values_stable(Tensor self, *, bool? stable, int dim=-1, bool descending=False, Tensor(a!) values, Tensor(b!) indices) -> (Tensor(a!) values, Tensor(b!) indices)
+def make_sort_values_stable(op, diopiSort):
+    def dipu_sort_values_stable(self, *, stable, dim=-1, descending=False, values, indices):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, values, indices)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, stable, dim, descending, values, indices))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, stable, dim, descending, values, indices))
+            resize_outputs((values, indices), meta_sort_stable(self, stable, dim, descending))
+            status = diopiSort(contexts[d], values, indices, self, dim, descending, stable)
+            if status:
+                return on_failure(status, op, (self,), {'stable': stable, 'dim': dim, 'descending': descending, 'values': values, 'indices': indices})
+            if SYNC:
+                synchronize(d)
+            return (values, indices)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_sort_values_stable
+
+
 # sqrt(Tensor self) -> Tensor
 def make_sqrt(op, diopiSqrt):
     def dipu_sqrt(self):
@@ -4513,6 +21906,142 @@ def make_sqrt_(op, diopiSqrt):
                 exchange_device(previous)
 
     return dipu_sqrt_
+
+
+# stack(Tensor[] tensors, int dim=0) -> Tensor
+def make_stack(op, diopiStack):
+    def dipu_stack(tensors, dim=0):
+        d = tensors[0].get_device()
+        if d < 0:
+            d = device_of(tensors)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (tensors, dim))
+            if CHECK_DEVICE:
+                check_device(op, d, (tensors, dim))
+            shape, dtype = meta_stack(tensors, dim)
+            out = empty(shape, dtype, d)
+            status = diopiStack(contexts[d], out, tensors, dim)
+            if status:
+                return on_failure(status, op, (tensors, dim), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_stack
+
+
+# stack.out(Tensor[] tensors, int dim=0, *, Tensor(a!) out) -> Tensor(a!)
+def make_stack_out(op, diopiStack):
+    def dipu_stack_out(tensors, dim=0, *, out):
+        d = tensors[0].get_device()
+        if d < 0:
+            d = device_of(tensors, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (tensors, dim, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (tensors, dim, out))
+            shape, dtype = meta_stack(tensors, dim)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiStack(contexts[d], out, tensors, dim)
+            if status:
+                return on_failure(status, op, (tensors, dim), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_stack_out
+
+
+# std.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor
+def make_std_correction(op, diopiStd):
+    def dipu_std_correction(self, dim=None, *, correction=None, keepdim=False):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, correction, keepdim))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, correction, keepdim))
+            shape, dtype = meta_std_correction(self, dim, correction, keepdim)
+            out = empty(shape, dtype, d)
+            status = diopiStd(contexts[d], out, self, dim, correction)
+            if status:
+                return on_failure(status, op, (self, dim), {'correction': correction, 'keepdim': keepdim})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_std_correction
+
+
+# std.correction_out(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False, Tensor(a!) out) -> Tensor(a!)
+def make_std_correction_out(op, diopiStd):
+    def dipu_std_correction_out(self, dim=None, *, correction=None, keepdim=False, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, correction, keepdim, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, correction, keepdim, out))
+            shape, dtype = meta_std_correction(self, dim, correction, keepdim)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiStd(contexts[d], out, self, dim, correction)
+            if status:
+                return on_failure(status, op, (self, dim), {'correction': correction, 'keepdim': keepdim, 'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_std_correction_out
+
+
+# std_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> (Tensor, Tensor)
+def make_std_mean_correction(op, diopiStdMean):
+    def dipu_std_mean_correction(self, dim=None, *, correction=None, keepdim=False):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, correction, keepdim))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, correction, keepdim))
+            std, mean = allocate(meta_std_mean_correction(self, dim, correction, keepdim), d)
+            status = diopiStdMean(contexts[d], std, mean, self, dim, correction)
+            if status:
+                return on_failure(status, op, (self, dim), {'correction': correction, 'keepdim': keepdim})
+            if SYNC:
+                synchronize(d)
+            return (std, mean)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_std_mean_correction
 
 
 # sub.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor
@@ -4772,6 +22301,141 @@ def make_sum_dim_IntList(op, diopiSum):
     return dipu_sum_dim_IntList
 
 
+# take(Tensor self, Tensor index) -> Tensor
+def make_take(op, diopiTake):
+    def dipu_take(self, index):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, index)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, index))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, index))
+            shape, dtype = meta_take(self, index)
+            out = empty(shape, dtype, d)
+            status = diopiTake(contexts[d], out, self, index)
+            if status:
+                return on_failure(status, op, (self, index), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_take
+
+
+# take.out(Tensor self, Tensor index, *, Tensor(a!) out) -> Tensor(a!)
+def make_take_out(op, diopiTake):
+    def dipu_take_out(self, index, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, index, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, index, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, index, out))
+            shape, dtype = meta_take(self, index)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiTake(contexts[d], out, self, index)
+            if status:
+                return on_failure(status, op, (self, index), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_take_out
+
+
+# tan(Tensor self) -> Tensor
+def make_tan(op, diopiTan):
+    def dipu_tan(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            shape, dtype = shape_unary_float(self)
+            out = empty(shape, dtype, d)
+            status = diopiTan(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_tan
+
+
+# tan.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)
+def make_tan_out(op, diopiTan):
+    def dipu_tan_out(self, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, out))
+            shape, dtype = shape_unary_float(self)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiTan(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_tan_out
+
+
+# tan_(Tensor(a!) self) -> Tensor(a!)
+def make_tan_(op, diopiTanInp):
+    def dipu_tan_(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status = diopiTanInp(contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_tan_
+
+
 # tanh(Tensor self) -> Tensor
 def make_tanh(op, diopiTanh):
     def dipu_tanh(self):
@@ -4855,6 +22519,141 @@ def make_tanh_(op, diopiTanh):
     return dipu_tanh_
 
 
+# tanh_backward(Tensor grad_output, Tensor output) -> Tensor
+def make_tanh_backward(op, diopiTanhBackward):
+    def dipu_tanh_backward(grad_output, output):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, output)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, output))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, output))
+            shape, dtype = shape_unary(grad_output, output)
+            grad_input = empty(shape, dtype, d)
+            status = diopiTanhBackward(contexts[d], grad_input, grad_output, output)
+            if status:
+                return on_failure(status, op, (grad_output, output), {})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_tanh_backward
+
+
+# tanh_backward.grad_input(Tensor grad_output, Tensor output, *, Tensor(a!) grad_input) -> Tensor(a!)
+def make_tanh_backward_grad_input(op, diopiTanhBackward):
+    def dipu_tanh_backward_grad_input(grad_output, output, *, grad_input):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, output, grad_input)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, output, grad_input))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, output, grad_input))
+            shape, dtype = shape_unary(grad_output, output)
+            if grad_input.shape != shape:
+                grad_input.resize_(shape)
+            status = diopiTanhBackward(contexts[d], grad_input, grad_output, output)
+            if status:
+                return on_failure(status, op, (grad_output, output), {'grad_input': grad_input})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_tanh_backward_grad_input
+
+
+# threshold(Tensor self, Scalar threshold, Scalar value) -> Tensor
+def make_threshold(op, diopiThreshold):
+    def dipu_threshold(self, threshold, value):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, threshold, value))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, threshold, value))
+            shape, dtype = shape_unary(self, threshold, value)
+            out = empty(shape, dtype, d)
+            status = diopiThreshold(contexts[d], out, self, threshold, value)
+            if status:
+                return on_failure(status, op, (self, threshold, value), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_threshold
+
+
+# threshold.out(Tensor self, Scalar threshold, Scalar value, *, Tensor(a!) out) -> Tensor(a!)
+def make_threshold_out(op, diopiThreshold):
+    def dipu_threshold_out(self, threshold, value, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, threshold, value, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, threshold, value, out))
+            shape, dtype = shape_unary(self, threshold, value)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiThreshold(contexts[d], out, self, threshold, value)
+            if status:
+                return on_failure(status, op, (self, threshold, value), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_threshold_out
+
+
+# threshold_(Tensor(a!) self, Scalar threshold, Scalar value) -> Tensor(a!)
+def make_threshold_(op, diopiThresholdInp):
+    def dipu_threshold_(self, threshold, value):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, threshold, value))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, threshold, value))
+            status = diopiThresholdInp(contexts[d], self, threshold, value)
+            if status:
+                return on_failure(status, op, (self, threshold, value), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_threshold_
+
+
 # threshold_backward(Tensor grad_output, Tensor self, Scalar threshold) -> Tensor
 def make_threshold_backward(op, diopiThresholdBackward):
     def dipu_threshold_backward(grad_output, self, threshold):
@@ -4908,6 +22707,168 @@ def make_threshold_backward_grad_input(op, diopiThresholdBackward):
                 exchange_device(previous)
 
     return dipu_threshold_backward_grad_input
+
+
+# topk(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor indices)
+def make_topk(op, diopiTopk):
+    def dipu_topk(self, k, dim=-1, largest=True, sorted=True):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, k, dim, largest, sorted))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, k, dim, largest, sorted))
+            values, indices = allocate(meta_topk(self, k, dim, largest, sorted), d)
+            status = diopiTopk(contexts[d], values, indices, self, k, dim, largest, sorted)
+            if status:
+                return on_failure(status, op, (self, k, dim, largest, sorted), {})
+            if SYNC:
+                synchronize(d)
+            return (values, indices)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_topk
+
+
+# topk.values(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True, *, Tensor(a!) values, Tensor(b!) indices) -> (Tensor(a!) values, Tensor(b!) indices)
+def make_topk_values(op, diopiTopk):
+    def dipu_topk_values(self, k, dim=-1, largest=True, sorted=True, *, values, indices):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, values, indices)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, k, dim, largest, sorted, values, indices))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, k, dim, largest, sorted, values, indices))
+            resize_outputs((values, indices), meta_topk(self, k, dim, largest, sorted))
+            status = diopiTopk(contexts[d], values, indices, self, k, dim, largest, sorted)
+            if status:
+                return on_failure(status, op, (self, k, dim, largest, sorted), {'values': values, 'indices': indices})
+            if SYNC:
+                synchronize(d)
+            return (values, indices)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_topk_values
+
+
+# trace(Tensor self) -> Tensor
+def make_trace(op, diopiTrace):
+    def dipu_trace(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            shape, dtype = shape_reduce_all(self)
+            out = empty(shape, dtype, d)
+            status = diopiTrace(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_trace
+
+
+# tril(Tensor self, SymInt diagonal=0) -> Tensor
+def make_tril(op, diopiTril):
+    def dipu_tril(self, diagonal=0):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, diagonal))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, diagonal))
+            shape, dtype = shape_unary(self, diagonal)
+            out = empty(shape, dtype, d)
+            status = diopiTril(contexts[d], out, self, diagonal)
+            if status:
+                return on_failure(status, op, (self, diagonal), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_tril
+
+
+# tril.out(Tensor self, SymInt diagonal=0, *, Tensor(a!) out) -> Tensor(a!)
+def make_tril_out(op, diopiTril):
+    def dipu_tril_out(self, diagonal=0, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, diagonal, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, diagonal, out))
+            shape, dtype = shape_unary(self, diagonal)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiTril(contexts[d], out, self, diagonal)
+            if status:
+                return on_failure(status, op, (self, diagonal), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_tril_out
+
+
+# tril_(Tensor(a!) self, SymInt diagonal=0) -> Tensor(a!)
+def make_tril_(op, diopiTril):
+    def dipu_tril_(self, diagonal=0):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, diagonal))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, diagonal))
+            shape, dtype = shape_unary(self, diagonal)
+            if shape != self.shape:
+                check_inplace_shape(op, self, shape)
+            status = diopiTril(contexts[d], self, self, diagonal)
+            if status:
+                return on_failure(status, op, (self, diagonal), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_tril_
 
 
 # triu(Tensor self, SymInt diagonal=0) -> Tensor
@@ -4993,6 +22954,141 @@ def make_triu_(op, diopiTriu):
     return dipu_triu_
 
 
+# trunc(Tensor self) -> Tensor
+def make_trunc(op, diopiTrunc):
+    def dipu_trunc(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            shape, dtype = shape_unary(self)
+            out = empty(shape, dtype, d)
+            status = diopiTrunc(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_trunc
+
+
+# trunc.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)
+def make_trunc_out(op, diopiTrunc):
+    def dipu_trunc_out(self, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, out))
+            shape, dtype = shape_unary(self)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiTrunc(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_trunc_out
+
+
+# trunc_(Tensor(a!) self) -> Tensor(a!)
+def make_trunc_(op, diopiTruncInp):
+    def dipu_trunc_(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status = diopiTruncInp(contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_trunc_
+
+
+# uniform(Tensor self, float from=0., float to=1., *, Generator? generator=None) -> Tensor
+def make_uniform(op, diopiUniformInp):
+    def dipu_uniform(self, from_=0.0, to=1.0, *, generator=None):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, from_, to, generator))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, from_, to, generator))
+            shape, dtype = shape_unary(self, from_, to, generator)
+            out = empty(shape, dtype, d)
+            status = diopiUniformInp(contexts[d], out, from_, to, generator)
+            if status:
+                return on_failure(status, op, (self, from_, to), {'generator': generator})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_uniform
+
+
+# uniform.out(Tensor self, float from=0., float to=1., *, Generator? generator=None, Tensor(a!) out) -> Tensor(a!)
+def make_uniform_out(op, diopiUniformInp):
+    def dipu_uniform_out(self, from_=0.0, to=1.0, *, generator=None, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, from_, to, generator, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, from_, to, generator, out))
+            shape, dtype = shape_unary(self, from_, to, generator)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiUniformInp(contexts[d], out, from_, to, generator)
+            if status:
+                return on_failure(status, op, (self, from_, to), {'generator': generator, 'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_uniform_out
+
+
 # uniform_(Tensor(a!) self, float from=0., float to=1., *, Generator? generator=None) -> Tensor(a!)
 def make_uniform_(op, diopiUniformInp):
     def dipu_uniform_(self, from_=0.0, to=1.0, *, generator=None):
@@ -5016,6 +23112,473 @@ def make_uniform_(op, diopiUniformInp):
                 exchange_device(previous)
 
     return dipu_uniform_
+
+
+# unique_consecutive(Tensor self, bool return_inverse=False, bool return_counts=False, int? dim=None) -> (Tensor, Tensor, Tensor)
+def make_unique_consecutive(op, diopiUniqueConsecutive):
+    def dipu_unique_consecutive(self, return_inverse=False, return_counts=False, dim=None):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, return_inverse, return_counts, dim))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, return_inverse, return_counts, dim))
+            out = [None]
+            inverse = [None]
+            counts = [None]
+            status = diopiUniqueConsecutive(contexts[d], out, inverse, counts, self, dim, return_inverse, return_counts)
+            if status:
+                return on_failure(status, op, (self, return_inverse, return_counts, dim), {})
+            if SYNC:
+                synchronize(d)
+            return (out[0], inverse[0], counts[0])
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_unique_consecutive
+
+
+# unique_dim(Tensor self, int dim, bool sorted=True, bool return_inverse=False, bool return_counts=False) -> (Tensor, Tensor, Tensor)
+def make_unique_dim(op, diopiUnique):
+    def dipu_unique_dim(self, dim, sorted=True, return_inverse=False, return_counts=False):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, sorted, return_inverse, return_counts))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, sorted, return_inverse, return_counts))
+            out = [None]
+            inverse = [None]
+            counts = [None]
+            status = diopiUnique(contexts[d], out, inverse, counts, self, dim, sorted, return_inverse, return_counts)
+            if status:
+                return on_failure(status, op, (self, dim, sorted, return_inverse, return_counts), {})
+            if SYNC:
+                synchronize(d)
+            return (out[0], inverse[0], counts[0])
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_unique_dim
+
+
+# upsample_bilinear2d(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor
+def make_upsample_bilinear2d(op, diopiUpsampleBilinear2d):
+    def dipu_upsample_bilinear2d(self, output_size, align_corners, scales_h=None, scales_w=None):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, output_size, align_corners, scales_h, scales_w))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, output_size, align_corners, scales_h, scales_w))
+            shape, dtype = meta_upsample_bilinear2d(self, output_size, align_corners, scales_h, scales_w)
+            out = empty(shape, dtype, d)
+            status = diopiUpsampleBilinear2d(contexts[d], out, self, output_size, align_corners, scales_h, scales_w)
+            if status:
+                return on_failure(status, op, (self, output_size, align_corners, scales_h, scales_w), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_upsample_bilinear2d
+
+
+# upsample_bilinear2d.out(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None, *, Tensor(a!) out) -> Tensor(a!)
+def make_upsample_bilinear2d_out(op, diopiUpsampleBilinear2d):
+    def dipu_upsample_bilinear2d_out(self, output_size, align_corners, scales_h=None, scales_w=None, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, output_size, align_corners, scales_h, scales_w, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, output_size, align_corners, scales_h, scales_w, out))
+            shape, dtype = meta_upsample_bilinear2d(self, output_size, align_corners, scales_h, scales_w)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiUpsampleBilinear2d(contexts[d], out, self, output_size, align_corners, scales_h, scales_w)
+            if status:
+                return on_failure(status, op, (self, output_size, align_corners, scales_h, scales_w), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_upsample_bilinear2d_out
+
+
+# upsample_bilinear2d_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor
+def make_upsample_bilinear2d_backward(op, diopiUpsampleBilinear2dBackward):
+    def dipu_upsample_bilinear2d_backward(grad_output, output_size, input_size, align_corners, scales_h=None, scales_w=None):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, output_size, input_size, align_corners, scales_h, scales_w))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, output_size, input_size, align_corners, scales_h, scales_w))
+            shape, dtype = meta_upsample_bilinear2d_backward(grad_output, output_size, input_size, align_corners, scales_h, scales_w)
+            grad_input = empty(shape, dtype, d)
+            status = diopiUpsampleBilinear2dBackward(contexts[d], grad_input, grad_output, output_size, input_size, align_corners, scales_h, scales_w)
+            if status:
+                return on_failure(status, op, (grad_output, output_size, input_size, align_corners, scales_h, scales_w), {})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_upsample_bilinear2d_backward
+
+
+# upsample_bilinear2d_backward.grad_input(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, bool align_corners, float? scales_h=None, float? scales_w=None, *, Tensor(a!) grad_input) -> Tensor(a!)
+def make_upsample_bilinear2d_backward_grad_input(op, diopiUpsampleBilinear2dBackward):
+    def dipu_upsample_bilinear2d_backward_grad_input(grad_output, output_size, input_size, align_corners, scales_h=None, scales_w=None, *, grad_input):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, grad_input)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, output_size, input_size, align_corners, scales_h, scales_w, grad_input))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, output_size, input_size, align_corners, scales_h, scales_w, grad_input))
+            shape, dtype = meta_upsample_bilinear2d_backward(grad_output, output_size, input_size, align_corners, scales_h, scales_w)
+            if grad_input.shape != shape:
+                grad_input.resize_(shape)
+            status = diopiUpsampleBilinear2dBackward(contexts[d], grad_input, grad_output, output_size, input_size, align_corners, scales_h, scales_w)
+            if status:
+                return on_failure(status, op, (grad_output, output_size, input_size, align_corners, scales_h, scales_w), {'grad_input': grad_input})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_upsample_bilinear2d_backward_grad_input
+
+
+# upsample_linear1d(Tensor self, SymInt[1] output_size, bool align_corners, float? scales=None) -> Tensor
+def make_upsample_linear1d(op, diopiUpsampleLinear1d):
+    def dipu_upsample_linear1d(self, output_size, align_corners, scales=None):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, output_size, align_corners, scales))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, output_size, align_corners, scales))
+            shape, dtype = meta_upsample_linear1d(self, output_size, align_corners, scales)
+            out = empty(shape, dtype, d)
+            status = diopiUpsampleLinear1d(contexts[d], out, self, output_size, align_corners, scales)
+            if status:
+                return on_failure(status, op, (self, output_size, align_corners, scales), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_upsample_linear1d
+
+
+# upsample_linear1d.out(Tensor self, SymInt[1] output_size, bool align_corners, float? scales=None, *, Tensor(a!) out) -> Tensor(a!)
+def make_upsample_linear1d_out(op, diopiUpsampleLinear1d):
+    def dipu_upsample_linear1d_out(self, output_size, align_corners, scales=None, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, output_size, align_corners, scales, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, output_size, align_corners, scales, out))
+            shape, dtype = meta_upsample_linear1d(self, output_size, align_corners, scales)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiUpsampleLinear1d(contexts[d], out, self, output_size, align_corners, scales)
+            if status:
+                return on_failure(status, op, (self, output_size, align_corners, scales), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_upsample_linear1d_out
+
+
+# upsample_nearest1d(Tensor self, SymInt[1] output_size, float? scales=None) -> Tensor
+def make_upsample_nearest1d(op, diopiUpsampleNearest1d):
+    def dipu_upsample_nearest1d(self, output_size, scales=None):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, output_size, scales))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, output_size, scales))
+            shape, dtype = meta_upsample_nearest1d(self, output_size, scales)
+            out = empty(shape, dtype, d)
+            status = diopiUpsampleNearest1d(contexts[d], out, self, output_size, scales)
+            if status:
+                return on_failure(status, op, (self, output_size, scales), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_upsample_nearest1d
+
+
+# upsample_nearest1d.out(Tensor self, SymInt[1] output_size, float? scales=None, *, Tensor(a!) out) -> Tensor(a!)
+def make_upsample_nearest1d_out(op, diopiUpsampleNearest1d):
+    def dipu_upsample_nearest1d_out(self, output_size, scales=None, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, output_size, scales, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, output_size, scales, out))
+            shape, dtype = meta_upsample_nearest1d(self, output_size, scales)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiUpsampleNearest1d(contexts[d], out, self, output_size, scales)
+            if status:
+                return on_failure(status, op, (self, output_size, scales), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_upsample_nearest1d_out
+
+
+# upsample_nearest2d(Tensor self, SymInt[2] output_size, float? scales_h=None, float? scales_w=None) -> Tensor
+def make_upsample_nearest2d(op, diopiUpsampleNearest2d):
+    def dipu_upsample_nearest2d(self, output_size, scales_h=None, scales_w=None):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, output_size, scales_h, scales_w))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, output_size, scales_h, scales_w))
+            shape, dtype = meta_upsample_nearest2d(self, output_size, scales_h, scales_w)
+            out = empty(shape, dtype, d)
+            status = diopiUpsampleNearest2d(contexts[d], out, self, output_size, scales_h, scales_w)
+            if status:
+                return on_failure(status, op, (self, output_size, scales_h, scales_w), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_upsample_nearest2d
+
+
+# upsample_nearest2d.out(Tensor self, SymInt[2] output_size, float? scales_h=None, float? scales_w=None, *, Tensor(a!) out) -> Tensor(a!)
+def make_upsample_nearest2d_out(op, diopiUpsampleNearest2d):
+    def dipu_upsample_nearest2d_out(self, output_size, scales_h=None, scales_w=None, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, output_size, scales_h, scales_w, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, output_size, scales_h, scales_w, out))
+            shape, dtype = meta_upsample_nearest2d(self, output_size, scales_h, scales_w)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiUpsampleNearest2d(contexts[d], out, self, output_size, scales_h, scales_w)
+            if status:
+                return on_failure(status, op, (self, output_size, scales_h, scales_w), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_upsample_nearest2d_out
+
+
+# upsample_nearest2d_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, float? scales_h=None, float? scales_w=None) -> Tensor
+def make_upsample_nearest2d_backward(op, diopiUpsampleNearest2dBackward):
+    def dipu_upsample_nearest2d_backward(grad_output, output_size, input_size, scales_h=None, scales_w=None):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, output_size, input_size, scales_h, scales_w))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, output_size, input_size, scales_h, scales_w))
+            shape, dtype = meta_upsample_nearest2d_backward(grad_output, output_size, input_size, scales_h, scales_w)
+            grad_input = empty(shape, dtype, d)
+            status = diopiUpsampleNearest2dBackward(contexts[d], grad_input, grad_output, output_size, input_size, scales_h, scales_w)
+            if status:
+                return on_failure(status, op, (grad_output, output_size, input_size, scales_h, scales_w), {})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_upsample_nearest2d_backward
+
+
+# upsample_nearest2d_backward.grad_input(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, float? scales_h=None, float? scales_w=None, *, Tensor(a!) grad_input) -> Tensor(a!)
+def make_upsample_nearest2d_backward_grad_input(op, diopiUpsampleNearest2dBackward):
+    def dipu_upsample_nearest2d_backward_grad_input(grad_output, output_size, input_size, scales_h=None, scales_w=None, *, grad_input):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, grad_input)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, output_size, input_size, scales_h, scales_w, grad_input))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, output_size, input_size, scales_h, scales_w, grad_input))
+            shape, dtype = meta_upsample_nearest2d_backward(grad_output, output_size, input_size, scales_h, scales_w)
+            if grad_input.shape != shape:
+                grad_input.resize_(shape)
+            status = diopiUpsampleNearest2dBackward(contexts[d], grad_input, grad_output, output_size, input_size, scales_h, scales_w)
+            if status:
+                return on_failure(status, op, (grad_output, output_size, input_size, scales_h, scales_w), {'grad_input': grad_input})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_upsample_nearest2d_backward_grad_input
+
+
+# var.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor
+def make_var_correction(op, diopiVar):
+    def dipu_var_correction(self, dim=None, *, correction=None, keepdim=False):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, correction, keepdim))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, correction, keepdim))
+            shape, dtype = meta_var_correction(self, dim, correction, keepdim)
+            out = empty(shape, dtype, d)
+            status = diopiVar(contexts[d], out, self, dim, correction)
+            if status:
+                return on_failure(status, op, (self, dim), {'correction': correction, 'keepdim': keepdim})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_var_correction
+
+
+# var.correction_out(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False, Tensor(a!) out) -> Tensor(a!)
+def make_var_correction_out(op, diopiVar):
+    def dipu_var_correction_out(self, dim=None, *, correction=None, keepdim=False, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, correction, keepdim, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, correction, keepdim, out))
+            shape, dtype = meta_var_correction(self, dim, correction, keepdim)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiVar(contexts[d], out, self, dim, correction)
+            if status:
+                return on_failure(status, op, (self, dim), {'correction': correction, 'keepdim': keepdim, 'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_var_correction_out
+
+
+# var_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> (Tensor, Tensor)
+def make_var_mean_correction(op, diopiVarMean):
+    def dipu_var_mean_correction(self, dim=None, *, correction=None, keepdim=False):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, correction, keepdim))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, correction, keepdim))
+            var, mean = allocate(meta_var_mean_correction(self, dim, correction, keepdim), d)
+            status = diopiVarMean(contexts[d], var, mean, self, dim, correction)
+            if status:
+                return on_failure(status, op, (self, dim), {'correction': correction, 'keepdim': keepdim})
+            if SYNC:
+                synchronize(d)
+            return (var, mean)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_var_mean_correction
 
 
 # where.self(Tensor condition, Tensor self, Tensor other) -> Tensor
@@ -5071,3 +23634,172 @@ def make_where_self_out(op, diopiWhere):
                 exchange_device(previous)
 
     return dipu_where_self_out
+
+
+# xlogy.OutScalar_Other(Tensor self, Scalar other, *, Tensor(a!) out) -> Tensor(a!)
+def make_xlogy_OutScalar_Other(op, diopiXlogyScalar):
+    def dipu_xlogy_OutScalar_Other(self, other, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other, out))
+            shape, dtype = shape_binary_float(self, other)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiXlogyScalar(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_xlogy_OutScalar_Other
+
+
+# xlogy.OutTensor(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)
+def make_xlogy_OutTensor(op, diopiXlogy, diopiXlogyScalar):
+    def dipu_xlogy_OutTensor(self, other, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other, out))
+            shape, dtype = shape_binary_float(self, other)
+            if out.shape != shape:
+                out.resize_(shape)
+            if isinstance(other, Tensor):
+                status = diopiXlogy(contexts[d], out, self, other)
+            else:
+                status = diopiXlogyScalar(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_xlogy_OutTensor
+
+
+# xlogy.Scalar_Other(Tensor self, Scalar other) -> Tensor
+def make_xlogy_Scalar_Other(op, diopiXlogyScalar):
+    def dipu_xlogy_Scalar_Other(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            shape, dtype = shape_binary_float(self, other)
+            out = empty(shape, dtype, d)
+            status = diopiXlogyScalar(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_xlogy_Scalar_Other
+
+
+# xlogy.Tensor(Tensor self, Tensor other) -> Tensor
+def make_xlogy_Tensor(op, diopiXlogy, diopiXlogyScalar):
+    def dipu_xlogy_Tensor(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            shape, dtype = shape_binary_float(self, other)
+            out = empty(shape, dtype, d)
+            if isinstance(other, Tensor):
+                status = diopiXlogy(contexts[d], out, self, other)
+            else:
+                status = diopiXlogyScalar(contexts[d], out, self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_xlogy_Tensor
+
+
+# xlogy_.Scalar_Other(Tensor(a!) self, Scalar other) -> Tensor(a!)
+def make_xlogy__Scalar_Other(op, diopiXlogyInpScalar):
+    def dipu_xlogy__Scalar_Other(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            status = diopiXlogyInpScalar(contexts[d], self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_xlogy__Scalar_Other
+
+
+# xlogy_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)
+def make_xlogy__Tensor(op, diopiXlogyInp, diopiXlogyInpScalar):
+    def dipu_xlogy__Tensor(self, other):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other))
+            if isinstance(other, Tensor):
+                status = diopiXlogyInp(contexts[d], self, other)
+            else:
+                status = diopiXlogyInpScalar(contexts[d], self, other)
+            if status:
+                return on_failure(status, op, (self, other), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_xlogy__Tensor

@@ -195,3 +195,46 @@ def meta(overload, kwarg_names: tuple[str, ...], several: bool):
         return answer
 
     return rule
+
+
+def unary_bool(self, *_):
+    """Same shape; the result is bool (isnan, signbit, logical_not)."""
+    return self.shape, _bool
+
+
+def binary_float(self, other, *_):
+    """As ``binary``; integers and bool compute in the default float dtype (atan2, hypot, xlogy, ...)."""
+    shape, dtype = binary(self, other)
+    return shape, _float_dtype(dtype)
+
+
+def randperm(n, *_):
+    """``randperm(n)``: a permutation of n int64 indices."""
+    return (n,), _int64
+
+
+def multinomial(self, num_samples, *_):
+    """``num_samples`` int64 indices per row of probabilities."""
+    return (*self.shape[:-1], num_samples), _int64
+
+
+def sized_float(mean, std, size, *_):
+    """A factory filled from a distribution (``normal.float_float``): ``size``, the default float dtype."""
+    return tuple(size), torch.get_default_dtype()
+
+
+# ---- coverage: creation ops with only an out= kernel (no functional sibling to run on meta)
+
+
+def arange_end(end, *_):
+    """``arange.out(end)``: as ``arange`` from 0 in steps of 1."""
+    return arange(0, end, 1)
+
+
+def linspace(start, end, steps, *_):
+    """linspace and logspace: ``steps`` values of the default float dtype (out= resizes only)."""
+    return (steps,), torch.get_default_dtype()
+
+
+def eye(n, m=None, *_):
+    return (n, n if m is None else m), torch.get_default_dtype()
