@@ -186,6 +186,11 @@ def _to_host(value):
 def _compare(label: str, actual, expected) -> bool:
     """Print one autocompare line; True when the values agree."""
     prefix = f"autocompare:    {label}:"
+    if isinstance(expected, (list, tuple)) and isinstance(actual, (list, tuple)) and len(actual) == len(expected):
+        agree = True  # a tensor list (the _foreach_ ops): one line per element
+        for index, (a, e) in enumerate(zip(actual, expected)):
+            agree &= _compare(f"{label}[{index}]", a, e)
+        return agree
     if not isinstance(actual, torch.Tensor) or not isinstance(expected, torch.Tensor):
         same = actual is None and expected is None or actual == expected
         print(f"{prefix} {'allclose' if same else f'not_close, dipu: {actual!r}, cpu: {expected!r}'}")
@@ -234,8 +239,9 @@ def autocompare(kernel, op):
         host_values = list(host_args) + list(host_kwargs.values())
         agree = True
         if op.kind == "functional":
-            results = result if isinstance(result, (tuple, list)) else (result,)
-            expecteds = expected if isinstance(expected, (tuple, list)) else (expected,)
+            several = len(op.outputs) > 1  # else a list result is one output (a tensor list)
+            results = result if several else (result,)
+            expecteds = expected if several else (expected,)
             for name, actual, wanted in zip(op.outputs, results, expecteds):
                 agree &= _compare(f"{op.name} {name}", actual, wanted)
         for name, value, host_value, original in zip(value_names, values, host_values, before):
