@@ -34,6 +34,7 @@ class Kind(enum.Enum):
     TENSOR_OUT = "Tensor(a!)"  # written: an output, or an input updated in place
     TENSOR_ALLOC = "Tensor*"  # see Note [Outputs a function allocates]
     TENSOR_LIST = "Tensor[]"
+    TENSOR_LIST_OUT = "Tensor(a!)[]"  # a list of tensors written in place (_foreach_*_, fused optimizers)
     SCALAR = "Scalar"
     INT = "int"
     FLOAT = "float"
@@ -52,10 +53,11 @@ class Kind(enum.Enum):
 
     @property
     def is_output(self) -> bool:
-        return self in (Kind.TENSOR_OUT, Kind.TENSOR_ALLOC)
+        return self in (Kind.TENSOR_OUT, Kind.TENSOR_ALLOC, Kind.TENSOR_LIST_OUT)
 
 
-_TENSOR_KINDS = frozenset({Kind.TENSOR, Kind.TENSOR_OUT, Kind.TENSOR_ALLOC, Kind.TENSOR_LIST})
+_TENSOR_KINDS = frozenset({Kind.TENSOR, Kind.TENSOR_OUT, Kind.TENSOR_ALLOC, Kind.TENSOR_LIST,
+                           Kind.TENSOR_LIST_OUT})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,6 +93,7 @@ def _param(kind: Kind):
 
 
 In, Out, Alloc, Tensors = (_param(k) for k in (Kind.TENSOR, Kind.TENSOR_OUT, Kind.TENSOR_ALLOC, Kind.TENSOR_LIST))
+OutTensors = _param(Kind.TENSOR_LIST_OUT)
 Scalar, Int, Float, Bool, Sizes = (_param(k) for k in (Kind.SCALAR, Kind.INT, Kind.FLOAT, Kind.BOOL, Kind.SIZE))
 String, Dtype, Gen = (_param(k) for k in (Kind.STRING, Kind.DTYPE, Kind.GENERATOR))
 Reduction, RoundingMode, MemoryFormat = (_param(k) for k in (Kind.REDUCTION, Kind.ROUNDING_MODE, Kind.MEMORY_FORMAT))
@@ -408,6 +411,142 @@ _DECLARATIONS = [
     Function("diopiBCEWithLogits", (
         Out("out"), In("input"), In("target"), In("weight", optional=True), In("pos_weight", optional=True),
         Reduction("reduction"))),
+    # second batch: transposed convolution, nan-reductions, 3-d pooling/resampling, grid sampling, cdist
+    Function("diopiConvTranspose2d", (
+        Out("out"), In("input"), In("weight"), In("bias", optional=True), Sizes("stride"), Sizes("padding"),
+        Sizes("output_padding"), Int("groups"), Sizes("dilation"))),
+    Function("diopiConvTranspose2dBackward", (
+        Out("grad_input", optional=True), Out("grad_weight", optional=True), Out("grad_bias", optional=True),
+        In("grad_output"), In("input"), In("weight"), Sizes("stride"), Sizes("padding"), Sizes("dilation"),
+        Sizes("output_padding"), Int("groups"))),
+    Function("diopiNansum", (Out("out"), In("input"), Sizes("dim", optional=True))),
+    Function("diopiMode", (Out("values"), Out("indices"), In("input"), Int("dim"))),
+    Function("diopiNanmedian", (Out("values"), Out("indices"), In("input"), Int("dim"))),
+    Function("diopiNanmedianAll", (Out("out"), In("input"))),
+    Function("diopiLogcumsumexp", (Out("out"), In("input"), Int("dim"))),
+    Function("diopiCross", (Out("out"), In("input"), In("other"), Int("dim"))),
+    Function("diopiRenorm", (Out("out"), In("input"), Scalar("p"), Int("dim"), Scalar("maxnorm"))),
+    Function("diopiIndexReduce", (
+        Out("out"), In("input"), Int("dim"), In("index"), In("source"), String("reduce"), Bool("include_self"))),
+    Function("diopiMaxPool3dWithIndices", (
+        Out("out"), Out("indices"), In("input"),
+        Sizes("kernel_size"), Sizes("stride"), Sizes("padding"), Sizes("dilation"), Bool("ceil_mode"))),
+    Function("diopiMaxPool3dBackward", (
+        Out("grad_input"), In("grad_output"), In("input"),
+        Sizes("kernel_size"), Sizes("stride"), Sizes("padding"), Sizes("dilation"), Bool("ceil_mode"), In("indices"))),
+    Function("diopiAvgPool3d", (
+        Out("out"), In("input"), Sizes("kernel_size"), Sizes("stride"), Sizes("padding"),
+        Bool("ceil_mode"), Bool("count_include_pad"), Int("divisor_override", optional=True))),
+    Function("diopiAvgPool3dBackward", (
+        Out("grad_input"), In("grad_output"), In("input"), Sizes("kernel_size"), Sizes("stride"), Sizes("padding"),
+        Bool("ceil_mode"), Bool("count_include_pad"), Int("divisor_override", optional=True))),
+    Function("diopiAdaptiveAvgPool3d", (Out("out"), In("input"), Sizes("output_size"))),
+    Function("diopiAdaptiveAvgPool3dBackward", (Out("grad_input"), In("grad_output"), In("input"))),
+    Function("diopiUpsampleNearest3d", (
+        Out("out"), In("input"), Sizes("size"), Float("scales_d", optional=True), Float("scales_h", optional=True),
+        Float("scales_w", optional=True))),
+    Function("diopiUpsampleTrilinear3d", (
+        Out("out"), In("input"), Sizes("size"), Bool("align_corners"), Float("scales_d", optional=True),
+        Float("scales_h", optional=True), Float("scales_w", optional=True))),
+    Function("diopiUpsampleBicubic2d", (
+        Out("out"), In("input"), Sizes("size"), Bool("align_corners"),
+        Float("scales_h", optional=True), Float("scales_w", optional=True))),
+    Function("diopiGridSample", (
+        Out("out"), In("input"), In("grid"), Int("interpolation_mode"), Int("padding_mode"), Bool("align_corners"))),
+    Function("diopiGridSampleBackward", (
+        Out("grad_input", optional=True), Out("grad_grid", optional=True), In("grad_output"), In("input"), In("grid"),
+        Int("interpolation_mode"), Int("padding_mode"), Bool("align_corners"))),
+    Function("diopiCdist", (Out("out"), In("x1"), In("x2"), Float("p"), Int("compute_mode", optional=True))),
+    Function("diopiCdistBackward", (Out("grad_x1"), In("grad_output"), In("x1"), In("x2"), Float("p"), In("cdist"))),
+    # third batch: upsampling backwards, nearest-exact, embedding bag, pdist, multi-margin loss, max unpooling
+    Function("diopiUpsampleNearest1dBackward", (
+        Out("grad_input"), In("grad_output"), Sizes("out_size"), Sizes("in_size"), Float("scales", optional=True))),
+    Function("diopiUpsampleLinear1dBackward", (
+        Out("grad_input"), In("grad_output"), Sizes("out_size"), Sizes("in_size"), Bool("align_corners"),
+        Float("scales", optional=True))),
+    Function("diopiUpsampleBicubic2dBackward", (
+        Out("grad_input"), In("grad_output"), Sizes("out_size"), Sizes("in_size"), Bool("align_corners"),
+        Float("scales_h", optional=True), Float("scales_w", optional=True))),
+    Function("diopiUpsampleNearest3dBackward", (
+        Out("grad_input"), In("grad_output"), Sizes("out_size"), Sizes("in_size"), Float("scales_d", optional=True),
+        Float("scales_h", optional=True), Float("scales_w", optional=True))),
+    Function("diopiUpsampleTrilinear3dBackward", (
+        Out("grad_input"), In("grad_output"), Sizes("out_size"), Sizes("in_size"), Bool("align_corners"),
+        Float("scales_d", optional=True), Float("scales_h", optional=True), Float("scales_w", optional=True))),
+    Function("diopiUpsampleNearestExact2d", (
+        Out("out"), In("input"), Sizes("size"), Float("scales_h", optional=True), Float("scales_w", optional=True))),
+    Function("diopiUpsampleNearestExact2dBackward", (
+        Out("grad_input"), In("grad_output"), Sizes("out_size"), Sizes("in_size"),
+        Float("scales_h", optional=True), Float("scales_w", optional=True))),
+    Function("diopiEmbeddingBag", (
+        Out("out"), Out("offset2bag"), Out("bag_size"), Out("max_indices"), In("weight"), In("indices"),
+        In("offsets"), Bool("scale_grad_by_freq"), Int("mode"), Bool("sparse"),
+        In("per_sample_weights", optional=True), Bool("include_last_offset"), Int("padding_idx"))),
+    Function("diopiEmbeddingBagBackward", (
+        Out("grad_weight"), In("grad"), In("indices"), In("offsets"), In("offset2bag"), In("bag_size"),
+        In("maximum_indices"), Int("num_weights"), Bool("scale_grad_by_freq"), Int("mode"), Bool("sparse"),
+        In("per_sample_weights", optional=True), Int("padding_idx"))),
+    Function("diopiPdist", (Out("out"), In("input"), Float("p"))),
+    Function("diopiPdistBackward", (Out("grad_input"), In("grad_output"), In("input"), Float("p"), In("pdist"))),
+    Function("diopiMultiMarginLoss", (
+        Out("out"), In("input"), In("target"), Scalar("p"), Scalar("margin"), In("weight", optional=True),
+        Reduction("reduction"))),
+    Function("diopiMultiMarginLossBackward", (
+        Out("grad_input"), In("grad_output"), In("input"), In("target"), Scalar("p"), Scalar("margin"),
+        In("weight", optional=True), Reduction("reduction"))),
+    Function("diopiMaxUnpool2d", (Out("out"), In("input"), In("indices"), Sizes("output_size"))),
+    # fourth batch: weight norm, embedding renorm, multilabel margin loss, linear-algebra decompositions
+    Function("diopiWeightNorm", (Out("out"), Out("norm"), In("v"), In("g"), Int("dim"))),
+    Function("diopiWeightNormBackward", (
+        Out("grad_v"), Out("grad_g"), In("grad_w"), In("saved_v"), In("saved_g"), In("saved_norms"), Int("dim"))),
+    Function("diopiEmbeddingRenormInp", (Out("inout"), In("indices"), Float("max_norm"), Float("norm_type"))),
+    Function("diopiMultilabelMarginLoss", (
+        Out("out"), Out("is_target"), In("input"), In("target"), Reduction("reduction"))),
+    Function("diopiMultilabelMarginLossBackward", (
+        Out("grad_input"), In("grad_output"), In("input"), In("target"), Reduction("reduction"), In("is_target"))),
+    Function("diopiLinalgInvEx", (Out("inverse"), Out("info"), In("input"), Bool("check_errors"))),
+    Function("diopiLinalgDet", (Out("result"), Out("lu"), Out("pivots"), In("input"))),
+    Function("diopiLinalgSlogdet", (Out("sign"), Out("logabsdet"), Out("lu"), Out("pivots"), In("input"))),
+    Function("diopiLinalgCholeskyEx", (Out("l"), Out("info"), In("input"), Bool("upper"), Bool("check_errors"))),
+    Function("diopiLinalgSvd", (
+        Out("u"), Out("s"), Out("vh"), In("input"), Bool("full_matrices"), Bool("compute_uv"),
+        String("driver", optional=True))),
+    Function("diopiLinalgQr", (Out("q"), Out("r"), In("input"), String("mode"))),
+    Function("diopiLinalgSolveEx", (
+        Out("result"), Out("lu"), Out("pivots"), Out("info"), In("a"), In("b"), Bool("left"), Bool("check_errors"))),
+    Function("diopiLinalgEigh", (Out("eigenvalues"), Out("eigenvectors"), In("input"), String("uplo"), Bool("compute_v"))),
+    Function("diopiLinalgLuFactorEx", (Out("lu"), Out("pivots"), Out("info"), In("input"), Bool("pivot"),
+                                       Bool("check_errors"))),
+    Function("diopiLinalgSolveTriangular", (
+        Out("out"), In("input"), In("b"), Bool("upper"), Bool("left"), Bool("unitriangular"))),
+    Function("diopiLinalgLuSolve", (
+        Out("out"), In("lu"), In("pivots"), In("b"), Bool("left"), Bool("adjoint"))),
+    # fifth batch: CTC loss, embedding-bag per-sample weights, 3-d adaptive max pooling
+    Function("diopiCTCLoss", (
+        Out("out"), Out("log_alpha"), In("log_probs"), In("targets"), Sizes("input_lengths"), Sizes("target_lengths"),
+        Int("blank"), Bool("zero_infinity"))),
+    Function("diopiCTCLossBackward", (
+        Out("grad_input"), In("grad_output"), In("log_probs"), In("targets"), Sizes("input_lengths"),
+        Sizes("target_lengths"), In("neg_log_likelihood"), In("log_alpha"), Int("blank"), Bool("zero_infinity"))),
+    Function("diopiEmbeddingBagPerSampleWeightsBackward", (
+        Out("out"), In("grad"), In("weight"), In("indices"), In("offsets"), In("offset2bag"), Int("mode"),
+        Int("padding_idx"))),
+    Function("diopiAdaptiveMaxPool3d", (Out("out"), Out("indices"), In("input"), Sizes("output_size"))),
+    Function("diopiAdaptiveMaxPool3dBackward", (Out("grad_input"), In("grad_output"), In("input"), In("indices"))),
+    # sixth batch: the fused recurrent cells ATen's LSTM/GRU use on every non-CPU device, channel shuffle
+    Function("diopiLstmCell", (
+        Out("hy"), Out("cy"), Out("workspace"), In("input_gates"), In("hidden_gates"), In("cx"),
+        In("input_bias", optional=True), In("hidden_bias", optional=True))),
+    Function("diopiLstmCellBackward", (
+        Out("grad_gates"), Out("grad_cx"), Out("grad_bias", optional=True), In("grad_hy", optional=True),
+        In("grad_cy", optional=True), In("cx"), In("cy"), In("workspace"), Bool("has_bias"))),
+    Function("diopiGruCell", (
+        Out("hy"), Out("workspace"), In("input_gates"), In("hidden_gates"), In("hx"), In("input_bias", optional=True),
+        In("hidden_bias", optional=True))),
+    Function("diopiGruCellBackward", (
+        Out("grad_input_gates"), Out("grad_hidden_gates"), Out("grad_hx"), Out("grad_input_bias", optional=True),
+        Out("grad_hidden_bias", optional=True), In("grad_hy"), In("workspace"), Bool("has_bias"))),
+    Function("diopiChannelShuffle", (Out("out"), In("input"), Int("groups"))),
     # ---- coverage: optimizers (_foreach_, fused Adam), AMP, random ----
     # _foreach_ functions take lists of tensors; the functional ones store their list of new tensors
     # in "outs" (Note [Outputs a function allocates]); the Inp ones update "inputs" in place. A Scalar[]
@@ -429,28 +568,28 @@ _DECLARATIONS = [
                 "Tensor": (Tensors("tensors1"), Tensors("tensors2"), In("scalars"))}) for op in ("Addcmul", "Addcdiv")],
     ) for variant, rest in params.items() for f in (
         Function(f"diopiForeach{name}{variant}", (Alloc("outs"), Tensors("inputs"), *rest)),
-        Function(f"diopiForeach{name}Inp{variant}", (Tensors("inputs"), *rest)))],
+        Function(f"diopiForeach{name}Inp{variant}", (OutTensors("inputs"), *rest)))],
     *[f for name in ("Abs", "Neg", "Sqrt", "Rsqrt", "Exp", "Expm1", "Log", "Log1p", "Log2", "Log10", "Reciprocal",
                      "Sign", "Sigmoid", "Tanh", "Sin", "Cos", "Erf", "Ceil", "Floor", "Round", "Trunc", "Frac")
       for f in (Function(f"diopiForeach{name}", (Alloc("outs"), Tensors("inputs"))),
-                Function(f"diopiForeach{name}Inp", (Tensors("inputs"),)))],
+                Function(f"diopiForeach{name}Inp", (OutTensors("inputs"),)))],
     Function("diopiForeachNorm", (Alloc("outs"), Tensors("inputs"), Scalar("ord"), Dtype("dtype", optional=True))),
-    Function("diopiForeachZeroInp", (Tensors("inputs"),)),
-    Function("diopiForeachCopyInp", (Tensors("inputs"), Tensors("srcs"), Bool("non_blocking"))),
+    Function("diopiForeachZeroInp", (OutTensors("inputs"),)),
+    Function("diopiForeachCopyInp", (OutTensors("inputs"), Tensors("srcs"), Bool("non_blocking"))),
     # fused optimizer steps: every list but state_steps is updated in place
     *[Function(f"diopiFused{name}{suffix}", (
-        Tensors("params"), Tensors("grads"), Tensors("exp_avgs"), Tensors("exp_avg_sqs"),
-        Tensors("max_exp_avg_sqs"), Tensors("state_steps"), lr, Float("beta1"), Float("beta2"),
+        OutTensors("params"), OutTensors("grads"), OutTensors("exp_avgs"), OutTensors("exp_avg_sqs"),
+        OutTensors("max_exp_avg_sqs"), Tensors("state_steps"), lr, Float("beta1"), Float("beta2"),
         Float("weight_decay"), Float("eps"), Bool("amsgrad"), Bool("maximize"),
         In("grad_scale", optional=True), In("found_inf", optional=True)))
       for name in ("Adam", "AdamW") for suffix, lr in (("", Float("lr")), ("TensorLr", In("lr")))],
     *[Function(f"diopiFusedSgd{suffix}", (
-        Tensors("params"), Tensors("grads"), Tensors("momentum_buffer_list"), Float("weight_decay"),
+        OutTensors("params"), OutTensors("grads"), OutTensors("momentum_buffer_list"), Float("weight_decay"),
         Float("momentum"), lr, Float("dampening"), Bool("nesterov"), Bool("maximize"), Bool("is_first_step"),
         In("grad_scale", optional=True), In("found_inf", optional=True)))
       for suffix, lr in (("", Float("lr")), ("TensorLr", In("lr")))],
     # AMP (GradScaler)
-    Function("diopiAmpForeachNonFiniteCheckAndUnscaleInp", (Tensors("scaled_grads"), Out("found_inf"), In("inv_scale"))),
+    Function("diopiAmpForeachNonFiniteCheckAndUnscaleInp", (OutTensors("scaled_grads"), Out("found_inf"), In("inv_scale"))),
     Function("diopiAmpUpdateScaleInp", (
         Out("scale"), Out("growth_tracker"), In("found_inf"), Float("growth_factor"), Float("backoff_factor"),
         Int("growth_interval"))),
@@ -469,6 +608,33 @@ _DECLARATIONS = [
     Function("diopiRandperm", (Out("out"), Int("n"), Gen("generator", optional=True))),
     Function("diopiMultinomial", (
         Out("out"), In("input"), Int("num_samples"), Bool("replacement"), Gen("generator", optional=True))),
+    Function("diopiPoisson", (Out("out"), In("input"), Gen("generator", optional=True))),
+    Function("diopiBinomial", (Out("out"), In("count"), In("prob"), Gen("generator", optional=True))),
+    Function("diopiStandardGamma", (Out("out"), In("input"), Gen("generator", optional=True))),
+    Function("diopiStandardGammaGrad", (Out("grad_input"), In("input"), In("output"))),
+    Function("diopiSampleDirichlet", (Out("out"), In("input"), Gen("generator", optional=True))),
+    Function("diopiDirichletGrad", (Out("grad_input"), In("x"), In("alpha"), In("total"))),
+    Function("diopiRreluWithNoise", (
+        Out("out"), Out("noise"), In("input"), Scalar("lower"), Scalar("upper"), Bool("training"),
+        Gen("generator", optional=True))),
+    Function("diopiRreluWithNoiseBackward", (
+        Out("grad_input"), In("grad_output"), In("input"), In("noise"), Scalar("lower"), Scalar("upper"),
+        Bool("training"), Bool("self_is_result"))),
+    *[f for name in ("Acos", "Asin", "Atan", "Tan", "Sinh", "Cosh", "Erfc", "Lgamma")
+      for f in (Function(f"diopiForeach{name}", (Alloc("outs"), Tensors("inputs"))),
+                Function(f"diopiForeach{name}Inp", (OutTensors("inputs"),)))],
+    Function("diopiForeachMax", (Alloc("outs"), Tensors("inputs"))),
+    Function("diopiForeachPowsum", (Alloc("outs"), Tensors("inputs"), Scalar("ord"), Dtype("dtype", optional=True))),
+    Function("diopiForeachPowScalarAndTensor", (Alloc("outs"), Scalar("input"), Tensors("exponents"))),
+    Function("diopiForeachZero", (Alloc("outs"), Tensors("inputs"))),
+    Function("diopiForeachCopy", (Alloc("outs"), Tensors("inputs"), Tensors("srcs"), Bool("non_blocking"))),
+    Function("diopiForeachClone", (Alloc("outs"), Tensors("inputs"), MemoryFormat("memory_format", optional=True))),
+    *[Function(f"diopiFusedAdagrad{suffix}", (
+        OutTensors("params"), OutTensors("grads"), OutTensors("state_sums"), OutTensors("state_steps"), lr,
+        Float("lr_decay"),
+        Float("weight_decay"), Float("eps"), Bool("maximize"), In("grad_scale", optional=True),
+        In("found_inf", optional=True)))
+      for suffix, lr in (("", Float("lr")), ("TensorLr", In("lr")))],
 ]
 
 #: Every declared function by name.

@@ -77,3 +77,13 @@ def test_runner_catches_wrong_values_and_mutated_inputs():
         run_case(wrong, case)
     with pytest.raises(AssertionError, match="input input was modified"):
         run_case(mutating, case)
+
+    def refuse(input):
+        raise RuntimeError("invalid input")
+
+    def accept_anything(ctx, out, input):
+        return SUCCESS
+
+    with pytest.raises(AssertionError, match="succeeded where the CPU reference raised RuntimeError"):
+        run_case(accept_anything, Case("diopiNeg", {"input": T((3, 4))}, refuse))
+    run_case(mutating, Case("diopiNeg", {"input": T((0,), dtype=torch.bool)}, torch.neg))  # ATen refuses: ok

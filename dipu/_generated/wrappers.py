@@ -31,6 +31,10 @@ from dipu.ops.shapes import compare as shape_compare
 from dipu.ops.shapes import divide as shape_divide
 from dipu.ops.shapes import dropout as shape_dropout
 from dipu.ops.shapes import eye as shape_eye
+from dipu.ops.shapes import fused_gru_cell as shape_fused_gru_cell
+from dipu.ops.shapes import fused_gru_cell_backward as shape_fused_gru_cell_backward
+from dipu.ops.shapes import fused_lstm_cell as shape_fused_lstm_cell
+from dipu.ops.shapes import fused_lstm_cell_backward as shape_fused_lstm_cell_backward
 from dipu.ops.shapes import like_self as shape_like_self
 from dipu.ops.shapes import linspace as shape_linspace
 from dipu.ops.shapes import max_dim as shape_max_dim
@@ -48,7 +52,25 @@ from dipu.ops.shapes import unary_float as shape_unary_float
 from dipu.ops.shapes import where as shape_where
 
 meta__adaptive_avg_pool2d = meta(torch.ops.aten._adaptive_avg_pool2d.default, (), False)
+meta__adaptive_avg_pool3d = meta(torch.ops.aten._adaptive_avg_pool3d.default, (), False)
+meta__cdist_forward = meta(torch.ops.aten._cdist_forward.default, (), False)
+meta__ctc_loss = meta(torch.ops.aten._ctc_loss.default, (), True)
+meta__embedding_bag = meta(torch.ops.aten._embedding_bag.default, (), True)
+meta__embedding_bag_backward = meta(torch.ops.aten._embedding_bag_backward.default, (), False)
+meta__embedding_bag_forward_only = meta(torch.ops.aten._embedding_bag_forward_only.default, (), True)
+meta__embedding_bag_per_sample_weights_backward = meta(torch.ops.aten._embedding_bag_per_sample_weights_backward.default, (), False)
+meta__linalg_det = meta(torch.ops.aten._linalg_det.default, (), True)
+meta__linalg_eigh = meta(torch.ops.aten._linalg_eigh.default, (), True)
+meta__linalg_slogdet = meta(torch.ops.aten._linalg_slogdet.default, (), True)
+meta__linalg_solve_ex = meta(torch.ops.aten._linalg_solve_ex.default, ('left', 'check_errors'), True)
+meta__linalg_svd = meta(torch.ops.aten._linalg_svd.default, ('driver',), True)
+meta__pdist_forward = meta(torch.ops.aten._pdist_forward.default, (), False)
+meta__upsample_nearest_exact2d = meta(torch.ops.aten._upsample_nearest_exact2d.default, (), False)
+meta__upsample_nearest_exact2d_backward = meta(torch.ops.aten._upsample_nearest_exact2d_backward.default, (), False)
+meta__weight_norm_interface = meta(torch.ops.aten._weight_norm_interface.default, (), True)
+meta__weight_norm_interface_backward = meta(torch.ops.aten._weight_norm_interface_backward.default, (), True)
 meta_adaptive_max_pool2d = meta(torch.ops.aten.adaptive_max_pool2d.default, (), True)
+meta_adaptive_max_pool3d = meta(torch.ops.aten.adaptive_max_pool3d.default, (), True)
 meta_addbmm = meta(torch.ops.aten.addbmm.default, ('beta', 'alpha'), False)
 meta_addmv = meta(torch.ops.aten.addmv.default, ('beta', 'alpha'), False)
 meta_addr = meta(torch.ops.aten.addr.default, ('beta', 'alpha'), False)
@@ -62,6 +84,7 @@ meta_any_dim = meta(torch.ops.aten.any.dim, (), False)
 meta_argmax = meta(torch.ops.aten.argmax.default, (), False)
 meta_argmin = meta(torch.ops.aten.argmin.default, (), False)
 meta_avg_pool2d = meta(torch.ops.aten.avg_pool2d.default, (), False)
+meta_avg_pool3d = meta(torch.ops.aten.avg_pool3d.default, (), False)
 meta_baddbmm = meta(torch.ops.aten.baddbmm.default, ('beta', 'alpha'), False)
 meta_binary_cross_entropy = meta(torch.ops.aten.binary_cross_entropy.default, (), False)
 meta_binary_cross_entropy_with_logits = meta(torch.ops.aten.binary_cross_entropy_with_logits.default, (), False)
@@ -81,18 +104,32 @@ meta_embedding = meta(torch.ops.aten.embedding.default, (), False)
 meta_embedding_dense_backward = meta(torch.ops.aten.embedding_dense_backward.default, (), False)
 meta_gather = meta(torch.ops.aten.gather.default, ('sparse_grad',), False)
 meta_glu = meta(torch.ops.aten.glu.default, (), False)
+meta_grid_sampler_2d = meta(torch.ops.aten.grid_sampler_2d.default, (), False)
+meta_grid_sampler_2d_backward = meta(torch.ops.aten.grid_sampler_2d_backward.default, (), True)
 meta_histc = meta(torch.ops.aten.histc.default, (), False)
 meta_huber_loss = meta(torch.ops.aten.huber_loss.default, (), False)
 meta_im2col = meta(torch.ops.aten.im2col.default, (), False)
 meta_index_select = meta(torch.ops.aten.index_select.default, (), False)
 meta_kthvalue = meta(torch.ops.aten.kthvalue.default, (), True)
+meta_linalg_cholesky_ex = meta(torch.ops.aten.linalg_cholesky_ex.default, ('upper', 'check_errors'), True)
+meta_linalg_cross = meta(torch.ops.aten.linalg_cross.default, ('dim',), False)
+meta_linalg_inv_ex = meta(torch.ops.aten.linalg_inv_ex.default, ('check_errors',), True)
+meta_linalg_lu_factor_ex = meta(torch.ops.aten.linalg_lu_factor_ex.default, ('pivot', 'check_errors'), True)
+meta_linalg_lu_solve = meta(torch.ops.aten.linalg_lu_solve.default, ('left', 'adjoint'), False)
+meta_linalg_qr = meta(torch.ops.aten.linalg_qr.default, (), True)
+meta_linalg_solve_triangular = meta(torch.ops.aten.linalg_solve_triangular.default, ('upper', 'left', 'unitriangular'), False)
 meta_linalg_vector_norm = meta(torch.ops.aten.linalg_vector_norm.default, ('dtype',), False)
 meta_log_sigmoid_forward = meta(torch.ops.aten.log_sigmoid_forward.default, (), True)
 meta_logsumexp = meta(torch.ops.aten.logsumexp.default, (), False)
 meta_masked_scatter = meta(torch.ops.aten.masked_scatter.default, (), False)
 meta_max_pool2d_with_indices = meta(torch.ops.aten.max_pool2d_with_indices.default, (), True)
+meta_max_pool3d_with_indices = meta(torch.ops.aten.max_pool3d_with_indices.default, (), True)
+meta_max_unpool2d = meta(torch.ops.aten.max_unpool2d.default, (), False)
 meta_mse_loss = meta(torch.ops.aten.mse_loss.default, (), False)
+meta_multi_margin_loss = meta(torch.ops.aten.multi_margin_loss.default, (), False)
+meta_multilabel_margin_loss_forward = meta(torch.ops.aten.multilabel_margin_loss_forward.default, (), True)
 meta_mv = meta(torch.ops.aten.mv.default, (), False)
+meta_nansum = meta(torch.ops.aten.nansum.default, ('dtype',), False)
 meta_native_batch_norm = meta(torch.ops.aten.native_batch_norm.default, (), True)
 meta_native_batch_norm_backward = meta(torch.ops.aten.native_batch_norm_backward.default, (), True)
 meta_native_group_norm = meta(torch.ops.aten.native_group_norm.default, (), True)
@@ -122,12 +159,20 @@ meta_std_correction = meta(torch.ops.aten.std.correction, ('correction', 'keepdi
 meta_std_mean_correction = meta(torch.ops.aten.std_mean.correction, ('correction', 'keepdim'), True)
 meta_take = meta(torch.ops.aten.take.default, (), False)
 meta_topk = meta(torch.ops.aten.topk.default, (), True)
+meta_upsample_bicubic2d = meta(torch.ops.aten.upsample_bicubic2d.default, (), False)
+meta_upsample_bicubic2d_backward = meta(torch.ops.aten.upsample_bicubic2d_backward.default, (), False)
 meta_upsample_bilinear2d = meta(torch.ops.aten.upsample_bilinear2d.default, (), False)
 meta_upsample_bilinear2d_backward = meta(torch.ops.aten.upsample_bilinear2d_backward.default, (), False)
 meta_upsample_linear1d = meta(torch.ops.aten.upsample_linear1d.default, (), False)
+meta_upsample_linear1d_backward = meta(torch.ops.aten.upsample_linear1d_backward.default, (), False)
 meta_upsample_nearest1d = meta(torch.ops.aten.upsample_nearest1d.default, (), False)
+meta_upsample_nearest1d_backward = meta(torch.ops.aten.upsample_nearest1d_backward.default, (), False)
 meta_upsample_nearest2d = meta(torch.ops.aten.upsample_nearest2d.default, (), False)
 meta_upsample_nearest2d_backward = meta(torch.ops.aten.upsample_nearest2d_backward.default, (), False)
+meta_upsample_nearest3d = meta(torch.ops.aten.upsample_nearest3d.default, (), False)
+meta_upsample_nearest3d_backward = meta(torch.ops.aten.upsample_nearest3d_backward.default, (), False)
+meta_upsample_trilinear3d = meta(torch.ops.aten.upsample_trilinear3d.default, (), False)
+meta_upsample_trilinear3d_backward = meta(torch.ops.aten.upsample_trilinear3d_backward.default, (), False)
 meta_var_correction = meta(torch.ops.aten.var.correction, ('correction', 'keepdim'), False)
 meta_var_mean_correction = meta(torch.ops.aten.var_mean.correction, ('correction', 'keepdim'), True)
 
@@ -462,6 +507,116 @@ def make__adaptive_avg_pool2d_backward_out(op, diopiAdaptiveAvgPool2dBackward):
     return dipu__adaptive_avg_pool2d_backward_out
 
 
+# _adaptive_avg_pool3d(Tensor self, SymInt[3] output_size) -> Tensor
+def make__adaptive_avg_pool3d(op, diopiAdaptiveAvgPool3d):
+    def dipu__adaptive_avg_pool3d(self, output_size):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, output_size))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, output_size))
+            shape, dtype = meta__adaptive_avg_pool3d(self, output_size)
+            out = empty(shape, dtype, d)
+            status = diopiAdaptiveAvgPool3d(contexts[d], out, self, output_size)
+            if status:
+                return on_failure(status, op, (self, output_size), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__adaptive_avg_pool3d
+
+
+# _adaptive_avg_pool3d.out(Tensor self, SymInt[3] output_size, *, Tensor(a!) out) -> Tensor(a!)
+def make__adaptive_avg_pool3d_out(op, diopiAdaptiveAvgPool3d):
+    def dipu__adaptive_avg_pool3d_out(self, output_size, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, output_size, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, output_size, out))
+            shape, dtype = meta__adaptive_avg_pool3d(self, output_size)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiAdaptiveAvgPool3d(contexts[d], out, self, output_size)
+            if status:
+                return on_failure(status, op, (self, output_size), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__adaptive_avg_pool3d_out
+
+
+# _adaptive_avg_pool3d_backward(Tensor grad_output, Tensor self) -> Tensor
+def make__adaptive_avg_pool3d_backward(op, diopiAdaptiveAvgPool3dBackward):
+    def dipu__adaptive_avg_pool3d_backward(grad_output, self):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, self))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, self))
+            shape, dtype = shape_like_self(grad_output, self)
+            out = empty(shape, dtype, d)
+            status = diopiAdaptiveAvgPool3dBackward(contexts[d], out, grad_output, self)
+            if status:
+                return on_failure(status, op, (grad_output, self), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__adaptive_avg_pool3d_backward
+
+
+# _adaptive_avg_pool3d_backward.out(Tensor grad_output, Tensor self, *, Tensor(a!) out) -> Tensor(a!)
+def make__adaptive_avg_pool3d_backward_out(op, diopiAdaptiveAvgPool3dBackward):
+    def dipu__adaptive_avg_pool3d_backward_out(grad_output, self, *, out):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, self, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, self, out))
+            shape, dtype = shape_like_self(grad_output, self)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiAdaptiveAvgPool3dBackward(contexts[d], out, grad_output, self)
+            if status:
+                return on_failure(status, op, (grad_output, self), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__adaptive_avg_pool3d_backward_out
+
+
 # _amp_foreach_non_finite_check_and_unscale_(Tensor(a!)[] self, Tensor(b!) found_inf, Tensor inv_scale) -> ()
 def make__amp_foreach_non_finite_check_and_unscale_(op, diopiAmpForeachNonFiniteCheckAndUnscaleInp):
     def dipu__amp_foreach_non_finite_check_and_unscale_(self, found_inf, inv_scale):
@@ -510,6 +665,274 @@ def make__amp_update_scale_(op, diopiAmpUpdateScaleInp):
                 exchange_device(previous)
 
     return dipu__amp_update_scale_
+
+
+# _cdist_backward(Tensor grad, Tensor x1, Tensor x2, float p, Tensor cdist) -> Tensor
+def make__cdist_backward(op, diopiCdistBackward):
+    def dipu__cdist_backward(grad, x1, x2, p, cdist):
+        d = grad.get_device()
+        if d < 0:
+            d = device_of(grad, x1, x2, cdist)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad, x1, x2, p, cdist))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad, x1, x2, p, cdist))
+            shape, dtype = shape_like_self(grad, x1, x2, p, cdist)
+            out = empty(shape, dtype, d)
+            status = diopiCdistBackward(contexts[d], out, grad, x1, x2, p, cdist)
+            if status:
+                return on_failure(status, op, (grad, x1, x2, p, cdist), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__cdist_backward
+
+
+# _cdist_forward(Tensor x1, Tensor x2, float p, int? compute_mode) -> Tensor
+def make__cdist_forward(op, diopiCdist):
+    def dipu__cdist_forward(x1, x2, p, compute_mode):
+        d = x1.get_device()
+        if d < 0:
+            d = device_of(x1, x2)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (x1, x2, p, compute_mode))
+            if CHECK_DEVICE:
+                check_device(op, d, (x1, x2, p, compute_mode))
+            shape, dtype = meta__cdist_forward(x1, x2, p, compute_mode)
+            out = empty(shape, dtype, d)
+            status = diopiCdist(contexts[d], out, x1, x2, p, compute_mode)
+            if status:
+                return on_failure(status, op, (x1, x2, p, compute_mode), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__cdist_forward
+
+
+# _ctc_loss(Tensor log_probs, Tensor targets, int[] input_lengths, int[] target_lengths, int blank=0, bool zero_infinity=False) -> (Tensor, Tensor)
+def make__ctc_loss(op, diopiCTCLoss):
+    def dipu__ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, zero_infinity=False):
+        d = log_probs.get_device()
+        if d < 0:
+            d = device_of(log_probs, targets)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (log_probs, targets, input_lengths, target_lengths, blank, zero_infinity))
+            if CHECK_DEVICE:
+                check_device(op, d, (log_probs, targets, input_lengths, target_lengths, blank, zero_infinity))
+            out, log_alpha = allocate(meta__ctc_loss(log_probs, targets, input_lengths, target_lengths, blank, zero_infinity), d)
+            status = diopiCTCLoss(contexts[d], out, log_alpha, log_probs, targets, input_lengths, target_lengths, blank, zero_infinity)
+            if status:
+                return on_failure(status, op, (log_probs, targets, input_lengths, target_lengths, blank, zero_infinity), {})
+            if SYNC:
+                synchronize(d)
+            return (out, log_alpha)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__ctc_loss
+
+
+# _ctc_loss_backward(Tensor grad, Tensor log_probs, Tensor targets, int[] input_lengths, int[] target_lengths, Tensor neg_log_likelihood, Tensor log_alpha, int blank, bool zero_infinity=False) -> Tensor
+def make__ctc_loss_backward(op, diopiCTCLossBackward):
+    def dipu__ctc_loss_backward(grad, log_probs, targets, input_lengths, target_lengths, neg_log_likelihood, log_alpha, blank, zero_infinity=False):
+        d = grad.get_device()
+        if d < 0:
+            d = device_of(grad, log_probs, targets, neg_log_likelihood, log_alpha)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad, log_probs, targets, input_lengths, target_lengths, neg_log_likelihood, log_alpha, blank, zero_infinity))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad, log_probs, targets, input_lengths, target_lengths, neg_log_likelihood, log_alpha, blank, zero_infinity))
+            shape, dtype = shape_like_self(grad, log_probs, targets, input_lengths, target_lengths, neg_log_likelihood, log_alpha, blank, zero_infinity)
+            out = empty(shape, dtype, d)
+            status = diopiCTCLossBackward(contexts[d], out, grad, log_probs, targets, input_lengths, target_lengths, neg_log_likelihood, log_alpha, blank, zero_infinity)
+            if status:
+                return on_failure(status, op, (grad, log_probs, targets, input_lengths, target_lengths, neg_log_likelihood, log_alpha, blank, zero_infinity), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__ctc_loss_backward
+
+
+# _dirichlet_grad(Tensor x, Tensor alpha, Tensor total) -> Tensor
+def make__dirichlet_grad(op, diopiDirichletGrad):
+    def dipu__dirichlet_grad(x, alpha, total):
+        d = x.get_device()
+        if d < 0:
+            d = device_of(x, alpha, total)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (x, alpha, total))
+            if CHECK_DEVICE:
+                check_device(op, d, (x, alpha, total))
+            shape, dtype = shape_unary(x, alpha, total)
+            out = empty(shape, dtype, d)
+            status = diopiDirichletGrad(contexts[d], out, x, alpha, total)
+            if status:
+                return on_failure(status, op, (x, alpha, total), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__dirichlet_grad
+
+
+# _dirichlet_grad.out(Tensor x, Tensor alpha, Tensor total, *, Tensor(a!) out) -> Tensor(a!)
+def make__dirichlet_grad_out(op, diopiDirichletGrad):
+    def dipu__dirichlet_grad_out(x, alpha, total, *, out):
+        d = x.get_device()
+        if d < 0:
+            d = device_of(x, alpha, total, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (x, alpha, total, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (x, alpha, total, out))
+            shape, dtype = shape_unary(x, alpha, total)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiDirichletGrad(contexts[d], out, x, alpha, total)
+            if status:
+                return on_failure(status, op, (x, alpha, total), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__dirichlet_grad_out
+
+
+# _embedding_bag(Tensor weight, Tensor indices, Tensor offsets, bool scale_grad_by_freq=False, int mode=0, bool sparse=False, Tensor? per_sample_weights=None, bool include_last_offset=False, int padding_idx=-1) -> (Tensor, Tensor, Tensor, Tensor)
+def make__embedding_bag(op, diopiEmbeddingBag):
+    def dipu__embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False, per_sample_weights=None, include_last_offset=False, padding_idx=-1):
+        d = weight.get_device()
+        if d < 0:
+            d = device_of(weight, indices, offsets, per_sample_weights)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights, include_last_offset, padding_idx))
+            if CHECK_DEVICE:
+                check_device(op, d, (weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights, include_last_offset, padding_idx))
+            out, offset2bag, bag_size, max_indices = allocate(meta__embedding_bag(weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights, include_last_offset, padding_idx), d)
+            status = diopiEmbeddingBag(contexts[d], out, offset2bag, bag_size, max_indices, weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights, include_last_offset, padding_idx)
+            if status:
+                return on_failure(status, op, (weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights, include_last_offset, padding_idx), {})
+            if SYNC:
+                synchronize(d)
+            return (out, offset2bag, bag_size, max_indices)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__embedding_bag
+
+
+# _embedding_bag_backward(Tensor grad, Tensor indices, Tensor offsets, Tensor offset2bag, Tensor bag_size, Tensor maximum_indices, SymInt num_weights, bool scale_grad_by_freq, int mode, bool sparse, Tensor? per_sample_weights, int padding_idx=-1) -> Tensor
+def make__embedding_bag_backward(op, diopiEmbeddingBagBackward):
+    def dipu__embedding_bag_backward(grad, indices, offsets, offset2bag, bag_size, maximum_indices, num_weights, scale_grad_by_freq, mode, sparse, per_sample_weights, padding_idx=-1):
+        d = grad.get_device()
+        if d < 0:
+            d = device_of(grad, indices, offsets, offset2bag, bag_size, maximum_indices, per_sample_weights)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad, indices, offsets, offset2bag, bag_size, maximum_indices, num_weights, scale_grad_by_freq, mode, sparse, per_sample_weights, padding_idx))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad, indices, offsets, offset2bag, bag_size, maximum_indices, num_weights, scale_grad_by_freq, mode, sparse, per_sample_weights, padding_idx))
+            shape, dtype = meta__embedding_bag_backward(grad, indices, offsets, offset2bag, bag_size, maximum_indices, num_weights, scale_grad_by_freq, mode, sparse, per_sample_weights, padding_idx)
+            out = empty(shape, dtype, d)
+            status = diopiEmbeddingBagBackward(contexts[d], out, grad, indices, offsets, offset2bag, bag_size, maximum_indices, num_weights, scale_grad_by_freq, mode, sparse, per_sample_weights, padding_idx)
+            if status:
+                return on_failure(status, op, (grad, indices, offsets, offset2bag, bag_size, maximum_indices, num_weights, scale_grad_by_freq, mode, sparse, per_sample_weights, padding_idx), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__embedding_bag_backward
+
+
+# _embedding_bag_forward_only(Tensor weight, Tensor indices, Tensor offsets, bool scale_grad_by_freq=False, int mode=0, bool sparse=False, Tensor? per_sample_weights=None, bool include_last_offset=False, int padding_idx=-1) -> (Tensor, Tensor, Tensor, Tensor)
+def make__embedding_bag_forward_only(op, diopiEmbeddingBag):
+    def dipu__embedding_bag_forward_only(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False, per_sample_weights=None, include_last_offset=False, padding_idx=-1):
+        d = weight.get_device()
+        if d < 0:
+            d = device_of(weight, indices, offsets, per_sample_weights)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights, include_last_offset, padding_idx))
+            if CHECK_DEVICE:
+                check_device(op, d, (weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights, include_last_offset, padding_idx))
+            out, offset2bag, bag_size, max_indices = allocate(meta__embedding_bag_forward_only(weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights, include_last_offset, padding_idx), d)
+            status = diopiEmbeddingBag(contexts[d], out, offset2bag, bag_size, max_indices, weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights, include_last_offset, padding_idx)
+            if status:
+                return on_failure(status, op, (weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights, include_last_offset, padding_idx), {})
+            if SYNC:
+                synchronize(d)
+            return (out, offset2bag, bag_size, max_indices)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__embedding_bag_forward_only
+
+
+# _embedding_bag_per_sample_weights_backward(Tensor grad, Tensor weight, Tensor indices, Tensor offsets, Tensor offset2bag, int mode, int padding_idx=-1) -> Tensor
+def make__embedding_bag_per_sample_weights_backward(op, diopiEmbeddingBagPerSampleWeightsBackward):
+    def dipu__embedding_bag_per_sample_weights_backward(grad, weight, indices, offsets, offset2bag, mode, padding_idx=-1):
+        d = grad.get_device()
+        if d < 0:
+            d = device_of(grad, weight, indices, offsets, offset2bag)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad, weight, indices, offsets, offset2bag, mode, padding_idx))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad, weight, indices, offsets, offset2bag, mode, padding_idx))
+            shape, dtype = meta__embedding_bag_per_sample_weights_backward(grad, weight, indices, offsets, offset2bag, mode, padding_idx)
+            out = empty(shape, dtype, d)
+            status = diopiEmbeddingBagPerSampleWeightsBackward(contexts[d], out, grad, weight, indices, offsets, offset2bag, mode, padding_idx)
+            if status:
+                return on_failure(status, op, (grad, weight, indices, offsets, offset2bag, mode, padding_idx), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__embedding_bag_per_sample_weights_backward
 
 
 # _foreach_abs(Tensor[] self) -> Tensor[]
@@ -561,6 +984,57 @@ def make__foreach_abs_(op, diopiForeachAbsInp):
                 exchange_device(previous)
 
     return dipu__foreach_abs_
+
+
+# _foreach_acos(Tensor[] self) -> Tensor[]
+def make__foreach_acos(op, diopiForeachAcos):
+    def dipu__foreach_acos(self):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            out = [None]
+            status = diopiForeachAcos(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_acos
+
+
+# _foreach_acos_(Tensor(a!)[] self) -> ()
+def make__foreach_acos_(op, diopiForeachAcosInp):
+    def dipu__foreach_acos_(self):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachAcosInp, contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_acos_
 
 
 # _foreach_add.List(Tensor[] self, Tensor[] other, *, Scalar alpha=1) -> Tensor[]
@@ -1070,6 +1544,108 @@ def make__foreach_addcmul__Tensor(op, diopiForeachAddcmulInpTensor):
     return dipu__foreach_addcmul__Tensor
 
 
+# _foreach_asin(Tensor[] self) -> Tensor[]
+def make__foreach_asin(op, diopiForeachAsin):
+    def dipu__foreach_asin(self):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            out = [None]
+            status = diopiForeachAsin(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_asin
+
+
+# _foreach_asin_(Tensor(a!)[] self) -> ()
+def make__foreach_asin_(op, diopiForeachAsinInp):
+    def dipu__foreach_asin_(self):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachAsinInp, contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_asin_
+
+
+# _foreach_atan(Tensor[] self) -> Tensor[]
+def make__foreach_atan(op, diopiForeachAtan):
+    def dipu__foreach_atan(self):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            out = [None]
+            status = diopiForeachAtan(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_atan
+
+
+# _foreach_atan_(Tensor(a!)[] self) -> ()
+def make__foreach_atan_(op, diopiForeachAtanInp):
+    def dipu__foreach_atan_(self):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachAtanInp, contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_atan_
+
+
 # _foreach_ceil(Tensor[] self) -> Tensor[]
 def make__foreach_ceil(op, diopiForeachCeil):
     def dipu__foreach_ceil(self):
@@ -1425,6 +2001,58 @@ def make__foreach_clamp_min__ScalarList(op, diopiForeachClampMinInpScalarList):
     return dipu__foreach_clamp_min__ScalarList
 
 
+# _foreach_clone(Tensor[] self, *, MemoryFormat? memory_format=None) -> Tensor[]
+def make__foreach_clone(op, diopiForeachClone):
+    def dipu__foreach_clone(self, *, memory_format=None):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, memory_format))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, memory_format))
+            out = [None]
+            status = diopiForeachClone(contexts[d], out, self, memory_format)
+            if status:
+                return on_failure(status, op, (self,), {'memory_format': memory_format})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_clone
+
+
+# _foreach_copy(Tensor[] self, Tensor[] src, bool non_blocking=False) -> Tensor[] self_out
+def make__foreach_copy(op, diopiForeachCopy):
+    def dipu__foreach_copy(self, src, non_blocking=False):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self, src)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, src, non_blocking))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, src, non_blocking))
+            self_out = [None]
+            status = diopiForeachCopy(contexts[d], self_out, self, src, non_blocking)
+            if status:
+                return on_failure(status, op, (self, src, non_blocking), {})
+            if SYNC:
+                synchronize(d)
+            return self_out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_copy
+
+
 # _foreach_copy_(Tensor(a!)[] self, Tensor[] src, bool non_blocking=False) -> ()
 def make__foreach_copy_(op, diopiForeachCopyInp):
     def dipu__foreach_copy_(self, src, non_blocking=False):
@@ -1499,6 +2127,57 @@ def make__foreach_cos_(op, diopiForeachCosInp):
                 exchange_device(previous)
 
     return dipu__foreach_cos_
+
+
+# _foreach_cosh(Tensor[] self) -> Tensor[]
+def make__foreach_cosh(op, diopiForeachCosh):
+    def dipu__foreach_cosh(self):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            out = [None]
+            status = diopiForeachCosh(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_cosh
+
+
+# _foreach_cosh_(Tensor(a!)[] self) -> ()
+def make__foreach_cosh_(op, diopiForeachCoshInp):
+    def dipu__foreach_cosh_(self):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachCoshInp, contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_cosh_
 
 
 # _foreach_div.List(Tensor[] self, Tensor[] other) -> Tensor[]
@@ -1753,6 +2432,57 @@ def make__foreach_erf_(op, diopiForeachErfInp):
                 exchange_device(previous)
 
     return dipu__foreach_erf_
+
+
+# _foreach_erfc(Tensor[] self) -> Tensor[]
+def make__foreach_erfc(op, diopiForeachErfc):
+    def dipu__foreach_erfc(self):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            out = [None]
+            status = diopiForeachErfc(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_erfc
+
+
+# _foreach_erfc_(Tensor(a!)[] self) -> ()
+def make__foreach_erfc_(op, diopiForeachErfcInp):
+    def dipu__foreach_erfc_(self):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachErfcInp, contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_erfc_
 
 
 # _foreach_exp(Tensor[] self) -> Tensor[]
@@ -2111,6 +2841,57 @@ def make__foreach_lerp__ScalarList(op, diopiForeachLerpInpScalarList):
     return dipu__foreach_lerp__ScalarList
 
 
+# _foreach_lgamma(Tensor[] self) -> Tensor[]
+def make__foreach_lgamma(op, diopiForeachLgamma):
+    def dipu__foreach_lgamma(self):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            out = [None]
+            status = diopiForeachLgamma(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_lgamma
+
+
+# _foreach_lgamma_(Tensor(a!)[] self) -> ()
+def make__foreach_lgamma_(op, diopiForeachLgammaInp):
+    def dipu__foreach_lgamma_(self):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachLgammaInp, contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_lgamma_
+
+
 # _foreach_log(Tensor[] self) -> Tensor[]
 def make__foreach_log(op, diopiForeachLog):
     def dipu__foreach_log(self):
@@ -2313,6 +3094,32 @@ def make__foreach_log_(op, diopiForeachLogInp):
                 exchange_device(previous)
 
     return dipu__foreach_log_
+
+
+# _foreach_max(Tensor[] self) -> Tensor[]
+def make__foreach_max(op, diopiForeachMax):
+    def dipu__foreach_max(self):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            out = [None]
+            status = diopiForeachMax(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_max
 
 
 # _foreach_maximum.List(Tensor[] self, Tensor[] other) -> Tensor[]
@@ -2951,6 +3758,32 @@ def make__foreach_pow_Scalar(op, diopiForeachPowScalar):
     return dipu__foreach_pow_Scalar
 
 
+# _foreach_pow.ScalarAndTensor(Scalar self, Tensor[] exponent) -> Tensor[]
+def make__foreach_pow_ScalarAndTensor(op, diopiForeachPowScalarAndTensor):
+    def dipu__foreach_pow_ScalarAndTensor(self, exponent):
+        d = exponent[0].get_device()
+        if d < 0:
+            d = device_of(exponent)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, exponent))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, exponent))
+            out = [None]
+            status = diopiForeachPowScalarAndTensor(contexts[d], out, self, exponent)
+            if status:
+                return on_failure(status, op, (self, exponent), {})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_pow_ScalarAndTensor
+
+
 # _foreach_pow.ScalarList(Tensor[] self, Scalar[] exponent) -> Tensor[]
 def make__foreach_pow_ScalarList(op, diopiForeachPowScalarList):
     def dipu__foreach_pow_ScalarList(self, exponent):
@@ -3049,6 +3882,32 @@ def make__foreach_pow__ScalarList(op, diopiForeachPowInpScalarList):
                 exchange_device(previous)
 
     return dipu__foreach_pow__ScalarList
+
+
+# _foreach_powsum.Scalar(Tensor[] self, Scalar ord=2, ScalarType? dtype=None) -> Tensor[]
+def make__foreach_powsum_Scalar(op, diopiForeachPowsum):
+    def dipu__foreach_powsum_Scalar(self, ord=2, dtype=None):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, ord, dtype))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, ord, dtype))
+            out = [None]
+            status = diopiForeachPowsum(contexts[d], out, self, ord, dtype)
+            if status:
+                return on_failure(status, op, (self, ord, dtype), {})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_powsum_Scalar
 
 
 # _foreach_reciprocal(Tensor[] self) -> Tensor[]
@@ -3357,6 +4216,57 @@ def make__foreach_sin_(op, diopiForeachSinInp):
     return dipu__foreach_sin_
 
 
+# _foreach_sinh(Tensor[] self) -> Tensor[]
+def make__foreach_sinh(op, diopiForeachSinh):
+    def dipu__foreach_sinh(self):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            out = [None]
+            status = diopiForeachSinh(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_sinh
+
+
+# _foreach_sinh_(Tensor(a!)[] self) -> ()
+def make__foreach_sinh_(op, diopiForeachSinhInp):
+    def dipu__foreach_sinh_(self):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachSinhInp, contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_sinh_
+
+
 # _foreach_sqrt(Tensor[] self) -> Tensor[]
 def make__foreach_sqrt(op, diopiForeachSqrt):
     def dipu__foreach_sqrt(self):
@@ -3560,6 +4470,57 @@ def make__foreach_sub__ScalarList(op, diopiForeachSubInpScalarList):
     return dipu__foreach_sub__ScalarList
 
 
+# _foreach_tan(Tensor[] self) -> Tensor[]
+def make__foreach_tan(op, diopiForeachTan):
+    def dipu__foreach_tan(self):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            out = [None]
+            status = diopiForeachTan(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_tan
+
+
+# _foreach_tan_(Tensor(a!)[] self) -> ()
+def make__foreach_tan_(op, diopiForeachTanInp):
+    def dipu__foreach_tan_(self):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachTanInp, contexts[d], self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_tan_
+
+
 # _foreach_tanh(Tensor[] self) -> Tensor[]
 def make__foreach_tanh(op, diopiForeachTanh):
     def dipu__foreach_tanh(self):
@@ -3662,6 +4623,32 @@ def make__foreach_trunc_(op, diopiForeachTruncInp):
     return dipu__foreach_trunc_
 
 
+# _foreach_zero(Tensor[] self) -> Tensor[] self_out
+def make__foreach_zero(op, diopiForeachZero):
+    def dipu__foreach_zero(self):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            self_out = [None]
+            status = diopiForeachZero(contexts[d], self_out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return self_out[0]
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_zero
+
+
 # _foreach_zero_(Tensor(a!)[] self) -> ()
 def make__foreach_zero_(op, diopiForeachZeroInp):
     def dipu__foreach_zero_(self):
@@ -3685,6 +4672,56 @@ def make__foreach_zero_(op, diopiForeachZeroInp):
                 exchange_device(previous)
 
     return dipu__foreach_zero_
+
+
+# _fused_adagrad_(Tensor(a!)[] self, Tensor(b!)[] grads, Tensor(c!)[] state_sums, Tensor(d!)[] state_steps, *, float lr, float lr_decay, float weight_decay, float eps, bool maximize, Tensor? grad_scale=None, Tensor? found_inf=None) -> ()
+def make__fused_adagrad_(op, diopiFusedAdagrad):
+    def dipu__fused_adagrad_(self, grads, state_sums, state_steps, *, lr, lr_decay, weight_decay, eps, maximize, grad_scale=None, found_inf=None):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self, grads, state_sums, state_steps, grad_scale, found_inf)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, grads, state_sums, state_steps, lr, lr_decay, weight_decay, eps, maximize, grad_scale, found_inf))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, grads, state_sums, state_steps, lr, lr_decay, weight_decay, eps, maximize, grad_scale, found_inf))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiFusedAdagrad, contexts[d], self, grads, state_sums, state_steps, lr, lr_decay, weight_decay, eps, maximize, grad_scale, found_inf)
+            if status:
+                return on_failure(status, op, (self, grads, state_sums, state_steps), {'lr': lr, 'lr_decay': lr_decay, 'weight_decay': weight_decay, 'eps': eps, 'maximize': maximize, 'grad_scale': grad_scale, 'found_inf': found_inf})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__fused_adagrad_
+
+
+# _fused_adagrad_.tensor_lr(Tensor(a!)[] self, Tensor(b!)[] grads, Tensor(c!)[] state_sums, Tensor[] state_steps, *, Tensor lr, float lr_decay, float weight_decay, float eps, bool maximize, Tensor? grad_scale=None, Tensor? found_inf=None) -> ()
+def make__fused_adagrad__tensor_lr(op, diopiFusedAdagradTensorLr):
+    def dipu__fused_adagrad__tensor_lr(self, grads, state_sums, state_steps, *, lr, lr_decay, weight_decay, eps, maximize, grad_scale=None, found_inf=None):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self, grads, state_sums, state_steps, lr, grad_scale, found_inf)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, grads, state_sums, state_steps, lr, lr_decay, weight_decay, eps, maximize, grad_scale, found_inf))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, grads, state_sums, state_steps, lr, lr_decay, weight_decay, eps, maximize, grad_scale, found_inf))
+            status, result = impl_dipu_ops_foreach_returns_nothing(diopiFusedAdagradTensorLr, contexts[d], self, grads, state_sums, state_steps, lr, lr_decay, weight_decay, eps, maximize, grad_scale, found_inf)
+            if status:
+                return on_failure(status, op, (self, grads, state_sums, state_steps), {'lr': lr, 'lr_decay': lr_decay, 'weight_decay': weight_decay, 'eps': eps, 'maximize': maximize, 'grad_scale': grad_scale, 'found_inf': found_inf})
+            if SYNC:
+                synchronize(d)
+            return result
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__fused_adagrad__tensor_lr
 
 
 # _fused_adam_(Tensor(a!)[] self, Tensor(b!)[] grads, Tensor(c!)[] exp_avgs, Tensor(d!)[] exp_avg_sqs, Tensor(e!)[] max_exp_avg_sqs, Tensor[] state_steps, *, float lr, float beta1, float beta2, float weight_decay, float eps, bool amsgrad, bool maximize, Tensor? grad_scale=None, Tensor? found_inf=None) -> ()
@@ -3862,6 +4899,266 @@ def make__index_put_impl_(op, diopiIndexPutInp):
     return dipu__index_put_impl_
 
 
+# _linalg_det(Tensor A) -> (Tensor result, Tensor LU, Tensor pivots)
+def make__linalg_det(op, diopiLinalgDet):
+    def dipu__linalg_det(A):
+        d = A.get_device()
+        if d < 0:
+            d = device_of(A)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (A,))
+            if CHECK_DEVICE:
+                check_device(op, d, (A,))
+            result, LU, pivots = allocate(meta__linalg_det(A), d)
+            status = diopiLinalgDet(contexts[d], result, LU, pivots, A)
+            if status:
+                return on_failure(status, op, (A,), {})
+            if SYNC:
+                synchronize(d)
+            return (result, LU, pivots)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__linalg_det
+
+
+# _linalg_det.result(Tensor A, *, Tensor(a!) result, Tensor(b!) LU, Tensor(c!) pivots) -> (Tensor(a!) result, Tensor(b!) LU, Tensor(c!) pivots)
+def make__linalg_det_result(op, diopiLinalgDet):
+    def dipu__linalg_det_result(A, *, result, LU, pivots):
+        d = A.get_device()
+        if d < 0:
+            d = device_of(A, result, LU, pivots)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (A, result, LU, pivots))
+            if CHECK_DEVICE:
+                check_device(op, d, (A, result, LU, pivots))
+            resize_outputs((result, LU, pivots), meta__linalg_det(A))
+            status = diopiLinalgDet(contexts[d], result, LU, pivots, A)
+            if status:
+                return on_failure(status, op, (A,), {'result': result, 'LU': LU, 'pivots': pivots})
+            if SYNC:
+                synchronize(d)
+            return (result, LU, pivots)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__linalg_det_result
+
+
+# _linalg_eigh(Tensor A, str UPLO="L", bool compute_v=True) -> (Tensor eigenvalues, Tensor eigenvectors)
+def make__linalg_eigh(op, diopiLinalgEigh):
+    def dipu__linalg_eigh(A, UPLO='L', compute_v=True):
+        d = A.get_device()
+        if d < 0:
+            d = device_of(A)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (A, UPLO, compute_v))
+            if CHECK_DEVICE:
+                check_device(op, d, (A, UPLO, compute_v))
+            eigenvalues, eigenvectors = allocate(meta__linalg_eigh(A, UPLO, compute_v), d)
+            status = diopiLinalgEigh(contexts[d], eigenvalues, eigenvectors, A, UPLO, compute_v)
+            if status:
+                return on_failure(status, op, (A, UPLO, compute_v), {})
+            if SYNC:
+                synchronize(d)
+            return (eigenvalues, eigenvectors)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__linalg_eigh
+
+
+# _linalg_eigh.eigenvalues(Tensor A, str UPLO="L", bool compute_v=True, *, Tensor(a!) eigenvalues, Tensor(b!) eigenvectors) -> (Tensor(a!) eigenvalues, Tensor(b!) eigenvectors)
+def make__linalg_eigh_eigenvalues(op, diopiLinalgEigh):
+    def dipu__linalg_eigh_eigenvalues(A, UPLO='L', compute_v=True, *, eigenvalues, eigenvectors):
+        d = A.get_device()
+        if d < 0:
+            d = device_of(A, eigenvalues, eigenvectors)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (A, UPLO, compute_v, eigenvalues, eigenvectors))
+            if CHECK_DEVICE:
+                check_device(op, d, (A, UPLO, compute_v, eigenvalues, eigenvectors))
+            resize_outputs((eigenvalues, eigenvectors), meta__linalg_eigh(A, UPLO, compute_v))
+            status = diopiLinalgEigh(contexts[d], eigenvalues, eigenvectors, A, UPLO, compute_v)
+            if status:
+                return on_failure(status, op, (A, UPLO, compute_v), {'eigenvalues': eigenvalues, 'eigenvectors': eigenvectors})
+            if SYNC:
+                synchronize(d)
+            return (eigenvalues, eigenvectors)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__linalg_eigh_eigenvalues
+
+
+# _linalg_slogdet(Tensor A) -> (Tensor sign, Tensor logabsdet, Tensor LU, Tensor pivots)
+def make__linalg_slogdet(op, diopiLinalgSlogdet):
+    def dipu__linalg_slogdet(A):
+        d = A.get_device()
+        if d < 0:
+            d = device_of(A)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (A,))
+            if CHECK_DEVICE:
+                check_device(op, d, (A,))
+            sign, logabsdet, LU, pivots = allocate(meta__linalg_slogdet(A), d)
+            status = diopiLinalgSlogdet(contexts[d], sign, logabsdet, LU, pivots, A)
+            if status:
+                return on_failure(status, op, (A,), {})
+            if SYNC:
+                synchronize(d)
+            return (sign, logabsdet, LU, pivots)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__linalg_slogdet
+
+
+# _linalg_slogdet.sign(Tensor A, *, Tensor(a!) sign, Tensor(b!) logabsdet, Tensor(c!) LU, Tensor(d!) pivots) -> (Tensor(a!) sign, Tensor(b!) logabsdet, Tensor(c!) LU, Tensor(d!) pivots)
+def make__linalg_slogdet_sign(op, diopiLinalgSlogdet):
+    def dipu__linalg_slogdet_sign(A, *, sign, logabsdet, LU, pivots):
+        d = A.get_device()
+        if d < 0:
+            d = device_of(A, sign, logabsdet, LU, pivots)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (A, sign, logabsdet, LU, pivots))
+            if CHECK_DEVICE:
+                check_device(op, d, (A, sign, logabsdet, LU, pivots))
+            resize_outputs((sign, logabsdet, LU, pivots), meta__linalg_slogdet(A))
+            status = diopiLinalgSlogdet(contexts[d], sign, logabsdet, LU, pivots, A)
+            if status:
+                return on_failure(status, op, (A,), {'sign': sign, 'logabsdet': logabsdet, 'LU': LU, 'pivots': pivots})
+            if SYNC:
+                synchronize(d)
+            return (sign, logabsdet, LU, pivots)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__linalg_slogdet_sign
+
+
+# _linalg_solve_ex(Tensor A, Tensor B, *, bool left=True, bool check_errors=False) -> (Tensor result, Tensor LU, Tensor pivots, Tensor info)
+def make__linalg_solve_ex(op, diopiLinalgSolveEx):
+    def dipu__linalg_solve_ex(A, B, *, left=True, check_errors=False):
+        d = A.get_device()
+        if d < 0:
+            d = device_of(A, B)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (A, B, left, check_errors))
+            if CHECK_DEVICE:
+                check_device(op, d, (A, B, left, check_errors))
+            result, LU, pivots, info = allocate(meta__linalg_solve_ex(A, B, left, check_errors), d)
+            status = diopiLinalgSolveEx(contexts[d], result, LU, pivots, info, A, B, left, check_errors)
+            if status:
+                return on_failure(status, op, (A, B), {'left': left, 'check_errors': check_errors})
+            if SYNC:
+                synchronize(d)
+            return (result, LU, pivots, info)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__linalg_solve_ex
+
+
+# _linalg_solve_ex.result(Tensor A, Tensor B, *, bool left=True, bool check_errors=False, Tensor(a!) result, Tensor(b!) LU, Tensor(c!) pivots, Tensor(d!) info) -> (Tensor(a!) result, Tensor(b!) LU, Tensor(c!) pivots, Tensor(d!) info)
+def make__linalg_solve_ex_result(op, diopiLinalgSolveEx):
+    def dipu__linalg_solve_ex_result(A, B, *, left=True, check_errors=False, result, LU, pivots, info):
+        d = A.get_device()
+        if d < 0:
+            d = device_of(A, B, result, LU, pivots, info)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (A, B, left, check_errors, result, LU, pivots, info))
+            if CHECK_DEVICE:
+                check_device(op, d, (A, B, left, check_errors, result, LU, pivots, info))
+            resize_outputs((result, LU, pivots, info), meta__linalg_solve_ex(A, B, left, check_errors))
+            status = diopiLinalgSolveEx(contexts[d], result, LU, pivots, info, A, B, left, check_errors)
+            if status:
+                return on_failure(status, op, (A, B), {'left': left, 'check_errors': check_errors, 'result': result, 'LU': LU, 'pivots': pivots, 'info': info})
+            if SYNC:
+                synchronize(d)
+            return (result, LU, pivots, info)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__linalg_solve_ex_result
+
+
+# _linalg_svd(Tensor A, bool full_matrices=False, bool compute_uv=True, *, str? driver=None) -> (Tensor U, Tensor S, Tensor Vh)
+def make__linalg_svd(op, diopiLinalgSvd):
+    def dipu__linalg_svd(A, full_matrices=False, compute_uv=True, *, driver=None):
+        d = A.get_device()
+        if d < 0:
+            d = device_of(A)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (A, full_matrices, compute_uv, driver))
+            if CHECK_DEVICE:
+                check_device(op, d, (A, full_matrices, compute_uv, driver))
+            U, S, Vh = allocate(meta__linalg_svd(A, full_matrices, compute_uv, driver), d)
+            status = diopiLinalgSvd(contexts[d], U, S, Vh, A, full_matrices, compute_uv, driver)
+            if status:
+                return on_failure(status, op, (A, full_matrices, compute_uv), {'driver': driver})
+            if SYNC:
+                synchronize(d)
+            return (U, S, Vh)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__linalg_svd
+
+
+# _linalg_svd.U(Tensor A, bool full_matrices=False, bool compute_uv=True, *, str? driver=None, Tensor(a!) U, Tensor(b!) S, Tensor(c!) Vh) -> (Tensor(a!) U, Tensor(b!) S, Tensor(c!) Vh)
+def make__linalg_svd_U(op, diopiLinalgSvd):
+    def dipu__linalg_svd_U(A, full_matrices=False, compute_uv=True, *, driver=None, U, S, Vh):
+        d = A.get_device()
+        if d < 0:
+            d = device_of(A, U, S, Vh)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (A, full_matrices, compute_uv, driver, U, S, Vh))
+            if CHECK_DEVICE:
+                check_device(op, d, (A, full_matrices, compute_uv, driver, U, S, Vh))
+            resize_outputs((U, S, Vh), meta__linalg_svd(A, full_matrices, compute_uv, driver))
+            status = diopiLinalgSvd(contexts[d], U, S, Vh, A, full_matrices, compute_uv, driver)
+            if status:
+                return on_failure(status, op, (A, full_matrices, compute_uv), {'driver': driver, 'U': U, 'S': S, 'Vh': Vh})
+            if SYNC:
+                synchronize(d)
+            return (U, S, Vh)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__linalg_svd_U
+
+
 # _log_softmax(Tensor self, int dim, bool half_to_float) -> Tensor
 def make__log_softmax(op, diopiLogSoftmax):
     def dipu__log_softmax(self, dim, half_to_float):
@@ -3970,6 +5267,170 @@ def make__log_softmax_backward_data_out(op, diopiLogSoftmaxBackward):
                 exchange_device(previous)
 
     return dipu__log_softmax_backward_data_out
+
+
+# _logcumsumexp(Tensor self, int dim) -> Tensor
+def make__logcumsumexp(op, diopiLogcumsumexp):
+    def dipu__logcumsumexp(self, dim):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim))
+            shape, dtype = shape_unary(self, dim)
+            out = empty(shape, dtype, d)
+            status = diopiLogcumsumexp(contexts[d], out, self, dim)
+            if status:
+                return on_failure(status, op, (self, dim), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__logcumsumexp
+
+
+# _logcumsumexp.out(Tensor self, int dim, *, Tensor(a!) out) -> Tensor(a!)
+def make__logcumsumexp_out(op, diopiLogcumsumexp):
+    def dipu__logcumsumexp_out(self, dim, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, out))
+            shape, dtype = shape_unary(self, dim)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiLogcumsumexp(contexts[d], out, self, dim)
+            if status:
+                return on_failure(status, op, (self, dim), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__logcumsumexp_out
+
+
+# _pdist_backward(Tensor grad, Tensor self, float p, Tensor pdist) -> Tensor
+def make__pdist_backward(op, diopiPdistBackward):
+    def dipu__pdist_backward(grad, self, p, pdist):
+        d = grad.get_device()
+        if d < 0:
+            d = device_of(grad, self, pdist)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad, self, p, pdist))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad, self, p, pdist))
+            shape, dtype = shape_like_self(grad, self, p, pdist)
+            out = empty(shape, dtype, d)
+            status = diopiPdistBackward(contexts[d], out, grad, self, p, pdist)
+            if status:
+                return on_failure(status, op, (grad, self, p, pdist), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__pdist_backward
+
+
+# _pdist_forward(Tensor self, float p=2.) -> Tensor
+def make__pdist_forward(op, diopiPdist):
+    def dipu__pdist_forward(self, p=2.0):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, p))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, p))
+            shape, dtype = meta__pdist_forward(self, p)
+            out = empty(shape, dtype, d)
+            status = diopiPdist(contexts[d], out, self, p)
+            if status:
+                return on_failure(status, op, (self, p), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__pdist_forward
+
+
+# _sample_dirichlet(Tensor self, Generator? generator=None) -> Tensor
+def make__sample_dirichlet(op, diopiSampleDirichlet):
+    def dipu__sample_dirichlet(self, generator=None):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, generator))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, generator))
+            shape, dtype = shape_unary(self, generator)
+            out = empty(shape, dtype, d)
+            status = diopiSampleDirichlet(contexts[d], out, self, generator)
+            if status:
+                return on_failure(status, op, (self, generator), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__sample_dirichlet
+
+
+# _sample_dirichlet.out(Tensor self, Generator? generator=None, *, Tensor(a!) out) -> Tensor(a!)
+def make__sample_dirichlet_out(op, diopiSampleDirichlet):
+    def dipu__sample_dirichlet_out(self, generator=None, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, generator, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, generator, out))
+            shape, dtype = shape_unary(self, generator)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiSampleDirichlet(contexts[d], out, self, generator)
+            if status:
+                return on_failure(status, op, (self, generator), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__sample_dirichlet_out
 
 
 # _softmax(Tensor self, int dim, bool half_to_float) -> Tensor
@@ -4082,6 +5543,220 @@ def make__softmax_backward_data_out(op, diopiSoftmaxBackward):
     return dipu__softmax_backward_data_out
 
 
+# _standard_gamma(Tensor self, Generator? generator=None) -> Tensor
+def make__standard_gamma(op, diopiStandardGamma):
+    def dipu__standard_gamma(self, generator=None):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, generator))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, generator))
+            shape, dtype = shape_unary(self, generator)
+            out = empty(shape, dtype, d)
+            status = diopiStandardGamma(contexts[d], out, self, generator)
+            if status:
+                return on_failure(status, op, (self, generator), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__standard_gamma
+
+
+# _standard_gamma.out(Tensor self, Generator? generator=None, *, Tensor(a!) out) -> Tensor(a!)
+def make__standard_gamma_out(op, diopiStandardGamma):
+    def dipu__standard_gamma_out(self, generator=None, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, generator, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, generator, out))
+            shape, dtype = shape_unary(self, generator)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiStandardGamma(contexts[d], out, self, generator)
+            if status:
+                return on_failure(status, op, (self, generator), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__standard_gamma_out
+
+
+# _standard_gamma_grad(Tensor self, Tensor output) -> Tensor
+def make__standard_gamma_grad(op, diopiStandardGammaGrad):
+    def dipu__standard_gamma_grad(self, output):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, output)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, output))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, output))
+            shape, dtype = shape_unary(self, output)
+            out = empty(shape, dtype, d)
+            status = diopiStandardGammaGrad(contexts[d], out, self, output)
+            if status:
+                return on_failure(status, op, (self, output), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__standard_gamma_grad
+
+
+# _standard_gamma_grad.out(Tensor self, Tensor output, *, Tensor(a!) out) -> Tensor(a!)
+def make__standard_gamma_grad_out(op, diopiStandardGammaGrad):
+    def dipu__standard_gamma_grad_out(self, output, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, output, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, output, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, output, out))
+            shape, dtype = shape_unary(self, output)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiStandardGammaGrad(contexts[d], out, self, output)
+            if status:
+                return on_failure(status, op, (self, output), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__standard_gamma_grad_out
+
+
+# _thnn_fused_gru_cell(Tensor input_gates, Tensor hidden_gates, Tensor hx, Tensor? input_bias=None, Tensor? hidden_bias=None) -> (Tensor, Tensor)
+def make__thnn_fused_gru_cell(op, diopiGruCell):
+    def dipu__thnn_fused_gru_cell(input_gates, hidden_gates, hx, input_bias=None, hidden_bias=None):
+        d = input_gates.get_device()
+        if d < 0:
+            d = device_of(input_gates, hidden_gates, hx, input_bias, hidden_bias)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (input_gates, hidden_gates, hx, input_bias, hidden_bias))
+            if CHECK_DEVICE:
+                check_device(op, d, (input_gates, hidden_gates, hx, input_bias, hidden_bias))
+            hy, workspace = allocate(shape_fused_gru_cell(input_gates, hidden_gates, hx, input_bias, hidden_bias), d)
+            status = diopiGruCell(contexts[d], hy, workspace, input_gates, hidden_gates, hx, input_bias, hidden_bias)
+            if status:
+                return on_failure(status, op, (input_gates, hidden_gates, hx, input_bias, hidden_bias), {})
+            if SYNC:
+                synchronize(d)
+            return (hy, workspace)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__thnn_fused_gru_cell
+
+
+# _thnn_fused_gru_cell_backward(Tensor grad_hy, Tensor workspace, bool has_bias) -> (Tensor, Tensor, Tensor, Tensor, Tensor)
+def make__thnn_fused_gru_cell_backward(op, diopiGruCellBackward):
+    def dipu__thnn_fused_gru_cell_backward(grad_hy, workspace, has_bias):
+        d = grad_hy.get_device()
+        if d < 0:
+            d = device_of(grad_hy, workspace)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_hy, workspace, has_bias))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_hy, workspace, has_bias))
+            grad_input_gates, grad_hidden_gates, grad_hx, grad_input_bias, grad_hidden_bias = allocate(shape_fused_gru_cell_backward(grad_hy, workspace, has_bias), d)
+            status = diopiGruCellBackward(contexts[d], grad_input_gates, grad_hidden_gates, grad_hx, grad_input_bias, grad_hidden_bias, grad_hy, workspace, has_bias)
+            if status:
+                return on_failure(status, op, (grad_hy, workspace, has_bias), {})
+            if SYNC:
+                synchronize(d)
+            return (grad_input_gates, grad_hidden_gates, grad_hx, grad_input_bias, grad_hidden_bias)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__thnn_fused_gru_cell_backward
+
+
+# _thnn_fused_lstm_cell(Tensor input_gates, Tensor hidden_gates, Tensor cx, Tensor? input_bias=None, Tensor? hidden_bias=None) -> (Tensor, Tensor, Tensor)
+def make__thnn_fused_lstm_cell(op, diopiLstmCell):
+    def dipu__thnn_fused_lstm_cell(input_gates, hidden_gates, cx, input_bias=None, hidden_bias=None):
+        d = input_gates.get_device()
+        if d < 0:
+            d = device_of(input_gates, hidden_gates, cx, input_bias, hidden_bias)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (input_gates, hidden_gates, cx, input_bias, hidden_bias))
+            if CHECK_DEVICE:
+                check_device(op, d, (input_gates, hidden_gates, cx, input_bias, hidden_bias))
+            hy, cy, workspace = allocate(shape_fused_lstm_cell(input_gates, hidden_gates, cx, input_bias, hidden_bias), d)
+            status = diopiLstmCell(contexts[d], hy, cy, workspace, input_gates, hidden_gates, cx, input_bias, hidden_bias)
+            if status:
+                return on_failure(status, op, (input_gates, hidden_gates, cx, input_bias, hidden_bias), {})
+            if SYNC:
+                synchronize(d)
+            return (hy, cy, workspace)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__thnn_fused_lstm_cell
+
+
+# _thnn_fused_lstm_cell_backward_impl(Tensor? grad_hy, Tensor? grad_cy, Tensor cx, Tensor cy, Tensor workspace, bool has_bias) -> (Tensor, Tensor, Tensor)
+def make__thnn_fused_lstm_cell_backward_impl(op, diopiLstmCellBackward):
+    def dipu__thnn_fused_lstm_cell_backward_impl(grad_hy, grad_cy, cx, cy, workspace, has_bias):
+        d = cx.get_device()
+        if d < 0:
+            d = device_of(grad_hy, grad_cy, cx, cy, workspace)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_hy, grad_cy, cx, cy, workspace, has_bias))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_hy, grad_cy, cx, cy, workspace, has_bias))
+            grad_gates, grad_cx, grad_bias = allocate(shape_fused_lstm_cell_backward(grad_hy, grad_cy, cx, cy, workspace, has_bias), d)
+            status = diopiLstmCellBackward(contexts[d], grad_gates, grad_cx, grad_bias, grad_hy, grad_cy, cx, cy, workspace, has_bias)
+            if status:
+                return on_failure(status, op, (grad_hy, grad_cy, cx, cy, workspace, has_bias), {})
+            if SYNC:
+                synchronize(d)
+            return (grad_gates, grad_cx, grad_bias)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__thnn_fused_lstm_cell_backward_impl
+
+
 # _unique2(Tensor self, bool sorted=True, bool return_inverse=False, bool return_counts=False) -> (Tensor, Tensor, Tensor)
 def make__unique2(op, diopiUnique):
     def dipu__unique2(self, sorted=True, return_inverse=False, return_counts=False):
@@ -4108,6 +5783,168 @@ def make__unique2(op, diopiUnique):
                 exchange_device(previous)
 
     return dipu__unique2
+
+
+# _upsample_nearest_exact2d(Tensor self, SymInt[2] output_size, float? scales_h=None, float? scales_w=None) -> Tensor
+def make__upsample_nearest_exact2d(op, diopiUpsampleNearestExact2d):
+    def dipu__upsample_nearest_exact2d(self, output_size, scales_h=None, scales_w=None):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, output_size, scales_h, scales_w))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, output_size, scales_h, scales_w))
+            shape, dtype = meta__upsample_nearest_exact2d(self, output_size, scales_h, scales_w)
+            out = empty(shape, dtype, d)
+            status = diopiUpsampleNearestExact2d(contexts[d], out, self, output_size, scales_h, scales_w)
+            if status:
+                return on_failure(status, op, (self, output_size, scales_h, scales_w), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__upsample_nearest_exact2d
+
+
+# _upsample_nearest_exact2d.out(Tensor self, SymInt[2] output_size, float? scales_h=None, float? scales_w=None, *, Tensor(a!) out) -> Tensor(a!)
+def make__upsample_nearest_exact2d_out(op, diopiUpsampleNearestExact2d):
+    def dipu__upsample_nearest_exact2d_out(self, output_size, scales_h=None, scales_w=None, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, output_size, scales_h, scales_w, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, output_size, scales_h, scales_w, out))
+            shape, dtype = meta__upsample_nearest_exact2d(self, output_size, scales_h, scales_w)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiUpsampleNearestExact2d(contexts[d], out, self, output_size, scales_h, scales_w)
+            if status:
+                return on_failure(status, op, (self, output_size, scales_h, scales_w), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__upsample_nearest_exact2d_out
+
+
+# _upsample_nearest_exact2d_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, float? scales_h=None, float? scales_w=None) -> Tensor
+def make__upsample_nearest_exact2d_backward(op, diopiUpsampleNearestExact2dBackward):
+    def dipu__upsample_nearest_exact2d_backward(grad_output, output_size, input_size, scales_h=None, scales_w=None):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, output_size, input_size, scales_h, scales_w))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, output_size, input_size, scales_h, scales_w))
+            shape, dtype = meta__upsample_nearest_exact2d_backward(grad_output, output_size, input_size, scales_h, scales_w)
+            grad_input = empty(shape, dtype, d)
+            status = diopiUpsampleNearestExact2dBackward(contexts[d], grad_input, grad_output, output_size, input_size, scales_h, scales_w)
+            if status:
+                return on_failure(status, op, (grad_output, output_size, input_size, scales_h, scales_w), {})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__upsample_nearest_exact2d_backward
+
+
+# _upsample_nearest_exact2d_backward.grad_input(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, float? scales_h=None, float? scales_w=None, *, Tensor(a!) grad_input) -> Tensor(a!)
+def make__upsample_nearest_exact2d_backward_grad_input(op, diopiUpsampleNearestExact2dBackward):
+    def dipu__upsample_nearest_exact2d_backward_grad_input(grad_output, output_size, input_size, scales_h=None, scales_w=None, *, grad_input):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, grad_input)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, output_size, input_size, scales_h, scales_w, grad_input))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, output_size, input_size, scales_h, scales_w, grad_input))
+            shape, dtype = meta__upsample_nearest_exact2d_backward(grad_output, output_size, input_size, scales_h, scales_w)
+            if grad_input.shape != shape:
+                grad_input.resize_(shape)
+            status = diopiUpsampleNearestExact2dBackward(contexts[d], grad_input, grad_output, output_size, input_size, scales_h, scales_w)
+            if status:
+                return on_failure(status, op, (grad_output, output_size, input_size, scales_h, scales_w), {'grad_input': grad_input})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__upsample_nearest_exact2d_backward_grad_input
+
+
+# _weight_norm_interface(Tensor v, Tensor g, int dim=0) -> (Tensor, Tensor)
+def make__weight_norm_interface(op, diopiWeightNorm):
+    def dipu__weight_norm_interface(v, g, dim=0):
+        d = v.get_device()
+        if d < 0:
+            d = device_of(v, g)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (v, g, dim))
+            if CHECK_DEVICE:
+                check_device(op, d, (v, g, dim))
+            out, norm = allocate(meta__weight_norm_interface(v, g, dim), d)
+            status = diopiWeightNorm(contexts[d], out, norm, v, g, dim)
+            if status:
+                return on_failure(status, op, (v, g, dim), {})
+            if SYNC:
+                synchronize(d)
+            return (out, norm)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__weight_norm_interface
+
+
+# _weight_norm_interface_backward(Tensor grad_w, Tensor saved_v, Tensor saved_g, Tensor saved_norms, int dim) -> (Tensor, Tensor)
+def make__weight_norm_interface_backward(op, diopiWeightNormBackward):
+    def dipu__weight_norm_interface_backward(grad_w, saved_v, saved_g, saved_norms, dim):
+        d = grad_w.get_device()
+        if d < 0:
+            d = device_of(grad_w, saved_v, saved_g, saved_norms)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_w, saved_v, saved_g, saved_norms, dim))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_w, saved_v, saved_g, saved_norms, dim))
+            grad_v, grad_g = allocate(meta__weight_norm_interface_backward(grad_w, saved_v, saved_g, saved_norms, dim), d)
+            status = diopiWeightNormBackward(contexts[d], grad_v, grad_g, grad_w, saved_v, saved_g, saved_norms, dim)
+            if status:
+                return on_failure(status, op, (grad_w, saved_v, saved_g, saved_norms, dim), {})
+            if SYNC:
+                synchronize(d)
+            return (grad_v, grad_g)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__weight_norm_interface_backward
 
 
 # abs(Tensor self) -> Tensor
@@ -4458,6 +6295,113 @@ def make_adaptive_max_pool2d_backward_grad_input(op, diopiAdaptiveMaxPool2dBackw
                 exchange_device(previous)
 
     return dipu_adaptive_max_pool2d_backward_grad_input
+
+
+# adaptive_max_pool3d(Tensor self, int[3] output_size) -> (Tensor, Tensor)
+def make_adaptive_max_pool3d(op, diopiAdaptiveMaxPool3d):
+    def dipu_adaptive_max_pool3d(self, output_size):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, output_size))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, output_size))
+            out, indices = allocate(meta_adaptive_max_pool3d(self, output_size), d)
+            status = diopiAdaptiveMaxPool3d(contexts[d], out, indices, self, output_size)
+            if status:
+                return on_failure(status, op, (self, output_size), {})
+            if SYNC:
+                synchronize(d)
+            return (out, indices)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_adaptive_max_pool3d
+
+
+# adaptive_max_pool3d.out(Tensor self, int[3] output_size, *, Tensor(a!) out, Tensor(b!) indices) -> (Tensor(a!), Tensor(b!))
+def make_adaptive_max_pool3d_out(op, diopiAdaptiveMaxPool3d):
+    def dipu_adaptive_max_pool3d_out(self, output_size, *, out, indices):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out, indices)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, output_size, out, indices))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, output_size, out, indices))
+            resize_outputs((out, indices), meta_adaptive_max_pool3d(self, output_size))
+            status = diopiAdaptiveMaxPool3d(contexts[d], out, indices, self, output_size)
+            if status:
+                return on_failure(status, op, (self, output_size), {'out': out, 'indices': indices})
+            if SYNC:
+                synchronize(d)
+            return (out, indices)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_adaptive_max_pool3d_out
+
+
+# adaptive_max_pool3d_backward(Tensor grad_output, Tensor self, Tensor indices) -> Tensor
+def make_adaptive_max_pool3d_backward(op, diopiAdaptiveMaxPool3dBackward):
+    def dipu_adaptive_max_pool3d_backward(grad_output, self, indices):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, self, indices)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, self, indices))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, self, indices))
+            shape, dtype = shape_like_self(grad_output, self, indices)
+            grad_input = empty(shape, dtype, d)
+            status = diopiAdaptiveMaxPool3dBackward(contexts[d], grad_input, grad_output, self, indices)
+            if status:
+                return on_failure(status, op, (grad_output, self, indices), {})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_adaptive_max_pool3d_backward
+
+
+# adaptive_max_pool3d_backward.grad_input(Tensor grad_output, Tensor self, Tensor indices, *, Tensor(a!) grad_input) -> Tensor(a!)
+def make_adaptive_max_pool3d_backward_grad_input(op, diopiAdaptiveMaxPool3dBackward):
+    def dipu_adaptive_max_pool3d_backward_grad_input(grad_output, self, indices, *, grad_input):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, self, indices, grad_input)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, self, indices, grad_input))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, self, indices, grad_input))
+            shape, dtype = shape_like_self(grad_output, self, indices)
+            if grad_input.shape != shape:
+                grad_input.resize_(shape)
+            status = diopiAdaptiveMaxPool3dBackward(contexts[d], grad_input, grad_output, self, indices)
+            if status:
+                return on_failure(status, op, (grad_output, self, indices), {'grad_input': grad_input})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_adaptive_max_pool3d_backward_grad_input
 
 
 # add.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor
@@ -6182,6 +8126,116 @@ def make_avg_pool2d_backward_grad_input(op, diopiAvgPool2dBackward):
     return dipu_avg_pool2d_backward_grad_input
 
 
+# avg_pool3d(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor
+def make_avg_pool3d(op, diopiAvgPool3d):
+    def dipu_avg_pool3d(self, kernel_size, stride=(), padding=(0, 0, 0), ceil_mode=False, count_include_pad=True, divisor_override=None):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override))
+            shape, dtype = meta_avg_pool3d(self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+            out = empty(shape, dtype, d)
+            status = diopiAvgPool3d(contexts[d], out, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+            if status:
+                return on_failure(status, op, (self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_avg_pool3d
+
+
+# avg_pool3d.out(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None, *, Tensor(a!) out) -> Tensor(a!)
+def make_avg_pool3d_out(op, diopiAvgPool3d):
+    def dipu_avg_pool3d_out(self, kernel_size, stride=(), padding=(0, 0, 0), ceil_mode=False, count_include_pad=True, divisor_override=None, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, out))
+            shape, dtype = meta_avg_pool3d(self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiAvgPool3d(contexts[d], out, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+            if status:
+                return on_failure(status, op, (self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_avg_pool3d_out
+
+
+# avg_pool3d_backward(Tensor grad_output, Tensor self, int[3] kernel_size, int[3] stride, int[3] padding, bool ceil_mode, bool count_include_pad, int? divisor_override) -> Tensor
+def make_avg_pool3d_backward(op, diopiAvgPool3dBackward):
+    def dipu_avg_pool3d_backward(grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override))
+            shape, dtype = shape_like_self(grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+            grad_input = empty(shape, dtype, d)
+            status = diopiAvgPool3dBackward(contexts[d], grad_input, grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+            if status:
+                return on_failure(status, op, (grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override), {})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_avg_pool3d_backward
+
+
+# avg_pool3d_backward.grad_input(Tensor grad_output, Tensor self, int[3] kernel_size, int[3] stride, int[3] padding, bool ceil_mode, bool count_include_pad, int? divisor_override, *, Tensor(a!) grad_input) -> Tensor(a!)
+def make_avg_pool3d_backward_grad_input(op, diopiAvgPool3dBackward):
+    def dipu_avg_pool3d_backward_grad_input(grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, *, grad_input):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, self, grad_input)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, grad_input))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, grad_input))
+            shape, dtype = shape_like_self(grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+            if grad_input.shape != shape:
+                grad_input.resize_(shape)
+            status = diopiAvgPool3dBackward(contexts[d], grad_input, grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+            if status:
+                return on_failure(status, op, (grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override), {'grad_input': grad_input})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_avg_pool3d_backward_grad_input
+
+
 # baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor
 def make_baddbmm(op, diopiBaddbmm):
     def dipu_baddbmm(self, batch1, batch2, *, beta=1, alpha=1):
@@ -6641,6 +8695,61 @@ def make_bincount(op, diopiBincount):
                 exchange_device(previous)
 
     return dipu_bincount
+
+
+# binomial(Tensor count, Tensor prob, Generator? generator=None) -> Tensor
+def make_binomial(op, diopiBinomial):
+    def dipu_binomial(count, prob, generator=None):
+        d = count.get_device()
+        if d < 0:
+            d = device_of(count, prob)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (count, prob, generator))
+            if CHECK_DEVICE:
+                check_device(op, d, (count, prob, generator))
+            shape, dtype = shape_binary(count, prob, generator)
+            out = empty(shape, dtype, d)
+            status = diopiBinomial(contexts[d], out, count, prob, generator)
+            if status:
+                return on_failure(status, op, (count, prob, generator), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_binomial
+
+
+# binomial.out(Tensor count, Tensor prob, Generator? generator=None, *, Tensor(a!) out) -> Tensor(a!)
+def make_binomial_out(op, diopiBinomial):
+    def dipu_binomial_out(count, prob, generator=None, *, out):
+        d = count.get_device()
+        if d < 0:
+            d = device_of(count, prob, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (count, prob, generator, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (count, prob, generator, out))
+            shape, dtype = shape_binary(count, prob, generator)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiBinomial(contexts[d], out, count, prob, generator)
+            if status:
+                return on_failure(status, op, (count, prob, generator), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_binomial_out
 
 
 # bitwise_and.Scalar(Tensor self, Scalar other) -> Tensor
@@ -7894,6 +10003,33 @@ def make_ceil_(op, diopiCeilInp):
                 exchange_device(previous)
 
     return dipu_ceil_
+
+
+# channel_shuffle(Tensor self, SymInt groups) -> Tensor
+def make_channel_shuffle(op, diopiChannelShuffle):
+    def dipu_channel_shuffle(self, groups):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, groups))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, groups))
+            shape, dtype = shape_unary(self, groups)
+            out = empty(shape, dtype, d)
+            status = diopiChannelShuffle(contexts[d], out, self, groups)
+            if status:
+                return on_failure(status, op, (self, groups), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_channel_shuffle
 
 
 # clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor
@@ -9828,6 +11964,31 @@ def make_embedding_dense_backward(op, diopiEmbeddingBackward):
                 exchange_device(previous)
 
     return dipu_embedding_dense_backward
+
+
+# embedding_renorm_(Tensor(a!) self, Tensor indices, float max_norm, float norm_type) -> Tensor(a!)
+def make_embedding_renorm_(op, diopiEmbeddingRenormInp):
+    def dipu_embedding_renorm_(self, indices, max_norm, norm_type):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, indices)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, indices, max_norm, norm_type))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, indices, max_norm, norm_type))
+            status = diopiEmbeddingRenormInp(contexts[d], self, indices, max_norm, norm_type)
+            if status:
+                return on_failure(status, op, (self, indices, max_norm, norm_type), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_embedding_renorm_
 
 
 # eq.Scalar(Tensor self, Scalar other) -> Tensor
@@ -11842,6 +14003,59 @@ def make_glu_backward_grad_input(op, diopiGluBackward):
     return dipu_glu_backward_grad_input
 
 
+# grid_sampler_2d(Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners) -> Tensor
+def make_grid_sampler_2d(op, diopiGridSample):
+    def dipu_grid_sampler_2d(input, grid, interpolation_mode, padding_mode, align_corners):
+        d = input.get_device()
+        if d < 0:
+            d = device_of(input, grid)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (input, grid, interpolation_mode, padding_mode, align_corners))
+            if CHECK_DEVICE:
+                check_device(op, d, (input, grid, interpolation_mode, padding_mode, align_corners))
+            shape, dtype = meta_grid_sampler_2d(input, grid, interpolation_mode, padding_mode, align_corners)
+            out = empty(shape, dtype, d)
+            status = diopiGridSample(contexts[d], out, input, grid, interpolation_mode, padding_mode, align_corners)
+            if status:
+                return on_failure(status, op, (input, grid, interpolation_mode, padding_mode, align_corners), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_grid_sampler_2d
+
+
+# grid_sampler_2d_backward(Tensor grad_output, Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners, bool[2] output_mask) -> (Tensor, Tensor)
+def make_grid_sampler_2d_backward(op, diopiGridSampleBackward):
+    def dipu_grid_sampler_2d_backward(grad_output, input, grid, interpolation_mode, padding_mode, align_corners, output_mask):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, input, grid)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, input, grid, interpolation_mode, padding_mode, align_corners, output_mask))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, input, grid, interpolation_mode, padding_mode, align_corners, output_mask))
+            grad_input, grad_grid = allocate(meta_grid_sampler_2d_backward(grad_output, input, grid, interpolation_mode, padding_mode, align_corners, output_mask), d)
+            status = diopiGridSampleBackward(contexts[d], grad_input, grad_grid, grad_output, input, grid, interpolation_mode, padding_mode, align_corners)
+            if status:
+                return on_failure(status, op, (grad_output, input, grid, interpolation_mode, padding_mode, align_corners, output_mask), {})
+            if SYNC:
+                synchronize(d)
+            return (grad_input, grad_grid)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_grid_sampler_2d_backward
+
+
 # gt.Scalar(Tensor self, Scalar other) -> Tensor
 def make_gt_Scalar(op, diopiGtScalar):
     def dipu_gt_Scalar(self, other):
@@ -13309,6 +15523,89 @@ def make_index_put_(op, diopiIndexPutInp):
     return dipu_index_put_
 
 
+# index_reduce(Tensor self, int dim, Tensor index, Tensor source, str reduce, *, bool include_self=True) -> Tensor
+def make_index_reduce(op, diopiIndexReduce):
+    def dipu_index_reduce(self, dim, index, source, reduce, *, include_self=True):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, index, source)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, index, source, reduce, include_self))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, index, source, reduce, include_self))
+            shape, dtype = shape_unary(self, dim, index, source, reduce, include_self)
+            out = empty(shape, dtype, d)
+            status = diopiIndexReduce(contexts[d], out, self, dim, index, source, reduce, include_self)
+            if status:
+                return on_failure(status, op, (self, dim, index, source, reduce), {'include_self': include_self})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_index_reduce
+
+
+# index_reduce.out(Tensor self, int dim, Tensor index, Tensor source, str reduce, *, bool include_self=True, Tensor(a!) out) -> Tensor(a!)
+def make_index_reduce_out(op, diopiIndexReduce):
+    def dipu_index_reduce_out(self, dim, index, source, reduce, *, include_self=True, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, index, source, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, index, source, reduce, include_self, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, index, source, reduce, include_self, out))
+            shape, dtype = shape_unary(self, dim, index, source, reduce, include_self)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiIndexReduce(contexts[d], out, self, dim, index, source, reduce, include_self)
+            if status:
+                return on_failure(status, op, (self, dim, index, source, reduce), {'include_self': include_self, 'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_index_reduce_out
+
+
+# index_reduce_(Tensor(a!) self, int dim, Tensor index, Tensor source, str reduce, *, bool include_self=True) -> Tensor(a!)
+def make_index_reduce_(op, diopiIndexReduce):
+    def dipu_index_reduce_(self, dim, index, source, reduce, *, include_self=True):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, index, source)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, index, source, reduce, include_self))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, index, source, reduce, include_self))
+            shape, dtype = shape_unary(self, dim, index, source, reduce, include_self)
+            if shape != self.shape:
+                check_inplace_shape(op, self, shape)
+            status = diopiIndexReduce(contexts[d], self, self, dim, index, source, reduce, include_self)
+            if status:
+                return on_failure(status, op, (self, dim, index, source, reduce), {'include_self': include_self})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_index_reduce_
+
+
 # index_select(Tensor self, int dim, Tensor index) -> Tensor
 def make_index_select(op, diopiIndexSelect):
     def dipu_index_select(self, dim, index):
@@ -14184,6 +16481,379 @@ def make_lgamma_(op, diopiLgammaInp):
                 exchange_device(previous)
 
     return dipu_lgamma_
+
+
+# linalg_cholesky_ex(Tensor self, *, bool upper=False, bool check_errors=False) -> (Tensor L, Tensor info)
+def make_linalg_cholesky_ex(op, diopiLinalgCholeskyEx):
+    def dipu_linalg_cholesky_ex(self, *, upper=False, check_errors=False):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, upper, check_errors))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, upper, check_errors))
+            L, info = allocate(meta_linalg_cholesky_ex(self, upper, check_errors), d)
+            status = diopiLinalgCholeskyEx(contexts[d], L, info, self, upper, check_errors)
+            if status:
+                return on_failure(status, op, (self,), {'upper': upper, 'check_errors': check_errors})
+            if SYNC:
+                synchronize(d)
+            return (L, info)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_linalg_cholesky_ex
+
+
+# linalg_cholesky_ex.L(Tensor self, *, bool upper=False, bool check_errors=False, Tensor(a!) L, Tensor(b!) info) -> (Tensor(a!) L, Tensor(b!) info)
+def make_linalg_cholesky_ex_L(op, diopiLinalgCholeskyEx):
+    def dipu_linalg_cholesky_ex_L(self, *, upper=False, check_errors=False, L, info):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, L, info)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, upper, check_errors, L, info))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, upper, check_errors, L, info))
+            resize_outputs((L, info), meta_linalg_cholesky_ex(self, upper, check_errors))
+            status = diopiLinalgCholeskyEx(contexts[d], L, info, self, upper, check_errors)
+            if status:
+                return on_failure(status, op, (self,), {'upper': upper, 'check_errors': check_errors, 'L': L, 'info': info})
+            if SYNC:
+                synchronize(d)
+            return (L, info)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_linalg_cholesky_ex_L
+
+
+# linalg_cross(Tensor self, Tensor other, *, int dim=-1) -> Tensor
+def make_linalg_cross(op, diopiCross):
+    def dipu_linalg_cross(self, other, *, dim=-1):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other, dim))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other, dim))
+            shape, dtype = meta_linalg_cross(self, other, dim)
+            out = empty(shape, dtype, d)
+            status = diopiCross(contexts[d], out, self, other, dim)
+            if status:
+                return on_failure(status, op, (self, other), {'dim': dim})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_linalg_cross
+
+
+# linalg_cross.out(Tensor self, Tensor other, *, int dim=-1, Tensor(a!) out) -> Tensor(a!)
+def make_linalg_cross_out(op, diopiCross):
+    def dipu_linalg_cross_out(self, other, *, dim=-1, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, other, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, other, dim, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, other, dim, out))
+            shape, dtype = meta_linalg_cross(self, other, dim)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiCross(contexts[d], out, self, other, dim)
+            if status:
+                return on_failure(status, op, (self, other), {'dim': dim, 'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_linalg_cross_out
+
+
+# linalg_inv_ex(Tensor A, *, bool check_errors=False) -> (Tensor inverse, Tensor info)
+def make_linalg_inv_ex(op, diopiLinalgInvEx):
+    def dipu_linalg_inv_ex(A, *, check_errors=False):
+        d = A.get_device()
+        if d < 0:
+            d = device_of(A)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (A, check_errors))
+            if CHECK_DEVICE:
+                check_device(op, d, (A, check_errors))
+            inverse, info = allocate(meta_linalg_inv_ex(A, check_errors), d)
+            status = diopiLinalgInvEx(contexts[d], inverse, info, A, check_errors)
+            if status:
+                return on_failure(status, op, (A,), {'check_errors': check_errors})
+            if SYNC:
+                synchronize(d)
+            return (inverse, info)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_linalg_inv_ex
+
+
+# linalg_inv_ex.inverse(Tensor A, *, bool check_errors=False, Tensor(a!) inverse, Tensor(b!) info) -> (Tensor(a!) inverse, Tensor(b!) info)
+def make_linalg_inv_ex_inverse(op, diopiLinalgInvEx):
+    def dipu_linalg_inv_ex_inverse(A, *, check_errors=False, inverse, info):
+        d = A.get_device()
+        if d < 0:
+            d = device_of(A, inverse, info)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (A, check_errors, inverse, info))
+            if CHECK_DEVICE:
+                check_device(op, d, (A, check_errors, inverse, info))
+            resize_outputs((inverse, info), meta_linalg_inv_ex(A, check_errors))
+            status = diopiLinalgInvEx(contexts[d], inverse, info, A, check_errors)
+            if status:
+                return on_failure(status, op, (A,), {'check_errors': check_errors, 'inverse': inverse, 'info': info})
+            if SYNC:
+                synchronize(d)
+            return (inverse, info)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_linalg_inv_ex_inverse
+
+
+# linalg_lu_factor_ex(Tensor A, *, bool pivot=True, bool check_errors=False) -> (Tensor LU, Tensor pivots, Tensor info)
+def make_linalg_lu_factor_ex(op, diopiLinalgLuFactorEx):
+    def dipu_linalg_lu_factor_ex(A, *, pivot=True, check_errors=False):
+        d = A.get_device()
+        if d < 0:
+            d = device_of(A)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (A, pivot, check_errors))
+            if CHECK_DEVICE:
+                check_device(op, d, (A, pivot, check_errors))
+            LU, pivots, info = allocate(meta_linalg_lu_factor_ex(A, pivot, check_errors), d)
+            status = diopiLinalgLuFactorEx(contexts[d], LU, pivots, info, A, pivot, check_errors)
+            if status:
+                return on_failure(status, op, (A,), {'pivot': pivot, 'check_errors': check_errors})
+            if SYNC:
+                synchronize(d)
+            return (LU, pivots, info)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_linalg_lu_factor_ex
+
+
+# linalg_lu_factor_ex.out(Tensor A, *, bool pivot=True, bool check_errors=False, Tensor(a!) LU, Tensor(b!) pivots, Tensor(c!) info) -> (Tensor(a!) LU, Tensor(b!) pivots, Tensor(c!) info)
+def make_linalg_lu_factor_ex_out(op, diopiLinalgLuFactorEx):
+    def dipu_linalg_lu_factor_ex_out(A, *, pivot=True, check_errors=False, LU, pivots, info):
+        d = A.get_device()
+        if d < 0:
+            d = device_of(A, LU, pivots, info)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (A, pivot, check_errors, LU, pivots, info))
+            if CHECK_DEVICE:
+                check_device(op, d, (A, pivot, check_errors, LU, pivots, info))
+            resize_outputs((LU, pivots, info), meta_linalg_lu_factor_ex(A, pivot, check_errors))
+            status = diopiLinalgLuFactorEx(contexts[d], LU, pivots, info, A, pivot, check_errors)
+            if status:
+                return on_failure(status, op, (A,), {'pivot': pivot, 'check_errors': check_errors, 'LU': LU, 'pivots': pivots, 'info': info})
+            if SYNC:
+                synchronize(d)
+            return (LU, pivots, info)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_linalg_lu_factor_ex_out
+
+
+# linalg_lu_solve(Tensor LU, Tensor pivots, Tensor B, *, bool left=True, bool adjoint=False) -> Tensor
+def make_linalg_lu_solve(op, diopiLinalgLuSolve):
+    def dipu_linalg_lu_solve(LU, pivots, B, *, left=True, adjoint=False):
+        d = LU.get_device()
+        if d < 0:
+            d = device_of(LU, pivots, B)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (LU, pivots, B, left, adjoint))
+            if CHECK_DEVICE:
+                check_device(op, d, (LU, pivots, B, left, adjoint))
+            shape, dtype = meta_linalg_lu_solve(LU, pivots, B, left, adjoint)
+            out = empty(shape, dtype, d)
+            status = diopiLinalgLuSolve(contexts[d], out, LU, pivots, B, left, adjoint)
+            if status:
+                return on_failure(status, op, (LU, pivots, B), {'left': left, 'adjoint': adjoint})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_linalg_lu_solve
+
+
+# linalg_lu_solve.out(Tensor LU, Tensor pivots, Tensor B, *, bool left=True, bool adjoint=False, Tensor(a!) out) -> Tensor(a!)
+def make_linalg_lu_solve_out(op, diopiLinalgLuSolve):
+    def dipu_linalg_lu_solve_out(LU, pivots, B, *, left=True, adjoint=False, out):
+        d = LU.get_device()
+        if d < 0:
+            d = device_of(LU, pivots, B, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (LU, pivots, B, left, adjoint, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (LU, pivots, B, left, adjoint, out))
+            shape, dtype = meta_linalg_lu_solve(LU, pivots, B, left, adjoint)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiLinalgLuSolve(contexts[d], out, LU, pivots, B, left, adjoint)
+            if status:
+                return on_failure(status, op, (LU, pivots, B), {'left': left, 'adjoint': adjoint, 'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_linalg_lu_solve_out
+
+
+# linalg_qr(Tensor A, str mode="reduced") -> (Tensor Q, Tensor R)
+def make_linalg_qr(op, diopiLinalgQr):
+    def dipu_linalg_qr(A, mode='reduced'):
+        d = A.get_device()
+        if d < 0:
+            d = device_of(A)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (A, mode))
+            if CHECK_DEVICE:
+                check_device(op, d, (A, mode))
+            Q, R = allocate(meta_linalg_qr(A, mode), d)
+            status = diopiLinalgQr(contexts[d], Q, R, A, mode)
+            if status:
+                return on_failure(status, op, (A, mode), {})
+            if SYNC:
+                synchronize(d)
+            return (Q, R)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_linalg_qr
+
+
+# linalg_qr.out(Tensor A, str mode="reduced", *, Tensor(a!) Q, Tensor(b!) R) -> (Tensor(a!) Q, Tensor(b!) R)
+def make_linalg_qr_out(op, diopiLinalgQr):
+    def dipu_linalg_qr_out(A, mode='reduced', *, Q, R):
+        d = A.get_device()
+        if d < 0:
+            d = device_of(A, Q, R)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (A, mode, Q, R))
+            if CHECK_DEVICE:
+                check_device(op, d, (A, mode, Q, R))
+            resize_outputs((Q, R), meta_linalg_qr(A, mode))
+            status = diopiLinalgQr(contexts[d], Q, R, A, mode)
+            if status:
+                return on_failure(status, op, (A, mode), {'Q': Q, 'R': R})
+            if SYNC:
+                synchronize(d)
+            return (Q, R)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_linalg_qr_out
+
+
+# linalg_solve_triangular(Tensor self, Tensor B, *, bool upper, bool left=True, bool unitriangular=False) -> Tensor
+def make_linalg_solve_triangular(op, diopiLinalgSolveTriangular):
+    def dipu_linalg_solve_triangular(self, B, *, upper, left=True, unitriangular=False):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, B)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, B, upper, left, unitriangular))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, B, upper, left, unitriangular))
+            shape, dtype = meta_linalg_solve_triangular(self, B, upper, left, unitriangular)
+            out = empty(shape, dtype, d)
+            status = diopiLinalgSolveTriangular(contexts[d], out, self, B, upper, left, unitriangular)
+            if status:
+                return on_failure(status, op, (self, B), {'upper': upper, 'left': left, 'unitriangular': unitriangular})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_linalg_solve_triangular
+
+
+# linalg_solve_triangular.out(Tensor self, Tensor B, *, bool upper, bool left=True, bool unitriangular=False, Tensor(a!) out) -> Tensor(a!)
+def make_linalg_solve_triangular_out(op, diopiLinalgSolveTriangular):
+    def dipu_linalg_solve_triangular_out(self, B, *, upper, left=True, unitriangular=False, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, B, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, B, upper, left, unitriangular, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, B, upper, left, unitriangular, out))
+            shape, dtype = meta_linalg_solve_triangular(self, B, upper, left, unitriangular)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiLinalgSolveTriangular(contexts[d], out, self, B, upper, left, unitriangular)
+            if status:
+                return on_failure(status, op, (self, B), {'upper': upper, 'left': left, 'unitriangular': unitriangular, 'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_linalg_solve_triangular_out
 
 
 # linalg_vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor
@@ -15975,6 +18645,168 @@ def make_max_pool2d_with_indices_backward_grad_input(op, diopiMaxPool2dBackward)
     return dipu_max_pool2d_with_indices_backward_grad_input
 
 
+# max_pool3d_with_indices(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, int[3] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)
+def make_max_pool3d_with_indices(op, diopiMaxPool3dWithIndices):
+    def dipu_max_pool3d_with_indices(self, kernel_size, stride=(), padding=(0, 0, 0), dilation=(1, 1, 1), ceil_mode=False):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, kernel_size, stride, padding, dilation, ceil_mode))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, kernel_size, stride, padding, dilation, ceil_mode))
+            out, indices = allocate(meta_max_pool3d_with_indices(self, kernel_size, stride, padding, dilation, ceil_mode), d)
+            status = diopiMaxPool3dWithIndices(contexts[d], out, indices, self, kernel_size, stride, padding, dilation, ceil_mode)
+            if status:
+                return on_failure(status, op, (self, kernel_size, stride, padding, dilation, ceil_mode), {})
+            if SYNC:
+                synchronize(d)
+            return (out, indices)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_max_pool3d_with_indices
+
+
+# max_pool3d_with_indices.out(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, int[3] dilation=1, bool ceil_mode=False, *, Tensor(a!) out, Tensor(b!) indices) -> (Tensor(a!), Tensor(b!))
+def make_max_pool3d_with_indices_out(op, diopiMaxPool3dWithIndices):
+    def dipu_max_pool3d_with_indices_out(self, kernel_size, stride=(), padding=(0, 0, 0), dilation=(1, 1, 1), ceil_mode=False, *, out, indices):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out, indices)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, kernel_size, stride, padding, dilation, ceil_mode, out, indices))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, kernel_size, stride, padding, dilation, ceil_mode, out, indices))
+            resize_outputs((out, indices), meta_max_pool3d_with_indices(self, kernel_size, stride, padding, dilation, ceil_mode))
+            status = diopiMaxPool3dWithIndices(contexts[d], out, indices, self, kernel_size, stride, padding, dilation, ceil_mode)
+            if status:
+                return on_failure(status, op, (self, kernel_size, stride, padding, dilation, ceil_mode), {'out': out, 'indices': indices})
+            if SYNC:
+                synchronize(d)
+            return (out, indices)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_max_pool3d_with_indices_out
+
+
+# max_pool3d_with_indices_backward(Tensor grad_output, Tensor self, int[3] kernel_size, int[3] stride, int[3] padding, int[3] dilation, bool ceil_mode, Tensor indices) -> Tensor
+def make_max_pool3d_with_indices_backward(op, diopiMaxPool3dBackward):
+    def dipu_max_pool3d_with_indices_backward(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, self, indices)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices))
+            shape, dtype = shape_like_self(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices)
+            grad_input = empty(shape, dtype, d)
+            status = diopiMaxPool3dBackward(contexts[d], grad_input, grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices)
+            if status:
+                return on_failure(status, op, (grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices), {})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_max_pool3d_with_indices_backward
+
+
+# max_pool3d_with_indices_backward.grad_input(Tensor grad_output, Tensor self, int[3] kernel_size, int[3] stride, int[3] padding, int[3] dilation, bool ceil_mode, Tensor indices, *, Tensor(a!) grad_input) -> Tensor(a!)
+def make_max_pool3d_with_indices_backward_grad_input(op, diopiMaxPool3dBackward):
+    def dipu_max_pool3d_with_indices_backward_grad_input(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices, *, grad_input):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, self, indices, grad_input)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices, grad_input))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices, grad_input))
+            shape, dtype = shape_like_self(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices)
+            if grad_input.shape != shape:
+                grad_input.resize_(shape)
+            status = diopiMaxPool3dBackward(contexts[d], grad_input, grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices)
+            if status:
+                return on_failure(status, op, (grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices), {'grad_input': grad_input})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_max_pool3d_with_indices_backward_grad_input
+
+
+# max_unpool2d(Tensor self, Tensor indices, SymInt[2] output_size) -> Tensor
+def make_max_unpool2d(op, diopiMaxUnpool2d):
+    def dipu_max_unpool2d(self, indices, output_size):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, indices)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, indices, output_size))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, indices, output_size))
+            shape, dtype = meta_max_unpool2d(self, indices, output_size)
+            out = empty(shape, dtype, d)
+            status = diopiMaxUnpool2d(contexts[d], out, self, indices, output_size)
+            if status:
+                return on_failure(status, op, (self, indices, output_size), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_max_unpool2d
+
+
+# max_unpool2d.out(Tensor self, Tensor indices, SymInt[2] output_size, *, Tensor(a!) out) -> Tensor(a!)
+def make_max_unpool2d_out(op, diopiMaxUnpool2d):
+    def dipu_max_unpool2d_out(self, indices, output_size, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, indices, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, indices, output_size, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, indices, output_size, out))
+            shape, dtype = meta_max_unpool2d(self, indices, output_size)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiMaxUnpool2d(contexts[d], out, self, indices, output_size)
+            if status:
+                return on_failure(status, op, (self, indices, output_size), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_max_unpool2d_out
+
+
 # maximum(Tensor self, Tensor other) -> Tensor
 def make_maximum(op, diopiMaximum):
     def dipu_maximum(self, other):
@@ -16488,6 +19320,58 @@ def make_mm_out(op, diopiMm):
     return dipu_mm_out
 
 
+# mode(Tensor self, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)
+def make_mode(op, diopiMode):
+    def dipu_mode(self, dim=-1, keepdim=False):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, keepdim))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, keepdim))
+            values, indices = allocate(shape_max_dim(self, dim, keepdim), d)
+            status = diopiMode(contexts[d], values, indices, self, dim)
+            if status:
+                return on_failure(status, op, (self, dim, keepdim), {})
+            if SYNC:
+                synchronize(d)
+            return (values, indices)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_mode
+
+
+# mode.values(Tensor self, int dim=-1, bool keepdim=False, *, Tensor(a!) values, Tensor(b!) indices) -> (Tensor(a!) values, Tensor(b!) indices)
+def make_mode_values(op, diopiMode):
+    def dipu_mode_values(self, dim=-1, keepdim=False, *, values, indices):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, values, indices)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, keepdim, values, indices))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, keepdim, values, indices))
+            resize_outputs((values, indices), shape_max_dim(self, dim, keepdim))
+            status = diopiMode(contexts[d], values, indices, self, dim)
+            if status:
+                return on_failure(status, op, (self, dim, keepdim), {'values': values, 'indices': indices})
+            if SYNC:
+                synchronize(d)
+            return (values, indices)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_mode_values
+
+
 # mse_loss(Tensor self, Tensor target, int reduction=1) -> Tensor
 def make_mse_loss(op, diopiMSELoss):
     def dipu_mse_loss(self, target, reduction=1):
@@ -16773,6 +19657,223 @@ def make_mul__Tensor(op, diopiMul, diopiMulScalar):
     return dipu_mul__Tensor
 
 
+# multi_margin_loss(Tensor self, Tensor target, Scalar p=1, Scalar margin=1, Tensor? weight=None, int reduction=1) -> Tensor
+def make_multi_margin_loss(op, diopiMultiMarginLoss):
+    def dipu_multi_margin_loss(self, target, p=1, margin=1, weight=None, reduction=1):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, target, weight)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, target, p, margin, weight, reduction))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, target, p, margin, weight, reduction))
+            shape, dtype = meta_multi_margin_loss(self, target, p, margin, weight, reduction)
+            out = empty(shape, dtype, d)
+            status = diopiMultiMarginLoss(contexts[d], out, self, target, p, margin, weight, reduction)
+            if status:
+                return on_failure(status, op, (self, target, p, margin, weight, reduction), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_multi_margin_loss
+
+
+# multi_margin_loss.out(Tensor self, Tensor target, Scalar p=1, Scalar margin=1, Tensor? weight=None, int reduction=1, *, Tensor(a!) out) -> Tensor(a!)
+def make_multi_margin_loss_out(op, diopiMultiMarginLoss):
+    def dipu_multi_margin_loss_out(self, target, p=1, margin=1, weight=None, reduction=1, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, target, weight, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, target, p, margin, weight, reduction, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, target, p, margin, weight, reduction, out))
+            shape, dtype = meta_multi_margin_loss(self, target, p, margin, weight, reduction)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiMultiMarginLoss(contexts[d], out, self, target, p, margin, weight, reduction)
+            if status:
+                return on_failure(status, op, (self, target, p, margin, weight, reduction), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_multi_margin_loss_out
+
+
+# multi_margin_loss_backward(Tensor grad_output, Tensor self, Tensor target, Scalar p, Scalar margin, Tensor? weight=None, int reduction=1) -> Tensor
+def make_multi_margin_loss_backward(op, diopiMultiMarginLossBackward):
+    def dipu_multi_margin_loss_backward(grad_output, self, target, p, margin, weight=None, reduction=1):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, self, target, weight)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, self, target, p, margin, weight, reduction))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, self, target, p, margin, weight, reduction))
+            shape, dtype = shape_like_self(grad_output, self, target, p, margin, weight, reduction)
+            grad_input = empty(shape, dtype, d)
+            status = diopiMultiMarginLossBackward(contexts[d], grad_input, grad_output, self, target, p, margin, weight, reduction)
+            if status:
+                return on_failure(status, op, (grad_output, self, target, p, margin, weight, reduction), {})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_multi_margin_loss_backward
+
+
+# multi_margin_loss_backward.grad_input(Tensor grad_output, Tensor self, Tensor target, Scalar p, Scalar margin, Tensor? weight=None, int reduction=1, *, Tensor(a!) grad_input) -> Tensor(a!)
+def make_multi_margin_loss_backward_grad_input(op, diopiMultiMarginLossBackward):
+    def dipu_multi_margin_loss_backward_grad_input(grad_output, self, target, p, margin, weight=None, reduction=1, *, grad_input):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, self, target, weight, grad_input)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, self, target, p, margin, weight, reduction, grad_input))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, self, target, p, margin, weight, reduction, grad_input))
+            shape, dtype = shape_like_self(grad_output, self, target, p, margin, weight, reduction)
+            if grad_input.shape != shape:
+                grad_input.resize_(shape)
+            status = diopiMultiMarginLossBackward(contexts[d], grad_input, grad_output, self, target, p, margin, weight, reduction)
+            if status:
+                return on_failure(status, op, (grad_output, self, target, p, margin, weight, reduction), {'grad_input': grad_input})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_multi_margin_loss_backward_grad_input
+
+
+# multilabel_margin_loss_backward(Tensor grad_output, Tensor self, Tensor target, int reduction, Tensor is_target) -> Tensor
+def make_multilabel_margin_loss_backward(op, diopiMultilabelMarginLossBackward):
+    def dipu_multilabel_margin_loss_backward(grad_output, self, target, reduction, is_target):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, self, target, is_target)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, self, target, reduction, is_target))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, self, target, reduction, is_target))
+            shape, dtype = shape_like_self(grad_output, self, target, reduction, is_target)
+            grad_input = empty(shape, dtype, d)
+            status = diopiMultilabelMarginLossBackward(contexts[d], grad_input, grad_output, self, target, reduction, is_target)
+            if status:
+                return on_failure(status, op, (grad_output, self, target, reduction, is_target), {})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_multilabel_margin_loss_backward
+
+
+# multilabel_margin_loss_backward.grad_input(Tensor grad_output, Tensor self, Tensor target, int reduction, Tensor is_target, *, Tensor(a!) grad_input) -> Tensor(a!)
+def make_multilabel_margin_loss_backward_grad_input(op, diopiMultilabelMarginLossBackward):
+    def dipu_multilabel_margin_loss_backward_grad_input(grad_output, self, target, reduction, is_target, *, grad_input):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, self, target, is_target, grad_input)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, self, target, reduction, is_target, grad_input))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, self, target, reduction, is_target, grad_input))
+            shape, dtype = shape_like_self(grad_output, self, target, reduction, is_target)
+            if grad_input.shape != shape:
+                grad_input.resize_(shape)
+            status = diopiMultilabelMarginLossBackward(contexts[d], grad_input, grad_output, self, target, reduction, is_target)
+            if status:
+                return on_failure(status, op, (grad_output, self, target, reduction, is_target), {'grad_input': grad_input})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_multilabel_margin_loss_backward_grad_input
+
+
+# multilabel_margin_loss_forward(Tensor self, Tensor target, int reduction) -> (Tensor output, Tensor is_target)
+def make_multilabel_margin_loss_forward(op, diopiMultilabelMarginLoss):
+    def dipu_multilabel_margin_loss_forward(self, target, reduction):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, target)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, target, reduction))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, target, reduction))
+            output, is_target = allocate(meta_multilabel_margin_loss_forward(self, target, reduction), d)
+            status = diopiMultilabelMarginLoss(contexts[d], output, is_target, self, target, reduction)
+            if status:
+                return on_failure(status, op, (self, target, reduction), {})
+            if SYNC:
+                synchronize(d)
+            return (output, is_target)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_multilabel_margin_loss_forward
+
+
+# multilabel_margin_loss_forward.output(Tensor self, Tensor target, int reduction, *, Tensor(a!) output, Tensor(b!) is_target) -> (Tensor(a!), Tensor(b!))
+def make_multilabel_margin_loss_forward_output(op, diopiMultilabelMarginLoss):
+    def dipu_multilabel_margin_loss_forward_output(self, target, reduction, *, output, is_target):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, target, output, is_target)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, target, reduction, output, is_target))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, target, reduction, output, is_target))
+            resize_outputs((output, is_target), meta_multilabel_margin_loss_forward(self, target, reduction))
+            status = diopiMultilabelMarginLoss(contexts[d], output, is_target, self, target, reduction)
+            if status:
+                return on_failure(status, op, (self, target, reduction), {'output': output, 'is_target': is_target})
+            if SYNC:
+                synchronize(d)
+            return (output, is_target)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_multilabel_margin_loss_forward_output
+
+
 # multinomial(Tensor self, SymInt num_samples, bool replacement=False, *, Generator? generator=None) -> Tensor
 def make_multinomial(op, diopiMultinomial):
     def dipu_multinomial(self, num_samples, replacement=False, *, generator=None):
@@ -16961,6 +20062,140 @@ def make_nan_to_num_(op, diopiNanToNumInp):
                 exchange_device(previous)
 
     return dipu_nan_to_num_
+
+
+# nanmedian(Tensor self) -> Tensor
+def make_nanmedian(op, diopiNanmedianAll):
+    def dipu_nanmedian(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self,))
+            if CHECK_DEVICE:
+                check_device(op, d, (self,))
+            shape, dtype = shape_reduce_all(self)
+            out = empty(shape, dtype, d)
+            status = diopiNanmedianAll(contexts[d], out, self)
+            if status:
+                return on_failure(status, op, (self,), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_nanmedian
+
+
+# nanmedian.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)
+def make_nanmedian_dim(op, diopiNanmedian):
+    def dipu_nanmedian_dim(self, dim, keepdim=False):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, keepdim))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, keepdim))
+            values, indices = allocate(shape_max_dim(self, dim, keepdim), d)
+            status = diopiNanmedian(contexts[d], values, indices, self, dim)
+            if status:
+                return on_failure(status, op, (self, dim, keepdim), {})
+            if SYNC:
+                synchronize(d)
+            return (values, indices)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_nanmedian_dim
+
+
+# nanmedian.dim_values(Tensor self, int dim, bool keepdim=False, *, Tensor(a!) values, Tensor(b!) indices) -> (Tensor(a!) values, Tensor(b!) indices)
+def make_nanmedian_dim_values(op, diopiNanmedian):
+    def dipu_nanmedian_dim_values(self, dim, keepdim=False, *, values, indices):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, values, indices)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, keepdim, values, indices))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, keepdim, values, indices))
+            resize_outputs((values, indices), shape_max_dim(self, dim, keepdim))
+            status = diopiNanmedian(contexts[d], values, indices, self, dim)
+            if status:
+                return on_failure(status, op, (self, dim, keepdim), {'values': values, 'indices': indices})
+            if SYNC:
+                synchronize(d)
+            return (values, indices)
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_nanmedian_dim_values
+
+
+# nansum(Tensor self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor
+def make_nansum(op, diopiNansum):
+    def dipu_nansum(self, dim=None, keepdim=False, *, dtype=None):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, keepdim, dtype))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, keepdim, dtype))
+            shape, dtype = meta_nansum(self, dim, keepdim, dtype)
+            out = empty(shape, dtype, d)
+            status = diopiNansum(contexts[d], out, self, dim)
+            if status:
+                return on_failure(status, op, (self, dim, keepdim), {'dtype': dtype})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_nansum
+
+
+# nansum.out(Tensor self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None, Tensor(a!) out) -> Tensor(a!)
+def make_nansum_out(op, diopiNansum):
+    def dipu_nansum_out(self, dim=None, keepdim=False, *, dtype=None, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, dim, keepdim, dtype, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, keepdim, dtype, out))
+            shape, dtype = meta_nansum(self, dim, keepdim, dtype)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiNansum(contexts[d], out, self, dim)
+            if status:
+                return on_failure(status, op, (self, dim, keepdim), {'dtype': dtype, 'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_nansum_out
 
 
 # native_batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)
@@ -18104,6 +21339,61 @@ def make_normal_(op, diopiNormalInp):
                 exchange_device(previous)
 
     return dipu_normal_
+
+
+# poisson(Tensor self, Generator? generator=None) -> Tensor
+def make_poisson(op, diopiPoisson):
+    def dipu_poisson(self, generator=None):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, generator))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, generator))
+            shape, dtype = shape_unary(self, generator)
+            out = empty(shape, dtype, d)
+            status = diopiPoisson(contexts[d], out, self, generator)
+            if status:
+                return on_failure(status, op, (self, generator), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_poisson
+
+
+# poisson.out(Tensor self, Generator? generator=None, *, Tensor(a!) out) -> Tensor(a!)
+def make_poisson_out(op, diopiPoisson):
+    def dipu_poisson_out(self, generator=None, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, generator, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, generator, out))
+            shape, dtype = shape_unary(self, generator)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiPoisson(contexts[d], out, self, generator)
+            if status:
+                return on_failure(status, op, (self, generator), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_poisson_out
 
 
 # pow.Scalar(Scalar self, Tensor exponent) -> Tensor
@@ -19428,6 +22718,89 @@ def make_remainder__Tensor(op, diopiRemainderInp, diopiRemainderInpScalar):
     return dipu_remainder__Tensor
 
 
+# renorm(Tensor self, Scalar p, int dim, Scalar maxnorm) -> Tensor
+def make_renorm(op, diopiRenorm):
+    def dipu_renorm(self, p, dim, maxnorm):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, p, dim, maxnorm))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, p, dim, maxnorm))
+            shape, dtype = shape_unary(self, p, dim, maxnorm)
+            out = empty(shape, dtype, d)
+            status = diopiRenorm(contexts[d], out, self, p, dim, maxnorm)
+            if status:
+                return on_failure(status, op, (self, p, dim, maxnorm), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_renorm
+
+
+# renorm.out(Tensor self, Scalar p, int dim, Scalar maxnorm, *, Tensor(a!) out) -> Tensor(a!)
+def make_renorm_out(op, diopiRenorm):
+    def dipu_renorm_out(self, p, dim, maxnorm, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, p, dim, maxnorm, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, p, dim, maxnorm, out))
+            shape, dtype = shape_unary(self, p, dim, maxnorm)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiRenorm(contexts[d], out, self, p, dim, maxnorm)
+            if status:
+                return on_failure(status, op, (self, p, dim, maxnorm), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_renorm_out
+
+
+# renorm_(Tensor(a!) self, Scalar p, int dim, Scalar maxnorm) -> Tensor(a!)
+def make_renorm_(op, diopiRenorm):
+    def dipu_renorm_(self, p, dim, maxnorm):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, p, dim, maxnorm))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, p, dim, maxnorm))
+            shape, dtype = shape_unary(self, p, dim, maxnorm)
+            if shape != self.shape:
+                check_inplace_shape(op, self, shape)
+            status = diopiRenorm(contexts[d], self, self, p, dim, maxnorm)
+            if status:
+                return on_failure(status, op, (self, p, dim, maxnorm), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_renorm_
+
+
 # repeat(Tensor self, SymInt[] repeats) -> Tensor
 def make_repeat(op, diopiRepeat):
     def dipu_repeat(self, repeats):
@@ -20052,6 +23425,117 @@ def make_round__decimals(op, diopiRoundDecimalsInp):
                 exchange_device(previous)
 
     return dipu_round__decimals
+
+
+# rrelu_with_noise.out(Tensor self, Tensor(b!) noise, Scalar lower=0.125, Scalar upper=0.33333333333333331, bool training=False, Generator? generator=None, *, Tensor(a!) out) -> Tensor(a!)
+def make_rrelu_with_noise_out(op, diopiRreluWithNoise):
+    def dipu_rrelu_with_noise_out(self, noise, lower=0.125, upper=0.3333333333333333, training=False, generator=None, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, noise, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, noise, lower, upper, training, generator, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, noise, lower, upper, training, generator, out))
+            shape, dtype = shape_unary(self, noise, lower, upper, training, generator)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiRreluWithNoise(contexts[d], out, noise, self, lower, upper, training, generator)
+            if status:
+                return on_failure(status, op, (self, noise, lower, upper, training, generator), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_rrelu_with_noise_out
+
+
+# rrelu_with_noise_(Tensor(a!) self, Tensor(b!) noise, Scalar lower=0.125, Scalar upper=0.33333333333333331, bool training=False, Generator? generator=None) -> Tensor(a!)
+def make_rrelu_with_noise_(op, diopiRreluWithNoise):
+    def dipu_rrelu_with_noise_(self, noise, lower=0.125, upper=0.3333333333333333, training=False, generator=None):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, noise)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, noise, lower, upper, training, generator))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, noise, lower, upper, training, generator))
+            shape, dtype = shape_unary(self, noise, lower, upper, training, generator)
+            if shape != self.shape:
+                check_inplace_shape(op, self, shape)
+            status = diopiRreluWithNoise(contexts[d], self, noise, self, lower, upper, training, generator)
+            if status:
+                return on_failure(status, op, (self, noise, lower, upper, training, generator), {})
+            if SYNC:
+                synchronize(d)
+            return self
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_rrelu_with_noise_
+
+
+# rrelu_with_noise_backward(Tensor grad_output, Tensor self, Tensor noise, Scalar lower, Scalar upper, bool training, bool self_is_result) -> Tensor
+def make_rrelu_with_noise_backward(op, diopiRreluWithNoiseBackward):
+    def dipu_rrelu_with_noise_backward(grad_output, self, noise, lower, upper, training, self_is_result):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, self, noise)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, self, noise, lower, upper, training, self_is_result))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, self, noise, lower, upper, training, self_is_result))
+            shape, dtype = shape_like_self(grad_output, self, noise, lower, upper, training, self_is_result)
+            out = empty(shape, dtype, d)
+            status = diopiRreluWithNoiseBackward(contexts[d], out, grad_output, self, noise, lower, upper, training, self_is_result)
+            if status:
+                return on_failure(status, op, (grad_output, self, noise, lower, upper, training, self_is_result), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_rrelu_with_noise_backward
+
+
+# rrelu_with_noise_backward.out(Tensor grad_output, Tensor self, Tensor noise, Scalar lower, Scalar upper, bool training, bool self_is_result, *, Tensor(a!) out) -> Tensor(a!)
+def make_rrelu_with_noise_backward_out(op, diopiRreluWithNoiseBackward):
+    def dipu_rrelu_with_noise_backward_out(grad_output, self, noise, lower, upper, training, self_is_result, *, out):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, self, noise, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, self, noise, lower, upper, training, self_is_result, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, self, noise, lower, upper, training, self_is_result, out))
+            shape, dtype = shape_like_self(grad_output, self, noise, lower, upper, training, self_is_result)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiRreluWithNoiseBackward(contexts[d], out, grad_output, self, noise, lower, upper, training, self_is_result)
+            if status:
+                return on_failure(status, op, (grad_output, self, noise, lower, upper, training, self_is_result), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_rrelu_with_noise_backward_out
 
 
 # rsqrt(Tensor self) -> Tensor
@@ -23170,6 +26654,116 @@ def make_unique_dim(op, diopiUnique):
     return dipu_unique_dim
 
 
+# upsample_bicubic2d(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor
+def make_upsample_bicubic2d(op, diopiUpsampleBicubic2d):
+    def dipu_upsample_bicubic2d(self, output_size, align_corners, scales_h=None, scales_w=None):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, output_size, align_corners, scales_h, scales_w))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, output_size, align_corners, scales_h, scales_w))
+            shape, dtype = meta_upsample_bicubic2d(self, output_size, align_corners, scales_h, scales_w)
+            out = empty(shape, dtype, d)
+            status = diopiUpsampleBicubic2d(contexts[d], out, self, output_size, align_corners, scales_h, scales_w)
+            if status:
+                return on_failure(status, op, (self, output_size, align_corners, scales_h, scales_w), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_upsample_bicubic2d
+
+
+# upsample_bicubic2d.out(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None, *, Tensor(a!) out) -> Tensor(a!)
+def make_upsample_bicubic2d_out(op, diopiUpsampleBicubic2d):
+    def dipu_upsample_bicubic2d_out(self, output_size, align_corners, scales_h=None, scales_w=None, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, output_size, align_corners, scales_h, scales_w, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, output_size, align_corners, scales_h, scales_w, out))
+            shape, dtype = meta_upsample_bicubic2d(self, output_size, align_corners, scales_h, scales_w)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiUpsampleBicubic2d(contexts[d], out, self, output_size, align_corners, scales_h, scales_w)
+            if status:
+                return on_failure(status, op, (self, output_size, align_corners, scales_h, scales_w), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_upsample_bicubic2d_out
+
+
+# upsample_bicubic2d_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor
+def make_upsample_bicubic2d_backward(op, diopiUpsampleBicubic2dBackward):
+    def dipu_upsample_bicubic2d_backward(grad_output, output_size, input_size, align_corners, scales_h=None, scales_w=None):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, output_size, input_size, align_corners, scales_h, scales_w))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, output_size, input_size, align_corners, scales_h, scales_w))
+            shape, dtype = meta_upsample_bicubic2d_backward(grad_output, output_size, input_size, align_corners, scales_h, scales_w)
+            grad_input = empty(shape, dtype, d)
+            status = diopiUpsampleBicubic2dBackward(contexts[d], grad_input, grad_output, output_size, input_size, align_corners, scales_h, scales_w)
+            if status:
+                return on_failure(status, op, (grad_output, output_size, input_size, align_corners, scales_h, scales_w), {})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_upsample_bicubic2d_backward
+
+
+# upsample_bicubic2d_backward.grad_input(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, bool align_corners, float? scales_h=None, float? scales_w=None, *, Tensor(a!) grad_input) -> Tensor(a!)
+def make_upsample_bicubic2d_backward_grad_input(op, diopiUpsampleBicubic2dBackward):
+    def dipu_upsample_bicubic2d_backward_grad_input(grad_output, output_size, input_size, align_corners, scales_h=None, scales_w=None, *, grad_input):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, grad_input)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, output_size, input_size, align_corners, scales_h, scales_w, grad_input))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, output_size, input_size, align_corners, scales_h, scales_w, grad_input))
+            shape, dtype = meta_upsample_bicubic2d_backward(grad_output, output_size, input_size, align_corners, scales_h, scales_w)
+            if grad_input.shape != shape:
+                grad_input.resize_(shape)
+            status = diopiUpsampleBicubic2dBackward(contexts[d], grad_input, grad_output, output_size, input_size, align_corners, scales_h, scales_w)
+            if status:
+                return on_failure(status, op, (grad_output, output_size, input_size, align_corners, scales_h, scales_w), {'grad_input': grad_input})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_upsample_bicubic2d_backward_grad_input
+
+
 # upsample_bilinear2d(Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor
 def make_upsample_bilinear2d(op, diopiUpsampleBilinear2d):
     def dipu_upsample_bilinear2d(self, output_size, align_corners, scales_h=None, scales_w=None):
@@ -23335,6 +26929,61 @@ def make_upsample_linear1d_out(op, diopiUpsampleLinear1d):
     return dipu_upsample_linear1d_out
 
 
+# upsample_linear1d_backward(Tensor grad_output, SymInt[1] output_size, SymInt[3] input_size, bool align_corners, float? scales=None) -> Tensor
+def make_upsample_linear1d_backward(op, diopiUpsampleLinear1dBackward):
+    def dipu_upsample_linear1d_backward(grad_output, output_size, input_size, align_corners, scales=None):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, output_size, input_size, align_corners, scales))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, output_size, input_size, align_corners, scales))
+            shape, dtype = meta_upsample_linear1d_backward(grad_output, output_size, input_size, align_corners, scales)
+            grad_input = empty(shape, dtype, d)
+            status = diopiUpsampleLinear1dBackward(contexts[d], grad_input, grad_output, output_size, input_size, align_corners, scales)
+            if status:
+                return on_failure(status, op, (grad_output, output_size, input_size, align_corners, scales), {})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_upsample_linear1d_backward
+
+
+# upsample_linear1d_backward.grad_input(Tensor grad_output, SymInt[1] output_size, SymInt[3] input_size, bool align_corners, float? scales=None, *, Tensor(a!) grad_input) -> Tensor(a!)
+def make_upsample_linear1d_backward_grad_input(op, diopiUpsampleLinear1dBackward):
+    def dipu_upsample_linear1d_backward_grad_input(grad_output, output_size, input_size, align_corners, scales=None, *, grad_input):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, grad_input)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, output_size, input_size, align_corners, scales, grad_input))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, output_size, input_size, align_corners, scales, grad_input))
+            shape, dtype = meta_upsample_linear1d_backward(grad_output, output_size, input_size, align_corners, scales)
+            if grad_input.shape != shape:
+                grad_input.resize_(shape)
+            status = diopiUpsampleLinear1dBackward(contexts[d], grad_input, grad_output, output_size, input_size, align_corners, scales)
+            if status:
+                return on_failure(status, op, (grad_output, output_size, input_size, align_corners, scales), {'grad_input': grad_input})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_upsample_linear1d_backward_grad_input
+
+
 # upsample_nearest1d(Tensor self, SymInt[1] output_size, float? scales=None) -> Tensor
 def make_upsample_nearest1d(op, diopiUpsampleNearest1d):
     def dipu_upsample_nearest1d(self, output_size, scales=None):
@@ -23388,6 +27037,61 @@ def make_upsample_nearest1d_out(op, diopiUpsampleNearest1d):
                 exchange_device(previous)
 
     return dipu_upsample_nearest1d_out
+
+
+# upsample_nearest1d_backward(Tensor grad_output, SymInt[1] output_size, SymInt[3] input_size, float? scales=None) -> Tensor
+def make_upsample_nearest1d_backward(op, diopiUpsampleNearest1dBackward):
+    def dipu_upsample_nearest1d_backward(grad_output, output_size, input_size, scales=None):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, output_size, input_size, scales))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, output_size, input_size, scales))
+            shape, dtype = meta_upsample_nearest1d_backward(grad_output, output_size, input_size, scales)
+            grad_input = empty(shape, dtype, d)
+            status = diopiUpsampleNearest1dBackward(contexts[d], grad_input, grad_output, output_size, input_size, scales)
+            if status:
+                return on_failure(status, op, (grad_output, output_size, input_size, scales), {})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_upsample_nearest1d_backward
+
+
+# upsample_nearest1d_backward.grad_input(Tensor grad_output, SymInt[1] output_size, SymInt[3] input_size, float? scales=None, *, Tensor(a!) grad_input) -> Tensor(a!)
+def make_upsample_nearest1d_backward_grad_input(op, diopiUpsampleNearest1dBackward):
+    def dipu_upsample_nearest1d_backward_grad_input(grad_output, output_size, input_size, scales=None, *, grad_input):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, grad_input)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, output_size, input_size, scales, grad_input))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, output_size, input_size, scales, grad_input))
+            shape, dtype = meta_upsample_nearest1d_backward(grad_output, output_size, input_size, scales)
+            if grad_input.shape != shape:
+                grad_input.resize_(shape)
+            status = diopiUpsampleNearest1dBackward(contexts[d], grad_input, grad_output, output_size, input_size, scales)
+            if status:
+                return on_failure(status, op, (grad_output, output_size, input_size, scales), {'grad_input': grad_input})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_upsample_nearest1d_backward_grad_input
 
 
 # upsample_nearest2d(Tensor self, SymInt[2] output_size, float? scales_h=None, float? scales_w=None) -> Tensor
@@ -23498,6 +27202,226 @@ def make_upsample_nearest2d_backward_grad_input(op, diopiUpsampleNearest2dBackwa
                 exchange_device(previous)
 
     return dipu_upsample_nearest2d_backward_grad_input
+
+
+# upsample_nearest3d(Tensor self, SymInt[3] output_size, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor
+def make_upsample_nearest3d(op, diopiUpsampleNearest3d):
+    def dipu_upsample_nearest3d(self, output_size, scales_d=None, scales_h=None, scales_w=None):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, output_size, scales_d, scales_h, scales_w))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, output_size, scales_d, scales_h, scales_w))
+            shape, dtype = meta_upsample_nearest3d(self, output_size, scales_d, scales_h, scales_w)
+            out = empty(shape, dtype, d)
+            status = diopiUpsampleNearest3d(contexts[d], out, self, output_size, scales_d, scales_h, scales_w)
+            if status:
+                return on_failure(status, op, (self, output_size, scales_d, scales_h, scales_w), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_upsample_nearest3d
+
+
+# upsample_nearest3d.out(Tensor self, SymInt[3] output_size, float? scales_d=None, float? scales_h=None, float? scales_w=None, *, Tensor(a!) out) -> Tensor(a!)
+def make_upsample_nearest3d_out(op, diopiUpsampleNearest3d):
+    def dipu_upsample_nearest3d_out(self, output_size, scales_d=None, scales_h=None, scales_w=None, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, output_size, scales_d, scales_h, scales_w, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, output_size, scales_d, scales_h, scales_w, out))
+            shape, dtype = meta_upsample_nearest3d(self, output_size, scales_d, scales_h, scales_w)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiUpsampleNearest3d(contexts[d], out, self, output_size, scales_d, scales_h, scales_w)
+            if status:
+                return on_failure(status, op, (self, output_size, scales_d, scales_h, scales_w), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_upsample_nearest3d_out
+
+
+# upsample_nearest3d_backward(Tensor grad_output, SymInt[3] output_size, SymInt[5] input_size, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor
+def make_upsample_nearest3d_backward(op, diopiUpsampleNearest3dBackward):
+    def dipu_upsample_nearest3d_backward(grad_output, output_size, input_size, scales_d=None, scales_h=None, scales_w=None):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, output_size, input_size, scales_d, scales_h, scales_w))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, output_size, input_size, scales_d, scales_h, scales_w))
+            shape, dtype = meta_upsample_nearest3d_backward(grad_output, output_size, input_size, scales_d, scales_h, scales_w)
+            grad_input = empty(shape, dtype, d)
+            status = diopiUpsampleNearest3dBackward(contexts[d], grad_input, grad_output, output_size, input_size, scales_d, scales_h, scales_w)
+            if status:
+                return on_failure(status, op, (grad_output, output_size, input_size, scales_d, scales_h, scales_w), {})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_upsample_nearest3d_backward
+
+
+# upsample_nearest3d_backward.grad_input(Tensor grad_output, SymInt[3] output_size, SymInt[5] input_size, float? scales_d=None, float? scales_h=None, float? scales_w=None, *, Tensor(a!) grad_input) -> Tensor(a!)
+def make_upsample_nearest3d_backward_grad_input(op, diopiUpsampleNearest3dBackward):
+    def dipu_upsample_nearest3d_backward_grad_input(grad_output, output_size, input_size, scales_d=None, scales_h=None, scales_w=None, *, grad_input):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, grad_input)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, output_size, input_size, scales_d, scales_h, scales_w, grad_input))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, output_size, input_size, scales_d, scales_h, scales_w, grad_input))
+            shape, dtype = meta_upsample_nearest3d_backward(grad_output, output_size, input_size, scales_d, scales_h, scales_w)
+            if grad_input.shape != shape:
+                grad_input.resize_(shape)
+            status = diopiUpsampleNearest3dBackward(contexts[d], grad_input, grad_output, output_size, input_size, scales_d, scales_h, scales_w)
+            if status:
+                return on_failure(status, op, (grad_output, output_size, input_size, scales_d, scales_h, scales_w), {'grad_input': grad_input})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_upsample_nearest3d_backward_grad_input
+
+
+# upsample_trilinear3d(Tensor self, SymInt[3] output_size, bool align_corners, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor
+def make_upsample_trilinear3d(op, diopiUpsampleTrilinear3d):
+    def dipu_upsample_trilinear3d(self, output_size, align_corners, scales_d=None, scales_h=None, scales_w=None):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, output_size, align_corners, scales_d, scales_h, scales_w))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, output_size, align_corners, scales_d, scales_h, scales_w))
+            shape, dtype = meta_upsample_trilinear3d(self, output_size, align_corners, scales_d, scales_h, scales_w)
+            out = empty(shape, dtype, d)
+            status = diopiUpsampleTrilinear3d(contexts[d], out, self, output_size, align_corners, scales_d, scales_h, scales_w)
+            if status:
+                return on_failure(status, op, (self, output_size, align_corners, scales_d, scales_h, scales_w), {})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_upsample_trilinear3d
+
+
+# upsample_trilinear3d.out(Tensor self, SymInt[3] output_size, bool align_corners, float? scales_d=None, float? scales_h=None, float? scales_w=None, *, Tensor(a!) out) -> Tensor(a!)
+def make_upsample_trilinear3d_out(op, diopiUpsampleTrilinear3d):
+    def dipu_upsample_trilinear3d_out(self, output_size, align_corners, scales_d=None, scales_h=None, scales_w=None, *, out):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (self, output_size, align_corners, scales_d, scales_h, scales_w, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, output_size, align_corners, scales_d, scales_h, scales_w, out))
+            shape, dtype = meta_upsample_trilinear3d(self, output_size, align_corners, scales_d, scales_h, scales_w)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiUpsampleTrilinear3d(contexts[d], out, self, output_size, align_corners, scales_d, scales_h, scales_w)
+            if status:
+                return on_failure(status, op, (self, output_size, align_corners, scales_d, scales_h, scales_w), {'out': out})
+            if SYNC:
+                synchronize(d)
+            return out
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_upsample_trilinear3d_out
+
+
+# upsample_trilinear3d_backward(Tensor grad_output, SymInt[3] output_size, SymInt[5] input_size, bool align_corners, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor
+def make_upsample_trilinear3d_backward(op, diopiUpsampleTrilinear3dBackward):
+    def dipu_upsample_trilinear3d_backward(grad_output, output_size, input_size, align_corners, scales_d=None, scales_h=None, scales_w=None):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, output_size, input_size, align_corners, scales_d, scales_h, scales_w))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, output_size, input_size, align_corners, scales_d, scales_h, scales_w))
+            shape, dtype = meta_upsample_trilinear3d_backward(grad_output, output_size, input_size, align_corners, scales_d, scales_h, scales_w)
+            grad_input = empty(shape, dtype, d)
+            status = diopiUpsampleTrilinear3dBackward(contexts[d], grad_input, grad_output, output_size, input_size, align_corners, scales_d, scales_h, scales_w)
+            if status:
+                return on_failure(status, op, (grad_output, output_size, input_size, align_corners, scales_d, scales_h, scales_w), {})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_upsample_trilinear3d_backward
+
+
+# upsample_trilinear3d_backward.grad_input(Tensor grad_output, SymInt[3] output_size, SymInt[5] input_size, bool align_corners, float? scales_d=None, float? scales_h=None, float? scales_w=None, *, Tensor(a!) grad_input) -> Tensor(a!)
+def make_upsample_trilinear3d_backward_grad_input(op, diopiUpsampleTrilinear3dBackward):
+    def dipu_upsample_trilinear3d_backward_grad_input(grad_output, output_size, input_size, align_corners, scales_d=None, scales_h=None, scales_w=None, *, grad_input):
+        d = grad_output.get_device()
+        if d < 0:
+            d = device_of(grad_output, grad_input)
+        previous = exchange_device(d)
+        try:
+            if env_get(DUMP_KEY) not in DUMP_OFF:
+                dump_op_args(op, (grad_output, output_size, input_size, align_corners, scales_d, scales_h, scales_w, grad_input))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_output, output_size, input_size, align_corners, scales_d, scales_h, scales_w, grad_input))
+            shape, dtype = meta_upsample_trilinear3d_backward(grad_output, output_size, input_size, align_corners, scales_d, scales_h, scales_w)
+            if grad_input.shape != shape:
+                grad_input.resize_(shape)
+            status = diopiUpsampleTrilinear3dBackward(contexts[d], grad_input, grad_output, output_size, input_size, align_corners, scales_d, scales_h, scales_w)
+            if status:
+                return on_failure(status, op, (grad_output, output_size, input_size, align_corners, scales_d, scales_h, scales_w), {'grad_input': grad_input})
+            if SYNC:
+                synchronize(d)
+            return grad_input
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_upsample_trilinear3d_backward_grad_input
 
 
 # var.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor

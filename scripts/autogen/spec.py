@@ -85,7 +85,8 @@ def _kinds_for(arg: Argument) -> set[Kind]:
     t = arg.type.elem if isinstance(arg.type, OptionalType) else arg.type
     if isinstance(t, ListType):
         if t.elem == BaseType(BaseTy.Tensor):
-            return {Kind.TENSOR_LIST}
+            written = arg.annotation is not None and arg.annotation.is_write
+            return {Kind.TENSOR_LIST, Kind.TENSOR_LIST_OUT} if written else {Kind.TENSOR_LIST}
         return {Kind.SIZE} if t.elem in (BaseType(BaseTy.int), BaseType(BaseTy.SymInt)) else set()
     kinds = set(_KINDS_BY_BASE.get(t.name, set()))
     if t == BaseType(BaseTy.Tensor) and arg.annotation is not None and arg.annotation.is_write:

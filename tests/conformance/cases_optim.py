@@ -1,12 +1,13 @@
 """Conformance cases: the _foreach_ family, fused optimizer steps and AMP (diopi_impl/torch/optim.py).
 
 Functional foreach functions return their new tensors through ``outs``, so a
-reference returns a one-element tuple holding ATen's list. The in-place ones
-(and the fused steps, and the AMP unscale) update whole lists, which the proto
-cannot mark as written; they are listed in skips.py and checked through torch's
-API in tests/test_optim_amp_random.py instead.
+reference returns a one-element tuple holding ATen's list. Each in-place
+``...Inp`` function gets its functional twin's cases (see ``_in_place``); the
+fused steps and the AMP unscale are listed in skips.py and checked through
+torch's API in tests/test_optim_amp_random.py.
 """
 
+import dataclasses
 import itertools
 
 import torch
@@ -37,7 +38,7 @@ def _bounded(tensors, low, high):
 
 
 def _reference(overload, params, scalar_list=False):
-    """A reference calling ``overload`` with the proto parameters in order (``alpha`` by keyword)."""
+    """A reference calling ``overload`` with the proto parameters in order (kwarg-only ones by keyword)."""
 
     def reference(**kwargs):
         args, keywords = [], {}
@@ -45,7 +46,7 @@ def _reference(overload, params, scalar_list=False):
             value = kwargs[name]
             if scalar_list and isinstance(value, torch.Tensor) and name != "inputs":
                 value = value.tolist()
-            if name == "alpha":
+            if name in ("alpha", "memory_format"):  # kwarg-only in ATen's schemas
                 keywords[name] = value
             else:
                 args.append(value)
@@ -173,7 +174,8 @@ def _addc(op, variant):
 
 for _op in ("addcmul", "addcdiv"):
     for _variant in ("Scalar", "Tensor"):
-        CASES += _sweep(f"diopiForeach{_op.capitalize()}{_variant}", getattr(getattr(aten, f"_foreach_{_op}"), _variant),
+        CASES += _sweep(f"diopiForeach{_op.capitalize()}{_variant}",
+                        getattr(getattr(aten, f"_foreach_{_op}"), _variant),
                         _addc(_op, _variant), FLOAT + ((torch.int64,) if _op == "addcmul" else ()))
 
 # ---- unary ----------------------------------------------------------------------------------------------
@@ -211,3 +213,61 @@ for _found, _tracker, _interval, _growth in itertools.product((0, 1), (0, 1, 4),
         "scale": T((), low=1, high=1000), "growth_tracker": T((), torch.int32, low=_tracker, high=_tracker + 1),
         "found_inf": T((), low=_found, high=_found), "growth_factor": _growth, "backoff_factor": 0.5,
         "growth_interval": _interval}, _update_scale, note=f"found_inf={_found}"))
+
+# ---- more unary ones, max, powsum, a scalar base, functional zero/copy/clone -------------------------------
+_MORE_UNARY = {"Acos": ("acos", -0.9, 0.9), "Asin": ("asin", -0.9, 0.9), "Atan": ("atan", None, None),
+               "Tan": ("tan", -1.2, 1.2), "Sinh": ("sinh", None, None), "Cosh": ("cosh", None, None),
+               "Erfc": ("erfc", None, None), "Lgamma": ("lgamma", 0.1, 5)}
+for _name, (_op, _low, _high) in _MORE_UNARY.items():
+    CASES += _sweep(f"diopiForeach{_name}", getattr(aten, f"_foreach_{_op}").default,
+                    lambda tensors, dtype, low=_low, high=_high: [{"inputs": _bounded(tensors, low, high)}], FLOAT)
+
+
+def _nonempty(tensors):
+    return [t for t in tensors if 0 not in t.shape]  # max of an empty tensor is an error, as on CPU
+
+
+CASES += _sweep("diopiForeachMax", aten._foreach_max.default,
+                lambda tensors, dtype: [{"inputs": _nonempty(tensors)}], FLOAT + INT_SOME)
+for _ord in (1, 2, 3):
+    CASES += _sweep("diopiForeachPowsum", aten._foreach_powsum.Scalar,
+                    lambda tensors, dtype, o=_ord: [{"inputs": tensors, "ord": o, "dtype": None}], FLOAT)
+CASES += _sweep("diopiForeachPowScalarAndTensor", aten._foreach_pow.ScalarAndTensor,
+                lambda tensors, dtype: [{"input": base, "exponents": tensors} for base in (2.0, 0.5)], FLOAT)
+CASES += _sweep("diopiForeachZero", aten._foreach_zero.default, lambda tensors, dtype: [{"inputs": tensors}],
+                FLOAT + INT_SOME + (torch.bool,))
+CASES += _sweep("diopiForeachCopy", aten._foreach_copy.default,
+                lambda tensors, dtype: [{"inputs": tensors, "srcs": _like(tensors, layout="transposed"),
+                                         "non_blocking": False}], FLOAT + INT_SOME)
+CASES += _sweep("diopiForeachClone", aten._foreach_clone.default,
+                lambda tensors, dtype: [{"inputs": tensors, "memory_format": None},
+                                        {"inputs": tensors, "memory_format": torch.contiguous_format}],
+                FLOAT + INT_SOME)
+
+
+def _in_place(case: Case) -> Case | None:
+    """The functional foreach case `case` as a case of its ``...Inp`` twin (same arguments).
+
+    The twin writes the results into ``inputs``; where a result's dtype differs
+    from its input's, ATen refuses the in-place op, and so must the function.
+    """
+    name = case.function.replace("diopiForeach", "", 1)
+    for variant in ("ScalarList", "Scalar", "List", "Tensor", ""):
+        if name.endswith(variant):
+            twin = f"diopiForeach{name[: len(name) - len(variant)]}Inp{variant}"
+            break
+    if twin not in FUNCTIONS or "inputs" not in case.args:
+        return None
+    functional = case.reference
+
+    def reference(**kwargs):
+        (results,) = functional(**kwargs)
+        for target, result in zip(kwargs["inputs"], results):
+            if result.dtype != target.dtype:
+                raise RuntimeError(f"result type {result.dtype} can't be cast to {target.dtype}")
+            target.copy_(result)
+
+    return dataclasses.replace(case, function=twin, reference=reference)
+
+
+CASES += [twin for twin in map(_in_place, list(CASES)) if twin is not None]

@@ -70,6 +70,17 @@ def _compare(what: str, actual, expected, case: Case) -> None:
                                **_tolerances(case, expected.dtype))
 
 
+def _expect_refusal(function, case: Case, declared, dev: dict, reference_error: Exception) -> None:
+    """The CPU reference refused these inputs: the function must refuse them too."""
+    call = [dev.get(p.name, [None] if p.kind == Kind.TENSOR_ALLOC else None) for p in declared.params]
+    try:
+        status = function(contexts[DEVICE], *call)
+    except Exception:  # noqa: BLE001  (refused, as the reference was)
+        return
+    assert status != SUCCESS, f"succeeded where the CPU reference raised {type(reference_error).__name__}: " \
+                              f"{reference_error}"
+
+
 def run_case(function, case: Case) -> None:
     """Call `function` (from an op library) for `case`; raises AssertionError on any mismatch."""
     declared = FUNCTIONS[case.function]
@@ -79,7 +90,11 @@ def run_case(function, case: Case) -> None:
     dev = {name: pair[1] for name, pair in built.items()}
     reference_args = {name: _clone(value) for name, value in cpu.items()}
     torch.manual_seed(case.seed)
-    expected = case.reference(**reference_args)
+    try:
+        expected = case.reference(**reference_args)
+    except Exception as error:  # noqa: BLE001  (a case may expect the call to be refused)
+        _expect_refusal(function, case, declared, dev, error)
+        return
 
     missing_outputs = [p for p in declared.params if p.kind.is_output and p.name not in case.args]
     expected_by_name = {}

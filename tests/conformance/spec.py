@@ -12,7 +12,9 @@ Note [What a case checks]
 - in-place: every written parameter given in ``args`` is compared with the
   reference's copy after the reference mutated it;
 - inputs: every read-only tensor input is unchanged afterwards;
-- all with dtype-aware tolerances (torch.testing's defaults) and NaN == NaN.
+- all with dtype-aware tolerances (torch.testing's defaults) and NaN == NaN;
+- a reference that raises means the inputs are invalid: the function must then
+  raise or return a failure status too.
 Random functions compare exactly: both sides are seeded with
 ``torch.manual_seed(case.seed)`` and dipu generators draw through native ones.
 """
