@@ -60,6 +60,11 @@ def test_copies_between_devices_and_dtypes():
     out.copy_(a.t())
     assert torch.equal(out.cpu(), x.t())
     assert a.sum().item() == x.sum().item()
+    row = torch.empty(4, 3, device="dipu")
+    row.copy_(torch.arange(3.0))  # copy_ broadcasts its source
+    assert torch.equal(row.cpu(), torch.arange(3.0).expand(4, 3))
+    row.copy_(torch.tensor([1.0, 2.0, 3.0], device="dipu:1").to("dipu:0")[None])
+    assert torch.equal(row.cpu(), torch.tensor([1.0, 2.0, 3.0]).expand(4, 3))
 
 
 def test_current_device_and_context_manager():

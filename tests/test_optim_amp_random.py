@@ -105,7 +105,8 @@ def test_foreach_lerp(no_fallback, kind):
 
 
 UNARY = ("abs", "neg", "sqrt", "rsqrt", "exp", "expm1", "log", "log1p", "log2", "log10", "reciprocal", "sign",
-         "sigmoid", "tanh", "sin", "cos", "erf", "ceil", "floor", "round", "trunc", "frac")
+         "sigmoid", "tanh", "sin", "cos", "erf", "ceil", "floor", "round", "trunc", "frac", "acos", "asin", "atan",
+         "tan", "sinh", "cosh", "erfc", "lgamma")
 
 
 @pytest.mark.parametrize("op", UNARY)
@@ -143,7 +144,19 @@ def test_foreach_norm_zero_copy(no_fallback):
     _assert_lists_equal(dev, [torch.zeros_like(t) for t in cpu])
 
 
-def test_clip_grad_norm_with_foreach(no_fallback):
+def test_foreach_reductions_clone_and_scalar_base(no_fallback):
+    cpu, dev = _lists(torch.float32, 0.1, 3.0)
+    nonempty = [i for i, t in enumerate(cpu) if t.numel()]
+    _assert_lists_equal(torch._foreach_max([dev[i] for i in nonempty]), torch._foreach_max([cpu[i] for i in nonempty]))
+    _assert_lists_equal(torch._foreach_powsum(dev, 3), torch._foreach_powsum(cpu, 3))
+    _assert_lists_equal(torch._foreach_pow(0.9, dev), torch._foreach_pow(0.9, cpu))
+    clones = torch._foreach_clone(dev)
+    _assert_lists_equal(clones, cpu)
+    assert all(c.data_ptr() != d.data_ptr() for c, d in zip(clones, dev) if d.numel())
+
+
+@pytest.mark.parametrize("norm_type", (2.0, float("inf")))
+def test_clip_grad_norm_with_foreach(no_fallback, norm_type):
     torch.manual_seed(0)
     cpu = torch.nn.Linear(6, 3)
     dev = torch.nn.Linear(6, 3).dipu()
@@ -151,7 +164,7 @@ def test_clip_grad_norm_with_foreach(no_fallback):
     x = torch.randn(5, 6)
     for model, inp in ((cpu, x), (dev, x.to("dipu"))):
         model(inp).square().sum().backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 0.1, foreach=True)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 0.1, norm_type=norm_type, foreach=True)
     _assert_lists_equal([p.grad for p in dev.parameters()], [p.grad for p in cpu.parameters()])
 
 
@@ -169,6 +182,9 @@ OPTIMIZERS = [
     (torch.optim.AdamW, dict(lr=0.01, fused=True)),
     (torch.optim.RMSprop, dict(lr=0.01, momentum=0.5, foreach=True)),
     (torch.optim.Adagrad, dict(lr=0.1, foreach=True)),
+    (torch.optim.Adagrad, dict(lr=0.1, fused=True)),
+    (torch.optim.Adam, dict(lr=0.01, foreach=True, capturable=True)),
+    (torch.optim.AdamW, dict(lr=0.01, foreach=True, capturable=True, amsgrad=True)),
 ]
 
 
@@ -187,7 +203,8 @@ def _train(device, optimizer, kwargs, steps=3):
 
 @pytest.mark.parametrize("optimizer, kwargs", OPTIMIZERS, ids=lambda v: getattr(v, "__name__", None) or str(v))
 def test_optimizer_step_matches_cpu(no_fallback, optimizer, kwargs):
-    expected = _train("cpu", optimizer, kwargs)
+    # CPU cannot run capturable steps (they keep the step counts on the device); compare with the plain ones
+    expected = _train("cpu", optimizer, {k: v for k, v in kwargs.items() if k != "capturable"})
     dipu.reset_fallback_counts()
     actual = _train("dipu", optimizer, kwargs)
     for a, e in zip(actual, expected):
@@ -328,6 +345,35 @@ def test_random_ops_on_the_second_device(no_fallback):
     assert x.device == torch.device("dipu:1")
     torch.manual_seed(4)
     assert torch.equal(x.cpu(), torch.empty(6).exponential_())
+
+
+DISTRIBUTIONS = {
+    "poisson": lambda d: torch.poisson(_probabilities(6).to(d) * 5),
+    "binomial": lambda d: torch.binomial(torch.full((6,), 12.0, device=d), _probabilities(6).clamp(max=1).to(d)),
+    "gamma": lambda d: torch.distributions.Gamma(_probabilities(5).to(d) * 3, torch.ones(5, device=d)).sample(),
+    "beta": lambda d: torch.distributions.Beta(_probabilities(4).to(d) + 1, torch.ones(4, device=d)).sample(),
+    "dirichlet": lambda d: torch.distributions.Dirichlet(_probabilities(2, 3).to(d) + 0.5).sample(),
+    "rrelu_training": lambda d: torch.nn.functional.rrelu(_probabilities(8).to(d) - 0.6, training=True, inplace=True),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DISTRIBUTIONS))
+def test_distributions_match_cpu(no_fallback, name):
+    torch.manual_seed(5)
+    expected = DISTRIBUTIONS[name]("cpu")
+    torch.manual_seed(5)
+    torch.testing.assert_close(DISTRIBUTIONS[name]("dipu").cpu(), expected)
+
+
+def test_reparameterized_gamma_and_dirichlet_gradients(no_fallback):
+    grads = []
+    for device in ("cpu", "dipu"):
+        torch.manual_seed(6)
+        concentration = torch.tensor([0.7, 1.5, 3.0], device=device, requires_grad=True)
+        (torch.distributions.Gamma(concentration, torch.ones(3, device=device)).rsample().sum()
+         + torch.distributions.Dirichlet(concentration).rsample()[0]).backward()
+        grads.append(concentration.grad.cpu())
+    torch.testing.assert_close(grads[1], grads[0])
 
 
 def test_dropout_backward(no_fallback):

@@ -26,6 +26,8 @@ def test_copies_views_fill_and_ops_through_vendor_memcpy(python):
         d[2].zero_()
         y = x.clone(); y[:, 1] = -1; y[2] = 0
         assert torch.equal(d.cpu(), y)
+        d[3].copy_(torch.tensor(5.0).to("dipu"))                 # broadcasting D2D copy
+        y[3] = 5.0
         d[0, 1:3].copy_(torch.tensor([7.0, 8.0]))               # H2D into a strided slice
         y[0, 1:3] = torch.tensor([7.0, 8.0])
         assert torch.equal(d.cpu(), y)

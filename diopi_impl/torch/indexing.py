@@ -167,3 +167,11 @@ def diopiPutInp(ctx, input, index, source, accumulate):
 def diopiRepeatInterleave(ctx, out, repeats, output_size):
     out[0] = _require_copy(ctx, torch.repeat_interleave(alias(repeats, ctx.device), output_size=output_size))
     return SUCCESS
+
+
+@library.register
+def diopiIndexReduce(ctx, out, input, dim, index, source, reduce, include_self):
+    d = ctx.device
+    torch.index_reduce(alias(input, d), dim, alias(index, d), alias(source, d), reduce, include_self=include_self,
+                       out=alias(out, d))
+    return SUCCESS

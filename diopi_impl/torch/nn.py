@@ -4,6 +4,7 @@ import torch
 
 from dipu import _C
 from dipu.diopi import SUCCESS
+from dipu.diopi.runtime import Status
 from diopi_impl.torch import library
 
 alias = _C.alias
@@ -235,7 +236,8 @@ def diopiGroupNormBackward(ctx, grad_input, grad_weight, grad_bias, grad_output,
     x = alias(input, d).contiguous()
     outputs = (grad_input, grad_weight, grad_bias)
     results = aten.native_group_norm_backward(
-        alias(grad_output, d).contiguous(), x, alias(mean, d), alias(rstd, d), _optional(weight, d), *_group_norm_sizes(x),
+        alias(grad_output, d).contiguous(), x, alias(mean, d), alias(rstd, d), _optional(weight, d),
+        *_group_norm_sizes(x),
         num_groups, [o is not None for o in outputs])
     _write(outputs, results, d)
     return SUCCESS
@@ -311,4 +313,323 @@ def diopiBCEWithLogits(ctx, out, input, target, weight, pos_weight, reduction):
     d = ctx.device
     alias(out, d).copy_(aten.binary_cross_entropy_with_logits(
         alias(input, d), alias(target, d), _optional(weight, d), _optional(pos_weight, d), reduction))
+    return SUCCESS
+
+
+@library.register
+def diopiConvTranspose2d(ctx, out, input, weight, bias, stride, padding, output_padding, groups, dilation):
+    d = ctx.device
+    result = aten.convolution(alias(input, d), alias(weight, d), _optional(bias, d), stride, padding, dilation, True,
+                              output_padding, groups)
+    alias(out, d).copy_(result)
+    return SUCCESS
+
+
+@library.register
+def diopiConvTranspose2dBackward(ctx, grad_input, grad_weight, grad_bias, grad_output, input, weight, stride,
+                                 padding, dilation, output_padding, groups):
+    d = ctx.device
+    w = alias(weight, d)
+    outputs = (grad_input, grad_weight, grad_bias)
+    results = aten.convolution_backward(
+        alias(grad_output, d), alias(input, d), w, None if grad_bias is None else [w.shape[1] * groups], stride,
+        padding, dilation, True, output_padding, groups, [o is not None for o in outputs])
+    _write(outputs, results, d)
+    return SUCCESS
+
+
+@library.register
+def diopiMaxPool3dWithIndices(ctx, out, indices, input, kernel_size, stride, padding, dilation, ceil_mode):
+    d = ctx.device
+    aten.max_pool3d_with_indices.out(alias(input, d), kernel_size, stride, padding, dilation, ceil_mode,
+                                     out=alias(out, d), indices=alias(indices, d))
+    return SUCCESS
+
+
+@library.register
+def diopiMaxPool3dBackward(ctx, grad_input, grad_output, input, kernel_size, stride, padding, dilation, ceil_mode,
+                           indices):
+    d = ctx.device
+    aten.max_pool3d_with_indices_backward.grad_input(
+        alias(grad_output, d), alias(input, d), kernel_size, stride, padding, dilation, ceil_mode,
+        alias(indices, d), grad_input=alias(grad_input, d))
+    return SUCCESS
+
+
+@library.register
+def diopiAvgPool3d(ctx, out, input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
+    d = ctx.device
+    aten.avg_pool3d.out(alias(input, d), kernel_size, stride, padding, ceil_mode, count_include_pad,
+                        divisor_override, out=alias(out, d))
+    return SUCCESS
+
+
+@library.register
+def diopiAvgPool3dBackward(ctx, grad_input, grad_output, input, kernel_size, stride, padding, ceil_mode,
+                           count_include_pad, divisor_override):
+    d = ctx.device
+    aten.avg_pool3d_backward.grad_input(
+        alias(grad_output, d), alias(input, d), kernel_size, stride, padding, ceil_mode, count_include_pad,
+        divisor_override, grad_input=alias(grad_input, d))
+    return SUCCESS
+
+
+@library.register
+def diopiAdaptiveAvgPool3d(ctx, out, input, output_size):
+    d = ctx.device
+    aten._adaptive_avg_pool3d.out(alias(input, d), output_size, out=alias(out, d))
+    return SUCCESS
+
+
+@library.register
+def diopiAdaptiveAvgPool3dBackward(ctx, grad_input, grad_output, input):
+    d = ctx.device
+    aten._adaptive_avg_pool3d_backward.out(alias(grad_output, d), alias(input, d), out=alias(grad_input, d))
+    return SUCCESS
+
+
+@library.register
+def diopiGridSample(ctx, out, input, grid, interpolation_mode, padding_mode, align_corners):
+    d = ctx.device
+    alias(out, d).copy_(aten.grid_sampler_2d(alias(input, d), alias(grid, d), interpolation_mode, padding_mode,
+                                             align_corners))
+    return SUCCESS
+
+
+@library.register
+def diopiGridSampleBackward(ctx, grad_input, grad_grid, grad_output, input, grid, interpolation_mode, padding_mode,
+                            align_corners):
+    d = ctx.device
+    outputs = (grad_input, grad_grid)
+    results = aten.grid_sampler_2d_backward(alias(grad_output, d), alias(input, d), alias(grid, d),
+                                            interpolation_mode, padding_mode, align_corners,
+                                            [o is not None for o in outputs])
+    _write(outputs, results, d)
+    return SUCCESS
+
+
+@library.register
+def diopiEmbeddingBag(ctx, out, offset2bag, bag_size, max_indices, weight, indices, offsets, scale_grad_by_freq,
+                      mode, sparse, per_sample_weights, include_last_offset, padding_idx):
+    d = ctx.device
+    results = aten._embedding_bag(alias(weight, d), alias(indices, d), alias(offsets, d), scale_grad_by_freq, mode,
+                                  sparse, _optional(per_sample_weights, d), include_last_offset, padding_idx)
+    # ATen's CPU kernel leaves the bookkeeping outputs it does not need for `mode` empty, unlike its meta kernel
+    for output, result in zip((out, offset2bag, bag_size, max_indices), results):
+        if output.shape != result.shape:
+            output.resize_(result.shape)
+        alias(output, d).copy_(result)
+    return SUCCESS
+
+
+@library.register
+def diopiEmbeddingBagBackward(ctx, grad_weight, grad, indices, offsets, offset2bag, bag_size, maximum_indices,
+                              num_weights, scale_grad_by_freq, mode, sparse, per_sample_weights, padding_idx):
+    if sparse:  # a sparse gradient is no dense output to write
+        return Status.FORCE_FALLBACK
+    d = ctx.device
+    alias(grad_weight, d).copy_(aten._embedding_bag_backward(
+        alias(grad, d), alias(indices, d), alias(offsets, d), alias(offset2bag, d), alias(bag_size, d),
+        alias(maximum_indices, d), num_weights, scale_grad_by_freq, mode, False, _optional(per_sample_weights, d),
+        padding_idx))
+    return SUCCESS
+
+
+@library.register
+def diopiMultiMarginLoss(ctx, out, input, target, p, margin, weight, reduction):
+    d = ctx.device
+    alias(out, d).copy_(aten.multi_margin_loss(alias(input, d), alias(target, d), p, margin, _optional(weight, d),
+                                               reduction))
+    return SUCCESS
+
+
+@library.register
+def diopiMultiMarginLossBackward(ctx, grad_input, grad_output, input, target, p, margin, weight, reduction):
+    d = ctx.device
+    aten.multi_margin_loss_backward.grad_input(alias(grad_output, d), alias(input, d), alias(target, d), p, margin,
+                                               _optional(weight, d), reduction, grad_input=alias(grad_input, d))
+    return SUCCESS
+
+
+@library.register
+def diopiMaxUnpool2d(ctx, out, input, indices, output_size):
+    d = ctx.device
+    aten.max_unpool2d.out(alias(input, d), alias(indices, d), output_size, out=alias(out, d))
+    return SUCCESS
+
+
+@library.register
+def diopiWeightNorm(ctx, out, norm, v, g, dim):
+    d = ctx.device
+    # ATen's fused CPU kernel reads its tensors as contiguous
+    _write((out, norm), aten._weight_norm_interface(alias(v, d).contiguous(), alias(g, d).contiguous(), dim), d)
+    return SUCCESS
+
+
+@library.register
+def diopiWeightNormBackward(ctx, grad_v, grad_g, grad_w, saved_v, saved_g, saved_norms, dim):
+    d = ctx.device
+    results = aten._weight_norm_interface_backward(alias(grad_w, d).contiguous(), alias(saved_v, d).contiguous(),
+                                                   alias(saved_g, d).contiguous(), alias(saved_norms, d).contiguous(),
+                                                   dim)
+    _write((grad_v, grad_g), results, d)
+    return SUCCESS
+
+
+@library.register
+def diopiEmbeddingRenormInp(ctx, inout, indices, max_norm, norm_type):
+    d = ctx.device
+    aten.embedding_renorm_(alias(inout, d), alias(indices, d), max_norm, norm_type)
+    return SUCCESS
+
+
+@library.register
+def diopiMultilabelMarginLoss(ctx, out, is_target, input, target, reduction):
+    d = ctx.device
+    aten.multilabel_margin_loss_forward.output(alias(input, d), alias(target, d), reduction, output=alias(out, d),
+                                               is_target=alias(is_target, d))
+    return SUCCESS
+
+
+@library.register
+def diopiMultilabelMarginLossBackward(ctx, grad_input, grad_output, input, target, reduction, is_target):
+    d = ctx.device
+    aten.multilabel_margin_loss_backward.grad_input(alias(grad_output, d), alias(input, d), alias(target, d),
+                                                    reduction, alias(is_target, d), grad_input=alias(grad_input, d))
+    return SUCCESS
+
+
+@library.register
+def diopiCTCLoss(ctx, out, log_alpha, log_probs, targets, input_lengths, target_lengths, blank, zero_infinity):
+    d = ctx.device
+    results = aten._ctc_loss(alias(log_probs, d), alias(targets, d), input_lengths, target_lengths, blank,
+                             zero_infinity)
+    for output, result in zip((out, log_alpha), results):
+        if output.shape != result.shape:  # CPU sizes log_alpha from the lengths, meta from the tensors
+            output.resize_(result.shape)
+        alias(output, d).copy_(result)
+    return SUCCESS
+
+
+@library.register
+def diopiCTCLossBackward(ctx, grad_input, grad_output, log_probs, targets, input_lengths, target_lengths,
+                         neg_log_likelihood, log_alpha, blank, zero_infinity):
+    d = ctx.device
+    alias(grad_input, d).copy_(aten._ctc_loss_backward(
+        alias(grad_output, d), alias(log_probs, d), alias(targets, d), input_lengths, target_lengths,
+        alias(neg_log_likelihood, d), alias(log_alpha, d), blank, zero_infinity))
+    return SUCCESS
+
+
+@library.register
+def diopiEmbeddingBagPerSampleWeightsBackward(ctx, out, grad, weight, indices, offsets, offset2bag, mode,
+                                              padding_idx):
+    d = ctx.device
+    alias(out, d).copy_(aten._embedding_bag_per_sample_weights_backward(
+        alias(grad, d), alias(weight, d), alias(indices, d), alias(offsets, d), alias(offset2bag, d), mode,
+        padding_idx))
+    return SUCCESS
+
+
+@library.register
+def diopiAdaptiveMaxPool3d(ctx, out, indices, input, output_size):
+    d = ctx.device
+    aten.adaptive_max_pool3d.out(alias(input, d), output_size, out=alias(out, d), indices=alias(indices, d))
+    return SUCCESS
+
+
+@library.register
+def diopiAdaptiveMaxPool3dBackward(ctx, grad_input, grad_output, input, indices):
+    d = ctx.device
+    aten.adaptive_max_pool3d_backward.grad_input(alias(grad_output, d), alias(input, d), alias(indices, d),
+                                                 grad_input=alias(grad_input, d))
+    return SUCCESS
+
+
+# Note [Fused recurrent cells]
+# ATen's LSTM and GRU run their cells through _thnn_fused_lstm_cell / _thnn_fused_gru_cell on every device but
+# the CPU, which has no such kernels (so no CPU fallback either). These compute what the CUDA kernels do, with
+# ATen math on the aliases: gates in (input, forget, cell, output) order for the LSTM and (reset, input, new) for
+# the GRU, and the same workspace layout, so the backward functions can read what the forwards saved.
+
+
+def _gates(input_gates, hidden_gates, input_bias, hidden_bias, d):
+    gates = alias(input_gates, d) + alias(hidden_gates, d)
+    if input_bias is not None:
+        gates = gates + alias(input_bias, d) + alias(hidden_bias, d)
+    return gates
+
+
+@library.register
+def diopiLstmCell(ctx, hy, cy, workspace, input_gates, hidden_gates, cx, input_bias, hidden_bias):
+    d = ctx.device
+    i, f, g, o = _gates(input_gates, hidden_gates, input_bias, hidden_bias, d).chunk(4, 1)
+    i, f, g, o = i.sigmoid(), f.sigmoid(), g.tanh(), o.sigmoid()
+    c = alias(cy, d)
+    torch.addcmul(f * alias(cx, d), i, g, out=c)
+    torch.mul(o, c.tanh(), out=alias(hy, d))
+    torch.cat((i, f, g, o), 1, out=alias(workspace, d))
+    return SUCCESS
+
+
+@library.register
+def diopiLstmCellBackward(ctx, grad_gates, grad_cx, grad_bias, grad_hy, grad_cy, cx, cy, workspace, has_bias):
+    d = ctx.device
+    i, f, g, o = alias(workspace, d).chunk(4, 1)
+    tanh_cy = alias(cy, d).tanh()
+    d_cy = torch.zeros_like(tanh_cy) if grad_cy is None else alias(grad_cy, d).clone()
+    if grad_hy is not None:
+        ghy = alias(grad_hy, d)
+        d_cy += ghy * o * (1 - tanh_cy * tanh_cy)
+        d_o = ghy * tanh_cy * o * (1 - o)
+    else:
+        d_o = torch.zeros_like(o)
+    gates = alias(grad_gates, d)
+    torch.cat((d_cy * g * i * (1 - i), d_cy * alias(cx, d) * f * (1 - f), d_cy * i * (1 - g * g), d_o), 1, out=gates)
+    torch.mul(d_cy, f, out=alias(grad_cx, d))
+    if grad_bias is not None:
+        torch.sum(gates, 0, out=alias(grad_bias, d))
+    return SUCCESS
+
+
+@library.register
+def diopiGruCell(ctx, hy, workspace, input_gates, hidden_gates, hx, input_bias, hidden_bias):
+    d = ctx.device
+    ig, hg = alias(input_gates, d), alias(hidden_gates, d)
+    if input_bias is not None:
+        ig, hg = ig + alias(input_bias, d), hg + alias(hidden_bias, d)
+    ir, ii, in_ = ig.chunk(3, 1)
+    hr, hi, hn = hg.chunk(3, 1)
+    r, z = (ir + hr).sigmoid(), (ii + hi).sigmoid()
+    n = torch.addcmul(in_, r, hn).tanh()
+    h_minus_n = alias(hx, d) - n
+    torch.addcmul(n, z, h_minus_n, out=alias(hy, d))
+    torch.cat((r, z, n, hn, h_minus_n), 1, out=alias(workspace, d))
+    return SUCCESS
+
+
+@library.register
+def diopiGruCellBackward(ctx, grad_input_gates, grad_hidden_gates, grad_hx, grad_input_bias, grad_hidden_bias,
+                              grad_hy, workspace, has_bias):
+    d = ctx.device
+    r, z, n, hn, h_minus_n = alias(workspace, d).chunk(5, 1)
+    go = alias(grad_hy, d)
+    d_n = go * (1 - z) * (1 - n * n)
+    d_r = d_n * hn * r * (1 - r)
+    d_z = go * h_minus_n * z * (1 - z)
+    gi, gh = alias(grad_input_gates, d), alias(grad_hidden_gates, d)
+    torch.cat((d_r, d_z, d_n), 1, out=gi)
+    torch.cat((d_r, d_z, d_n * r), 1, out=gh)
+    torch.mul(go, z, out=alias(grad_hx, d))
+    if grad_input_bias is not None:
+        torch.sum(gi, 0, out=alias(grad_input_bias, d))
+    if grad_hidden_bias is not None:
+        torch.sum(gh, 0, out=alias(grad_hidden_bias, d))
+    return SUCCESS
+
+
+@library.register
+def diopiChannelShuffle(ctx, out, input, groups):
+    d = ctx.device
+    alias(out, d).copy_(aten.native_channel_shuffle(alias(input, d), groups))
     return SUCCESS

@@ -49,7 +49,7 @@ def _foreach_kernel(name: str, overload, scalar_list: bool):
     declared = FUNCTIONS[name]
     params = declared.param_names
     functional = params[1] == "outs"
-    keywords = {"alpha"}  # kwarg-only in the ATen schemas
+    keywords = {"alpha", "memory_format"}  # kwarg-only in the ATen schemas
 
     def kernel(ctx, *args):
         d = ctx.device
@@ -101,7 +101,8 @@ def _register_foreach():
 
 
 # written out below: their ATen names or arguments do not follow the pattern
-_WRITTEN_OUT = {"diopiForeachNorm", "diopiForeachZeroInp", "diopiForeachCopyInp"}
+_WRITTEN_OUT = {"diopiForeachNorm", "diopiForeachPowsum", "diopiForeachPowScalarAndTensor", "diopiForeachZeroInp",
+                "diopiForeachCopyInp"}
 _register_foreach()
 
 
@@ -109,6 +110,20 @@ _register_foreach()
 def diopiForeachNorm(ctx, outs, inputs, ord, dtype):
     d = ctx.device
     outs[0] = _new(ctx, torch._foreach_norm(_native(inputs, d), ord, dtype=dtype))
+    return SUCCESS
+
+
+@library.register
+def diopiForeachPowsum(ctx, outs, inputs, ord, dtype):
+    d = ctx.device
+    outs[0] = _new(ctx, torch._foreach_powsum(_native(inputs, d), ord, dtype=dtype))
+    return SUCCESS
+
+
+@library.register
+def diopiForeachPowScalarAndTensor(ctx, outs, input, exponents):
+    d = ctx.device
+    outs[0] = _new(ctx, torch._foreach_pow(input, _native(exponents, d)))
     return SUCCESS
 
 
@@ -151,6 +166,16 @@ def _fused_sgd(ctx, params, grads, momentum_buffer_list, weight_decay, momentum,
     return SUCCESS
 
 
+def _fused_adagrad(ctx, params, grads, state_sums, state_steps, lr, lr_decay, weight_decay, eps, maximize,
+                   grad_scale, found_inf):
+    d = ctx.device
+    torch._fused_adagrad_(
+        _native(params, d), _native(grads, d), _native(state_sums, d), _native(state_steps, d), lr=_native(lr, d),
+        lr_decay=lr_decay, weight_decay=weight_decay, eps=eps, maximize=maximize,
+        grad_scale=_native(grad_scale, d), found_inf=_native(found_inf, d))
+    return SUCCESS
+
+
 def _named(kernel, name: str):
     """``kernel`` registered under ``name`` (one ATen kernel serves a float and a tensor lr)."""
 
@@ -166,7 +191,8 @@ for _name, _kernel in (("diopiFusedAdam", _fused_adam(torch._fused_adam_)),
                        ("diopiFusedAdamTensorLr", _fused_adam(torch._fused_adam_)),
                        ("diopiFusedAdamW", _fused_adam(torch._fused_adamw_)),
                        ("diopiFusedAdamWTensorLr", _fused_adam(torch._fused_adamw_)),
-                       ("diopiFusedSgd", _fused_sgd), ("diopiFusedSgdTensorLr", _fused_sgd)):
+                       ("diopiFusedSgd", _fused_sgd), ("diopiFusedSgdTensorLr", _fused_sgd),
+                       ("diopiFusedAdagrad", _fused_adagrad), ("diopiFusedAdagradTensorLr", _fused_adagrad)):
     library.register(_named(_kernel, _name))
 
 

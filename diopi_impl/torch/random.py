@@ -143,3 +143,61 @@ def diopiMultinomial(ctx, out, input, num_samples, replacement, generator):
     torch.multinomial(alias(input, d), num_samples, replacement, generator=native_generator(generator, d),
                       out=alias(out, d))
     return SUCCESS
+
+
+@library.register
+def diopiPoisson(ctx, out, input, generator):
+    d = ctx.device
+    alias(out, d).copy_(torch.poisson(alias(input, d), generator=native_generator(generator, d)))
+    return SUCCESS
+
+
+@library.register
+def diopiBinomial(ctx, out, count, prob, generator):
+    d = ctx.device
+    alias(out, d).copy_(torch.binomial(alias(count, d), alias(prob, d), generator=native_generator(generator, d)))
+    return SUCCESS
+
+
+@library.register
+def diopiStandardGamma(ctx, out, input, generator):
+    d = ctx.device
+    alias(out, d).copy_(torch._standard_gamma(alias(input, d), generator=native_generator(generator, d)))
+    return SUCCESS
+
+
+@library.register
+def diopiStandardGammaGrad(ctx, grad_input, input, output):
+    d = ctx.device
+    torch.ops.aten._standard_gamma_grad.out(alias(input, d), alias(output, d), out=alias(grad_input, d))
+    return SUCCESS
+
+
+@library.register
+def diopiSampleDirichlet(ctx, out, input, generator):
+    d = ctx.device
+    alias(out, d).copy_(torch._sample_dirichlet(alias(input, d), generator=native_generator(generator, d)))
+    return SUCCESS
+
+
+@library.register
+def diopiDirichletGrad(ctx, grad_input, x, alpha, total):
+    d = ctx.device
+    torch.ops.aten._dirichlet_grad.out(alias(x, d), alias(alpha, d), alias(total, d), out=alias(grad_input, d))
+    return SUCCESS
+
+
+@library.register
+def diopiRreluWithNoise(ctx, out, noise, input, lower, upper, training, generator):
+    d = ctx.device
+    torch.ops.aten.rrelu_with_noise.out(alias(input, d), alias(noise, d), lower, upper, training,
+                                        native_generator(generator, d), out=alias(out, d))
+    return SUCCESS
+
+
+@library.register
+def diopiRreluWithNoiseBackward(ctx, grad_input, grad_output, input, noise, lower, upper, training, self_is_result):
+    d = ctx.device
+    torch.ops.aten.rrelu_with_noise_backward.out(alias(grad_output, d), alias(input, d), alias(noise, d), lower,
+                                                 upper, training, self_is_result, out=alias(grad_input, d))
+    return SUCCESS

@@ -5,6 +5,7 @@ import torch
 from dipu import _C
 from dipu.diopi import SUCCESS
 from diopi_impl.torch import library
+from diopi_impl.torch.tensor import _require_copy
 
 alias = _C.alias
 
@@ -261,8 +262,6 @@ def diopiHistc(ctx, out, input, bins, min, max):
 
 @library.register
 def diopiBincount(ctx, out, input, weights, minlength):
-    from diopi_impl.torch.tensor import _require_copy
-
     d = ctx.device
     weights = None if weights is None else alias(weights, d)
     out[0] = _require_copy(ctx, torch.bincount(alias(input, d), weights, minlength))
@@ -305,4 +304,49 @@ def diopiSearchsorted(ctx, out, sorted_sequence, values, out_int32, right, side,
 def diopiBucketize(ctx, out, input, boundaries, out_int32, right):
     d = ctx.device
     torch.bucketize(alias(input, d), alias(boundaries, d), out_int32=out_int32, right=right, out=alias(out, d))
+    return SUCCESS
+
+
+@library.register
+def diopiNansum(ctx, out, input, dim):
+    d = ctx.device
+    x, o = alias(input, d), alias(out, d)
+    torch.nansum(x, _dims(dim), keepdim=_keepdim(o, x), dtype=o.dtype, out=o)
+    return SUCCESS
+
+
+@library.register
+def diopiMode(ctx, values, indices, input, dim):
+    d = ctx.device
+    x, v = alias(input, d), alias(values, d)
+    torch.mode(x, dim, keepdim=_keepdim(v, x), out=(v, alias(indices, d)))
+    return SUCCESS
+
+
+@library.register
+def diopiNanmedian(ctx, values, indices, input, dim):
+    d = ctx.device
+    x, v = alias(input, d), alias(values, d)
+    torch.nanmedian(x, dim, keepdim=_keepdim(v, x), out=(v, alias(indices, d)))
+    return SUCCESS
+
+
+@library.register
+def diopiNanmedianAll(ctx, out, input):
+    d = ctx.device
+    alias(out, d).copy_(torch.nanmedian(alias(input, d)))
+    return SUCCESS
+
+
+@library.register
+def diopiLogcumsumexp(ctx, out, input, dim):
+    d = ctx.device
+    aten._logcumsumexp.out(alias(input, d), dim, out=alias(out, d))
+    return SUCCESS
+
+
+@library.register
+def diopiRenorm(ctx, out, input, p, dim, maxnorm):
+    d = ctx.device
+    torch.renorm(alias(input, d), p, dim, maxnorm, out=alias(out, d))
     return SUCCESS

@@ -299,3 +299,208 @@ def diopiAddr(ctx, out, input, vec1, vec2, beta, alpha):
     d = ctx.device
     torch.addr(alias(input, d), alias(vec1, d), alias(vec2, d), beta=beta, alpha=alpha, out=alias(out, d))
     return SUCCESS
+
+
+@library.register
+def diopiUpsampleNearest3d(ctx, out, input, size, scales_d, scales_h, scales_w):
+    d = ctx.device
+    aten.upsample_nearest3d.out(alias(input, d), size, scales_d, scales_h, scales_w, out=alias(out, d))
+    return SUCCESS
+
+
+@library.register
+def diopiUpsampleTrilinear3d(ctx, out, input, size, align_corners, scales_d, scales_h, scales_w):
+    d = ctx.device
+    aten.upsample_trilinear3d.out(alias(input, d), size, align_corners, scales_d, scales_h, scales_w,
+                                  out=alias(out, d))
+    return SUCCESS
+
+
+@library.register
+def diopiUpsampleBicubic2d(ctx, out, input, size, align_corners, scales_h, scales_w):
+    d = ctx.device
+    aten.upsample_bicubic2d.out(alias(input, d), size, align_corners, scales_h, scales_w, out=alias(out, d))
+    return SUCCESS
+
+
+@library.register
+def diopiCross(ctx, out, input, other, dim):
+    d = ctx.device
+    torch.linalg.cross(alias(input, d), alias(other, d), dim=dim, out=alias(out, d))
+    return SUCCESS
+
+
+@library.register
+def diopiCdist(ctx, out, x1, x2, p, compute_mode):
+    d = ctx.device
+    alias(out, d).copy_(aten._cdist_forward(alias(x1, d), alias(x2, d), p, compute_mode))
+    return SUCCESS
+
+
+@library.register
+def diopiCdistBackward(ctx, grad_x1, grad_output, x1, x2, p, cdist):
+    d = ctx.device
+    alias(grad_x1, d).copy_(aten._cdist_backward(alias(grad_output, d), alias(x1, d), alias(x2, d), p,
+                                                 alias(cdist, d)))
+    return SUCCESS
+
+
+@library.register
+def diopiUpsampleNearest1dBackward(ctx, grad_input, grad_output, out_size, in_size, scales):
+    d = ctx.device
+    aten.upsample_nearest1d_backward.grad_input(alias(grad_output, d), out_size, in_size, scales,
+                                                grad_input=alias(grad_input, d))
+    return SUCCESS
+
+
+@library.register
+def diopiUpsampleLinear1dBackward(ctx, grad_input, grad_output, out_size, in_size, align_corners, scales):
+    d = ctx.device
+    aten.upsample_linear1d_backward.grad_input(alias(grad_output, d), out_size, in_size, align_corners, scales,
+                                               grad_input=alias(grad_input, d))
+    return SUCCESS
+
+
+@library.register
+def diopiUpsampleBicubic2dBackward(ctx, grad_input, grad_output, out_size, in_size, align_corners, scales_h,
+                                   scales_w):
+    d = ctx.device
+    aten.upsample_bicubic2d_backward.grad_input(alias(grad_output, d), out_size, in_size, align_corners, scales_h,
+                                                scales_w, grad_input=alias(grad_input, d))
+    return SUCCESS
+
+
+@library.register
+def diopiUpsampleNearest3dBackward(ctx, grad_input, grad_output, out_size, in_size, scales_d, scales_h, scales_w):
+    d = ctx.device
+    aten.upsample_nearest3d_backward.grad_input(alias(grad_output, d), out_size, in_size, scales_d, scales_h,
+                                                scales_w, grad_input=alias(grad_input, d))
+    return SUCCESS
+
+
+@library.register
+def diopiUpsampleTrilinear3dBackward(ctx, grad_input, grad_output, out_size, in_size, align_corners, scales_d,
+                                     scales_h, scales_w):
+    d = ctx.device
+    aten.upsample_trilinear3d_backward.grad_input(alias(grad_output, d), out_size, in_size, align_corners, scales_d,
+                                                  scales_h, scales_w, grad_input=alias(grad_input, d))
+    return SUCCESS
+
+
+@library.register
+def diopiUpsampleNearestExact2d(ctx, out, input, size, scales_h, scales_w):
+    d = ctx.device
+    aten._upsample_nearest_exact2d.out(alias(input, d), size, scales_h, scales_w, out=alias(out, d))
+    return SUCCESS
+
+
+@library.register
+def diopiUpsampleNearestExact2dBackward(ctx, grad_input, grad_output, out_size, in_size, scales_h, scales_w):
+    d = ctx.device
+    aten._upsample_nearest_exact2d_backward.grad_input(alias(grad_output, d), out_size, in_size, scales_h, scales_w,
+                                                       grad_input=alias(grad_input, d))
+    return SUCCESS
+
+
+@library.register
+def diopiPdist(ctx, out, input, p):
+    d = ctx.device
+    alias(out, d).copy_(aten._pdist_forward(alias(input, d), p))
+    return SUCCESS
+
+
+@library.register
+def diopiPdistBackward(ctx, grad_input, grad_output, input, p, pdist):
+    d = ctx.device
+    alias(grad_input, d).copy_(aten._pdist_backward(alias(grad_output, d), alias(input, d), p, alias(pdist, d)))
+    return SUCCESS
+
+
+def _write_all(outputs, results, d) -> None:
+    """Copy ATen's results into the given outputs, resizing those whose shape the CPU kernel chose differently."""
+    for output, result in zip(outputs, results):
+        if output is None:
+            continue
+        if output.shape != result.shape:
+            output.resize_(result.shape)
+        alias(output, d).copy_(result)
+
+
+@library.register
+def diopiLinalgInvEx(ctx, inverse, info, input, check_errors):
+    d = ctx.device
+    _write_all((inverse, info), aten.linalg_inv_ex(alias(input, d), check_errors=check_errors), d)
+    return SUCCESS
+
+
+@library.register
+def diopiLinalgDet(ctx, result, lu, pivots, input):
+    d = ctx.device
+    _write_all((result, lu, pivots), aten._linalg_det(alias(input, d)), d)
+    return SUCCESS
+
+
+@library.register
+def diopiLinalgSlogdet(ctx, sign, logabsdet, lu, pivots, input):
+    d = ctx.device
+    _write_all((sign, logabsdet, lu, pivots), aten._linalg_slogdet(alias(input, d)), d)
+    return SUCCESS
+
+
+@library.register
+def diopiLinalgCholeskyEx(ctx, l, info, input, upper, check_errors):
+    d = ctx.device
+    _write_all((l, info), aten.linalg_cholesky_ex(alias(input, d), upper=upper, check_errors=check_errors), d)
+    return SUCCESS
+
+
+@library.register
+def diopiLinalgSvd(ctx, u, s, vh, input, full_matrices, compute_uv, driver):
+    d = ctx.device
+    _write_all((u, s, vh), aten._linalg_svd(alias(input, d), full_matrices, compute_uv, driver=driver), d)
+    return SUCCESS
+
+
+@library.register
+def diopiLinalgQr(ctx, q, r, input, mode):
+    d = ctx.device
+    _write_all((q, r), aten.linalg_qr(alias(input, d), mode), d)
+    return SUCCESS
+
+
+@library.register
+def diopiLinalgSolveEx(ctx, result, lu, pivots, info, a, b, left, check_errors):
+    d = ctx.device
+    _write_all((result, lu, pivots, info),
+               aten._linalg_solve_ex(alias(a, d), alias(b, d), left=left, check_errors=check_errors), d)
+    return SUCCESS
+
+
+@library.register
+def diopiLinalgEigh(ctx, eigenvalues, eigenvectors, input, uplo, compute_v):
+    d = ctx.device
+    _write_all((eigenvalues, eigenvectors), aten._linalg_eigh(alias(input, d), uplo, compute_v), d)
+    return SUCCESS
+
+
+@library.register
+def diopiLinalgLuFactorEx(ctx, lu, pivots, info, input, pivot, check_errors):
+    d = ctx.device
+    _write_all((lu, pivots, info), aten.linalg_lu_factor_ex(alias(input, d), pivot=pivot, check_errors=check_errors),
+               d)
+    return SUCCESS
+
+
+@library.register
+def diopiLinalgSolveTriangular(ctx, out, input, b, upper, left, unitriangular):
+    d = ctx.device
+    alias(out, d).copy_(aten.linalg_solve_triangular(alias(input, d), alias(b, d), upper=upper, left=left,
+                                                     unitriangular=unitriangular))
+    return SUCCESS
+
+
+@library.register
+def diopiLinalgLuSolve(ctx, out, lu, pivots, b, left, adjoint):
+    d = ctx.device
+    alias(out, d).copy_(aten.linalg_lu_solve(alias(lu, d), alias(pivots, d), alias(b, d), left=left, adjoint=adjoint))
+    return SUCCESS

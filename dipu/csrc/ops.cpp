@@ -141,10 +141,10 @@ at::Tensor& set_empty(at::Tensor& self) {
 
 // ---- copies -----------------------------------------------------------------
 
-at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
-  TORCH_CHECK(self.sizes() == dst.sizes() || self.numel() == dst.numel(),
-              "copy: size mismatch, source ", self.sizes(), " vs destination ", dst.sizes());
-  if (self.numel() == 0) return dst;
+at::Tensor copy_from(const at::Tensor& source, const at::Tensor& dst, bool non_blocking) {
+  if (dst.numel() == 0) return dst;
+  // copy_ broadcasts its source; ATen hands it to _copy_from unexpanded.
+  at::Tensor self = source.sizes() == dst.sizes() ? source : source.expand(dst.sizes());
   if (vendor().has_alias) {
     at::Tensor src = on_dipu(self) ? native_alias(self) : self;
     at::Tensor out = on_dipu(dst) ? native_alias(dst) : dst;

@@ -1,15 +1,37 @@
 """Convolution kernels: ``impl:`` logic for convolution_overrideable and its backward.
 
 ATen routes convolutions on dipu to the ``*_overrideable`` ops with every
-parameter already expanded to one value per spatial dim. DIOPI's functions
-take no ``transposed`` flag, so transposed convolutions answer force-fallback
-and run on CPU.
+parameter already expanded to one value per spatial dim. DIOPI's convolution
+functions take no ``transposed`` flag: transposed convolutions call
+diopiConvTranspose2d(Backward) of the active op library instead (the CPU has
+no ``convolution_overrideable`` to fall back to), and answer force-fallback
+only where the library lacks them.
 """
 
 from __future__ import annotations
 
+import functools
+
 from dipu import _C
 from dipu.diopi.runtime import Status
+
+
+@functools.lru_cache(maxsize=None)
+def _transposed(name: str):
+    """The active op library's function ``name`` (None where it lacks it)."""
+    from dipu import vendor
+    from dipu.diopi.library import active_library_name, load_library
+
+    return load_library(active_library_name(vendor().diopi_impl)).get(name)
+
+
+def _transposed_output_size(input, weight, stride, padding, dilation, output_padding, groups) -> list[int]:
+    spatial = [
+        (size - 1) * step - 2 * pad + dil * (kernel - 1) + extra + 1
+        for size, kernel, step, pad, dil, extra in zip(input.shape[2:], weight.shape[2:], stride, padding, dilation,
+                                                       output_padding)
+    ]
+    return [input.shape[0], weight.shape[1] * groups, *spatial]
 
 
 def _output_size(input, weight, stride, padding, dilation) -> list[int]:
@@ -22,19 +44,30 @@ def _output_size(input, weight, stride, padding, dilation) -> list[int]:
 
 def convolution(diopi, ctx, input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
     if transposed:
-        return Status.FORCE_FALLBACK, None
+        transposed_conv = _transposed("diopiConvTranspose2d")
+        if transposed_conv is None:
+            return Status.FORCE_FALLBACK, None
+        out = _C.empty(_transposed_output_size(input, weight, stride, padding, dilation, output_padding, groups),
+                       input.dtype, ctx.device)
+        return transposed_conv(ctx, out, input, weight, bias, stride, padding, output_padding, groups, dilation), out
     out = _C.empty(_output_size(input, weight, stride, padding, dilation), input.dtype, ctx.device)
     return diopi(ctx, out, input, weight, bias, stride, padding, dilation, groups), out
 
 
 def convolution_backward(diopi, ctx, grad_output, input, weight, stride, padding, dilation, transposed,
                          output_padding, groups, output_mask):
-    if transposed:
-        return Status.FORCE_FALLBACK, None
     d = ctx.device
     grad_input = _C.empty(list(input.shape), input.dtype, d) if output_mask[0] else None
     grad_weight = _C.empty(list(weight.shape), weight.dtype, d) if output_mask[1] else None
-    grad_bias = _C.empty([weight.shape[0]], weight.dtype, d) if output_mask[2] else None
+    channels = weight.shape[1] * groups if transposed else weight.shape[0]
+    grad_bias = _C.empty([channels], weight.dtype, d) if output_mask[2] else None
+    if transposed:
+        transposed_backward = _transposed("diopiConvTranspose2dBackward")
+        if transposed_backward is None:
+            return Status.FORCE_FALLBACK, None
+        status = transposed_backward(ctx, grad_input, grad_weight, grad_bias, grad_output, input, weight, stride,
+                                     padding, dilation, output_padding, groups)
+        return status, (grad_input, grad_weight, grad_bias)
     status = diopi(ctx, grad_input, grad_weight, grad_bias, grad_output, input, weight, stride, padding,
                    dilation, groups)
     return status, (grad_input, grad_weight, grad_bias)

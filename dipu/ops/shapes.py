@@ -238,3 +238,27 @@ def linspace(start, end, steps, *_):
 
 def eye(n, m=None, *_):
     return (n, n if m is None else m), torch.get_default_dtype()
+
+
+# ---- coverage: the fused recurrent cells (see Note [Fused recurrent cells] in diopi_impl/torch/nn.py); the CPU
+# has no kernels for them, so no meta kernels either
+
+
+def fused_lstm_cell(input_gates, hidden_gates, cx, *_):
+    return (cx.shape, cx.dtype), (cx.shape, cx.dtype), (input_gates.shape, input_gates.dtype)
+
+
+def fused_lstm_cell_backward(grad_hy, grad_cy, cx, cy, workspace, has_bias, *_):
+    bias = ((workspace.shape[1],), workspace.dtype) if has_bias else None
+    return (workspace.shape, workspace.dtype), (cx.shape, cx.dtype), bias
+
+
+def fused_gru_cell(input_gates, hidden_gates, hx, *_):
+    return (hx.shape, hx.dtype), ((hx.shape[0], hx.shape[1] * 5), hx.dtype)
+
+
+def fused_gru_cell_backward(grad_hy, workspace, has_bias, *_):
+    batch, hidden = grad_hy.shape
+    gates = ((batch, hidden * 3), grad_hy.dtype)
+    bias = ((hidden * 3,), grad_hy.dtype) if has_bias else None
+    return gates, gates, (grad_hy.shape, grad_hy.dtype), bias, bias

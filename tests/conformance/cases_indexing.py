@@ -3,7 +3,7 @@
 
 import torch
 
-from conformance.cases_reduction import INTS, NUMERIC, SHAPES, layouts, one_dims, sweep
+from conformance.cases_reduction import NUMERIC, SHAPES, one_dims, reseeded, sweep
 from conformance.spec import FLOAT, Case, T
 
 aten = torch.ops.aten
@@ -78,7 +78,8 @@ def _scatter_args(shape, layout, value_name="src", value=None):
 SCATTER_SHAPES = ((), (7,), (3, 5), (2, 3, 4))
 for reduce in (None, "add", "multiply"):
     CASES += sweep("diopiScatter", lambda input, dim, index, src, reduce=reduce: (
-        torch.scatter(input, dim, index, src) if reduce is None else torch.scatter(input, dim, index, src, reduce=reduce)),
+        torch.scatter(input, dim, index, src) if reduce is None
+        else torch.scatter(input, dim, index, src, reduce=reduce)),
         lambda s, l, reduce=reduce: ({**a, "reduce": reduce} for a in _scatter_args(s, l)),
         NUMERIC if reduce else WITH_BOOL, SCATTER_SHAPES, note=f"reduce={reduce}")
     CASES += sweep("diopiScatterScalar", lambda input, dim, index, value, reduce=reduce: (
@@ -165,7 +166,8 @@ def _take_args(shape, layout, extra=()):
         n *= s
     for idx_shape in ((4,), (2, 3), ()):
         if n or not idx_shape or 0 in idx_shape:
-            yield {"input": T(shape, layout=layout), "index": index(idx_shape, n) if n else index((0,), 1), **dict(extra)}
+            yield {"input": T(shape, layout=layout), "index": index(idx_shape, n) if n else index((0,), 1),
+                   **dict(extra)}
 
 
 CASES += sweep("diopiTake", lambda input, index: torch.take(input, index), _take_args, WITH_BOOL,
@@ -174,7 +176,8 @@ for accumulate in (False, True):
     CASES += sweep("diopiPut", lambda input, index, source, accumulate: input.put(index, source, accumulate),
                    lambda s, l, acc=accumulate: ({**a, "source": T(a["index"].shape), "accumulate": acc}
                                                  for a in _take_args(s, l)), NUMERIC, ((), (7,), (3, 5), (2, 3, 4)))
-    CASES += sweep("diopiPutInp", lambda input, index, source, accumulate: [input.put_(index, source, accumulate)] and None,
+    CASES += sweep("diopiPutInp", lambda input, index, source, accumulate:
+                   [input.put_(index, source, accumulate)] and None,
                    lambda s, l, acc=accumulate: ({**a, "source": T(a["index"].shape), "accumulate": acc}
                                                  for a in _take_args(s, l)), NUMERIC, ((), (7,), (3, 5), (2, 3, 4)))
 CASES += sweep("diopiRepeatInterleave", lambda repeats, output_size: torch.repeat_interleave(repeats),
@@ -281,3 +284,60 @@ for name, fn in (("diopiAddbmm", torch.addbmm), ("diopiBaddbmm", torch.baddbmm))
                                             for b in (((s[1], 4) if name == "diopiAddbmm" else (s[0], s[1], 4)), (4,))
                                             for be, al in ((1, 1), (0, 2), (0.5, -1))),
                    (torch.float32, torch.float64, torch.bfloat16), ((2, 3, 5), (1, 1, 1), (0, 2, 3)))
+
+# ---- index_reduce, cross ----------------------------------------------------------------------------------------
+for reduce in ("prod", "mean", "amax", "amin"):
+    for include_self in (True, False):
+        CASES += sweep("diopiIndexReduce", lambda input, dim, index, source, reduce, include_self: torch.index_reduce(
+            input, dim, index, source, reduce, include_self=include_self), lambda s, l, r=reduce, i=include_self: (
+            {**a, "reduce": r, "include_self": i} for a in _index_dim_args(s, l)),
+            F32_64 + (torch.int64,), IDX_SHAPES[1:], at_least=3)
+CASES += sweep("diopiCross", lambda input, other, dim: torch.linalg.cross(input, other, dim=dim), lambda s, l: [
+    {"input": T(s, layout=l), "other": T(s), "dim": -1 if s[-1] == 3 else 0},
+    {"input": T(s, layout=l), "other": T((1,) * (len(s) - 1) + (3,) if s[-1] == 3 else (3, 1)),
+     "dim": -1 if s[-1] == 3 else 0}],
+    (torch.float32, torch.float64, torch.int64, torch.bfloat16), ((4, 3), (3, 5), (2, 4, 3), (0, 3)))
+
+# ---- linear-algebra decompositions (the same LAPACK call on both sides: results agree bit for bit) -------------------
+SQUARE = ((4, 4), (3, 4, 4), (1, 1), (0, 3, 3), (2, 0, 0))
+CASES += sweep("diopiLinalgInvEx", lambda input, check_errors: tuple(aten.linalg_inv_ex(input)),
+               lambda s, l: [{"input": T(s, layout=l), "check_errors": False}], F32_64, SQUARE)
+CASES += sweep("diopiLinalgDet", lambda input: tuple(aten._linalg_det(input)), lambda s, l: [{"input": T(s, layout=l)}],
+               F32_64, SQUARE)
+CASES += sweep("diopiLinalgSlogdet", lambda input: tuple(aten._linalg_slogdet(input)),
+               lambda s, l: [{"input": T(s, layout=l)}], F32_64, SQUARE)
+CASES += sweep("diopiLinalgCholeskyEx", lambda input, upper, check_errors: tuple(aten.linalg_cholesky_ex(
+    input, upper=upper)), lambda s, l: ({"input": T(s, layout=l), "upper": u, "check_errors": False}
+                                        for u in (False, True)),
+    F32_64, SQUARE, note="not positive definite: info reports where it stopped")
+CASES += sweep("diopiLinalgSvd", lambda input, full_matrices, compute_uv, driver: tuple(aten._linalg_svd(
+    input, full_matrices, compute_uv)), lambda s, l: ({"input": T(s, layout=l), "full_matrices": f, "compute_uv": c,
+                                                       "driver": None}
+                                                      for f, c in ((False, True), (True, True), (False, False))),
+    F32_64, ((4, 4), (3, 4, 2), (2, 5), (1, 1)), rtol=1e-5, atol=1e-5)
+CASES += sweep("diopiLinalgQr", lambda input, mode: tuple(aten.linalg_qr(input, mode)), lambda s, l: (
+    {"input": T(s, layout=l), "mode": m} for m in ("reduced", "complete", "r")), F32_64,
+    ((4, 4), (3, 4, 2), (2, 5), (0, 3)))
+CASES += sweep("diopiLinalgSolveEx", lambda a, b, left, check_errors: tuple(aten._linalg_solve_ex(a, b, left=left)),
+               lambda s, l: ({"a": T(s, layout=l), "b": T(s[:-1] + (2,) if left else s[:-2] + (2, s[-1])), "left": left,
+                              "check_errors": False} for left in (True, False)), F32_64, SQUARE[:3])
+CASES += sweep("diopiLinalgEigh", lambda input, uplo, compute_v: tuple(aten._linalg_eigh(input, uplo, compute_v)),
+               lambda s, l: ({"input": T(s, layout=l), "uplo": u, "compute_v": c}
+                             for u in ("L", "U") for c in (True, False)),
+               F32_64, SQUARE, rtol=1e-5, atol=1e-5)
+CASES += sweep("diopiLinalgLuFactorEx", lambda input, pivot, check_errors: tuple(aten.linalg_lu_factor_ex(input)),
+               lambda s, l: [{"input": T(s, layout=l), "pivot": True, "check_errors": False}], F32_64,
+               SQUARE + ((3, 5), (5, 3)))
+CASES += sweep("diopiLinalgSolveTriangular", lambda input, b, upper, left, unitriangular: aten.linalg_solve_triangular(
+    input, b, upper=upper, left=left, unitriangular=unitriangular), lambda s, l: (
+    {"input": T(s, layout=l, low=1, high=3), "b": T(s[:-1] + (2,) if left else s[:-2] + (2, s[-1])), "upper": up,
+     "left": left, "unitriangular": unit} for up, left, unit in ((True, True, False), (False, False, True),
+                                                                 (False, True, False))), F32_64, SQUARE[:3])
+CASES += sweep("diopiLinalgLuSolve", lambda lu, pivots, b, left, adjoint: aten.linalg_lu_solve(
+    lu, pivots, b, left=left, adjoint=adjoint), lambda s, l: (
+    {"lu": T(s, layout=l, low=1, high=3), "pivots": T(s[:-1], torch.int32, low=s[-1], high=s[-1] + 1),
+     "b": T(s[:-1] + (2,) if left else s[:-2] + (2, s[-1])), "left": left, "adjoint": adj}
+    for left, adj in ((True, False), (False, True), (True, True))), F32_64, SQUARE[:3],
+    note="pivots all n: a valid permutation")
+
+CASES = reseeded(CASES)

@@ -36,7 +36,8 @@ CASES += _filled("diopiUniformInp", lambda inout, from_, to: inout.uniform_(from
                  attrs=({"from_": 0.0, "to": 1.0}, {"from_": -2.0, "to": 5.0}))
 CASES += _filled("diopiNormalInp", lambda inout, mean, std: inout.normal_(mean, std),
                  attrs=({"mean": 0.0, "std": 1.0}, {"mean": 3.0, "std": 0.5}))
-CASES += _filled("diopiBernoulliScalar", lambda out, p: out.bernoulli_(p), FLOAT + (torch.int64, torch.uint8, torch.bool),
+CASES += _filled("diopiBernoulliScalar", lambda out, p: out.bernoulli_(p),
+                 FLOAT + (torch.int64, torch.uint8, torch.bool),
                  attrs=({"p": 0.5}, {"p": 0.0}, {"p": 0.9}), name="out")
 CASES += _filled("diopiExponentialInp", lambda inout, lambd: inout.exponential_(lambd),
                  attrs=({"lambd": 1.0}, {"lambd": 3.5}))
@@ -110,3 +111,43 @@ for dtype, shape, scale in itertools.product(FLOAT, SHAPES, (2.0, 1.25)):
                                                "scale": scale},
                       lambda grad_output, mask, scale: aten.native_dropout_backward(grad_output, mask, scale),
                       dtype=dtype))
+
+# distributions: poisson, binomial, gamma and dirichlet samples, and the gradients of their samples
+for dtype, shape, seed in itertools.product((torch.float32, torch.float64), SHAPES, SEEDS):
+    layout = "transposed" if len(shape) >= 2 else "contiguous"
+    CASES.append(Case("diopiPoisson", {"input": T(shape, layout=layout, low=0, high=8)},
+                      lambda input: torch.poisson(input), dtype=dtype, seed=seed))
+    CASES.append(Case("diopiBinomial", {"count": T(shape, low=0, high=20),
+                                        "prob": T(shape, layout=layout, low=0, high=1)},
+                      lambda count, prob: torch.binomial(count, prob),
+                      dtype=dtype, seed=seed))
+    CASES.append(Case("diopiStandardGamma", {"input": T(shape, layout=layout, low=0.2, high=4)},
+                      lambda input: torch._standard_gamma(input), dtype=dtype, seed=seed))
+    CASES.append(Case("diopiStandardGammaGrad", {"input": T(shape, low=0.2, high=4),
+                                                 "output": T(shape, layout=layout, low=0.1, high=3)},
+                      lambda input, output: aten._standard_gamma_grad(input, output), dtype=dtype))
+    CASES.append(Case("diopiDirichletGrad", {"x": T(shape, low=0.05, high=0.95), "alpha": T(shape, low=0.3, high=3),
+                                             "total": T(shape, layout=layout, low=3, high=6)},
+                      lambda x, alpha, total: aten._dirichlet_grad(x, alpha, total), dtype=dtype))
+for dtype, shape, seed in itertools.product((torch.float32, torch.float64), ((3,), (2, 4), (3, 1), (2, 3, 5)), SEEDS):
+    CASES.append(Case("diopiSampleDirichlet", {"input": T(shape, low=0.3, high=3)},
+                      lambda input: torch._sample_dirichlet(input), dtype=dtype, seed=seed))
+    CASES.append(Case("diopiSampleDirichlet", {"input": T(shape, low=0.3, high=3, layout="sliced")},
+                      lambda input: torch._sample_dirichlet(input), dtype=dtype, seed=seed, note="sliced"))
+
+# rrelu: random slopes for negative inputs while training (written to noise), the mean slope otherwise
+for dtype, shape, (lower, upper), training, seed in itertools.product(
+        FLOAT, SHAPES, ((0.125, 1 / 3), (0.1, 0.5)), (True, False), (0,)):
+    if training and dtype == torch.float16:
+        continue  # ATen's CPU kernel draws no float16 noise
+    layout = "transposed" if len(shape) >= 2 else "contiguous"
+    CASES.append(Case("diopiRreluWithNoise", {"noise": T(shape), "input": T(shape, layout=layout), "lower": lower,
+                                              "upper": upper, "training": training},
+                      lambda noise, input, lower, upper, training:
+                      aten.rrelu_with_noise(input, noise, lower, upper, training), dtype=dtype, seed=seed))
+    CASES.append(Case("diopiRreluWithNoiseBackward", {
+        "grad_output": T(shape, layout=layout), "input": T(shape), "noise": T(shape, low=0.1, high=0.3),
+        "lower": lower, "upper": upper, "training": training, "self_is_result": False},
+        lambda grad_output, input, noise, lower, upper, training, self_is_result:
+        aten.rrelu_with_noise_backward(grad_output, input, noise, lower, upper, training, self_is_result),
+        dtype=dtype))

@@ -23,10 +23,11 @@ def layouts(shape):
     return ("contiguous", "sliced") if len(shape) == 1 else ("contiguous",)
 
 
-def sweep(function, reference, make_args, dtypes, shapes, at_least=12, **kwargs):
+def sweep(function, reference, make_args, dtypes, shapes, at_least=8, limit=20, **kwargs):
     """Cases over shapes x ``make_args(shape, layout)``'s argument dicts, layouts and dtypes in rotation.
 
-    Every dtype, layout and argument combination is covered, but not their product: that keeps the suite fast.
+    Every dtype, layout and argument combination is covered, but not their product, and at most ``limit``
+    combinations per call (evenly spread): that keeps the suite fast.
     """
     combos = []
     for n, shape in enumerate(shapes):
@@ -34,9 +35,27 @@ def sweep(function, reference, make_args, dtypes, shapes, at_least=12, **kwargs)
         by_layout = {layout: list(make_args(shape, layout)) for layout in options}
         for i in range(len(by_layout[options[0]])):
             combos.append(by_layout[options[(i + n) % len(options)]][i])
+    if len(combos) > limit:  # an evenly spread subset, first and last kept
+        step = (len(combos) - 1) / (limit - 1)
+        combos = [combos[round(i * step)] for i in range(limit)]
     count = max(len(combos), len(dtypes), at_least) if combos else 0
     return [Case(function, combos[i % len(combos)], reference, dtype=dtypes[i % len(dtypes)], **kwargs)
             for i in range(count)]
+
+
+def reseeded(cases, minimum=20):
+    """``cases`` plus copies with other seeds (other random values) for functions with fewer than ``minimum``."""
+    import collections
+    import dataclasses
+
+    by_function = collections.defaultdict(list)
+    for case in cases:
+        by_function[case.function].append(case)
+    extra = []
+    for group in by_function.values():
+        for i in range(max(0, minimum - len(group))):
+            extra.append(dataclasses.replace(group[i % len(group)], seed=1 + i // len(group)))
+    return cases + extra
 
 
 def dim_lists(shape):
@@ -85,7 +104,7 @@ for keep in (False, True):
     CASES += sweep("diopiLogSumExp", lambda input, dim, keep=keep: torch.logsumexp(input, dim, keepdim=keep),
                    _input_and("dim", lambda s: [[0], [-1]] + ([[0, -1]] if len(s) >= 2 else [])),
                    FLOAT + (torch.int64,), SHAPES + EMPTY, note=f"keepdim={keep}")
-for keep, p in ((False, 2), (True, 1), (False, 3.5), (True, float("inf"))):
+for keep, p in ((False, 2), (True, 1), (False, float("inf"))):
     CASES += sweep("diopiNorm", lambda input, p, dim, keep=keep: torch.linalg.vector_norm(input, p, dim, keepdim=keep),
                    lambda shape, layout, p=p: ({"input": T(shape, layout=layout), "p": p, "dim": d}
                                                for d in dim_lists(shape)), F32_64, SHAPES, note=f"keepdim={keep}")
@@ -151,7 +170,8 @@ CASES += sweep("diopiBincount", lambda input, weights, minlength: torch.bincount
                                       for w in (None, T(shape, torch.float64, layout=layout)) for m in (0, 9)),
                (torch.float32,), ((0,), (7,), (30,)))
 CASES += sweep("diopiBincount", lambda input, weights, minlength: torch.bincount(input, weights, minlength),
-               lambda shape, layout: [{"input": T(shape, layout=layout, low=0, high=6), "weights": None, "minlength": 0}],
+               lambda shape, layout: [{"input": T(shape, layout=layout, low=0, high=6), "weights": None,
+                                       "minlength": 0}],
                (torch.int32, torch.uint8, torch.int16), ((7,), (30,)))
 
 # ---- scans -------------------------------------------------------------------------------------------
@@ -190,3 +210,22 @@ CASES += sweep("diopiBucketize", lambda input, boundaries, out_int32, right: tor
     input, boundaries, out_int32=out_int32, right=right), lambda shape, layout: [
     {"input": T(shape, layout=layout), "boundaries": T((6,), low=-3, high=3), "out_int32": o, "right": r}
     for o, r in ((False, False), (True, True))], (torch.float32, torch.float64, torch.int64), SHAPES + EMPTY)
+
+# ---- nan-aware reductions, mode, logcumsumexp, renorm --------------------------------------------------------
+for keep in (False, True):
+    CASES += sweep("diopiNansum", lambda input, dim, keep=keep: torch.nansum(input, dim, keepdim=keep) if dim else (
+        torch.nansum(input).reshape([1] * input.dim()) if keep else torch.nansum(input)),
+        _input_and("dim", dim_lists), NUMERIC, SHAPES + EMPTY, note=f"keepdim={keep}")
+    CASES += sweep("diopiMode", lambda input, dim, keep=keep: tuple(torch.mode(input, dim, keep)),
+                   lambda s, l: ({"input": T(s, layout=l, low=-2, high=2), "dim": d} for d in one_dims(s)),
+                   NUMERIC, SHAPES, note=f"keepdim={keep}, many ties")
+    CASES += sweep("diopiNanmedian", lambda input, dim, keep=keep: tuple(torch.nanmedian(input, dim, keep)),
+                   _input_and("dim", one_dims), NUMERIC, SHAPES, note=f"keepdim={keep}")
+CASES += sweep("diopiNanmedianAll", lambda input: torch.nanmedian(input), _input_only, NUMERIC, SHAPES, at_least=21)
+CASES += sweep("diopiLogcumsumexp", lambda input, dim: torch.logcumsumexp(input, dim), _input_and("dim", one_dims),
+               FLOAT, SHAPES + EMPTY)
+CASES += sweep("diopiRenorm", lambda input, p, dim, maxnorm: torch.renorm(input, p, dim, maxnorm), lambda s, l: (
+    {"input": T(s, layout=l), "p": p, "dim": d, "maxnorm": m} for d in one_dims(s) for p, m in ((2, 1.0), (1, 5.0))),
+    F32_64 + (torch.bfloat16,), SHAPES[2:])
+
+CASES = reseeded(CASES)

@@ -131,7 +131,7 @@ def run_case(function, case: Case) -> None:
                 _compare(f"output {param.name}", actual, expected_by_name[param.name], case)
         elif param.kind.is_output:
             _compare(f"in-place {param.name}", value, reference_args[param.name], case)
-        elif param.kind.is_tensor and isinstance(cpu[param.name], (torch.Tensor, list)):
+        elif param.kind.is_tensor and isinstance(cpu.get(param.name), (torch.Tensor, list)):
             original = cpu[param.name]
             actual = value.cpu() if isinstance(value, torch.Tensor) else [v.cpu() for v in value]
             torch.testing.assert_close(actual, original, rtol=0, atol=0, equal_nan=True,

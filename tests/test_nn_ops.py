@@ -1,0 +1,296 @@
+"""Reductions, sorting, indexing, joining, shape ops, nn layers and losses run on dipu kernels (no CPU
+fallback) through the public torch API, functional, in place, with out= and under autograd, and match CPU."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import dipu
+
+
+def inputs():
+    g = torch.Generator().manual_seed(0)
+    return {
+        "x": torch.randn(3, 4, 5, generator=g), "v": torch.randn(5, generator=g),
+        "i": torch.randint(-4, 5, (3, 4, 5), generator=g), "idx": torch.tensor([2, 0, 2]),
+        "img": torch.randn(2, 3, 6, 7, generator=g), "q": torch.randn(2, 4, 8, 16, generator=g),
+        "scatter_index": torch.randint(0, 3, (3, 4, 5), generator=g), "mask": torch.rand(3, 4, 5, generator=g) > 0.5,
+        "seq": torch.arange(-3.0, 3.0, 0.5), "prob": torch.rand(2, 3, 6, 7, generator=g),
+        "classes": torch.randint(0, 3, (2, 6, 7), generator=g), "vol": torch.randn(1, 2, 4, 5, 6, generator=g),
+        "grid": torch.rand(2, 4, 5, 2, generator=g) * 2.2 - 1.1, "w": torch.randn(3, 2, 3, 3, generator=g),
+        "sq": torch.randn(3, 4, 4, generator=g, dtype=torch.float64),
+        "spd": torch.eye(4, dtype=torch.float64) * 4 + torch.full((4, 4), 0.5, dtype=torch.float64),
+    }
+
+
+CASES = {
+    # reductions
+    "prod dim": lambda t: t["x"].prod(1), "prod all int": lambda t: t["i"].prod(), "amax": lambda t: t["x"].amax((0, 2)),
+    "amin keepdim": lambda t: t["x"].amin(1, keepdim=True), "min dim": lambda t: t["x"].min(1),
+    "min/max all": lambda t: (t["x"].min(), t["x"].max()), "argmax": lambda t: t["x"].argmax(),
+    "argmax dim": lambda t: t["x"].argmax(1, keepdim=True), "argmin dim": lambda t: t["i"].argmin(2),
+    "any/all": lambda t: ((t["x"] > 0).any(1), (t["x"] > -9).all(), t["i"].any()),
+    "norm": lambda t: (t["x"].norm(), t["x"].norm(p=1, dim=1), torch.linalg.vector_norm(t["x"], float("inf"), (0, 2))),
+    "var/std": lambda t: (t["x"].var(1), t["x"].std(), t["x"].var(0, unbiased=False, keepdim=True)),
+    "var_mean/std_mean": lambda t: (*torch.var_mean(t["x"], 1), *torch.std_mean(t["x"], correction=0)),
+    "logsumexp": lambda t: t["x"].logsumexp(1), "cumsum/cumprod": lambda t: (t["x"].cumsum(1), t["i"].cumsum(0),
+                                                                              t["x"].cumprod(2)),
+    "cummax/cummin": lambda t: (*t["x"].cummax(1), *t["i"].cummin(0)), "median": lambda t: (*t["x"].median(1),
+                                                                                            t["x"].median()),
+    "aminmax": lambda t: (*torch.aminmax(t["x"]), *torch.aminmax(t["x"], dim=1)),
+    "count_nonzero/trace": lambda t: (torch.count_nonzero(t["i"], 1), t["x"][0].trace()),
+    "histc/bincount": lambda t: (t["x"].histc(7), (t["i"].flatten() + 4).bincount()),
+    # sorting and searching
+    "sort": lambda t: (*t["x"].sort(1), *t["i"].sort(stable=True, dim=0, descending=True)),
+    "topk/kthvalue": lambda t: (*t["x"].topk(2), *t["x"].kthvalue(2, 1)),
+    "searchsorted/bucketize": lambda t: (torch.searchsorted(t["seq"], t["x"]), torch.bucketize(t["x"], t["seq"])),
+    "unique": lambda t: (*torch.unique(t["i"], return_inverse=True, return_counts=True),
+                         *torch.unique(t["i"] % 2, dim=0, return_inverse=True)),
+    "unique_consecutive": lambda t: torch.unique_consecutive(t["i"].flatten() // 3, return_counts=True),
+    # indexing
+    "index": lambda t: (t["x"][t["idx"]], t["x"][:, t["idx"].cpu()], t["x"][t["mask"]], t["x"][..., t["idx"], None]),
+    "index put": lambda t: _setitem(t["x"].clone(), t["idx"], 1.5),
+    "index put accumulate": lambda t: t["x"].clone().index_put_((t["idx"],), torch.ones_like(t["x"][:3]), True),
+    "index put mask": lambda t: _setitem(t["x"].clone(), t["mask"], 0.0),
+    "scatter": lambda t: (t["x"].scatter(0, t["scatter_index"], t["x"] * 2), t["x"].scatter(0, t["scatter_index"], 3.0),
+                          t["x"].scatter_add(0, t["scatter_index"], t["x"]),
+                          t["x"].scatter_reduce(0, t["scatter_index"], t["x"], "amax", include_self=False)),
+    "scatter_ inplace": lambda t: t["x"].clone().scatter_(1, t["scatter_index"], 1.0, reduce="multiply"),
+    "gather": lambda t: t["x"].gather(0, t["scatter_index"]),
+    "index_add/copy/fill": lambda t: (t["x"].index_add(1, t["idx"], torch.ones_like(t["x"][:, :3]), alpha=2),
+                                      t["x"].index_copy(0, t["idx"][:2] - 1 + 1, t["x"][:2]),
+                                      t["x"].index_fill(2, t["idx"], -1.0),
+                                      t["x"].clone().index_fill_(1, t["idx"], t["x"].new_tensor(7.0))),
+    "masked_scatter/take/put": lambda t: (t["x"].masked_scatter(t["mask"], -t["x"]), t["x"].take(t["idx"] * 9),
+                                          t["x"].clone().put_(t["idx"], t["v"][:3], accumulate=True)),
+    "repeat_interleave": lambda t: (t["x"].repeat_interleave(2, dim=1), torch.repeat_interleave(t["idx"])),
+    # joining, shape ops, creation, linear algebra
+    "stack/flip/roll": lambda t: (torch.stack([t["x"], t["x"]], 1), t["x"].flip(0, 2), t["x"].roll(2, 1)),
+    "repeat/tile/tril": lambda t: (t["x"].repeat(2, 1, 1), t["v"].tile(3), t["x"].tril(1), t["x"].clone().tril_(-1)),
+    "pads": lambda t: (F.pad(t["img"], (1, 2, 3, 4), value=2.0), F.pad(t["img"], (1, 2, 3, 4), mode="reflect"),
+                       F.pad(t["img"], (1, 2, 3, 4), mode="replicate"), F.pad(t["x"], (1, 2), mode="circular")),
+    "interpolate": lambda t: (F.interpolate(t["img"], scale_factor=2), F.interpolate(t["img"], size=(9, 11), mode="bilinear"),
+                              F.interpolate(t["x"], scale_factor=1.5, mode="linear", align_corners=True)),
+    "unfold/fold": lambda t: F.fold(F.unfold(t["img"], 3, padding=1), (6, 7), 3, padding=1),
+    "dot/mv/outer/addr": lambda t: (t["v"].dot(t["v"]), t["x"][0].mv(t["v"]), torch.outer(t["v"], t["v"]),
+                                    torch.addr(t["x"][0, :, :4], t["v"][:4], t["v"][:4], beta=0.5)),
+    "addmv/addbmm/baddbmm": lambda t: (torch.addmv(t["v"][:4], t["x"][0], t["v"]),
+                                       torch.addbmm(t["x"][0, :, :4], t["x"], t["x"].transpose(1, 2)),
+                                       torch.baddbmm(t["x"][:, :, :4], t["x"], t["x"].transpose(1, 2), alpha=2)),
+    # nn layers and losses
+    "group_norm": lambda t: F.group_norm(t["img"], 3, t["v"][:3], t["v"][1:4]),
+    "adaptive_max_pool2d": lambda t: F.adaptive_max_pool2d(t["img"], (2, 3), return_indices=True),
+    "cross_entropy 2d": lambda t: F.cross_entropy(t["img"], t["classes"]),
+    "smooth_l1/huber/l1": lambda t: (F.smooth_l1_loss(t["img"], t["prob"], beta=0.5),
+                                     F.huber_loss(t["img"], t["prob"], delta=0.5, reduction="none"),
+                                     F.l1_loss(t["img"], t["prob"])),
+    "bce": lambda t: (F.binary_cross_entropy(t["prob"].clamp(0.05, 0.95), t["prob"].round()),
+                      F.binary_cross_entropy_with_logits(t["img"], t["prob"], pos_weight=t["v"][:1].abs() + 1)),
+    "kl_div": lambda t: F.kl_div(t["img"].log_softmax(1), t["prob"].softmax(1), reduction="batchmean"),
+    "sdpa": lambda t: F.scaled_dot_product_attention(t["q"], t["q"], t["q"], is_causal=True),
+    "conv_transpose2d": lambda t: (F.conv_transpose2d(t["img"], t["w"], stride=2, padding=1, output_padding=1),
+                                   F.conv_transpose2d(t["img"][:, :2], t["w"][:2], t["v"][:4], groups=2, dilation=2),
+                                   F.conv_transpose1d(t["x"], t["x"].transpose(0, 1)[:, :2, :3])),
+    "nan reductions": lambda t: (_nans(t["x"]).nansum(1), _nans(t["x"]).nanmean(), *_nans(t["x"]).nanmedian(2),
+                                 _nans(t["x"]).nanmedian(), *t["i"].mode(1)),
+    "logcumsumexp/cross/renorm": lambda t: (t["x"].logcumsumexp(1), torch.linalg.cross(t["x"][..., :3], t["x"][..., 2:]),
+                                            t["x"].renorm(2, 0, 1.0)),
+    "index_reduce": lambda t: t["x"].index_reduce(0, t["idx"], t["x"], "amax", include_self=False),
+    "pool3d": lambda t: (*F.max_pool3d(t["vol"], 2, return_indices=True), F.avg_pool3d(t["vol"], 2, ceil_mode=True),
+                         F.adaptive_avg_pool3d(t["vol"], 3), F.local_response_norm(t["img"], 2)),
+    "resample": lambda t: (F.interpolate(t["vol"], scale_factor=2), F.interpolate(t["vol"], size=(5, 6, 7), mode="trilinear"),
+                           F.interpolate(t["img"], scale_factor=2, mode="bicubic"),
+                           F.interpolate(t["img"], scale_factor=1.7, mode="nearest-exact")),
+    "grid_sample": lambda t: F.grid_sample(t["img"], t["grid"], mode="bilinear", padding_mode="border",
+                                           align_corners=False),
+    "cdist/pdist": lambda t: (torch.cdist(t["x"], t["x"] * 2), torch.cdist(t["x"], t["x"], p=1), F.pdist(t["x"][0])),
+    "embedding_bag": lambda t: (F.embedding_bag(t["idx"], t["x"][0], torch.zeros(1, dtype=torch.long, device=t["idx"].device)),
+                                F.embedding_bag(t["idx"].reshape(1, 3), t["x"][0], mode="max")),
+    "multi_margin/max_unpool": lambda t: (F.multi_margin_loss(t["x"][0], t["idx"][:4].repeat(2)[:4], p=2, margin=0.5),
+                                          F.max_unpool2d(*F.max_pool2d(t["img"], 2, return_indices=True), 2,
+                                                        output_size=t["img"].shape[-2:])),
+    "linalg": lambda t: (torch.linalg.inv(t["spd"]), torch.linalg.det(t["sq"]), *torch.linalg.slogdet(t["sq"]),
+                         torch.linalg.cholesky(t["spd"]), *torch.linalg.svd(t["sq"]), *torch.linalg.qr(t["x"][:, :, :3]),
+                         torch.linalg.solve(t["spd"], t["sq"][:, :, :2]), *torch.linalg.eigh(t["spd"]),
+                         *torch.linalg.lu_factor(t["sq"]), torch.linalg.solve_triangular(t["spd"].triu(), t["sq"], upper=True)),
+    "weight_norm/multilabel": lambda t: (torch._weight_norm(t["x"], t["x"].norm(dim=(1, 2), keepdim=True), 0),
+                                         F.multilabel_margin_loss(t["x"][0], t["idx"][:1].repeat(4, 5) - 1)),
+}
+
+
+def _nans(x):
+    return x.masked_fill(x < -1, float("nan"))
+
+
+def _setitem(x, index, value):
+    x[index] = value
+    return x
+
+
+def _to(value, device):
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, dict):
+        return {k: _to(v, device) for k, v in value.items()}
+    return value
+
+
+def _check(expected, actual):
+    if isinstance(expected, (tuple, list)):
+        assert len(expected) == len(actual)
+        for e, a in zip(expected, actual):
+            _check(e, a)
+        return
+    assert actual.device.type == "dipu"
+    torch.testing.assert_close(actual.cpu(), expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_op_matches_cpu_without_fallback(name):
+    cpu_inputs = inputs()
+    expected = CASES[name](cpu_inputs)
+    dev_inputs = _to(inputs(), "dipu")
+    dipu.reset_fallback_counts()
+    actual = CASES[name](dev_inputs)
+    assert dipu.fallback_counts() == {}
+    _check(expected, actual)
+
+
+def test_out_variants_write_into_given_tensors():
+    t = _to(inputs(), "dipu")
+    dipu.reset_fallback_counts()
+    out = torch.empty(0, device="dipu")
+    assert torch.cumsum(t["x"], 1, out=out) is out and out.shape == (3, 4, 5)
+    values, indices = torch.empty(0, device="dipu"), torch.empty(0, dtype=torch.long, device="dipu")
+    torch.sort(t["x"], 1, out=(values, indices))
+    torch.testing.assert_close(values.cpu(), inputs()["x"].sort(1).values)
+    argmax = torch.empty(0, dtype=torch.long, device="dipu")
+    torch.argmax(t["x"], 1, out=argmax)
+    assert argmax.cpu().equal(inputs()["x"].argmax(1))
+    gathered = torch.empty(0, device="dipu")
+    torch.gather(t["x"], 0, t["scatter_index"], out=gathered)
+    assert gathered.cpu().equal(inputs()["x"].gather(0, inputs()["scatter_index"]))
+    created = (torch.linspace(0, 1, 5, device="dipu"), torch.eye(3, 2, device="dipu"), torch.arange(4, device="dipu"),
+               torch.logspace(0, 2, 3, device="dipu"))
+    for got, want in zip(created, (torch.linspace(0, 1, 5), torch.eye(3, 2), torch.arange(4), torch.logspace(0, 2, 3))):
+        assert got.device.type == "dipu" and got.cpu().equal(want)
+    assert dipu.fallback_counts() == {}
+
+
+BACKWARD = {
+    "index": lambda x: x[torch.tensor([0, 0, 1], device=x.device)] * 2,
+    "gather/scatter": lambda x: x.gather(1, torch.zeros(2, 3, 6, 7, dtype=torch.long, device=x.device)).scatter_add(
+        0, torch.ones(2, 3, 6, 7, dtype=torch.long, device=x.device), x),
+    "pad reflect": lambda x: F.pad(x, (1, 2, 3, 1), mode="reflect"),
+    "pad replicate": lambda x: F.pad(x, (1, 2, 3, 1), mode="replicate"),
+    "upsample nearest": lambda x: F.interpolate(x, scale_factor=2),
+    "upsample bilinear": lambda x: F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=True),
+    "group norm": lambda x: F.group_norm(x, 3) * torch.arange(7.0, device=x.device),
+    "adaptive max pool": lambda x: F.adaptive_max_pool2d(x, 3),
+    "smooth l1": lambda x: F.smooth_l1_loss(x, torch.zeros_like(x)),
+    "huber": lambda x: F.huber_loss(x, torch.ones_like(x), delta=0.3),
+    "bce": lambda x: F.binary_cross_entropy(x.sigmoid(), torch.full_like(x, 0.3)),
+    "bce with logits": lambda x: F.binary_cross_entropy_with_logits(x, torch.ones_like(x)),
+    "cross entropy 2d": lambda x: F.cross_entropy(x, torch.ones(2, 6, 7, dtype=torch.long, device=x.device)),
+    "sort/topk/cumsum": lambda x: x.sort(1).values.cumsum(2) + x.topk(2, 3).values.sum(),
+    "norm/var/logsumexp": lambda x: x.norm(dim=1) + x.var(1) + x.logsumexp(1),
+    "sdpa": lambda x: F.scaled_dot_product_attention(x, x, x, is_causal=True),
+    "conv transpose": lambda x: F.conv_transpose2d(x, torch.linspace(-1, 1, 54, device=x.device).reshape(3, 2, 3, 3),
+                                                   stride=2, padding=1, output_padding=1),
+    "3d pools": lambda x: F.max_pool3d(x, 2) * 2 + F.avg_pool3d(x, 2).sum() + F.adaptive_avg_pool3d(x, 2).sum(),
+    "resample": lambda x: F.interpolate(x, scale_factor=2, mode="bicubic").sum()
+    + F.interpolate(x, scale_factor=1.5, mode="nearest-exact").sum()
+    + F.interpolate(x.unsqueeze(0), scale_factor=2, mode="trilinear").sum()
+    + F.interpolate(x.unsqueeze(0), scale_factor=2).sum() + F.interpolate(x.flatten(2), scale_factor=2).sum()
+    + F.interpolate(x.flatten(2), scale_factor=2, mode="linear").sum(),
+    "grid sample": lambda x: F.grid_sample(x, torch.linspace(-1.1, 1.1, 2 * 4 * 5 * 2, device=x.device).reshape(2, 4, 5, 2),
+                                           align_corners=True),
+    "cdist/pdist": lambda x: torch.cdist(x, x * 2 + 1).sum() + F.pdist(x[0, 0]).sum(),
+    "embedding bag": lambda x: sum(F.embedding_bag(torch.tensor([[0, 2, 1], [3, 3, 0]], device=x.device), x[0, 0], mode=m,
+                                                   padding_idx=p).sum() for m, p in (("sum", None), ("mean", 1), ("max", None))),
+    "multi margin": lambda x: F.multi_margin_loss(x[0, 0], torch.arange(6, device=x.device) % 7, p=2),
+    "weight norm": lambda x: torch._weight_norm(x, x.flatten(1).norm(dim=1).reshape(2, 1, 1, 1) * 2, 0),
+    "linalg": lambda x: torch.linalg.det(x[0, :, :3, :3]) + torch.linalg.inv(x[0, :, :3, :3]).sum()
+    + torch.linalg.svdvals(x[0]).sum() + torch.linalg.qr(x[0]).R.sum(),
+}
+
+
+def test_embedding_max_norm_renormalizes_rows_in_place():
+    torch.manual_seed(0)
+    cpu = torch.nn.Embedding(10, 3, max_norm=1.0)
+    dev = torch.nn.Embedding(10, 3, max_norm=1.0).to("dipu")
+    dev.weight.data.copy_(cpu.weight.data)
+    index = torch.tensor([1, 2, 2, 5])
+    dipu.reset_fallback_counts()
+    torch.testing.assert_close(dev(index.to("dipu")).cpu(), cpu(index))
+    torch.testing.assert_close(dev.weight.detach().cpu(), cpu.weight.detach())
+    assert dipu.fallback_counts() == {}
+
+
+@pytest.mark.parametrize("name", list(BACKWARD))
+def test_backward_matches_cpu_without_fallback(name):
+    base = inputs()["img"]
+    grads = []
+    for device in ("cpu", "dipu"):
+        x = base.to(device).detach().requires_grad_()
+        dipu.reset_fallback_counts()
+        BACKWARD[name](x).sum().backward()
+        if device == "dipu":
+            assert dipu.fallback_counts() == {}
+        grads.append(x.grad)
+    torch.testing.assert_close(grads[1].cpu(), grads[0], rtol=1e-4, atol=1e-5)
+
+
+def test_errors_match_aten():
+    x = torch.randn(3, 4, device="dipu")
+    with pytest.raises(IndexError):
+        x[torch.tensor([5], device="dipu")]
+    with pytest.raises(RuntimeError):
+        torch.empty(0, device="dipu").amax()
+    with pytest.raises(RuntimeError):
+        x.gather(0, torch.tensor([[7]], device="dipu"))
+
+
+def test_ctc_loss_embedding_bag_weights_and_adaptive_max_pool3d_train_on_dipu():
+    g = torch.Generator().manual_seed(0)
+    log_probs, weight = torch.randn(6, 2, 5, generator=g).log_softmax(2), torch.randn(10, 3, generator=g)
+    per_sample, volume = torch.rand(6, generator=g), torch.randn(1, 2, 5, 6, 7, generator=g)
+    targets, bags = torch.tensor([[1, 2, 2], [3, 1, 0]]), torch.tensor([1, 2, 3, 1, 0, 5])
+
+    def run(device):
+        leaves = [t.to(device).detach().requires_grad_() for t in (log_probs, weight, per_sample, volume)]
+        lp, w, psw, vol = leaves
+        loss = F.ctc_loss(lp, targets.to(device), torch.tensor([6, 5]), torch.tensor([3, 2]), zero_infinity=True)
+        loss = loss + F.embedding_bag(bags.to(device), w, torch.tensor([0, 2], device=device), per_sample_weights=psw,
+                                      mode="sum").pow(2).sum()
+        loss = loss + F.adaptive_max_pool3d(vol, (2, 3, 4)).sum()
+        loss.backward()
+        return [loss] + [leaf.grad for leaf in leaves]
+
+    expected = run("cpu")
+    dipu.reset_fallback_counts()
+    actual = run("dipu")
+    assert dipu.fallback_counts() == {}
+    _check(expected, actual)
+
+
+@pytest.mark.parametrize("cls, kwargs", [
+    (torch.nn.LSTM, {"num_layers": 2, "bidirectional": True}), (torch.nn.LSTM, {"bias": False, "proj_size": 3}),
+    (torch.nn.GRU, {"num_layers": 2}), (torch.nn.GRU, {"bias": False, "batch_first": True}),
+])
+def test_recurrent_layers_train_on_dipu(cls, kwargs):
+    """LSTM/GRU use the fused cells off the CPU, which the CPU cannot run: they must never fall back."""
+    torch.manual_seed(0)
+    cpu = cls(8, 6, **kwargs).double()
+    dev = cls(8, 6, **kwargs).double().to("dipu")
+    dev.load_state_dict(cpu.state_dict())
+    x = torch.randn(5, 2, 8, dtype=torch.float64)
+    dipu.reset_fallback_counts()
+    results = []
+    for module, inp in ((cpu, x.clone().requires_grad_()), (dev, x.to("dipu").requires_grad_())):
+        out, state = module(inp)
+        hidden = state[0] if isinstance(state, tuple) else state
+        (out.sum() + hidden.pow(2).sum()).backward()
+        results.append([out, hidden, inp.grad] + [p.grad for p in module.parameters()])
+    assert dipu.fallback_counts() == {}
+    _check(results[0], results[1])
