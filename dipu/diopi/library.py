@@ -121,16 +121,7 @@ def _as_library(obj, where: str) -> OpLibrary:
 
 
 def load_library(name: str) -> OpLibrary:
-    """The op library called ``name``; see Note [Declared dtypes]
-A function may declare the dtypes it supports (``@library.register(dtypes=...)``,
-data, checked against the first tensor input). For such a function ``get``
-returns a guard that answers ``FORCE_FALLBACK`` for other dtypes, so the
-generated kernel runs the op through the CPU fallback instead of failing. (A
-kernel that itself answers ``DTYPE_NOT_SUPPORTED`` reports an error: it claimed
-a dtype it cannot handle.)
-Functions without a declaration pay nothing: ``get`` returns them as they are.
-
-Note [Choosing the op library]."""
+    """The op library called ``name``; see Note [Choosing the op library]."""
     for entry_point in metadata.entry_points(group=ENTRY_POINT_GROUP):
         if entry_point.name == name:
             return _as_library(entry_point.load(), f"entry point '{name}' ({entry_point.value})")
