@@ -6,6 +6,7 @@ from dipu import _C
 from dipu.diopi import SUCCESS
 from dipu.diopi.runtime import Status
 from diopi_impl.torch import library
+from diopi_impl.torch._aten import fast_aten
 
 alias = _C.alias
 aten = torch.ops.aten
@@ -78,7 +79,7 @@ def diopiNLLLossV2Backward(ctx, grad_input, grad_output, input, target, weight, 
 def diopiMSELoss(ctx, out, input, target, reduction):
     d = ctx.device
     # ATen's mse_loss.out uses `out` as scratch space of the input's size, which an alias cannot grow to
-    alias(out, d).copy_(aten.mse_loss(alias(input, d), alias(target, d), reduction))
+    alias(out, d).copy_(fast_aten.mse_loss(alias(input, d), alias(target, d), reduction))
     return SUCCESS
 
 
@@ -93,7 +94,7 @@ def diopiMSELossBackward(ctx, grad_input, grad_output, input, target, reduction)
 @library.register
 def diopiLayerNorm(ctx, out, save_mean, save_invstd, input, weight, bias, normalized_shape, eps):
     d = ctx.device
-    results = aten.native_layer_norm(alias(input, d), normalized_shape, _optional(weight, d),
+    results = fast_aten.native_layer_norm(alias(input, d), normalized_shape, _optional(weight, d),
                                      _optional(bias, d), eps)
     _write((out, save_mean, save_invstd), results, d)
     return SUCCESS
@@ -104,7 +105,7 @@ def diopiLayerNormBackward(ctx, grad_input, grad_weight, grad_bias, grad_output,
                            rstd, normalized_shape):
     d = ctx.device
     outputs = (grad_input, grad_weight, grad_bias)
-    results = aten.native_layer_norm_backward(
+    results = fast_aten.native_layer_norm_backward(
         alias(grad_output, d), alias(input, d), normalized_shape, alias(mean, d), alias(rstd, d),
         _optional(weight, d), _optional(bias, d), [o is not None for o in outputs])
     _write(outputs, results, d)
@@ -115,7 +116,7 @@ def diopiLayerNormBackward(ctx, grad_input, grad_weight, grad_bias, grad_output,
 def diopiBatchNorm(ctx, out, save_mean, save_invstd, input, weight, bias, running_mean, running_var, training,
                    momentum, eps):
     d = ctx.device
-    results = aten.native_batch_norm(alias(input, d), _optional(weight, d), _optional(bias, d),
+    results = fast_aten.native_batch_norm(alias(input, d), _optional(weight, d), _optional(bias, d),
                                      _optional(running_mean, d), _optional(running_var, d), training, momentum, eps)
     # Evaluation saves no statistics: the outputs are empty, whatever ATen's CPU kernel hands back.
     _write((out, save_mean, save_invstd) if training else (out,), results, d)
@@ -127,7 +128,7 @@ def diopiBatchNormBackward(ctx, grad_input, grad_weight, grad_bias, grad_output,
                            running_var, save_mean, save_invstd, training, eps):
     d = ctx.device
     outputs = (grad_input, grad_weight, grad_bias)
-    results = aten.native_batch_norm_backward(
+    results = fast_aten.native_batch_norm_backward(
         alias(grad_output, d), alias(input, d), _optional(weight, d), _optional(running_mean, d),
         _optional(running_var, d), _optional(save_mean, d), _optional(save_invstd, d), training, eps,
         [o is not None for o in outputs])
@@ -139,7 +140,7 @@ def diopiBatchNormBackward(ctx, grad_input, grad_weight, grad_bias, grad_output,
 def diopiConvolution2d(ctx, out, input, weight, bias, stride, padding, dilation, groups):
     d = ctx.device
     x = alias(input, d)
-    result = aten.convolution(x, alias(weight, d), _optional(bias, d), stride, padding, dilation, False,
+    result = fast_aten.convolution(x, alias(weight, d), _optional(bias, d), stride, padding, dilation, False,
                               [0] * (x.dim() - 2), groups)
     alias(out, d).copy_(result)
     return SUCCESS
@@ -151,7 +152,7 @@ def diopiConvolution2dBackward(ctx, grad_input, grad_weight, grad_bias, grad_out
     d = ctx.device
     x, w = alias(input, d), alias(weight, d)
     outputs = (grad_input, grad_weight, grad_bias)
-    results = aten.convolution_backward(
+    results = fast_aten.convolution_backward(
         alias(grad_output, d), x, w, None if grad_bias is None else [w.shape[0]], stride, padding, dilation,
         False, [0] * (x.dim() - 2), groups, [o is not None for o in outputs])
     _write(outputs, results, d)
@@ -223,7 +224,7 @@ def _group_norm_sizes(x):
 def diopiGroupNorm(ctx, out, save_mean, save_invstd, input, weight, bias, num_groups, eps):
     d = ctx.device
     x = alias(input, d).contiguous()  # ATen's CPU kernel reads the input as contiguous
-    results = aten.native_group_norm(x, _optional(weight, d), _optional(bias, d), *_group_norm_sizes(x),
+    results = fast_aten.native_group_norm(x, _optional(weight, d), _optional(bias, d), *_group_norm_sizes(x),
                                      num_groups, eps)
     _write((out, save_mean, save_invstd), results, d)
     return SUCCESS
@@ -235,7 +236,7 @@ def diopiGroupNormBackward(ctx, grad_input, grad_weight, grad_bias, grad_output,
     d = ctx.device
     x = alias(input, d).contiguous()
     outputs = (grad_input, grad_weight, grad_bias)
-    results = aten.native_group_norm_backward(
+    results = fast_aten.native_group_norm_backward(
         alias(grad_output, d).contiguous(), x, alias(mean, d), alias(rstd, d), _optional(weight, d),
         *_group_norm_sizes(x),
         num_groups, [o is not None for o in outputs])
@@ -265,7 +266,7 @@ def diopiAdaptiveMaxPool2dBackward(ctx, grad_input, grad_output, input, indices)
 @library.register
 def diopiSmoothL1Loss(ctx, out, input, target, reduction, beta):
     d = ctx.device
-    alias(out, d).copy_(aten.smooth_l1_loss(alias(input, d), alias(target, d), reduction, beta))
+    alias(out, d).copy_(fast_aten.smooth_l1_loss(alias(input, d), alias(target, d), reduction, beta))
     return SUCCESS
 
 
@@ -280,7 +281,7 @@ def diopiSmoothL1LossBackward(ctx, grad_input, grad_output, input, target, reduc
 @library.register
 def diopiHuberLoss(ctx, out, input, target, reduction, delta):
     d = ctx.device
-    alias(out, d).copy_(aten.huber_loss(alias(input, d), alias(target, d), reduction, delta))
+    alias(out, d).copy_(fast_aten.huber_loss(alias(input, d), alias(target, d), reduction, delta))
     return SUCCESS
 
 
@@ -295,7 +296,7 @@ def diopiHuberLossBackward(ctx, grad_input, grad_output, input, target, reductio
 @library.register
 def diopiBCELoss(ctx, out, input, target, weight, reduction):
     d = ctx.device
-    alias(out, d).copy_(aten.binary_cross_entropy(alias(input, d), alias(target, d), _optional(weight, d),
+    alias(out, d).copy_(fast_aten.binary_cross_entropy(alias(input, d), alias(target, d), _optional(weight, d),
                                                   reduction))
     return SUCCESS
 
@@ -311,7 +312,7 @@ def diopiBCELossBackward(ctx, grad_input, grad_output, input, target, weight, re
 @library.register
 def diopiBCEWithLogits(ctx, out, input, target, weight, pos_weight, reduction):
     d = ctx.device
-    alias(out, d).copy_(aten.binary_cross_entropy_with_logits(
+    alias(out, d).copy_(fast_aten.binary_cross_entropy_with_logits(
         alias(input, d), alias(target, d), _optional(weight, d), _optional(pos_weight, d), reduction))
     return SUCCESS
 
@@ -319,7 +320,7 @@ def diopiBCEWithLogits(ctx, out, input, target, weight, pos_weight, reduction):
 @library.register
 def diopiConvTranspose2d(ctx, out, input, weight, bias, stride, padding, output_padding, groups, dilation):
     d = ctx.device
-    result = aten.convolution(alias(input, d), alias(weight, d), _optional(bias, d), stride, padding, dilation, True,
+    result = fast_aten.convolution(alias(input, d), alias(weight, d), _optional(bias, d), stride, padding, dilation, True,
                               output_padding, groups)
     alias(out, d).copy_(result)
     return SUCCESS
@@ -331,7 +332,7 @@ def diopiConvTranspose2dBackward(ctx, grad_input, grad_weight, grad_bias, grad_o
     d = ctx.device
     w = alias(weight, d)
     outputs = (grad_input, grad_weight, grad_bias)
-    results = aten.convolution_backward(
+    results = fast_aten.convolution_backward(
         alias(grad_output, d), alias(input, d), w, None if grad_bias is None else [w.shape[1] * groups], stride,
         padding, dilation, True, output_padding, groups, [o is not None for o in outputs])
     _write(outputs, results, d)
@@ -391,7 +392,7 @@ def diopiAdaptiveAvgPool3dBackward(ctx, grad_input, grad_output, input):
 @library.register
 def diopiGridSample(ctx, out, input, grid, interpolation_mode, padding_mode, align_corners):
     d = ctx.device
-    alias(out, d).copy_(aten.grid_sampler_2d(alias(input, d), alias(grid, d), interpolation_mode, padding_mode,
+    alias(out, d).copy_(fast_aten.grid_sampler_2d(alias(input, d), alias(grid, d), interpolation_mode, padding_mode,
                                              align_corners))
     return SUCCESS
 
@@ -401,7 +402,7 @@ def diopiGridSampleBackward(ctx, grad_input, grad_grid, grad_output, input, grid
                             align_corners):
     d = ctx.device
     outputs = (grad_input, grad_grid)
-    results = aten.grid_sampler_2d_backward(alias(grad_output, d), alias(input, d), alias(grid, d),
+    results = fast_aten.grid_sampler_2d_backward(alias(grad_output, d), alias(input, d), alias(grid, d),
                                             interpolation_mode, padding_mode, align_corners,
                                             [o is not None for o in outputs])
     _write(outputs, results, d)
@@ -412,7 +413,7 @@ def diopiGridSampleBackward(ctx, grad_input, grad_grid, grad_output, input, grid
 def diopiEmbeddingBag(ctx, out, offset2bag, bag_size, max_indices, weight, indices, offsets, scale_grad_by_freq,
                       mode, sparse, per_sample_weights, include_last_offset, padding_idx):
     d = ctx.device
-    results = aten._embedding_bag(alias(weight, d), alias(indices, d), alias(offsets, d), scale_grad_by_freq, mode,
+    results = fast_aten._embedding_bag(alias(weight, d), alias(indices, d), alias(offsets, d), scale_grad_by_freq, mode,
                                   sparse, _optional(per_sample_weights, d), include_last_offset, padding_idx)
     # ATen's CPU kernel leaves the bookkeeping outputs it does not need for `mode` empty, unlike its meta kernel
     for output, result in zip((out, offset2bag, bag_size, max_indices), results):
@@ -428,7 +429,7 @@ def diopiEmbeddingBagBackward(ctx, grad_weight, grad, indices, offsets, offset2b
     if sparse:  # a sparse gradient is no dense output to write
         return Status.FORCE_FALLBACK
     d = ctx.device
-    alias(grad_weight, d).copy_(aten._embedding_bag_backward(
+    alias(grad_weight, d).copy_(fast_aten._embedding_bag_backward(
         alias(grad, d), alias(indices, d), alias(offsets, d), alias(offset2bag, d), alias(bag_size, d),
         alias(maximum_indices, d), num_weights, scale_grad_by_freq, mode, False, _optional(per_sample_weights, d),
         padding_idx))
@@ -438,7 +439,7 @@ def diopiEmbeddingBagBackward(ctx, grad_weight, grad, indices, offsets, offset2b
 @library.register
 def diopiMultiMarginLoss(ctx, out, input, target, p, margin, weight, reduction):
     d = ctx.device
-    alias(out, d).copy_(aten.multi_margin_loss(alias(input, d), alias(target, d), p, margin, _optional(weight, d),
+    alias(out, d).copy_(fast_aten.multi_margin_loss(alias(input, d), alias(target, d), p, margin, _optional(weight, d),
                                                reduction))
     return SUCCESS
 
@@ -462,14 +463,14 @@ def diopiMaxUnpool2d(ctx, out, input, indices, output_size):
 def diopiWeightNorm(ctx, out, norm, v, g, dim):
     d = ctx.device
     # ATen's fused CPU kernel reads its tensors as contiguous
-    _write((out, norm), aten._weight_norm_interface(alias(v, d).contiguous(), alias(g, d).contiguous(), dim), d)
+    _write((out, norm), fast_aten._weight_norm_interface(alias(v, d).contiguous(), alias(g, d).contiguous(), dim), d)
     return SUCCESS
 
 
 @library.register
 def diopiWeightNormBackward(ctx, grad_v, grad_g, grad_w, saved_v, saved_g, saved_norms, dim):
     d = ctx.device
-    results = aten._weight_norm_interface_backward(alias(grad_w, d).contiguous(), alias(saved_v, d).contiguous(),
+    results = fast_aten._weight_norm_interface_backward(alias(grad_w, d).contiguous(), alias(saved_v, d).contiguous(),
                                                    alias(saved_g, d).contiguous(), alias(saved_norms, d).contiguous(),
                                                    dim)
     _write((grad_v, grad_g), results, d)
@@ -479,7 +480,7 @@ def diopiWeightNormBackward(ctx, grad_v, grad_g, grad_w, saved_v, saved_g, saved
 @library.register
 def diopiEmbeddingRenormInp(ctx, inout, indices, max_norm, norm_type):
     d = ctx.device
-    aten.embedding_renorm_(alias(inout, d), alias(indices, d), max_norm, norm_type)
+    fast_aten.embedding_renorm_(alias(inout, d), alias(indices, d), max_norm, norm_type)
     return SUCCESS
 
 
@@ -502,7 +503,7 @@ def diopiMultilabelMarginLossBackward(ctx, grad_input, grad_output, input, targe
 @library.register
 def diopiCTCLoss(ctx, out, log_alpha, log_probs, targets, input_lengths, target_lengths, blank, zero_infinity):
     d = ctx.device
-    results = aten._ctc_loss(alias(log_probs, d), alias(targets, d), input_lengths, target_lengths, blank,
+    results = fast_aten._ctc_loss(alias(log_probs, d), alias(targets, d), input_lengths, target_lengths, blank,
                              zero_infinity)
     for output, result in zip((out, log_alpha), results):
         if output.shape != result.shape:  # CPU sizes log_alpha from the lengths, meta from the tensors
@@ -515,7 +516,7 @@ def diopiCTCLoss(ctx, out, log_alpha, log_probs, targets, input_lengths, target_
 def diopiCTCLossBackward(ctx, grad_input, grad_output, log_probs, targets, input_lengths, target_lengths,
                          neg_log_likelihood, log_alpha, blank, zero_infinity):
     d = ctx.device
-    alias(grad_input, d).copy_(aten._ctc_loss_backward(
+    alias(grad_input, d).copy_(fast_aten._ctc_loss_backward(
         alias(grad_output, d), alias(log_probs, d), alias(targets, d), input_lengths, target_lengths,
         alias(neg_log_likelihood, d), alias(log_alpha, d), blank, zero_infinity))
     return SUCCESS
@@ -525,7 +526,7 @@ def diopiCTCLossBackward(ctx, grad_input, grad_output, log_probs, targets, input
 def diopiEmbeddingBagPerSampleWeightsBackward(ctx, out, grad, weight, indices, offsets, offset2bag, mode,
                                               padding_idx):
     d = ctx.device
-    alias(out, d).copy_(aten._embedding_bag_per_sample_weights_backward(
+    alias(out, d).copy_(fast_aten._embedding_bag_per_sample_weights_backward(
         alias(grad, d), alias(weight, d), alias(indices, d), alias(offsets, d), alias(offset2bag, d), mode,
         padding_idx))
     return SUCCESS
@@ -631,5 +632,5 @@ def diopiGruCellBackward(ctx, grad_input_gates, grad_hidden_gates, grad_hx, grad
 @library.register
 def diopiChannelShuffle(ctx, out, input, groups):
     d = ctx.device
-    alias(out, d).copy_(aten.native_channel_shuffle(alias(input, d), groups))
+    alias(out, d).copy_(fast_aten.native_channel_shuffle(alias(input, d), groups))
     return SUCCESS

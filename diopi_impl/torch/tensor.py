@@ -5,6 +5,7 @@ import torch
 from dipu import _C
 from dipu.diopi import SUCCESS
 from diopi_impl.torch import library
+from diopi_impl.torch._aten import fast_aten
 
 alias = _C.alias
 
@@ -53,9 +54,9 @@ def diopiMaskedSelect(ctx, out, input, mask):
 def diopiUnique(ctx, out, inverse, counts, input, dim, sorted, return_inverse, return_counts):
     x = alias(input, ctx.device)
     if dim is None:
-        results = torch.ops.aten._unique2(x, sorted, return_inverse, return_counts)
+        results = fast_aten._unique2(x, sorted, return_inverse, return_counts)
     else:
-        results = torch.ops.aten.unique_dim(x, dim, sorted, return_inverse, return_counts)
+        results = fast_aten.unique_dim(x, dim, sorted, return_inverse, return_counts)
     for slot, result in zip((out, inverse, counts), results):
         slot[0] = _require_copy(ctx, result)
     return SUCCESS
@@ -72,7 +73,7 @@ def diopiEmbedding(ctx, out, weight, indices, padding_idx, scale_grad_by_freq, s
 @library.register
 def diopiEmbeddingBackward(ctx, out, grad, indices, num_weights, padding_idx, scale_grad_by_freq):
     d = ctx.device
-    alias(out, d).copy_(torch.ops.aten.embedding_dense_backward(
+    alias(out, d).copy_(fast_aten.embedding_dense_backward(
         alias(grad, d), alias(indices, d), num_weights, padding_idx, scale_grad_by_freq))
     return SUCCESS
 
@@ -105,7 +106,7 @@ aten = torch.ops.aten
 
 @library.register
 def diopiUniqueConsecutive(ctx, out, inverse, counts, input, dim, return_inverse, return_counts):
-    results = aten.unique_consecutive(alias(input, ctx.device), return_inverse, return_counts, dim)
+    results = fast_aten.unique_consecutive(alias(input, ctx.device), return_inverse, return_counts, dim)
     for slot, result in zip((out, inverse, counts), results):
         slot[0] = _require_copy(ctx, result)
     return SUCCESS
@@ -164,7 +165,7 @@ def diopiPad(ctx, out, input, pad, mode, value):
     d = ctx.device
     x, o = alias(input, d), alias(out, d)
     if mode == "constant":
-        o.copy_(aten.constant_pad_nd(x, pad, 0 if value is None else value))
+        o.copy_(fast_aten.constant_pad_nd(x, pad, 0 if value is None else value))
     else:
         _PADS[mode, len(pad) // 2].out(x, pad, out=o)
     return SUCCESS
@@ -333,14 +334,14 @@ def diopiCross(ctx, out, input, other, dim):
 @library.register
 def diopiCdist(ctx, out, x1, x2, p, compute_mode):
     d = ctx.device
-    alias(out, d).copy_(aten._cdist_forward(alias(x1, d), alias(x2, d), p, compute_mode))
+    alias(out, d).copy_(fast_aten._cdist_forward(alias(x1, d), alias(x2, d), p, compute_mode))
     return SUCCESS
 
 
 @library.register
 def diopiCdistBackward(ctx, grad_x1, grad_output, x1, x2, p, cdist):
     d = ctx.device
-    alias(grad_x1, d).copy_(aten._cdist_backward(alias(grad_output, d), alias(x1, d), alias(x2, d), p,
+    alias(grad_x1, d).copy_(fast_aten._cdist_backward(alias(grad_output, d), alias(x1, d), alias(x2, d), p,
                                                  alias(cdist, d)))
     return SUCCESS
 
@@ -405,14 +406,14 @@ def diopiUpsampleNearestExact2dBackward(ctx, grad_input, grad_output, out_size, 
 @library.register
 def diopiPdist(ctx, out, input, p):
     d = ctx.device
-    alias(out, d).copy_(aten._pdist_forward(alias(input, d), p))
+    alias(out, d).copy_(fast_aten._pdist_forward(alias(input, d), p))
     return SUCCESS
 
 
 @library.register
 def diopiPdistBackward(ctx, grad_input, grad_output, input, p, pdist):
     d = ctx.device
-    alias(grad_input, d).copy_(aten._pdist_backward(alias(grad_output, d), alias(input, d), p, alias(pdist, d)))
+    alias(grad_input, d).copy_(fast_aten._pdist_backward(alias(grad_output, d), alias(input, d), p, alias(pdist, d)))
     return SUCCESS
 
 
@@ -429,42 +430,42 @@ def _write_all(outputs, results, d) -> None:
 @library.register
 def diopiLinalgInvEx(ctx, inverse, info, input, check_errors):
     d = ctx.device
-    _write_all((inverse, info), aten.linalg_inv_ex(alias(input, d), check_errors=check_errors), d)
+    _write_all((inverse, info), fast_aten.linalg_inv_ex(alias(input, d), check_errors=check_errors), d)
     return SUCCESS
 
 
 @library.register
 def diopiLinalgDet(ctx, result, lu, pivots, input):
     d = ctx.device
-    _write_all((result, lu, pivots), aten._linalg_det(alias(input, d)), d)
+    _write_all((result, lu, pivots), fast_aten._linalg_det(alias(input, d)), d)
     return SUCCESS
 
 
 @library.register
 def diopiLinalgSlogdet(ctx, sign, logabsdet, lu, pivots, input):
     d = ctx.device
-    _write_all((sign, logabsdet, lu, pivots), aten._linalg_slogdet(alias(input, d)), d)
+    _write_all((sign, logabsdet, lu, pivots), fast_aten._linalg_slogdet(alias(input, d)), d)
     return SUCCESS
 
 
 @library.register
 def diopiLinalgCholeskyEx(ctx, l, info, input, upper, check_errors):
     d = ctx.device
-    _write_all((l, info), aten.linalg_cholesky_ex(alias(input, d), upper=upper, check_errors=check_errors), d)
+    _write_all((l, info), fast_aten.linalg_cholesky_ex(alias(input, d), upper=upper, check_errors=check_errors), d)
     return SUCCESS
 
 
 @library.register
 def diopiLinalgSvd(ctx, u, s, vh, input, full_matrices, compute_uv, driver):
     d = ctx.device
-    _write_all((u, s, vh), aten._linalg_svd(alias(input, d), full_matrices, compute_uv, driver=driver), d)
+    _write_all((u, s, vh), fast_aten._linalg_svd(alias(input, d), full_matrices, compute_uv, driver=driver), d)
     return SUCCESS
 
 
 @library.register
 def diopiLinalgQr(ctx, q, r, input, mode):
     d = ctx.device
-    _write_all((q, r), aten.linalg_qr(alias(input, d), mode), d)
+    _write_all((q, r), fast_aten.linalg_qr(alias(input, d), mode), d)
     return SUCCESS
 
 
@@ -472,21 +473,21 @@ def diopiLinalgQr(ctx, q, r, input, mode):
 def diopiLinalgSolveEx(ctx, result, lu, pivots, info, a, b, left, check_errors):
     d = ctx.device
     _write_all((result, lu, pivots, info),
-               aten._linalg_solve_ex(alias(a, d), alias(b, d), left=left, check_errors=check_errors), d)
+               fast_aten._linalg_solve_ex(alias(a, d), alias(b, d), left=left, check_errors=check_errors), d)
     return SUCCESS
 
 
 @library.register
 def diopiLinalgEigh(ctx, eigenvalues, eigenvectors, input, uplo, compute_v):
     d = ctx.device
-    _write_all((eigenvalues, eigenvectors), aten._linalg_eigh(alias(input, d), uplo, compute_v), d)
+    _write_all((eigenvalues, eigenvectors), fast_aten._linalg_eigh(alias(input, d), uplo, compute_v), d)
     return SUCCESS
 
 
 @library.register
 def diopiLinalgLuFactorEx(ctx, lu, pivots, info, input, pivot, check_errors):
     d = ctx.device
-    _write_all((lu, pivots, info), aten.linalg_lu_factor_ex(alias(input, d), pivot=pivot, check_errors=check_errors),
+    _write_all((lu, pivots, info), fast_aten.linalg_lu_factor_ex(alias(input, d), pivot=pivot, check_errors=check_errors),
                d)
     return SUCCESS
 
@@ -494,7 +495,7 @@ def diopiLinalgLuFactorEx(ctx, lu, pivots, info, input, pivot, check_errors):
 @library.register
 def diopiLinalgSolveTriangular(ctx, out, input, b, upper, left, unitriangular):
     d = ctx.device
-    alias(out, d).copy_(aten.linalg_solve_triangular(alias(input, d), alias(b, d), upper=upper, left=left,
+    alias(out, d).copy_(fast_aten.linalg_solve_triangular(alias(input, d), alias(b, d), upper=upper, left=left,
                                                      unitriangular=unitriangular))
     return SUCCESS
 
@@ -502,5 +503,5 @@ def diopiLinalgSolveTriangular(ctx, out, input, b, upper, left, unitriangular):
 @library.register
 def diopiLinalgLuSolve(ctx, out, lu, pivots, b, left, adjoint):
     d = ctx.device
-    alias(out, d).copy_(aten.linalg_lu_solve(alias(lu, d), alias(pivots, d), alias(b, d), left=left, adjoint=adjoint))
+    alias(out, d).copy_(fast_aten.linalg_lu_solve(alias(lu, d), alias(pivots, d), alias(b, d), left=left, adjoint=adjoint))
     return SUCCESS

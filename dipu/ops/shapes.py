@@ -147,14 +147,23 @@ def dropout(input, *_):
 _META_CACHE_SIZE = 4096
 
 
-def _signature(value):
-    if isinstance(value, _Tensor):
-        return (value.shape, value.stride(), value.dtype)
-    if isinstance(value, (list, tuple)):
-        return tuple(_signature(v) for v in value)
-    if isinstance(value, torch.Generator):
-        return None
-    return value
+def _tensor_key(t):
+    return (t.shape, t.stride(), t.dtype)
+
+
+def _signature(args: tuple) -> tuple:
+    """The memo key of an argument tuple (flat loops: this runs on every call)."""
+    key = []
+    for value in args:
+        if isinstance(value, _Tensor):
+            key.append(_tensor_key(value))
+        elif isinstance(value, (list, tuple)):
+            key.append(tuple(_tensor_key(v) if isinstance(v, _Tensor) else v for v in value))
+        elif isinstance(value, torch.Generator):
+            key.append(None)
+        else:
+            key.append(value)
+    return tuple(key)
 
 
 def meta(overload, kwarg_names: tuple[str, ...], several: bool):
