@@ -22,7 +22,7 @@ bool to_index(PyObject* obj, int& out) {
   return true;
 }
 
-// alias(tensor, device_index) -> native alias (see module.cpp's pybind twin).
+// alias(tensor, device_index) -> native alias; doubles as the device check of Python kernels.
 PyObject* fast_alias(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   HANDLE_TH_ERRORS
   TORCH_CHECK(nargs == 2 && THPVariable_Check(args[0]), "alias(tensor, device_index)");

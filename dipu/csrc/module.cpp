@@ -1,7 +1,6 @@
 // The Python face of the native core: dipu._C.
 #include "core.h"
 
-#include <ATen/EmptyTensor.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <torch/csrc/utils/pybind.h>
 
@@ -62,14 +61,6 @@ py::dict memory_stats(int index) {
   return d;
 }
 
-at::Tensor empty_strided(c10::IntArrayRef sizes, c10::IntArrayRef strides, at::ScalarType dtype,
-                         int index) {
-  c10::DeviceGuard guard(c10::Device(kDipu, checked(index)));
-  return at::detail::empty_strided_generic(sizes, strides, device_allocator(),
-                                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
-                                           dtype);
-}
-
 }  // namespace
 }  // namespace dipu
 
@@ -101,7 +92,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "Called at interpreter exit: stop calling into the Python vendor.");
 
   register_fast_calls(m);  // alias, empty, exchange_device: see Note [Fast calls]
-  m.def("empty_strided", &empty_strided);
 
   m.def("device_count", [] { return vendor_ready() ? vendor().device_count : 0; });
   m.def("current_device", [] { return static_cast<int>(current_device()); });
@@ -111,7 +101,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     c10::impl::getDeviceGuardImpl(kDipu)->synchronizeDevice(checked(index));
   });
 
-  m.def("current_stream_id", [](int index) { return current_stream(checked(index)).id(); });
   m.def("current_stream_handle", [](int index) { return stream_handle(current_stream(checked(index))); });
   m.def("stream_handle", [](int64_t id, int index) {
     return stream_handle(c10::Stream(c10::Stream::UNSAFE, c10::Device(kDipu, checked(index)), id));
