@@ -1,4 +1,4 @@
-"""ATen functions through their fastest Python binding.
+"""ATen functions through their fastest Python binding, and the plumbing around their results.
 
 Note [Calling ATen from kernels]
 ``torch.ops.aten.<op>(...)`` resolves the overload in Python on every call
@@ -11,6 +11,8 @@ Kernels call ops as ``fast_aten.<op>(...)`` and specific overloads as
 """
 
 import torch
+
+from dipu import _C
 
 _BOUND = (torch._C._VariableFunctions, torch._C._nn, torch._C._linalg, torch._C._special, torch._C._fft)
 
@@ -28,3 +30,19 @@ class _FastAten:
 
 
 fast_aten = _FastAten()
+
+
+def optional_alias(tensor, d):
+    """The native alias of an optional tensor argument (None stays None)."""
+    return None if tensor is None else _C.alias(tensor, d)
+
+
+def write_results(outputs, results, d) -> None:
+    """Copy ATen's results into the outputs DIOPI was given (None: not wanted), resizing an
+    output whose shape the CPU kernel chose differently (linalg's data-dependent shapes)."""
+    for output, result in zip(outputs, results):
+        if output is None:
+            continue
+        if output.shape != result.shape:
+            output.resize_(result.shape)
+        _C.alias(output, d).copy_(result)

@@ -6,21 +6,10 @@ from dipu import _C
 from dipu.diopi import SUCCESS
 from dipu.diopi.runtime import Status
 from diopi_impl.torch import library
-from diopi_impl.torch._aten import fast_aten
+from diopi_impl.torch._aten import fast_aten, optional_alias, write_results
 
 alias = _C.alias
 aten = torch.ops.aten
-
-
-def _optional(tensor, d):
-    return None if tensor is None else alias(tensor, d)
-
-
-def _write(outputs, results, d) -> None:
-    """Copy ATen's results into the outputs DIOPI was given (None: not wanted)."""
-    for out, result in zip(outputs, results):
-        if out is not None:
-            alias(out, d).copy_(result)
 
 
 @library.register
@@ -58,7 +47,7 @@ def diopiNLLLossV2(ctx, out, total_weight, input, target, weight, reduction, ign
     d = ctx.device
     x = alias(input, d)
     forward = aten.nll_loss2d_forward if x.dim() == 4 else aten.nll_loss_forward  # (N, C, H, W): nll_loss2d
-    forward.output(x, alias(target, d), _optional(weight, d), reduction,
+    forward.output(x, alias(target, d), optional_alias(weight, d), reduction,
                    ignore_index, output=alias(out, d), total_weight=alias(total_weight, d))
     return SUCCESS
 
@@ -70,7 +59,7 @@ def diopiNLLLossV2Backward(ctx, grad_input, grad_output, input, target, weight, 
     x = alias(input, d)
     backward = aten.nll_loss2d_backward if x.dim() == 4 else aten.nll_loss_backward
     backward.grad_input(
-        alias(grad_output, d), x, alias(target, d), _optional(weight, d), reduction, ignore_index,
+        alias(grad_output, d), x, alias(target, d), optional_alias(weight, d), reduction, ignore_index,
         alias(total_weight, d), grad_input=alias(grad_input, d))
     return SUCCESS
 
@@ -94,9 +83,9 @@ def diopiMSELossBackward(ctx, grad_input, grad_output, input, target, reduction)
 @library.register
 def diopiLayerNorm(ctx, out, save_mean, save_invstd, input, weight, bias, normalized_shape, eps):
     d = ctx.device
-    results = fast_aten.native_layer_norm(alias(input, d), normalized_shape, _optional(weight, d),
-                                     _optional(bias, d), eps)
-    _write((out, save_mean, save_invstd), results, d)
+    results = fast_aten.native_layer_norm(alias(input, d), normalized_shape, optional_alias(weight, d),
+                                     optional_alias(bias, d), eps)
+    write_results((out, save_mean, save_invstd), results, d)
     return SUCCESS
 
 
@@ -107,8 +96,8 @@ def diopiLayerNormBackward(ctx, grad_input, grad_weight, grad_bias, grad_output,
     outputs = (grad_input, grad_weight, grad_bias)
     results = fast_aten.native_layer_norm_backward(
         alias(grad_output, d), alias(input, d), normalized_shape, alias(mean, d), alias(rstd, d),
-        _optional(weight, d), _optional(bias, d), [o is not None for o in outputs])
-    _write(outputs, results, d)
+        optional_alias(weight, d), optional_alias(bias, d), [o is not None for o in outputs])
+    write_results(outputs, results, d)
     return SUCCESS
 
 
@@ -116,10 +105,10 @@ def diopiLayerNormBackward(ctx, grad_input, grad_weight, grad_bias, grad_output,
 def diopiBatchNorm(ctx, out, save_mean, save_invstd, input, weight, bias, running_mean, running_var, training,
                    momentum, eps):
     d = ctx.device
-    results = fast_aten.native_batch_norm(alias(input, d), _optional(weight, d), _optional(bias, d),
-                                     _optional(running_mean, d), _optional(running_var, d), training, momentum, eps)
+    results = fast_aten.native_batch_norm(alias(input, d), optional_alias(weight, d), optional_alias(bias, d),
+                                     optional_alias(running_mean, d), optional_alias(running_var, d), training, momentum, eps)
     # Evaluation saves no statistics: the outputs are empty, whatever ATen's CPU kernel hands back.
-    _write((out, save_mean, save_invstd) if training else (out,), results, d)
+    write_results((out, save_mean, save_invstd) if training else (out,), results, d)
     return SUCCESS
 
 
@@ -129,10 +118,10 @@ def diopiBatchNormBackward(ctx, grad_input, grad_weight, grad_bias, grad_output,
     d = ctx.device
     outputs = (grad_input, grad_weight, grad_bias)
     results = fast_aten.native_batch_norm_backward(
-        alias(grad_output, d), alias(input, d), _optional(weight, d), _optional(running_mean, d),
-        _optional(running_var, d), _optional(save_mean, d), _optional(save_invstd, d), training, eps,
+        alias(grad_output, d), alias(input, d), optional_alias(weight, d), optional_alias(running_mean, d),
+        optional_alias(running_var, d), optional_alias(save_mean, d), optional_alias(save_invstd, d), training, eps,
         [o is not None for o in outputs])
-    _write(outputs, results, d)
+    write_results(outputs, results, d)
     return SUCCESS
 
 
@@ -140,7 +129,7 @@ def diopiBatchNormBackward(ctx, grad_input, grad_weight, grad_bias, grad_output,
 def diopiConvolution2d(ctx, out, input, weight, bias, stride, padding, dilation, groups):
     d = ctx.device
     x = alias(input, d)
-    result = fast_aten.convolution(x, alias(weight, d), _optional(bias, d), stride, padding, dilation, False,
+    result = fast_aten.convolution(x, alias(weight, d), optional_alias(bias, d), stride, padding, dilation, False,
                               [0] * (x.dim() - 2), groups)
     alias(out, d).copy_(result)
     return SUCCESS
@@ -155,7 +144,7 @@ def diopiConvolution2dBackward(ctx, grad_input, grad_weight, grad_bias, grad_out
     results = fast_aten.convolution_backward(
         alias(grad_output, d), x, w, None if grad_bias is None else [w.shape[0]], stride, padding, dilation,
         False, [0] * (x.dim() - 2), groups, [o is not None for o in outputs])
-    _write(outputs, results, d)
+    write_results(outputs, results, d)
     return SUCCESS
 
 
@@ -224,9 +213,9 @@ def _group_norm_sizes(x):
 def diopiGroupNorm(ctx, out, save_mean, save_invstd, input, weight, bias, num_groups, eps):
     d = ctx.device
     x = alias(input, d).contiguous()  # ATen's CPU kernel reads the input as contiguous
-    results = fast_aten.native_group_norm(x, _optional(weight, d), _optional(bias, d), *_group_norm_sizes(x),
+    results = fast_aten.native_group_norm(x, optional_alias(weight, d), optional_alias(bias, d), *_group_norm_sizes(x),
                                      num_groups, eps)
-    _write((out, save_mean, save_invstd), results, d)
+    write_results((out, save_mean, save_invstd), results, d)
     return SUCCESS
 
 
@@ -237,10 +226,10 @@ def diopiGroupNormBackward(ctx, grad_input, grad_weight, grad_bias, grad_output,
     x = alias(input, d).contiguous()
     outputs = (grad_input, grad_weight, grad_bias)
     results = fast_aten.native_group_norm_backward(
-        alias(grad_output, d).contiguous(), x, alias(mean, d), alias(rstd, d), _optional(weight, d),
+        alias(grad_output, d).contiguous(), x, alias(mean, d), alias(rstd, d), optional_alias(weight, d),
         *_group_norm_sizes(x),
         num_groups, [o is not None for o in outputs])
-    _write(outputs, results, d)
+    write_results(outputs, results, d)
     return SUCCESS
 
 
@@ -296,7 +285,7 @@ def diopiHuberLossBackward(ctx, grad_input, grad_output, input, target, reductio
 @library.register
 def diopiBCELoss(ctx, out, input, target, weight, reduction):
     d = ctx.device
-    alias(out, d).copy_(fast_aten.binary_cross_entropy(alias(input, d), alias(target, d), _optional(weight, d),
+    alias(out, d).copy_(fast_aten.binary_cross_entropy(alias(input, d), alias(target, d), optional_alias(weight, d),
                                                   reduction))
     return SUCCESS
 
@@ -305,7 +294,7 @@ def diopiBCELoss(ctx, out, input, target, weight, reduction):
 def diopiBCELossBackward(ctx, grad_input, grad_output, input, target, weight, reduction):
     d = ctx.device
     aten.binary_cross_entropy_backward.grad_input(alias(grad_output, d), alias(input, d), alias(target, d),
-                                                  _optional(weight, d), reduction, grad_input=alias(grad_input, d))
+                                                  optional_alias(weight, d), reduction, grad_input=alias(grad_input, d))
     return SUCCESS
 
 
@@ -313,14 +302,14 @@ def diopiBCELossBackward(ctx, grad_input, grad_output, input, target, weight, re
 def diopiBCEWithLogits(ctx, out, input, target, weight, pos_weight, reduction):
     d = ctx.device
     alias(out, d).copy_(fast_aten.binary_cross_entropy_with_logits(
-        alias(input, d), alias(target, d), _optional(weight, d), _optional(pos_weight, d), reduction))
+        alias(input, d), alias(target, d), optional_alias(weight, d), optional_alias(pos_weight, d), reduction))
     return SUCCESS
 
 
 @library.register
 def diopiConvTranspose2d(ctx, out, input, weight, bias, stride, padding, output_padding, groups, dilation):
     d = ctx.device
-    result = fast_aten.convolution(alias(input, d), alias(weight, d), _optional(bias, d), stride, padding, dilation, True,
+    result = fast_aten.convolution(alias(input, d), alias(weight, d), optional_alias(bias, d), stride, padding, dilation, True,
                               output_padding, groups)
     alias(out, d).copy_(result)
     return SUCCESS
@@ -335,7 +324,7 @@ def diopiConvTranspose2dBackward(ctx, grad_input, grad_weight, grad_bias, grad_o
     results = fast_aten.convolution_backward(
         alias(grad_output, d), alias(input, d), w, None if grad_bias is None else [w.shape[1] * groups], stride,
         padding, dilation, True, output_padding, groups, [o is not None for o in outputs])
-    _write(outputs, results, d)
+    write_results(outputs, results, d)
     return SUCCESS
 
 
@@ -405,7 +394,7 @@ def diopiGridSampleBackward(ctx, grad_input, grad_grid, grad_output, input, grid
     results = fast_aten.grid_sampler_2d_backward(alias(grad_output, d), alias(input, d), alias(grid, d),
                                             interpolation_mode, padding_mode, align_corners,
                                             [o is not None for o in outputs])
-    _write(outputs, results, d)
+    write_results(outputs, results, d)
     return SUCCESS
 
 
@@ -414,7 +403,7 @@ def diopiEmbeddingBag(ctx, out, offset2bag, bag_size, max_indices, weight, indic
                       mode, sparse, per_sample_weights, include_last_offset, padding_idx):
     d = ctx.device
     results = fast_aten._embedding_bag(alias(weight, d), alias(indices, d), alias(offsets, d), scale_grad_by_freq, mode,
-                                  sparse, _optional(per_sample_weights, d), include_last_offset, padding_idx)
+                                  sparse, optional_alias(per_sample_weights, d), include_last_offset, padding_idx)
     # ATen's CPU kernel leaves the bookkeeping outputs it does not need for `mode` empty, unlike its meta kernel
     for output, result in zip((out, offset2bag, bag_size, max_indices), results):
         if output.shape != result.shape:
@@ -431,7 +420,7 @@ def diopiEmbeddingBagBackward(ctx, grad_weight, grad, indices, offsets, offset2b
     d = ctx.device
     alias(grad_weight, d).copy_(fast_aten._embedding_bag_backward(
         alias(grad, d), alias(indices, d), alias(offsets, d), alias(offset2bag, d), alias(bag_size, d),
-        alias(maximum_indices, d), num_weights, scale_grad_by_freq, mode, False, _optional(per_sample_weights, d),
+        alias(maximum_indices, d), num_weights, scale_grad_by_freq, mode, False, optional_alias(per_sample_weights, d),
         padding_idx))
     return SUCCESS
 
@@ -439,7 +428,7 @@ def diopiEmbeddingBagBackward(ctx, grad_weight, grad, indices, offsets, offset2b
 @library.register
 def diopiMultiMarginLoss(ctx, out, input, target, p, margin, weight, reduction):
     d = ctx.device
-    alias(out, d).copy_(fast_aten.multi_margin_loss(alias(input, d), alias(target, d), p, margin, _optional(weight, d),
+    alias(out, d).copy_(fast_aten.multi_margin_loss(alias(input, d), alias(target, d), p, margin, optional_alias(weight, d),
                                                reduction))
     return SUCCESS
 
@@ -448,7 +437,7 @@ def diopiMultiMarginLoss(ctx, out, input, target, p, margin, weight, reduction):
 def diopiMultiMarginLossBackward(ctx, grad_input, grad_output, input, target, p, margin, weight, reduction):
     d = ctx.device
     aten.multi_margin_loss_backward.grad_input(alias(grad_output, d), alias(input, d), alias(target, d), p, margin,
-                                               _optional(weight, d), reduction, grad_input=alias(grad_input, d))
+                                               optional_alias(weight, d), reduction, grad_input=alias(grad_input, d))
     return SUCCESS
 
 
@@ -463,7 +452,7 @@ def diopiMaxUnpool2d(ctx, out, input, indices, output_size):
 def diopiWeightNorm(ctx, out, norm, v, g, dim):
     d = ctx.device
     # ATen's fused CPU kernel reads its tensors as contiguous
-    _write((out, norm), fast_aten._weight_norm_interface(alias(v, d).contiguous(), alias(g, d).contiguous(), dim), d)
+    write_results((out, norm), fast_aten._weight_norm_interface(alias(v, d).contiguous(), alias(g, d).contiguous(), dim), d)
     return SUCCESS
 
 
@@ -473,7 +462,7 @@ def diopiWeightNormBackward(ctx, grad_v, grad_g, grad_w, saved_v, saved_g, saved
     results = fast_aten._weight_norm_interface_backward(alias(grad_w, d).contiguous(), alias(saved_v, d).contiguous(),
                                                    alias(saved_g, d).contiguous(), alias(saved_norms, d).contiguous(),
                                                    dim)
-    _write((grad_v, grad_g), results, d)
+    write_results((grad_v, grad_g), results, d)
     return SUCCESS
 
 

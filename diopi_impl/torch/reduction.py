@@ -5,6 +5,7 @@ import torch
 from dipu import _C
 from dipu.diopi import SUCCESS
 from diopi_impl.torch import library
+from diopi_impl.torch._aten import optional_alias
 from diopi_impl.torch.tensor import _require_copy
 
 alias = _C.alias
@@ -263,7 +264,7 @@ def diopiHistc(ctx, out, input, bins, min, max):
 @library.register
 def diopiBincount(ctx, out, input, weights, minlength):
     d = ctx.device
-    weights = None if weights is None else alias(weights, d)
+    weights = optional_alias(weights, d)
     out[0] = _require_copy(ctx, torch.bincount(alias(input, d), weights, minlength))
     return SUCCESS
 
@@ -296,7 +297,7 @@ def diopiSearchsorted(ctx, out, sorted_sequence, values, out_int32, right, side,
     d = ctx.device
     values = alias(values, d) if isinstance(values, torch.Tensor) else values
     torch.searchsorted(alias(sorted_sequence, d), values, out_int32=out_int32, right=right, side=side,
-                       sorter=None if sorter is None else alias(sorter, d), out=alias(out, d))
+                       sorter=optional_alias(sorter, d), out=alias(out, d))
     return SUCCESS
 
 

@@ -5,7 +5,7 @@ import torch
 from dipu import _C
 from dipu.diopi import SUCCESS
 from diopi_impl.torch import library
-from diopi_impl.torch._aten import fast_aten
+from diopi_impl.torch._aten import fast_aten, write_results
 
 alias = _C.alias
 
@@ -417,62 +417,52 @@ def diopiPdistBackward(ctx, grad_input, grad_output, input, p, pdist):
     return SUCCESS
 
 
-def _write_all(outputs, results, d) -> None:
-    """Copy ATen's results into the given outputs, resizing those whose shape the CPU kernel chose differently."""
-    for output, result in zip(outputs, results):
-        if output is None:
-            continue
-        if output.shape != result.shape:
-            output.resize_(result.shape)
-        alias(output, d).copy_(result)
-
-
 @library.register
 def diopiLinalgInvEx(ctx, inverse, info, input, check_errors):
     d = ctx.device
-    _write_all((inverse, info), fast_aten.linalg_inv_ex(alias(input, d), check_errors=check_errors), d)
+    write_results((inverse, info), fast_aten.linalg_inv_ex(alias(input, d), check_errors=check_errors), d)
     return SUCCESS
 
 
 @library.register
 def diopiLinalgDet(ctx, result, lu, pivots, input):
     d = ctx.device
-    _write_all((result, lu, pivots), fast_aten._linalg_det(alias(input, d)), d)
+    write_results((result, lu, pivots), fast_aten._linalg_det(alias(input, d)), d)
     return SUCCESS
 
 
 @library.register
 def diopiLinalgSlogdet(ctx, sign, logabsdet, lu, pivots, input):
     d = ctx.device
-    _write_all((sign, logabsdet, lu, pivots), fast_aten._linalg_slogdet(alias(input, d)), d)
+    write_results((sign, logabsdet, lu, pivots), fast_aten._linalg_slogdet(alias(input, d)), d)
     return SUCCESS
 
 
 @library.register
 def diopiLinalgCholeskyEx(ctx, l, info, input, upper, check_errors):
     d = ctx.device
-    _write_all((l, info), fast_aten.linalg_cholesky_ex(alias(input, d), upper=upper, check_errors=check_errors), d)
+    write_results((l, info), fast_aten.linalg_cholesky_ex(alias(input, d), upper=upper, check_errors=check_errors), d)
     return SUCCESS
 
 
 @library.register
 def diopiLinalgSvd(ctx, u, s, vh, input, full_matrices, compute_uv, driver):
     d = ctx.device
-    _write_all((u, s, vh), fast_aten._linalg_svd(alias(input, d), full_matrices, compute_uv, driver=driver), d)
+    write_results((u, s, vh), fast_aten._linalg_svd(alias(input, d), full_matrices, compute_uv, driver=driver), d)
     return SUCCESS
 
 
 @library.register
 def diopiLinalgQr(ctx, q, r, input, mode):
     d = ctx.device
-    _write_all((q, r), fast_aten.linalg_qr(alias(input, d), mode), d)
+    write_results((q, r), fast_aten.linalg_qr(alias(input, d), mode), d)
     return SUCCESS
 
 
 @library.register
 def diopiLinalgSolveEx(ctx, result, lu, pivots, info, a, b, left, check_errors):
     d = ctx.device
-    _write_all((result, lu, pivots, info),
+    write_results((result, lu, pivots, info),
                fast_aten._linalg_solve_ex(alias(a, d), alias(b, d), left=left, check_errors=check_errors), d)
     return SUCCESS
 
@@ -480,14 +470,14 @@ def diopiLinalgSolveEx(ctx, result, lu, pivots, info, a, b, left, check_errors):
 @library.register
 def diopiLinalgEigh(ctx, eigenvalues, eigenvectors, input, uplo, compute_v):
     d = ctx.device
-    _write_all((eigenvalues, eigenvectors), fast_aten._linalg_eigh(alias(input, d), uplo, compute_v), d)
+    write_results((eigenvalues, eigenvectors), fast_aten._linalg_eigh(alias(input, d), uplo, compute_v), d)
     return SUCCESS
 
 
 @library.register
 def diopiLinalgLuFactorEx(ctx, lu, pivots, info, input, pivot, check_errors):
     d = ctx.device
-    _write_all((lu, pivots, info), fast_aten.linalg_lu_factor_ex(alias(input, d), pivot=pivot, check_errors=check_errors),
+    write_results((lu, pivots, info), fast_aten.linalg_lu_factor_ex(alias(input, d), pivot=pivot, check_errors=check_errors),
                d)
     return SUCCESS
 
