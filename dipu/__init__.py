@@ -66,14 +66,18 @@ def reset_fallback_counts() -> None:
 
 
 def _register_ops() -> None:
-    if _vendor.diopi_impl is None:
-        return  # a vendor without an op library: every op uses the CPU fallback
+    from dipu.ops import overrideable
+
+    if _vendor.diopi_impl is None:  # a vendor without an op library: every op uses the CPU fallback
+        overrideable.register(())
+        return
     try:
         from dipu._generated import register
     except ModuleNotFoundError as error:
         if error.name != "dipu._generated":
             raise  # a generated module exists but is broken: never hide that
-        return  # not generated (yet): every op uses the CPU fallback
+        overrideable.register(())  # not generated (yet): every op uses the CPU fallback
+        return
     register()
 
 

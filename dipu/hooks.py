@@ -21,6 +21,7 @@ import torch
 
 from dipu import _C
 from dipu.diopi.runtime import Status, take_last_error
+from dipu.ops.overrideable import CPU_SUBSTITUTES, run_on_cpu
 
 FORCE_FALLBACK_VAR = "DIPU_FORCE_FALLBACK_OPS_LIST"
 FORCE_FALLBACK_CONFIG = ".dipu_force_fallback_op_list.config"
@@ -159,6 +160,8 @@ def check_device(op, device: int, args: tuple) -> None:
 def on_failure(status: int, op, args: tuple, kwargs: dict):
     """A DIOPI function did not succeed; see Note [Status codes]."""
     if status == Status.FORCE_FALLBACK:
+        if op.name in CPU_SUBSTITUTES:  # Note [Overrideable ops in the fallback]
+            return run_on_cpu(op.name, args, kwargs)
         return _C.cpu_fallback(op.name, args, kwargs)
     text = Status(status).text if status in Status._value2member_map_ else f"unknown status {int(status)}"
     message = take_last_error()

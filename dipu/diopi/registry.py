@@ -21,6 +21,7 @@ import torch
 from dipu import hooks
 from dipu.diopi.library import OpLibrary, active_library_name, load_library
 from dipu.diopi.runtime import Status, init_contexts
+from dipu.ops import overrideable
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,6 +79,7 @@ def register_ops(ops: tuple[Op, ...], *, library: OpLibrary | None = None,
 
     if _torch_library is not None:
         _torch_library._destroy()
+    overrideable.unregister()
     _torch_library = torch.library.Library("aten", "IMPL")
     registered = []
     for op in ops:
@@ -99,4 +101,5 @@ def register_ops(ops: tuple[Op, ...], *, library: OpLibrary | None = None,
         _torch_library.impl(op.name, kernel, "PrivateUse1")
         registered.append(op.name)
     _registered[:] = registered
+    overrideable.register(registered)  # Note [Overrideable ops in the fallback]
     return registered
