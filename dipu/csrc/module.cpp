@@ -1,6 +1,8 @@
 // The Python face of the native core: dipu._C.
 #include "core.h"
 
+#include <limits>
+
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <torch/csrc/utils/pybind.h>
 
@@ -71,6 +73,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
                    bool caching, py::object make_native_generator) {
     TORCH_CHECK(!g_vendor, "dipu: the native core is already initialized with vendor '",
                 g_vendor ? g_vendor->name : "", "'");
+    constexpr int max_devices = std::numeric_limits<c10::DeviceIndex>::max();
+    TORCH_CHECK(device_count >= 0 && device_count <= max_devices, "dipu: the ", name,
+                " vendor reports ", device_count, " devices; PyTorch indexes at most ", max_devices,
+                " devices of one type");
     auto* v = new Vendor();
     v->runtime = std::move(runtime);
     v->name = name;

@@ -13,6 +13,9 @@
 #include <ATen/native/CPUFallback.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real_native.h>
 #include <ATen/ops/view_native.h>
 #include <c10/core/TensorOptions.h>
 #include <torch/csrc/jit/python/pybind_utils.h>
@@ -40,13 +43,21 @@ int64_t span_elements(const at::Tensor& t) {
   return span;
 }
 
-// A CPU tensor with `t`'s sizes and strides holding a copy of its values.
+// Gives `view` the conjugate and negative bits of `t`: a tensor over the same
+// memory must read the same values (see Note [Conjugate and negative bits]).
+at::Tensor with_bits_of(at::Tensor view, const at::Tensor& t) {
+  view._set_conj(t.is_conj());
+  view._set_neg(t.is_neg());
+  return view;
+}
+
+// A CPU tensor with `t`'s sizes, strides and bits holding a copy of its values.
 at::Tensor host_image(const at::Tensor& t) {
   int64_t span = span_elements(t);
   at::Tensor buf = at::empty({span}, t.options().device(c10::kCPU));
   if (span > 0)
     copy_bytes(buf.data_ptr(), buf.device(), t.data_ptr(), t.device(), span * t.itemsize());
-  return buf.as_strided(t.sizes(), t.strides(), 0);
+  return with_bits_of(buf.as_strided(t.sizes(), t.strides(), 0), t);
 }
 
 // Writes the strided span of host image `host` back into device tensor `t`.
@@ -58,7 +69,7 @@ void write_back(const at::Tensor& t, const at::Tensor& host) {
 
 bool same_layout_dense(const at::Tensor& a, const at::Tensor& b) {
   return a.dtype() == b.dtype() && a.sizes() == b.sizes() && a.strides() == b.strides() &&
-         a.is_non_overlapping_and_dense();
+         a.is_conj() == b.is_conj() && a.is_neg() == b.is_neg() && a.is_non_overlapping_and_dense();
 }
 
 void ensure_storage(const at::Tensor& self, size_t needed) {
@@ -141,6 +152,16 @@ at::Tensor& set_empty(at::Tensor& self) {
 
 // ---- copies -----------------------------------------------------------------
 
+// Note [Conjugate and negative bits]
+// A complex tensor may carry a lazy conjugation (`conj()`, `mH`) and any
+// tensor a lazy negation (`_neg_view`) as bits in its key set. Every tensor the
+// core makes over a dipu tensor's memory (native aliases, host images) carries
+// the same bits, so native kernels read the values the user sees and a copy
+// materializes them. Copies must reach `copy_from` with the bits intact: the
+// conjugate/negative fallbacks would otherwise materialize the source with
+// `clone`, whose `copy_` lands in `_copy_from` again, recursing until the stack
+// overflows; hence the fallthrough registrations at the end of this file.
+
 at::Tensor copy_from(const at::Tensor& source, const at::Tensor& dst, bool non_blocking) {
   if (dst.numel() == 0) return dst;
   // copy_ broadcasts its source; ATen hands it to _copy_from unexpanded.
@@ -161,7 +182,9 @@ at::Tensor copy_from(const at::Tensor& source, const at::Tensor& dst, bool non_b
     return dst;
   }
   at::Tensor host = dst.is_non_overlapping_and_dense()
-                        ? at::empty_strided(dst.sizes(), dst.strides(), dst.options().device(c10::kCPU))
+                        ? with_bits_of(at::empty_strided(dst.sizes(), dst.strides(),
+                                                         dst.options().device(c10::kCPU)),
+                                       dst)
                         : host_image(dst);
   host.copy_(src);
   write_back(dst, host);
@@ -322,7 +345,7 @@ at::Tensor native_alias(const at::Tensor& t) {
       c10::DispatchKeySet(c10::computeDispatchKey(std::nullopt, at::kStrided, device)),
       t.dtype());
   alias.unsafeGetTensorImpl()->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
-  return alias;
+  return with_bits_of(std::move(alias), t);
 }
 
 void resize_storage_bytes(const c10::Storage& storage, size_t newsize) {
@@ -370,6 +393,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("as_strided", &at::native::as_strided_tensorimpl);
   m.impl("view", &at::native::view);
   m.impl("_reshape_alias", &at::native::_reshape_alias);
+  m.impl("unfold", &at::native::unfold);
+  m.impl("view_as_real", &at::native::view_as_real);
+  m.impl("view_as_complex", &at::native::view_as_complex);
   m.impl("resize_", &resize_);
   m.impl("set_.source_Storage", &set_source_storage);
   m.impl("set_.source_Storage_storage_offset", &set_storage);
@@ -381,6 +407,37 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("fill_.Scalar", &fill_scalar);
   m.impl("zero_", &zero_);
   m.impl("record_stream", &record_stream_op);
+}
+
+// See Note [Conjugate and negative bits].
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+
+// Note [Moving modules keeps shared Parameters]
+// `Module._apply` (`.to`, `.dipu()`, `to_empty`) keeps a Parameter object and
+// swaps its data (`param.data = moved`) only when the two tensors have
+// "compatible shallow-copy types"; PyTorch's answer lists CPU, CUDA and other
+// in-tree dense backends but not PrivateUse1, so each module would get a new
+// Parameter and tied weights (an LM head sharing its embedding) would come
+// apart. Dense strided tensors of the CPU and dipu share one TensorImpl type,
+// so swapping their data is as safe as for CUDA.
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  auto dense = [](const at::Tensor& t) {
+    return t.layout() == at::kStrided && (on_dipu(t) || t.device().is_cpu()) &&
+           !t.is_quantized() && !t.is_nested();
+  };
+  if (dense(self) && dense(from)) return true;
+  return self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set());
+}
+
+TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
+  m.impl("_has_compatible_shallow_copy_type", &has_compatible_shallow_copy_type);
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
