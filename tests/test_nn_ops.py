@@ -294,3 +294,62 @@ def test_recurrent_layers_train_on_dipu(cls, kwargs):
         results.append([out, hidden, inp.grad] + [p.grad for p in module.parameters()])
     assert dipu.fallback_counts() == {}
     _check(results[0], results[1])
+
+
+def _check_like_cpu(expected, actual, rtol=1e-4, atol=1e-5):
+    """Values, and the metadata a user sees: shape, dtype, strides."""
+    if isinstance(expected, (tuple, list)):
+        assert len(expected) == len(actual)
+        for e, a in zip(expected, actual):
+            _check_like_cpu(e, a, rtol, atol)
+        return
+    assert actual.device.type == "dipu"
+    assert (actual.shape, actual.dtype, actual.stride()) == (expected.shape, expected.dtype, expected.stride())
+    torch.testing.assert_close(actual.cpu(), expected, rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("training", [True, False])
+@pytest.mark.parametrize("dtype, param_dtype", [(torch.float32, torch.float32), (torch.bfloat16, torch.bfloat16),
+                                                (torch.bfloat16, torch.float32)])
+def test_native_batch_norm_statistics_match_cpu(training, dtype, param_dtype):
+    """Evaluation saves no statistics (shape [0]); reduced-precision inputs keep them in their own dtype."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 3, 4, 4, generator=g).to(dtype)
+    weight, bias = torch.randn(3, generator=g).to(param_dtype), torch.randn(3, generator=g).to(param_dtype)
+    running = (torch.randn(3, generator=g).to(param_dtype), torch.rand(3, generator=g).to(param_dtype) + 0.5)
+
+    def run(device):
+        args = [t.to(device, copy=True) for t in (x, weight, bias, *running)]
+        return (*torch.native_batch_norm(*args, training, 0.1, 1e-5), args[3], args[4])
+
+    tolerance = {} if dtype is torch.float32 else {"rtol": 2e-2, "atol": 2e-2}
+    _check_like_cpu(run("cpu"), run("dipu"), **tolerance)
+
+
+def test_batch_norm_backward_in_eval_mode_matches_cpu():
+    g = torch.Generator().manual_seed(0)
+    tensors = (torch.randn(2, 3, 4, 4, generator=g), torch.randn(3, generator=g), torch.randn(3, generator=g))
+    running = (torch.randn(3, generator=g), torch.rand(3, generator=g) + 0.5)
+    results = []
+    for device in ("cpu", "dipu"):
+        x, weight, bias = (t.to(device).detach().requires_grad_() for t in tensors)
+        out = F.batch_norm(x, *(r.to(device) for r in running), weight, bias, training=False)
+        (out * torch.arange(4.0, device=device)).sum().backward()
+        results.append((out, x.grad, weight.grad, bias.grad))
+    _check_like_cpu(*results)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("param_dtype", [None, "same", torch.float32])
+def test_layer_and_group_norm_statistics_keep_the_cpu_dtype(dtype, param_dtype):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 4, 3, 5, generator=g).to(dtype)
+    param = None if param_dtype is None else torch.randn(4, generator=g).to(dtype if param_dtype == "same" else param_dtype)
+
+    def run(device):
+        p = None if param is None else param.to(device)
+        tail = None if param is None else torch.ones(3, 5, dtype=p.dtype, device=device)
+        return (*torch.native_layer_norm(x.to(device), [3, 5], tail, tail, 1e-5),
+                *torch.native_group_norm(x.to(device), p, p, 2, 4, 15, 2, 1e-5))
+
+    _check_like_cpu(run("cpu"), run("dipu"), rtol=2e-2, atol=2e-2)

@@ -40,6 +40,9 @@ from dipu.ops.shapes import linspace as shape_linspace
 from dipu.ops.shapes import max_dim as shape_max_dim
 from dipu.ops.shapes import mm as shape_mm
 from dipu.ops.shapes import multinomial as shape_multinomial
+from dipu.ops.shapes import native_batch_norm as shape_native_batch_norm
+from dipu.ops.shapes import native_group_norm as shape_native_group_norm
+from dipu.ops.shapes import native_layer_norm as shape_native_layer_norm
 from dipu.ops.shapes import randperm as shape_randperm
 from dipu.ops.shapes import reduce_all as shape_reduce_all
 from dipu.ops.shapes import reduction as shape_reduction
@@ -130,11 +133,8 @@ meta_multi_margin_loss = meta(torch.ops.aten.multi_margin_loss.default, (), Fals
 meta_multilabel_margin_loss_forward = meta(torch.ops.aten.multilabel_margin_loss_forward.default, (), True)
 meta_mv = meta(torch.ops.aten.mv.default, (), False)
 meta_nansum = meta(torch.ops.aten.nansum.default, ('dtype',), False)
-meta_native_batch_norm = meta(torch.ops.aten.native_batch_norm.default, (), True)
 meta_native_batch_norm_backward = meta(torch.ops.aten.native_batch_norm_backward.default, (), True)
-meta_native_group_norm = meta(torch.ops.aten.native_group_norm.default, (), True)
 meta_native_group_norm_backward = meta(torch.ops.aten.native_group_norm_backward.default, (), True)
-meta_native_layer_norm = meta(torch.ops.aten.native_layer_norm.default, (), True)
 meta_native_layer_norm_backward = meta(torch.ops.aten.native_layer_norm_backward.default, (), True)
 meta_nll_loss2d_forward = meta(torch.ops.aten.nll_loss2d_forward.default, (), True)
 meta_nll_loss_forward = meta(torch.ops.aten.nll_loss_forward.default, (), True)
@@ -20210,7 +20210,7 @@ def make_native_batch_norm(op, diopiBatchNorm):
                 dump_op_args(op, (input, weight, bias, running_mean, running_var, training, momentum, eps))
             if CHECK_DEVICE:
                 check_device(op, d, (input, weight, bias, running_mean, running_var, training, momentum, eps))
-            out, save_mean, save_invstd = allocate(meta_native_batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps), d)
+            out, save_mean, save_invstd = allocate(shape_native_batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps), d)
             status = diopiBatchNorm(contexts[d], out, save_mean, save_invstd, input, weight, bias, running_mean, running_var, training, momentum, eps)
             if status:
                 return on_failure(status, op, (input, weight, bias, running_mean, running_var, training, momentum, eps), {})
@@ -20315,7 +20315,7 @@ def make_native_group_norm(op, diopiGroupNorm):
                 dump_op_args(op, (input, weight, bias, N, C, HxW, group, eps))
             if CHECK_DEVICE:
                 check_device(op, d, (input, weight, bias, N, C, HxW, group, eps))
-            out, save_mean, save_invstd = allocate(meta_native_group_norm(input, weight, bias, N, C, HxW, group, eps), d)
+            out, save_mean, save_invstd = allocate(shape_native_group_norm(input, weight, bias, N, C, HxW, group, eps), d)
             status = diopiGroupNorm(contexts[d], out, save_mean, save_invstd, input, weight, bias, group, eps)
             if status:
                 return on_failure(status, op, (input, weight, bias, N, C, HxW, group, eps), {})
@@ -20367,7 +20367,7 @@ def make_native_layer_norm(op, diopiLayerNorm):
                 dump_op_args(op, (input, normalized_shape, weight, bias, eps))
             if CHECK_DEVICE:
                 check_device(op, d, (input, normalized_shape, weight, bias, eps))
-            out, save_mean, save_invstd = allocate(meta_native_layer_norm(input, normalized_shape, weight, bias, eps), d)
+            out, save_mean, save_invstd = allocate(shape_native_layer_norm(input, normalized_shape, weight, bias, eps), d)
             status = diopiLayerNorm(contexts[d], out, save_mean, save_invstd, input, weight, bias, normalized_shape, eps)
             if status:
                 return on_failure(status, op, (input, normalized_shape, weight, bias, eps), {})

@@ -271,3 +271,32 @@ def fused_gru_cell_backward(grad_hy, workspace, has_bias, *_):
     gates = ((batch, hidden * 3), grad_hy.dtype)
     bias = ((hidden * 3,), grad_hy.dtype) if has_bias else None
     return gates, gates, (grad_hy.shape, grad_hy.dtype), bias, bias
+
+
+# ---- normalization: the CPU kernels keep their statistics in the input dtype (meta kernels follow CUDA, which
+# keeps them in float32 for reduced-precision inputs), in float32 when such an input comes with float32
+# parameters (ATen's is_mixed_type), and batch norm saves none (shape [0]) outside training
+
+
+def _statistics_dtype(input, *params) -> torch.dtype:
+    for param in params:
+        if param is not None and param.dtype is not input.dtype:
+            return torch.float32
+    return input.dtype
+
+
+def native_batch_norm(input, weight, bias, running_mean, running_var, training, *_):
+    dtype = _statistics_dtype(input, weight, bias, running_mean, running_var)
+    saved = ((input.shape[1] if training else 0,), dtype)
+    return (input.shape, input.dtype), saved, saved
+
+
+def native_layer_norm(input, normalized_shape, weight, bias, *_):
+    axis = input.dim() - len(normalized_shape)
+    statistics = ((*input.shape[:axis], *[1] * len(normalized_shape)), _statistics_dtype(input, weight, bias))
+    return (input.shape, input.dtype), statistics, statistics
+
+
+def native_group_norm(input, weight, bias, N, C, HxW, group, *_):
+    statistics = ((N, group), _statistics_dtype(input, weight, bias))
+    return (input.shape, input.dtype), statistics, statistics
