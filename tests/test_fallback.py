@@ -118,11 +118,10 @@ def test_log_every_call(python):
 
 
 def test_view_ops_are_never_run_by_the_fallback():
-    with pytest.raises(RuntimeError, match="dipu_test::flat appears to be a view operator"):
+    with pytest.raises(RuntimeError, match="dipu: dipu_test::flat is a view operator without a dipu kernel"):
         ops.flat(torch.zeros(2, 2, device="dipu"))
-    z = torch.zeros(2, dtype=torch.complex64, device="dipu")
-    with pytest.raises(RuntimeError, match="aten::view_as_real appears to be a view operator"):
-        torch.view_as_real(z)
+    with pytest.raises(RuntimeError, match="dipu: _values is a view operator without a dipu kernel"):
+        torch.ops.aten._values(torch.zeros(2, device="dipu"))
 
 
 def test_python_entry_runs_an_op_through_the_fallback():
@@ -132,3 +131,62 @@ def test_python_entry_runs_an_op_through_the_fallback():
     assert torch.allclose(out.cpu(), torch.lgamma(x.cpu()))
     out = dipu._C.cpu_fallback("dipu_test::scale", (x, 2.0), {})
     assert torch.equal(out.cpu(), x.cpu() * 2)
+
+
+# ---- the *_overrideable placeholders (Note [Overrideable ops in the fallback]) ----
+
+
+def test_convolutions_run_through_the_fallback(python):
+    """With convolution forced to the fallback, forward and backward (plain, grouped, strided,
+    transposed) match the CPU."""
+    python("""
+        import torch, torch.nn.functional as F, dipu
+        assert "convolution_overrideable" not in dipu.diopi.registry.registered_ops()
+        torch.manual_seed(0)
+        cases = [
+            (F.conv2d, (2, 4, 9, 9), (6, 2, 3, 3), dict(stride=2, padding=1, groups=2)),
+            (F.conv1d, (2, 3, 10), (5, 3, 4), dict(dilation=2)),
+            (F.conv_transpose2d, (2, 4, 5, 5), (4, 3, 3, 3), dict(stride=2, output_padding=1)),
+        ]
+        for fn, xs, ws, kw in cases:
+            x, w, b = torch.randn(xs), torch.randn(ws), torch.randn(ws[1] if fn is F.conv_transpose2d else ws[0])
+            grads = []
+            for device in ("cpu", "dipu"):
+                leaves = [t.to(device).requires_grad_() for t in (x, w, b)]
+                out = fn(*leaves, **kw)
+                out.square().sum().backward()
+                grads.append([out.detach().cpu()] + [t.grad.cpu() for t in leaves])
+            for got, want in zip(grads[1], grads[0]):
+                torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+        counts = dipu.fallback_counts()
+        assert counts["convolution_overrideable"] == 3 and counts["convolution_backward_overrideable"] == 3
+    """, env={"DIPU_FORCE_FALLBACK_OPS_LIST": "convolution.*"})
+
+
+@pytest.mark.parametrize("mask", ["none", "causal", "float", "bool"])
+def test_fused_attention_placeholder_matches_the_math_path(mask):
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 3, 5, 4) for _ in range(3))
+    bias = {"none": None, "causal": None, "float": torch.randn(5, 5), "bool": torch.rand(5, 5) > 0.3}[mask]
+    if bias is not None and bias.dtype == torch.bool:
+        bias[:, 0] = True  # no fully masked row
+    causal = mask == "causal"
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    want = torch.nn.functional.scaled_dot_product_attention(*leaves, attn_mask=bias, is_causal=causal)
+    grad_out = torch.randn_like(want)
+    want.backward(grad_out)
+
+    d = [t.to("dipu") for t in (q, k, v)]
+    dbias = None if bias is None else bias.to("dipu")
+    forward = torch.ops.aten._scaled_dot_product_fused_attention_overrideable(*d, dbias, is_causal=causal)
+    out, logsumexp = forward[0], forward[1]
+    torch.testing.assert_close(out.cpu(), want.detach(), rtol=1e-5, atol=1e-5)
+    assert out.device.type == "dipu" and logsumexp.shape == (2, 3, 5)
+    grads = torch.ops.aten._scaled_dot_product_fused_attention_overrideable_backward(
+        grad_out.to("dipu"), *d, dbias, [True, True, True, False], out, logsumexp, *forward[2:6], 0.0, causal,
+        *forward[6:8])
+    for got, leaf in zip(grads[:3], leaves):
+        torch.testing.assert_close(got.cpu(), leaf.grad, rtol=1e-4, atol=1e-5)
+    assert grads[3] is None
+    with pytest.raises(NotImplementedError, match="cannot run dropout_p > 0"):
+        torch.ops.aten._scaled_dot_product_fused_attention_overrideable(*d, dropout_p=0.5)

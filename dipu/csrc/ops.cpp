@@ -290,12 +290,18 @@ void substitute_generators(const c10::FunctionSchema& schema, torch::jit::Stack*
 
 void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   std::string name = op_name(op);
+  const auto& schema = op.schema();
+  for (const auto& ret : schema.returns()) {
+    const c10::AliasInfo* alias = ret.alias_info();
+    TORCH_CHECK(!alias || alias->isWrite(), "dipu: ", name,
+                " is a view operator without a dipu kernel; the CPU fallback cannot return a view "
+                "of dipu memory (the core implements aten's dense views in dipu/csrc/ops.cpp)");
+  }
   bool first;
   {
     std::lock_guard<std::mutex> lock(g_fallback_mutex);
     first = g_fallback_counts[name]++ == 0;
   }
-  const auto& schema = op.schema();
   auto args = torch::jit::last(*stack, schema.arguments().size());
   auto device = check_devices(name, args);
   if (g_log_every_fallback) {

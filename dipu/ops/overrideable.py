@@ -16,7 +16,11 @@ results on the op's dipu device; a generated kernel that answers
 
 from __future__ import annotations
 
+import collections
 import math
+import os
+import sys
+import warnings
 
 import torch
 
@@ -106,8 +110,18 @@ def _dipu_device(args, kwargs) -> torch.device:
     raise RuntimeError("no dipu tensor among the arguments")
 
 
+#: Calls per placeholder op, merged into ``dipu.fallback_counts()``.
+counts: collections.Counter = collections.Counter()
+
+
 def run_on_cpu(name: str, args: tuple, kwargs: dict):
     """Run placeholder op ``name`` through its CPU substitute: host copies in, results on the op's device."""
+    counts[name] += 1
+    if os.environ.get("DIPU_LOG_FALLBACK_INFO") == "1":
+        print(f"dipu: fallback to cpu: {name}", file=sys.stderr)
+    elif counts[name] == 1:
+        warnings.warn(f"dipu: {name} has no dipu kernel; it runs on the CPU through the fallback "
+                      "(set DIPU_LOG_FALLBACK_INFO=1 to log every call)", stacklevel=2)
     device = _dipu_device(args, kwargs)
     host = lambda t: t.detach().cpu()  # noqa: E731
     result = CPU_SUBSTITUTES[name](*_map(host, args), **_map(host, kwargs))
