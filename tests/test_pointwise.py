@@ -140,3 +140,15 @@ def test_in_place_type_error_matches_cpu():
         torch.arange(4).sin_()
     with pytest.raises(RuntimeError):
         torch.arange(4, device=DEV).sin_()
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_complex_to_real_results_match_cpu(dtype):
+    """abs, angle and norms of complex tensors are real; sgn stays complex; abs_ refuses as on CPU."""
+    c = torch.randn(3, 4, dtype=dtype, generator=torch.Generator().manual_seed(0))
+    _same(lambda t: (torch.abs(t), t.abs().sum(), torch.angle(t), torch.sgn(t), torch.linalg.norm(t),
+                     torch.linalg.vector_norm(t, 1, dim=1), F.l1_loss(t, t * 2)), c, atol=1e-5)
+    _same(lambda t: torch.abs(t, out=torch.empty(0, dtype=dtype, device=t.device)), c)  # out= keeps its dtype
+    for device in ("cpu", DEV):
+        with pytest.raises(RuntimeError, match="In-place abs is not supported for complex tensors"):
+            c.to(device).abs_()

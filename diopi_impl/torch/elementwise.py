@@ -101,10 +101,20 @@ def _unary(name: str, aten):
     library.register(function)
 
 
-for _name, _aten in [("diopiNeg", torch.neg), ("diopiAbs", torch.abs), ("diopiSqrt", torch.sqrt),
+for _name, _aten in [("diopiNeg", torch.neg), ("diopiSqrt", torch.sqrt),
                      ("diopiRsqrt", torch.rsqrt), ("diopiExp", torch.exp), ("diopiLog", torch.log),
                      ("diopiTanh", torch.tanh), ("diopiSigmoid", torch.sigmoid)]:
     _unary(_name, _aten)
+
+
+@library.register
+def diopiAbs(ctx, out, input):
+    d = ctx.device
+    x = alias(input, d)
+    if out is input and x.is_complex():  # abs_: a complex tensor cannot hold its real result (as ATen refuses)
+        raise RuntimeError("In-place abs is not supported for complex tensors.")
+    torch.abs(x, out=alias(out, d))
+    return SUCCESS
 
 
 @library.register

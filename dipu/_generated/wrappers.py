@@ -52,6 +52,7 @@ from dipu.ops.shapes import ternary as shape_ternary
 from dipu.ops.shapes import unary as shape_unary
 from dipu.ops.shapes import unary_bool as shape_unary_bool
 from dipu.ops.shapes import unary_float as shape_unary_float
+from dipu.ops.shapes import unary_real as shape_unary_real
 from dipu.ops.shapes import where as shape_where
 
 meta__adaptive_avg_pool2d = meta(torch.ops.aten._adaptive_avg_pool2d.default, (), False)
@@ -5959,7 +5960,7 @@ def make_abs(op, diopiAbs):
                 dump_op_args(op, (self,))
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
-            shape, dtype = shape_unary(self)
+            shape, dtype = shape_unary_real(self)
             out = empty(shape, dtype, d)
             status = diopiAbs(contexts[d], out, self)
             if status:
@@ -5986,7 +5987,7 @@ def make_abs_out(op, diopiAbs):
                 dump_op_args(op, (self, out))
             if CHECK_DEVICE:
                 check_device(op, d, (self, out))
-            shape, dtype = shape_unary(self)
+            shape, dtype = shape_unary_real(self)
             if out.shape != shape:
                 out.resize_(shape)
             status = diopiAbs(contexts[d], out, self)
@@ -6014,7 +6015,7 @@ def make_abs_(op, diopiAbs):
                 dump_op_args(op, (self,))
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
-            shape, dtype = shape_unary(self)
+            shape, dtype = shape_unary_real(self)
             if shape != self.shape:
                 check_inplace_shape(op, self, shape)
             status = diopiAbs(contexts[d], self, self)

@@ -33,6 +33,12 @@ def unary(self, *_):
     return self.shape, self.dtype
 
 
+def unary_real(self, *_):
+    """Same shape; complex numbers give their real dtype (abs of complex64 is float32)."""
+    dtype = self.dtype
+    return self.shape, dtype.to_real() if dtype.is_complex else dtype
+
+
 def unary_float(self, *_):
     """Same shape; integers and bool compute in the default float dtype (sqrt, exp, ...)."""
     return self.shape, _float_dtype(self.dtype)
