@@ -30,6 +30,8 @@ from importlib import metadata
 
 VENDOR_GROUP = "dipu.vendors"
 DEFAULT_VENDOR = "sim"
+#: PyTorch indexes devices of one type with an int8 (c10::DeviceIndex).
+MAX_DEVICES = 127
 
 
 @dataclasses.dataclass(frozen=True)
@@ -265,7 +267,7 @@ def parse_size(variable: str, text: str) -> int:
     return value
 
 
-def env_int(variable: str, default: int, minimum: int = 0) -> int:
+def env_int(variable: str, default: int, minimum: int = 0, maximum: int | None = None) -> int:
     text = os.environ.get(variable)
     if text is None or not text.strip():
         return default
@@ -275,4 +277,6 @@ def env_int(variable: str, default: int, minimum: int = 0) -> int:
         raise ValueError(f"{variable}={text!r} is not an integer") from None
     if value < minimum:
         raise ValueError(f"{variable}={text!r} must be at least {minimum}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{variable}={text!r} must be at most {maximum}")
     return value

@@ -46,6 +46,8 @@ def test_bad_vendor_is_rejected_at_import_listing_installed_ones(python):
 def test_bad_device_count_and_allocator_mode(python):
     proc = python("import dipu", env={"DIPU_SIM_DEVICE_COUNT": "two"}, check=False)
     assert "DIPU_SIM_DEVICE_COUNT='two' is not an integer" in proc.stderr
+    proc = python("import dipu", env={"DIPU_SIM_DEVICE_COUNT": "200"}, check=False)
+    assert "DIPU_SIM_DEVICE_COUNT='200' must be at most 127" in proc.stderr
     proc = python("import dipu", env={"DIPU_ALLOCATOR": "fancy"}, check=False)
     assert "DIPU_ALLOCATOR='fancy' is not one of: caching, raw" in proc.stderr
 

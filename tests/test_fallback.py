@@ -152,7 +152,7 @@ def test_convolutions_run_through_the_fallback(python):
             x, w, b = torch.randn(xs), torch.randn(ws), torch.randn(ws[1] if fn is F.conv_transpose2d else ws[0])
             grads = []
             for device in ("cpu", "dipu"):
-                leaves = [t.to(device).requires_grad_() for t in (x, w, b)]
+                leaves = [t.to(device).detach().requires_grad_() for t in (x, w, b)]
                 out = fn(*leaves, **kw)
                 out.square().sum().backward()
                 grads.append([out.detach().cpu()] + [t.grad.cpu() for t in leaves])
@@ -172,21 +172,26 @@ def test_fused_attention_placeholder_matches_the_math_path(mask):
         bias[:, 0] = True  # no fully masked row
     causal = mask == "causal"
     leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    if bias is not None and bias.is_floating_point():
+        bias.requires_grad_()
     want = torch.nn.functional.scaled_dot_product_attention(*leaves, attn_mask=bias, is_causal=causal)
     grad_out = torch.randn_like(want)
     want.backward(grad_out)
 
     d = [t.to("dipu") for t in (q, k, v)]
-    dbias = None if bias is None else bias.to("dipu")
+    dbias = None if bias is None else bias.detach().to("dipu")
     forward = torch.ops.aten._scaled_dot_product_fused_attention_overrideable(*d, dbias, is_causal=causal)
     out, logsumexp = forward[0], forward[1]
     torch.testing.assert_close(out.cpu(), want.detach(), rtol=1e-5, atol=1e-5)
     assert out.device.type == "dipu" and logsumexp.shape == (2, 3, 5)
     grads = torch.ops.aten._scaled_dot_product_fused_attention_overrideable_backward(
-        grad_out.to("dipu"), *d, dbias, [True, True, True, False], out, logsumexp, *forward[2:6], 0.0, causal,
+        grad_out.to("dipu"), *d, dbias, [True, True, True, True], out, logsumexp, *forward[2:6], 0.0, causal,
         *forward[6:8])
     for got, leaf in zip(grads[:3], leaves):
         torch.testing.assert_close(got.cpu(), leaf.grad, rtol=1e-4, atol=1e-5)
-    assert grads[3] is None
+    if mask == "float":
+        torch.testing.assert_close(grads[3].cpu(), bias.grad, rtol=1e-4, atol=1e-5)
+    else:
+        assert grads[3] is None
     with pytest.raises(NotImplementedError, match="cannot run dropout_p > 0"):
         torch.ops.aten._scaled_dot_product_fused_attention_overrideable(*d, dropout_p=0.5)

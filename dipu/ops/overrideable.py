@@ -38,9 +38,13 @@ def convolution_backward(grad_output, input, weight, stride, padding, dilation, 
                                      output_padding, groups, output_mask)
 
 
-def _attention_scores(query, key, attn_bias, is_causal, scale):
-    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
-    scores = torch.matmul(query, key.transpose(-2, -1)) * scale
+def _scale(query, scale):
+    return 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+
+
+def _attention_probabilities(query, key, attn_bias, is_causal, scale):
+    """softmax(scale * Q K^T + bias) in float32, with causal and boolean masks applied."""
+    scores = torch.matmul(query.float(), key.float().transpose(-2, -1)) * _scale(query, scale)
     if is_causal:
         length, source = scores.shape[-2:]
         causal = torch.ones(length, source, dtype=torch.bool).tril(diagonal=source - length)
@@ -60,9 +64,9 @@ def _check_no_dropout(dropout_p: float) -> None:
 def fused_attention(query, key, value, attn_bias=None, dropout_p=0.0, is_causal=False, return_debug_mask=False, *,
                     scale=None):
     _check_no_dropout(dropout_p)
-    scores = _attention_scores(query.float(), key.float(), attn_bias, is_causal, scale)
+    scores = _attention_probabilities(query, key, attn_bias, is_causal, scale)
     logsumexp = scores.logsumexp(-1)
-    output = torch.matmul(torch.softmax(scores, -1).to(value.dtype), value)
+    output = torch.matmul(torch.softmax(scores, -1), value.float()).to(query.dtype)
     empty = torch.empty(0, dtype=torch.int64)
     return (output, logsumexp, empty, empty.clone(), query.shape[-2], key.shape[-2], empty.clone(), empty.clone(),
             torch.empty(0, dtype=query.dtype))
@@ -70,19 +74,21 @@ def fused_attention(query, key, value, attn_bias=None, dropout_p=0.0, is_causal=
 
 def fused_attention_backward(grad_out, query, key, value, attn_bias, grad_input_mask, out, logsumexp, cum_seq_q,
                              cum_seq_k, max_q, max_k, dropout_p, is_causal, philox_seed, philox_offset, *, scale=None):
+    """The math attention's gradients, written out (kernels run below autograd, so it cannot be asked)."""
     _check_no_dropout(dropout_p)
-    inputs = [t.detach().requires_grad_(wanted) for t, wanted in zip((query, key, value), grad_input_mask[:3])]
-    bias = attn_bias
-    if attn_bias is not None and attn_bias.is_floating_point():
-        bias = attn_bias.detach().requires_grad_(bool(grad_input_mask[3]))
-    with torch.enable_grad():
-        q, k, v = inputs
-        scores = _attention_scores(q.float(), k.float(), bias, is_causal, scale)
-        output = torch.matmul(torch.softmax(scores, -1).to(v.dtype), v)
-        wanted = [t for t in (*inputs, bias) if isinstance(t, torch.Tensor) and t.requires_grad]
-        grads = iter(torch.autograd.grad(output, wanted, grad_out) if wanted else ())
-    return tuple(next(grads) if isinstance(t, torch.Tensor) and t.requires_grad else None
-                 for t in (*inputs, bias))
+    probabilities = torch.softmax(_attention_probabilities(query, key, attn_bias, is_causal, scale), -1)
+    grad_out = grad_out.float()
+    grad_value = torch.matmul(probabilities.transpose(-2, -1), grad_out)
+    grad_probabilities = torch.matmul(grad_out, value.float().transpose(-2, -1))
+    grad_scores = probabilities * (grad_probabilities - (grad_probabilities * probabilities).sum(-1, keepdim=True))
+    scaled = grad_scores * _scale(query, scale)
+    grad_query = torch.matmul(scaled, key.float())
+    grad_key = torch.matmul(scaled.transpose(-2, -1), query.float())
+    grad_bias = None
+    if grad_input_mask[3] and attn_bias is not None and attn_bias.is_floating_point():
+        grad_bias = grad_scores.sum_to_size(attn_bias.shape).to(attn_bias.dtype)
+    grads = (grad_query.to(query.dtype), grad_key.to(key.dtype), grad_value.to(value.dtype))
+    return (*(g if wanted else None for g, wanted in zip(grads, grad_input_mask)), grad_bias)
 
 
 #: Placeholder op name -> its CPU substitute (Note [Overrideable ops in the fallback]).

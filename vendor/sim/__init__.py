@@ -20,7 +20,7 @@ import os
 import threading
 import time
 
-from dipu.runtime import DeviceProperties, DeviceRuntime, env_int, parse_size
+from dipu.runtime import MAX_DEVICES, DeviceProperties, DeviceRuntime, env_int, parse_size
 
 _libc = ctypes.CDLL(None)
 _libc.aligned_alloc.restype = ctypes.c_void_p
@@ -47,7 +47,7 @@ class SimRuntime(DeviceRuntime):
     native_device_type = "cpu"
 
     def __init__(self):
-        self.count = env_int("DIPU_SIM_DEVICE_COUNT", 2, minimum=1)
+        self.count = env_int("DIPU_SIM_DEVICE_COUNT", 2, minimum=1, maximum=MAX_DEVICES)
         self.capacity = parse_size("DIPU_SIM_MEMORY", os.environ.get("DIPU_SIM_MEMORY", "8G"))
         alias = os.environ.get("DIPU_SIM_NATIVE_ALIAS", "1").strip()
         if alias not in ("0", "1"):
