@@ -58,11 +58,16 @@ def vendor() -> runtime.DeviceRuntime:
 
 def fallback_counts() -> dict[str, int]:
     """How many times each aten op ran through the CPU fallback."""
-    return dict(_C.fallback_counts())
+    from dipu.ops import overrideable
+
+    return {**_C.fallback_counts(), **overrideable.counts}
 
 
 def reset_fallback_counts() -> None:
+    from dipu.ops import overrideable
+
     _C.reset_fallback_counts()
+    overrideable.counts.clear()
 
 
 def _register_ops() -> None:
@@ -83,6 +88,7 @@ def _register_ops() -> None:
 
 _register_ops()
 
+from dipu import autocompare  # noqa: E402  (dipu.autocompare(".*") opens a compared block)
 
 @atexit.register
 def _shutdown() -> None:
