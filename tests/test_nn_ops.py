@@ -353,3 +353,28 @@ def test_layer_and_group_norm_statistics_keep_the_cpu_dtype(dtype, param_dtype):
                 *torch.native_group_norm(x.to(device), p, p, 2, 4, 15, 2, 1e-5))
 
     _check_like_cpu(run("cpu"), run("dipu"), rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("shapes", [((2, 5, 3), (4, 3)), ((2, 5, 3), (1, 4, 3)), ((5, 3), (2, 4, 3)),
+                                    ((3, 1, 5, 3), (2, 4, 3))])
+@pytest.mark.parametrize("op", ["cdist", "mse", "smooth_l1", "huber"])
+def test_backward_through_broadcast_batch_matches_cpu(op, shapes):
+    """Backward kernels write the broadcast shape, as the CPU's do; autograd sums it back to each input."""
+    aten = torch.ops.aten
+    functions = {
+        "cdist": lambda a, b: torch.cdist(a, b, p=1.5),
+        "mse": lambda a, b: aten.mse_loss(a, b[..., :1, :], 0),  # aten broadcasts; F.mse_loss expands first
+        "smooth_l1": lambda a, b: aten.smooth_l1_loss(a, b[..., :1, :], 0, 0.5),
+        "huber": lambda a, b: aten.huber_loss(a, b[..., :1, :], 0, 0.5),
+    }
+    g = torch.Generator().manual_seed(0)
+    x1, x2 = torch.randn(*shapes[0], generator=g), torch.randn(*shapes[1], generator=g)
+    results = []
+    for device in ("cpu", "dipu"):
+        a, b = (t.to(device).detach().requires_grad_() for t in (x1, x2))
+        dipu.reset_fallback_counts()
+        out = functions[op](a, b)
+        (out * torch.linspace(-1, 1, out.numel(), device=device).reshape(out.shape)).sum().backward()
+        assert dipu.fallback_counts() == {}
+        results.append((out, a.grad, b.grad))
+    _check_like_cpu(*results)

@@ -27,6 +27,8 @@ from dipu.ops.shapes import arange_end as shape_arange_end
 from dipu.ops.shapes import binary as shape_binary
 from dipu.ops.shapes import binary_float as shape_binary_float
 from dipu.ops.shapes import bmm as shape_bmm
+from dipu.ops.shapes import broadcast_grad as shape_broadcast_grad
+from dipu.ops.shapes import cdist_backward as shape_cdist_backward
 from dipu.ops.shapes import compare as shape_compare
 from dipu.ops.shapes import divide as shape_divide
 from dipu.ops.shapes import dropout as shape_dropout
@@ -680,7 +682,7 @@ def make__cdist_backward(op, diopiCdistBackward):
                 dump_op_args(op, (grad, x1, x2, p, cdist))
             if CHECK_DEVICE:
                 check_device(op, d, (grad, x1, x2, p, cdist))
-            shape, dtype = shape_like_self(grad, x1, x2, p, cdist)
+            shape, dtype = shape_cdist_backward(grad, x1, x2, p, cdist)
             out = empty(shape, dtype, d)
             status = diopiCdistBackward(contexts[d], out, grad, x1, x2, p, cdist)
             if status:
@@ -14921,7 +14923,7 @@ def make_huber_loss_backward(op, diopiHuberLossBackward):
                 dump_op_args(op, (grad_output, self, target, reduction, delta))
             if CHECK_DEVICE:
                 check_device(op, d, (grad_output, self, target, reduction, delta))
-            shape, dtype = shape_like_self(grad_output, self, target, reduction, delta)
+            shape, dtype = shape_broadcast_grad(grad_output, self, target, reduction, delta)
             grad_input = empty(shape, dtype, d)
             status = diopiHuberLossBackward(contexts[d], grad_input, grad_output, self, target, reduction, delta)
             if status:
@@ -14948,7 +14950,7 @@ def make_huber_loss_backward_out(op, diopiHuberLossBackward):
                 dump_op_args(op, (grad_output, self, target, reduction, delta, grad_input))
             if CHECK_DEVICE:
                 check_device(op, d, (grad_output, self, target, reduction, delta, grad_input))
-            shape, dtype = shape_like_self(grad_output, self, target, reduction, delta)
+            shape, dtype = shape_broadcast_grad(grad_output, self, target, reduction, delta)
             if grad_input.shape != shape:
                 grad_input.resize_(shape)
             status = diopiHuberLossBackward(contexts[d], grad_input, grad_output, self, target, reduction, delta)
@@ -19440,7 +19442,7 @@ def make_mse_loss_backward(op, diopiMSELossBackward):
                 dump_op_args(op, (grad_output, self, target, reduction))
             if CHECK_DEVICE:
                 check_device(op, d, (grad_output, self, target, reduction))
-            shape, dtype = shape_like_self(grad_output, self, target, reduction)
+            shape, dtype = shape_broadcast_grad(grad_output, self, target, reduction)
             grad_input = empty(shape, dtype, d)
             status = diopiMSELossBackward(contexts[d], grad_input, grad_output, self, target, reduction)
             if status:
@@ -19467,7 +19469,7 @@ def make_mse_loss_backward_grad_input(op, diopiMSELossBackward):
                 dump_op_args(op, (grad_output, self, target, reduction, grad_input))
             if CHECK_DEVICE:
                 check_device(op, d, (grad_output, self, target, reduction, grad_input))
-            shape, dtype = shape_like_self(grad_output, self, target, reduction)
+            shape, dtype = shape_broadcast_grad(grad_output, self, target, reduction)
             if grad_input.shape != shape:
                 grad_input.resize_(shape)
             status = diopiMSELossBackward(contexts[d], grad_input, grad_output, self, target, reduction)
@@ -24943,7 +24945,7 @@ def make_smooth_l1_loss_backward(op, diopiSmoothL1LossBackward):
                 dump_op_args(op, (grad_output, self, target, reduction, beta))
             if CHECK_DEVICE:
                 check_device(op, d, (grad_output, self, target, reduction, beta))
-            shape, dtype = shape_like_self(grad_output, self, target, reduction, beta)
+            shape, dtype = shape_broadcast_grad(grad_output, self, target, reduction, beta)
             grad_input = empty(shape, dtype, d)
             status = diopiSmoothL1LossBackward(contexts[d], grad_input, grad_output, self, target, reduction, beta)
             if status:
@@ -24970,7 +24972,7 @@ def make_smooth_l1_loss_backward_grad_input(op, diopiSmoothL1LossBackward):
                 dump_op_args(op, (grad_output, self, target, reduction, beta, grad_input))
             if CHECK_DEVICE:
                 check_device(op, d, (grad_output, self, target, reduction, beta, grad_input))
-            shape, dtype = shape_like_self(grad_output, self, target, reduction, beta)
+            shape, dtype = shape_broadcast_grad(grad_output, self, target, reduction, beta)
             if grad_input.shape != shape:
                 grad_input.resize_(shape)
             status = diopiSmoothL1LossBackward(contexts[d], grad_input, grad_output, self, target, reduction, beta)

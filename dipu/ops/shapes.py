@@ -131,6 +131,23 @@ def like_self(grad_output, self, *_):
     return self.shape, self.dtype
 
 
+def broadcast_grad(grad_output, self, target, *_):
+    """The gradient of a loss that broadcasts ``self`` with ``target`` (mse, smooth_l1, huber): the broadcast
+    shape, as the CPU kernel writes it; autograd sums it back to the shape of ``self``."""
+    shape = self.shape
+    if target.shape != shape:
+        shape = _infer_size(shape, target.shape)
+    if grad_output.shape != shape:
+        shape = _infer_size(shape, grad_output.shape)
+    return shape, self.dtype
+
+
+def cdist_backward(grad, x1, x2, *_):
+    """The gradient of ``cdist`` with respect to ``x1`` over the broadcast batch dimensions of both inputs."""
+    batch = _infer_size(x1.shape[:-2], x2.shape[:-2])
+    return (*batch, *x1.shape[-2:]), x1.dtype
+
+
 def arange(start, end, step=1, *_):
     import math
 
