@@ -78,14 +78,15 @@ FALLBACK_PROBE = """
     a = torch.arange(6.).to("dipu"); b = torch.full((6,), 2.0, device="dipu")
     mask = (torch.arange(6) % 2 == 0).to("dipu")
     dipu.reset_fallback_counts()
-    results = [torch.add(a, b, out=torch.empty(6, device="dipu")), a * b,
+    results = [torch.add(a, b, out=torch.empty(6, device="dipu")), a + b, a * b,
                torch.ops.aten.add.Scalar(a, 3), a.clone().masked_fill_(mask, 7.0)]
-    expected = [torch.arange(6.) + 2, torch.arange(6.) * 2, torch.arange(6.) + 3,
+    expected = [torch.arange(6.) + 2, torch.arange(6.) + 2, torch.arange(6.) * 2, torch.arange(6.) + 3,
                 torch.arange(6.).masked_fill_(torch.arange(6) % 2 == 0, 7.0)]
     assert all(torch.equal(r.cpu(), e) for r, e in zip(results, expected))
     print("fallbacks:", sorted(dipu.fallback_counts()))
 """
-PROBES = ["add.out", "add.Tensor", "add.Scalar", "mul.Tensor", "masked_fill_.Scalar", "masked_fill_.Tensor"]
+PROBES = ["add.out", "add.Tensor", "add_.Tensor", "add.Scalar", "mul.Tensor", "masked_fill_.Scalar",
+          "masked_fill_.Tensor"]
 
 
 def probe_fallbacks(env=None, cwd=None):
@@ -97,15 +98,22 @@ def test_no_forced_fallback_by_default():
     assert probe_fallbacks() == (f"registered: {sorted(PROBES)}", "fallbacks: []")
 
 
-def test_force_fallback_by_exact_name():
+def test_force_fallback_by_spec_entry_covers_every_op_it_generates():
+    # add.Tensor and add_.Tensor are generated from the add.out entry (as in DIPU's guide: `x + x` is add.out)
     registered, fallbacks = probe_fallbacks({"DIPU_FORCE_FALLBACK_OPS_LIST": "add.out"})
-    assert registered == f"registered: {sorted(set(PROBES) - {'add.out'})}"
-    assert fallbacks == "fallbacks: ['add.out']"
+    assert registered == f"registered: {sorted(set(PROBES) - {'add.out', 'add.Tensor', 'add_.Tensor'})}"
+    assert fallbacks == "fallbacks: ['add.out']"  # a + b: add.Tensor, without a kernel, runs add.out
+
+
+def test_force_fallback_by_registered_name():
+    registered, fallbacks = probe_fallbacks({"DIPU_FORCE_FALLBACK_OPS_LIST": "add.Tensor"})
+    assert registered == f"registered: {sorted(set(PROBES) - {'add.Tensor'})}"
+    assert fallbacks == "fallbacks: []"  # a + b: add.Tensor, without a kernel, runs add.out, still native
 
 
 def test_force_fallback_by_pattern_with_whitespace():
     registered, fallbacks = probe_fallbacks({"DIPU_FORCE_FALLBACK_OPS_LIST": " .*.Scalar , mul.Tensor "})
-    assert registered == "registered: ['add.Tensor', 'add.out', 'masked_fill_.Tensor']"
+    assert registered == "registered: ['add.Tensor', 'add.out', 'add_.Tensor', 'masked_fill_.Tensor']"
     # add.Scalar and mul.Tensor decompose (to add.Tensor, to mul.out) for backends without a kernel
     assert fallbacks == "fallbacks: ['masked_fill_.Scalar']"
 
@@ -113,7 +121,7 @@ def test_force_fallback_by_pattern_with_whitespace():
 def test_force_fallback_from_the_config_file(tmp_path):
     (tmp_path / ".dipu_force_fallback_op_list.config").write_text("# ops to keep on CPU\nadd.out\n  mul.Tensor\n")
     registered, fallbacks = probe_fallbacks(cwd=tmp_path)
-    assert registered == "registered: ['add.Scalar', 'add.Tensor', 'masked_fill_.Scalar', 'masked_fill_.Tensor']"
+    assert registered == "registered: ['add.Scalar', 'masked_fill_.Scalar', 'masked_fill_.Tensor']"
     assert fallbacks == "fallbacks: ['add.out']"
 
 

@@ -2,13 +2,15 @@
 
 Note [What gets registered]
 For each generated op, in order: ``register: false`` in the spec skips it; an
-op matching DIPU_FORCE_FALLBACK_OPS_LIST (unless ``fallback: false``) is left
-to the core's CPU fallback; an op whose DIOPI function the active library
-lacks is left to it too, which DIPU_DUMP_OP_ARGS reports once here. The rest
-get their wrapper, built by the generated factory with the library's
-functions bound in, and wrapped for autocompare when it matches
-DIPU_AUTOCOMPARE_OPS_LIST. All of this happens once, so none of it costs
-anything per call (Note [Hooks cost nothing unless asked for]).
+op whose name or spec entry matches DIPU_FORCE_FALLBACK_OPS_LIST (unless
+``fallback: false``) is left to the core's CPU fallback (``add.out`` covers
+``add.Tensor`` and ``add_.Tensor``, which the ``add.out`` entry generates);
+an op whose DIOPI function the active library lacks is left to it too,
+which DIPU_DUMP_OP_ARGS reports once here. The rest get their wrapper, built
+by the generated factory with the library's functions bound in, and wrapped
+for autocompare when it matches DIPU_AUTOCOMPARE_OPS_LIST. All of this
+happens once, so none of it costs anything per call (Note [Hooks cost
+nothing unless asked for]).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ class Op:
     written: tuple[str, ...]  # arguments the op writes (out, self of an in-place op, running stats)
     outputs: tuple[str, ...]  # names of what it returns
     kind: str  # "out", "functional" or "inplace"
+    entry: str = ""  # the spec entry it was generated from ("add.out" for add.Tensor); "" means ``name``
     autocompare: bool = True
     fallback: bool = True
     register: bool = True
@@ -83,7 +86,8 @@ def register_ops(ops: tuple[Op, ...], *, library: OpLibrary | None = None,
     _torch_library = torch.library.Library("aten", "IMPL")
     registered = []
     for op in ops:
-        if not op.register or (op.fallback and force_fallback.matches(op.name)):
+        if not op.register or op.fallback and (force_fallback.matches(op.name) or
+                                               op.entry and force_fallback.matches(op.entry)):
             continue
         functions = [library.get(name) for name in op.functions]
         if functions[0] is None:

@@ -29,6 +29,7 @@ class Wrapper:
     """One generated kernel: everything the templates print, already decided."""
 
     name: str  # "add.Tensor"
+    entry: str  # the spec entry it is generated from: "add.out"
     wrapper: str  # "dipu_add_Tensor"
     factory: str  # "make_add_Tensor"
     factory_params: str  # "op, diopiAdd, diopiAddScalar"
@@ -217,7 +218,7 @@ def _wrapper(entry: Entry, kind: str, schema: FunctionSchema, functional: Functi
     flags = "".join(f", {flag}=False" for flag in ("autocompare", "fallback", "register")
                     if not getattr(entry, flag))
     return Wrapper(
-        name=name, wrapper=f"dipu_{suffix}", factory=f"make_{suffix}",
+        name=name, entry=entry.name, wrapper=f"dipu_{suffix}", factory=f"make_{suffix}",
         factory_params=", ".join(("op",) + functions), schema=str(schema),
         signature=_signature(schema), device_expr=device_expr, device_args=device_args,
         args_tuple=_tuple(py(a.name) for a in schema.arguments.flat_all), body=tuple(body),
