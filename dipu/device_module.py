@@ -113,18 +113,40 @@ def get_device_capability(device=None) -> tuple[int, int]:
 
 # ---- streams and events ---------------------------------------------------------
 
+# Note [Stream priorities]
+# The core's stream pool (dipu/csrc/guard.cpp) hands out its slots round-robin and creates each
+# slot's vendor stream once, so a priority asked of a slot created earlier would not be honoured.
+# dipu therefore supports a single priority, 0 (torch.cuda's default): priority_range() is (0, 0)
+# in torch.cuda's (least, greatest) order, and any other priority is refused rather than ignored.
+_LEAST_PRIORITY = _GREATEST_PRIORITY = 0
+
+
 class Stream(torch.Stream):
     """A dipu stream. ``Stream()`` takes one from the current device's pool."""
 
     def __new__(cls, device=None, priority: int = 0, **kwargs):
         if kwargs:  # wrapping an existing stream: stream_id, device_index, device_type
             return super().__new__(cls, **kwargs)
+        if not _GREATEST_PRIORITY <= priority <= _LEAST_PRIORITY:
+            raise ValueError(
+                f"torch.dipu.Stream: priority {priority} is not supported; dipu streams take priorities "
+                f"{_GREATEST_PRIORITY} to {_LEAST_PRIORITY} (see torch.dipu.Stream.priority_range())")
         with globals()["device"](device):
             return super().__new__(cls, device=torch.device(_TYPE, _C.current_device()),
                                    priority=priority)
 
     def __init__(self, *args, **kwargs):
         pass
+
+    @staticmethod
+    def priority_range() -> tuple[int, int]:
+        """``(least, greatest)`` priority, as ``torch.cuda.Stream.priority_range``; see Note [Stream priorities]."""
+        return _LEAST_PRIORITY, _GREATEST_PRIORITY
+
+    @property
+    def priority(self) -> int:
+        """The stream's priority: every dipu stream has priority 0 (Note [Stream priorities])."""
+        return _LEAST_PRIORITY
 
     def record_event(self, event: "Event | None" = None) -> "Event":
         event = event if event is not None else Event()

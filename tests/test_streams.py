@@ -80,3 +80,15 @@ def test_generic_torch_stream_and_event_apis():
     e.record(s)
     e.synchronize()
     assert e.query()
+
+
+def test_stream_priorities_as_torch_cuda_reports_them():
+    """dipu supports priority 0 only (Note [Stream priorities]): others are refused, not silently ignored."""
+    assert torch.dipu.Stream.priority_range() == (0, 0)
+    least, greatest = torch.dipu.Stream.priority_range()
+    for priority in range(greatest, least + 1):
+        assert torch.dipu.Stream(priority=priority).priority == priority
+    assert torch.dipu.current_stream().priority == 0 and torch.dipu.default_stream().priority == 0
+    for priority in (greatest - 1, least + 1):
+        with pytest.raises(ValueError, match=rf"priority {priority} is not supported.*priority_range"):
+            torch.dipu.Stream(priority=priority)
