@@ -226,6 +226,14 @@ def test_missing_diopi_function_falls_back_with_a_one_time_message(tmp_path):
     assert counts != "None None"
 
 
+def test_unknown_op_library_names_the_variable():
+    proc = run("import dipu", check=False, env={"DIPU_DIOPI_IMPL": " nowhere "})
+    assert proc.stderr.splitlines()[-1] == (
+        "dipu.diopi.library.LibraryNotFound: DIPU_DIOPI_IMPL=nowhere: no DIOPI op library named 'nowhere' "
+        "(no entry point in 'dipu.diopi_impls', no module diopi_impl.nowhere or nowhere); "
+        "installed entry points: torch")
+
+
 def test_check_tensor_device_names_the_argument():
     proc = run("""
         import torch, dipu

@@ -34,6 +34,11 @@ from typing import Callable
 from diopi_impl.proto import FUNCTIONS
 
 ENTRY_POINT_GROUP = "dipu.diopi_impls"
+IMPL_VAR = "DIPU_DIOPI_IMPL"
+
+
+class LibraryNotFound(RuntimeError):
+    """No entry point or module provides the op library asked for."""
 
 
 class OpLibrary:
@@ -134,9 +139,25 @@ def load_library(name: str) -> OpLibrary:
                 raise  # the module exists but fails to import something itself
             continue
         return _as_library(module, f"module {module_name}")
-    raise RuntimeError(f"no DIOPI op library named '{name}' (no entry point in '{ENTRY_POINT_GROUP}', "
-                       f"no module {' or '.join(candidates)})")
+    raise LibraryNotFound(f"no DIOPI op library named '{name}' (no entry point in '{ENTRY_POINT_GROUP}', "
+                          f"no module {' or '.join(candidates)})")
 
 
 def active_library_name(vendor_choice: str) -> str:
-    return os.environ.get("DIPU_DIOPI_IMPL", "").strip() or vendor_choice
+    return os.environ.get(IMPL_VAR, "").strip() or vendor_choice
+
+
+def load_active_library(vendor_choice: str) -> OpLibrary:
+    """The library ``DIPU_DIOPI_IMPL`` names, else the vendor's; see Note [Choosing the op library].
+
+    A name that finds nothing is reported with where it came from and the entry points installed.
+    """
+    override = os.environ.get(IMPL_VAR, "").strip()
+    name = override or vendor_choice
+    try:
+        return load_library(name)
+    except LibraryNotFound as error:
+        installed = sorted({e.name for e in metadata.entry_points(group=ENTRY_POINT_GROUP)})
+        source = f"{IMPL_VAR}={name}" if override else f"the vendor's op library '{name}'"
+        raise LibraryNotFound(f"{source}: {error}; installed entry points: {', '.join(installed) or 'none'}") \
+            from None

@@ -21,7 +21,7 @@ from typing import Callable
 import torch
 
 from dipu import hooks
-from dipu.diopi.library import OpLibrary, active_library_name, load_library
+from dipu.diopi.library import OpLibrary, load_active_library
 from dipu.diopi.runtime import Status, init_contexts
 from dipu.ops import overrideable
 
@@ -72,7 +72,7 @@ def register_ops(ops: tuple[Op, ...], *, library: OpLibrary | None = None,
         from dipu import vendor
 
         try:
-            library = load_library(active_library_name(vendor().diopi_impl))
+            library = load_active_library(vendor().diopi_impl)
         except ImportError as error:  # dipu/__init__ treats ImportError as "nothing generated"
             raise RuntimeError(f"cannot load the DIOPI op library: {error}") from error
     force_fallback = hooks.force_fallback_patterns()
