@@ -133,6 +133,24 @@ ERRORS = [
      "  interface: diopiAdd(ctx, out, self, other, alpha)\n  shape: binary\n",
      "diopi_functions.yaml:4: add.Tensor: generates add.Tensor, which the entry at line 1 generates too"),
     ("relu: 1\n", "diopi_functions.yaml:1: expected a list of entries (mappings)"),
+    ("# nothing yet\n", "diopi_functions.yaml:1: expected a list of entries (mappings)"),
+    ("\n\nrelu: 1\n", "diopi_functions.yaml:3: expected a list of entries (mappings)"),
+    # PyYAML keeps the last of two equal keys: the entry would silently call diopiRelu(ctx, out, out)
+    (RELU + "  interface: diopiRelu(ctx, out, self)\n  interface: diopiRelu(ctx, out, out)\n",
+     "diopi_functions.yaml:3: duplicate key 'interface' (first at line 2)"),
+    (RELU + "  interface: diopiRelu(ctx, out, self)\n  shape: [unary\n",
+     "diopi_functions.yaml:4: invalid YAML: did not find expected ',' or ']' (while parsing a flow sequence at line 3)"),
+    (RELU + "  interface: 'diopiRelu(ctx, out, self)\n",
+     "diopi_functions.yaml:3: invalid YAML: found unexpected end of stream (while scanning a quoted scalar at line 2)"),
+    (RELU + "  interface: diopiRelu(ctx, out, self): x\n",
+     "diopi_functions.yaml:2: invalid YAML: mapping values are not allowed in this context"),
+    (RELU + "  interface: !!python/name:os.system\n",
+     "diopi_functions.yaml:2: invalid YAML: could not determine a constructor for the tag "
+     "'tag:yaml.org,2002:python/name:os.system'"),
+    (RELU + "  interface: diopiRelu(ctx, out, self)\n- relu\n",
+     "diopi_functions.yaml:3: expected an entry (a mapping of schema, interface, ...), got a scalar"),
+    (RELU + "  interface: diopiRelu(ctx, out, self)\n- [relu, diopiRelu]\n",
+     "diopi_functions.yaml:3: expected an entry (a mapping of schema, interface, ...), got a list"),
 ]
 
 
@@ -154,3 +172,42 @@ def test_errors_reach_the_command_line(tmp_path, capsys):
     assert capsys.readouterr().err == (
         "error: diopi_functions.yaml:1: relu: interface: unknown DIOPI function 'diopiRelux'\n")
     assert not (tmp_path / "out").exists()
+
+
+def test_non_utf8_spec_names_the_line(tmp_path):
+    path = tmp_path / "diopi_functions.yaml"
+    path.write_bytes(RELU.encode() + b"  interface: diopiRelu(ctx, out, self)  # caf\xe9\n")
+    with pytest.raises(spec.SpecError) as info:
+        spec.load(path)
+    assert str(info.value) == "diopi_functions.yaml:2: not UTF-8: byte 0xe9 cannot be decoded"
+
+
+def test_missing_spec_is_one_line_on_the_command_line(tmp_path, capsys):
+    missing = tmp_path / "diopi_functions.yaml"
+    assert generate(tmp_path, missing) == 1
+    assert capsys.readouterr().err == f"error: {missing}: cannot read the op spec: No such file or directory\n"
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("broken", [
+    RELU + "  interface: diopiRelu(ctx, out, self)\n  interface: diopiRelux(ctx, out, self)\n",
+    RELU + "  interface: [diopiRelu\n",
+    "- relu\n",
+], ids=["duplicate key", "syntax", "not a mapping"])
+def test_a_broken_spec_leaves_the_generated_package_untouched(tmp_path, capsys, broken):
+    assert generate(tmp_path, HERE / "small.yaml") == 0
+    before = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in (tmp_path / "out").iterdir()}
+    path = tmp_path / "diopi_functions.yaml"
+    path.write_text(broken)
+    capsys.readouterr()
+    assert generate(tmp_path, path) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: diopi_functions.yaml:") and err.count("\n") == 1, err
+    assert {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in (tmp_path / "out").iterdir()} == before
+
+
+def test_writing_leaves_no_temporary_files(tmp_path):
+    assert generate(tmp_path, HERE / "small.yaml") == 0
+    (tmp_path / "out" / "wrappers.py").write_text("# @generated stale\n")
+    assert generate(tmp_path, HERE / "small.yaml") == 0
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["__init__.py", "wrappers.py"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import jinja2
@@ -57,12 +58,26 @@ def stale_files(directory: Path, files: dict[str, str]) -> list[Path]:
 
 
 def write(directory: Path, files: dict[str, str]) -> list[Path]:
-    """Write what changed (and only that, so a second run touches nothing); returns the paths written."""
+    """Write what changed (and only that, so a second run touches nothing); returns the paths written.
+
+    Called only with a fully rendered package, so a spec error leaves the directory untouched; each
+    file is replaced atomically (written beside it, then renamed), so no reader sees half a file.
+    """
     changed = stale_files(directory, files)
     directory.mkdir(parents=True, exist_ok=True)
+    staged = []
+    try:
+        for path in changed:
+            if path.name in files:
+                temporary = path.with_name(f".{path.name}.tmp")
+                temporary.write_text(files[path.name])
+                staged.append((temporary, path))
+        for temporary, path in staged:
+            os.replace(temporary, path)
+    finally:
+        for temporary, _ in staged:
+            temporary.unlink(missing_ok=True)
     for path in changed:
-        if path.name in files:
-            path.write_text(files[path.name])
-        else:
+        if path.name not in files:
             path.unlink()
     return changed

@@ -145,22 +145,82 @@ _KEYS = ("schema", "interface", "scalar_interface", "returns", "writes", "shape"
          "autocompare", "fallback", "register")
 
 
-def load(path: Path) -> list[Entry]:
-    text = path.read_text()
+_NODE_KINDS = {yaml.ScalarNode: "a scalar", yaml.SequenceNode: "a list", yaml.MappingNode: "a mapping"}
+
+
+def _read_text(path: Path) -> str:
     try:
-        data = yaml.safe_load(text)
-        nodes = yaml.compose(text)
+        data = path.read_bytes()
+    except OSError as error:
+        raise SpecError(f"{path}: cannot read the op spec: {error.strerror}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        raise SpecError(f"{path.name}:{line}: not UTF-8: byte {data[error.start]:#04x} cannot be decoded") from None
+
+
+def _compose(text: str, filename: str) -> yaml.Node | None:
+    """The YAML node tree; syntax errors name the file and line (PyYAML names "<unicode string>")."""
+    try:
+        return yaml.compose(text, Loader=_Loader)
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        line = mark.line + 1 if mark is not None else 1
+        message = " ".join(part for part in (error.context, error.problem) if part)
+        if error.context_mark is not None and error.problem_mark is not None \
+                and error.context_mark.line != error.problem_mark.line:
+            message = f"{error.problem} ({error.context} at line {error.context_mark.line + 1})"
+        raise SpecError(f"{filename}:{line}: invalid YAML: {message}") from None
     except yaml.YAMLError as error:
-        raise SpecError(f"{path.name}: invalid YAML: {error}") from None
-    if not isinstance(data, list) or not all(isinstance(item, dict) for item in data):
-        raise SpecError(f"{path.name}:1: expected a list of entries (mappings)")
+        raise SpecError(f"{filename}:1: invalid YAML: {error}") from None
+
+
+def _check_unique_keys(node: yaml.Node, filename: str) -> None:
+    """PyYAML keeps the last of two equal keys; a second ``interface:`` would silently win."""
+    if isinstance(node, yaml.SequenceNode):
+        for item in node.value:
+            _check_unique_keys(item, filename)
+    elif isinstance(node, yaml.MappingNode):
+        first: dict[str, int] = {}
+        for key, value in node.value:
+            if isinstance(key, yaml.ScalarNode):
+                line = key.start_mark.line + 1
+                if key.value in first:
+                    raise SpecError(f"{filename}:{line}: duplicate key '{key.value}' "
+                                    f"(first at line {first[key.value]})")
+                first[key.value] = line
+            _check_unique_keys(value, filename)
+
+
+class _Loader(yaml.CSafeLoader if hasattr(yaml, "CSafeLoader") else yaml.SafeLoader):
+    pass
+
+
+def load(path: Path) -> list[Entry]:
+    """The entries of the spec at ``path``; any problem is a :class:`SpecError` naming ``<file>:<line>``."""
+    filename = path.name
+    root = _compose(_read_text(path), filename)
+    if not isinstance(root, yaml.SequenceNode):
+        line = root.start_mark.line + 1 if root is not None else 1
+        raise SpecError(f"{filename}:{line}: expected a list of entries (mappings)")
+    _check_unique_keys(root, filename)
+    constructor = yaml.SafeLoader("")
     entries = []
     first_line: dict[str, int] = {}
-    for item, node in zip(data, nodes.value):
+    for node in root.value:
         line = node.start_mark.line + 1
-        entry = _read_entry(item, path.name, line)
+        if not isinstance(node, yaml.MappingNode):
+            raise SpecError(f"{filename}:{line}: expected an entry (a mapping of schema, interface, ...), "
+                            f"got {_NODE_KINDS.get(type(node), 'something else')}")
+        try:
+            item = constructor.construct_document(node)
+        except yaml.MarkedYAMLError as error:  # e.g. an unknown tag
+            mark = error.problem_mark or error.context_mark
+            raise SpecError(f"{filename}:{mark.line + 1 if mark else line}: invalid YAML: {error.problem}") from None
+        entry = _read_entry(item, filename, line)
         if entry.name in first_line:
-            raise SpecError(f"{path.name}:{line}: {entry.name}: duplicate entry (first at line {first_line[entry.name]})")
+            raise SpecError(f"{filename}:{line}: {entry.name}: duplicate entry (first at line {first_line[entry.name]})")
         first_line[entry.name] = line
         entries.append(entry)
     return entries
