@@ -109,3 +109,39 @@ def test_autoload_and_opt_out(python):
 def test_device_count_from_env(python):
     out = python("import torch; print(torch.dipu.device_count())", env={"DIPU_SIM_DEVICE_COUNT": "3"})
     assert out.stdout.strip() == "3"
+
+
+def test_legacy_typed_tensor_classes_as_torch_cuda_has_them():
+    """torch.dipu.FloatTensor and its siblings: isinstance, x.type(cls or name), the legacy constructor."""
+    import pickle
+
+    import pytest
+
+    names = {"Double": torch.float64, "Float": torch.float32, "Half": torch.float16, "BFloat16": torch.bfloat16,
+             "Long": torch.int64, "Int": torch.int32, "Short": torch.int16, "Char": torch.int8,
+             "Byte": torch.uint8, "Bool": torch.bool}
+    x = torch.ones(2, 3, device="dipu")
+    for name, dtype in names.items():
+        cls = getattr(torch.dipu, f"{name}Tensor")
+        assert cls.dtype == dtype and cls.layout == torch.strided and not cls.is_cuda and not cls.is_sparse
+        assert repr(cls) == f"<class 'torch.dipu.{name}Tensor'>" and cls in torch._tensor_classes
+        for converted in (x.type(cls), x.type(f"torch.dipu.{name}Tensor"), x.cpu().type(cls)):
+            assert converted.device == torch.device("dipu:0") and converted.dtype == dtype
+            assert converted.type() == f"torch.dipu.{name}Tensor" and isinstance(converted, cls)
+            assert not isinstance(converted.cpu(), cls)
+            assert isinstance(converted, torch.dipu.FloatTensor) == (dtype == torch.float32)
+        made = cls(2, 3)
+        assert (made.shape, made.dtype, made.device) == ((2, 3), dtype, torch.device("dipu:0"))
+    assert pickle.loads(pickle.dumps(torch.dipu.FloatTensor)) is torch.dipu.FloatTensor
+    assert x.type(torch.FloatTensor).device.type == "cpu"
+    assert isinstance(torch.nn.Parameter(x), torch.dipu.FloatTensor)
+
+    # the legacy constructor, as torch.FloatTensor(...) on the CPU
+    assert torch.equal(torch.dipu.LongTensor([1, 2]).cpu(), torch.LongTensor([1, 2]))
+    assert torch.dipu.FloatTensor().shape == (0,) and torch.dipu.FloatTensor(torch.Size([4])).shape == (4,)
+    assert torch.dipu.FloatTensor(2, device="dipu:1").device == torch.device("dipu:1")
+    assert torch.dipu.FloatTensor(x).data_ptr() == x.data_ptr()
+    with pytest.raises(TypeError, match=r"expected torch.dipu.FloatTensor \(got torch.dipu.DoubleTensor\)"):
+        torch.dipu.FloatTensor(x.double())
+    with pytest.raises(RuntimeError, match="expects device type: dipu but device type: cpu"):
+        torch.dipu.FloatTensor(2, device="cpu")
