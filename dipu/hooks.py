@@ -55,12 +55,20 @@ DUMP_KEY = os.environ.encodekey(DUMP_VAR)
 DUMP_OFF = frozenset((None, os.environ.encodevalue(""), os.environ.encodevalue("0")))
 
 
+DUMP_LEVELS = {"": 0, "0": 0, "1": 1, "2": 2, "3": 3}
+
+
 def dump_level() -> int:
+    """DIPU_DUMP_OP_ARGS: 0 off; 1 op and DIOPI function; 2 plus arguments, then results; 3 plus values."""
     text = os.environ.get(DUMP_VAR, "").strip()
-    try:
-        return int(text or 0)
-    except ValueError:
-        return 1
+    level = DUMP_LEVELS.get(text)
+    if level is None:
+        raise ValueError(f"{DUMP_VAR}={text!r}: expected 0 (off), 1 (op and DIOPI function), "
+                         f"2 (plus arguments and results) or 3 (plus tensor values)")
+    return level
+
+
+dump_level()  # an invalid level fails at import, not at the first op
 
 
 # ---- op name patterns -----------------------------------------------------------------------
@@ -116,20 +124,35 @@ def _describe(value) -> str:
     return repr(value)
 
 
+def _dump_lines(op, names: tuple[str, ...], values, level: int) -> list[str]:
+    lines = []
+    for name, value in zip(names, values):
+        items = list(enumerate(value)) if isinstance(value, (list, tuple)) and value and \
+            isinstance(value[0], torch.Tensor) else [(None, value)]
+        for index, item in items:
+            label = name if index is None else f"{name}[{index}]"
+            lines.append(f"\t{op.name}: {label}:{_describe(item)}")
+            if level >= 3 and isinstance(item, torch.Tensor):
+                lines.append(f"\t{op.name}: {label}:{item.detach().cpu()}")
+    return lines
+
+
 def dump_op_args(op, args: tuple) -> None:
-    """Print one op call at the current DIPU_DUMP_OP_ARGS level (1: name, 2: arguments, 3: values)."""
+    """Print one op call before it runs (DIPU_DUMP_OP_ARGS 1: name, 2: arguments, 3: their values)."""
     level = dump_level()
-    lines = [f"[{op.wrapper_name}]:{op.name}  {op.diopi}"]
+    if level:
+        lines = [f"[{op.wrapper_name}]:{op.name}  {op.diopi}"]
+        if level >= 2:
+            lines += _dump_lines(op, op.arg_names, args, level)
+        print("\n".join(lines), flush=True)
+
+
+def dump_op_results(op, result) -> None:
+    """Print what one op call produced, after it ran (DIPU_DUMP_OP_ARGS 2: metadata, 3: values too)."""
+    level = dump_level()
     if level >= 2:
-        for name, value in zip(op.arg_names, args):
-            items = list(enumerate(value)) if isinstance(value, (list, tuple)) and value and \
-                isinstance(value[0], torch.Tensor) else [(None, value)]
-            for index, item in items:
-                label = name if index is None else f"{name}[{index}]"
-                lines.append(f"\t{op.name}: {label}:{_describe(item)}")
-                if level >= 3 and isinstance(item, torch.Tensor):
-                    lines.append(f"\t{op.name}: {label}:{item.detach().cpu()}")
-    print("\n".join(lines), flush=True)
+        results = result if len(op.outputs) > 1 else (result,)
+        print("\n".join(_dump_lines(op, op.outputs, results, level)), flush=True)
 
 
 def _tensors(args: tuple, names: tuple[str, ...]):
@@ -161,8 +184,12 @@ def on_failure(status: int, op, args: tuple, kwargs: dict):
     """A DIOPI function did not succeed; see Note [Status codes]."""
     if status == Status.FORCE_FALLBACK:
         if op.name in CPU_SUBSTITUTES:  # Note [Overrideable ops in the fallback]
-            return run_on_cpu(op.name, args, kwargs)
-        return _C.cpu_fallback(op.name, args, kwargs)
+            result = run_on_cpu(op.name, args, kwargs)
+        else:
+            result = _C.cpu_fallback(op.name, args, kwargs)
+        if env_get(DUMP_KEY) not in DUMP_OFF:
+            dump_op_results(op, result)
+        return result
     text = Status(status).text if status in Status._value2member_map_ else f"unknown status {int(status)}"
     message = take_last_error()
     raise RuntimeError(f"{op.name}: {op.diopi} failed with {text}" + (f": {message}" if message else ""))
@@ -263,6 +290,49 @@ def autocompare(kernel, op):
 def _unchanged(value: torch.Tensor, original: torch.Tensor) -> bool:
     return torch.equal(value.detach().cpu(), original) or (
         original.is_floating_point() and torch.allclose(value.detach().cpu(), original, equal_nan=True))
+
+
+# Note [Python numbers in Tensor positions]
+# Where a schema says Tensor, torch may hand a Python kernel a plain number: a wrapped number
+# (`torch.add(2, x)`, `2 - x`, and C++ composites such as rsub calling sub(wrapped, x)). The
+# shape rules and scalar_interface calls take numbers where the spec says so. Everywhere else a
+# wrapper tries its tensors as they are, and only when that fails (the device lookup of its first
+# Tensor argument raises AttributeError, or its body raises while a number sits in one of
+# ``op.tensor_inputs``) calls itself again through :func:`call_with_numbers`, with each such
+# number made a 0-dim dipu tensor. The dtype is the one the number promotes to among the op's
+# tensors, as a wrapped number would (torch.add(2.5, int_tensor) is float32, not float64;
+# torch.add(2, int32_tensor) is int32), so the result matches the CPU's. Tensors pay nothing:
+# in Python 3.11 a try block costs no instruction until something raises.
+
+_NUMBERS = (bool, int, float, complex)
+
+
+def has_numbers(op, args: tuple) -> bool:
+    """Whether a Python number stands in one of the op's Tensor inputs (``args`` in schema order)."""
+    return any(isinstance(value, _NUMBERS) for name, value in zip(op.arg_names, args) if name in op.tensor_inputs)
+
+
+def call_with_numbers(op, kernel, args: tuple, kwargs: dict):
+    """``kernel(*args, **kwargs)`` with the numbers in Tensor inputs made 0-dim dipu tensors.
+
+    Called from a wrapper's ``except`` clause: with no such number, the exception being handled
+    goes on (see Note [Python numbers in Tensor positions]).
+    """
+    from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
+
+    names = op.arg_names
+    values = dict(zip(names, args), **kwargs)
+    numbers = [n for n in names if n in op.tensor_inputs and isinstance(values[n], _NUMBERS)]
+    if not numbers:
+        raise  # noqa: PLE0704 -- the wrapper's exception, which has nothing to do with numbers
+    tensors = [v for n, v in values.items() if isinstance(v, torch.Tensor) and n not in op.written]
+    device = torch.device("dipu", device_of(*tensors))
+    for name in numbers:
+        dtype = elementwise_dtypes(values[name], *tensors,
+                                   type_promotion_kind=ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT)[1]
+        values[name] = torch.tensor(values[name], dtype=dtype, device=device)
+    positional = len(args)
+    return kernel(*(values[n] for n in names[:positional]), **{n: values[n] for n in names[positional:]})
 
 
 def print_call_info(kernel, op):

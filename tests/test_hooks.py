@@ -63,11 +63,42 @@ def test_dump_levels_follow_the_variable_at_run_time():
                         r"dtype=float32, device=dipu:0, data_ptr:0x[0-9a-f]+", level2[1])
     assert level2[3] == "\tadd.out: alpha:2"
     assert level2[4].startswith("\tadd.out: out:numel:12, sizes:[3, 4]")
-    assert len(level2) == 5
+    assert level2[5] == level2[4]  # the output, after the kernel ran (resized in place: same metadata)
+    assert len(level2) == 6
     level3 = sections["3"]
     assert "\tadd.out: self:tensor([[ 0.,  1.,  2.,  3.],\n" in level3
     assert "\tadd.out: alpha:2\n" in level3
+    assert level3.endswith("\tadd.out: out:tensor([[ 2.,  3.,  4.,  5.],\n"
+                           "        [ 6.,  7.,  8.,  9.],\n        [10., 11., 12., 13.]])\n")
     assert sections["0"] == ""
+
+
+def test_dump_shows_every_result_of_a_functional_op():
+    out = run("""
+        import torch, dipu
+        x = torch.arange(12.).reshape(3, 4).to("dipu")
+        torch.ops.aten.native_layer_norm(x, [4], None, None, 1e-5)
+    """, env={"DIPU_DUMP_OP_ARGS": "2"}).stdout.splitlines()
+    assert out[0] == "[dipu_native_layer_norm]:native_layer_norm  diopiLayerNorm"
+    assert [line.split(":numel")[0] for line in out[-3:]] == [
+        "\tnative_layer_norm: out", "\tnative_layer_norm: save_mean", "\tnative_layer_norm: save_invstd"]
+    assert ", sizes:[3, 1], " in out[-1]
+
+
+@pytest.mark.parametrize("level", ["foo", "9", "-1", "2.0"])
+def test_invalid_dump_level_fails_at_import_naming_the_variable(level):
+    proc = run("import dipu", check=False, env={"DIPU_DUMP_OP_ARGS": level})
+    assert proc.stderr.splitlines()[-1] == (
+        f"ValueError: DIPU_DUMP_OP_ARGS={level!r}: expected 0 (off), 1 (op and DIOPI function), "
+        "2 (plus arguments and results) or 3 (plus tensor values)")
+
+
+def test_dump_level_zero_with_spaces_prints_nothing():
+    out = run("""
+        import torch, dipu
+        torch.ones(2, device="dipu") + 1
+    """, env={"DIPU_DUMP_OP_ARGS": " 0 "}).stdout
+    assert out == ""
 
 
 FALLBACK_PROBE = """

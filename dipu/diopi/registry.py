@@ -39,6 +39,8 @@ class Op:
     outputs: tuple[str, ...]  # names of what it returns
     kind: str  # "out", "functional" or "inplace"
     entry: str = ""  # the spec entry it was generated from ("add.out" for add.Tensor); "" means ``name``
+    tensor_inputs: tuple[str, ...] = ()  # Tensor inputs a Python number may stand in, made a tensor first
+    # (Note [Python numbers in Tensor positions]; not those a scalar_interface passes as numbers)
     autocompare: bool = True
     fallback: bool = True
     register: bool = True

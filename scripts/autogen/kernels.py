@@ -6,10 +6,13 @@ template as finished lines: the template only substitutes and loops. A
 wrapper is built by a factory (``make_add_out(op, diopiAdd, diopiAddScalar)``)
 that binds the op library's functions when the kernels are registered, so a
 call pays for closure reads, not for lookups. Per call a wrapper: guards the
-device of its first tensor, dumps (DIPU_DUMP_OP_ARGS, read per call),
-checks devices (DIPU_CHECK_TENSOR_DEVICE), allocates its outputs from a shape
-rule (functional), resizes them (out=) or checks them (in-place), calls the
-DIOPI function, handles a failed status and synchronizes (DIPU_SYNC_EXEC_MODE).
+device of its first tensor, dumps its arguments (DIPU_DUMP_OP_ARGS, read once
+per call into a local), checks devices (DIPU_CHECK_TENSOR_DEVICE), allocates
+its outputs from a shape rule (functional), resizes them (out=) or checks them
+(in-place), calls the DIOPI function, handles a failed status, synchronizes
+(DIPU_SYNC_EXEC_MODE) and dumps its results. A Python number where the schema
+says Tensor is retried as a tensor, at no cost to tensors (Note [Python
+numbers in Tensor positions] in dipu/hooks.py).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ class Wrapper:
     signature: str
     device_expr: str
     device_args: str
+    number_guard: bool  # device_expr reads a Tensor argument a Python number may stand in
     args_tuple: str
     body: tuple[str, ...]
     fallback_args: str
@@ -48,6 +52,7 @@ class Wrapper:
     arg_names: tuple[str, ...]
     written: tuple[str, ...]
     outputs: tuple[str, ...]
+    tensor_inputs: tuple[str, ...]  # see Note [Python numbers in Tensor positions] in dipu/hooks.py
     kind: str
     flags: str  # ", autocompare=False, ..." for the flags that are not at their default
     # module-level lines the kernel needs
@@ -107,15 +112,24 @@ def _is_tensor_list(arg: Argument) -> bool:
     return isinstance(t, ListType) and t.elem == BaseType(BaseTy.Tensor)
 
 
-def _device(schema: FunctionSchema) -> tuple[str, str]:
+def _device(schema: FunctionSchema) -> tuple[str, str, str]:
+    """The expression giving the device, the tensors to search when it is a CPU scalar, and the
+    argument the expression reads."""
     args = schema.arguments.flat_all
     tensors = [py(a.name) for a in args if a.type.is_tensor_like()]
     for arg in args:
         if _is_tensor(arg):
-            return f"{py(arg.name)}.get_device()", ", ".join(tensors)
+            return f"{py(arg.name)}.get_device()", ", ".join(tensors), arg.name
         if _is_tensor_list(arg) and not isinstance(arg.type, OptionalType):
-            return f"{py(arg.name)}[0].get_device()", ", ".join(tensors)
+            return f"{py(arg.name)}[0].get_device()", ", ".join(tensors), arg.name
     raise SpecError(f"{op_name(schema)}: no tensor argument to take the device from")
+
+
+def _tensor_inputs(schema: FunctionSchema, written: tuple[str, ...], numbers: tuple[str, ...]) -> tuple[str, ...]:
+    """The Tensor and Tensor? inputs a Python number may arrive in and no scalar_interface takes."""
+    return tuple(a.name for a in schema.arguments.flat_all
+                 if a.type in (BaseType(BaseTy.Tensor), OptionalType(BaseType(BaseTy.Tensor)))
+                 and a.name not in written and a.name not in numbers)
 
 
 def _call(call: Call, function_param: str, rename: dict[str, str]) -> str:
@@ -214,13 +228,16 @@ def _wrapper(entry: Entry, kind: str, schema: FunctionSchema, functional: Functi
         result = returned[0] if len(returned) == 1 else f"({', '.join(returned)})"
 
     written = _written(schema, entry.writes)
-    device_expr, device_args = _device(schema)
+    device_expr, device_args, device_arg = _device(schema)
+    tensor_inputs = _tensor_inputs(schema, written, entry.scalar_interface.number_args
+                                   if entry.scalar_interface is not None else ())
     flags = "".join(f", {flag}=False" for flag in ("autocompare", "fallback", "register")
                     if not getattr(entry, flag))
     return Wrapper(
         name=name, entry=entry.name, wrapper=f"dipu_{suffix}", factory=f"make_{suffix}",
         factory_params=", ".join(("op",) + functions), schema=str(schema),
         signature=_signature(schema), device_expr=device_expr, device_args=device_args,
+        number_guard=device_arg in tensor_inputs,
         args_tuple=_tuple(py(a.name) for a in schema.arguments.flat_all), body=tuple(body),
         fallback_args=_tuple(py(a.name) for a in schema.arguments.flat_positional) if
         schema.arguments.flat_positional else "()",
@@ -228,4 +245,4 @@ def _wrapper(entry: Entry, kind: str, schema: FunctionSchema, functional: Functi
                                         + list(schema.arguments.out)) + "}",
         result=result, diopi=entry.function.name, functions=functions,
         arg_names=tuple(a.name for a in schema.arguments.flat_all), written=written,
-        outputs=tuple(outputs), kind=kind, flags=flags, imports=tuple(imports), meta_rule=meta_rule)
+        outputs=tuple(outputs), tensor_inputs=tensor_inputs, kind=kind, flags=flags, imports=tuple(imports), meta_rule=meta_rule)

@@ -10,8 +10,8 @@ from torch import Tensor
 
 from dipu._C import empty, exchange_device, synchronize
 from dipu.diopi.runtime import allocate, check_inplace_shape, contexts, resize_outputs
-from dipu.hooks import (CHECK_DEVICE, DUMP_KEY, DUMP_OFF, SYNC, check_device, device_of, dump_op_args, env_get,
-                        on_failure)
+from dipu.hooks import (CHECK_DEVICE, DUMP_KEY, DUMP_OFF, SYNC, call_with_numbers, check_device, device_of,
+                        dump_op_args, dump_op_results, env_get, has_numbers, on_failure)
 from dipu.ops.shapes import meta
 from dipu.ops.convolution import convolution as impl_dipu_ops_convolution_convolution
 from dipu.ops.shapes import binary as shape_binary
@@ -23,12 +23,16 @@ meta_native_layer_norm = meta(torch.ops.aten.native_layer_norm.default, (), True
 # add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor
 def make_add_Tensor(op, diopiAdd, diopiAddScalar):
     def dipu_add_Tensor(self, other, *, alpha=1):
-        d = self.get_device()
+        try:
+            d = self.get_device()
+        except AttributeError:  # a Python number: Note [Python numbers in Tensor positions]
+            return call_with_numbers(op, dipu_add_Tensor, (self, other), {'alpha': alpha})
         if d < 0:
             d = device_of(self, other)
         previous = exchange_device(d)
         try:
-            if env_get(DUMP_KEY) not in DUMP_OFF:
+            dump = env_get(DUMP_KEY) not in DUMP_OFF
+            if dump:
                 dump_op_args(op, (self, other, alpha))
             if CHECK_DEVICE:
                 check_device(op, d, (self, other, alpha))
@@ -42,7 +46,13 @@ def make_add_Tensor(op, diopiAdd, diopiAddScalar):
                 return on_failure(status, op, (self, other), {'alpha': alpha})
             if SYNC:
                 synchronize(d)
+            if dump:
+                dump_op_results(op, out)
             return out
+        except Exception:
+            if has_numbers(op, (self, other, alpha)):  # Note [Python numbers in Tensor positions]
+                return call_with_numbers(op, dipu_add_Tensor, (self, other), {'alpha': alpha})
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -53,12 +63,16 @@ def make_add_Tensor(op, diopiAdd, diopiAddScalar):
 # add.out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)
 def make_add_out(op, diopiAdd, diopiAddScalar):
     def dipu_add_out(self, other, *, alpha=1, out):
-        d = self.get_device()
+        try:
+            d = self.get_device()
+        except AttributeError:  # a Python number: Note [Python numbers in Tensor positions]
+            return call_with_numbers(op, dipu_add_out, (self, other), {'alpha': alpha, 'out': out})
         if d < 0:
             d = device_of(self, other, out)
         previous = exchange_device(d)
         try:
-            if env_get(DUMP_KEY) not in DUMP_OFF:
+            dump = env_get(DUMP_KEY) not in DUMP_OFF
+            if dump:
                 dump_op_args(op, (self, other, alpha, out))
             if CHECK_DEVICE:
                 check_device(op, d, (self, other, alpha, out))
@@ -73,7 +87,13 @@ def make_add_out(op, diopiAdd, diopiAddScalar):
                 return on_failure(status, op, (self, other), {'alpha': alpha, 'out': out})
             if SYNC:
                 synchronize(d)
+            if dump:
+                dump_op_results(op, out)
             return out
+        except Exception:
+            if has_numbers(op, (self, other, alpha, out)):  # Note [Python numbers in Tensor positions]
+                return call_with_numbers(op, dipu_add_out, (self, other), {'alpha': alpha, 'out': out})
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -89,7 +109,8 @@ def make_add__Tensor(op, diopiAdd, diopiAddScalar):
             d = device_of(self, other)
         previous = exchange_device(d)
         try:
-            if env_get(DUMP_KEY) not in DUMP_OFF:
+            dump = env_get(DUMP_KEY) not in DUMP_OFF
+            if dump:
                 dump_op_args(op, (self, other, alpha))
             if CHECK_DEVICE:
                 check_device(op, d, (self, other, alpha))
@@ -104,6 +125,8 @@ def make_add__Tensor(op, diopiAdd, diopiAddScalar):
                 return on_failure(status, op, (self, other), {'alpha': alpha})
             if SYNC:
                 synchronize(d)
+            if dump:
+                dump_op_results(op, self)
             return self
         finally:
             if previous != d:
@@ -115,12 +138,16 @@ def make_add__Tensor(op, diopiAdd, diopiAddScalar):
 # convolution_overrideable(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups) -> Tensor
 def make_convolution_overrideable(op, diopiConvolution2d):
     def dipu_convolution_overrideable(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
-        d = input.get_device()
+        try:
+            d = input.get_device()
+        except AttributeError:  # a Python number: Note [Python numbers in Tensor positions]
+            return call_with_numbers(op, dipu_convolution_overrideable, (input, weight, bias, stride, padding, dilation, transposed, output_padding, groups), {})
         if d < 0:
             d = device_of(input, weight, bias)
         previous = exchange_device(d)
         try:
-            if env_get(DUMP_KEY) not in DUMP_OFF:
+            dump = env_get(DUMP_KEY) not in DUMP_OFF
+            if dump:
                 dump_op_args(op, (input, weight, bias, stride, padding, dilation, transposed, output_padding, groups))
             if CHECK_DEVICE:
                 check_device(op, d, (input, weight, bias, stride, padding, dilation, transposed, output_padding, groups))
@@ -129,7 +156,13 @@ def make_convolution_overrideable(op, diopiConvolution2d):
                 return on_failure(status, op, (input, weight, bias, stride, padding, dilation, transposed, output_padding, groups), {})
             if SYNC:
                 synchronize(d)
+            if dump:
+                dump_op_results(op, result)
             return result
+        except Exception:
+            if has_numbers(op, (input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)):  # Note [Python numbers in Tensor positions]
+                return call_with_numbers(op, dipu_convolution_overrideable, (input, weight, bias, stride, padding, dilation, transposed, output_padding, groups), {})
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -140,12 +173,16 @@ def make_convolution_overrideable(op, diopiConvolution2d):
 # div.Tensor(Tensor self, Tensor other) -> Tensor
 def make_div_Tensor(op, diopiDiv):
     def dipu_div_Tensor(self, other):
-        d = self.get_device()
+        try:
+            d = self.get_device()
+        except AttributeError:  # a Python number: Note [Python numbers in Tensor positions]
+            return call_with_numbers(op, dipu_div_Tensor, (self, other), {})
         if d < 0:
             d = device_of(self, other)
         previous = exchange_device(d)
         try:
-            if env_get(DUMP_KEY) not in DUMP_OFF:
+            dump = env_get(DUMP_KEY) not in DUMP_OFF
+            if dump:
                 dump_op_args(op, (self, other))
             if CHECK_DEVICE:
                 check_device(op, d, (self, other))
@@ -156,7 +193,13 @@ def make_div_Tensor(op, diopiDiv):
                 return on_failure(status, op, (self, other), {})
             if SYNC:
                 synchronize(d)
+            if dump:
+                dump_op_results(op, out)
             return out
+        except Exception:
+            if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
+                return call_with_numbers(op, dipu_div_Tensor, (self, other), {})
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -167,12 +210,16 @@ def make_div_Tensor(op, diopiDiv):
 # div.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)
 def make_div_out(op, diopiDiv):
     def dipu_div_out(self, other, *, out):
-        d = self.get_device()
+        try:
+            d = self.get_device()
+        except AttributeError:  # a Python number: Note [Python numbers in Tensor positions]
+            return call_with_numbers(op, dipu_div_out, (self, other), {'out': out})
         if d < 0:
             d = device_of(self, other, out)
         previous = exchange_device(d)
         try:
-            if env_get(DUMP_KEY) not in DUMP_OFF:
+            dump = env_get(DUMP_KEY) not in DUMP_OFF
+            if dump:
                 dump_op_args(op, (self, other, out))
             if CHECK_DEVICE:
                 check_device(op, d, (self, other, out))
@@ -184,7 +231,13 @@ def make_div_out(op, diopiDiv):
                 return on_failure(status, op, (self, other), {'out': out})
             if SYNC:
                 synchronize(d)
+            if dump:
+                dump_op_results(op, out)
             return out
+        except Exception:
+            if has_numbers(op, (self, other, out)):  # Note [Python numbers in Tensor positions]
+                return call_with_numbers(op, dipu_div_out, (self, other), {'out': out})
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -195,12 +248,16 @@ def make_div_out(op, diopiDiv):
 # native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps) -> (Tensor, Tensor, Tensor)
 def make_native_layer_norm(op, diopiLayerNorm):
     def dipu_native_layer_norm(input, normalized_shape, weight, bias, eps):
-        d = input.get_device()
+        try:
+            d = input.get_device()
+        except AttributeError:  # a Python number: Note [Python numbers in Tensor positions]
+            return call_with_numbers(op, dipu_native_layer_norm, (input, normalized_shape, weight, bias, eps), {})
         if d < 0:
             d = device_of(input, weight, bias)
         previous = exchange_device(d)
         try:
-            if env_get(DUMP_KEY) not in DUMP_OFF:
+            dump = env_get(DUMP_KEY) not in DUMP_OFF
+            if dump:
                 dump_op_args(op, (input, normalized_shape, weight, bias, eps))
             if CHECK_DEVICE:
                 check_device(op, d, (input, normalized_shape, weight, bias, eps))
@@ -210,7 +267,13 @@ def make_native_layer_norm(op, diopiLayerNorm):
                 return on_failure(status, op, (input, normalized_shape, weight, bias, eps), {})
             if SYNC:
                 synchronize(d)
+            if dump:
+                dump_op_results(op, (out, save_mean, save_invstd))
             return (out, save_mean, save_invstd)
+        except Exception:
+            if has_numbers(op, (input, normalized_shape, weight, bias, eps)):  # Note [Python numbers in Tensor positions]
+                return call_with_numbers(op, dipu_native_layer_norm, (input, normalized_shape, weight, bias, eps), {})
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -221,12 +284,16 @@ def make_native_layer_norm(op, diopiLayerNorm):
 # nonzero(Tensor self) -> Tensor
 def make_nonzero(op, diopiNonzero):
     def dipu_nonzero(self):
-        d = self.get_device()
+        try:
+            d = self.get_device()
+        except AttributeError:  # a Python number: Note [Python numbers in Tensor positions]
+            return call_with_numbers(op, dipu_nonzero, (self,), {})
         if d < 0:
             d = device_of(self)
         previous = exchange_device(d)
         try:
-            if env_get(DUMP_KEY) not in DUMP_OFF:
+            dump = env_get(DUMP_KEY) not in DUMP_OFF
+            if dump:
                 dump_op_args(op, (self,))
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
@@ -236,7 +303,13 @@ def make_nonzero(op, diopiNonzero):
                 return on_failure(status, op, (self,), {})
             if SYNC:
                 synchronize(d)
+            if dump:
+                dump_op_results(op, out[0])
             return out[0]
+        except Exception:
+            if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
+                return call_with_numbers(op, dipu_nonzero, (self,), {})
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -252,7 +325,8 @@ def make_relu_(op, diopiReluInp):
             d = device_of(self)
         previous = exchange_device(d)
         try:
-            if env_get(DUMP_KEY) not in DUMP_OFF:
+            dump = env_get(DUMP_KEY) not in DUMP_OFF
+            if dump:
                 dump_op_args(op, (self,))
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
@@ -261,6 +335,8 @@ def make_relu_(op, diopiReluInp):
                 return on_failure(status, op, (self,), {})
             if SYNC:
                 synchronize(d)
+            if dump:
+                dump_op_results(op, self)
             return self
         finally:
             if previous != d:
@@ -277,7 +353,8 @@ def make_uniform_(op, diopiUniformInp):
             d = device_of(self)
         previous = exchange_device(d)
         try:
-            if env_get(DUMP_KEY) not in DUMP_OFF:
+            dump = env_get(DUMP_KEY) not in DUMP_OFF
+            if dump:
                 dump_op_args(op, (self, from_, to, generator))
             if CHECK_DEVICE:
                 check_device(op, d, (self, from_, to, generator))
@@ -286,6 +363,8 @@ def make_uniform_(op, diopiUniformInp):
                 return on_failure(status, op, (self, from_, to), {'generator': generator})
             if SYNC:
                 synchronize(d)
+            if dump:
+                dump_op_results(op, self)
             return self
         finally:
             if previous != d:
