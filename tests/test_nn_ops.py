@@ -378,3 +378,53 @@ def test_backward_through_broadcast_batch_matches_cpu(op, shapes):
         assert dipu.fallback_counts() == {}
         results.append((out, a.grad, b.grad))
     _check_like_cpu(*results)
+
+
+_CL = torch.channels_last
+_aten = torch.ops.aten
+
+
+def _channel(w, i):
+    # contiguous: torch's CPU channels_last batch-norm backward mishandles a strided weight (torch 2.13)
+    return w[i, :, 0, 0].contiguous()
+
+
+MEMORY_FORMAT_CASES = {
+    "conv2d": lambda x, w: F.conv2d(x, w, padding=1),
+    "conv2d channels_last weight": lambda x, w: F.conv2d(x.contiguous(), w.contiguous(memory_format=_CL)),
+    "conv_transpose2d": lambda x, w: F.conv_transpose2d(x, w.transpose(0, 1), stride=2),
+    "conv backward": lambda x, w: _aten.convolution_backward(
+        torch.ones(2, 3, 6, 7, device=x.device).contiguous(memory_format=_CL), x, w, [3], [1, 1], [1, 1], [1, 1],
+        False, [0, 0], 1, [True, True, True]),
+    "conv3d": lambda x, w: F.conv3d(x.unsqueeze(2).contiguous(memory_format=torch.channels_last_3d),
+                                    w.unsqueeze(2), padding=(0, 1, 1)),
+    "batch_norm": lambda x, w: _aten.native_batch_norm(x, _channel(w, 0), None, None, None, True, 0.1, 1e-5),
+    "batch_norm eval": lambda x, w: F.batch_norm(x, _channel(w, 0), _channel(w, 1).abs() + 1),
+    "batch_norm backward": lambda x, w: _aten.native_batch_norm_backward(
+        x.flip(3), x, _channel(w, 0), None, None, *_aten.native_batch_norm(x, None, None, None, None, True, 0.1, 1e-5)[1:],
+        True, 1e-5, [True, True, True]),
+    "max_pool2d": lambda x, w: F.max_pool2d(x, 2, return_indices=True),
+    "max_pool2d backward": lambda x, w: _aten.max_pool2d_with_indices_backward(
+        *(lambda o, i: (o * 2, x, [2, 2], [2, 2], [0, 0], [1, 1], False, i))(*F.max_pool2d(x, 2, return_indices=True))),
+    "avg_pool2d": lambda x, w: (F.avg_pool2d(x, 2), _aten.avg_pool2d_backward(
+        F.avg_pool2d(x, 2), x, [2, 2], [2, 2], [0, 0], False, True, None)),
+    "adaptive pools": lambda x, w: (F.adaptive_avg_pool2d(x, 3), *F.adaptive_max_pool2d(x, 3, return_indices=True),
+                                    _aten._adaptive_avg_pool2d_backward(F.adaptive_avg_pool2d(x, 3), x),
+                                    _aten.adaptive_max_pool2d_backward(F.adaptive_avg_pool2d(x, 3), x,
+                                                                       F.adaptive_max_pool2d(x, 3, True)[1])),
+    "relu": lambda x, w: (F.relu(x), F.relu(x.transpose(2, 3)), _aten.threshold_backward(x, F.relu(x), 0),
+                          _aten.threshold_backward(torch.ones(1, device=x.device).expand(x.shape), F.relu(x), 0)),
+}
+
+
+@pytest.mark.parametrize("name", list(MEMORY_FORMAT_CASES))
+def test_memory_format_propagates_as_on_cpu(name):
+    """A channels_last input gives channels_last outputs and gradients where the CPU kernel's do."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 3, 6, 7, generator=g).contiguous(memory_format=_CL)
+    w = torch.randn(3, 3, 3, 3, generator=g)
+    expected = MEMORY_FORMAT_CASES[name](x, w)
+    dipu.reset_fallback_counts()
+    actual = MEMORY_FORMAT_CASES[name](x.to("dipu"), w.to("dipu"))
+    assert dipu.fallback_counts() == {}
+    _check_like_cpu(expected, actual)

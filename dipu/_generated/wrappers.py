@@ -21,6 +21,18 @@ from dipu.ops.foreach import scalar_list_returns_nothing as impl_dipu_ops_foreac
 from dipu.ops.indexing import index as impl_dipu_ops_indexing_index
 from dipu.ops.indexing import index_put as impl_dipu_ops_indexing_index_put
 from dipu.ops.indexing import index_put_ as impl_dipu_ops_indexing_index_put_
+from dipu.ops.memory_format import adaptive_avg_pool2d as impl_dipu_ops_memory_format_adaptive_avg_pool2d
+from dipu.ops.memory_format import adaptive_avg_pool2d_backward as impl_dipu_ops_memory_format_adaptive_avg_pool2d_backward
+from dipu.ops.memory_format import adaptive_max_pool2d as impl_dipu_ops_memory_format_adaptive_max_pool2d
+from dipu.ops.memory_format import adaptive_max_pool2d_backward as impl_dipu_ops_memory_format_adaptive_max_pool2d_backward
+from dipu.ops.memory_format import avg_pool2d as impl_dipu_ops_memory_format_avg_pool2d
+from dipu.ops.memory_format import avg_pool2d_backward as impl_dipu_ops_memory_format_avg_pool2d_backward
+from dipu.ops.memory_format import max_pool2d_with_indices as impl_dipu_ops_memory_format_max_pool2d_with_indices
+from dipu.ops.memory_format import max_pool2d_with_indices_backward as impl_dipu_ops_memory_format_max_pool2d_with_indices_backward
+from dipu.ops.memory_format import native_batch_norm as impl_dipu_ops_memory_format_native_batch_norm
+from dipu.ops.memory_format import native_batch_norm_backward as impl_dipu_ops_memory_format_native_batch_norm_backward
+from dipu.ops.memory_format import relu as impl_dipu_ops_memory_format_relu
+from dipu.ops.memory_format import threshold_backward as impl_dipu_ops_memory_format_threshold_backward
 from dipu.ops.shapes import addmm as shape_addmm
 from dipu.ops.shapes import arange as shape_arange
 from dipu.ops.shapes import arange_end as shape_arange_end
@@ -42,7 +54,6 @@ from dipu.ops.shapes import linspace as shape_linspace
 from dipu.ops.shapes import max_dim as shape_max_dim
 from dipu.ops.shapes import mm as shape_mm
 from dipu.ops.shapes import multinomial as shape_multinomial
-from dipu.ops.shapes import native_batch_norm as shape_native_batch_norm
 from dipu.ops.shapes import native_group_norm as shape_native_group_norm
 from dipu.ops.shapes import native_layer_norm as shape_native_layer_norm
 from dipu.ops.shapes import randperm as shape_randperm
@@ -136,7 +147,6 @@ meta_multi_margin_loss = meta(torch.ops.aten.multi_margin_loss.default, (), Fals
 meta_multilabel_margin_loss_forward = meta(torch.ops.aten.multilabel_margin_loss_forward.default, (), True)
 meta_mv = meta(torch.ops.aten.mv.default, (), False)
 meta_nansum = meta(torch.ops.aten.nansum.default, ('dtype',), False)
-meta_native_batch_norm_backward = meta(torch.ops.aten.native_batch_norm_backward.default, (), True)
 meta_native_group_norm_backward = meta(torch.ops.aten.native_group_norm_backward.default, (), True)
 meta_native_layer_norm_backward = meta(torch.ops.aten.native_layer_norm_backward.default, (), True)
 meta_nll_loss2d_forward = meta(torch.ops.aten.nll_loss2d_forward.default, (), True)
@@ -468,16 +478,14 @@ def make__adaptive_avg_pool2d(op, diopiAdaptiveAvgPool2d):
                 dump_op_args(op, (self, output_size))
             if CHECK_DEVICE:
                 check_device(op, d, (self, output_size))
-            shape, dtype = meta__adaptive_avg_pool2d(self, output_size)
-            out = empty(shape, dtype, d)
-            status = diopiAdaptiveAvgPool2d(contexts[d], out, self, output_size)
+            status, result = impl_dipu_ops_memory_format_adaptive_avg_pool2d(diopiAdaptiveAvgPool2d, contexts[d], self, output_size)
             if status:
                 return on_failure(status, op, (self, output_size), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, out)
-            return out
+                dump_op_results(op, result)
+            return result
         except Exception:
             if has_numbers(op, (self, output_size)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__adaptive_avg_pool2d, (self, output_size), {})
@@ -543,16 +551,14 @@ def make__adaptive_avg_pool2d_backward(op, diopiAdaptiveAvgPool2dBackward):
                 dump_op_args(op, (grad_output, self))
             if CHECK_DEVICE:
                 check_device(op, d, (grad_output, self))
-            shape, dtype = shape_like_self(grad_output, self)
-            out = empty(shape, dtype, d)
-            status = diopiAdaptiveAvgPool2dBackward(contexts[d], out, grad_output, self)
+            status, result = impl_dipu_ops_memory_format_adaptive_avg_pool2d_backward(diopiAdaptiveAvgPool2dBackward, contexts[d], grad_output, self)
             if status:
                 return on_failure(status, op, (grad_output, self), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, out)
-            return out
+                dump_op_results(op, result)
+            return result
         except Exception:
             if has_numbers(op, (grad_output, self)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__adaptive_avg_pool2d_backward, (grad_output, self), {})
@@ -7458,15 +7464,14 @@ def make_adaptive_max_pool2d(op, diopiAdaptiveMaxPool2d):
                 dump_op_args(op, (self, output_size))
             if CHECK_DEVICE:
                 check_device(op, d, (self, output_size))
-            out, indices = allocate(meta_adaptive_max_pool2d(self, output_size), d)
-            status = diopiAdaptiveMaxPool2d(contexts[d], out, indices, self, output_size)
+            status, result = impl_dipu_ops_memory_format_adaptive_max_pool2d(diopiAdaptiveMaxPool2d, contexts[d], self, output_size)
             if status:
                 return on_failure(status, op, (self, output_size), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, (out, indices))
-            return (out, indices)
+                dump_op_results(op, result)
+            return result
         except Exception:
             if has_numbers(op, (self, output_size)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_adaptive_max_pool2d, (self, output_size), {})
@@ -7530,16 +7535,14 @@ def make_adaptive_max_pool2d_backward(op, diopiAdaptiveMaxPool2dBackward):
                 dump_op_args(op, (grad_output, self, indices))
             if CHECK_DEVICE:
                 check_device(op, d, (grad_output, self, indices))
-            shape, dtype = shape_like_self(grad_output, self, indices)
-            grad_input = empty(shape, dtype, d)
-            status = diopiAdaptiveMaxPool2dBackward(contexts[d], grad_input, grad_output, self, indices)
+            status, result = impl_dipu_ops_memory_format_adaptive_max_pool2d_backward(diopiAdaptiveMaxPool2dBackward, contexts[d], grad_output, self, indices)
             if status:
                 return on_failure(status, op, (grad_output, self, indices), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, grad_input)
-            return grad_input
+                dump_op_results(op, result)
+            return result
         except Exception:
             if has_numbers(op, (grad_output, self, indices)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_adaptive_max_pool2d_backward, (grad_output, self, indices), {})
@@ -9877,16 +9880,14 @@ def make_avg_pool2d(op, diopiAvgPool2d):
                 dump_op_args(op, (self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override))
             if CHECK_DEVICE:
                 check_device(op, d, (self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override))
-            shape, dtype = meta_avg_pool2d(self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
-            out = empty(shape, dtype, d)
-            status = diopiAvgPool2d(contexts[d], out, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+            status, result = impl_dipu_ops_memory_format_avg_pool2d(diopiAvgPool2d, contexts[d], self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
             if status:
                 return on_failure(status, op, (self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, out)
-            return out
+                dump_op_results(op, result)
+            return result
         except Exception:
             if has_numbers(op, (self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_avg_pool2d, (self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override), {})
@@ -9952,16 +9953,14 @@ def make_avg_pool2d_backward(op, diopiAvgPool2dBackward):
                 dump_op_args(op, (grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override))
             if CHECK_DEVICE:
                 check_device(op, d, (grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override))
-            shape, dtype = shape_like_self(grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
-            grad_input = empty(shape, dtype, d)
-            status = diopiAvgPool2dBackward(contexts[d], grad_input, grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+            status, result = impl_dipu_ops_memory_format_avg_pool2d_backward(diopiAvgPool2dBackward, contexts[d], grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
             if status:
                 return on_failure(status, op, (grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, grad_input)
-            return grad_input
+                dump_op_results(op, result)
+            return result
         except Exception:
             if has_numbers(op, (grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_avg_pool2d_backward, (grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override), {})
@@ -23677,15 +23676,14 @@ def make_max_pool2d_with_indices(op, diopiMaxPool2dWithIndices):
                 dump_op_args(op, (self, kernel_size, stride, padding, dilation, ceil_mode))
             if CHECK_DEVICE:
                 check_device(op, d, (self, kernel_size, stride, padding, dilation, ceil_mode))
-            out, indices = allocate(meta_max_pool2d_with_indices(self, kernel_size, stride, padding, dilation, ceil_mode), d)
-            status = diopiMaxPool2dWithIndices(contexts[d], out, indices, self, kernel_size, stride, padding, dilation, ceil_mode)
+            status, result = impl_dipu_ops_memory_format_max_pool2d_with_indices(diopiMaxPool2dWithIndices, contexts[d], self, kernel_size, stride, padding, dilation, ceil_mode)
             if status:
                 return on_failure(status, op, (self, kernel_size, stride, padding, dilation, ceil_mode), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, (out, indices))
-            return (out, indices)
+                dump_op_results(op, result)
+            return result
         except Exception:
             if has_numbers(op, (self, kernel_size, stride, padding, dilation, ceil_mode)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_max_pool2d_with_indices, (self, kernel_size, stride, padding, dilation, ceil_mode), {})
@@ -23749,16 +23747,14 @@ def make_max_pool2d_with_indices_backward(op, diopiMaxPool2dBackward):
                 dump_op_args(op, (grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices))
             if CHECK_DEVICE:
                 check_device(op, d, (grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices))
-            shape, dtype = shape_like_self(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices)
-            grad_input = empty(shape, dtype, d)
-            status = diopiMaxPool2dBackward(contexts[d], grad_input, grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices)
+            status, result = impl_dipu_ops_memory_format_max_pool2d_with_indices_backward(diopiMaxPool2dBackward, contexts[d], grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices)
             if status:
                 return on_failure(status, op, (grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, grad_input)
-            return grad_input
+                dump_op_results(op, result)
+            return result
         except Exception:
             if has_numbers(op, (grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_max_pool2d_with_indices_backward, (grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices), {})
@@ -25919,15 +25915,14 @@ def make_native_batch_norm(op, diopiBatchNorm):
                 dump_op_args(op, (input, weight, bias, running_mean, running_var, training, momentum, eps))
             if CHECK_DEVICE:
                 check_device(op, d, (input, weight, bias, running_mean, running_var, training, momentum, eps))
-            out, save_mean, save_invstd = allocate(shape_native_batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps), d)
-            status = diopiBatchNorm(contexts[d], out, save_mean, save_invstd, input, weight, bias, running_mean, running_var, training, momentum, eps)
+            status, result = impl_dipu_ops_memory_format_native_batch_norm(diopiBatchNorm, contexts[d], input, weight, bias, running_mean, running_var, training, momentum, eps)
             if status:
                 return on_failure(status, op, (input, weight, bias, running_mean, running_var, training, momentum, eps), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, (out, save_mean, save_invstd))
-            return (out, save_mean, save_invstd)
+                dump_op_results(op, result)
+            return result
         except Exception:
             if has_numbers(op, (input, weight, bias, running_mean, running_var, training, momentum, eps)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_native_batch_norm, (input, weight, bias, running_mean, running_var, training, momentum, eps), {})
@@ -25955,15 +25950,14 @@ def make_native_batch_norm_backward(op, diopiBatchNormBackward):
                 dump_op_args(op, (grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, train, eps, output_mask))
             if CHECK_DEVICE:
                 check_device(op, d, (grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, train, eps, output_mask))
-            grad_input, grad_weight, grad_bias = allocate(meta_native_batch_norm_backward(grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, train, eps, output_mask), d)
-            status = diopiBatchNormBackward(contexts[d], grad_input, grad_weight, grad_bias, grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, train, eps)
+            status, result = impl_dipu_ops_memory_format_native_batch_norm_backward(diopiBatchNormBackward, contexts[d], grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, train, eps, output_mask)
             if status:
                 return on_failure(status, op, (grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, train, eps, output_mask), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, (grad_input, grad_weight, grad_bias))
-            return (grad_input, grad_weight, grad_bias)
+                dump_op_results(op, result)
+            return result
         except Exception:
             if has_numbers(op, (grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, train, eps, output_mask)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_native_batch_norm_backward, (grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, train, eps, output_mask), {})
@@ -28961,16 +28955,14 @@ def make_relu(op, diopiRelu):
                 dump_op_args(op, (self,))
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
-            shape, dtype = shape_unary(self)
-            out = empty(shape, dtype, d)
-            status = diopiRelu(contexts[d], out, self)
+            status, result = impl_dipu_ops_memory_format_relu(diopiRelu, contexts[d], self)
             if status:
                 return on_failure(status, op, (self,), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, out)
-            return out
+                dump_op_results(op, result)
+            return result
         except Exception:
             if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_relu, (self,), {})
@@ -33753,16 +33745,14 @@ def make_threshold_backward(op, diopiThresholdBackward):
                 dump_op_args(op, (grad_output, self, threshold))
             if CHECK_DEVICE:
                 check_device(op, d, (grad_output, self, threshold))
-            shape, dtype = shape_unary(grad_output, self, threshold)
-            grad_input = empty(shape, dtype, d)
-            status = diopiThresholdBackward(contexts[d], grad_input, grad_output, self, threshold)
+            status, result = impl_dipu_ops_memory_format_threshold_backward(diopiThresholdBackward, contexts[d], grad_output, self, threshold)
             if status:
                 return on_failure(status, op, (grad_output, self, threshold), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, grad_input)
-            return grad_input
+                dump_op_results(op, result)
+            return result
         except Exception:
             if has_numbers(op, (grad_output, self, threshold)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_threshold_backward, (grad_output, self, threshold), {})

@@ -6,14 +6,20 @@ functions take no ``transposed`` flag: transposed convolutions call
 diopiConvTranspose2d(Backward) of the active op library instead (the CPU has
 no ``convolution_overrideable`` to fall back to), and answer force-fallback
 only where the library lacks them.
+
+Outputs and gradients take the memory format the CPU kernels choose: channels_last (3d) when the input or
+the weight is (see Note [Memory formats of outputs] in dipu/ops/memory_format.py).
 """
 
 from __future__ import annotations
 
 import functools
 
+import torch
+
 from dipu import _C
 from dipu.diopi.runtime import Status
+from dipu.ops.memory_format import empty, memory_format
 
 
 @functools.lru_cache(maxsize=None)
@@ -42,23 +48,31 @@ def _output_size(input, weight, stride, padding, dilation) -> list[int]:
     return [input.shape[0], weight.shape[0], *spatial]
 
 
+def _memory_format(input, weight):
+    """ATen's choice for CPU convolutions: channels_last when the input or the weight is."""
+    layout = memory_format(input)
+    return layout if layout is not torch.contiguous_format else memory_format(weight)
+
+
 def convolution(diopi, ctx, input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
+    layout = _memory_format(input, weight)
     if transposed:
         transposed_conv = _transposed("diopiConvTranspose2d")
         if transposed_conv is None:
             return Status.FORCE_FALLBACK, None
-        out = _C.empty(_transposed_output_size(input, weight, stride, padding, dilation, output_padding, groups),
-                       input.dtype, ctx.device)
+        out = empty(_transposed_output_size(input, weight, stride, padding, dilation, output_padding, groups),
+                    input.dtype, ctx.device, layout)
         return transposed_conv(ctx, out, input, weight, bias, stride, padding, output_padding, groups, dilation), out
-    out = _C.empty(_output_size(input, weight, stride, padding, dilation), input.dtype, ctx.device)
+    out = empty(_output_size(input, weight, stride, padding, dilation), input.dtype, ctx.device, layout)
     return diopi(ctx, out, input, weight, bias, stride, padding, dilation, groups), out
 
 
 def convolution_backward(diopi, ctx, grad_output, input, weight, stride, padding, dilation, transposed,
                          output_padding, groups, output_mask):
     d = ctx.device
-    grad_input = _C.empty(list(input.shape), input.dtype, d) if output_mask[0] else None
-    grad_weight = _C.empty(list(weight.shape), weight.dtype, d) if output_mask[1] else None
+    layout = _memory_format(input, weight)
+    grad_input = empty(input.shape, input.dtype, d, layout) if output_mask[0] else None
+    grad_weight = empty(weight.shape, weight.dtype, d, layout) if output_mask[1] else None
     channels = weight.shape[1] * groups if transposed else weight.shape[0]
     grad_bias = _C.empty([channels], weight.dtype, d) if output_mask[2] else None
     if transposed:

@@ -1,0 +1,162 @@
+"""Kernels whose outputs take the memory format of their input, as the CPU kernels' do.
+
+Note [Memory formats of outputs]
+Generated wrappers allocate contiguous outputs (``_C.empty``). The CPU kernels of convolution, batch
+norm and the 2d pools instead allocate in ``input.suggest_memory_format()``, and TensorIterator ops
+such as relu follow their input's strides, so a channels_last network stays channels_last from layer
+to layer. The functional schemas of those ops are ``impl:`` kernels here: they take their shapes from
+the op's shape rule (``dipu.ops.shapes``), allocate each output in the input's memory format and call
+the DIOPI function with it. Contiguous inputs (the common case) cost one ``is_contiguous`` more than a
+generated wrapper. out= variants keep the layout of the tensors they are given, as in ATen.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from dipu import _C
+from dipu.ops import shapes
+
+_channels_last = torch.channels_last
+_channels_last_3d = torch.channels_last_3d
+_contiguous = torch.contiguous_format
+
+
+def memory_format(tensor: torch.Tensor) -> torch.memory_format:
+    """ATen's ``suggest_memory_format`` for the dense layouts kernels produce (torch's Python version,
+    ``torch._prims_common.suggest_memory_format``, costs about 30 us a call)."""
+    if tensor.is_contiguous():
+        return _contiguous
+    ndim = tensor.dim()
+    if ndim == 4 and tensor.is_contiguous(memory_format=_channels_last):
+        return _channels_last
+    if ndim == 5 and tensor.is_contiguous(memory_format=_channels_last_3d):
+        return _channels_last_3d
+    return _contiguous
+
+
+def empty(shape, dtype: torch.dtype, device: int, layout: torch.memory_format = _contiguous) -> torch.Tensor:
+    """A dipu tensor in memory format ``layout`` (contiguous through the core's fast path)."""
+    if layout is _contiguous or len(shape) != (4 if layout is _channels_last else 5):
+        return _C.empty(list(shape), dtype, device)
+    return torch.empty(shape, dtype=dtype, device=torch.device("dipu", device), memory_format=layout)
+
+
+def _allocate(specs, device: int, layout) -> tuple:
+    return tuple(None if spec is None else empty(spec[0], spec[1], device, layout) for spec in specs)
+
+
+def _meta(op, several: bool):
+    return shapes.meta(op, (), several)
+
+
+# ---- normalization ------------------------------------------------------------------------------------
+
+
+def native_batch_norm(diopi, ctx, input, weight, bias, running_mean, running_var, training, momentum, eps):
+    (shape, dtype), saved_mean, saved_invstd = shapes.native_batch_norm(input, weight, bias, running_mean,
+                                                                        running_var, training)
+    d = ctx.device
+    out = empty(shape, dtype, d, memory_format(input))
+    save_mean, save_invstd = _C.empty(list(saved_mean[0]), saved_mean[1], d), \
+        _C.empty(list(saved_invstd[0]), saved_invstd[1], d)
+    status = diopi(ctx, out, save_mean, save_invstd, input, weight, bias, running_mean, running_var, training,
+                   momentum, eps)
+    return status, (out, save_mean, save_invstd)
+
+
+_batch_norm_backward_rule = _meta(torch.ops.aten.native_batch_norm_backward.default, True)
+
+
+def native_batch_norm_backward(diopi, ctx, grad_out, input, weight, running_mean, running_var, save_mean,
+                               save_invstd, train, eps, output_mask):
+    specs = _batch_norm_backward_rule(grad_out, input, weight, running_mean, running_var, save_mean, save_invstd,
+                                      train, eps, output_mask)
+    d = ctx.device
+    grad_input = empty(*specs[0], d, memory_format(input)) if specs[0] is not None else None
+    grad_weight, grad_bias = _allocate(specs[1:], d, _contiguous)
+    status = diopi(ctx, grad_input, grad_weight, grad_bias, grad_out, input, weight, running_mean, running_var,
+                   save_mean, save_invstd, train, eps)
+    return status, (grad_input, grad_weight, grad_bias)
+
+
+# ---- pooling: outputs and gradients in the input's memory format ------------------------------------------
+
+_max_pool2d_rule = _meta(torch.ops.aten.max_pool2d_with_indices.default, True)
+_avg_pool2d_rule = _meta(torch.ops.aten.avg_pool2d.default, False)
+_adaptive_avg_pool2d_rule = _meta(torch.ops.aten._adaptive_avg_pool2d.default, False)
+_adaptive_max_pool2d_rule = _meta(torch.ops.aten.adaptive_max_pool2d.default, True)
+
+
+def max_pool2d_with_indices(diopi, ctx, self, kernel_size, stride, padding, dilation, ceil_mode):
+    out, indices = _allocate(_max_pool2d_rule(self, kernel_size, stride, padding, dilation, ceil_mode), ctx.device,
+                             memory_format(self))
+    return diopi(ctx, out, indices, self, kernel_size, stride, padding, dilation, ceil_mode), (out, indices)
+
+
+def max_pool2d_with_indices_backward(diopi, ctx, grad_output, self, kernel_size, stride, padding, dilation,
+                                     ceil_mode, indices):
+    grad_input = empty(self.shape, self.dtype, ctx.device, memory_format(self))
+    status = diopi(ctx, grad_input, grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices)
+    return status, grad_input
+
+
+def avg_pool2d(diopi, ctx, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
+    shape, dtype = _avg_pool2d_rule(self, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                                    divisor_override)
+    out = empty(shape, dtype, ctx.device, memory_format(self))
+    return diopi(ctx, out, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override), out
+
+
+def avg_pool2d_backward(diopi, ctx, grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                        divisor_override):
+    grad_input = empty(self.shape, self.dtype, ctx.device, memory_format(self))
+    status = diopi(ctx, grad_input, grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                   divisor_override)
+    return status, grad_input
+
+
+def adaptive_avg_pool2d(diopi, ctx, self, output_size):
+    shape, dtype = _adaptive_avg_pool2d_rule(self, output_size)
+    out = empty(shape, dtype, ctx.device, memory_format(self))
+    return diopi(ctx, out, self, output_size), out
+
+
+def adaptive_avg_pool2d_backward(diopi, ctx, grad_output, self):
+    grad_input = empty(self.shape, self.dtype, ctx.device, memory_format(self))
+    return diopi(ctx, grad_input, grad_output, self), grad_input
+
+
+def adaptive_max_pool2d(diopi, ctx, self, output_size):
+    out, indices = _allocate(_adaptive_max_pool2d_rule(self, output_size), ctx.device, memory_format(self))
+    return diopi(ctx, out, indices, self, output_size), (out, indices)
+
+
+def adaptive_max_pool2d_backward(diopi, ctx, grad_output, self, indices):
+    grad_input = empty(self.shape, self.dtype, ctx.device, memory_format(self))
+    return diopi(ctx, grad_input, grad_output, self, indices), grad_input
+
+
+# ---- relu: a TensorIterator op, whose output follows its input's strides ---------------------------------
+
+
+def _like(d: int, *tensors: torch.Tensor) -> torch.Tensor:
+    """An output shaped like ``tensors[0]`` in the stride order TensorIterator picks: that of the first
+    operand that is not broadcast (a zero stride leaves the choice to the next one, as in ATen)."""
+    first = tensors[0]
+    for tensor in tensors:
+        if tensor.is_contiguous():
+            break
+        if 0 not in tensor.stride():
+            return torch.empty_like(tensor, dtype=first.dtype)  # dense: the same strides
+    return _C.empty(list(first.shape), first.dtype, d)
+
+
+def relu(diopi, ctx, self):
+    out = _like(ctx.device, self)
+    return diopi(ctx, out, self), out
+
+
+def threshold_backward(diopi, ctx, grad_output, self, threshold):
+    grad_input = _like(ctx.device, grad_output, self)
+    return diopi(ctx, grad_input, grad_output, self, threshold), grad_input
