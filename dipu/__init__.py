@@ -90,6 +90,7 @@ _register_ops()
 
 from dipu import autocompare  # noqa: E402  (dipu.autocompare(".*") opens a compared block)
 
+
 @atexit.register
 def _shutdown() -> None:
     _C.synchronize(_C.current_device())

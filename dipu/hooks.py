@@ -3,8 +3,8 @@
 Note [Hooks cost nothing unless asked for]
 Force fallback and autocompare are decided once, when the generated kernels
 are registered: a force-fallback op is simply not registered (the core's CPU
-fallback takes it) and an autocompare op is registered wrapped in
-:func:`autocompare`. ``DIPU_CHECK_TENSOR_DEVICE`` and ``DIPU_SYNC_EXEC_MODE``
+fallback takes it) and an autocompare op is registered wrapped by
+:func:`dipu.autocompare.wrap`. ``DIPU_CHECK_TENSOR_DEVICE`` and ``DIPU_SYNC_EXEC_MODE``
 are read once at import into constants the wrappers test. Only
 ``DIPU_DUMP_OP_ARGS`` must follow changes at run time, so wrappers read it per
 call straight from ``os.environ``'s underlying dict (``env_get(DUMP_KEY)``,
@@ -33,21 +33,8 @@ def _env_flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "off", "no")
 
 
-def _env_float(name: str) -> float | None:
-    text = os.environ.get(name, "").strip()
-    if not text:
-        return None
-    try:
-        return float(text)
-    except ValueError:
-        raise ValueError(f"{name}: expected a number, got {text!r}") from None
-
-
 CHECK_DEVICE = _env_flag("DIPU_CHECK_TENSOR_DEVICE")
 SYNC = _env_flag("DIPU_SYNC_EXEC_MODE")
-AUTOCOMPARE_STRICT = _env_flag("DIPU_AUTOCOMPARE_STRICT")
-AUTOCOMPARE_RTOL = _env_float("DIPU_AUTOCOMPARE_RTOL")
-AUTOCOMPARE_ATOL = _env_float("DIPU_AUTOCOMPARE_ATOL")
 
 # See Note [Hooks cost nothing unless asked for].
 env_get = os.environ._data.get
@@ -193,103 +180,6 @@ def on_failure(status: int, op, args: tuple, kwargs: dict):
     text = Status(status).text if status in Status._value2member_map_ else f"unknown status {int(status)}"
     message = take_last_error()
     raise RuntimeError(f"{op.name}: {op.diopi} failed with {text}" + (f": {message}" if message else ""))
-
-
-# ---- autocompare ------------------------------------------------------------------------------
-
-_DEFAULT_TOLERANCES = {  # (rtol, atol), as torch.testing.assert_close
-    torch.float16: (1e-3, 1e-5),
-    torch.bfloat16: (1.6e-2, 1e-5),
-    torch.float32: (1.3e-6, 1e-5),
-    torch.float64: (1e-7, 1e-7),
-}
-
-
-def _to_host(value):
-    if isinstance(value, torch.Tensor):
-        return value.detach().to("cpu", copy=True)
-    if isinstance(value, (list, tuple)):
-        return type(value)(_to_host(v) for v in value)
-    return value
-
-
-def _compare(label: str, actual, expected) -> bool:
-    """Print one autocompare line; True when the values agree."""
-    prefix = f"autocompare:    {label}:"
-    if isinstance(expected, (list, tuple)) and isinstance(actual, (list, tuple)) and len(actual) == len(expected):
-        agree = True  # a tensor list (the _foreach_ ops): one line per element
-        for index, (a, e) in enumerate(zip(actual, expected)):
-            agree &= _compare(f"{label}[{index}]", a, e)
-        return agree
-    if not isinstance(actual, torch.Tensor) or not isinstance(expected, torch.Tensor):
-        same = actual is None and expected is None or actual == expected
-        print(f"{prefix} {'allclose' if same else f'not_close, dipu: {actual!r}, cpu: {expected!r}'}")
-        return same
-    actual = actual.detach().cpu()
-    if actual.shape != expected.shape or actual.dtype != expected.dtype:
-        print(f"{prefix} not_close, shape/dtype differ: dipu {list(actual.shape)} {actual.dtype}, "
-              f"cpu {list(expected.shape)} {expected.dtype}")
-        return False
-    if actual.is_floating_point() or actual.is_complex():
-        rtol, atol = _DEFAULT_TOLERANCES.get(actual.dtype, (0.0, 0.0))
-        rtol = rtol if AUTOCOMPARE_RTOL is None else AUTOCOMPARE_RTOL
-        atol = atol if AUTOCOMPARE_ATOL is None else AUTOCOMPARE_ATOL
-        close = torch.allclose(actual, expected, rtol=rtol, atol=atol, equal_nan=True)
-    else:
-        close = torch.equal(actual, expected)
-    if close:
-        print(f"{prefix} allclose")
-        return True
-    diff = (actual.double() - expected.double()).abs()
-    print(f"{prefix} not_close, max diff: {diff.nan_to_num(float('inf')).max().item()}, "
-          f"dipu: {actual.flatten()[:5].tolist()}, cpu: {expected.flatten()[:5].tolist()}")
-    return False
-
-
-def autocompare(kernel, op):
-    """``kernel`` also run on CPU on host copies of its inputs, with every output compared and
-    every input the op must not write checked unchanged; see Note [Hooks cost nothing unless asked for]."""
-    packet, overload = op.name.split(".") if "." in op.name else (op.name, "default")
-    reference = getattr(getattr(torch.ops.aten, packet), overload)
-    written = set(op.written)
-
-    def compared(*args, **kwargs):
-        names = op.arg_names
-        values = args + tuple(kwargs.values())
-        value_names = names[: len(args)] + tuple(kwargs)
-        before = [_to_host(v) for v in values]
-        host_args = _to_host(before[: len(args)])
-        host_kwargs = dict(zip(kwargs, _to_host(before[len(args):])))
-        result = kernel(*args, **kwargs)
-        try:
-            expected = reference(*host_args, **host_kwargs)
-        except Exception as error:  # the comparison must never stop training
-            print(f"autocompare:    {op.name}: the CPU reference failed: {error}")
-            return result
-        host_values = list(host_args) + list(host_kwargs.values())
-        agree = True
-        if op.kind == "functional":
-            several = len(op.outputs) > 1  # else a list result is one output (a tensor list)
-            results = result if several else (result,)
-            expecteds = expected if several else (expected,)
-            for name, actual, wanted in zip(op.outputs, results, expecteds):
-                agree &= _compare(f"{op.name} {name}", actual, wanted)
-        for name, value, host_value, original in zip(value_names, values, host_values, before):
-            if name in written:
-                agree &= _compare(f"{op.name} {name}", value, host_value)
-            elif isinstance(value, torch.Tensor) and not _unchanged(value, original):
-                print(f"autocompare:    {op.name} {name}: not_close, the op modified this input")
-                agree = False
-        if not agree and AUTOCOMPARE_STRICT:
-            raise RuntimeError(f"autocompare: {op.name} differs from the CPU result (DIPU_AUTOCOMPARE_STRICT)")
-        return result
-
-    return compared
-
-
-def _unchanged(value: torch.Tensor, original: torch.Tensor) -> bool:
-    return torch.equal(value.detach().cpu(), original) or (
-        original.is_floating_point() and torch.allclose(value.detach().cpu(), original, equal_nan=True))
 
 
 # Note [Python numbers in Tensor positions]

@@ -10,6 +10,7 @@ from conftest import run_python
 
 HOOK_VARS = ("DIPU_DUMP_OP_ARGS", "DIPU_FORCE_FALLBACK_OPS_LIST", "DIPU_AUTOCOMPARE_OPS_LIST",
              "DIPU_CHECK_TENSOR_DEVICE", "DIPU_SYNC_EXEC_MODE", "DIPU_DIOPI_IMPL", "DIPU_AUTOCOMPARE_STRICT")
+# Autocompare's tests: tests/test_autocompare.py.
 
 
 @pytest.fixture(autouse=True)
@@ -20,28 +21,6 @@ def clean_hook_environment(monkeypatch):
 
 def run(code: str, check: bool = True, **kwargs):
     return run_python(code, check=check, **kwargs)
-
-
-# A library in which neg computes the wrong values and abs also negates its input in place.
-BROKEN_LIBRARY = """
-from dipu import _C
-from dipu.diopi import SUCCESS, OpLibrary
-from diopi_impl.torch import library as reference
-
-library = OpLibrary("broken", base=reference)
-
-@library.register
-def diopiNeg(ctx, out, input):
-    _C.alias(out, ctx.device).copy_(_C.alias(input, ctx.device))
-    return SUCCESS
-
-@library.register
-def diopiAbs(ctx, out, input):
-    x = _C.alias(input, ctx.device)
-    _C.alias(out, ctx.device).copy_(x.abs())
-    x.neg_()
-    return SUCCESS
-"""
 
 
 def test_dump_levels_follow_the_variable_at_run_time():
@@ -184,49 +163,6 @@ def test_invalid_regex_fails_at_import_naming_variable_and_pattern():
     assert proc.returncode != 0
     assert ("ValueError: DIPU_FORCE_FALLBACK_OPS_LIST: invalid regular expression '[bad': "
             "unterminated character set at position 0") in proc.stderr
-
-
-def test_autocompare_reports_allclose_and_skips_random_ops():
-    out = run("""
-        import torch, dipu
-        a = torch.arange(6.).to("dipu"); b = torch.ones(6, device="dipu")
-        torch.add(a, b, out=torch.empty(6, device="dipu"))
-        a + b
-        torch.empty(3, device="dipu").bernoulli_(0.5)
-    """, env={"DIPU_AUTOCOMPARE_OPS_LIST": "add.out, add.Tensor, bernoulli_.float"}).stdout
-    assert out.splitlines() == [
-        "autocompare:    bernoulli_.float: skipped (autocompare: false, e.g. a random op)",
-        "autocompare:    add.out out: allclose",
-        "autocompare:    add.Tensor out: allclose",
-    ]
-
-
-def test_autocompare_catches_wrong_values_and_a_mutated_input(tmp_path):
-    (tmp_path / "broken_ops.py").write_text(BROKEN_LIBRARY)
-    out = run("""
-        import torch, dipu
-        x = torch.tensor([1.0, -2.0, 3.0]).to("dipu")
-        torch.neg(x)
-        torch.abs(x)
-        print("training goes on")
-    """, env={"DIPU_AUTOCOMPARE_OPS_LIST": "neg, abs", "DIPU_DIOPI_IMPL": "broken_ops",
-              "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}).stdout
-    assert out.splitlines() == [
-        "autocompare:    neg out: not_close, max diff: 6.0, dipu: [1.0, -2.0, 3.0], cpu: [-1.0, 2.0, -3.0]",
-        "autocompare:    abs out: allclose",
-        "autocompare:    abs self: not_close, the op modified this input",
-        "training goes on",
-    ]
-
-
-def test_autocompare_strict_mode_raises(tmp_path):
-    (tmp_path / "broken_ops.py").write_text(BROKEN_LIBRARY)
-    proc = run("""
-        import torch, dipu
-        torch.neg(torch.ones(3, device="dipu"))
-    """, check=False, env={"DIPU_AUTOCOMPARE_OPS_LIST": "neg", "DIPU_DIOPI_IMPL": "broken_ops",
-                           "DIPU_AUTOCOMPARE_STRICT": "1", "PYTHONPATH": str(tmp_path)})
-    assert "RuntimeError: autocompare: neg differs from the CPU result (DIPU_AUTOCOMPARE_STRICT)" in proc.stderr
 
 
 def test_missing_diopi_function_falls_back_with_a_one_time_message(tmp_path):

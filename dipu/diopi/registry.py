@@ -20,7 +20,7 @@ from typing import Callable
 
 import torch
 
-from dipu import hooks
+from dipu import autocompare, hooks
 from dipu.diopi.library import OpLibrary, load_active_library
 from dipu.diopi.runtime import Status, init_contexts
 from dipu.ops import overrideable
@@ -64,10 +64,12 @@ def registered_ops() -> list[str]:
 
 
 def register_ops(ops: tuple[Op, ...], *, library: OpLibrary | None = None,
-                 autocompare_all: bool = False, print_call_info: bool = False) -> list[str]:
+                 autocompare_all: bool = False, print_call_info: bool = False,
+                 autocompare_ops: hooks.OpPatterns | None = None) -> list[str]:
     """Register ``ops`` on PrivateUse1 (see Note [What gets registered]); returns the registered names.
 
-    Calling it again replaces the previous registration.
+    Calling it again replaces the previous registration. ``autocompare_ops`` replaces
+    DIPU_AUTOCOMPARE_OPS_LIST (``dipu.autocompare(...)`` blocks use it).
     """
     global _torch_library
     if library is None:
@@ -78,7 +80,7 @@ def register_ops(ops: tuple[Op, ...], *, library: OpLibrary | None = None,
         except ImportError as error:  # dipu/__init__ treats ImportError as "nothing generated"
             raise RuntimeError(f"cannot load the DIOPI op library: {error}") from error
     force_fallback = hooks.force_fallback_patterns()
-    compare = hooks.autocompare_patterns()
+    compare = hooks.autocompare_patterns() if autocompare_ops is None else autocompare_ops
     report_missing = hooks.dump_level() > 0
     init_contexts()
 
@@ -98,10 +100,7 @@ def register_ops(ops: tuple[Op, ...], *, library: OpLibrary | None = None,
             continue
         kernel = op.make(op, *(fn or _force_fallback for fn in functions))
         if autocompare_all or compare.matches(op.name):
-            if op.autocompare:
-                kernel = hooks.autocompare(kernel, op)
-            else:
-                print(f"autocompare:    {op.name}: skipped (autocompare: false, e.g. a random op)", flush=True)
+            kernel = autocompare.wrap(kernel, op)
         if print_call_info:
             kernel = hooks.print_call_info(kernel, op)
         _torch_library.impl(op.name, kernel, "PrivateUse1")
