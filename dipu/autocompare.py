@@ -34,6 +34,7 @@ import math
 import os
 import sys
 import types
+import warnings
 
 import torch
 
@@ -317,19 +318,20 @@ def _register_summary() -> None:
 # ---- Python API: dipu.autocompare(...) ------------------------------------------------------------
 
 
-def _register(patterns: OpPatterns | None) -> None:
-    """Register the generated kernels again, comparing ``patterns`` (None: DIPU_AUTOCOMPARE_OPS_LIST)."""
+def _register(patterns: OpPatterns | None) -> bool:
+    """Register the generated kernels again, comparing ``patterns`` (None: DIPU_AUTOCOMPARE_OPS_LIST);
+    False when there are none (every op runs on the CPU fallback: nothing to compare)."""
     try:
         from dipu import _generated
     except ModuleNotFoundError:
-        return  # nothing generated: every op runs on the CPU fallback, nothing to compare
+        return False
     from dipu import vendor
     from dipu.diopi.registry import register_ops
 
     if vendor().diopi_impl is None:
-        return
-    register_ops(_generated.OPS, autocompare_all=_generated.AUTOCOMPARE_ALL,
-                 print_call_info=_generated.PRINT_CALL_INFO, autocompare_ops=patterns)
+        return False
+    return bool(register_ops(_generated.OPS, autocompare_all=_generated.AUTOCOMPARE_ALL,
+                 print_call_info=_generated.PRINT_CALL_INFO, autocompare_ops=patterns))
 
 
 class Scope:
@@ -348,7 +350,9 @@ class Scope:
         globals().update(self.settings)
         _scopes.append(self)
         _active.append(self.results)
-        _register(self.patterns)
+        if not _register(self.patterns):
+            warnings.warn("dipu.autocompare: no dipu kernels are registered (every op runs on the CPU "
+                          "fallback), so there is nothing to compare", stacklevel=2)
         return self.results
 
     def __exit__(self, *exc) -> None:
