@@ -12,7 +12,7 @@ What runs:
   samples of each op: 677 tests, 1,871 samples; 36-53 s on this 2-core machine (shared).
 - `DIPU_OPINFO_FULL=1`: float32, float16 and complex64, every sample, and the backward pass
   (`torch.autograd.grad` with the same random grad_outputs on both devices) in float32 for
-  every op that `supports_autograd`: 2,157 tests, about 55,000 samples; 7 minutes on a lightly loaded
+  every op that `supports_autograd`: 2,157 tests, about 55,000 samples; 2.5 minutes on this shared
   2-core machine. Run it by hand or in a nightly job.
 - `DIPU_OPINFO_OPS=add,nn.functional.conv2d` narrows either mode to the named ops.
 
