@@ -162,3 +162,15 @@ def test_the_first_op_set_is_registered():
                  "convolution_overrideable", "native_batch_norm", "native_layer_norm", "native_dropout",
                  "embedding_dense_backward", "_log_softmax", "nll_loss_forward", "bernoulli_.float"):
         assert name in names
+
+
+def test_index_put_with_whole_dims_in_the_index_list():
+    """Advanced indexing after a full slice: its backward calls index_put with None entries."""
+    x = torch.randn(5, 5, 5, requires_grad=True)
+    xd = x.detach().to("dipu").requires_grad_()
+    x[:, :, [0, 3]].square().sum().backward()
+    xd[:, :, [0, 3]].square().sum().backward()
+    assert torch.equal(xd.grad.cpu(), x.grad)
+    y, idx = torch.zeros(4, 4), torch.tensor([1, 2])
+    got = torch.ops.aten.index_put(y.to("dipu"), [None, idx.to("dipu")], torch.tensor(2.0, device="dipu"), True)
+    assert torch.equal(got.cpu(), torch.ops.aten.index_put(y, [None, idx], torch.tensor(2.0), True))

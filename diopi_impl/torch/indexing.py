@@ -40,17 +40,23 @@ def diopiIndex(ctx, out, input, indices):
     return SUCCESS
 
 
+def _index_put_(target, indices, values, accumulate, d):
+    # aten's schema takes None entries (a whole dim, as index backward passes them); Tensor.index_put_ does not
+    values = _value(values, d) if isinstance(values, torch.Tensor) else torch.tensor(values, dtype=target.dtype)
+    aten.index_put_(target, _index_list(indices, d), values, accumulate)
+
+
 @library.register
 def diopiIndexPut(ctx, out, input, values, indices, accumulate):
     d = ctx.device
-    _start(out, input, d).index_put_(_index_list(indices, d), _value(values, d), accumulate)
+    _index_put_(_start(out, input, d), indices, values, accumulate, d)
     return SUCCESS
 
 
 @library.register
 def diopiIndexPutInp(ctx, input, values, indices, accumulate):
     d = ctx.device
-    alias(input, d).index_put_(_index_list(indices, d), _value(values, d), accumulate)
+    _index_put_(alias(input, d), indices, values, accumulate, d)
     return SUCCESS
 
 
