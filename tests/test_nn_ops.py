@@ -428,3 +428,12 @@ def test_memory_format_propagates_as_on_cpu(name):
     actual = MEMORY_FORMAT_CASES[name](x.to("dipu"), w.to("dipu"))
     assert dipu.fallback_counts() == {}
     _check_like_cpu(expected, actual)
+
+
+@pytest.mark.parametrize("fmt", ["channels_last", "contiguous"])
+def test_max_unpool2d_reads_indices_of_a_channels_last_pool(fmt):
+    memory_format = getattr(torch, "channels_last" if fmt == "channels_last" else "contiguous_format")
+    x = torch.randn(2, 3, 8, 8).to(memory_format=memory_format)
+    out, idx = F.max_pool2d(x, 2, return_indices=True)
+    dout, didx = F.max_pool2d(x.to("dipu"), 2, return_indices=True)
+    assert torch.equal(F.max_unpool2d(dout, didx, 2).cpu(), F.max_unpool2d(out, idx, 2))

@@ -444,7 +444,8 @@ def diopiMultiMarginLossBackward(ctx, grad_input, grad_output, input, target, p,
 @library.register
 def diopiMaxUnpool2d(ctx, out, input, indices, output_size):
     d = ctx.device
-    aten.max_unpool2d.out(alias(input, d), alias(indices, d), output_size, out=alias(out, d))
+    # ATen's out= kernel restrides ``out`` to the input's memory format, which an alias cannot pass on
+    alias(out, d).copy_(aten.max_unpool2d(alias(input, d), alias(indices, d), output_size))
     return SUCCESS
 
 
