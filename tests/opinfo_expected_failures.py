@@ -16,25 +16,18 @@ SKIPS: dict[str, str] = {
 REASONS = {
     'as_strided_test': 'test artifact: as_strided reads memory outside the view, which a copy to the CPU does not keep (PyTorch xfails it in test_compare_cpu)',
     'sparse': 'sparse layouts unsupported on dipu (no Sparse/SparseCsr kernels)',
-    'index_put_none': 'op library bug: index_put with None in the indices list (advanced-indexing backward)',
-    'max_unpool_channels_last': 'op library bug: max_unpool2d on a channels_last input returns wrong values',
     'sdpa_math': 'numerical: SDPA decomposes to its math path on dipu (bmm + softmax); the CPU runs its flash kernel',
     'lce_float16': "numerical: float16 'auto' chunking/accumulation is chosen per device; dipu and CPU are equally far from float32",
 }
 
 # (op key, dtype, pass) -> (reason id, index of the first failing sample)
 EXPECTED_FAILURES = {
-    ('__getitem__', 'float32', 'backward'): ('index_put_none', 5),
     ('as_strided.partial_views', 'complex64', 'forward'): ('as_strided_test', 1),
     ('as_strided.partial_views', 'float16', 'forward'): ('as_strided_test', 1),
     ('as_strided.partial_views', 'float32', 'backward'): ('as_strided_test', 1),
     ('as_strided.partial_views', 'float32', 'forward'): ('as_strided_test', 1),
     ('nn.functional.linear_cross_entropy.chunked', 'float16', 'forward'): ('lce_float16', 101),
     ('nn.functional.linear_cross_entropy.chunked_none', 'float16', 'forward'): ('lce_float16', 1),
-    ('nn.functional.max_unpool2d', 'float16', 'forward'): ('max_unpool_channels_last', 36),
-    ('nn.functional.max_unpool2d', 'float32', 'forward'): ('max_unpool_channels_last', 36),
-    ('nn.functional.max_unpool2d.grad', 'float16', 'forward'): ('max_unpool_channels_last', 5),
-    ('nn.functional.max_unpool2d.grad', 'float32', 'forward'): ('max_unpool_channels_last', 5),
     ('nn.functional.scaled_dot_product_attention', 'float16', 'forward'): ('sdpa_math', 8),
     ('nn.functional.scaled_dot_product_attention', 'float32', 'backward'): ('sdpa_math', 8),
     ('nn.functional.scaled_dot_product_attention', 'float32', 'forward'): ('sdpa_math', 12),
