@@ -430,6 +430,47 @@ def test_memory_format_propagates_as_on_cpu(name):
     _check_like_cpu(expected, actual)
 
 
+_CL3 = torch.channels_last_3d
+_SPATIAL = {4: "bilinear", 5: "trilinear"}
+# the generated kernels' outputs (Note [Output strides] in dipu/ops/shapes.py), channels_last and channels_last_3d
+GENERIC_MEMORY_FORMAT_CASES = {
+    "interpolate nearest": lambda x: F.interpolate(x, scale_factor=2),
+    "interpolate linear": lambda x: F.interpolate(x, scale_factor=2, mode=_SPATIAL[x.dim()]),
+    "interpolate backward": lambda x: torch.autograd.grad(
+        F.interpolate(x, scale_factor=2, mode=_SPATIAL[x.dim()]).square().sum(), x)[0],
+    "pad constant": lambda x: F.pad(x, (1, 2) * (x.dim() - 2), value=0.5),
+    "pad reflect": lambda x: F.pad(x, (1, 1) * (x.dim() - 2), mode="reflect"),
+    "pad replicate": lambda x: F.pad(x, (1, 2) * (x.dim() - 2), mode="replicate"),
+    "pad replicate backward": lambda x: torch.autograd.grad(
+        F.pad(x, (1, 2) * (x.dim() - 2), mode="replicate").square().sum(), x)[0],
+    "group_norm": lambda x: F.group_norm(x, 3, torch.ones(6, device=x.device), torch.zeros(6, device=x.device)),
+    # called directly: autograd makes the arguments contiguous on devices other than the CPU (torch 2.13)
+    "group_norm backward": lambda x: _aten.native_group_norm_backward(
+        x.detach() * 2, *(lambda _, mean, rstd: (x.detach(), mean, rstd))(*_aten.native_group_norm(
+            x.detach(), None, None, x.shape[0], x.shape[1], x[0, 0].numel(), 3, 1e-5)),
+        None, x.shape[0], x.shape[1], x[0, 0].numel(), 3, [True, False, False])[0],
+    "flip": lambda x: torch.flip(x, (1, 3)),
+    "softmax": lambda x: F.softmax(x, 1),
+    "dropout eval": lambda x: F.dropout(x, 0.5, training=False),
+    "dropout": lambda x: F.dropout(x, 0.5),
+    "gelu backward": lambda x: torch.autograd.grad(F.gelu(x).square().sum(), x)[0],
+}
+
+
+@pytest.mark.parametrize("memory_format", [_CL, _CL3], ids=["channels_last", "channels_last_3d"])
+@pytest.mark.parametrize("name", list(GENERIC_MEMORY_FORMAT_CASES))
+def test_generated_kernels_keep_the_cpu_memory_format(name, memory_format):
+    shape = (2, 6, 5, 7) if memory_format is _CL else (2, 6, 3, 5, 4)
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(0)).contiguous(memory_format=memory_format)
+    results = []
+    for device in ("cpu", "dipu"):
+        torch.manual_seed(0)
+        dipu.reset_fallback_counts()
+        results.append(GENERIC_MEMORY_FORMAT_CASES[name](x.to(device).requires_grad_()).detach())
+    assert dipu.fallback_counts() == {}
+    _check_like_cpu(*results)
+
+
 @pytest.mark.parametrize("fmt", ["channels_last", "contiguous"])
 def test_max_unpool2d_reads_indices_of_a_channels_last_pool(fmt):
     memory_format = getattr(torch, "channels_last" if fmt == "channels_last" else "contiguous_format")

@@ -152,3 +152,42 @@ def test_complex_to_real_results_match_cpu(dtype):
     for device in ("cpu", DEV):
         with pytest.raises(RuntimeError, match="In-place abs is not supported for complex tensors"):
             c.to(device).abs_()
+
+
+# Note [Output strides] (dipu/ops/shapes.py): functional outputs take the strides the CPU kernels give them
+_FORMATS = {"channels_last": (torch.channels_last, (2, 3, 4, 5)), "channels_last_3d": (torch.channels_last_3d,
+                                                                                    (2, 3, 2, 4, 5))}
+_STRIDED_CASES = {
+    "gelu": F.gelu, "silu": F.silu, "sigmoid": torch.sigmoid, "hardtanh": F.hardtanh, "leaky_relu": F.leaky_relu,
+    "neg": torch.neg, "abs": torch.abs, "exp": torch.exp, "isnan": torch.isnan, "sub scalar": lambda x: x - 2,
+    "add contiguous": lambda x: x + x.contiguous(), "contiguous mul": lambda x: x.contiguous() * x,
+    "add broadcast bias": lambda x: x + torch.arange(3.0, device=x.device).view(3, *[1] * (x.dim() - 2)),
+    "bias div": lambda x: torch.arange(1.0, 4.0, device=x.device).view(3, *[1] * (x.dim() - 2)) / x,
+    "mul 0-dim": lambda x: x * torch.tensor(2.0, device=x.device), "gt": lambda x: x > 0,
+    "where": lambda x: torch.where(x > 0, x, x.contiguous()),
+    "where broadcast": lambda x: torch.where(x > 0, x, torch.zeros(x.shape[-1], device=x.device)),
+    "addcmul": lambda x: torch.addcmul(x.contiguous(), x, x),
+    "clamp": lambda x: torch.clamp(x, -0.5, 0.5),
+}
+
+
+@pytest.mark.parametrize("fmt", list(_FORMATS))
+@pytest.mark.parametrize("name", list(_STRIDED_CASES))
+def test_pointwise_outputs_keep_the_cpu_memory_format(name, fmt, no_fallback):
+    memory_format, shape = _FORMATS[fmt]
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(0)).contiguous(memory_format=memory_format)
+    expected = _STRIDED_CASES[name](x)
+    actual = _STRIDED_CASES[name](x.to(DEV))
+    assert actual.stride() == expected.stride()
+    torch.testing.assert_close(actual.cpu(), expected)
+
+
+def test_pointwise_outputs_of_transposed_and_expanded_inputs_keep_the_cpu_strides(no_fallback):
+    x = torch.randn(5, 6).t()
+    ones = torch.ones(()).expand(6, 5)
+    for fn in (torch.exp, lambda t: t + torch.linspace(0, 1, 30, device=t.device).view(6, 5), lambda t: torch.ones((), device=t.device).expand(6, 5) * t,
+               lambda t: torch.where(t > 0, t, 0.0)):
+        expected, actual = fn(x), fn(x.to(DEV))
+        assert actual.stride() == expected.stride()
+        torch.testing.assert_close(actual.cpu(), expected)
+    assert (torch.exp(ones.to(DEV)).stride(), torch.exp(ones).stride()) == ((5, 1), (5, 1))

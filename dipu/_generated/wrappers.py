@@ -9,10 +9,11 @@ import torch
 from torch import Tensor
 
 from dipu._C import empty, exchange_device, synchronize
-from dipu.diopi.runtime import allocate, check_inplace_shape, contexts, resize_outputs
+from dipu.diopi.runtime import (all_contiguous, allocate, allocate_strided, check_inplace_shape, contexts,
+                                empty_strided, resize_outputs)
 from dipu.hooks import (CHECK_DEVICE, DUMP_KEY, DUMP_OFF, SYNC, call_with_numbers, check_device, device_of,
                         dump_op_args, dump_op_results, env_get, has_numbers, on_failure)
-from dipu.ops.shapes import meta
+from dipu.ops.shapes import meta, strides
 from dipu.ops.convolution import convolution as impl_dipu_ops_convolution_convolution
 from dipu.ops.convolution import convolution_backward as impl_dipu_ops_convolution_convolution_backward
 from dipu.ops.foreach import returns_nothing as impl_dipu_ops_foreach_returns_nothing
@@ -188,6 +189,358 @@ meta_upsample_trilinear3d = meta(torch.ops.aten.upsample_trilinear3d.default, ()
 meta_upsample_trilinear3d_backward = meta(torch.ops.aten.upsample_trilinear3d_backward.default, (), False)
 meta_var_correction = meta(torch.ops.aten.var.correction, ('correction', 'keepdim'), False)
 meta_var_mean_correction = meta(torch.ops.aten.var_mean.correction, ('correction', 'keepdim'), True)
+strides___lshift___Scalar = strides('binary', torch.ops.aten.__lshift__.Scalar, (), False)
+strides___lshift___Tensor = strides('binary', torch.ops.aten.__lshift__.Tensor, (), False)
+strides___rshift___Scalar = strides('binary', torch.ops.aten.__rshift__.Scalar, (), False)
+strides___rshift___Tensor = strides('binary', torch.ops.aten.__rshift__.Tensor, (), False)
+strides__adaptive_avg_pool3d = strides('meta', torch.ops.aten._adaptive_avg_pool3d.default, (), False)
+strides__adaptive_avg_pool3d_backward = strides('like_self', torch.ops.aten._adaptive_avg_pool3d_backward.default, (), False)
+strides__cdist_backward = strides('cdist_backward', torch.ops.aten._cdist_backward.default, (), False)
+strides__cdist_forward = strides('meta', torch.ops.aten._cdist_forward.default, (), False)
+strides__ctc_loss = strides('meta', torch.ops.aten._ctc_loss.default, (), True)
+strides__ctc_loss_backward = strides('like_self', torch.ops.aten._ctc_loss_backward.default, (), False)
+strides__dirichlet_grad = strides('unary', torch.ops.aten._dirichlet_grad.default, (), False)
+strides__embedding_bag = strides('meta', torch.ops.aten._embedding_bag.default, (), True)
+strides__embedding_bag_backward = strides('meta', torch.ops.aten._embedding_bag_backward.default, (), False)
+strides__embedding_bag_forward_only = strides('meta', torch.ops.aten._embedding_bag_forward_only.default, (), True)
+strides__embedding_bag_per_sample_weights_backward = strides('meta', torch.ops.aten._embedding_bag_per_sample_weights_backward.default, (), False)
+strides__linalg_det = strides('meta', torch.ops.aten._linalg_det.default, (), True)
+strides__linalg_eigh = strides('meta', torch.ops.aten._linalg_eigh.default, (), True)
+strides__linalg_slogdet = strides('meta', torch.ops.aten._linalg_slogdet.default, (), True)
+strides__linalg_solve_ex = strides('meta', torch.ops.aten._linalg_solve_ex.default, ('left', 'check_errors'), True)
+strides__linalg_svd = strides('meta', torch.ops.aten._linalg_svd.default, ('driver',), True)
+strides__log_softmax = strides('unary', torch.ops.aten._log_softmax.default, (), False)
+strides__log_softmax_backward_data = strides('unary', torch.ops.aten._log_softmax_backward_data.default, (), False)
+strides__logcumsumexp = strides('unary', torch.ops.aten._logcumsumexp.default, (), False)
+strides__pdist_backward = strides('like_self', torch.ops.aten._pdist_backward.default, (), False)
+strides__pdist_forward = strides('meta', torch.ops.aten._pdist_forward.default, (), False)
+strides__sample_dirichlet = strides('unary', torch.ops.aten._sample_dirichlet.default, (), False)
+strides__softmax = strides('unary', torch.ops.aten._softmax.default, (), False)
+strides__softmax_backward_data = strides('unary', torch.ops.aten._softmax_backward_data.default, (), False)
+strides__standard_gamma = strides('unary', torch.ops.aten._standard_gamma.default, (), False)
+strides__standard_gamma_grad = strides('unary', torch.ops.aten._standard_gamma_grad.default, (), False)
+strides__thnn_fused_gru_cell = strides('fused_gru_cell', torch.ops.aten._thnn_fused_gru_cell.default, (), True)
+strides__thnn_fused_gru_cell_backward = strides('fused_gru_cell_backward', torch.ops.aten._thnn_fused_gru_cell_backward.default, (), True)
+strides__thnn_fused_lstm_cell = strides('fused_lstm_cell', torch.ops.aten._thnn_fused_lstm_cell.default, (), True)
+strides__thnn_fused_lstm_cell_backward_impl = strides('fused_lstm_cell_backward', torch.ops.aten._thnn_fused_lstm_cell_backward_impl.default, (), True)
+strides__upsample_nearest_exact2d = strides('meta', torch.ops.aten._upsample_nearest_exact2d.default, (), False)
+strides__upsample_nearest_exact2d_backward = strides('meta', torch.ops.aten._upsample_nearest_exact2d_backward.default, (), False)
+strides__weight_norm_interface = strides('meta', torch.ops.aten._weight_norm_interface.default, (), True)
+strides__weight_norm_interface_backward = strides('meta', torch.ops.aten._weight_norm_interface_backward.default, (), True)
+strides_abs = strides('unary_real', torch.ops.aten.abs.default, (), False)
+strides_acos = strides('unary_float', torch.ops.aten.acos.default, (), False)
+strides_acosh = strides('unary_float', torch.ops.aten.acosh.default, (), False)
+strides_adaptive_max_pool3d = strides('meta', torch.ops.aten.adaptive_max_pool3d.default, (), True)
+strides_adaptive_max_pool3d_backward = strides('like_self', torch.ops.aten.adaptive_max_pool3d_backward.default, (), False)
+strides_add_Scalar = strides('binary', torch.ops.aten.add.Scalar, (), False)
+strides_add_Tensor = strides('binary', torch.ops.aten.add.Tensor, ('alpha',), False)
+strides_addbmm = strides('meta', torch.ops.aten.addbmm.default, ('beta', 'alpha'), False)
+strides_addcdiv = strides('ternary', torch.ops.aten.addcdiv.default, ('value',), False)
+strides_addcmul = strides('ternary', torch.ops.aten.addcmul.default, ('value',), False)
+strides_addmm = strides('addmm', torch.ops.aten.addmm.default, ('beta', 'alpha'), False)
+strides_addmv = strides('meta', torch.ops.aten.addmv.default, ('beta', 'alpha'), False)
+strides_addr = strides('meta', torch.ops.aten.addr.default, ('beta', 'alpha'), False)
+strides_all = strides('meta', torch.ops.aten.all.default, (), False)
+strides_all_dim = strides('meta', torch.ops.aten.all.dim, (), False)
+strides_amax = strides('meta', torch.ops.aten.amax.default, (), False)
+strides_amin = strides('meta', torch.ops.aten.amin.default, (), False)
+strides_aminmax = strides('meta', torch.ops.aten.aminmax.default, ('dim', 'keepdim'), True)
+strides_any = strides('meta', torch.ops.aten.any.default, (), False)
+strides_any_dim = strides('meta', torch.ops.aten.any.dim, (), False)
+strides_argmax = strides('meta', torch.ops.aten.argmax.default, (), False)
+strides_argmin = strides('meta', torch.ops.aten.argmin.default, (), False)
+strides_asin = strides('unary_float', torch.ops.aten.asin.default, (), False)
+strides_asinh = strides('unary_float', torch.ops.aten.asinh.default, (), False)
+strides_atan = strides('unary_float', torch.ops.aten.atan.default, (), False)
+strides_atan2 = strides('binary_float', torch.ops.aten.atan2.default, (), False)
+strides_atanh = strides('unary_float', torch.ops.aten.atanh.default, (), False)
+strides_avg_pool3d = strides('meta', torch.ops.aten.avg_pool3d.default, (), False)
+strides_avg_pool3d_backward = strides('like_self', torch.ops.aten.avg_pool3d_backward.default, (), False)
+strides_baddbmm = strides('meta', torch.ops.aten.baddbmm.default, ('beta', 'alpha'), False)
+strides_bernoulli = strides('unary', torch.ops.aten.bernoulli.default, ('generator',), False)
+strides_bernoulli_Tensor = strides('unary', torch.ops.aten.bernoulli.Tensor, ('generator',), False)
+strides_bernoulli_p = strides('unary', torch.ops.aten.bernoulli.p, ('generator',), False)
+strides_binary_cross_entropy = strides('meta', torch.ops.aten.binary_cross_entropy.default, (), False)
+strides_binary_cross_entropy_backward = strides('like_self', torch.ops.aten.binary_cross_entropy_backward.default, (), False)
+strides_binary_cross_entropy_with_logits = strides('meta', torch.ops.aten.binary_cross_entropy_with_logits.default, (), False)
+strides_binomial = strides('binary', torch.ops.aten.binomial.default, (), False)
+strides_bitwise_and_Scalar = strides('binary', torch.ops.aten.bitwise_and.Scalar, (), False)
+strides_bitwise_and_Tensor = strides('binary', torch.ops.aten.bitwise_and.Tensor, (), False)
+strides_bitwise_left_shift_Tensor = strides('binary', torch.ops.aten.bitwise_left_shift.Tensor, (), False)
+strides_bitwise_left_shift_Tensor_Scalar = strides('binary', torch.ops.aten.bitwise_left_shift.Tensor_Scalar, (), False)
+strides_bitwise_not = strides('unary', torch.ops.aten.bitwise_not.default, (), False)
+strides_bitwise_or_Scalar = strides('binary', torch.ops.aten.bitwise_or.Scalar, (), False)
+strides_bitwise_or_Tensor = strides('binary', torch.ops.aten.bitwise_or.Tensor, (), False)
+strides_bitwise_right_shift_Tensor = strides('binary', torch.ops.aten.bitwise_right_shift.Tensor, (), False)
+strides_bitwise_right_shift_Tensor_Scalar = strides('binary', torch.ops.aten.bitwise_right_shift.Tensor_Scalar, (), False)
+strides_bitwise_xor_Scalar = strides('binary', torch.ops.aten.bitwise_xor.Scalar, (), False)
+strides_bitwise_xor_Tensor = strides('binary', torch.ops.aten.bitwise_xor.Tensor, (), False)
+strides_bmm = strides('bmm', torch.ops.aten.bmm.default, (), False)
+strides_bucketize_Tensor = strides('meta', torch.ops.aten.bucketize.Tensor, ('out_int32', 'right'), False)
+strides_cat = strides('meta', torch.ops.aten.cat.default, (), False)
+strides_cauchy = strides('unary', torch.ops.aten.cauchy.default, ('generator',), False)
+strides_ceil = strides('unary', torch.ops.aten.ceil.default, (), False)
+strides_channel_shuffle = strides('unary', torch.ops.aten.channel_shuffle.default, (), False)
+strides_clamp = strides('meta', torch.ops.aten.clamp.default, (), False)
+strides_clamp_Tensor = strides('meta', torch.ops.aten.clamp.Tensor, (), False)
+strides_clamp_max = strides('binary', torch.ops.aten.clamp_max.default, (), False)
+strides_clamp_max_Tensor = strides('binary', torch.ops.aten.clamp_max.Tensor, (), False)
+strides_clamp_min = strides('binary', torch.ops.aten.clamp_min.default, (), False)
+strides_clamp_min_Tensor = strides('binary', torch.ops.aten.clamp_min.Tensor, (), False)
+strides_col2im = strides('meta', torch.ops.aten.col2im.default, (), False)
+strides_constant_pad_nd = strides('meta', torch.ops.aten.constant_pad_nd.default, (), False)
+strides_copysign_Scalar = strides('binary_float', torch.ops.aten.copysign.Scalar, (), False)
+strides_copysign_Tensor = strides('binary_float', torch.ops.aten.copysign.Tensor, (), False)
+strides_cos = strides('unary_float', torch.ops.aten.cos.default, (), False)
+strides_cosh = strides('unary_float', torch.ops.aten.cosh.default, (), False)
+strides_count_nonzero_dim_IntList = strides('meta', torch.ops.aten.count_nonzero.dim_IntList, (), False)
+strides_cummax = strides('meta', torch.ops.aten.cummax.default, (), True)
+strides_cummin = strides('meta', torch.ops.aten.cummin.default, (), True)
+strides_cumprod = strides('meta', torch.ops.aten.cumprod.default, ('dtype',), False)
+strides_cumsum = strides('meta', torch.ops.aten.cumsum.default, ('dtype',), False)
+strides_digamma = strides('unary_float', torch.ops.aten.digamma.default, (), False)
+strides_div_Scalar = strides('divide', torch.ops.aten.div.Scalar, (), False)
+strides_div_Scalar_mode = strides('divide', torch.ops.aten.div.Scalar_mode, ('rounding_mode',), False)
+strides_div_Tensor = strides('divide', torch.ops.aten.div.Tensor, (), False)
+strides_div_Tensor_mode = strides('divide', torch.ops.aten.div.Tensor_mode, ('rounding_mode',), False)
+strides_dot = strides('meta', torch.ops.aten.dot.default, (), False)
+strides_elu = strides('unary', torch.ops.aten.elu.default, (), False)
+strides_elu_backward = strides('unary', torch.ops.aten.elu_backward.default, (), False)
+strides_embedding = strides('meta', torch.ops.aten.embedding.default, (), False)
+strides_embedding_dense_backward = strides('meta', torch.ops.aten.embedding_dense_backward.default, (), False)
+strides_eq_Scalar = strides('compare', torch.ops.aten.eq.Scalar, (), False)
+strides_eq_Tensor = strides('compare', torch.ops.aten.eq.Tensor, (), False)
+strides_erf = strides('unary_float', torch.ops.aten.erf.default, (), False)
+strides_erfc = strides('unary_float', torch.ops.aten.erfc.default, (), False)
+strides_erfinv = strides('unary_float', torch.ops.aten.erfinv.default, (), False)
+strides_exp = strides('unary_float', torch.ops.aten.exp.default, (), False)
+strides_exp2 = strides('unary_float', torch.ops.aten.exp2.default, (), False)
+strides_expm1 = strides('unary_float', torch.ops.aten.expm1.default, (), False)
+strides_exponential = strides('unary', torch.ops.aten.exponential.default, ('generator',), False)
+strides_flip = strides('unary', torch.ops.aten.flip.default, (), False)
+strides_floor = strides('unary', torch.ops.aten.floor.default, (), False)
+strides_floor_divide = strides('binary', torch.ops.aten.floor_divide.default, (), False)
+strides_fmax = strides('binary', torch.ops.aten.fmax.default, (), False)
+strides_fmin = strides('binary', torch.ops.aten.fmin.default, (), False)
+strides_fmod_Scalar = strides('binary', torch.ops.aten.fmod.Scalar, (), False)
+strides_fmod_Tensor = strides('binary', torch.ops.aten.fmod.Tensor, (), False)
+strides_frac = strides('unary', torch.ops.aten.frac.default, (), False)
+strides_gather = strides('meta', torch.ops.aten.gather.default, ('sparse_grad',), False)
+strides_gcd = strides('binary', torch.ops.aten.gcd.default, (), False)
+strides_ge_Scalar = strides('compare', torch.ops.aten.ge.Scalar, (), False)
+strides_ge_Tensor = strides('compare', torch.ops.aten.ge.Tensor, (), False)
+strides_gelu = strides('unary', torch.ops.aten.gelu.default, ('approximate',), False)
+strides_gelu_backward = strides('unary', torch.ops.aten.gelu_backward.default, ('approximate',), False)
+strides_geometric = strides('unary', torch.ops.aten.geometric.default, ('generator',), False)
+strides_glu = strides('meta', torch.ops.aten.glu.default, (), False)
+strides_glu_backward = strides('like_self', torch.ops.aten.glu_backward.default, (), False)
+strides_grid_sampler_2d = strides('meta', torch.ops.aten.grid_sampler_2d.default, (), False)
+strides_grid_sampler_2d_backward = strides('meta', torch.ops.aten.grid_sampler_2d_backward.default, (), True)
+strides_gt_Scalar = strides('compare', torch.ops.aten.gt.Scalar, (), False)
+strides_gt_Tensor = strides('compare', torch.ops.aten.gt.Tensor, (), False)
+strides_hardshrink = strides('unary', torch.ops.aten.hardshrink.default, (), False)
+strides_hardshrink_backward = strides('unary', torch.ops.aten.hardshrink_backward.default, (), False)
+strides_hardsigmoid = strides('unary', torch.ops.aten.hardsigmoid.default, (), False)
+strides_hardsigmoid_backward = strides('unary', torch.ops.aten.hardsigmoid_backward.default, (), False)
+strides_hardswish = strides('unary', torch.ops.aten.hardswish.default, (), False)
+strides_hardswish_backward = strides('unary', torch.ops.aten.hardswish_backward.default, (), False)
+strides_hardtanh = strides('unary', torch.ops.aten.hardtanh.default, (), False)
+strides_hardtanh_backward = strides('unary', torch.ops.aten.hardtanh_backward.default, (), False)
+strides_heaviside = strides('binary', torch.ops.aten.heaviside.default, (), False)
+strides_histc = strides('meta', torch.ops.aten.histc.default, (), False)
+strides_huber_loss = strides('meta', torch.ops.aten.huber_loss.default, (), False)
+strides_huber_loss_backward = strides('broadcast_grad', torch.ops.aten.huber_loss_backward.default, (), False)
+strides_hypot = strides('binary', torch.ops.aten.hypot.default, (), False)
+strides_i0 = strides('unary_float', torch.ops.aten.i0.default, (), False)
+strides_im2col = strides('meta', torch.ops.aten.im2col.default, (), False)
+strides_index_add = strides('unary', torch.ops.aten.index_add.default, ('alpha',), False)
+strides_index_copy = strides('unary', torch.ops.aten.index_copy.default, (), False)
+strides_index_fill_int_Scalar = strides('unary', torch.ops.aten.index_fill.int_Scalar, (), False)
+strides_index_fill_int_Tensor = strides('unary', torch.ops.aten.index_fill.int_Tensor, (), False)
+strides_index_reduce = strides('unary', torch.ops.aten.index_reduce.default, ('include_self',), False)
+strides_index_select = strides('meta', torch.ops.aten.index_select.default, (), False)
+strides_isnan = strides('unary_bool', torch.ops.aten.isnan.default, (), False)
+strides_isneginf = strides('unary_bool', torch.ops.aten.isneginf.default, (), False)
+strides_isposinf = strides('unary_bool', torch.ops.aten.isposinf.default, (), False)
+strides_kthvalue = strides('meta', torch.ops.aten.kthvalue.default, (), True)
+strides_lcm = strides('binary', torch.ops.aten.lcm.default, (), False)
+strides_le_Scalar = strides('compare', torch.ops.aten.le.Scalar, (), False)
+strides_le_Tensor = strides('compare', torch.ops.aten.le.Tensor, (), False)
+strides_leaky_relu = strides('unary', torch.ops.aten.leaky_relu.default, (), False)
+strides_leaky_relu_backward = strides('unary', torch.ops.aten.leaky_relu_backward.default, (), False)
+strides_lerp_Scalar = strides('binary', torch.ops.aten.lerp.Scalar, (), False)
+strides_lerp_Tensor = strides('ternary', torch.ops.aten.lerp.Tensor, (), False)
+strides_lgamma = strides('unary_float', torch.ops.aten.lgamma.default, (), False)
+strides_linalg_cholesky_ex = strides('meta', torch.ops.aten.linalg_cholesky_ex.default, ('upper', 'check_errors'), True)
+strides_linalg_cross = strides('meta', torch.ops.aten.linalg_cross.default, ('dim',), False)
+strides_linalg_inv_ex = strides('meta', torch.ops.aten.linalg_inv_ex.default, ('check_errors',), True)
+strides_linalg_lu_factor_ex = strides('meta', torch.ops.aten.linalg_lu_factor_ex.default, ('pivot', 'check_errors'), True)
+strides_linalg_lu_solve = strides('meta', torch.ops.aten.linalg_lu_solve.default, ('left', 'adjoint'), False)
+strides_linalg_qr = strides('meta', torch.ops.aten.linalg_qr.default, (), True)
+strides_linalg_solve_triangular = strides('meta', torch.ops.aten.linalg_solve_triangular.default, ('upper', 'left', 'unitriangular'), False)
+strides_linalg_vector_norm = strides('meta', torch.ops.aten.linalg_vector_norm.default, ('dtype',), False)
+strides_log = strides('unary_float', torch.ops.aten.log.default, (), False)
+strides_log10 = strides('unary_float', torch.ops.aten.log10.default, (), False)
+strides_log1p = strides('unary_float', torch.ops.aten.log1p.default, (), False)
+strides_log2 = strides('unary_float', torch.ops.aten.log2.default, (), False)
+strides_log_normal = strides('unary', torch.ops.aten.log_normal.default, ('generator',), False)
+strides_log_sigmoid_backward = strides('unary', torch.ops.aten.log_sigmoid_backward.default, (), False)
+strides_log_sigmoid_forward = strides('meta', torch.ops.aten.log_sigmoid_forward.default, (), True)
+strides_logaddexp = strides('binary_float', torch.ops.aten.logaddexp.default, (), False)
+strides_logaddexp2 = strides('binary_float', torch.ops.aten.logaddexp2.default, (), False)
+strides_logical_and = strides('compare', torch.ops.aten.logical_and.default, (), False)
+strides_logical_not = strides('unary_bool', torch.ops.aten.logical_not.default, (), False)
+strides_logical_or = strides('compare', torch.ops.aten.logical_or.default, (), False)
+strides_logical_xor = strides('compare', torch.ops.aten.logical_xor.default, (), False)
+strides_logit = strides('unary_float', torch.ops.aten.logit.default, (), False)
+strides_logit_backward = strides('unary', torch.ops.aten.logit_backward.default, (), False)
+strides_logsumexp = strides('meta', torch.ops.aten.logsumexp.default, (), False)
+strides_lt_Scalar = strides('compare', torch.ops.aten.lt.Scalar, (), False)
+strides_lt_Tensor = strides('compare', torch.ops.aten.lt.Tensor, (), False)
+strides_masked_scatter = strides('meta', torch.ops.aten.masked_scatter.default, (), False)
+strides_max = strides('reduce_all', torch.ops.aten.max.default, (), False)
+strides_max_dim = strides('max_dim', torch.ops.aten.max.dim, (), True)
+strides_max_pool3d_with_indices = strides('meta', torch.ops.aten.max_pool3d_with_indices.default, (), True)
+strides_max_pool3d_with_indices_backward = strides('like_self', torch.ops.aten.max_pool3d_with_indices_backward.default, (), False)
+strides_max_unpool2d = strides('meta', torch.ops.aten.max_unpool2d.default, (), False)
+strides_maximum = strides('binary', torch.ops.aten.maximum.default, (), False)
+strides_mean = strides('reduce_all', torch.ops.aten.mean.default, ('dtype',), False)
+strides_mean_dim = strides('reduction', torch.ops.aten.mean.dim, ('dtype',), False)
+strides_median = strides('reduce_all', torch.ops.aten.median.default, (), False)
+strides_median_dim = strides('max_dim', torch.ops.aten.median.dim, (), True)
+strides_min = strides('reduce_all', torch.ops.aten.min.default, (), False)
+strides_min_dim = strides('max_dim', torch.ops.aten.min.dim, (), True)
+strides_minimum = strides('binary', torch.ops.aten.minimum.default, (), False)
+strides_mish = strides('unary', torch.ops.aten.mish.default, (), False)
+strides_mm = strides('mm', torch.ops.aten.mm.default, (), False)
+strides_mode = strides('max_dim', torch.ops.aten.mode.default, (), True)
+strides_mse_loss = strides('meta', torch.ops.aten.mse_loss.default, (), False)
+strides_mse_loss_backward = strides('broadcast_grad', torch.ops.aten.mse_loss_backward.default, (), False)
+strides_mul_Scalar = strides('binary', torch.ops.aten.mul.Scalar, (), False)
+strides_mul_Tensor = strides('binary', torch.ops.aten.mul.Tensor, (), False)
+strides_multi_margin_loss = strides('meta', torch.ops.aten.multi_margin_loss.default, (), False)
+strides_multi_margin_loss_backward = strides('like_self', torch.ops.aten.multi_margin_loss_backward.default, (), False)
+strides_multilabel_margin_loss_backward = strides('like_self', torch.ops.aten.multilabel_margin_loss_backward.default, (), False)
+strides_multilabel_margin_loss_forward = strides('meta', torch.ops.aten.multilabel_margin_loss_forward.default, (), True)
+strides_multinomial = strides('multinomial', torch.ops.aten.multinomial.default, ('generator',), False)
+strides_mv = strides('meta', torch.ops.aten.mv.default, (), False)
+strides_nan_to_num = strides('unary', torch.ops.aten.nan_to_num.default, (), False)
+strides_nanmedian = strides('reduce_all', torch.ops.aten.nanmedian.default, (), False)
+strides_nanmedian_dim = strides('max_dim', torch.ops.aten.nanmedian.dim, (), True)
+strides_nansum = strides('meta', torch.ops.aten.nansum.default, ('dtype',), False)
+strides_native_dropout = strides('dropout', torch.ops.aten.native_dropout.default, (), True)
+strides_native_dropout_backward = strides('unary', torch.ops.aten.native_dropout_backward.default, (), False)
+strides_native_group_norm = strides('native_group_norm', torch.ops.aten.native_group_norm.default, (), True)
+strides_native_group_norm_backward = strides('meta', torch.ops.aten.native_group_norm_backward.default, (), True)
+strides_native_layer_norm = strides('native_layer_norm', torch.ops.aten.native_layer_norm.default, (), True)
+strides_native_layer_norm_backward = strides('meta', torch.ops.aten.native_layer_norm_backward.default, (), True)
+strides_ne_Scalar = strides('compare', torch.ops.aten.ne.Scalar, (), False)
+strides_ne_Tensor = strides('compare', torch.ops.aten.ne.Tensor, (), False)
+strides_neg = strides('unary', torch.ops.aten.neg.default, (), False)
+strides_nextafter = strides('binary', torch.ops.aten.nextafter.default, (), False)
+strides_nll_loss2d_backward = strides('like_self', torch.ops.aten.nll_loss2d_backward.default, (), False)
+strides_nll_loss2d_forward = strides('meta', torch.ops.aten.nll_loss2d_forward.default, (), True)
+strides_nll_loss_backward = strides('like_self', torch.ops.aten.nll_loss_backward.default, (), False)
+strides_nll_loss_forward = strides('meta', torch.ops.aten.nll_loss_forward.default, (), True)
+strides_norm_Scalar = strides('meta', torch.ops.aten.norm.Scalar, (), False)
+strides_norm_ScalarOpt_dim = strides('meta', torch.ops.aten.norm.ScalarOpt_dim, (), False)
+strides_normal_Tensor_Tensor = strides('binary', torch.ops.aten.normal.Tensor_Tensor, ('generator',), False)
+strides_normal_Tensor_float = strides('unary', torch.ops.aten.normal.Tensor_float, ('generator',), False)
+strides_normal_float_Tensor = strides('like_self', torch.ops.aten.normal.float_Tensor, ('generator',), False)
+strides_poisson = strides('unary', torch.ops.aten.poisson.default, (), False)
+strides_pow_Scalar = strides('meta', torch.ops.aten.pow.Scalar, (), False)
+strides_pow_Tensor_Scalar = strides('binary', torch.ops.aten.pow.Tensor_Scalar, (), False)
+strides_pow_Tensor_Tensor = strides('binary', torch.ops.aten.pow.Tensor_Tensor, (), False)
+strides_prod = strides('meta', torch.ops.aten.prod.default, ('dtype',), False)
+strides_prod_dim_int = strides('meta', torch.ops.aten.prod.dim_int, ('dtype',), False)
+strides_put = strides('unary', torch.ops.aten.put.default, (), False)
+strides_random = strides('unary', torch.ops.aten.random.default, ('generator',), False)
+strides_random_from = strides('unary', getattr(torch.ops.aten.random, 'from'), ('generator',), False)
+strides_random_to = strides('unary', torch.ops.aten.random.to, ('generator',), False)
+strides_reciprocal = strides('unary_float', torch.ops.aten.reciprocal.default, (), False)
+strides_reflection_pad1d = strides('meta', torch.ops.aten.reflection_pad1d.default, (), False)
+strides_reflection_pad1d_backward = strides('like_self', torch.ops.aten.reflection_pad1d_backward.default, (), False)
+strides_reflection_pad2d = strides('meta', torch.ops.aten.reflection_pad2d.default, (), False)
+strides_reflection_pad2d_backward = strides('like_self', torch.ops.aten.reflection_pad2d_backward.default, (), False)
+strides_reflection_pad3d = strides('meta', torch.ops.aten.reflection_pad3d.default, (), False)
+strides_reflection_pad3d_backward = strides('like_self', torch.ops.aten.reflection_pad3d_backward.default, (), False)
+strides_remainder_Scalar = strides('binary', torch.ops.aten.remainder.Scalar, (), False)
+strides_remainder_Tensor = strides('binary', torch.ops.aten.remainder.Tensor, (), False)
+strides_renorm = strides('unary', torch.ops.aten.renorm.default, (), False)
+strides_repeat = strides('meta', torch.ops.aten.repeat.default, (), False)
+strides_replication_pad1d = strides('meta', torch.ops.aten.replication_pad1d.default, (), False)
+strides_replication_pad1d_backward = strides('like_self', torch.ops.aten.replication_pad1d_backward.default, (), False)
+strides_replication_pad2d = strides('meta', torch.ops.aten.replication_pad2d.default, (), False)
+strides_replication_pad2d_backward = strides('like_self', torch.ops.aten.replication_pad2d_backward.default, (), False)
+strides_replication_pad3d = strides('meta', torch.ops.aten.replication_pad3d.default, (), False)
+strides_replication_pad3d_backward = strides('like_self', torch.ops.aten.replication_pad3d_backward.default, (), False)
+strides_roll = strides('unary', torch.ops.aten.roll.default, (), False)
+strides_round = strides('unary', torch.ops.aten.round.default, (), False)
+strides_round_decimals = strides('unary', torch.ops.aten.round.decimals, ('decimals',), False)
+strides_rrelu_with_noise_backward = strides('like_self', torch.ops.aten.rrelu_with_noise_backward.default, (), False)
+strides_rsqrt = strides('unary_float', torch.ops.aten.rsqrt.default, (), False)
+strides_scatter_add = strides('unary', torch.ops.aten.scatter_add.default, (), False)
+strides_scatter_reduce = strides('unary', torch.ops.aten.scatter.reduce, ('reduce',), False)
+strides_scatter_reduce_two = strides('unary', torch.ops.aten.scatter_reduce.two, ('include_self',), False)
+strides_scatter_src = strides('unary', torch.ops.aten.scatter.src, (), False)
+strides_scatter_value = strides('unary', torch.ops.aten.scatter.value, (), False)
+strides_scatter_value_reduce = strides('unary', torch.ops.aten.scatter.value_reduce, ('reduce',), False)
+strides_searchsorted_Tensor = strides('meta', torch.ops.aten.searchsorted.Tensor, ('out_int32', 'right', 'side', 'sorter'), False)
+strides_sgn = strides('unary', torch.ops.aten.sgn.default, (), False)
+strides_sigmoid = strides('unary_float', torch.ops.aten.sigmoid.default, (), False)
+strides_sigmoid_backward = strides('unary', torch.ops.aten.sigmoid_backward.default, (), False)
+strides_sign = strides('unary', torch.ops.aten.sign.default, (), False)
+strides_signbit = strides('unary_bool', torch.ops.aten.signbit.default, (), False)
+strides_silu = strides('unary', torch.ops.aten.silu.default, (), False)
+strides_sin = strides('unary_float', torch.ops.aten.sin.default, (), False)
+strides_sinc = strides('unary_float', torch.ops.aten.sinc.default, (), False)
+strides_sinh = strides('unary_float', torch.ops.aten.sinh.default, (), False)
+strides_smooth_l1_loss = strides('meta', torch.ops.aten.smooth_l1_loss.default, (), False)
+strides_smooth_l1_loss_backward = strides('broadcast_grad', torch.ops.aten.smooth_l1_loss_backward.default, (), False)
+strides_softplus = strides('unary', torch.ops.aten.softplus.default, (), False)
+strides_softplus_backward = strides('unary', torch.ops.aten.softplus_backward.default, (), False)
+strides_softshrink = strides('unary', torch.ops.aten.softshrink.default, (), False)
+strides_softshrink_backward = strides('unary', torch.ops.aten.softshrink_backward.default, (), False)
+strides_sort = strides('meta', torch.ops.aten.sort.default, (), True)
+strides_sort_stable = strides('meta', torch.ops.aten.sort.stable, ('stable', 'dim', 'descending'), True)
+strides_sqrt = strides('unary_float', torch.ops.aten.sqrt.default, (), False)
+strides_stack = strides('meta', torch.ops.aten.stack.default, (), False)
+strides_std_correction = strides('meta', torch.ops.aten.std.correction, ('correction', 'keepdim'), False)
+strides_std_mean_correction = strides('meta', torch.ops.aten.std_mean.correction, ('correction', 'keepdim'), True)
+strides_sub_Scalar = strides('binary', torch.ops.aten.sub.Scalar, (), False)
+strides_sub_Tensor = strides('binary', torch.ops.aten.sub.Tensor, ('alpha',), False)
+strides_sum = strides('sum_all', torch.ops.aten.sum.default, ('dtype',), False)
+strides_sum_dim_IntList = strides('reduction', torch.ops.aten.sum.dim_IntList, ('dtype',), False)
+strides_take = strides('meta', torch.ops.aten.take.default, (), False)
+strides_tan = strides('unary_float', torch.ops.aten.tan.default, (), False)
+strides_tanh = strides('unary_float', torch.ops.aten.tanh.default, (), False)
+strides_tanh_backward = strides('unary', torch.ops.aten.tanh_backward.default, (), False)
+strides_threshold = strides('unary', torch.ops.aten.threshold.default, (), False)
+strides_topk = strides('meta', torch.ops.aten.topk.default, (), True)
+strides_trace = strides('reduce_all', torch.ops.aten.trace.default, (), False)
+strides_tril = strides('unary', torch.ops.aten.tril.default, (), False)
+strides_triu = strides('unary', torch.ops.aten.triu.default, (), False)
+strides_trunc = strides('unary', torch.ops.aten.trunc.default, (), False)
+strides_uniform = strides('unary', torch.ops.aten.uniform.default, ('generator',), False)
+strides_upsample_bicubic2d = strides('meta', torch.ops.aten.upsample_bicubic2d.default, (), False)
+strides_upsample_bicubic2d_backward = strides('meta', torch.ops.aten.upsample_bicubic2d_backward.default, (), False)
+strides_upsample_bilinear2d = strides('meta', torch.ops.aten.upsample_bilinear2d.default, (), False)
+strides_upsample_bilinear2d_backward = strides('meta', torch.ops.aten.upsample_bilinear2d_backward.default, (), False)
+strides_upsample_linear1d = strides('meta', torch.ops.aten.upsample_linear1d.default, (), False)
+strides_upsample_linear1d_backward = strides('meta', torch.ops.aten.upsample_linear1d_backward.default, (), False)
+strides_upsample_nearest1d = strides('meta', torch.ops.aten.upsample_nearest1d.default, (), False)
+strides_upsample_nearest1d_backward = strides('meta', torch.ops.aten.upsample_nearest1d_backward.default, (), False)
+strides_upsample_nearest2d = strides('meta', torch.ops.aten.upsample_nearest2d.default, (), False)
+strides_upsample_nearest2d_backward = strides('meta', torch.ops.aten.upsample_nearest2d_backward.default, (), False)
+strides_upsample_nearest3d = strides('meta', torch.ops.aten.upsample_nearest3d.default, (), False)
+strides_upsample_nearest3d_backward = strides('meta', torch.ops.aten.upsample_nearest3d_backward.default, (), False)
+strides_upsample_trilinear3d = strides('meta', torch.ops.aten.upsample_trilinear3d.default, (), False)
+strides_upsample_trilinear3d_backward = strides('meta', torch.ops.aten.upsample_trilinear3d_backward.default, (), False)
+strides_var_correction = strides('meta', torch.ops.aten.var.correction, ('correction', 'keepdim'), False)
+strides_var_mean_correction = strides('meta', torch.ops.aten.var_mean.correction, ('correction', 'keepdim'), True)
+strides_where_self = strides('where', torch.ops.aten.where.self, (), False)
+strides_xlogy_Scalar_Other = strides('binary_float', torch.ops.aten.xlogy.Scalar_Other, (), False)
+strides_xlogy_Tensor = strides('binary_float', torch.ops.aten.xlogy.Tensor, (), False)
 
 
 # __ilshift__.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)
@@ -325,7 +678,10 @@ def make___lshift___Scalar(op, diopiBitwiseLeftShiftScalar):
             if CHECK_DEVICE:
                 check_device(op, d, (self, other))
             shape, dtype = shape_binary(self, other)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides___lshift___Scalar(self, other))
             status = diopiBitwiseLeftShiftScalar(contexts[d], out, self, other)
             if status:
                 return on_failure(status, op, (self, other), {})
@@ -362,7 +718,10 @@ def make___lshift___Tensor(op, diopiBitwiseLeftShift, diopiBitwiseLeftShiftScala
             if CHECK_DEVICE:
                 check_device(op, d, (self, other))
             shape, dtype = shape_binary(self, other)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and (not isinstance(other, Tensor) or other.is_contiguous()):
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides___lshift___Tensor(self, other))
             if isinstance(other, Tensor):
                 status = diopiBitwiseLeftShift(contexts[d], out, self, other)
             else:
@@ -402,7 +761,10 @@ def make___rshift___Scalar(op, diopiBitwiseRightShiftScalar):
             if CHECK_DEVICE:
                 check_device(op, d, (self, other))
             shape, dtype = shape_binary(self, other)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides___rshift___Scalar(self, other))
             status = diopiBitwiseRightShiftScalar(contexts[d], out, self, other)
             if status:
                 return on_failure(status, op, (self, other), {})
@@ -439,7 +801,10 @@ def make___rshift___Tensor(op, diopiBitwiseRightShift, diopiBitwiseRightShiftSca
             if CHECK_DEVICE:
                 check_device(op, d, (self, other))
             shape, dtype = shape_binary(self, other)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and (not isinstance(other, Tensor) or other.is_contiguous()):
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides___rshift___Tensor(self, other))
             if isinstance(other, Tensor):
                 status = diopiBitwiseRightShift(contexts[d], out, self, other)
             else:
@@ -625,7 +990,10 @@ def make__adaptive_avg_pool3d(op, diopiAdaptiveAvgPool3d):
             if CHECK_DEVICE:
                 check_device(op, d, (self, output_size))
             shape, dtype = meta__adaptive_avg_pool3d(self, output_size)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides__adaptive_avg_pool3d(self, output_size))
             status = diopiAdaptiveAvgPool3d(contexts[d], out, self, output_size)
             if status:
                 return on_failure(status, op, (self, output_size), {})
@@ -700,7 +1068,10 @@ def make__adaptive_avg_pool3d_backward(op, diopiAdaptiveAvgPool3dBackward):
             if CHECK_DEVICE:
                 check_device(op, d, (grad_output, self))
             shape, dtype = shape_like_self(grad_output, self)
-            out = empty(shape, dtype, d)
+            if grad_output.is_contiguous() and self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides__adaptive_avg_pool3d_backward(grad_output, self))
             status = diopiAdaptiveAvgPool3dBackward(contexts[d], out, grad_output, self)
             if status:
                 return on_failure(status, op, (grad_output, self), {})
@@ -839,7 +1210,10 @@ def make__cdist_backward(op, diopiCdistBackward):
             if CHECK_DEVICE:
                 check_device(op, d, (grad, x1, x2, p, cdist))
             shape, dtype = shape_cdist_backward(grad, x1, x2, p, cdist)
-            out = empty(shape, dtype, d)
+            if grad.is_contiguous() and x1.is_contiguous() and x2.is_contiguous() and cdist.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides__cdist_backward(grad, x1, x2, p, cdist))
             status = diopiCdistBackward(contexts[d], out, grad, x1, x2, p, cdist)
             if status:
                 return on_failure(status, op, (grad, x1, x2, p, cdist), {})
@@ -876,7 +1250,10 @@ def make__cdist_forward(op, diopiCdist):
             if CHECK_DEVICE:
                 check_device(op, d, (x1, x2, p, compute_mode))
             shape, dtype = meta__cdist_forward(x1, x2, p, compute_mode)
-            out = empty(shape, dtype, d)
+            if x1.is_contiguous() and x2.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides__cdist_forward(x1, x2, p, compute_mode))
             status = diopiCdist(contexts[d], out, x1, x2, p, compute_mode)
             if status:
                 return on_failure(status, op, (x1, x2, p, compute_mode), {})
@@ -912,7 +1289,10 @@ def make__ctc_loss(op, diopiCTCLoss):
                 dump_op_args(op, (log_probs, targets, input_lengths, target_lengths, blank, zero_infinity))
             if CHECK_DEVICE:
                 check_device(op, d, (log_probs, targets, input_lengths, target_lengths, blank, zero_infinity))
-            out, log_alpha = allocate(meta__ctc_loss(log_probs, targets, input_lengths, target_lengths, blank, zero_infinity), d)
+            if log_probs.is_contiguous() and targets.is_contiguous():
+                out, log_alpha = allocate(meta__ctc_loss(log_probs, targets, input_lengths, target_lengths, blank, zero_infinity), d)
+            else:
+                out, log_alpha = allocate_strided(meta__ctc_loss(log_probs, targets, input_lengths, target_lengths, blank, zero_infinity), strides__ctc_loss(log_probs, targets, input_lengths, target_lengths, blank, zero_infinity), d)
             status = diopiCTCLoss(contexts[d], out, log_alpha, log_probs, targets, input_lengths, target_lengths, blank, zero_infinity)
             if status:
                 return on_failure(status, op, (log_probs, targets, input_lengths, target_lengths, blank, zero_infinity), {})
@@ -949,7 +1329,10 @@ def make__ctc_loss_backward(op, diopiCTCLossBackward):
             if CHECK_DEVICE:
                 check_device(op, d, (grad, log_probs, targets, input_lengths, target_lengths, neg_log_likelihood, log_alpha, blank, zero_infinity))
             shape, dtype = shape_like_self(grad, log_probs, targets, input_lengths, target_lengths, neg_log_likelihood, log_alpha, blank, zero_infinity)
-            out = empty(shape, dtype, d)
+            if grad.is_contiguous() and log_probs.is_contiguous() and targets.is_contiguous() and neg_log_likelihood.is_contiguous() and log_alpha.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides__ctc_loss_backward(grad, log_probs, targets, input_lengths, target_lengths, neg_log_likelihood, log_alpha, blank, zero_infinity))
             status = diopiCTCLossBackward(contexts[d], out, grad, log_probs, targets, input_lengths, target_lengths, neg_log_likelihood, log_alpha, blank, zero_infinity)
             if status:
                 return on_failure(status, op, (grad, log_probs, targets, input_lengths, target_lengths, neg_log_likelihood, log_alpha, blank, zero_infinity), {})
@@ -986,7 +1369,10 @@ def make__dirichlet_grad(op, diopiDirichletGrad):
             if CHECK_DEVICE:
                 check_device(op, d, (x, alpha, total))
             shape, dtype = shape_unary(x, alpha, total)
-            out = empty(shape, dtype, d)
+            if x.is_contiguous() and alpha.is_contiguous() and total.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides__dirichlet_grad(x, alpha, total))
             status = diopiDirichletGrad(contexts[d], out, x, alpha, total)
             if status:
                 return on_failure(status, op, (x, alpha, total), {})
@@ -1060,7 +1446,10 @@ def make__embedding_bag(op, diopiEmbeddingBag):
                 dump_op_args(op, (weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights, include_last_offset, padding_idx))
             if CHECK_DEVICE:
                 check_device(op, d, (weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights, include_last_offset, padding_idx))
-            out, offset2bag, bag_size, max_indices = allocate(meta__embedding_bag(weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights, include_last_offset, padding_idx), d)
+            if weight.is_contiguous() and indices.is_contiguous() and offsets.is_contiguous() and (per_sample_weights is None or per_sample_weights.is_contiguous()):
+                out, offset2bag, bag_size, max_indices = allocate(meta__embedding_bag(weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights, include_last_offset, padding_idx), d)
+            else:
+                out, offset2bag, bag_size, max_indices = allocate_strided(meta__embedding_bag(weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights, include_last_offset, padding_idx), strides__embedding_bag(weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights, include_last_offset, padding_idx), d)
             status = diopiEmbeddingBag(contexts[d], out, offset2bag, bag_size, max_indices, weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights, include_last_offset, padding_idx)
             if status:
                 return on_failure(status, op, (weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights, include_last_offset, padding_idx), {})
@@ -1097,7 +1486,10 @@ def make__embedding_bag_backward(op, diopiEmbeddingBagBackward):
             if CHECK_DEVICE:
                 check_device(op, d, (grad, indices, offsets, offset2bag, bag_size, maximum_indices, num_weights, scale_grad_by_freq, mode, sparse, per_sample_weights, padding_idx))
             shape, dtype = meta__embedding_bag_backward(grad, indices, offsets, offset2bag, bag_size, maximum_indices, num_weights, scale_grad_by_freq, mode, sparse, per_sample_weights, padding_idx)
-            out = empty(shape, dtype, d)
+            if grad.is_contiguous() and indices.is_contiguous() and offsets.is_contiguous() and offset2bag.is_contiguous() and bag_size.is_contiguous() and maximum_indices.is_contiguous() and (per_sample_weights is None or per_sample_weights.is_contiguous()):
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides__embedding_bag_backward(grad, indices, offsets, offset2bag, bag_size, maximum_indices, num_weights, scale_grad_by_freq, mode, sparse, per_sample_weights, padding_idx))
             status = diopiEmbeddingBagBackward(contexts[d], out, grad, indices, offsets, offset2bag, bag_size, maximum_indices, num_weights, scale_grad_by_freq, mode, sparse, per_sample_weights, padding_idx)
             if status:
                 return on_failure(status, op, (grad, indices, offsets, offset2bag, bag_size, maximum_indices, num_weights, scale_grad_by_freq, mode, sparse, per_sample_weights, padding_idx), {})
@@ -1133,7 +1525,10 @@ def make__embedding_bag_forward_only(op, diopiEmbeddingBag):
                 dump_op_args(op, (weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights, include_last_offset, padding_idx))
             if CHECK_DEVICE:
                 check_device(op, d, (weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights, include_last_offset, padding_idx))
-            out, offset2bag, bag_size, max_indices = allocate(meta__embedding_bag_forward_only(weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights, include_last_offset, padding_idx), d)
+            if weight.is_contiguous() and indices.is_contiguous() and offsets.is_contiguous() and (per_sample_weights is None or per_sample_weights.is_contiguous()):
+                out, offset2bag, bag_size, max_indices = allocate(meta__embedding_bag_forward_only(weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights, include_last_offset, padding_idx), d)
+            else:
+                out, offset2bag, bag_size, max_indices = allocate_strided(meta__embedding_bag_forward_only(weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights, include_last_offset, padding_idx), strides__embedding_bag_forward_only(weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights, include_last_offset, padding_idx), d)
             status = diopiEmbeddingBag(contexts[d], out, offset2bag, bag_size, max_indices, weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights, include_last_offset, padding_idx)
             if status:
                 return on_failure(status, op, (weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights, include_last_offset, padding_idx), {})
@@ -1170,7 +1565,10 @@ def make__embedding_bag_per_sample_weights_backward(op, diopiEmbeddingBagPerSamp
             if CHECK_DEVICE:
                 check_device(op, d, (grad, weight, indices, offsets, offset2bag, mode, padding_idx))
             shape, dtype = meta__embedding_bag_per_sample_weights_backward(grad, weight, indices, offsets, offset2bag, mode, padding_idx)
-            out = empty(shape, dtype, d)
+            if grad.is_contiguous() and weight.is_contiguous() and indices.is_contiguous() and offsets.is_contiguous() and offset2bag.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides__embedding_bag_per_sample_weights_backward(grad, weight, indices, offsets, offset2bag, mode, padding_idx))
             status = diopiEmbeddingBagPerSampleWeightsBackward(contexts[d], out, grad, weight, indices, offsets, offset2bag, mode, padding_idx)
             if status:
                 return on_failure(status, op, (grad, weight, indices, offsets, offset2bag, mode, padding_idx), {})
@@ -5714,7 +6112,10 @@ def make__linalg_det(op, diopiLinalgDet):
                 dump_op_args(op, (A,))
             if CHECK_DEVICE:
                 check_device(op, d, (A,))
-            result, LU, pivots = allocate(meta__linalg_det(A), d)
+            if A.is_contiguous():
+                result, LU, pivots = allocate(meta__linalg_det(A), d)
+            else:
+                result, LU, pivots = allocate_strided(meta__linalg_det(A), strides__linalg_det(A), d)
             status = diopiLinalgDet(contexts[d], result, LU, pivots, A)
             if status:
                 return on_failure(status, op, (A,), {})
@@ -5786,7 +6187,10 @@ def make__linalg_eigh(op, diopiLinalgEigh):
                 dump_op_args(op, (A, UPLO, compute_v))
             if CHECK_DEVICE:
                 check_device(op, d, (A, UPLO, compute_v))
-            eigenvalues, eigenvectors = allocate(meta__linalg_eigh(A, UPLO, compute_v), d)
+            if A.is_contiguous():
+                eigenvalues, eigenvectors = allocate(meta__linalg_eigh(A, UPLO, compute_v), d)
+            else:
+                eigenvalues, eigenvectors = allocate_strided(meta__linalg_eigh(A, UPLO, compute_v), strides__linalg_eigh(A, UPLO, compute_v), d)
             status = diopiLinalgEigh(contexts[d], eigenvalues, eigenvectors, A, UPLO, compute_v)
             if status:
                 return on_failure(status, op, (A, UPLO, compute_v), {})
@@ -5858,7 +6262,10 @@ def make__linalg_slogdet(op, diopiLinalgSlogdet):
                 dump_op_args(op, (A,))
             if CHECK_DEVICE:
                 check_device(op, d, (A,))
-            sign, logabsdet, LU, pivots = allocate(meta__linalg_slogdet(A), d)
+            if A.is_contiguous():
+                sign, logabsdet, LU, pivots = allocate(meta__linalg_slogdet(A), d)
+            else:
+                sign, logabsdet, LU, pivots = allocate_strided(meta__linalg_slogdet(A), strides__linalg_slogdet(A), d)
             status = diopiLinalgSlogdet(contexts[d], sign, logabsdet, LU, pivots, A)
             if status:
                 return on_failure(status, op, (A,), {})
@@ -5930,7 +6337,10 @@ def make__linalg_solve_ex(op, diopiLinalgSolveEx):
                 dump_op_args(op, (A, B, left, check_errors))
             if CHECK_DEVICE:
                 check_device(op, d, (A, B, left, check_errors))
-            result, LU, pivots, info = allocate(meta__linalg_solve_ex(A, B, left, check_errors), d)
+            if A.is_contiguous() and B.is_contiguous():
+                result, LU, pivots, info = allocate(meta__linalg_solve_ex(A, B, left, check_errors), d)
+            else:
+                result, LU, pivots, info = allocate_strided(meta__linalg_solve_ex(A, B, left, check_errors), strides__linalg_solve_ex(A, B, left, check_errors), d)
             status = diopiLinalgSolveEx(contexts[d], result, LU, pivots, info, A, B, left, check_errors)
             if status:
                 return on_failure(status, op, (A, B), {'left': left, 'check_errors': check_errors})
@@ -6002,7 +6412,10 @@ def make__linalg_svd(op, diopiLinalgSvd):
                 dump_op_args(op, (A, full_matrices, compute_uv, driver))
             if CHECK_DEVICE:
                 check_device(op, d, (A, full_matrices, compute_uv, driver))
-            U, S, Vh = allocate(meta__linalg_svd(A, full_matrices, compute_uv, driver), d)
+            if A.is_contiguous():
+                U, S, Vh = allocate(meta__linalg_svd(A, full_matrices, compute_uv, driver), d)
+            else:
+                U, S, Vh = allocate_strided(meta__linalg_svd(A, full_matrices, compute_uv, driver), strides__linalg_svd(A, full_matrices, compute_uv, driver), d)
             status = diopiLinalgSvd(contexts[d], U, S, Vh, A, full_matrices, compute_uv, driver)
             if status:
                 return on_failure(status, op, (A, full_matrices, compute_uv), {'driver': driver})
@@ -6075,7 +6488,10 @@ def make__log_softmax(op, diopiLogSoftmax):
             if CHECK_DEVICE:
                 check_device(op, d, (self, dim, half_to_float))
             shape, dtype = shape_unary(self, dim, half_to_float)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides__log_softmax(self, dim, half_to_float))
             status = diopiLogSoftmax(contexts[d], out, self, dim)
             if status:
                 return on_failure(status, op, (self, dim, half_to_float), {})
@@ -6150,7 +6566,10 @@ def make__log_softmax_backward_data(op, diopiLogSoftmaxBackward):
             if CHECK_DEVICE:
                 check_device(op, d, (grad_output, output, dim, input_dtype))
             shape, dtype = shape_unary(grad_output, output, dim, input_dtype)
-            out = empty(shape, dtype, d)
+            if grad_output.is_contiguous() and output.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides__log_softmax_backward_data(grad_output, output, dim, input_dtype))
             status = diopiLogSoftmaxBackward(contexts[d], out, grad_output, output, dim)
             if status:
                 return on_failure(status, op, (grad_output, output, dim, input_dtype), {})
@@ -6225,7 +6644,10 @@ def make__logcumsumexp(op, diopiLogcumsumexp):
             if CHECK_DEVICE:
                 check_device(op, d, (self, dim))
             shape, dtype = shape_unary(self, dim)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides__logcumsumexp(self, dim))
             status = diopiLogcumsumexp(contexts[d], out, self, dim)
             if status:
                 return on_failure(status, op, (self, dim), {})
@@ -6300,7 +6722,10 @@ def make__pdist_backward(op, diopiPdistBackward):
             if CHECK_DEVICE:
                 check_device(op, d, (grad, self, p, pdist))
             shape, dtype = shape_like_self(grad, self, p, pdist)
-            out = empty(shape, dtype, d)
+            if grad.is_contiguous() and self.is_contiguous() and pdist.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides__pdist_backward(grad, self, p, pdist))
             status = diopiPdistBackward(contexts[d], out, grad, self, p, pdist)
             if status:
                 return on_failure(status, op, (grad, self, p, pdist), {})
@@ -6337,7 +6762,10 @@ def make__pdist_forward(op, diopiPdist):
             if CHECK_DEVICE:
                 check_device(op, d, (self, p))
             shape, dtype = meta__pdist_forward(self, p)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides__pdist_forward(self, p))
             status = diopiPdist(contexts[d], out, self, p)
             if status:
                 return on_failure(status, op, (self, p), {})
@@ -6374,7 +6802,10 @@ def make__sample_dirichlet(op, diopiSampleDirichlet):
             if CHECK_DEVICE:
                 check_device(op, d, (self, generator))
             shape, dtype = shape_unary(self, generator)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides__sample_dirichlet(self, generator))
             status = diopiSampleDirichlet(contexts[d], out, self, generator)
             if status:
                 return on_failure(status, op, (self, generator), {})
@@ -6449,7 +6880,10 @@ def make__softmax(op, diopiSoftmax):
             if CHECK_DEVICE:
                 check_device(op, d, (self, dim, half_to_float))
             shape, dtype = shape_unary(self, dim, half_to_float)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides__softmax(self, dim, half_to_float))
             status = diopiSoftmax(contexts[d], out, self, dim)
             if status:
                 return on_failure(status, op, (self, dim, half_to_float), {})
@@ -6524,7 +6958,10 @@ def make__softmax_backward_data(op, diopiSoftmaxBackward):
             if CHECK_DEVICE:
                 check_device(op, d, (grad_output, output, dim, input_dtype))
             shape, dtype = shape_unary(grad_output, output, dim, input_dtype)
-            grad_input = empty(shape, dtype, d)
+            if grad_output.is_contiguous() and output.is_contiguous():
+                grad_input = empty(shape, dtype, d)
+            else:
+                grad_input = empty_strided(shape, dtype, d, strides__softmax_backward_data(grad_output, output, dim, input_dtype))
             status = diopiSoftmaxBackward(contexts[d], grad_input, grad_output, output, dim)
             if status:
                 return on_failure(status, op, (grad_output, output, dim, input_dtype), {})
@@ -6599,7 +7036,10 @@ def make__standard_gamma(op, diopiStandardGamma):
             if CHECK_DEVICE:
                 check_device(op, d, (self, generator))
             shape, dtype = shape_unary(self, generator)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides__standard_gamma(self, generator))
             status = diopiStandardGamma(contexts[d], out, self, generator)
             if status:
                 return on_failure(status, op, (self, generator), {})
@@ -6674,7 +7114,10 @@ def make__standard_gamma_grad(op, diopiStandardGammaGrad):
             if CHECK_DEVICE:
                 check_device(op, d, (self, output))
             shape, dtype = shape_unary(self, output)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and output.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides__standard_gamma_grad(self, output))
             status = diopiStandardGammaGrad(contexts[d], out, self, output)
             if status:
                 return on_failure(status, op, (self, output), {})
@@ -6748,7 +7191,10 @@ def make__thnn_fused_gru_cell(op, diopiGruCell):
                 dump_op_args(op, (input_gates, hidden_gates, hx, input_bias, hidden_bias))
             if CHECK_DEVICE:
                 check_device(op, d, (input_gates, hidden_gates, hx, input_bias, hidden_bias))
-            hy, workspace = allocate(shape_fused_gru_cell(input_gates, hidden_gates, hx, input_bias, hidden_bias), d)
+            if input_gates.is_contiguous() and hidden_gates.is_contiguous() and hx.is_contiguous() and (input_bias is None or input_bias.is_contiguous()) and (hidden_bias is None or hidden_bias.is_contiguous()):
+                hy, workspace = allocate(shape_fused_gru_cell(input_gates, hidden_gates, hx, input_bias, hidden_bias), d)
+            else:
+                hy, workspace = allocate_strided(shape_fused_gru_cell(input_gates, hidden_gates, hx, input_bias, hidden_bias), strides__thnn_fused_gru_cell(input_gates, hidden_gates, hx, input_bias, hidden_bias), d)
             status = diopiGruCell(contexts[d], hy, workspace, input_gates, hidden_gates, hx, input_bias, hidden_bias)
             if status:
                 return on_failure(status, op, (input_gates, hidden_gates, hx, input_bias, hidden_bias), {})
@@ -6784,7 +7230,10 @@ def make__thnn_fused_gru_cell_backward(op, diopiGruCellBackward):
                 dump_op_args(op, (grad_hy, workspace, has_bias))
             if CHECK_DEVICE:
                 check_device(op, d, (grad_hy, workspace, has_bias))
-            grad_input_gates, grad_hidden_gates, grad_hx, grad_input_bias, grad_hidden_bias = allocate(shape_fused_gru_cell_backward(grad_hy, workspace, has_bias), d)
+            if grad_hy.is_contiguous() and workspace.is_contiguous():
+                grad_input_gates, grad_hidden_gates, grad_hx, grad_input_bias, grad_hidden_bias = allocate(shape_fused_gru_cell_backward(grad_hy, workspace, has_bias), d)
+            else:
+                grad_input_gates, grad_hidden_gates, grad_hx, grad_input_bias, grad_hidden_bias = allocate_strided(shape_fused_gru_cell_backward(grad_hy, workspace, has_bias), strides__thnn_fused_gru_cell_backward(grad_hy, workspace, has_bias), d)
             status = diopiGruCellBackward(contexts[d], grad_input_gates, grad_hidden_gates, grad_hx, grad_input_bias, grad_hidden_bias, grad_hy, workspace, has_bias)
             if status:
                 return on_failure(status, op, (grad_hy, workspace, has_bias), {})
@@ -6820,7 +7269,10 @@ def make__thnn_fused_lstm_cell(op, diopiLstmCell):
                 dump_op_args(op, (input_gates, hidden_gates, cx, input_bias, hidden_bias))
             if CHECK_DEVICE:
                 check_device(op, d, (input_gates, hidden_gates, cx, input_bias, hidden_bias))
-            hy, cy, workspace = allocate(shape_fused_lstm_cell(input_gates, hidden_gates, cx, input_bias, hidden_bias), d)
+            if input_gates.is_contiguous() and hidden_gates.is_contiguous() and cx.is_contiguous() and (input_bias is None or input_bias.is_contiguous()) and (hidden_bias is None or hidden_bias.is_contiguous()):
+                hy, cy, workspace = allocate(shape_fused_lstm_cell(input_gates, hidden_gates, cx, input_bias, hidden_bias), d)
+            else:
+                hy, cy, workspace = allocate_strided(shape_fused_lstm_cell(input_gates, hidden_gates, cx, input_bias, hidden_bias), strides__thnn_fused_lstm_cell(input_gates, hidden_gates, cx, input_bias, hidden_bias), d)
             status = diopiLstmCell(contexts[d], hy, cy, workspace, input_gates, hidden_gates, cx, input_bias, hidden_bias)
             if status:
                 return on_failure(status, op, (input_gates, hidden_gates, cx, input_bias, hidden_bias), {})
@@ -6856,7 +7308,10 @@ def make__thnn_fused_lstm_cell_backward_impl(op, diopiLstmCellBackward):
                 dump_op_args(op, (grad_hy, grad_cy, cx, cy, workspace, has_bias))
             if CHECK_DEVICE:
                 check_device(op, d, (grad_hy, grad_cy, cx, cy, workspace, has_bias))
-            grad_gates, grad_cx, grad_bias = allocate(shape_fused_lstm_cell_backward(grad_hy, grad_cy, cx, cy, workspace, has_bias), d)
+            if (grad_hy is None or grad_hy.is_contiguous()) and (grad_cy is None or grad_cy.is_contiguous()) and cx.is_contiguous() and cy.is_contiguous() and workspace.is_contiguous():
+                grad_gates, grad_cx, grad_bias = allocate(shape_fused_lstm_cell_backward(grad_hy, grad_cy, cx, cy, workspace, has_bias), d)
+            else:
+                grad_gates, grad_cx, grad_bias = allocate_strided(shape_fused_lstm_cell_backward(grad_hy, grad_cy, cx, cy, workspace, has_bias), strides__thnn_fused_lstm_cell_backward_impl(grad_hy, grad_cy, cx, cy, workspace, has_bias), d)
             status = diopiLstmCellBackward(contexts[d], grad_gates, grad_cx, grad_bias, grad_hy, grad_cy, cx, cy, workspace, has_bias)
             if status:
                 return on_failure(status, op, (grad_hy, grad_cy, cx, cy, workspace, has_bias), {})
@@ -6931,7 +7386,10 @@ def make__upsample_nearest_exact2d(op, diopiUpsampleNearestExact2d):
             if CHECK_DEVICE:
                 check_device(op, d, (self, output_size, scales_h, scales_w))
             shape, dtype = meta__upsample_nearest_exact2d(self, output_size, scales_h, scales_w)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides__upsample_nearest_exact2d(self, output_size, scales_h, scales_w))
             status = diopiUpsampleNearestExact2d(contexts[d], out, self, output_size, scales_h, scales_w)
             if status:
                 return on_failure(status, op, (self, output_size, scales_h, scales_w), {})
@@ -7006,7 +7464,10 @@ def make__upsample_nearest_exact2d_backward(op, diopiUpsampleNearestExact2dBackw
             if CHECK_DEVICE:
                 check_device(op, d, (grad_output, output_size, input_size, scales_h, scales_w))
             shape, dtype = meta__upsample_nearest_exact2d_backward(grad_output, output_size, input_size, scales_h, scales_w)
-            grad_input = empty(shape, dtype, d)
+            if grad_output.is_contiguous():
+                grad_input = empty(shape, dtype, d)
+            else:
+                grad_input = empty_strided(shape, dtype, d, strides__upsample_nearest_exact2d_backward(grad_output, output_size, input_size, scales_h, scales_w))
             status = diopiUpsampleNearestExact2dBackward(contexts[d], grad_input, grad_output, output_size, input_size, scales_h, scales_w)
             if status:
                 return on_failure(status, op, (grad_output, output_size, input_size, scales_h, scales_w), {})
@@ -7080,7 +7541,10 @@ def make__weight_norm_interface(op, diopiWeightNorm):
                 dump_op_args(op, (v, g, dim))
             if CHECK_DEVICE:
                 check_device(op, d, (v, g, dim))
-            out, norm = allocate(meta__weight_norm_interface(v, g, dim), d)
+            if v.is_contiguous() and g.is_contiguous():
+                out, norm = allocate(meta__weight_norm_interface(v, g, dim), d)
+            else:
+                out, norm = allocate_strided(meta__weight_norm_interface(v, g, dim), strides__weight_norm_interface(v, g, dim), d)
             status = diopiWeightNorm(contexts[d], out, norm, v, g, dim)
             if status:
                 return on_failure(status, op, (v, g, dim), {})
@@ -7116,7 +7580,10 @@ def make__weight_norm_interface_backward(op, diopiWeightNormBackward):
                 dump_op_args(op, (grad_w, saved_v, saved_g, saved_norms, dim))
             if CHECK_DEVICE:
                 check_device(op, d, (grad_w, saved_v, saved_g, saved_norms, dim))
-            grad_v, grad_g = allocate(meta__weight_norm_interface_backward(grad_w, saved_v, saved_g, saved_norms, dim), d)
+            if grad_w.is_contiguous() and saved_v.is_contiguous() and saved_g.is_contiguous() and saved_norms.is_contiguous():
+                grad_v, grad_g = allocate(meta__weight_norm_interface_backward(grad_w, saved_v, saved_g, saved_norms, dim), d)
+            else:
+                grad_v, grad_g = allocate_strided(meta__weight_norm_interface_backward(grad_w, saved_v, saved_g, saved_norms, dim), strides__weight_norm_interface_backward(grad_w, saved_v, saved_g, saved_norms, dim), d)
             status = diopiWeightNormBackward(contexts[d], grad_v, grad_g, grad_w, saved_v, saved_g, saved_norms, dim)
             if status:
                 return on_failure(status, op, (grad_w, saved_v, saved_g, saved_norms, dim), {})
@@ -7153,7 +7620,10 @@ def make_abs(op, diopiAbs):
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
             shape, dtype = shape_unary_real(self)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_abs(self))
             status = diopiAbs(contexts[d], out, self)
             if status:
                 return on_failure(status, op, (self,), {})
@@ -7259,7 +7729,10 @@ def make_acos(op, diopiAcos):
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
             shape, dtype = shape_unary_float(self)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_acos(self))
             status = diopiAcos(contexts[d], out, self)
             if status:
                 return on_failure(status, op, (self,), {})
@@ -7362,7 +7835,10 @@ def make_acosh(op, diopiAcosh):
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
             shape, dtype = shape_unary_float(self)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_acosh(self))
             status = diopiAcosh(contexts[d], out, self)
             if status:
                 return on_failure(status, op, (self,), {})
@@ -7608,7 +8084,10 @@ def make_adaptive_max_pool3d(op, diopiAdaptiveMaxPool3d):
                 dump_op_args(op, (self, output_size))
             if CHECK_DEVICE:
                 check_device(op, d, (self, output_size))
-            out, indices = allocate(meta_adaptive_max_pool3d(self, output_size), d)
+            if self.is_contiguous():
+                out, indices = allocate(meta_adaptive_max_pool3d(self, output_size), d)
+            else:
+                out, indices = allocate_strided(meta_adaptive_max_pool3d(self, output_size), strides_adaptive_max_pool3d(self, output_size), d)
             status = diopiAdaptiveMaxPool3d(contexts[d], out, indices, self, output_size)
             if status:
                 return on_failure(status, op, (self, output_size), {})
@@ -7681,7 +8160,10 @@ def make_adaptive_max_pool3d_backward(op, diopiAdaptiveMaxPool3dBackward):
             if CHECK_DEVICE:
                 check_device(op, d, (grad_output, self, indices))
             shape, dtype = shape_like_self(grad_output, self, indices)
-            grad_input = empty(shape, dtype, d)
+            if grad_output.is_contiguous() and self.is_contiguous() and indices.is_contiguous():
+                grad_input = empty(shape, dtype, d)
+            else:
+                grad_input = empty_strided(shape, dtype, d, strides_adaptive_max_pool3d_backward(grad_output, self, indices))
             status = diopiAdaptiveMaxPool3dBackward(contexts[d], grad_input, grad_output, self, indices)
             if status:
                 return on_failure(status, op, (grad_output, self, indices), {})
@@ -7756,7 +8238,10 @@ def make_add_Scalar(op, diopiAddScalar):
             if CHECK_DEVICE:
                 check_device(op, d, (self, other, alpha))
             shape, dtype = shape_binary(self, other, alpha)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_add_Scalar(self, other, alpha))
             status = diopiAddScalar(contexts[d], out, self, other, alpha)
             if status:
                 return on_failure(status, op, (self, other, alpha), {})
@@ -7831,7 +8316,10 @@ def make_add_Tensor(op, diopiAdd, diopiAddScalar):
             if CHECK_DEVICE:
                 check_device(op, d, (self, other, alpha))
             shape, dtype = shape_binary(self, other, alpha)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and (not isinstance(other, Tensor) or other.is_contiguous()):
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_add_Tensor(self, other, alpha))
             if isinstance(other, Tensor):
                 status = diopiAdd(contexts[d], out, self, other, alpha)
             else:
@@ -7977,7 +8465,10 @@ def make_addbmm(op, diopiAddbmm):
             if CHECK_DEVICE:
                 check_device(op, d, (self, batch1, batch2, beta, alpha))
             shape, dtype = meta_addbmm(self, batch1, batch2, beta, alpha)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and batch1.is_contiguous() and batch2.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_addbmm(self, batch1, batch2, beta, alpha))
             status = diopiAddbmm(contexts[d], out, self, batch1, batch2, beta, alpha)
             if status:
                 return on_failure(status, op, (self, batch1, batch2), {'beta': beta, 'alpha': alpha})
@@ -8084,7 +8575,10 @@ def make_addcdiv(op, diopiAddcdiv):
             if CHECK_DEVICE:
                 check_device(op, d, (self, tensor1, tensor2, value))
             shape, dtype = shape_ternary(self, tensor1, tensor2, value)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and tensor1.is_contiguous() and tensor2.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_addcdiv(self, tensor1, tensor2, value))
             status = diopiAddcdiv(contexts[d], out, self, tensor1, tensor2, value)
             if status:
                 return on_failure(status, op, (self, tensor1, tensor2), {'value': value})
@@ -8194,7 +8688,10 @@ def make_addcmul(op, diopiAddcmul):
             if CHECK_DEVICE:
                 check_device(op, d, (self, tensor1, tensor2, value))
             shape, dtype = shape_ternary(self, tensor1, tensor2, value)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and tensor1.is_contiguous() and tensor2.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_addcmul(self, tensor1, tensor2, value))
             status = diopiAddcmul(contexts[d], out, self, tensor1, tensor2, value)
             if status:
                 return on_failure(status, op, (self, tensor1, tensor2), {'value': value})
@@ -8304,7 +8801,10 @@ def make_addmm(op, diopiAddmm):
             if CHECK_DEVICE:
                 check_device(op, d, (self, mat1, mat2, beta, alpha))
             shape, dtype = shape_addmm(self, mat1, mat2, beta, alpha)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and mat1.is_contiguous() and mat2.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_addmm(self, mat1, mat2, beta, alpha))
             status = diopiAddmm(contexts[d], out, self, mat1, mat2, beta, alpha)
             if status:
                 return on_failure(status, op, (self, mat1, mat2), {'beta': beta, 'alpha': alpha})
@@ -8414,7 +8914,10 @@ def make_addmv(op, diopiAddmv):
             if CHECK_DEVICE:
                 check_device(op, d, (self, mat, vec, beta, alpha))
             shape, dtype = meta_addmv(self, mat, vec, beta, alpha)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and mat.is_contiguous() and vec.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_addmv(self, mat, vec, beta, alpha))
             status = diopiAddmv(contexts[d], out, self, mat, vec, beta, alpha)
             if status:
                 return on_failure(status, op, (self, mat, vec), {'beta': beta, 'alpha': alpha})
@@ -8521,7 +9024,10 @@ def make_addr(op, diopiAddr):
             if CHECK_DEVICE:
                 check_device(op, d, (self, vec1, vec2, beta, alpha))
             shape, dtype = meta_addr(self, vec1, vec2, beta, alpha)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and vec1.is_contiguous() and vec2.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_addr(self, vec1, vec2, beta, alpha))
             status = diopiAddr(contexts[d], out, self, vec1, vec2, beta, alpha)
             if status:
                 return on_failure(status, op, (self, vec1, vec2), {'beta': beta, 'alpha': alpha})
@@ -8628,7 +9134,10 @@ def make_all(op, diopiAll):
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
             shape, dtype = meta_all(self)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_all(self))
             status = diopiAll(contexts[d], out, self, None)
             if status:
                 return on_failure(status, op, (self,), {})
@@ -8703,7 +9212,10 @@ def make_all_dim(op, diopiAll):
             if CHECK_DEVICE:
                 check_device(op, d, (self, dim, keepdim))
             shape, dtype = meta_all_dim(self, dim, keepdim)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_all_dim(self, dim, keepdim))
             status = diopiAll(contexts[d], out, self, dim)
             if status:
                 return on_failure(status, op, (self, dim, keepdim), {})
@@ -8778,7 +9290,10 @@ def make_amax(op, diopiAmax):
             if CHECK_DEVICE:
                 check_device(op, d, (self, dim, keepdim))
             shape, dtype = meta_amax(self, dim, keepdim)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_amax(self, dim, keepdim))
             status = diopiAmax(contexts[d], out, self, dim)
             if status:
                 return on_failure(status, op, (self, dim, keepdim), {})
@@ -8853,7 +9368,10 @@ def make_amin(op, diopiAmin):
             if CHECK_DEVICE:
                 check_device(op, d, (self, dim, keepdim))
             shape, dtype = meta_amin(self, dim, keepdim)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_amin(self, dim, keepdim))
             status = diopiAmin(contexts[d], out, self, dim)
             if status:
                 return on_failure(status, op, (self, dim, keepdim), {})
@@ -8927,7 +9445,10 @@ def make_aminmax(op, diopiAminmax):
                 dump_op_args(op, (self, dim, keepdim))
             if CHECK_DEVICE:
                 check_device(op, d, (self, dim, keepdim))
-            min, max = allocate(meta_aminmax(self, dim, keepdim), d)
+            if self.is_contiguous():
+                min, max = allocate(meta_aminmax(self, dim, keepdim), d)
+            else:
+                min, max = allocate_strided(meta_aminmax(self, dim, keepdim), strides_aminmax(self, dim, keepdim), d)
             status = diopiAminmax(contexts[d], min, max, self, dim)
             if status:
                 return on_failure(status, op, (self,), {'dim': dim, 'keepdim': keepdim})
@@ -9000,7 +9521,10 @@ def make_any(op, diopiAny):
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
             shape, dtype = meta_any(self)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_any(self))
             status = diopiAny(contexts[d], out, self, None)
             if status:
                 return on_failure(status, op, (self,), {})
@@ -9075,7 +9599,10 @@ def make_any_dim(op, diopiAny):
             if CHECK_DEVICE:
                 check_device(op, d, (self, dim, keepdim))
             shape, dtype = meta_any_dim(self, dim, keepdim)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_any_dim(self, dim, keepdim))
             status = diopiAny(contexts[d], out, self, dim)
             if status:
                 return on_failure(status, op, (self, dim, keepdim), {})
@@ -9212,7 +9739,10 @@ def make_argmax(op, diopiArgmax):
             if CHECK_DEVICE:
                 check_device(op, d, (self, dim, keepdim))
             shape, dtype = meta_argmax(self, dim, keepdim)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_argmax(self, dim, keepdim))
             status = diopiArgmax(contexts[d], out, self, dim, keepdim)
             if status:
                 return on_failure(status, op, (self, dim, keepdim), {})
@@ -9287,7 +9817,10 @@ def make_argmin(op, diopiArgmin):
             if CHECK_DEVICE:
                 check_device(op, d, (self, dim, keepdim))
             shape, dtype = meta_argmin(self, dim, keepdim)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_argmin(self, dim, keepdim))
             status = diopiArgmin(contexts[d], out, self, dim, keepdim)
             if status:
                 return on_failure(status, op, (self, dim, keepdim), {})
@@ -9362,7 +9895,10 @@ def make_asin(op, diopiAsin):
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
             shape, dtype = shape_unary_float(self)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_asin(self))
             status = diopiAsin(contexts[d], out, self)
             if status:
                 return on_failure(status, op, (self,), {})
@@ -9465,7 +10001,10 @@ def make_asinh(op, diopiAsinh):
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
             shape, dtype = shape_unary_float(self)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_asinh(self))
             status = diopiAsinh(contexts[d], out, self)
             if status:
                 return on_failure(status, op, (self,), {})
@@ -9568,7 +10107,10 @@ def make_atan(op, diopiAtan):
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
             shape, dtype = shape_unary_float(self)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_atan(self))
             status = diopiAtan(contexts[d], out, self)
             if status:
                 return on_failure(status, op, (self,), {})
@@ -9643,7 +10185,10 @@ def make_atan2(op, diopiAtan2):
             if CHECK_DEVICE:
                 check_device(op, d, (self, other))
             shape, dtype = shape_binary_float(self, other)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and other.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_atan2(self, other))
             status = diopiAtan2(contexts[d], out, self, other)
             if status:
                 return on_failure(status, op, (self, other), {})
@@ -9778,7 +10323,10 @@ def make_atanh(op, diopiAtanh):
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
             shape, dtype = shape_unary_float(self)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_atanh(self))
             status = diopiAtanh(contexts[d], out, self)
             if status:
                 return on_failure(status, op, (self,), {})
@@ -10027,7 +10575,10 @@ def make_avg_pool3d(op, diopiAvgPool3d):
             if CHECK_DEVICE:
                 check_device(op, d, (self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override))
             shape, dtype = meta_avg_pool3d(self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_avg_pool3d(self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override))
             status = diopiAvgPool3d(contexts[d], out, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
             if status:
                 return on_failure(status, op, (self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override), {})
@@ -10102,7 +10653,10 @@ def make_avg_pool3d_backward(op, diopiAvgPool3dBackward):
             if CHECK_DEVICE:
                 check_device(op, d, (grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override))
             shape, dtype = shape_like_self(grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
-            grad_input = empty(shape, dtype, d)
+            if grad_output.is_contiguous() and self.is_contiguous():
+                grad_input = empty(shape, dtype, d)
+            else:
+                grad_input = empty_strided(shape, dtype, d, strides_avg_pool3d_backward(grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override))
             status = diopiAvgPool3dBackward(contexts[d], grad_input, grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
             if status:
                 return on_failure(status, op, (grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override), {})
@@ -10177,7 +10731,10 @@ def make_baddbmm(op, diopiBaddbmm):
             if CHECK_DEVICE:
                 check_device(op, d, (self, batch1, batch2, beta, alpha))
             shape, dtype = meta_baddbmm(self, batch1, batch2, beta, alpha)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and batch1.is_contiguous() and batch2.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_baddbmm(self, batch1, batch2, beta, alpha))
             status = diopiBaddbmm(contexts[d], out, self, batch1, batch2, beta, alpha)
             if status:
                 return on_failure(status, op, (self, batch1, batch2), {'beta': beta, 'alpha': alpha})
@@ -10284,7 +10841,10 @@ def make_bernoulli(op, diopiBernoulli):
             if CHECK_DEVICE:
                 check_device(op, d, (self, generator))
             shape, dtype = shape_unary(self, generator)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_bernoulli(self, generator))
             status = diopiBernoulli(contexts[d], out, self, generator)
             if status:
                 return on_failure(status, op, (self,), {'generator': generator})
@@ -10321,7 +10881,10 @@ def make_bernoulli_Tensor(op, diopiBernoulliTensor):
             if CHECK_DEVICE:
                 check_device(op, d, (self, p, generator))
             shape, dtype = shape_unary(self, p, generator)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and p.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_bernoulli_Tensor(self, p, generator))
             status = diopiBernoulliTensor(contexts[d], out, p, generator)
             if status:
                 return on_failure(status, op, (self, p), {'generator': generator})
@@ -10472,7 +11035,10 @@ def make_bernoulli_p(op, diopiBernoulliScalar):
             if CHECK_DEVICE:
                 check_device(op, d, (self, p, generator))
             shape, dtype = shape_unary(self, p, generator)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_bernoulli_p(self, p, generator))
             status = diopiBernoulliScalar(contexts[d], out, p, generator)
             if status:
                 return on_failure(status, op, (self, p), {'generator': generator})
@@ -10572,7 +11138,10 @@ def make_binary_cross_entropy(op, diopiBCELoss):
             if CHECK_DEVICE:
                 check_device(op, d, (self, target, weight, reduction))
             shape, dtype = meta_binary_cross_entropy(self, target, weight, reduction)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and target.is_contiguous() and (weight is None or weight.is_contiguous()):
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_binary_cross_entropy(self, target, weight, reduction))
             status = diopiBCELoss(contexts[d], out, self, target, weight, reduction)
             if status:
                 return on_failure(status, op, (self, target, weight, reduction), {})
@@ -10647,7 +11216,10 @@ def make_binary_cross_entropy_backward(op, diopiBCELossBackward):
             if CHECK_DEVICE:
                 check_device(op, d, (grad_output, self, target, weight, reduction))
             shape, dtype = shape_like_self(grad_output, self, target, weight, reduction)
-            grad_input = empty(shape, dtype, d)
+            if grad_output.is_contiguous() and self.is_contiguous() and target.is_contiguous() and (weight is None or weight.is_contiguous()):
+                grad_input = empty(shape, dtype, d)
+            else:
+                grad_input = empty_strided(shape, dtype, d, strides_binary_cross_entropy_backward(grad_output, self, target, weight, reduction))
             status = diopiBCELossBackward(contexts[d], grad_input, grad_output, self, target, weight, reduction)
             if status:
                 return on_failure(status, op, (grad_output, self, target, weight, reduction), {})
@@ -10722,7 +11294,10 @@ def make_binary_cross_entropy_with_logits(op, diopiBCEWithLogits):
             if CHECK_DEVICE:
                 check_device(op, d, (self, target, weight, pos_weight, reduction))
             shape, dtype = meta_binary_cross_entropy_with_logits(self, target, weight, pos_weight, reduction)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and target.is_contiguous() and (weight is None or weight.is_contiguous()) and (pos_weight is None or pos_weight.is_contiguous()):
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_binary_cross_entropy_with_logits(self, target, weight, pos_weight, reduction))
             status = diopiBCEWithLogits(contexts[d], out, self, target, weight, pos_weight, reduction)
             if status:
                 return on_failure(status, op, (self, target, weight, pos_weight, reduction), {})
@@ -10795,7 +11370,10 @@ def make_binomial(op, diopiBinomial):
             if CHECK_DEVICE:
                 check_device(op, d, (count, prob, generator))
             shape, dtype = shape_binary(count, prob, generator)
-            out = empty(shape, dtype, d)
+            if count.is_contiguous() and prob.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_binomial(count, prob, generator))
             status = diopiBinomial(contexts[d], out, count, prob, generator)
             if status:
                 return on_failure(status, op, (count, prob, generator), {})
@@ -10870,7 +11448,10 @@ def make_bitwise_and_Scalar(op, diopiBitwiseAndScalar):
             if CHECK_DEVICE:
                 check_device(op, d, (self, other))
             shape, dtype = shape_binary(self, other)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_bitwise_and_Scalar(self, other))
             status = diopiBitwiseAndScalar(contexts[d], out, self, other)
             if status:
                 return on_failure(status, op, (self, other), {})
@@ -10945,7 +11526,10 @@ def make_bitwise_and_Tensor(op, diopiBitwiseAnd, diopiBitwiseAndScalar):
             if CHECK_DEVICE:
                 check_device(op, d, (self, other))
             shape, dtype = shape_binary(self, other)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and (not isinstance(other, Tensor) or other.is_contiguous()):
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_bitwise_and_Tensor(self, other))
             if isinstance(other, Tensor):
                 status = diopiBitwiseAnd(contexts[d], out, self, other)
             else:
@@ -11085,7 +11669,10 @@ def make_bitwise_left_shift_Tensor(op, diopiBitwiseLeftShift, diopiBitwiseLeftSh
             if CHECK_DEVICE:
                 check_device(op, d, (self, other))
             shape, dtype = shape_binary(self, other)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and (not isinstance(other, Tensor) or other.is_contiguous()):
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_bitwise_left_shift_Tensor(self, other))
             if isinstance(other, Tensor):
                 status = diopiBitwiseLeftShift(contexts[d], out, self, other)
             else:
@@ -11125,7 +11712,10 @@ def make_bitwise_left_shift_Tensor_Scalar(op, diopiBitwiseLeftShiftScalar):
             if CHECK_DEVICE:
                 check_device(op, d, (self, other))
             shape, dtype = shape_binary(self, other)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_bitwise_left_shift_Tensor_Scalar(self, other))
             status = diopiBitwiseLeftShiftScalar(contexts[d], out, self, other)
             if status:
                 return on_failure(status, op, (self, other), {})
@@ -11300,7 +11890,10 @@ def make_bitwise_not(op, diopiBitwiseNot):
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
             shape, dtype = shape_unary(self)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_bitwise_not(self))
             status = diopiBitwiseNot(contexts[d], out, self)
             if status:
                 return on_failure(status, op, (self,), {})
@@ -11403,7 +11996,10 @@ def make_bitwise_or_Scalar(op, diopiBitwiseOrScalar):
             if CHECK_DEVICE:
                 check_device(op, d, (self, other))
             shape, dtype = shape_binary(self, other)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_bitwise_or_Scalar(self, other))
             status = diopiBitwiseOrScalar(contexts[d], out, self, other)
             if status:
                 return on_failure(status, op, (self, other), {})
@@ -11478,7 +12074,10 @@ def make_bitwise_or_Tensor(op, diopiBitwiseOr, diopiBitwiseOrScalar):
             if CHECK_DEVICE:
                 check_device(op, d, (self, other))
             shape, dtype = shape_binary(self, other)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and (not isinstance(other, Tensor) or other.is_contiguous()):
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_bitwise_or_Tensor(self, other))
             if isinstance(other, Tensor):
                 status = diopiBitwiseOr(contexts[d], out, self, other)
             else:
@@ -11618,7 +12217,10 @@ def make_bitwise_right_shift_Tensor(op, diopiBitwiseRightShift, diopiBitwiseRigh
             if CHECK_DEVICE:
                 check_device(op, d, (self, other))
             shape, dtype = shape_binary(self, other)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and (not isinstance(other, Tensor) or other.is_contiguous()):
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_bitwise_right_shift_Tensor(self, other))
             if isinstance(other, Tensor):
                 status = diopiBitwiseRightShift(contexts[d], out, self, other)
             else:
@@ -11658,7 +12260,10 @@ def make_bitwise_right_shift_Tensor_Scalar(op, diopiBitwiseRightShiftScalar):
             if CHECK_DEVICE:
                 check_device(op, d, (self, other))
             shape, dtype = shape_binary(self, other)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_bitwise_right_shift_Tensor_Scalar(self, other))
             status = diopiBitwiseRightShiftScalar(contexts[d], out, self, other)
             if status:
                 return on_failure(status, op, (self, other), {})
@@ -11833,7 +12438,10 @@ def make_bitwise_xor_Scalar(op, diopiBitwiseXorScalar):
             if CHECK_DEVICE:
                 check_device(op, d, (self, other))
             shape, dtype = shape_binary(self, other)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_bitwise_xor_Scalar(self, other))
             status = diopiBitwiseXorScalar(contexts[d], out, self, other)
             if status:
                 return on_failure(status, op, (self, other), {})
@@ -11908,7 +12516,10 @@ def make_bitwise_xor_Tensor(op, diopiBitwiseXor, diopiBitwiseXorScalar):
             if CHECK_DEVICE:
                 check_device(op, d, (self, other))
             shape, dtype = shape_binary(self, other)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and (not isinstance(other, Tensor) or other.is_contiguous()):
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_bitwise_xor_Tensor(self, other))
             if isinstance(other, Tensor):
                 status = diopiBitwiseXor(contexts[d], out, self, other)
             else:
@@ -12048,7 +12659,10 @@ def make_bmm(op, diopiBmm):
             if CHECK_DEVICE:
                 check_device(op, d, (self, mat2))
             shape, dtype = shape_bmm(self, mat2)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and mat2.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_bmm(self, mat2))
             status = diopiBmm(contexts[d], out, self, mat2)
             if status:
                 return on_failure(status, op, (self, mat2), {})
@@ -12123,7 +12737,10 @@ def make_bucketize_Tensor(op, diopiBucketize):
             if CHECK_DEVICE:
                 check_device(op, d, (self, boundaries, out_int32, right))
             shape, dtype = meta_bucketize_Tensor(self, boundaries, out_int32, right)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and boundaries.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_bucketize_Tensor(self, boundaries, out_int32, right))
             status = diopiBucketize(contexts[d], out, self, boundaries, out_int32, right)
             if status:
                 return on_failure(status, op, (self, boundaries), {'out_int32': out_int32, 'right': right})
@@ -12195,7 +12812,10 @@ def make_cat(op, diopiCat):
             if CHECK_DEVICE:
                 check_device(op, d, (tensors, dim))
             shape, dtype = meta_cat(tensors, dim)
-            out = empty(shape, dtype, d)
+            if all_contiguous(tensors):
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_cat(tensors, dim))
             status = diopiCat(contexts[d], out, tensors, dim)
             if status:
                 return on_failure(status, op, (tensors, dim), {})
@@ -12259,7 +12879,10 @@ def make_cauchy(op, diopiCauchyInp):
             if CHECK_DEVICE:
                 check_device(op, d, (self, median, sigma, generator))
             shape, dtype = shape_unary(self, median, sigma, generator)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_cauchy(self, median, sigma, generator))
             status = diopiCauchyInp(contexts[d], out, median, sigma, generator)
             if status:
                 return on_failure(status, op, (self, median, sigma), {'generator': generator})
@@ -12365,7 +12988,10 @@ def make_ceil(op, diopiCeil):
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
             shape, dtype = shape_unary(self)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_ceil(self))
             status = diopiCeil(contexts[d], out, self)
             if status:
                 return on_failure(status, op, (self,), {})
@@ -12468,7 +13094,10 @@ def make_channel_shuffle(op, diopiChannelShuffle):
             if CHECK_DEVICE:
                 check_device(op, d, (self, groups))
             shape, dtype = shape_unary(self, groups)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_channel_shuffle(self, groups))
             status = diopiChannelShuffle(contexts[d], out, self, groups)
             if status:
                 return on_failure(status, op, (self, groups), {})
@@ -12505,7 +13134,10 @@ def make_clamp(op, diopiClampScalar):
             if CHECK_DEVICE:
                 check_device(op, d, (self, min, max))
             shape, dtype = meta_clamp(self, min, max)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_clamp(self, min, max))
             status = diopiClampScalar(contexts[d], out, self, min, max)
             if status:
                 return on_failure(status, op, (self, min, max), {})
@@ -12542,7 +13174,10 @@ def make_clamp_Tensor(op, diopiClamp):
             if CHECK_DEVICE:
                 check_device(op, d, (self, min, max))
             shape, dtype = meta_clamp_Tensor(self, min, max)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and (min is None or min.is_contiguous()) and (max is None or max.is_contiguous()):
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_clamp_Tensor(self, min, max))
             status = diopiClamp(contexts[d], out, self, min, max)
             if status:
                 return on_failure(status, op, (self, min, max), {})
@@ -12715,7 +13350,10 @@ def make_clamp_max(op, diopiClampMaxScalar):
             if CHECK_DEVICE:
                 check_device(op, d, (self, max))
             shape, dtype = shape_binary(self, max)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_clamp_max(self, max))
             status = diopiClampMaxScalar(contexts[d], out, self, max)
             if status:
                 return on_failure(status, op, (self, max), {})
@@ -12752,7 +13390,10 @@ def make_clamp_max_Tensor(op, diopiClampMax):
             if CHECK_DEVICE:
                 check_device(op, d, (self, max))
             shape, dtype = shape_binary(self, max)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and max.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_clamp_max_Tensor(self, max))
             status = diopiClampMax(contexts[d], out, self, max)
             if status:
                 return on_failure(status, op, (self, max), {})
@@ -12925,7 +13566,10 @@ def make_clamp_min(op, diopiClampMinScalar):
             if CHECK_DEVICE:
                 check_device(op, d, (self, min))
             shape, dtype = shape_binary(self, min)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_clamp_min(self, min))
             status = diopiClampMinScalar(contexts[d], out, self, min)
             if status:
                 return on_failure(status, op, (self, min), {})
@@ -12962,7 +13606,10 @@ def make_clamp_min_Tensor(op, diopiClampMin):
             if CHECK_DEVICE:
                 check_device(op, d, (self, min))
             shape, dtype = shape_binary(self, min)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and min.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_clamp_min_Tensor(self, min))
             status = diopiClampMin(contexts[d], out, self, min)
             if status:
                 return on_failure(status, op, (self, min), {})
@@ -13135,7 +13782,10 @@ def make_col2im(op, diopiCol2Im):
             if CHECK_DEVICE:
                 check_device(op, d, (self, output_size, kernel_size, dilation, padding, stride))
             shape, dtype = meta_col2im(self, output_size, kernel_size, dilation, padding, stride)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_col2im(self, output_size, kernel_size, dilation, padding, stride))
             status = diopiCol2Im(contexts[d], out, self, output_size, kernel_size, dilation, padding, stride)
             if status:
                 return on_failure(status, op, (self, output_size, kernel_size, dilation, padding, stride), {})
@@ -13210,7 +13860,10 @@ def make_constant_pad_nd(op, diopiPad):
             if CHECK_DEVICE:
                 check_device(op, d, (self, pad, value))
             shape, dtype = meta_constant_pad_nd(self, pad, value)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_constant_pad_nd(self, pad, value))
             status = diopiPad(contexts[d], out, self, pad, 'constant', value)
             if status:
                 return on_failure(status, op, (self, pad, value), {})
@@ -13355,7 +14008,10 @@ def make_copysign_Scalar(op, diopiCopysignScalar):
             if CHECK_DEVICE:
                 check_device(op, d, (self, other))
             shape, dtype = shape_binary_float(self, other)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_copysign_Scalar(self, other))
             status = diopiCopysignScalar(contexts[d], out, self, other)
             if status:
                 return on_failure(status, op, (self, other), {})
@@ -13430,7 +14086,10 @@ def make_copysign_Tensor(op, diopiCopysign, diopiCopysignScalar):
             if CHECK_DEVICE:
                 check_device(op, d, (self, other))
             shape, dtype = shape_binary_float(self, other)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and (not isinstance(other, Tensor) or other.is_contiguous()):
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_copysign_Tensor(self, other))
             if isinstance(other, Tensor):
                 status = diopiCopysign(contexts[d], out, self, other)
             else:
@@ -13570,7 +14229,10 @@ def make_cos(op, diopiCos):
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
             shape, dtype = shape_unary_float(self)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_cos(self))
             status = diopiCos(contexts[d], out, self)
             if status:
                 return on_failure(status, op, (self,), {})
@@ -13673,7 +14335,10 @@ def make_cosh(op, diopiCosh):
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
             shape, dtype = shape_unary_float(self)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_cosh(self))
             status = diopiCosh(contexts[d], out, self)
             if status:
                 return on_failure(status, op, (self,), {})
@@ -13776,7 +14441,10 @@ def make_count_nonzero_dim_IntList(op, diopiCountNonzero):
             if CHECK_DEVICE:
                 check_device(op, d, (self, dim))
             shape, dtype = meta_count_nonzero_dim_IntList(self, dim)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_count_nonzero_dim_IntList(self, dim))
             status = diopiCountNonzero(contexts[d], out, self, dim)
             if status:
                 return on_failure(status, op, (self, dim), {})
@@ -13812,7 +14480,10 @@ def make_cummax(op, diopiCummax):
                 dump_op_args(op, (self, dim))
             if CHECK_DEVICE:
                 check_device(op, d, (self, dim))
-            values, indices = allocate(meta_cummax(self, dim), d)
+            if self.is_contiguous():
+                values, indices = allocate(meta_cummax(self, dim), d)
+            else:
+                values, indices = allocate_strided(meta_cummax(self, dim), strides_cummax(self, dim), d)
             status = diopiCummax(contexts[d], values, indices, self, dim)
             if status:
                 return on_failure(status, op, (self, dim), {})
@@ -13884,7 +14555,10 @@ def make_cummin(op, diopiCummin):
                 dump_op_args(op, (self, dim))
             if CHECK_DEVICE:
                 check_device(op, d, (self, dim))
-            values, indices = allocate(meta_cummin(self, dim), d)
+            if self.is_contiguous():
+                values, indices = allocate(meta_cummin(self, dim), d)
+            else:
+                values, indices = allocate_strided(meta_cummin(self, dim), strides_cummin(self, dim), d)
             status = diopiCummin(contexts[d], values, indices, self, dim)
             if status:
                 return on_failure(status, op, (self, dim), {})
@@ -13957,7 +14631,10 @@ def make_cumprod(op, diopiCumprod):
             if CHECK_DEVICE:
                 check_device(op, d, (self, dim, dtype))
             shape, dtype = meta_cumprod(self, dim, dtype)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_cumprod(self, dim, dtype))
             status = diopiCumprod(contexts[d], out, self, dim)
             if status:
                 return on_failure(status, op, (self, dim), {'dtype': dtype})
@@ -14060,7 +14737,10 @@ def make_cumsum(op, diopiCumsum):
             if CHECK_DEVICE:
                 check_device(op, d, (self, dim, dtype))
             shape, dtype = meta_cumsum(self, dim, dtype)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_cumsum(self, dim, dtype))
             status = diopiCumsum(contexts[d], out, self, dim)
             if status:
                 return on_failure(status, op, (self, dim), {'dtype': dtype})
@@ -14163,7 +14843,10 @@ def make_digamma(op, diopiDigamma):
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
             shape, dtype = shape_unary_float(self)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_digamma(self))
             status = diopiDigamma(contexts[d], out, self)
             if status:
                 return on_failure(status, op, (self,), {})
@@ -14266,7 +14949,10 @@ def make_div_Scalar(op, diopiDivScalar):
             if CHECK_DEVICE:
                 check_device(op, d, (self, other))
             shape, dtype = shape_divide(self, other)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_div_Scalar(self, other))
             status = diopiDivScalar(contexts[d], out, self, other, None)
             if status:
                 return on_failure(status, op, (self, other), {})
@@ -14303,7 +14989,10 @@ def make_div_Scalar_mode(op, diopiDivScalar):
             if CHECK_DEVICE:
                 check_device(op, d, (self, other, rounding_mode))
             shape, dtype = shape_divide(self, other, rounding_mode)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_div_Scalar_mode(self, other, rounding_mode))
             status = diopiDivScalar(contexts[d], out, self, other, rounding_mode)
             if status:
                 return on_failure(status, op, (self, other), {'rounding_mode': rounding_mode})
@@ -14416,7 +15105,10 @@ def make_div_Tensor(op, diopiDiv, diopiDivScalar):
             if CHECK_DEVICE:
                 check_device(op, d, (self, other))
             shape, dtype = shape_divide(self, other)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and (not isinstance(other, Tensor) or other.is_contiguous()):
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_div_Tensor(self, other))
             if isinstance(other, Tensor):
                 status = diopiDiv(contexts[d], out, self, other, None)
             else:
@@ -14456,7 +15148,10 @@ def make_div_Tensor_mode(op, diopiDiv, diopiDivScalar):
             if CHECK_DEVICE:
                 check_device(op, d, (self, other, rounding_mode))
             shape, dtype = shape_divide(self, other, rounding_mode)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and (not isinstance(other, Tensor) or other.is_contiguous()):
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_div_Tensor_mode(self, other, rounding_mode))
             if isinstance(other, Tensor):
                 status = diopiDiv(contexts[d], out, self, other, rounding_mode)
             else:
@@ -14708,7 +15403,10 @@ def make_dot(op, diopiDot):
             if CHECK_DEVICE:
                 check_device(op, d, (self, tensor))
             shape, dtype = meta_dot(self, tensor)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and tensor.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_dot(self, tensor))
             status = diopiDot(contexts[d], out, self, tensor)
             if status:
                 return on_failure(status, op, (self, tensor), {})
@@ -14783,7 +15481,10 @@ def make_elu(op, diopiElu):
             if CHECK_DEVICE:
                 check_device(op, d, (self, alpha, scale, input_scale))
             shape, dtype = shape_unary(self, alpha, scale, input_scale)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_elu(self, alpha, scale, input_scale))
             status = diopiElu(contexts[d], out, self, alpha, scale, input_scale)
             if status:
                 return on_failure(status, op, (self, alpha, scale, input_scale), {})
@@ -14886,7 +15587,10 @@ def make_elu_backward(op, diopiEluBackward):
             if CHECK_DEVICE:
                 check_device(op, d, (grad_output, alpha, scale, input_scale, is_result, self_or_result))
             shape, dtype = shape_unary(grad_output, alpha, scale, input_scale, is_result, self_or_result)
-            grad_input = empty(shape, dtype, d)
+            if grad_output.is_contiguous() and self_or_result.is_contiguous():
+                grad_input = empty(shape, dtype, d)
+            else:
+                grad_input = empty_strided(shape, dtype, d, strides_elu_backward(grad_output, alpha, scale, input_scale, is_result, self_or_result))
             status = diopiEluBackward(contexts[d], grad_input, grad_output, self_or_result, alpha, scale, input_scale, is_result)
             if status:
                 return on_failure(status, op, (grad_output, alpha, scale, input_scale, is_result, self_or_result), {})
@@ -14961,7 +15665,10 @@ def make_embedding(op, diopiEmbedding):
             if CHECK_DEVICE:
                 check_device(op, d, (weight, indices, padding_idx, scale_grad_by_freq, sparse))
             shape, dtype = meta_embedding(weight, indices, padding_idx, scale_grad_by_freq, sparse)
-            out = empty(shape, dtype, d)
+            if weight.is_contiguous() and indices.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_embedding(weight, indices, padding_idx, scale_grad_by_freq, sparse))
             status = diopiEmbedding(contexts[d], out, weight, indices, padding_idx, scale_grad_by_freq, sparse)
             if status:
                 return on_failure(status, op, (weight, indices, padding_idx, scale_grad_by_freq, sparse), {})
@@ -14998,7 +15705,10 @@ def make_embedding_dense_backward(op, diopiEmbeddingBackward):
             if CHECK_DEVICE:
                 check_device(op, d, (grad_output, indices, num_weights, padding_idx, scale_grad_by_freq))
             shape, dtype = meta_embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq)
-            out = empty(shape, dtype, d)
+            if grad_output.is_contiguous() and indices.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq))
             status = diopiEmbeddingBackward(contexts[d], out, grad_output, indices, num_weights, padding_idx, scale_grad_by_freq)
             if status:
                 return on_failure(status, op, (grad_output, indices, num_weights, padding_idx, scale_grad_by_freq), {})
@@ -15067,7 +15777,10 @@ def make_eq_Scalar(op, diopiEqScalar):
             if CHECK_DEVICE:
                 check_device(op, d, (self, other))
             shape, dtype = shape_compare(self, other)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_eq_Scalar(self, other))
             status = diopiEqScalar(contexts[d], out, self, other)
             if status:
                 return on_failure(status, op, (self, other), {})
@@ -15142,7 +15855,10 @@ def make_eq_Tensor(op, diopiEq, diopiEqScalar):
             if CHECK_DEVICE:
                 check_device(op, d, (self, other))
             shape, dtype = shape_compare(self, other)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and (not isinstance(other, Tensor) or other.is_contiguous()):
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_eq_Tensor(self, other))
             if isinstance(other, Tensor):
                 status = diopiEq(contexts[d], out, self, other)
             else:
@@ -15288,7 +16004,10 @@ def make_erf(op, diopiErf):
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
             shape, dtype = shape_unary_float(self)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_erf(self))
             status = diopiErf(contexts[d], out, self)
             if status:
                 return on_failure(status, op, (self,), {})
@@ -15391,7 +16110,10 @@ def make_erfc(op, diopiErfc):
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
             shape, dtype = shape_unary_float(self)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_erfc(self))
             status = diopiErfc(contexts[d], out, self)
             if status:
                 return on_failure(status, op, (self,), {})
@@ -15494,7 +16216,10 @@ def make_erfinv(op, diopiErfinv):
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
             shape, dtype = shape_unary_float(self)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_erfinv(self))
             status = diopiErfinv(contexts[d], out, self)
             if status:
                 return on_failure(status, op, (self,), {})
@@ -15597,7 +16322,10 @@ def make_exp(op, diopiExp):
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
             shape, dtype = shape_unary_float(self)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_exp(self))
             status = diopiExp(contexts[d], out, self)
             if status:
                 return on_failure(status, op, (self,), {})
@@ -15672,7 +16400,10 @@ def make_exp2(op, diopiExp2):
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
             shape, dtype = shape_unary_float(self)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_exp2(self))
             status = diopiExp2(contexts[d], out, self)
             if status:
                 return on_failure(status, op, (self,), {})
@@ -15806,7 +16537,10 @@ def make_expm1(op, diopiExpm1):
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
             shape, dtype = shape_unary_float(self)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_expm1(self))
             status = diopiExpm1(contexts[d], out, self)
             if status:
                 return on_failure(status, op, (self,), {})
@@ -15909,7 +16643,10 @@ def make_exponential(op, diopiExponentialInp):
             if CHECK_DEVICE:
                 check_device(op, d, (self, lambd, generator))
             shape, dtype = shape_unary(self, lambd, generator)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_exponential(self, lambd, generator))
             status = diopiExponentialInp(contexts[d], out, lambd, generator)
             if status:
                 return on_failure(status, op, (self, lambd), {'generator': generator})
@@ -16077,7 +16814,10 @@ def make_flip(op, diopiFlip):
             if CHECK_DEVICE:
                 check_device(op, d, (self, dims))
             shape, dtype = shape_unary(self, dims)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_flip(self, dims))
             status = diopiFlip(contexts[d], out, self, dims)
             if status:
                 return on_failure(status, op, (self, dims), {})
@@ -16152,7 +16892,10 @@ def make_floor(op, diopiFloor):
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
             shape, dtype = shape_unary(self)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_floor(self))
             status = diopiFloor(contexts[d], out, self)
             if status:
                 return on_failure(status, op, (self,), {})
@@ -16255,7 +16998,10 @@ def make_floor_divide(op, diopiFloorDivide):
             if CHECK_DEVICE:
                 check_device(op, d, (self, other))
             shape, dtype = shape_binary(self, other)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and other.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_floor_divide(self, other))
             status = diopiFloorDivide(contexts[d], out, self, other)
             if status:
                 return on_failure(status, op, (self, other), {})
@@ -16362,7 +17108,10 @@ def make_fmax(op, diopiFmax):
             if CHECK_DEVICE:
                 check_device(op, d, (self, other))
             shape, dtype = shape_binary(self, other)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and other.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_fmax(self, other))
             status = diopiFmax(contexts[d], out, self, other)
             if status:
                 return on_failure(status, op, (self, other), {})
@@ -16437,7 +17186,10 @@ def make_fmin(op, diopiFmin):
             if CHECK_DEVICE:
                 check_device(op, d, (self, other))
             shape, dtype = shape_binary(self, other)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and other.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_fmin(self, other))
             status = diopiFmin(contexts[d], out, self, other)
             if status:
                 return on_failure(status, op, (self, other), {})
@@ -16512,7 +17264,10 @@ def make_fmod_Scalar(op, diopiFmodScalar):
             if CHECK_DEVICE:
                 check_device(op, d, (self, other))
             shape, dtype = shape_binary(self, other)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_fmod_Scalar(self, other))
             status = diopiFmodScalar(contexts[d], out, self, other)
             if status:
                 return on_failure(status, op, (self, other), {})
@@ -16587,7 +17342,10 @@ def make_fmod_Tensor(op, diopiFmod, diopiFmodScalar):
             if CHECK_DEVICE:
                 check_device(op, d, (self, other))
             shape, dtype = shape_binary(self, other)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and (not isinstance(other, Tensor) or other.is_contiguous()):
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_fmod_Tensor(self, other))
             if isinstance(other, Tensor):
                 status = diopiFmod(contexts[d], out, self, other)
             else:
@@ -16727,7 +17485,10 @@ def make_frac(op, diopiFrac):
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
             shape, dtype = shape_unary(self)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_frac(self))
             status = diopiFrac(contexts[d], out, self)
             if status:
                 return on_failure(status, op, (self,), {})
@@ -16830,7 +17591,10 @@ def make_gather(op, diopiGather):
             if CHECK_DEVICE:
                 check_device(op, d, (self, dim, index, sparse_grad))
             shape, dtype = meta_gather(self, dim, index, sparse_grad)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and index.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_gather(self, dim, index, sparse_grad))
             status = diopiGather(contexts[d], out, self, dim, index)
             if status:
                 return on_failure(status, op, (self, dim, index), {'sparse_grad': sparse_grad})
@@ -16905,7 +17669,10 @@ def make_gcd(op, diopiGcd):
             if CHECK_DEVICE:
                 check_device(op, d, (self, other))
             shape, dtype = shape_binary(self, other)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and other.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_gcd(self, other))
             status = diopiGcd(contexts[d], out, self, other)
             if status:
                 return on_failure(status, op, (self, other), {})
@@ -17012,7 +17779,10 @@ def make_ge_Scalar(op, diopiGeScalar):
             if CHECK_DEVICE:
                 check_device(op, d, (self, other))
             shape, dtype = shape_compare(self, other)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_ge_Scalar(self, other))
             status = diopiGeScalar(contexts[d], out, self, other)
             if status:
                 return on_failure(status, op, (self, other), {})
@@ -17087,7 +17857,10 @@ def make_ge_Tensor(op, diopiGe, diopiGeScalar):
             if CHECK_DEVICE:
                 check_device(op, d, (self, other))
             shape, dtype = shape_compare(self, other)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and (not isinstance(other, Tensor) or other.is_contiguous()):
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_ge_Tensor(self, other))
             if isinstance(other, Tensor):
                 status = diopiGe(contexts[d], out, self, other)
             else:
@@ -17233,7 +18006,10 @@ def make_gelu(op, diopiGelu):
             if CHECK_DEVICE:
                 check_device(op, d, (self, approximate))
             shape, dtype = shape_unary(self, approximate)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_gelu(self, approximate))
             status = diopiGelu(contexts[d], out, self, approximate)
             if status:
                 return on_failure(status, op, (self,), {'approximate': approximate})
@@ -17339,7 +18115,10 @@ def make_gelu_backward(op, diopiGeluBackward):
             if CHECK_DEVICE:
                 check_device(op, d, (grad_output, self, approximate))
             shape, dtype = shape_unary(grad_output, self, approximate)
-            grad_input = empty(shape, dtype, d)
+            if grad_output.is_contiguous() and self.is_contiguous():
+                grad_input = empty(shape, dtype, d)
+            else:
+                grad_input = empty_strided(shape, dtype, d, strides_gelu_backward(grad_output, self, approximate))
             status = diopiGeluBackward(contexts[d], grad_input, grad_output, self, approximate)
             if status:
                 return on_failure(status, op, (grad_output, self), {'approximate': approximate})
@@ -17414,7 +18193,10 @@ def make_geometric(op, diopiGeometricInp):
             if CHECK_DEVICE:
                 check_device(op, d, (self, p, generator))
             shape, dtype = shape_unary(self, p, generator)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_geometric(self, p, generator))
             status = diopiGeometricInp(contexts[d], out, p, generator)
             if status:
                 return on_failure(status, op, (self, p), {'generator': generator})
@@ -17520,7 +18302,10 @@ def make_glu(op, diopiGlu):
             if CHECK_DEVICE:
                 check_device(op, d, (self, dim))
             shape, dtype = meta_glu(self, dim)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_glu(self, dim))
             status = diopiGlu(contexts[d], out, self, dim)
             if status:
                 return on_failure(status, op, (self, dim), {})
@@ -17595,7 +18380,10 @@ def make_glu_backward(op, diopiGluBackward):
             if CHECK_DEVICE:
                 check_device(op, d, (grad_output, self, dim))
             shape, dtype = shape_like_self(grad_output, self, dim)
-            grad_input = empty(shape, dtype, d)
+            if grad_output.is_contiguous() and self.is_contiguous():
+                grad_input = empty(shape, dtype, d)
+            else:
+                grad_input = empty_strided(shape, dtype, d, strides_glu_backward(grad_output, self, dim))
             status = diopiGluBackward(contexts[d], grad_input, grad_output, self, dim)
             if status:
                 return on_failure(status, op, (grad_output, self, dim), {})
@@ -17670,7 +18458,10 @@ def make_grid_sampler_2d(op, diopiGridSample):
             if CHECK_DEVICE:
                 check_device(op, d, (input, grid, interpolation_mode, padding_mode, align_corners))
             shape, dtype = meta_grid_sampler_2d(input, grid, interpolation_mode, padding_mode, align_corners)
-            out = empty(shape, dtype, d)
+            if input.is_contiguous() and grid.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_grid_sampler_2d(input, grid, interpolation_mode, padding_mode, align_corners))
             status = diopiGridSample(contexts[d], out, input, grid, interpolation_mode, padding_mode, align_corners)
             if status:
                 return on_failure(status, op, (input, grid, interpolation_mode, padding_mode, align_corners), {})
@@ -17706,7 +18497,10 @@ def make_grid_sampler_2d_backward(op, diopiGridSampleBackward):
                 dump_op_args(op, (grad_output, input, grid, interpolation_mode, padding_mode, align_corners, output_mask))
             if CHECK_DEVICE:
                 check_device(op, d, (grad_output, input, grid, interpolation_mode, padding_mode, align_corners, output_mask))
-            grad_input, grad_grid = allocate(meta_grid_sampler_2d_backward(grad_output, input, grid, interpolation_mode, padding_mode, align_corners, output_mask), d)
+            if grad_output.is_contiguous() and input.is_contiguous() and grid.is_contiguous():
+                grad_input, grad_grid = allocate(meta_grid_sampler_2d_backward(grad_output, input, grid, interpolation_mode, padding_mode, align_corners, output_mask), d)
+            else:
+                grad_input, grad_grid = allocate_strided(meta_grid_sampler_2d_backward(grad_output, input, grid, interpolation_mode, padding_mode, align_corners, output_mask), strides_grid_sampler_2d_backward(grad_output, input, grid, interpolation_mode, padding_mode, align_corners, output_mask), d)
             status = diopiGridSampleBackward(contexts[d], grad_input, grad_grid, grad_output, input, grid, interpolation_mode, padding_mode, align_corners)
             if status:
                 return on_failure(status, op, (grad_output, input, grid, interpolation_mode, padding_mode, align_corners, output_mask), {})
@@ -17743,7 +18537,10 @@ def make_gt_Scalar(op, diopiGtScalar):
             if CHECK_DEVICE:
                 check_device(op, d, (self, other))
             shape, dtype = shape_compare(self, other)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_gt_Scalar(self, other))
             status = diopiGtScalar(contexts[d], out, self, other)
             if status:
                 return on_failure(status, op, (self, other), {})
@@ -17818,7 +18615,10 @@ def make_gt_Tensor(op, diopiGt, diopiGtScalar):
             if CHECK_DEVICE:
                 check_device(op, d, (self, other))
             shape, dtype = shape_compare(self, other)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and (not isinstance(other, Tensor) or other.is_contiguous()):
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_gt_Tensor(self, other))
             if isinstance(other, Tensor):
                 status = diopiGt(contexts[d], out, self, other)
             else:
@@ -17964,7 +18764,10 @@ def make_hardshrink(op, diopiHardshrink):
             if CHECK_DEVICE:
                 check_device(op, d, (self, lambd))
             shape, dtype = shape_unary(self, lambd)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_hardshrink(self, lambd))
             status = diopiHardshrink(contexts[d], out, self, lambd)
             if status:
                 return on_failure(status, op, (self, lambd), {})
@@ -18039,7 +18842,10 @@ def make_hardshrink_backward(op, diopiHardshrinkBackward):
             if CHECK_DEVICE:
                 check_device(op, d, (grad_out, self, lambd))
             shape, dtype = shape_unary(grad_out, self, lambd)
-            grad_input = empty(shape, dtype, d)
+            if grad_out.is_contiguous() and self.is_contiguous():
+                grad_input = empty(shape, dtype, d)
+            else:
+                grad_input = empty_strided(shape, dtype, d, strides_hardshrink_backward(grad_out, self, lambd))
             status = diopiHardshrinkBackward(contexts[d], grad_input, grad_out, self, lambd)
             if status:
                 return on_failure(status, op, (grad_out, self, lambd), {})
@@ -18114,7 +18920,10 @@ def make_hardsigmoid(op, diopiHardsigmoid):
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
             shape, dtype = shape_unary(self)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_hardsigmoid(self))
             status = diopiHardsigmoid(contexts[d], out, self)
             if status:
                 return on_failure(status, op, (self,), {})
@@ -18217,7 +19026,10 @@ def make_hardsigmoid_backward(op, diopiHardsigmoidBackward):
             if CHECK_DEVICE:
                 check_device(op, d, (grad_output, self))
             shape, dtype = shape_unary(grad_output, self)
-            grad_input = empty(shape, dtype, d)
+            if grad_output.is_contiguous() and self.is_contiguous():
+                grad_input = empty(shape, dtype, d)
+            else:
+                grad_input = empty_strided(shape, dtype, d, strides_hardsigmoid_backward(grad_output, self))
             status = diopiHardsigmoidBackward(contexts[d], grad_input, grad_output, self)
             if status:
                 return on_failure(status, op, (grad_output, self), {})
@@ -18292,7 +19104,10 @@ def make_hardswish(op, diopiHardswish):
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
             shape, dtype = shape_unary(self)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_hardswish(self))
             status = diopiHardswish(contexts[d], out, self)
             if status:
                 return on_failure(status, op, (self,), {})
@@ -18395,7 +19210,10 @@ def make_hardswish_backward(op, diopiHardswishBackward):
             if CHECK_DEVICE:
                 check_device(op, d, (grad_output, self))
             shape, dtype = shape_unary(grad_output, self)
-            out = empty(shape, dtype, d)
+            if grad_output.is_contiguous() and self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_hardswish_backward(grad_output, self))
             status = diopiHardswishBackward(contexts[d], out, grad_output, self)
             if status:
                 return on_failure(status, op, (grad_output, self), {})
@@ -18432,7 +19250,10 @@ def make_hardtanh(op, diopiHardtanh):
             if CHECK_DEVICE:
                 check_device(op, d, (self, min_val, max_val))
             shape, dtype = shape_unary(self, min_val, max_val)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_hardtanh(self, min_val, max_val))
             status = diopiHardtanh(contexts[d], out, self, min_val, max_val)
             if status:
                 return on_failure(status, op, (self, min_val, max_val), {})
@@ -18535,7 +19356,10 @@ def make_hardtanh_backward(op, diopiHardtanhBackward):
             if CHECK_DEVICE:
                 check_device(op, d, (grad_output, self, min_val, max_val))
             shape, dtype = shape_unary(grad_output, self, min_val, max_val)
-            grad_input = empty(shape, dtype, d)
+            if grad_output.is_contiguous() and self.is_contiguous():
+                grad_input = empty(shape, dtype, d)
+            else:
+                grad_input = empty_strided(shape, dtype, d, strides_hardtanh_backward(grad_output, self, min_val, max_val))
             status = diopiHardtanhBackward(contexts[d], grad_input, grad_output, self, min_val, max_val)
             if status:
                 return on_failure(status, op, (grad_output, self, min_val, max_val), {})
@@ -18610,7 +19434,10 @@ def make_heaviside(op, diopiHeaviside):
             if CHECK_DEVICE:
                 check_device(op, d, (self, values))
             shape, dtype = shape_binary(self, values)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and values.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_heaviside(self, values))
             status = diopiHeaviside(contexts[d], out, self, values)
             if status:
                 return on_failure(status, op, (self, values), {})
@@ -18717,7 +19544,10 @@ def make_histc(op, diopiHistc):
             if CHECK_DEVICE:
                 check_device(op, d, (self, bins, min, max))
             shape, dtype = meta_histc(self, bins, min, max)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_histc(self, bins, min, max))
             status = diopiHistc(contexts[d], out, self, bins, min, max)
             if status:
                 return on_failure(status, op, (self, bins, min, max), {})
@@ -18792,7 +19622,10 @@ def make_huber_loss(op, diopiHuberLoss):
             if CHECK_DEVICE:
                 check_device(op, d, (self, target, reduction, delta))
             shape, dtype = meta_huber_loss(self, target, reduction, delta)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and target.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_huber_loss(self, target, reduction, delta))
             status = diopiHuberLoss(contexts[d], out, self, target, reduction, delta)
             if status:
                 return on_failure(status, op, (self, target, reduction, delta), {})
@@ -18867,7 +19700,10 @@ def make_huber_loss_backward(op, diopiHuberLossBackward):
             if CHECK_DEVICE:
                 check_device(op, d, (grad_output, self, target, reduction, delta))
             shape, dtype = shape_broadcast_grad(grad_output, self, target, reduction, delta)
-            grad_input = empty(shape, dtype, d)
+            if grad_output.is_contiguous() and self.is_contiguous() and target.is_contiguous():
+                grad_input = empty(shape, dtype, d)
+            else:
+                grad_input = empty_strided(shape, dtype, d, strides_huber_loss_backward(grad_output, self, target, reduction, delta))
             status = diopiHuberLossBackward(contexts[d], grad_input, grad_output, self, target, reduction, delta)
             if status:
                 return on_failure(status, op, (grad_output, self, target, reduction, delta), {})
@@ -18942,7 +19778,10 @@ def make_hypot(op, diopiHypot):
             if CHECK_DEVICE:
                 check_device(op, d, (self, other))
             shape, dtype = shape_binary(self, other)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and other.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_hypot(self, other))
             status = diopiHypot(contexts[d], out, self, other)
             if status:
                 return on_failure(status, op, (self, other), {})
@@ -19049,7 +19888,10 @@ def make_i0(op, diopiI0):
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
             shape, dtype = shape_unary_float(self)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_i0(self))
             status = diopiI0(contexts[d], out, self)
             if status:
                 return on_failure(status, op, (self,), {})
@@ -19152,7 +19994,10 @@ def make_im2col(op, diopiIm2Col):
             if CHECK_DEVICE:
                 check_device(op, d, (self, kernel_size, dilation, padding, stride))
             shape, dtype = meta_im2col(self, kernel_size, dilation, padding, stride)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_im2col(self, kernel_size, dilation, padding, stride))
             status = diopiIm2Col(contexts[d], out, self, kernel_size, dilation, padding, stride)
             if status:
                 return on_failure(status, op, (self, kernel_size, dilation, padding, stride), {})
@@ -19262,7 +20107,10 @@ def make_index_add(op, diopiIndexAdd):
             if CHECK_DEVICE:
                 check_device(op, d, (self, dim, index, source, alpha))
             shape, dtype = shape_unary(self, dim, index, source, alpha)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and index.is_contiguous() and source.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_index_add(self, dim, index, source, alpha))
             status = diopiIndexAdd(contexts[d], out, self, dim, index, source, alpha)
             if status:
                 return on_failure(status, op, (self, dim, index, source), {'alpha': alpha})
@@ -19372,7 +20220,10 @@ def make_index_copy(op, diopiIndexCopy):
             if CHECK_DEVICE:
                 check_device(op, d, (self, dim, index, source))
             shape, dtype = shape_unary(self, dim, index, source)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and index.is_contiguous() and source.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_index_copy(self, dim, index, source))
             status = diopiIndexCopy(contexts[d], out, self, dim, index, source)
             if status:
                 return on_failure(status, op, (self, dim, index, source), {})
@@ -19482,7 +20333,10 @@ def make_index_fill_int_Scalar(op, diopiIndexFillScalar):
             if CHECK_DEVICE:
                 check_device(op, d, (self, dim, index, value))
             shape, dtype = shape_unary(self, dim, index, value)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and index.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_index_fill_int_Scalar(self, dim, index, value))
             status = diopiIndexFillScalar(contexts[d], out, self, dim, index, value)
             if status:
                 return on_failure(status, op, (self, dim, index, value), {})
@@ -19519,7 +20373,10 @@ def make_index_fill_int_Tensor(op, diopiIndexFill):
             if CHECK_DEVICE:
                 check_device(op, d, (self, dim, index, value))
             shape, dtype = shape_unary(self, dim, index, value)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and index.is_contiguous() and value.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_index_fill_int_Tensor(self, dim, index, value))
             status = diopiIndexFill(contexts[d], out, self, dim, index, value)
             if status:
                 return on_failure(status, op, (self, dim, index, value), {})
@@ -19687,7 +20544,10 @@ def make_index_reduce(op, diopiIndexReduce):
             if CHECK_DEVICE:
                 check_device(op, d, (self, dim, index, source, reduce, include_self))
             shape, dtype = shape_unary(self, dim, index, source, reduce, include_self)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and index.is_contiguous() and source.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_index_reduce(self, dim, index, source, reduce, include_self))
             status = diopiIndexReduce(contexts[d], out, self, dim, index, source, reduce, include_self)
             if status:
                 return on_failure(status, op, (self, dim, index, source, reduce), {'include_self': include_self})
@@ -19797,7 +20657,10 @@ def make_index_select(op, diopiIndexSelect):
             if CHECK_DEVICE:
                 check_device(op, d, (self, dim, index))
             shape, dtype = meta_index_select(self, dim, index)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and index.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_index_select(self, dim, index))
             status = diopiIndexSelect(contexts[d], out, self, dim, index)
             if status:
                 return on_failure(status, op, (self, dim, index), {})
@@ -19872,7 +20735,10 @@ def make_isnan(op, diopiIsNan):
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
             shape, dtype = shape_unary_bool(self)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_isnan(self))
             status = diopiIsNan(contexts[d], out, self)
             if status:
                 return on_failure(status, op, (self,), {})
@@ -19909,7 +20775,10 @@ def make_isneginf(op, diopiIsNegInf):
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
             shape, dtype = shape_unary_bool(self)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_isneginf(self))
             status = diopiIsNegInf(contexts[d], out, self)
             if status:
                 return on_failure(status, op, (self,), {})
@@ -19984,7 +20853,10 @@ def make_isposinf(op, diopiIsPosInf):
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
             shape, dtype = shape_unary_bool(self)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_isposinf(self))
             status = diopiIsPosInf(contexts[d], out, self)
             if status:
                 return on_failure(status, op, (self,), {})
@@ -20058,7 +20930,10 @@ def make_kthvalue(op, diopiKthvalue):
                 dump_op_args(op, (self, k, dim, keepdim))
             if CHECK_DEVICE:
                 check_device(op, d, (self, k, dim, keepdim))
-            values, indices = allocate(meta_kthvalue(self, k, dim, keepdim), d)
+            if self.is_contiguous():
+                values, indices = allocate(meta_kthvalue(self, k, dim, keepdim), d)
+            else:
+                values, indices = allocate_strided(meta_kthvalue(self, k, dim, keepdim), strides_kthvalue(self, k, dim, keepdim), d)
             status = diopiKthvalue(contexts[d], values, indices, self, k, dim)
             if status:
                 return on_failure(status, op, (self, k, dim, keepdim), {})
@@ -20131,7 +21006,10 @@ def make_lcm(op, diopiLcm):
             if CHECK_DEVICE:
                 check_device(op, d, (self, other))
             shape, dtype = shape_binary(self, other)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and other.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_lcm(self, other))
             status = diopiLcm(contexts[d], out, self, other)
             if status:
                 return on_failure(status, op, (self, other), {})
@@ -20238,7 +21116,10 @@ def make_le_Scalar(op, diopiLeScalar):
             if CHECK_DEVICE:
                 check_device(op, d, (self, other))
             shape, dtype = shape_compare(self, other)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_le_Scalar(self, other))
             status = diopiLeScalar(contexts[d], out, self, other)
             if status:
                 return on_failure(status, op, (self, other), {})
@@ -20313,7 +21194,10 @@ def make_le_Tensor(op, diopiLe, diopiLeScalar):
             if CHECK_DEVICE:
                 check_device(op, d, (self, other))
             shape, dtype = shape_compare(self, other)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and (not isinstance(other, Tensor) or other.is_contiguous()):
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_le_Tensor(self, other))
             if isinstance(other, Tensor):
                 status = diopiLe(contexts[d], out, self, other)
             else:
@@ -20459,7 +21343,10 @@ def make_leaky_relu(op, diopiLeakyRelu):
             if CHECK_DEVICE:
                 check_device(op, d, (self, negative_slope))
             shape, dtype = shape_unary(self, negative_slope)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_leaky_relu(self, negative_slope))
             status = diopiLeakyRelu(contexts[d], out, self, negative_slope)
             if status:
                 return on_failure(status, op, (self, negative_slope), {})
@@ -20562,7 +21449,10 @@ def make_leaky_relu_backward(op, diopiLeakyReluBackward):
             if CHECK_DEVICE:
                 check_device(op, d, (grad_output, self, negative_slope, self_is_result))
             shape, dtype = shape_unary(grad_output, self, negative_slope, self_is_result)
-            grad_input = empty(shape, dtype, d)
+            if grad_output.is_contiguous() and self.is_contiguous():
+                grad_input = empty(shape, dtype, d)
+            else:
+                grad_input = empty_strided(shape, dtype, d, strides_leaky_relu_backward(grad_output, self, negative_slope, self_is_result))
             status = diopiLeakyReluBackward(contexts[d], grad_input, grad_output, self, negative_slope, self_is_result)
             if status:
                 return on_failure(status, op, (grad_output, self, negative_slope, self_is_result), {})
@@ -20637,7 +21527,10 @@ def make_lerp_Scalar(op, diopiLerpScalar):
             if CHECK_DEVICE:
                 check_device(op, d, (self, end, weight))
             shape, dtype = shape_binary(self, end, weight)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and end.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_lerp_Scalar(self, end, weight))
             status = diopiLerpScalar(contexts[d], out, self, end, weight)
             if status:
                 return on_failure(status, op, (self, end, weight), {})
@@ -20712,7 +21605,10 @@ def make_lerp_Tensor(op, diopiLerpTensor):
             if CHECK_DEVICE:
                 check_device(op, d, (self, end, weight))
             shape, dtype = shape_ternary(self, end, weight)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and end.is_contiguous() and weight.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_lerp_Tensor(self, end, weight))
             status = diopiLerpTensor(contexts[d], out, self, end, weight)
             if status:
                 return on_failure(status, op, (self, end, weight), {})
@@ -20854,7 +21750,10 @@ def make_lgamma(op, diopiLgamma):
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
             shape, dtype = shape_unary_float(self)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_lgamma(self))
             status = diopiLgamma(contexts[d], out, self)
             if status:
                 return on_failure(status, op, (self,), {})
@@ -20956,7 +21855,10 @@ def make_linalg_cholesky_ex(op, diopiLinalgCholeskyEx):
                 dump_op_args(op, (self, upper, check_errors))
             if CHECK_DEVICE:
                 check_device(op, d, (self, upper, check_errors))
-            L, info = allocate(meta_linalg_cholesky_ex(self, upper, check_errors), d)
+            if self.is_contiguous():
+                L, info = allocate(meta_linalg_cholesky_ex(self, upper, check_errors), d)
+            else:
+                L, info = allocate_strided(meta_linalg_cholesky_ex(self, upper, check_errors), strides_linalg_cholesky_ex(self, upper, check_errors), d)
             status = diopiLinalgCholeskyEx(contexts[d], L, info, self, upper, check_errors)
             if status:
                 return on_failure(status, op, (self,), {'upper': upper, 'check_errors': check_errors})
@@ -21029,7 +21931,10 @@ def make_linalg_cross(op, diopiCross):
             if CHECK_DEVICE:
                 check_device(op, d, (self, other, dim))
             shape, dtype = meta_linalg_cross(self, other, dim)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and other.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_linalg_cross(self, other, dim))
             status = diopiCross(contexts[d], out, self, other, dim)
             if status:
                 return on_failure(status, op, (self, other), {'dim': dim})
@@ -21103,7 +22008,10 @@ def make_linalg_inv_ex(op, diopiLinalgInvEx):
                 dump_op_args(op, (A, check_errors))
             if CHECK_DEVICE:
                 check_device(op, d, (A, check_errors))
-            inverse, info = allocate(meta_linalg_inv_ex(A, check_errors), d)
+            if A.is_contiguous():
+                inverse, info = allocate(meta_linalg_inv_ex(A, check_errors), d)
+            else:
+                inverse, info = allocate_strided(meta_linalg_inv_ex(A, check_errors), strides_linalg_inv_ex(A, check_errors), d)
             status = diopiLinalgInvEx(contexts[d], inverse, info, A, check_errors)
             if status:
                 return on_failure(status, op, (A,), {'check_errors': check_errors})
@@ -21175,7 +22083,10 @@ def make_linalg_lu_factor_ex(op, diopiLinalgLuFactorEx):
                 dump_op_args(op, (A, pivot, check_errors))
             if CHECK_DEVICE:
                 check_device(op, d, (A, pivot, check_errors))
-            LU, pivots, info = allocate(meta_linalg_lu_factor_ex(A, pivot, check_errors), d)
+            if A.is_contiguous():
+                LU, pivots, info = allocate(meta_linalg_lu_factor_ex(A, pivot, check_errors), d)
+            else:
+                LU, pivots, info = allocate_strided(meta_linalg_lu_factor_ex(A, pivot, check_errors), strides_linalg_lu_factor_ex(A, pivot, check_errors), d)
             status = diopiLinalgLuFactorEx(contexts[d], LU, pivots, info, A, pivot, check_errors)
             if status:
                 return on_failure(status, op, (A,), {'pivot': pivot, 'check_errors': check_errors})
@@ -21248,7 +22159,10 @@ def make_linalg_lu_solve(op, diopiLinalgLuSolve):
             if CHECK_DEVICE:
                 check_device(op, d, (LU, pivots, B, left, adjoint))
             shape, dtype = meta_linalg_lu_solve(LU, pivots, B, left, adjoint)
-            out = empty(shape, dtype, d)
+            if LU.is_contiguous() and pivots.is_contiguous() and B.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_linalg_lu_solve(LU, pivots, B, left, adjoint))
             status = diopiLinalgLuSolve(contexts[d], out, LU, pivots, B, left, adjoint)
             if status:
                 return on_failure(status, op, (LU, pivots, B), {'left': left, 'adjoint': adjoint})
@@ -21322,7 +22236,10 @@ def make_linalg_qr(op, diopiLinalgQr):
                 dump_op_args(op, (A, mode))
             if CHECK_DEVICE:
                 check_device(op, d, (A, mode))
-            Q, R = allocate(meta_linalg_qr(A, mode), d)
+            if A.is_contiguous():
+                Q, R = allocate(meta_linalg_qr(A, mode), d)
+            else:
+                Q, R = allocate_strided(meta_linalg_qr(A, mode), strides_linalg_qr(A, mode), d)
             status = diopiLinalgQr(contexts[d], Q, R, A, mode)
             if status:
                 return on_failure(status, op, (A, mode), {})
@@ -21395,7 +22312,10 @@ def make_linalg_solve_triangular(op, diopiLinalgSolveTriangular):
             if CHECK_DEVICE:
                 check_device(op, d, (self, B, upper, left, unitriangular))
             shape, dtype = meta_linalg_solve_triangular(self, B, upper, left, unitriangular)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and B.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_linalg_solve_triangular(self, B, upper, left, unitriangular))
             status = diopiLinalgSolveTriangular(contexts[d], out, self, B, upper, left, unitriangular)
             if status:
                 return on_failure(status, op, (self, B), {'upper': upper, 'left': left, 'unitriangular': unitriangular})
@@ -21470,7 +22390,10 @@ def make_linalg_vector_norm(op, diopiNorm):
             if CHECK_DEVICE:
                 check_device(op, d, (self, ord, dim, keepdim, dtype))
             shape, dtype = meta_linalg_vector_norm(self, ord, dim, keepdim, dtype)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_linalg_vector_norm(self, ord, dim, keepdim, dtype))
             status = diopiNorm(contexts[d], out, self, ord, dim)
             if status:
                 return on_failure(status, op, (self, ord, dim, keepdim), {'dtype': dtype})
@@ -21576,7 +22499,10 @@ def make_log(op, diopiLog):
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
             shape, dtype = shape_unary_float(self)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_log(self))
             status = diopiLog(contexts[d], out, self)
             if status:
                 return on_failure(status, op, (self,), {})
@@ -21651,7 +22577,10 @@ def make_log10(op, diopiLog10):
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
             shape, dtype = shape_unary_float(self)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_log10(self))
             status = diopiLog10(contexts[d], out, self)
             if status:
                 return on_failure(status, op, (self,), {})
@@ -21754,7 +22683,10 @@ def make_log1p(op, diopiLog1p):
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
             shape, dtype = shape_unary_float(self)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_log1p(self))
             status = diopiLog1p(contexts[d], out, self)
             if status:
                 return on_failure(status, op, (self,), {})
@@ -21857,7 +22789,10 @@ def make_log2(op, diopiLog2):
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
             shape, dtype = shape_unary_float(self)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_log2(self))
             status = diopiLog2(contexts[d], out, self)
             if status:
                 return on_failure(status, op, (self,), {})
@@ -21991,7 +22926,10 @@ def make_log_normal(op, diopiLogNormalInp):
             if CHECK_DEVICE:
                 check_device(op, d, (self, mean, std, generator))
             shape, dtype = shape_unary(self, mean, std, generator)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_log_normal(self, mean, std, generator))
             status = diopiLogNormalInp(contexts[d], out, mean, std, generator)
             if status:
                 return on_failure(status, op, (self, mean, std), {'generator': generator})
@@ -22097,7 +23035,10 @@ def make_log_sigmoid_backward(op, diopiLogSigmoidBackward):
             if CHECK_DEVICE:
                 check_device(op, d, (grad_output, self, buffer))
             shape, dtype = shape_unary(grad_output, self, buffer)
-            grad_input = empty(shape, dtype, d)
+            if grad_output.is_contiguous() and self.is_contiguous() and buffer.is_contiguous():
+                grad_input = empty(shape, dtype, d)
+            else:
+                grad_input = empty_strided(shape, dtype, d, strides_log_sigmoid_backward(grad_output, self, buffer))
             status = diopiLogSigmoidBackward(contexts[d], grad_input, grad_output, self, buffer)
             if status:
                 return on_failure(status, op, (grad_output, self, buffer), {})
@@ -22171,7 +23112,10 @@ def make_log_sigmoid_forward(op, diopiLogSigmoidForward):
                 dump_op_args(op, (self,))
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
-            output, buffer = allocate(meta_log_sigmoid_forward(self), d)
+            if self.is_contiguous():
+                output, buffer = allocate(meta_log_sigmoid_forward(self), d)
+            else:
+                output, buffer = allocate_strided(meta_log_sigmoid_forward(self), strides_log_sigmoid_forward(self), d)
             status = diopiLogSigmoidForward(contexts[d], output, buffer, self)
             if status:
                 return on_failure(status, op, (self,), {})
@@ -22244,7 +23188,10 @@ def make_logaddexp(op, diopiLogaddexp):
             if CHECK_DEVICE:
                 check_device(op, d, (self, other))
             shape, dtype = shape_binary_float(self, other)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and other.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_logaddexp(self, other))
             status = diopiLogaddexp(contexts[d], out, self, other)
             if status:
                 return on_failure(status, op, (self, other), {})
@@ -22319,7 +23266,10 @@ def make_logaddexp2(op, diopiLogaddexp2):
             if CHECK_DEVICE:
                 check_device(op, d, (self, other))
             shape, dtype = shape_binary_float(self, other)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and other.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_logaddexp2(self, other))
             status = diopiLogaddexp2(contexts[d], out, self, other)
             if status:
                 return on_failure(status, op, (self, other), {})
@@ -22394,7 +23344,10 @@ def make_logical_and(op, diopiLogicalAnd):
             if CHECK_DEVICE:
                 check_device(op, d, (self, other))
             shape, dtype = shape_compare(self, other)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and other.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_logical_and(self, other))
             status = diopiLogicalAnd(contexts[d], out, self, other)
             if status:
                 return on_failure(status, op, (self, other), {})
@@ -22501,7 +23454,10 @@ def make_logical_not(op, diopiLogicalNot):
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
             shape, dtype = shape_unary_bool(self)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_logical_not(self))
             status = diopiLogicalNot(contexts[d], out, self)
             if status:
                 return on_failure(status, op, (self,), {})
@@ -22604,7 +23560,10 @@ def make_logical_or(op, diopiLogicalOr):
             if CHECK_DEVICE:
                 check_device(op, d, (self, other))
             shape, dtype = shape_compare(self, other)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and other.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_logical_or(self, other))
             status = diopiLogicalOr(contexts[d], out, self, other)
             if status:
                 return on_failure(status, op, (self, other), {})
@@ -22711,7 +23670,10 @@ def make_logical_xor(op, diopiLogicalXor):
             if CHECK_DEVICE:
                 check_device(op, d, (self, other))
             shape, dtype = shape_compare(self, other)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and other.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_logical_xor(self, other))
             status = diopiLogicalXor(contexts[d], out, self, other)
             if status:
                 return on_failure(status, op, (self, other), {})
@@ -22818,7 +23780,10 @@ def make_logit(op, diopiLogit):
             if CHECK_DEVICE:
                 check_device(op, d, (self, eps))
             shape, dtype = shape_unary_float(self, eps)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_logit(self, eps))
             status = diopiLogit(contexts[d], out, self, eps)
             if status:
                 return on_failure(status, op, (self, eps), {})
@@ -22921,7 +23886,10 @@ def make_logit_backward(op, diopiLogitBackward):
             if CHECK_DEVICE:
                 check_device(op, d, (grad_output, self, eps))
             shape, dtype = shape_unary(grad_output, self, eps)
-            grad_input = empty(shape, dtype, d)
+            if grad_output.is_contiguous() and self.is_contiguous():
+                grad_input = empty(shape, dtype, d)
+            else:
+                grad_input = empty_strided(shape, dtype, d, strides_logit_backward(grad_output, self, eps))
             status = diopiLogitBackward(contexts[d], grad_input, grad_output, self, eps)
             if status:
                 return on_failure(status, op, (grad_output, self, eps), {})
@@ -23027,7 +23995,10 @@ def make_logsumexp(op, diopiLogSumExp):
             if CHECK_DEVICE:
                 check_device(op, d, (self, dim, keepdim))
             shape, dtype = meta_logsumexp(self, dim, keepdim)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_logsumexp(self, dim, keepdim))
             status = diopiLogSumExp(contexts[d], out, self, dim)
             if status:
                 return on_failure(status, op, (self, dim, keepdim), {})
@@ -23102,7 +24073,10 @@ def make_lt_Scalar(op, diopiLtScalar):
             if CHECK_DEVICE:
                 check_device(op, d, (self, other))
             shape, dtype = shape_compare(self, other)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_lt_Scalar(self, other))
             status = diopiLtScalar(contexts[d], out, self, other)
             if status:
                 return on_failure(status, op, (self, other), {})
@@ -23177,7 +24151,10 @@ def make_lt_Tensor(op, diopiLt, diopiLtScalar):
             if CHECK_DEVICE:
                 check_device(op, d, (self, other))
             shape, dtype = shape_compare(self, other)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and (not isinstance(other, Tensor) or other.is_contiguous()):
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_lt_Tensor(self, other))
             if isinstance(other, Tensor):
                 status = diopiLt(contexts[d], out, self, other)
             else:
@@ -23387,7 +24364,10 @@ def make_masked_scatter(op, diopiMaskedScatter):
             if CHECK_DEVICE:
                 check_device(op, d, (self, mask, source))
             shape, dtype = meta_masked_scatter(self, mask, source)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and mask.is_contiguous() and source.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_masked_scatter(self, mask, source))
             status = diopiMaskedScatter(contexts[d], out, self, mask, source)
             if status:
                 return on_failure(status, op, (self, mask, source), {})
@@ -23530,7 +24510,10 @@ def make_max(op, diopiMaxAll):
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
             shape, dtype = shape_reduce_all(self)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_max(self))
             status = diopiMaxAll(contexts[d], out, self)
             if status:
                 return on_failure(status, op, (self,), {})
@@ -23566,7 +24549,10 @@ def make_max_dim(op, diopiMax):
                 dump_op_args(op, (self, dim, keepdim))
             if CHECK_DEVICE:
                 check_device(op, d, (self, dim, keepdim))
-            max, max_values = allocate(shape_max_dim(self, dim, keepdim), d)
+            if self.is_contiguous():
+                max, max_values = allocate(shape_max_dim(self, dim, keepdim), d)
+            else:
+                max, max_values = allocate_strided(shape_max_dim(self, dim, keepdim), strides_max_dim(self, dim, keepdim), d)
             status = diopiMax(contexts[d], max, max_values, self, dim)
             if status:
                 return on_failure(status, op, (self, dim, keepdim), {})
@@ -23820,7 +24806,10 @@ def make_max_pool3d_with_indices(op, diopiMaxPool3dWithIndices):
                 dump_op_args(op, (self, kernel_size, stride, padding, dilation, ceil_mode))
             if CHECK_DEVICE:
                 check_device(op, d, (self, kernel_size, stride, padding, dilation, ceil_mode))
-            out, indices = allocate(meta_max_pool3d_with_indices(self, kernel_size, stride, padding, dilation, ceil_mode), d)
+            if self.is_contiguous():
+                out, indices = allocate(meta_max_pool3d_with_indices(self, kernel_size, stride, padding, dilation, ceil_mode), d)
+            else:
+                out, indices = allocate_strided(meta_max_pool3d_with_indices(self, kernel_size, stride, padding, dilation, ceil_mode), strides_max_pool3d_with_indices(self, kernel_size, stride, padding, dilation, ceil_mode), d)
             status = diopiMaxPool3dWithIndices(contexts[d], out, indices, self, kernel_size, stride, padding, dilation, ceil_mode)
             if status:
                 return on_failure(status, op, (self, kernel_size, stride, padding, dilation, ceil_mode), {})
@@ -23893,7 +24882,10 @@ def make_max_pool3d_with_indices_backward(op, diopiMaxPool3dBackward):
             if CHECK_DEVICE:
                 check_device(op, d, (grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices))
             shape, dtype = shape_like_self(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices)
-            grad_input = empty(shape, dtype, d)
+            if grad_output.is_contiguous() and self.is_contiguous() and indices.is_contiguous():
+                grad_input = empty(shape, dtype, d)
+            else:
+                grad_input = empty_strided(shape, dtype, d, strides_max_pool3d_with_indices_backward(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices))
             status = diopiMaxPool3dBackward(contexts[d], grad_input, grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices)
             if status:
                 return on_failure(status, op, (grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices), {})
@@ -23968,7 +24960,10 @@ def make_max_unpool2d(op, diopiMaxUnpool2d):
             if CHECK_DEVICE:
                 check_device(op, d, (self, indices, output_size))
             shape, dtype = meta_max_unpool2d(self, indices, output_size)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and indices.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_max_unpool2d(self, indices, output_size))
             status = diopiMaxUnpool2d(contexts[d], out, self, indices, output_size)
             if status:
                 return on_failure(status, op, (self, indices, output_size), {})
@@ -24043,7 +25038,10 @@ def make_maximum(op, diopiMaximum):
             if CHECK_DEVICE:
                 check_device(op, d, (self, other))
             shape, dtype = shape_binary(self, other)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and other.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_maximum(self, other))
             status = diopiMaximum(contexts[d], out, self, other)
             if status:
                 return on_failure(status, op, (self, other), {})
@@ -24118,7 +25116,10 @@ def make_mean(op, diopiMean):
             if CHECK_DEVICE:
                 check_device(op, d, (self, dtype))
             shape, dtype = shape_reduce_all(self, dtype)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_mean(self, dtype))
             status = diopiMean(contexts[d], out, self, None)
             if status:
                 return on_failure(status, op, (self,), {'dtype': dtype})
@@ -24155,7 +25156,10 @@ def make_mean_dim(op, diopiMean):
             if CHECK_DEVICE:
                 check_device(op, d, (self, dim, keepdim, dtype))
             shape, dtype = shape_reduction(self, dim, keepdim, dtype)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_mean_dim(self, dim, keepdim, dtype))
             status = diopiMean(contexts[d], out, self, dim)
             if status:
                 return on_failure(status, op, (self, dim, keepdim), {'dtype': dtype})
@@ -24230,7 +25234,10 @@ def make_median(op, diopiMedianAll):
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
             shape, dtype = shape_reduce_all(self)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_median(self))
             status = diopiMedianAll(contexts[d], out, self)
             if status:
                 return on_failure(status, op, (self,), {})
@@ -24266,7 +25273,10 @@ def make_median_dim(op, diopiMedian):
                 dump_op_args(op, (self, dim, keepdim))
             if CHECK_DEVICE:
                 check_device(op, d, (self, dim, keepdim))
-            values, indices = allocate(shape_max_dim(self, dim, keepdim), d)
+            if self.is_contiguous():
+                values, indices = allocate(shape_max_dim(self, dim, keepdim), d)
+            else:
+                values, indices = allocate_strided(shape_max_dim(self, dim, keepdim), strides_median_dim(self, dim, keepdim), d)
             status = diopiMedian(contexts[d], values, indices, self, dim)
             if status:
                 return on_failure(status, op, (self, dim, keepdim), {})
@@ -24339,7 +25349,10 @@ def make_min(op, diopiMinAll):
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
             shape, dtype = shape_reduce_all(self)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_min(self))
             status = diopiMinAll(contexts[d], out, self)
             if status:
                 return on_failure(status, op, (self,), {})
@@ -24375,7 +25388,10 @@ def make_min_dim(op, diopiMin):
                 dump_op_args(op, (self, dim, keepdim))
             if CHECK_DEVICE:
                 check_device(op, d, (self, dim, keepdim))
-            min, min_indices = allocate(shape_max_dim(self, dim, keepdim), d)
+            if self.is_contiguous():
+                min, min_indices = allocate(shape_max_dim(self, dim, keepdim), d)
+            else:
+                min, min_indices = allocate_strided(shape_max_dim(self, dim, keepdim), strides_min_dim(self, dim, keepdim), d)
             status = diopiMin(contexts[d], min, min_indices, self, dim)
             if status:
                 return on_failure(status, op, (self, dim, keepdim), {})
@@ -24486,7 +25502,10 @@ def make_minimum(op, diopiMinimum):
             if CHECK_DEVICE:
                 check_device(op, d, (self, other))
             shape, dtype = shape_binary(self, other)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and other.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_minimum(self, other))
             status = diopiMinimum(contexts[d], out, self, other)
             if status:
                 return on_failure(status, op, (self, other), {})
@@ -24561,7 +25580,10 @@ def make_mish(op, diopiMish):
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
             shape, dtype = shape_unary(self)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_mish(self))
             status = diopiMish(contexts[d], out, self)
             if status:
                 return on_failure(status, op, (self,), {})
@@ -24664,7 +25686,10 @@ def make_mm(op, diopiMm):
             if CHECK_DEVICE:
                 check_device(op, d, (self, mat2))
             shape, dtype = shape_mm(self, mat2)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and mat2.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_mm(self, mat2))
             status = diopiMm(contexts[d], out, self, mat2)
             if status:
                 return on_failure(status, op, (self, mat2), {})
@@ -24738,7 +25763,10 @@ def make_mode(op, diopiMode):
                 dump_op_args(op, (self, dim, keepdim))
             if CHECK_DEVICE:
                 check_device(op, d, (self, dim, keepdim))
-            values, indices = allocate(shape_max_dim(self, dim, keepdim), d)
+            if self.is_contiguous():
+                values, indices = allocate(shape_max_dim(self, dim, keepdim), d)
+            else:
+                values, indices = allocate_strided(shape_max_dim(self, dim, keepdim), strides_mode(self, dim, keepdim), d)
             status = diopiMode(contexts[d], values, indices, self, dim)
             if status:
                 return on_failure(status, op, (self, dim, keepdim), {})
@@ -24811,7 +25839,10 @@ def make_mse_loss(op, diopiMSELoss):
             if CHECK_DEVICE:
                 check_device(op, d, (self, target, reduction))
             shape, dtype = meta_mse_loss(self, target, reduction)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and target.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_mse_loss(self, target, reduction))
             status = diopiMSELoss(contexts[d], out, self, target, reduction)
             if status:
                 return on_failure(status, op, (self, target, reduction), {})
@@ -24886,7 +25917,10 @@ def make_mse_loss_backward(op, diopiMSELossBackward):
             if CHECK_DEVICE:
                 check_device(op, d, (grad_output, self, target, reduction))
             shape, dtype = shape_broadcast_grad(grad_output, self, target, reduction)
-            grad_input = empty(shape, dtype, d)
+            if grad_output.is_contiguous() and self.is_contiguous() and target.is_contiguous():
+                grad_input = empty(shape, dtype, d)
+            else:
+                grad_input = empty_strided(shape, dtype, d, strides_mse_loss_backward(grad_output, self, target, reduction))
             status = diopiMSELossBackward(contexts[d], grad_input, grad_output, self, target, reduction)
             if status:
                 return on_failure(status, op, (grad_output, self, target, reduction), {})
@@ -24961,7 +25995,10 @@ def make_mul_Scalar(op, diopiMulScalar):
             if CHECK_DEVICE:
                 check_device(op, d, (self, other))
             shape, dtype = shape_binary(self, other)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_mul_Scalar(self, other))
             status = diopiMulScalar(contexts[d], out, self, other)
             if status:
                 return on_failure(status, op, (self, other), {})
@@ -25036,7 +26073,10 @@ def make_mul_Tensor(op, diopiMul, diopiMulScalar):
             if CHECK_DEVICE:
                 check_device(op, d, (self, other))
             shape, dtype = shape_binary(self, other)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and (not isinstance(other, Tensor) or other.is_contiguous()):
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_mul_Tensor(self, other))
             if isinstance(other, Tensor):
                 status = diopiMul(contexts[d], out, self, other)
             else:
@@ -25182,7 +26222,10 @@ def make_multi_margin_loss(op, diopiMultiMarginLoss):
             if CHECK_DEVICE:
                 check_device(op, d, (self, target, p, margin, weight, reduction))
             shape, dtype = meta_multi_margin_loss(self, target, p, margin, weight, reduction)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and target.is_contiguous() and (weight is None or weight.is_contiguous()):
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_multi_margin_loss(self, target, p, margin, weight, reduction))
             status = diopiMultiMarginLoss(contexts[d], out, self, target, p, margin, weight, reduction)
             if status:
                 return on_failure(status, op, (self, target, p, margin, weight, reduction), {})
@@ -25257,7 +26300,10 @@ def make_multi_margin_loss_backward(op, diopiMultiMarginLossBackward):
             if CHECK_DEVICE:
                 check_device(op, d, (grad_output, self, target, p, margin, weight, reduction))
             shape, dtype = shape_like_self(grad_output, self, target, p, margin, weight, reduction)
-            grad_input = empty(shape, dtype, d)
+            if grad_output.is_contiguous() and self.is_contiguous() and target.is_contiguous() and (weight is None or weight.is_contiguous()):
+                grad_input = empty(shape, dtype, d)
+            else:
+                grad_input = empty_strided(shape, dtype, d, strides_multi_margin_loss_backward(grad_output, self, target, p, margin, weight, reduction))
             status = diopiMultiMarginLossBackward(contexts[d], grad_input, grad_output, self, target, p, margin, weight, reduction)
             if status:
                 return on_failure(status, op, (grad_output, self, target, p, margin, weight, reduction), {})
@@ -25332,7 +26378,10 @@ def make_multilabel_margin_loss_backward(op, diopiMultilabelMarginLossBackward):
             if CHECK_DEVICE:
                 check_device(op, d, (grad_output, self, target, reduction, is_target))
             shape, dtype = shape_like_self(grad_output, self, target, reduction, is_target)
-            grad_input = empty(shape, dtype, d)
+            if grad_output.is_contiguous() and self.is_contiguous() and target.is_contiguous() and is_target.is_contiguous():
+                grad_input = empty(shape, dtype, d)
+            else:
+                grad_input = empty_strided(shape, dtype, d, strides_multilabel_margin_loss_backward(grad_output, self, target, reduction, is_target))
             status = diopiMultilabelMarginLossBackward(contexts[d], grad_input, grad_output, self, target, reduction, is_target)
             if status:
                 return on_failure(status, op, (grad_output, self, target, reduction, is_target), {})
@@ -25406,7 +26455,10 @@ def make_multilabel_margin_loss_forward(op, diopiMultilabelMarginLoss):
                 dump_op_args(op, (self, target, reduction))
             if CHECK_DEVICE:
                 check_device(op, d, (self, target, reduction))
-            output, is_target = allocate(meta_multilabel_margin_loss_forward(self, target, reduction), d)
+            if self.is_contiguous() and target.is_contiguous():
+                output, is_target = allocate(meta_multilabel_margin_loss_forward(self, target, reduction), d)
+            else:
+                output, is_target = allocate_strided(meta_multilabel_margin_loss_forward(self, target, reduction), strides_multilabel_margin_loss_forward(self, target, reduction), d)
             status = diopiMultilabelMarginLoss(contexts[d], output, is_target, self, target, reduction)
             if status:
                 return on_failure(status, op, (self, target, reduction), {})
@@ -25479,7 +26531,10 @@ def make_multinomial(op, diopiMultinomial):
             if CHECK_DEVICE:
                 check_device(op, d, (self, num_samples, replacement, generator))
             shape, dtype = shape_multinomial(self, num_samples, replacement, generator)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_multinomial(self, num_samples, replacement, generator))
             status = diopiMultinomial(contexts[d], out, self, num_samples, replacement, generator)
             if status:
                 return on_failure(status, op, (self, num_samples, replacement), {'generator': generator})
@@ -25554,7 +26609,10 @@ def make_mv(op, diopiMv):
             if CHECK_DEVICE:
                 check_device(op, d, (self, vec))
             shape, dtype = meta_mv(self, vec)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and vec.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_mv(self, vec))
             status = diopiMv(contexts[d], out, self, vec)
             if status:
                 return on_failure(status, op, (self, vec), {})
@@ -25629,7 +26687,10 @@ def make_nan_to_num(op, diopiNanToNum):
             if CHECK_DEVICE:
                 check_device(op, d, (self, nan, posinf, neginf))
             shape, dtype = shape_unary(self, nan, posinf, neginf)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_nan_to_num(self, nan, posinf, neginf))
             status = diopiNanToNum(contexts[d], out, self, nan, posinf, neginf)
             if status:
                 return on_failure(status, op, (self, nan, posinf, neginf), {})
@@ -25732,7 +26793,10 @@ def make_nanmedian(op, diopiNanmedianAll):
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
             shape, dtype = shape_reduce_all(self)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_nanmedian(self))
             status = diopiNanmedianAll(contexts[d], out, self)
             if status:
                 return on_failure(status, op, (self,), {})
@@ -25768,7 +26832,10 @@ def make_nanmedian_dim(op, diopiNanmedian):
                 dump_op_args(op, (self, dim, keepdim))
             if CHECK_DEVICE:
                 check_device(op, d, (self, dim, keepdim))
-            values, indices = allocate(shape_max_dim(self, dim, keepdim), d)
+            if self.is_contiguous():
+                values, indices = allocate(shape_max_dim(self, dim, keepdim), d)
+            else:
+                values, indices = allocate_strided(shape_max_dim(self, dim, keepdim), strides_nanmedian_dim(self, dim, keepdim), d)
             status = diopiNanmedian(contexts[d], values, indices, self, dim)
             if status:
                 return on_failure(status, op, (self, dim, keepdim), {})
@@ -25841,7 +26908,10 @@ def make_nansum(op, diopiNansum):
             if CHECK_DEVICE:
                 check_device(op, d, (self, dim, keepdim, dtype))
             shape, dtype = meta_nansum(self, dim, keepdim, dtype)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_nansum(self, dim, keepdim, dtype))
             status = diopiNansum(contexts[d], out, self, dim)
             if status:
                 return on_failure(status, op, (self, dim, keepdim), {'dtype': dtype})
@@ -25985,7 +27055,10 @@ def make_native_dropout(op, diopiDropout):
                 dump_op_args(op, (input, p, train))
             if CHECK_DEVICE:
                 check_device(op, d, (input, p, train))
-            out, mask = allocate(shape_dropout(input, p, train), d)
+            if input.is_contiguous():
+                out, mask = allocate(shape_dropout(input, p, train), d)
+            else:
+                out, mask = allocate_strided(shape_dropout(input, p, train), strides_native_dropout(input, p, train), d)
             status = diopiDropout(contexts[d], out, mask, input, p, train, None)
             if status:
                 return on_failure(status, op, (input, p, train), {})
@@ -26022,7 +27095,10 @@ def make_native_dropout_backward(op, diopiDropoutBackward):
             if CHECK_DEVICE:
                 check_device(op, d, (grad_output, mask, scale))
             shape, dtype = shape_unary(grad_output, mask, scale)
-            out = empty(shape, dtype, d)
+            if grad_output.is_contiguous() and mask.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_native_dropout_backward(grad_output, mask, scale))
             status = diopiDropoutBackward(contexts[d], out, grad_output, mask, scale)
             if status:
                 return on_failure(status, op, (grad_output, mask, scale), {})
@@ -26058,7 +27134,10 @@ def make_native_group_norm(op, diopiGroupNorm):
                 dump_op_args(op, (input, weight, bias, N, C, HxW, group, eps))
             if CHECK_DEVICE:
                 check_device(op, d, (input, weight, bias, N, C, HxW, group, eps))
-            out, save_mean, save_invstd = allocate(shape_native_group_norm(input, weight, bias, N, C, HxW, group, eps), d)
+            if input.is_contiguous() and (weight is None or weight.is_contiguous()) and (bias is None or bias.is_contiguous()):
+                out, save_mean, save_invstd = allocate(shape_native_group_norm(input, weight, bias, N, C, HxW, group, eps), d)
+            else:
+                out, save_mean, save_invstd = allocate_strided(shape_native_group_norm(input, weight, bias, N, C, HxW, group, eps), strides_native_group_norm(input, weight, bias, N, C, HxW, group, eps), d)
             status = diopiGroupNorm(contexts[d], out, save_mean, save_invstd, input, weight, bias, group, eps)
             if status:
                 return on_failure(status, op, (input, weight, bias, N, C, HxW, group, eps), {})
@@ -26094,7 +27173,10 @@ def make_native_group_norm_backward(op, diopiGroupNormBackward):
                 dump_op_args(op, (grad_out, input, mean, rstd, weight, N, C, HxW, group, output_mask))
             if CHECK_DEVICE:
                 check_device(op, d, (grad_out, input, mean, rstd, weight, N, C, HxW, group, output_mask))
-            grad_input, grad_weight, grad_bias = allocate(meta_native_group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, group, output_mask), d)
+            if grad_out.is_contiguous() and input.is_contiguous() and mean.is_contiguous() and rstd.is_contiguous() and (weight is None or weight.is_contiguous()):
+                grad_input, grad_weight, grad_bias = allocate(meta_native_group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, group, output_mask), d)
+            else:
+                grad_input, grad_weight, grad_bias = allocate_strided(meta_native_group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, group, output_mask), strides_native_group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, group, output_mask), d)
             status = diopiGroupNormBackward(contexts[d], grad_input, grad_weight, grad_bias, grad_out, input, mean, rstd, weight, group)
             if status:
                 return on_failure(status, op, (grad_out, input, mean, rstd, weight, N, C, HxW, group, output_mask), {})
@@ -26130,7 +27212,10 @@ def make_native_layer_norm(op, diopiLayerNorm):
                 dump_op_args(op, (input, normalized_shape, weight, bias, eps))
             if CHECK_DEVICE:
                 check_device(op, d, (input, normalized_shape, weight, bias, eps))
-            out, save_mean, save_invstd = allocate(shape_native_layer_norm(input, normalized_shape, weight, bias, eps), d)
+            if input.is_contiguous() and (weight is None or weight.is_contiguous()) and (bias is None or bias.is_contiguous()):
+                out, save_mean, save_invstd = allocate(shape_native_layer_norm(input, normalized_shape, weight, bias, eps), d)
+            else:
+                out, save_mean, save_invstd = allocate_strided(shape_native_layer_norm(input, normalized_shape, weight, bias, eps), strides_native_layer_norm(input, normalized_shape, weight, bias, eps), d)
             status = diopiLayerNorm(contexts[d], out, save_mean, save_invstd, input, weight, bias, normalized_shape, eps)
             if status:
                 return on_failure(status, op, (input, normalized_shape, weight, bias, eps), {})
@@ -26166,7 +27251,10 @@ def make_native_layer_norm_backward(op, diopiLayerNormBackward):
                 dump_op_args(op, (grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask))
             if CHECK_DEVICE:
                 check_device(op, d, (grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask))
-            grad_input, grad_weight, grad_bias = allocate(meta_native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask), d)
+            if grad_out.is_contiguous() and input.is_contiguous() and mean.is_contiguous() and rstd.is_contiguous() and (weight is None or weight.is_contiguous()) and (bias is None or bias.is_contiguous()):
+                grad_input, grad_weight, grad_bias = allocate(meta_native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask), d)
+            else:
+                grad_input, grad_weight, grad_bias = allocate_strided(meta_native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask), strides_native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask), d)
             status = diopiLayerNormBackward(contexts[d], grad_input, grad_weight, grad_bias, grad_out, input, weight, bias, mean, rstd, normalized_shape)
             if status:
                 return on_failure(status, op, (grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask), {})
@@ -26203,7 +27291,10 @@ def make_ne_Scalar(op, diopiNeScalar):
             if CHECK_DEVICE:
                 check_device(op, d, (self, other))
             shape, dtype = shape_compare(self, other)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_ne_Scalar(self, other))
             status = diopiNeScalar(contexts[d], out, self, other)
             if status:
                 return on_failure(status, op, (self, other), {})
@@ -26278,7 +27369,10 @@ def make_ne_Tensor(op, diopiNe, diopiNeScalar):
             if CHECK_DEVICE:
                 check_device(op, d, (self, other))
             shape, dtype = shape_compare(self, other)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and (not isinstance(other, Tensor) or other.is_contiguous()):
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_ne_Tensor(self, other))
             if isinstance(other, Tensor):
                 status = diopiNe(contexts[d], out, self, other)
             else:
@@ -26424,7 +27518,10 @@ def make_neg(op, diopiNeg):
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
             shape, dtype = shape_unary(self)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_neg(self))
             status = diopiNeg(contexts[d], out, self)
             if status:
                 return on_failure(status, op, (self,), {})
@@ -26530,7 +27627,10 @@ def make_nextafter(op, diopiNextafter):
             if CHECK_DEVICE:
                 check_device(op, d, (self, other))
             shape, dtype = shape_binary(self, other)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and other.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_nextafter(self, other))
             status = diopiNextafter(contexts[d], out, self, other)
             if status:
                 return on_failure(status, op, (self, other), {})
@@ -26637,7 +27737,10 @@ def make_nll_loss2d_backward(op, diopiNLLLossV2Backward):
             if CHECK_DEVICE:
                 check_device(op, d, (grad_output, self, target, weight, reduction, ignore_index, total_weight))
             shape, dtype = shape_like_self(grad_output, self, target, weight, reduction, ignore_index, total_weight)
-            grad_input = empty(shape, dtype, d)
+            if grad_output.is_contiguous() and self.is_contiguous() and target.is_contiguous() and (weight is None or weight.is_contiguous()) and total_weight.is_contiguous():
+                grad_input = empty(shape, dtype, d)
+            else:
+                grad_input = empty_strided(shape, dtype, d, strides_nll_loss2d_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight))
             status = diopiNLLLossV2Backward(contexts[d], grad_input, grad_output, self, target, weight, total_weight, reduction, ignore_index)
             if status:
                 return on_failure(status, op, (grad_output, self, target, weight, reduction, ignore_index, total_weight), {})
@@ -26711,7 +27814,10 @@ def make_nll_loss2d_forward(op, diopiNLLLossV2):
                 dump_op_args(op, (self, target, weight, reduction, ignore_index))
             if CHECK_DEVICE:
                 check_device(op, d, (self, target, weight, reduction, ignore_index))
-            output, total_weight = allocate(meta_nll_loss2d_forward(self, target, weight, reduction, ignore_index), d)
+            if self.is_contiguous() and target.is_contiguous() and (weight is None or weight.is_contiguous()):
+                output, total_weight = allocate(meta_nll_loss2d_forward(self, target, weight, reduction, ignore_index), d)
+            else:
+                output, total_weight = allocate_strided(meta_nll_loss2d_forward(self, target, weight, reduction, ignore_index), strides_nll_loss2d_forward(self, target, weight, reduction, ignore_index), d)
             status = diopiNLLLossV2(contexts[d], output, total_weight, self, target, weight, reduction, ignore_index)
             if status:
                 return on_failure(status, op, (self, target, weight, reduction, ignore_index), {})
@@ -26784,7 +27890,10 @@ def make_nll_loss_backward(op, diopiNLLLossV2Backward):
             if CHECK_DEVICE:
                 check_device(op, d, (grad_output, self, target, weight, reduction, ignore_index, total_weight))
             shape, dtype = shape_like_self(grad_output, self, target, weight, reduction, ignore_index, total_weight)
-            grad_input = empty(shape, dtype, d)
+            if grad_output.is_contiguous() and self.is_contiguous() and target.is_contiguous() and (weight is None or weight.is_contiguous()) and total_weight.is_contiguous():
+                grad_input = empty(shape, dtype, d)
+            else:
+                grad_input = empty_strided(shape, dtype, d, strides_nll_loss_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight))
             status = diopiNLLLossV2Backward(contexts[d], grad_input, grad_output, self, target, weight, total_weight, reduction, ignore_index)
             if status:
                 return on_failure(status, op, (grad_output, self, target, weight, reduction, ignore_index, total_weight), {})
@@ -26858,7 +27967,10 @@ def make_nll_loss_forward(op, diopiNLLLossV2):
                 dump_op_args(op, (self, target, weight, reduction, ignore_index))
             if CHECK_DEVICE:
                 check_device(op, d, (self, target, weight, reduction, ignore_index))
-            output, total_weight = allocate(meta_nll_loss_forward(self, target, weight, reduction, ignore_index), d)
+            if self.is_contiguous() and target.is_contiguous() and (weight is None or weight.is_contiguous()):
+                output, total_weight = allocate(meta_nll_loss_forward(self, target, weight, reduction, ignore_index), d)
+            else:
+                output, total_weight = allocate_strided(meta_nll_loss_forward(self, target, weight, reduction, ignore_index), strides_nll_loss_forward(self, target, weight, reduction, ignore_index), d)
             status = diopiNLLLossV2(contexts[d], output, total_weight, self, target, weight, reduction, ignore_index)
             if status:
                 return on_failure(status, op, (self, target, weight, reduction, ignore_index), {})
@@ -26967,7 +28079,10 @@ def make_norm_Scalar(op, diopiNorm):
             if CHECK_DEVICE:
                 check_device(op, d, (self, p))
             shape, dtype = meta_norm_Scalar(self, p)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_norm_Scalar(self, p))
             status = diopiNorm(contexts[d], out, self, p, None)
             if status:
                 return on_failure(status, op, (self, p), {})
@@ -27004,7 +28119,10 @@ def make_norm_ScalarOpt_dim(op, diopiNorm):
             if CHECK_DEVICE:
                 check_device(op, d, (self, p, dim, keepdim))
             shape, dtype = meta_norm_ScalarOpt_dim(self, p, dim, keepdim)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_norm_ScalarOpt_dim(self, p, dim, keepdim))
             status = diopiNorm(contexts[d], out, self, p, dim)
             if status:
                 return on_failure(status, op, (self, p, dim, keepdim), {})
@@ -27117,7 +28235,10 @@ def make_normal_Tensor_Tensor(op, diopiNormalTensor):
             if CHECK_DEVICE:
                 check_device(op, d, (mean, std, generator))
             shape, dtype = shape_binary(mean, std, generator)
-            out = empty(shape, dtype, d)
+            if mean.is_contiguous() and std.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_normal_Tensor_Tensor(mean, std, generator))
             status = diopiNormalTensor(contexts[d], out, mean, std, generator)
             if status:
                 return on_failure(status, op, (mean, std), {'generator': generator})
@@ -27192,7 +28313,10 @@ def make_normal_Tensor_float(op, diopiNormalTensorScalar):
             if CHECK_DEVICE:
                 check_device(op, d, (mean, std, generator))
             shape, dtype = shape_unary(mean, std, generator)
-            out = empty(shape, dtype, d)
+            if mean.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_normal_Tensor_float(mean, std, generator))
             status = diopiNormalTensorScalar(contexts[d], out, mean, std, generator)
             if status:
                 return on_failure(status, op, (mean, std), {'generator': generator})
@@ -27267,7 +28391,10 @@ def make_normal_float_Tensor(op, diopiNormalScalarTensor):
             if CHECK_DEVICE:
                 check_device(op, d, (mean, std, generator))
             shape, dtype = shape_like_self(mean, std, generator)
-            out = empty(shape, dtype, d)
+            if std.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_normal_float_Tensor(mean, std, generator))
             status = diopiNormalScalarTensor(contexts[d], out, mean, std, generator)
             if status:
                 return on_failure(status, op, (mean, std), {'generator': generator})
@@ -27439,7 +28566,10 @@ def make_poisson(op, diopiPoisson):
             if CHECK_DEVICE:
                 check_device(op, d, (self, generator))
             shape, dtype = shape_unary(self, generator)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_poisson(self, generator))
             status = diopiPoisson(contexts[d], out, self, generator)
             if status:
                 return on_failure(status, op, (self, generator), {})
@@ -27514,7 +28644,10 @@ def make_pow_Scalar(op, diopiPowScalar):
             if CHECK_DEVICE:
                 check_device(op, d, (self, exponent))
             shape, dtype = meta_pow_Scalar(self, exponent)
-            out = empty(shape, dtype, d)
+            if exponent.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_pow_Scalar(self, exponent))
             status = diopiPowScalar(contexts[d], out, self, exponent)
             if status:
                 return on_failure(status, op, (self, exponent), {})
@@ -27589,7 +28722,10 @@ def make_pow_Tensor_Scalar(op, diopiPow):
             if CHECK_DEVICE:
                 check_device(op, d, (self, exponent))
             shape, dtype = shape_binary(self, exponent)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_pow_Tensor_Scalar(self, exponent))
             status = diopiPow(contexts[d], out, self, exponent)
             if status:
                 return on_failure(status, op, (self, exponent), {})
@@ -27664,7 +28800,10 @@ def make_pow_Tensor_Tensor(op, diopiPowTensor, diopiPow):
             if CHECK_DEVICE:
                 check_device(op, d, (self, exponent))
             shape, dtype = shape_binary(self, exponent)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and (not isinstance(exponent, Tensor) or exponent.is_contiguous()):
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_pow_Tensor_Tensor(self, exponent))
             if isinstance(exponent, Tensor):
                 status = diopiPowTensor(contexts[d], out, self, exponent)
             else:
@@ -27804,7 +28943,10 @@ def make_prod(op, diopiProd):
             if CHECK_DEVICE:
                 check_device(op, d, (self, dtype))
             shape, dtype = meta_prod(self, dtype)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_prod(self, dtype))
             status = diopiProd(contexts[d], out, self, None)
             if status:
                 return on_failure(status, op, (self,), {'dtype': dtype})
@@ -27841,7 +28983,10 @@ def make_prod_dim_int(op, diopiProd):
             if CHECK_DEVICE:
                 check_device(op, d, (self, dim, keepdim, dtype))
             shape, dtype = meta_prod_dim_int(self, dim, keepdim, dtype)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_prod_dim_int(self, dim, keepdim, dtype))
             status = diopiProd(contexts[d], out, self, dim)
             if status:
                 return on_failure(status, op, (self, dim, keepdim), {'dtype': dtype})
@@ -27954,7 +29099,10 @@ def make_put(op, diopiPut):
             if CHECK_DEVICE:
                 check_device(op, d, (self, index, source, accumulate))
             shape, dtype = shape_unary(self, index, source, accumulate)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and index.is_contiguous() and source.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_put(self, index, source, accumulate))
             status = diopiPut(contexts[d], out, self, index, source, accumulate)
             if status:
                 return on_failure(status, op, (self, index, source, accumulate), {})
@@ -28023,7 +29171,10 @@ def make_random(op, diopiRandomInp):
             if CHECK_DEVICE:
                 check_device(op, d, (self, generator))
             shape, dtype = shape_unary(self, generator)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_random(self, generator))
             status = diopiRandomInp(contexts[d], out, None, None, generator)
             if status:
                 return on_failure(status, op, (self,), {'generator': generator})
@@ -28060,7 +29211,10 @@ def make_random_from(op, diopiRandomInp):
             if CHECK_DEVICE:
                 check_device(op, d, (self, from_, to, generator))
             shape, dtype = shape_unary(self, from_, to, generator)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_random_from(self, from_, to, generator))
             status = diopiRandomInp(contexts[d], out, from_, to, generator)
             if status:
                 return on_failure(status, op, (self, from_, to), {'generator': generator})
@@ -28173,7 +29327,10 @@ def make_random_to(op, diopiRandomInp):
             if CHECK_DEVICE:
                 check_device(op, d, (self, to, generator))
             shape, dtype = shape_unary(self, to, generator)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_random_to(self, to, generator))
             status = diopiRandomInp(contexts[d], out, None, to, generator)
             if status:
                 return on_failure(status, op, (self, to), {'generator': generator})
@@ -28403,7 +29560,10 @@ def make_reciprocal(op, diopiReciprocal):
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
             shape, dtype = shape_unary_float(self)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_reciprocal(self))
             status = diopiReciprocal(contexts[d], out, self)
             if status:
                 return on_failure(status, op, (self,), {})
@@ -28506,7 +29666,10 @@ def make_reflection_pad1d(op, diopiPad):
             if CHECK_DEVICE:
                 check_device(op, d, (self, padding))
             shape, dtype = meta_reflection_pad1d(self, padding)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_reflection_pad1d(self, padding))
             status = diopiPad(contexts[d], out, self, padding, 'reflect', None)
             if status:
                 return on_failure(status, op, (self, padding), {})
@@ -28581,7 +29744,10 @@ def make_reflection_pad1d_backward(op, diopiPadBackward):
             if CHECK_DEVICE:
                 check_device(op, d, (grad_output, self, padding))
             shape, dtype = shape_like_self(grad_output, self, padding)
-            grad_input = empty(shape, dtype, d)
+            if grad_output.is_contiguous() and self.is_contiguous():
+                grad_input = empty(shape, dtype, d)
+            else:
+                grad_input = empty_strided(shape, dtype, d, strides_reflection_pad1d_backward(grad_output, self, padding))
             status = diopiPadBackward(contexts[d], grad_input, grad_output, self, padding, 'reflect')
             if status:
                 return on_failure(status, op, (grad_output, self, padding), {})
@@ -28656,7 +29822,10 @@ def make_reflection_pad2d(op, diopiPad):
             if CHECK_DEVICE:
                 check_device(op, d, (self, padding))
             shape, dtype = meta_reflection_pad2d(self, padding)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_reflection_pad2d(self, padding))
             status = diopiPad(contexts[d], out, self, padding, 'reflect', None)
             if status:
                 return on_failure(status, op, (self, padding), {})
@@ -28731,7 +29900,10 @@ def make_reflection_pad2d_backward(op, diopiPadBackward):
             if CHECK_DEVICE:
                 check_device(op, d, (grad_output, self, padding))
             shape, dtype = shape_like_self(grad_output, self, padding)
-            grad_input = empty(shape, dtype, d)
+            if grad_output.is_contiguous() and self.is_contiguous():
+                grad_input = empty(shape, dtype, d)
+            else:
+                grad_input = empty_strided(shape, dtype, d, strides_reflection_pad2d_backward(grad_output, self, padding))
             status = diopiPadBackward(contexts[d], grad_input, grad_output, self, padding, 'reflect')
             if status:
                 return on_failure(status, op, (grad_output, self, padding), {})
@@ -28806,7 +29978,10 @@ def make_reflection_pad3d(op, diopiPad):
             if CHECK_DEVICE:
                 check_device(op, d, (self, padding))
             shape, dtype = meta_reflection_pad3d(self, padding)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_reflection_pad3d(self, padding))
             status = diopiPad(contexts[d], out, self, padding, 'reflect', None)
             if status:
                 return on_failure(status, op, (self, padding), {})
@@ -28881,7 +30056,10 @@ def make_reflection_pad3d_backward(op, diopiPadBackward):
             if CHECK_DEVICE:
                 check_device(op, d, (grad_output, self, padding))
             shape, dtype = shape_like_self(grad_output, self, padding)
-            grad_input = empty(shape, dtype, d)
+            if grad_output.is_contiguous() and self.is_contiguous():
+                grad_input = empty(shape, dtype, d)
+            else:
+                grad_input = empty_strided(shape, dtype, d, strides_reflection_pad3d_backward(grad_output, self, padding))
             status = diopiPadBackward(contexts[d], grad_input, grad_output, self, padding, 'reflect')
             if status:
                 return on_failure(status, op, (grad_output, self, padding), {})
@@ -29019,7 +30197,10 @@ def make_remainder_Scalar(op, diopiRemainderScalar):
             if CHECK_DEVICE:
                 check_device(op, d, (self, other))
             shape, dtype = shape_binary(self, other)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_remainder_Scalar(self, other))
             status = diopiRemainderScalar(contexts[d], out, self, other)
             if status:
                 return on_failure(status, op, (self, other), {})
@@ -29094,7 +30275,10 @@ def make_remainder_Tensor(op, diopiRemainder, diopiRemainderScalar):
             if CHECK_DEVICE:
                 check_device(op, d, (self, other))
             shape, dtype = shape_binary(self, other)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and (not isinstance(other, Tensor) or other.is_contiguous()):
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_remainder_Tensor(self, other))
             if isinstance(other, Tensor):
                 status = diopiRemainder(contexts[d], out, self, other)
             else:
@@ -29234,7 +30418,10 @@ def make_renorm(op, diopiRenorm):
             if CHECK_DEVICE:
                 check_device(op, d, (self, p, dim, maxnorm))
             shape, dtype = shape_unary(self, p, dim, maxnorm)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_renorm(self, p, dim, maxnorm))
             status = diopiRenorm(contexts[d], out, self, p, dim, maxnorm)
             if status:
                 return on_failure(status, op, (self, p, dim, maxnorm), {})
@@ -29340,7 +30527,10 @@ def make_repeat(op, diopiRepeat):
             if CHECK_DEVICE:
                 check_device(op, d, (self, repeats))
             shape, dtype = meta_repeat(self, repeats)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_repeat(self, repeats))
             status = diopiRepeat(contexts[d], out, self, repeats)
             if status:
                 return on_failure(status, op, (self, repeats), {})
@@ -29451,7 +30641,10 @@ def make_replication_pad1d(op, diopiPad):
             if CHECK_DEVICE:
                 check_device(op, d, (self, padding))
             shape, dtype = meta_replication_pad1d(self, padding)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_replication_pad1d(self, padding))
             status = diopiPad(contexts[d], out, self, padding, 'replicate', None)
             if status:
                 return on_failure(status, op, (self, padding), {})
@@ -29526,7 +30719,10 @@ def make_replication_pad1d_backward(op, diopiPadBackward):
             if CHECK_DEVICE:
                 check_device(op, d, (grad_output, self, padding))
             shape, dtype = shape_like_self(grad_output, self, padding)
-            grad_input = empty(shape, dtype, d)
+            if grad_output.is_contiguous() and self.is_contiguous():
+                grad_input = empty(shape, dtype, d)
+            else:
+                grad_input = empty_strided(shape, dtype, d, strides_replication_pad1d_backward(grad_output, self, padding))
             status = diopiPadBackward(contexts[d], grad_input, grad_output, self, padding, 'replicate')
             if status:
                 return on_failure(status, op, (grad_output, self, padding), {})
@@ -29601,7 +30797,10 @@ def make_replication_pad2d(op, diopiPad):
             if CHECK_DEVICE:
                 check_device(op, d, (self, padding))
             shape, dtype = meta_replication_pad2d(self, padding)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_replication_pad2d(self, padding))
             status = diopiPad(contexts[d], out, self, padding, 'replicate', None)
             if status:
                 return on_failure(status, op, (self, padding), {})
@@ -29676,7 +30875,10 @@ def make_replication_pad2d_backward(op, diopiPadBackward):
             if CHECK_DEVICE:
                 check_device(op, d, (grad_output, self, padding))
             shape, dtype = shape_like_self(grad_output, self, padding)
-            grad_input = empty(shape, dtype, d)
+            if grad_output.is_contiguous() and self.is_contiguous():
+                grad_input = empty(shape, dtype, d)
+            else:
+                grad_input = empty_strided(shape, dtype, d, strides_replication_pad2d_backward(grad_output, self, padding))
             status = diopiPadBackward(contexts[d], grad_input, grad_output, self, padding, 'replicate')
             if status:
                 return on_failure(status, op, (grad_output, self, padding), {})
@@ -29751,7 +30953,10 @@ def make_replication_pad3d(op, diopiPad):
             if CHECK_DEVICE:
                 check_device(op, d, (self, padding))
             shape, dtype = meta_replication_pad3d(self, padding)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_replication_pad3d(self, padding))
             status = diopiPad(contexts[d], out, self, padding, 'replicate', None)
             if status:
                 return on_failure(status, op, (self, padding), {})
@@ -29826,7 +31031,10 @@ def make_replication_pad3d_backward(op, diopiPadBackward):
             if CHECK_DEVICE:
                 check_device(op, d, (grad_output, self, padding))
             shape, dtype = shape_like_self(grad_output, self, padding)
-            grad_input = empty(shape, dtype, d)
+            if grad_output.is_contiguous() and self.is_contiguous():
+                grad_input = empty(shape, dtype, d)
+            else:
+                grad_input = empty_strided(shape, dtype, d, strides_replication_pad3d_backward(grad_output, self, padding))
             status = diopiPadBackward(contexts[d], grad_input, grad_output, self, padding, 'replicate')
             if status:
                 return on_failure(status, op, (grad_output, self, padding), {})
@@ -29901,7 +31109,10 @@ def make_roll(op, diopiRoll):
             if CHECK_DEVICE:
                 check_device(op, d, (self, shifts, dims))
             shape, dtype = shape_unary(self, shifts, dims)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_roll(self, shifts, dims))
             status = diopiRoll(contexts[d], out, self, shifts, dims)
             if status:
                 return on_failure(status, op, (self, shifts, dims), {})
@@ -29976,7 +31187,10 @@ def make_round(op, diopiRound):
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
             shape, dtype = shape_unary(self)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_round(self))
             status = diopiRound(contexts[d], out, self)
             if status:
                 return on_failure(status, op, (self,), {})
@@ -30013,7 +31227,10 @@ def make_round_decimals(op, diopiRoundDecimals):
             if CHECK_DEVICE:
                 check_device(op, d, (self, decimals))
             shape, dtype = shape_unary(self, decimals)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_round_decimals(self, decimals))
             status = diopiRoundDecimals(contexts[d], out, self, decimals)
             if status:
                 return on_failure(status, op, (self,), {'decimals': decimals})
@@ -30251,7 +31468,10 @@ def make_rrelu_with_noise_backward(op, diopiRreluWithNoiseBackward):
             if CHECK_DEVICE:
                 check_device(op, d, (grad_output, self, noise, lower, upper, training, self_is_result))
             shape, dtype = shape_like_self(grad_output, self, noise, lower, upper, training, self_is_result)
-            out = empty(shape, dtype, d)
+            if grad_output.is_contiguous() and self.is_contiguous() and noise.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_rrelu_with_noise_backward(grad_output, self, noise, lower, upper, training, self_is_result))
             status = diopiRreluWithNoiseBackward(contexts[d], out, grad_output, self, noise, lower, upper, training, self_is_result)
             if status:
                 return on_failure(status, op, (grad_output, self, noise, lower, upper, training, self_is_result), {})
@@ -30326,7 +31546,10 @@ def make_rsqrt(op, diopiRsqrt):
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
             shape, dtype = shape_unary_float(self)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_rsqrt(self))
             status = diopiRsqrt(contexts[d], out, self)
             if status:
                 return on_failure(status, op, (self,), {})
@@ -30432,7 +31655,10 @@ def make_scatter_reduce(op, diopiScatter):
             if CHECK_DEVICE:
                 check_device(op, d, (self, dim, index, src, reduce))
             shape, dtype = shape_unary(self, dim, index, src, reduce)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and index.is_contiguous() and src.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_scatter_reduce(self, dim, index, src, reduce))
             status = diopiScatter(contexts[d], out, self, dim, index, src, reduce)
             if status:
                 return on_failure(status, op, (self, dim, index, src), {'reduce': reduce})
@@ -30507,7 +31733,10 @@ def make_scatter_src(op, diopiScatter):
             if CHECK_DEVICE:
                 check_device(op, d, (self, dim, index, src))
             shape, dtype = shape_unary(self, dim, index, src)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and index.is_contiguous() and src.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_scatter_src(self, dim, index, src))
             status = diopiScatter(contexts[d], out, self, dim, index, src, None)
             if status:
                 return on_failure(status, op, (self, dim, index, src), {})
@@ -30582,7 +31811,10 @@ def make_scatter_value(op, diopiScatterScalar):
             if CHECK_DEVICE:
                 check_device(op, d, (self, dim, index, value))
             shape, dtype = shape_unary(self, dim, index, value)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and index.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_scatter_value(self, dim, index, value))
             status = diopiScatterScalar(contexts[d], out, self, dim, index, value, None)
             if status:
                 return on_failure(status, op, (self, dim, index, value), {})
@@ -30657,7 +31889,10 @@ def make_scatter_value_reduce(op, diopiScatterScalar):
             if CHECK_DEVICE:
                 check_device(op, d, (self, dim, index, value, reduce))
             shape, dtype = shape_unary(self, dim, index, value, reduce)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and index.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_scatter_value_reduce(self, dim, index, value, reduce))
             status = diopiScatterScalar(contexts[d], out, self, dim, index, value, reduce)
             if status:
                 return on_failure(status, op, (self, dim, index, value), {'reduce': reduce})
@@ -30872,7 +32107,10 @@ def make_scatter_add(op, diopiScatter):
             if CHECK_DEVICE:
                 check_device(op, d, (self, dim, index, src))
             shape, dtype = shape_unary(self, dim, index, src)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and index.is_contiguous() and src.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_scatter_add(self, dim, index, src))
             status = diopiScatter(contexts[d], out, self, dim, index, src, 'add')
             if status:
                 return on_failure(status, op, (self, dim, index, src), {})
@@ -30982,7 +32220,10 @@ def make_scatter_reduce_two(op, diopiScatterReduce):
             if CHECK_DEVICE:
                 check_device(op, d, (self, dim, index, src, reduce, include_self))
             shape, dtype = shape_unary(self, dim, index, src, reduce, include_self)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and index.is_contiguous() and src.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_scatter_reduce_two(self, dim, index, src, reduce, include_self))
             status = diopiScatterReduce(contexts[d], out, self, dim, index, src, reduce, include_self)
             if status:
                 return on_failure(status, op, (self, dim, index, src, reduce), {'include_self': include_self})
@@ -31092,7 +32333,10 @@ def make_searchsorted_Tensor(op, diopiSearchsorted):
             if CHECK_DEVICE:
                 check_device(op, d, (sorted_sequence, self, out_int32, right, side, sorter))
             shape, dtype = meta_searchsorted_Tensor(sorted_sequence, self, out_int32, right, side, sorter)
-            out = empty(shape, dtype, d)
+            if sorted_sequence.is_contiguous() and self.is_contiguous() and (sorter is None or sorter.is_contiguous()):
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_searchsorted_Tensor(sorted_sequence, self, out_int32, right, side, sorter))
             status = diopiSearchsorted(contexts[d], out, sorted_sequence, self, out_int32, right, side, sorter)
             if status:
                 return on_failure(status, op, (sorted_sequence, self), {'out_int32': out_int32, 'right': right, 'side': side, 'sorter': sorter})
@@ -31167,7 +32411,10 @@ def make_sgn(op, diopiSgn):
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
             shape, dtype = shape_unary(self)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_sgn(self))
             status = diopiSgn(contexts[d], out, self)
             if status:
                 return on_failure(status, op, (self,), {})
@@ -31270,7 +32517,10 @@ def make_sigmoid(op, diopiSigmoid):
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
             shape, dtype = shape_unary_float(self)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_sigmoid(self))
             status = diopiSigmoid(contexts[d], out, self)
             if status:
                 return on_failure(status, op, (self,), {})
@@ -31376,7 +32626,10 @@ def make_sigmoid_backward(op, diopiSigmoidBackward):
             if CHECK_DEVICE:
                 check_device(op, d, (grad_output, output))
             shape, dtype = shape_unary(grad_output, output)
-            grad_input = empty(shape, dtype, d)
+            if grad_output.is_contiguous() and output.is_contiguous():
+                grad_input = empty(shape, dtype, d)
+            else:
+                grad_input = empty_strided(shape, dtype, d, strides_sigmoid_backward(grad_output, output))
             status = diopiSigmoidBackward(contexts[d], grad_input, grad_output, output)
             if status:
                 return on_failure(status, op, (grad_output, output), {})
@@ -31451,7 +32704,10 @@ def make_sign(op, diopiSign):
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
             shape, dtype = shape_unary(self)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_sign(self))
             status = diopiSign(contexts[d], out, self)
             if status:
                 return on_failure(status, op, (self,), {})
@@ -31554,7 +32810,10 @@ def make_signbit(op, diopiSignbit):
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
             shape, dtype = shape_unary_bool(self)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_signbit(self))
             status = diopiSignbit(contexts[d], out, self)
             if status:
                 return on_failure(status, op, (self,), {})
@@ -31629,7 +32888,10 @@ def make_silu(op, diopiSilu):
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
             shape, dtype = shape_unary(self)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_silu(self))
             status = diopiSilu(contexts[d], out, self)
             if status:
                 return on_failure(status, op, (self,), {})
@@ -31770,7 +33032,10 @@ def make_sin(op, diopiSin):
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
             shape, dtype = shape_unary_float(self)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_sin(self))
             status = diopiSin(contexts[d], out, self)
             if status:
                 return on_failure(status, op, (self,), {})
@@ -31873,7 +33138,10 @@ def make_sinc(op, diopiSinc):
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
             shape, dtype = shape_unary_float(self)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_sinc(self))
             status = diopiSinc(contexts[d], out, self)
             if status:
                 return on_failure(status, op, (self,), {})
@@ -31976,7 +33244,10 @@ def make_sinh(op, diopiSinh):
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
             shape, dtype = shape_unary_float(self)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_sinh(self))
             status = diopiSinh(contexts[d], out, self)
             if status:
                 return on_failure(status, op, (self,), {})
@@ -32079,7 +33350,10 @@ def make_smooth_l1_loss(op, diopiSmoothL1Loss):
             if CHECK_DEVICE:
                 check_device(op, d, (self, target, reduction, beta))
             shape, dtype = meta_smooth_l1_loss(self, target, reduction, beta)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and target.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_smooth_l1_loss(self, target, reduction, beta))
             status = diopiSmoothL1Loss(contexts[d], out, self, target, reduction, beta)
             if status:
                 return on_failure(status, op, (self, target, reduction, beta), {})
@@ -32154,7 +33428,10 @@ def make_smooth_l1_loss_backward(op, diopiSmoothL1LossBackward):
             if CHECK_DEVICE:
                 check_device(op, d, (grad_output, self, target, reduction, beta))
             shape, dtype = shape_broadcast_grad(grad_output, self, target, reduction, beta)
-            grad_input = empty(shape, dtype, d)
+            if grad_output.is_contiguous() and self.is_contiguous() and target.is_contiguous():
+                grad_input = empty(shape, dtype, d)
+            else:
+                grad_input = empty_strided(shape, dtype, d, strides_smooth_l1_loss_backward(grad_output, self, target, reduction, beta))
             status = diopiSmoothL1LossBackward(contexts[d], grad_input, grad_output, self, target, reduction, beta)
             if status:
                 return on_failure(status, op, (grad_output, self, target, reduction, beta), {})
@@ -32229,7 +33506,10 @@ def make_softplus(op, diopiSoftplus):
             if CHECK_DEVICE:
                 check_device(op, d, (self, beta, threshold))
             shape, dtype = shape_unary(self, beta, threshold)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_softplus(self, beta, threshold))
             status = diopiSoftplus(contexts[d], out, self, beta, threshold)
             if status:
                 return on_failure(status, op, (self, beta, threshold), {})
@@ -32304,7 +33584,10 @@ def make_softplus_backward(op, diopiSoftplusBackward):
             if CHECK_DEVICE:
                 check_device(op, d, (grad_output, self, beta, threshold))
             shape, dtype = shape_unary(grad_output, self, beta, threshold)
-            grad_input = empty(shape, dtype, d)
+            if grad_output.is_contiguous() and self.is_contiguous():
+                grad_input = empty(shape, dtype, d)
+            else:
+                grad_input = empty_strided(shape, dtype, d, strides_softplus_backward(grad_output, self, beta, threshold))
             status = diopiSoftplusBackward(contexts[d], grad_input, grad_output, self, beta, threshold)
             if status:
                 return on_failure(status, op, (grad_output, self, beta, threshold), {})
@@ -32379,7 +33662,10 @@ def make_softshrink(op, diopiSoftshrink):
             if CHECK_DEVICE:
                 check_device(op, d, (self, lambd))
             shape, dtype = shape_unary(self, lambd)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_softshrink(self, lambd))
             status = diopiSoftshrink(contexts[d], out, self, lambd)
             if status:
                 return on_failure(status, op, (self, lambd), {})
@@ -32454,7 +33740,10 @@ def make_softshrink_backward(op, diopiSoftshrinkBackward):
             if CHECK_DEVICE:
                 check_device(op, d, (grad_output, self, lambd))
             shape, dtype = shape_unary(grad_output, self, lambd)
-            grad_input = empty(shape, dtype, d)
+            if grad_output.is_contiguous() and self.is_contiguous():
+                grad_input = empty(shape, dtype, d)
+            else:
+                grad_input = empty_strided(shape, dtype, d, strides_softshrink_backward(grad_output, self, lambd))
             status = diopiSoftshrinkBackward(contexts[d], grad_input, grad_output, self, lambd)
             if status:
                 return on_failure(status, op, (grad_output, self, lambd), {})
@@ -32528,7 +33817,10 @@ def make_sort(op, diopiSort):
                 dump_op_args(op, (self, dim, descending))
             if CHECK_DEVICE:
                 check_device(op, d, (self, dim, descending))
-            values, indices = allocate(meta_sort(self, dim, descending), d)
+            if self.is_contiguous():
+                values, indices = allocate(meta_sort(self, dim, descending), d)
+            else:
+                values, indices = allocate_strided(meta_sort(self, dim, descending), strides_sort(self, dim, descending), d)
             status = diopiSort(contexts[d], values, indices, self, dim, descending, None)
             if status:
                 return on_failure(status, op, (self, dim, descending), {})
@@ -32564,7 +33856,10 @@ def make_sort_stable(op, diopiSort):
                 dump_op_args(op, (self, stable, dim, descending))
             if CHECK_DEVICE:
                 check_device(op, d, (self, stable, dim, descending))
-            values, indices = allocate(meta_sort_stable(self, stable, dim, descending), d)
+            if self.is_contiguous():
+                values, indices = allocate(meta_sort_stable(self, stable, dim, descending), d)
+            else:
+                values, indices = allocate_strided(meta_sort_stable(self, stable, dim, descending), strides_sort_stable(self, stable, dim, descending), d)
             status = diopiSort(contexts[d], values, indices, self, dim, descending, stable)
             if status:
                 return on_failure(status, op, (self,), {'stable': stable, 'dim': dim, 'descending': descending})
@@ -32673,7 +33968,10 @@ def make_sqrt(op, diopiSqrt):
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
             shape, dtype = shape_unary_float(self)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_sqrt(self))
             status = diopiSqrt(contexts[d], out, self)
             if status:
                 return on_failure(status, op, (self,), {})
@@ -32776,7 +34074,10 @@ def make_stack(op, diopiStack):
             if CHECK_DEVICE:
                 check_device(op, d, (tensors, dim))
             shape, dtype = meta_stack(tensors, dim)
-            out = empty(shape, dtype, d)
+            if all_contiguous(tensors):
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_stack(tensors, dim))
             status = diopiStack(contexts[d], out, tensors, dim)
             if status:
                 return on_failure(status, op, (tensors, dim), {})
@@ -32840,7 +34141,10 @@ def make_std_correction(op, diopiStd):
             if CHECK_DEVICE:
                 check_device(op, d, (self, dim, correction, keepdim))
             shape, dtype = meta_std_correction(self, dim, correction, keepdim)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_std_correction(self, dim, correction, keepdim))
             status = diopiStd(contexts[d], out, self, dim, correction)
             if status:
                 return on_failure(status, op, (self, dim), {'correction': correction, 'keepdim': keepdim})
@@ -32914,7 +34218,10 @@ def make_std_mean_correction(op, diopiStdMean):
                 dump_op_args(op, (self, dim, correction, keepdim))
             if CHECK_DEVICE:
                 check_device(op, d, (self, dim, correction, keepdim))
-            std, mean = allocate(meta_std_mean_correction(self, dim, correction, keepdim), d)
+            if self.is_contiguous():
+                std, mean = allocate(meta_std_mean_correction(self, dim, correction, keepdim), d)
+            else:
+                std, mean = allocate_strided(meta_std_mean_correction(self, dim, correction, keepdim), strides_std_mean_correction(self, dim, correction, keepdim), d)
             status = diopiStdMean(contexts[d], std, mean, self, dim, correction)
             if status:
                 return on_failure(status, op, (self, dim), {'correction': correction, 'keepdim': keepdim})
@@ -32951,7 +34258,10 @@ def make_sub_Scalar(op, diopiSubScalar):
             if CHECK_DEVICE:
                 check_device(op, d, (self, other, alpha))
             shape, dtype = shape_binary(self, other, alpha)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_sub_Scalar(self, other, alpha))
             status = diopiSubScalar(contexts[d], out, self, other, alpha)
             if status:
                 return on_failure(status, op, (self, other, alpha), {})
@@ -33026,7 +34336,10 @@ def make_sub_Tensor(op, diopiSub, diopiSubScalar):
             if CHECK_DEVICE:
                 check_device(op, d, (self, other, alpha))
             shape, dtype = shape_binary(self, other, alpha)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and (not isinstance(other, Tensor) or other.is_contiguous()):
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_sub_Tensor(self, other, alpha))
             if isinstance(other, Tensor):
                 status = diopiSub(contexts[d], out, self, other, alpha)
             else:
@@ -33172,7 +34485,10 @@ def make_sum(op, diopiSum):
             if CHECK_DEVICE:
                 check_device(op, d, (self, dtype))
             shape, dtype = shape_sum_all(self, dtype)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_sum(self, dtype))
             status = diopiSum(contexts[d], out, self, None)
             if status:
                 return on_failure(status, op, (self,), {'dtype': dtype})
@@ -33247,7 +34563,10 @@ def make_sum_dim_IntList(op, diopiSum):
             if CHECK_DEVICE:
                 check_device(op, d, (self, dim, keepdim, dtype))
             shape, dtype = shape_reduction(self, dim, keepdim, dtype)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_sum_dim_IntList(self, dim, keepdim, dtype))
             status = diopiSum(contexts[d], out, self, dim)
             if status:
                 return on_failure(status, op, (self, dim, keepdim), {'dtype': dtype})
@@ -33284,7 +34603,10 @@ def make_take(op, diopiTake):
             if CHECK_DEVICE:
                 check_device(op, d, (self, index))
             shape, dtype = meta_take(self, index)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and index.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_take(self, index))
             status = diopiTake(contexts[d], out, self, index)
             if status:
                 return on_failure(status, op, (self, index), {})
@@ -33359,7 +34681,10 @@ def make_tan(op, diopiTan):
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
             shape, dtype = shape_unary_float(self)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_tan(self))
             status = diopiTan(contexts[d], out, self)
             if status:
                 return on_failure(status, op, (self,), {})
@@ -33462,7 +34787,10 @@ def make_tanh(op, diopiTanh):
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
             shape, dtype = shape_unary_float(self)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_tanh(self))
             status = diopiTanh(contexts[d], out, self)
             if status:
                 return on_failure(status, op, (self,), {})
@@ -33568,7 +34896,10 @@ def make_tanh_backward(op, diopiTanhBackward):
             if CHECK_DEVICE:
                 check_device(op, d, (grad_output, output))
             shape, dtype = shape_unary(grad_output, output)
-            grad_input = empty(shape, dtype, d)
+            if grad_output.is_contiguous() and output.is_contiguous():
+                grad_input = empty(shape, dtype, d)
+            else:
+                grad_input = empty_strided(shape, dtype, d, strides_tanh_backward(grad_output, output))
             status = diopiTanhBackward(contexts[d], grad_input, grad_output, output)
             if status:
                 return on_failure(status, op, (grad_output, output), {})
@@ -33643,7 +34974,10 @@ def make_threshold(op, diopiThreshold):
             if CHECK_DEVICE:
                 check_device(op, d, (self, threshold, value))
             shape, dtype = shape_unary(self, threshold, value)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_threshold(self, threshold, value))
             status = diopiThreshold(contexts[d], out, self, threshold, value)
             if status:
                 return on_failure(status, op, (self, threshold, value), {})
@@ -33818,7 +35152,10 @@ def make_topk(op, diopiTopk):
                 dump_op_args(op, (self, k, dim, largest, sorted))
             if CHECK_DEVICE:
                 check_device(op, d, (self, k, dim, largest, sorted))
-            values, indices = allocate(meta_topk(self, k, dim, largest, sorted), d)
+            if self.is_contiguous():
+                values, indices = allocate(meta_topk(self, k, dim, largest, sorted), d)
+            else:
+                values, indices = allocate_strided(meta_topk(self, k, dim, largest, sorted), strides_topk(self, k, dim, largest, sorted), d)
             status = diopiTopk(contexts[d], values, indices, self, k, dim, largest, sorted)
             if status:
                 return on_failure(status, op, (self, k, dim, largest, sorted), {})
@@ -33891,7 +35228,10 @@ def make_trace(op, diopiTrace):
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
             shape, dtype = shape_reduce_all(self)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_trace(self))
             status = diopiTrace(contexts[d], out, self)
             if status:
                 return on_failure(status, op, (self,), {})
@@ -33928,7 +35268,10 @@ def make_tril(op, diopiTril):
             if CHECK_DEVICE:
                 check_device(op, d, (self, diagonal))
             shape, dtype = shape_unary(self, diagonal)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_tril(self, diagonal))
             status = diopiTril(contexts[d], out, self, diagonal)
             if status:
                 return on_failure(status, op, (self, diagonal), {})
@@ -34034,7 +35377,10 @@ def make_triu(op, diopiTriu):
             if CHECK_DEVICE:
                 check_device(op, d, (self, diagonal))
             shape, dtype = shape_unary(self, diagonal)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_triu(self, diagonal))
             status = diopiTriu(contexts[d], out, self, diagonal)
             if status:
                 return on_failure(status, op, (self, diagonal), {})
@@ -34140,7 +35486,10 @@ def make_trunc(op, diopiTrunc):
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
             shape, dtype = shape_unary(self)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_trunc(self))
             status = diopiTrunc(contexts[d], out, self)
             if status:
                 return on_failure(status, op, (self,), {})
@@ -34243,7 +35592,10 @@ def make_uniform(op, diopiUniformInp):
             if CHECK_DEVICE:
                 check_device(op, d, (self, from_, to, generator))
             shape, dtype = shape_unary(self, from_, to, generator)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_uniform(self, from_, to, generator))
             status = diopiUniformInp(contexts[d], out, from_, to, generator)
             if status:
                 return on_failure(status, op, (self, from_, to), {'generator': generator})
@@ -34422,7 +35774,10 @@ def make_upsample_bicubic2d(op, diopiUpsampleBicubic2d):
             if CHECK_DEVICE:
                 check_device(op, d, (self, output_size, align_corners, scales_h, scales_w))
             shape, dtype = meta_upsample_bicubic2d(self, output_size, align_corners, scales_h, scales_w)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_upsample_bicubic2d(self, output_size, align_corners, scales_h, scales_w))
             status = diopiUpsampleBicubic2d(contexts[d], out, self, output_size, align_corners, scales_h, scales_w)
             if status:
                 return on_failure(status, op, (self, output_size, align_corners, scales_h, scales_w), {})
@@ -34497,7 +35852,10 @@ def make_upsample_bicubic2d_backward(op, diopiUpsampleBicubic2dBackward):
             if CHECK_DEVICE:
                 check_device(op, d, (grad_output, output_size, input_size, align_corners, scales_h, scales_w))
             shape, dtype = meta_upsample_bicubic2d_backward(grad_output, output_size, input_size, align_corners, scales_h, scales_w)
-            grad_input = empty(shape, dtype, d)
+            if grad_output.is_contiguous():
+                grad_input = empty(shape, dtype, d)
+            else:
+                grad_input = empty_strided(shape, dtype, d, strides_upsample_bicubic2d_backward(grad_output, output_size, input_size, align_corners, scales_h, scales_w))
             status = diopiUpsampleBicubic2dBackward(contexts[d], grad_input, grad_output, output_size, input_size, align_corners, scales_h, scales_w)
             if status:
                 return on_failure(status, op, (grad_output, output_size, input_size, align_corners, scales_h, scales_w), {})
@@ -34572,7 +35930,10 @@ def make_upsample_bilinear2d(op, diopiUpsampleBilinear2d):
             if CHECK_DEVICE:
                 check_device(op, d, (self, output_size, align_corners, scales_h, scales_w))
             shape, dtype = meta_upsample_bilinear2d(self, output_size, align_corners, scales_h, scales_w)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_upsample_bilinear2d(self, output_size, align_corners, scales_h, scales_w))
             status = diopiUpsampleBilinear2d(contexts[d], out, self, output_size, align_corners, scales_h, scales_w)
             if status:
                 return on_failure(status, op, (self, output_size, align_corners, scales_h, scales_w), {})
@@ -34647,7 +36008,10 @@ def make_upsample_bilinear2d_backward(op, diopiUpsampleBilinear2dBackward):
             if CHECK_DEVICE:
                 check_device(op, d, (grad_output, output_size, input_size, align_corners, scales_h, scales_w))
             shape, dtype = meta_upsample_bilinear2d_backward(grad_output, output_size, input_size, align_corners, scales_h, scales_w)
-            grad_input = empty(shape, dtype, d)
+            if grad_output.is_contiguous():
+                grad_input = empty(shape, dtype, d)
+            else:
+                grad_input = empty_strided(shape, dtype, d, strides_upsample_bilinear2d_backward(grad_output, output_size, input_size, align_corners, scales_h, scales_w))
             status = diopiUpsampleBilinear2dBackward(contexts[d], grad_input, grad_output, output_size, input_size, align_corners, scales_h, scales_w)
             if status:
                 return on_failure(status, op, (grad_output, output_size, input_size, align_corners, scales_h, scales_w), {})
@@ -34722,7 +36086,10 @@ def make_upsample_linear1d(op, diopiUpsampleLinear1d):
             if CHECK_DEVICE:
                 check_device(op, d, (self, output_size, align_corners, scales))
             shape, dtype = meta_upsample_linear1d(self, output_size, align_corners, scales)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_upsample_linear1d(self, output_size, align_corners, scales))
             status = diopiUpsampleLinear1d(contexts[d], out, self, output_size, align_corners, scales)
             if status:
                 return on_failure(status, op, (self, output_size, align_corners, scales), {})
@@ -34797,7 +36164,10 @@ def make_upsample_linear1d_backward(op, diopiUpsampleLinear1dBackward):
             if CHECK_DEVICE:
                 check_device(op, d, (grad_output, output_size, input_size, align_corners, scales))
             shape, dtype = meta_upsample_linear1d_backward(grad_output, output_size, input_size, align_corners, scales)
-            grad_input = empty(shape, dtype, d)
+            if grad_output.is_contiguous():
+                grad_input = empty(shape, dtype, d)
+            else:
+                grad_input = empty_strided(shape, dtype, d, strides_upsample_linear1d_backward(grad_output, output_size, input_size, align_corners, scales))
             status = diopiUpsampleLinear1dBackward(contexts[d], grad_input, grad_output, output_size, input_size, align_corners, scales)
             if status:
                 return on_failure(status, op, (grad_output, output_size, input_size, align_corners, scales), {})
@@ -34872,7 +36242,10 @@ def make_upsample_nearest1d(op, diopiUpsampleNearest1d):
             if CHECK_DEVICE:
                 check_device(op, d, (self, output_size, scales))
             shape, dtype = meta_upsample_nearest1d(self, output_size, scales)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_upsample_nearest1d(self, output_size, scales))
             status = diopiUpsampleNearest1d(contexts[d], out, self, output_size, scales)
             if status:
                 return on_failure(status, op, (self, output_size, scales), {})
@@ -34947,7 +36320,10 @@ def make_upsample_nearest1d_backward(op, diopiUpsampleNearest1dBackward):
             if CHECK_DEVICE:
                 check_device(op, d, (grad_output, output_size, input_size, scales))
             shape, dtype = meta_upsample_nearest1d_backward(grad_output, output_size, input_size, scales)
-            grad_input = empty(shape, dtype, d)
+            if grad_output.is_contiguous():
+                grad_input = empty(shape, dtype, d)
+            else:
+                grad_input = empty_strided(shape, dtype, d, strides_upsample_nearest1d_backward(grad_output, output_size, input_size, scales))
             status = diopiUpsampleNearest1dBackward(contexts[d], grad_input, grad_output, output_size, input_size, scales)
             if status:
                 return on_failure(status, op, (grad_output, output_size, input_size, scales), {})
@@ -35022,7 +36398,10 @@ def make_upsample_nearest2d(op, diopiUpsampleNearest2d):
             if CHECK_DEVICE:
                 check_device(op, d, (self, output_size, scales_h, scales_w))
             shape, dtype = meta_upsample_nearest2d(self, output_size, scales_h, scales_w)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_upsample_nearest2d(self, output_size, scales_h, scales_w))
             status = diopiUpsampleNearest2d(contexts[d], out, self, output_size, scales_h, scales_w)
             if status:
                 return on_failure(status, op, (self, output_size, scales_h, scales_w), {})
@@ -35097,7 +36476,10 @@ def make_upsample_nearest2d_backward(op, diopiUpsampleNearest2dBackward):
             if CHECK_DEVICE:
                 check_device(op, d, (grad_output, output_size, input_size, scales_h, scales_w))
             shape, dtype = meta_upsample_nearest2d_backward(grad_output, output_size, input_size, scales_h, scales_w)
-            grad_input = empty(shape, dtype, d)
+            if grad_output.is_contiguous():
+                grad_input = empty(shape, dtype, d)
+            else:
+                grad_input = empty_strided(shape, dtype, d, strides_upsample_nearest2d_backward(grad_output, output_size, input_size, scales_h, scales_w))
             status = diopiUpsampleNearest2dBackward(contexts[d], grad_input, grad_output, output_size, input_size, scales_h, scales_w)
             if status:
                 return on_failure(status, op, (grad_output, output_size, input_size, scales_h, scales_w), {})
@@ -35172,7 +36554,10 @@ def make_upsample_nearest3d(op, diopiUpsampleNearest3d):
             if CHECK_DEVICE:
                 check_device(op, d, (self, output_size, scales_d, scales_h, scales_w))
             shape, dtype = meta_upsample_nearest3d(self, output_size, scales_d, scales_h, scales_w)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_upsample_nearest3d(self, output_size, scales_d, scales_h, scales_w))
             status = diopiUpsampleNearest3d(contexts[d], out, self, output_size, scales_d, scales_h, scales_w)
             if status:
                 return on_failure(status, op, (self, output_size, scales_d, scales_h, scales_w), {})
@@ -35247,7 +36632,10 @@ def make_upsample_nearest3d_backward(op, diopiUpsampleNearest3dBackward):
             if CHECK_DEVICE:
                 check_device(op, d, (grad_output, output_size, input_size, scales_d, scales_h, scales_w))
             shape, dtype = meta_upsample_nearest3d_backward(grad_output, output_size, input_size, scales_d, scales_h, scales_w)
-            grad_input = empty(shape, dtype, d)
+            if grad_output.is_contiguous():
+                grad_input = empty(shape, dtype, d)
+            else:
+                grad_input = empty_strided(shape, dtype, d, strides_upsample_nearest3d_backward(grad_output, output_size, input_size, scales_d, scales_h, scales_w))
             status = diopiUpsampleNearest3dBackward(contexts[d], grad_input, grad_output, output_size, input_size, scales_d, scales_h, scales_w)
             if status:
                 return on_failure(status, op, (grad_output, output_size, input_size, scales_d, scales_h, scales_w), {})
@@ -35322,7 +36710,10 @@ def make_upsample_trilinear3d(op, diopiUpsampleTrilinear3d):
             if CHECK_DEVICE:
                 check_device(op, d, (self, output_size, align_corners, scales_d, scales_h, scales_w))
             shape, dtype = meta_upsample_trilinear3d(self, output_size, align_corners, scales_d, scales_h, scales_w)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_upsample_trilinear3d(self, output_size, align_corners, scales_d, scales_h, scales_w))
             status = diopiUpsampleTrilinear3d(contexts[d], out, self, output_size, align_corners, scales_d, scales_h, scales_w)
             if status:
                 return on_failure(status, op, (self, output_size, align_corners, scales_d, scales_h, scales_w), {})
@@ -35397,7 +36788,10 @@ def make_upsample_trilinear3d_backward(op, diopiUpsampleTrilinear3dBackward):
             if CHECK_DEVICE:
                 check_device(op, d, (grad_output, output_size, input_size, align_corners, scales_d, scales_h, scales_w))
             shape, dtype = meta_upsample_trilinear3d_backward(grad_output, output_size, input_size, align_corners, scales_d, scales_h, scales_w)
-            grad_input = empty(shape, dtype, d)
+            if grad_output.is_contiguous():
+                grad_input = empty(shape, dtype, d)
+            else:
+                grad_input = empty_strided(shape, dtype, d, strides_upsample_trilinear3d_backward(grad_output, output_size, input_size, align_corners, scales_d, scales_h, scales_w))
             status = diopiUpsampleTrilinear3dBackward(contexts[d], grad_input, grad_output, output_size, input_size, align_corners, scales_d, scales_h, scales_w)
             if status:
                 return on_failure(status, op, (grad_output, output_size, input_size, align_corners, scales_d, scales_h, scales_w), {})
@@ -35472,7 +36866,10 @@ def make_var_correction(op, diopiVar):
             if CHECK_DEVICE:
                 check_device(op, d, (self, dim, correction, keepdim))
             shape, dtype = meta_var_correction(self, dim, correction, keepdim)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_var_correction(self, dim, correction, keepdim))
             status = diopiVar(contexts[d], out, self, dim, correction)
             if status:
                 return on_failure(status, op, (self, dim), {'correction': correction, 'keepdim': keepdim})
@@ -35546,7 +36943,10 @@ def make_var_mean_correction(op, diopiVarMean):
                 dump_op_args(op, (self, dim, correction, keepdim))
             if CHECK_DEVICE:
                 check_device(op, d, (self, dim, correction, keepdim))
-            var, mean = allocate(meta_var_mean_correction(self, dim, correction, keepdim), d)
+            if self.is_contiguous():
+                var, mean = allocate(meta_var_mean_correction(self, dim, correction, keepdim), d)
+            else:
+                var, mean = allocate_strided(meta_var_mean_correction(self, dim, correction, keepdim), strides_var_mean_correction(self, dim, correction, keepdim), d)
             status = diopiVarMean(contexts[d], var, mean, self, dim, correction)
             if status:
                 return on_failure(status, op, (self, dim), {'correction': correction, 'keepdim': keepdim})
@@ -35583,7 +36983,10 @@ def make_where_self(op, diopiWhere):
             if CHECK_DEVICE:
                 check_device(op, d, (condition, self, other))
             shape, dtype = shape_where(condition, self, other)
-            out = empty(shape, dtype, d)
+            if condition.is_contiguous() and self.is_contiguous() and other.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_where_self(condition, self, other))
             status = diopiWhere(contexts[d], out, condition, self, other)
             if status:
                 return on_failure(status, op, (condition, self, other), {})
@@ -35737,7 +37140,10 @@ def make_xlogy_Scalar_Other(op, diopiXlogyScalar):
             if CHECK_DEVICE:
                 check_device(op, d, (self, other))
             shape, dtype = shape_binary_float(self, other)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_xlogy_Scalar_Other(self, other))
             status = diopiXlogyScalar(contexts[d], out, self, other)
             if status:
                 return on_failure(status, op, (self, other), {})
@@ -35774,7 +37180,10 @@ def make_xlogy_Tensor(op, diopiXlogy, diopiXlogyScalar):
             if CHECK_DEVICE:
                 check_device(op, d, (self, other))
             shape, dtype = shape_binary_float(self, other)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and (not isinstance(other, Tensor) or other.is_contiguous()):
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_xlogy_Tensor(self, other))
             if isinstance(other, Tensor):
                 status = diopiXlogy(contexts[d], out, self, other)
             else:

@@ -15,6 +15,8 @@ from __future__ import annotations
 import enum
 import threading
 
+import torch
+
 from dipu import _C
 
 
@@ -99,6 +101,57 @@ def init_contexts() -> None:
 def allocate(specs, device: int) -> tuple:
     """New outputs from a shape rule's ``(shape, dtype)`` specs; ``None`` stays None (not wanted)."""
     return tuple(None if spec is None else _C.empty(list(spec[0]), spec[1], device) for spec in specs)
+
+
+_devices: dict[int, torch.device] = {}
+
+
+def empty_strided(shape, dtype, device: int, stride) -> torch.Tensor:
+    """A new output with ``stride`` (None: contiguous; or a memory format), as a stride rule answers; see
+    Note [Output strides] in dipu/ops/shapes.py."""
+    if stride is None:
+        return _C.empty(list(shape), dtype, device)
+    where = _devices.get(device)
+    if where is None:
+        where = _devices[device] = torch.device("dipu", device)
+    if isinstance(stride, torch.memory_format):
+        if stride is torch.contiguous_format or len(shape) != (4 if stride is torch.channels_last else 5):
+            return _C.empty(list(shape), dtype, device)
+        return torch.empty(shape, dtype=dtype, device=where, memory_format=stride)
+    if not _dense(shape, stride):
+        return _C.empty(list(shape), dtype, device)
+    return torch.empty_strided(shape, stride, dtype=dtype, device=where)
+
+
+def _dense(shape, stride) -> bool:
+    """Whether ``stride`` lays out ``shape`` without gaps or overlaps (a stride rule answers for the shape its
+    meta kernel saw, which a named shape rule may have decided differently)."""
+    if len(stride) != len(shape):
+        return False
+    expected = 1
+    for step, size in sorted((step, size) for size, step in zip(shape, stride) if size != 1):
+        if step != expected:
+            return False
+        expected *= size
+    return True
+
+
+def allocate_strided(specs, strides, device: int) -> tuple:
+    """As :func:`allocate`, each output with its strides from a stride rule (None: all contiguous; outputs past
+    the end of ``strides`` contiguous)."""
+    if strides is None:
+        return allocate(specs, device)
+    strides = tuple(strides) + (None,) * (len(specs) - len(strides))
+    return tuple(None if spec is None else empty_strided(spec[0], spec[1], device, stride)
+                 for spec, stride in zip(specs, strides))
+
+
+def all_contiguous(tensors) -> bool:
+    """Whether every tensor of a Tensor[] argument is contiguous (None entries of Tensor?[] count as such)."""
+    for tensor in tensors:
+        if tensor is not None and not tensor.is_contiguous():
+            return False
+    return True
 
 
 def resize_outputs(outputs, specs) -> None:

@@ -1,7 +1,8 @@
 """Kernels whose outputs take the memory format of their input, as the CPU kernels' do.
 
 Note [Memory formats of outputs]
-Generated wrappers allocate contiguous outputs (``_C.empty``). The CPU kernels of convolution, batch
+Generated wrappers allocate outputs in the strides the CPU kernel would give them (Note [Output strides] in
+dipu/ops/shapes.py: TensorIterator strides for pointwise ops, meta kernels for the rest). The CPU kernels of convolution, batch
 norm and the 2d pools instead allocate in ``input.suggest_memory_format()``, and TensorIterator ops
 such as relu follow their input's strides, so a channels_last network stays channels_last from layer
 to layer. The functional schemas of those ops are ``impl:`` kernels here: they take their shapes from

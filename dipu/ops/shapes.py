@@ -189,28 +189,9 @@ def _signature(args: tuple) -> tuple:
     return tuple(key)
 
 
-def meta(overload, kwarg_names: tuple[str, ...], several: bool):
-    """The general rule: run ``overload`` on meta tensors shaped like the arguments."""
-    positional = -len(kwarg_names) or None
+def _memoized(infer):
+    """``infer(args)`` answered from a cache keyed by the arguments' signature."""
     cache: dict = {}
-
-    def to_meta(value):
-        if isinstance(value, _Tensor):
-            return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="meta")
-        if isinstance(value, (list, tuple)):
-            return type(value)(to_meta(v) for v in value)
-        if isinstance(value, torch.Generator):
-            return None
-        return value
-
-    def spec(result):
-        return None if result is None else (result.shape, result.dtype)
-
-    def infer(args):
-        values = [to_meta(v) for v in args]
-        kwargs = dict(zip(kwarg_names, values[positional:])) if kwarg_names else {}
-        result = overload(*values[:positional], **kwargs)
-        return tuple(spec(r) for r in result) if several else spec(result)
 
     def rule(*args):
         key = _signature(args)
@@ -227,6 +208,114 @@ def meta(overload, kwarg_names: tuple[str, ...], several: bool):
         return answer
 
     return rule
+
+
+def _to_meta(value, dtype=None):
+    if isinstance(value, _Tensor):
+        return torch.empty_strided(value.shape, value.stride(), dtype=dtype or value.dtype, device="meta")
+    if isinstance(value, (list, tuple)):
+        return type(value)(_to_meta(v, dtype) for v in value)
+    if isinstance(value, torch.Generator):
+        return None
+    return value
+
+
+def _run_on_meta(overload, kwarg_names: tuple[str, ...], args):
+    positional = -len(kwarg_names) or None
+    values = [_to_meta(v) for v in args]
+    kwargs = dict(zip(kwarg_names, values[positional:])) if kwarg_names else {}
+    return overload(*values[:positional], **kwargs)
+
+
+def meta(overload, kwarg_names: tuple[str, ...], several: bool):
+    """The general rule: run ``overload`` on meta tensors shaped like the arguments."""
+
+    def spec(result):
+        return None if result is None else (result.shape, result.dtype)
+
+    def infer(args):
+        result = _run_on_meta(overload, kwarg_names, args)
+        return tuple(spec(r) for r in result) if several else spec(result)
+
+    return _memoized(infer)
+
+
+# Note [Output strides]
+# Generated wrappers allocate functional outputs contiguous while every tensor argument is contiguous
+# (the common case, one ``is_contiguous`` per tensor). Otherwise they ask a stride rule for the strides the
+# CPU kernel would give its outputs, so that a channels_last (or transposed) input keeps its layout through
+# pointwise ops, interpolation, padding, normalization, ... as on the CPU (Note [Memory formats of outputs]
+# covers the ops done by hand). ``strides(rule, ...)`` picks the stride rule for an op from its shape rule:
+# the elementwise rules follow TensorIterator, whose strides a structured meta kernel (add, addcmul)
+# computes exactly; the meta kernels of some elementwise ops are Python references that order broadcast
+# and 0-dim operands differently. Every other op runs its own meta kernel, except the few whose meta kernel
+# lays outputs out otherwise than the CPU kernel does (found by running OpInfo samples with channels_last
+# and transposed inputs on both, torch 2.13): those are listed below. A stride rule answers None
+# (contiguous) for an output it cannot infer, and both are memoized (Note [Memoized meta inference]).
+
+ELEMENTWISE_RULES = frozenset({"unary_float", "unary_real", "unary_bool", "binary", "binary_float", "divide",
+                               "compare", "ternary", "where"})
+_TENSOR_ITERATORS = {1: torch.neg, 2: torch.add, 3: torch.addcmul}
+# the CPU kernel allocates contiguous outputs; the meta kernel follows its input
+_CPU_CONTIGUOUS = frozenset({"_log_softmax_backward_data", "log_sigmoid_forward", "mse_loss_backward",
+                             "huber_loss_backward", "smooth_l1_loss_backward", "native_layer_norm_backward",
+                             "normal.Tensor_Tensor", "pow.Scalar"})
+# the CPU kernel allocates (its first output) in the ``suggest_memory_format`` of this tensor argument; the
+# meta kernel allocates contiguous
+_CPU_FORMAT_OF = {"native_group_norm_backward": 1, "reflection_pad2d": 0, "reflection_pad3d": 0, "replication_pad2d": 0, "replication_pad3d": 0,
+                  "reflection_pad2d_backward": 1, "reflection_pad3d_backward": 1,
+                  "replication_pad2d_backward": 1, "replication_pad3d_backward": 1,
+                  "channel_shuffle": 0, "max_unpool2d": 0}
+
+
+def _strides_of(result):
+    return None if result is None else result.stride()
+
+
+def _elementwise_strides(args):
+    operands = [_to_meta(v, torch.float32) for v in args if isinstance(v, _Tensor)]
+    try:
+        return _TENSOR_ITERATORS[len(operands)](*operands).stride()
+    except (KeyError, RuntimeError):  # no operand, more than three, or shapes that do not broadcast
+        return None
+
+
+def _contiguous_strides(*_):
+    return None
+
+
+def _format_of(position: int, several: bool):
+    """The ``suggest_memory_format`` of tensor argument ``position`` (a stride rule may answer a memory format)
+    for the first output; any others contiguous."""
+
+    def rule(*args):
+        from dipu.ops.memory_format import memory_format  # it imports this module
+
+        layout = memory_format(args[position])
+        return (layout,) if several else layout
+
+    return rule
+
+
+def strides(rule: str, overload, kwarg_names: tuple[str, ...], several: bool):
+    """The stride rule of an op whose shape rule is ``rule`` (Note [Output strides]): strides of its output,
+    or a tuple of them when it has several, None where they are not known; or a memory format."""
+    name = overload.name().partition("::")[2].replace(".default", "")
+    if name in _CPU_CONTIGUOUS:
+        return _contiguous_strides
+    if name in _CPU_FORMAT_OF:
+        return _format_of(_CPU_FORMAT_OF[name], several)
+    if rule in ELEMENTWISE_RULES:
+        return _memoized(_elementwise_strides)
+
+    def infer(args):
+        try:
+            result = _run_on_meta(overload, kwarg_names, args)
+        except Exception:  # no meta kernel (or bad arguments, which the kernel reports itself)
+            return None
+        return tuple(_strides_of(r) for r in result) if several else _strides_of(result)
+
+    return _memoized(infer)
 
 
 def unary_bool(self, *_):

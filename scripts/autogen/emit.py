@@ -40,7 +40,7 @@ def render(entries: list[Entry], source: str, *, autocompare_all: bool = False,
         header=HEADER.format(source=source),
         kernels=kernels,
         imports=sorted({line for k in kernels for line in k.imports}),
-        meta_rules=sorted({k.meta_rule for k in kernels if k.meta_rule}),
+        rules=sorted({line for k in kernels for line in k.rules}),
         autocompare_all=autocompare_all,
         print_call_info=print_call_info,
     )

@@ -57,7 +57,7 @@ class Wrapper:
     flags: str  # ", autocompare=False, ..." for the flags that are not at their default
     # module-level lines the kernel needs
     imports: tuple[str, ...]
-    meta_rule: str | None
+    rules: tuple[str, ...]  # module-level shape and stride rules
 
 
 def py(name: str) -> str:
@@ -137,6 +137,30 @@ def _call(call: Call, function_param: str, rename: dict[str, str]) -> str:
     return f"{function_param}(contexts[d], {args})"
 
 
+def _contiguous_test(schema: FunctionSchema, numbers: tuple[str, ...]) -> str:
+    """An expression true when every tensor argument is contiguous: the fast path of Note [Output strides]
+    in dipu/ops/shapes.py. An argument a scalar_interface takes may be a Python number."""
+    tests = []
+    for arg in schema.arguments.flat_non_out:
+        name = py(arg.name)
+        if arg.type == BaseType(BaseTy.Tensor):
+            tests.append(f"(not isinstance({name}, Tensor) or {name}.is_contiguous())" if arg.name in numbers
+                         else f"{name}.is_contiguous()")
+        elif arg.type == OptionalType(BaseType(BaseTy.Tensor)):
+            tests.append(f"({name} is None or {name}.is_contiguous())")
+        elif _is_tensor_list(arg):
+            tests.append(f"all_contiguous({name})" if not isinstance(arg.type, OptionalType)
+                         else f"({name} is None or all_contiguous({name}))")
+    return " and ".join(tests)
+
+
+def _overload(schema: FunctionSchema) -> str:
+    packet, _, overload = op_name(schema).partition(".")
+    overload = overload or "default"
+    return f"getattr(torch.ops.aten.{packet}, {overload!r})" if keyword.iskeyword(overload) \
+        else f"torch.ops.aten.{packet}.{overload}"
+
+
 def _written(schema: FunctionSchema, writes: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(a.name for a in schema.arguments.flat_all
                  if a.annotation is not None and a.annotation.is_write or a.name in writes)
@@ -156,7 +180,7 @@ def _wrapper(entry: Entry, kind: str, schema: FunctionSchema, functional: Functi
     suffix = name.replace(".", "_")
     outputs = entry.outputs if kind != "inplace" else ("self",)
     inputs = [py(a.name) for a in schema.arguments.flat_non_out]
-    imports, meta_rule, body = [], None, []
+    imports, rules, body = [], [], []
     allocated_names = set()
     if entry.interface is not None:
         for arg, param in zip(entry.interface.args, entry.interface.function.params):
@@ -178,10 +202,18 @@ def _wrapper(entry: Entry, kind: str, schema: FunctionSchema, functional: Functi
                 raise SpecError(f"{where}: needs a shape rule: there is no functional variant to run on meta tensors")
             rule = "meta_" + op_name(reference).replace(".", "_")
             kwarg_names = tuple(a.name for a in reference.arguments.flat_kwarg_only)
-            packet, _, overload = op_name(reference).partition(".")
-            meta_rule = (f"{rule} = meta(torch.ops.aten.{packet}.{overload or 'default'}, "
-                         f"{kwarg_names!r}, {len(outputs) > 1})")
+            rules.append(f"{rule} = meta({_overload(reference)}, {kwarg_names!r}, {len(outputs) > 1})")
     rule_call = f"{rule}({', '.join(inputs)})" if rule else None
+    numbers = entry.scalar_interface.number_args if entry.scalar_interface is not None else ()
+
+    # ---- the stride rule of a functional output (Note [Output strides] in dipu/ops/shapes.py) ----------------
+    contiguous = _contiguous_test(schema, numbers) if kind == "functional" and rule_call else ""
+    if contiguous:
+        stride_rule = "strides_" + suffix
+        kwarg_names = tuple(a.name for a in schema.arguments.flat_kwarg_only)
+        rules.append(f"{stride_rule} = strides({entry.shape!r}, {_overload(schema)}, {kwarg_names!r}, "
+                     f"{len(outputs) > 1})")
+        strides_call = f"{stride_rule}({', '.join(inputs)})"
 
     # ---- outputs ---------------------------------------------------------------------------
     if kind == "functional" and entry.impl is None:
@@ -190,7 +222,15 @@ def _wrapper(entry: Entry, kind: str, schema: FunctionSchema, functional: Functi
                 raise SpecError(f"{where}: mixes outputs the function allocates with ones it does not")
             body += [f"{o} = [None]" for o in outputs]
         elif len(outputs) == 1:
-            body += [f"shape, dtype = {rule_call}", f"{outputs[0]} = empty(shape, dtype, d)"]
+            body.append(f"shape, dtype = {rule_call}")
+            if contiguous:
+                body += [f"if {contiguous}:", f"    {outputs[0]} = empty(shape, dtype, d)", "else:",
+                         f"    {outputs[0]} = empty_strided(shape, dtype, d, {strides_call})"]
+            else:
+                body.append(f"{outputs[0]} = empty(shape, dtype, d)")
+        elif contiguous:
+            body += [f"if {contiguous}:", f"    {', '.join(outputs)} = allocate({rule_call}, d)", "else:",
+                     f"    {', '.join(outputs)} = allocate_strided({rule_call}, {strides_call}, d)"]
         else:
             body.append(f"{', '.join(outputs)} = allocate({rule_call}, d)")
     elif kind == "out" and entry.impl is None:
@@ -229,8 +269,7 @@ def _wrapper(entry: Entry, kind: str, schema: FunctionSchema, functional: Functi
 
     written = _written(schema, entry.writes)
     device_expr, device_args, device_arg = _device(schema)
-    tensor_inputs = _tensor_inputs(schema, written, entry.scalar_interface.number_args
-                                   if entry.scalar_interface is not None else ())
+    tensor_inputs = _tensor_inputs(schema, written, numbers)
     flags = "".join(f", {flag}=False" for flag in ("autocompare", "fallback", "register")
                     if not getattr(entry, flag))
     return Wrapper(
@@ -245,4 +284,4 @@ def _wrapper(entry: Entry, kind: str, schema: FunctionSchema, functional: Functi
                                         + list(schema.arguments.out)) + "}",
         result=result, diopi=entry.function.name, functions=functions,
         arg_names=tuple(a.name for a in schema.arguments.flat_all), written=written,
-        outputs=tuple(outputs), tensor_inputs=tensor_inputs, kind=kind, flags=flags, imports=tuple(imports), meta_rule=meta_rule)
+        outputs=tuple(outputs), tensor_inputs=tensor_inputs, kind=kind, flags=flags, imports=tuple(imports), rules=tuple(rules))

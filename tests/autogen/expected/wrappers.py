@@ -9,15 +9,19 @@ import torch
 from torch import Tensor
 
 from dipu._C import empty, exchange_device, synchronize
-from dipu.diopi.runtime import allocate, check_inplace_shape, contexts, resize_outputs
+from dipu.diopi.runtime import (all_contiguous, allocate, allocate_strided, check_inplace_shape, contexts,
+                                empty_strided, resize_outputs)
 from dipu.hooks import (CHECK_DEVICE, DUMP_KEY, DUMP_OFF, SYNC, call_with_numbers, check_device, device_of,
                         dump_op_args, dump_op_results, env_get, has_numbers, on_failure)
-from dipu.ops.shapes import meta
+from dipu.ops.shapes import meta, strides
 from dipu.ops.convolution import convolution as impl_dipu_ops_convolution_convolution
 from dipu.ops.shapes import binary as shape_binary
 from dipu.ops.shapes import divide as shape_divide
 
 meta_native_layer_norm = meta(torch.ops.aten.native_layer_norm.default, (), True)
+strides_add_Tensor = strides('binary', torch.ops.aten.add.Tensor, ('alpha',), False)
+strides_div_Tensor = strides('divide', torch.ops.aten.div.Tensor, (), False)
+strides_native_layer_norm = strides('meta', torch.ops.aten.native_layer_norm.default, (), True)
 
 
 # add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor
@@ -37,7 +41,10 @@ def make_add_Tensor(op, diopiAdd, diopiAddScalar):
             if CHECK_DEVICE:
                 check_device(op, d, (self, other, alpha))
             shape, dtype = shape_binary(self, other, alpha)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and (not isinstance(other, Tensor) or other.is_contiguous()):
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_add_Tensor(self, other, alpha))
             if isinstance(other, Tensor):
                 status = diopiAdd(contexts[d], out, self, other, alpha)
             else:
@@ -187,7 +194,10 @@ def make_div_Tensor(op, diopiDiv):
             if CHECK_DEVICE:
                 check_device(op, d, (self, other))
             shape, dtype = shape_divide(self, other)
-            out = empty(shape, dtype, d)
+            if self.is_contiguous() and other.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_div_Tensor(self, other))
             status = diopiDiv(contexts[d], out, self, other, None)
             if status:
                 return on_failure(status, op, (self, other), {})
@@ -261,7 +271,10 @@ def make_native_layer_norm(op, diopiLayerNorm):
                 dump_op_args(op, (input, normalized_shape, weight, bias, eps))
             if CHECK_DEVICE:
                 check_device(op, d, (input, normalized_shape, weight, bias, eps))
-            out, save_mean, save_invstd = allocate(meta_native_layer_norm(input, normalized_shape, weight, bias, eps), d)
+            if input.is_contiguous() and (weight is None or weight.is_contiguous()) and (bias is None or bias.is_contiguous()):
+                out, save_mean, save_invstd = allocate(meta_native_layer_norm(input, normalized_shape, weight, bias, eps), d)
+            else:
+                out, save_mean, save_invstd = allocate_strided(meta_native_layer_norm(input, normalized_shape, weight, bias, eps), strides_native_layer_norm(input, normalized_shape, weight, bias, eps), d)
             status = diopiLayerNorm(contexts[d], out, save_mean, save_invstd, input, weight, bias, normalized_shape, eps)
             if status:
                 return on_failure(status, op, (input, normalized_shape, weight, bias, eps), {})
