@@ -21,7 +21,6 @@ import torch
 
 from dipu import _C
 from dipu.diopi.runtime import Status, take_last_error
-from dipu.ops.overrideable import CPU_SUBSTITUTES, run_on_cpu
 
 FORCE_FALLBACK_VAR = "DIPU_FORCE_FALLBACK_OPS_LIST"
 FORCE_FALLBACK_CONFIG = ".dipu_force_fallback_op_list.config"
@@ -170,6 +169,8 @@ def check_device(op, device: int, args: tuple) -> None:
 def on_failure(status: int, op, args: tuple, kwargs: dict):
     """A DIOPI function did not succeed; see Note [Status codes]."""
     if status == Status.FORCE_FALLBACK:
+        from dipu.ops.overrideable import CPU_SUBSTITUTES, run_on_cpu  # it imports this module
+
         if op.name in CPU_SUBSTITUTES:  # Note [Overrideable ops in the fallback]
             result = run_on_cpu(op.name, args, kwargs)
         else:

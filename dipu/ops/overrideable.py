@@ -24,6 +24,8 @@ import warnings
 
 import torch
 
+from dipu.hooks import device_of
+
 aten = torch.ops.aten
 
 
@@ -42,8 +44,8 @@ def _scale(query, scale):
     return 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
 
 
-def _attention_probabilities(query, key, attn_bias, is_causal, scale):
-    """softmax(scale * Q K^T + bias) in float32, with causal and boolean masks applied."""
+def _attention_scores(query, key, attn_bias, is_causal, scale):
+    """scale * Q K^T + bias in float32, with causal and boolean masks applied as -inf (softmax comes after)."""
     scores = torch.matmul(query.float(), key.float().transpose(-2, -1)) * _scale(query, scale)
     if is_causal:
         length, source = scores.shape[-2:]
@@ -64,7 +66,7 @@ def _check_no_dropout(dropout_p: float) -> None:
 def fused_attention(query, key, value, attn_bias=None, dropout_p=0.0, is_causal=False, return_debug_mask=False, *,
                     scale=None):
     _check_no_dropout(dropout_p)
-    scores = _attention_probabilities(query, key, attn_bias, is_causal, scale)
+    scores = _attention_scores(query, key, attn_bias, is_causal, scale)
     logsumexp = scores.logsumexp(-1)
     output = torch.matmul(torch.softmax(scores, -1), value.float()).to(query.dtype)
     empty = torch.empty(0, dtype=torch.int64)
@@ -76,7 +78,7 @@ def fused_attention_backward(grad_out, query, key, value, attn_bias, grad_input_
                              cum_seq_k, max_q, max_k, dropout_p, is_causal, philox_seed, philox_offset, *, scale=None):
     """The math attention's gradients, written out (kernels run below autograd, so it cannot be asked)."""
     _check_no_dropout(dropout_p)
-    probabilities = torch.softmax(_attention_probabilities(query, key, attn_bias, is_causal, scale), -1)
+    probabilities = torch.softmax(_attention_scores(query, key, attn_bias, is_causal, scale), -1)
     grad_out = grad_out.float()
     grad_value = torch.matmul(probabilities.transpose(-2, -1), grad_out)
     grad_probabilities = torch.matmul(grad_out, value.float().transpose(-2, -1))
@@ -108,14 +110,6 @@ def _map(fn, value):
     return value
 
 
-def _dipu_device(args, kwargs) -> torch.device:
-    for value in (*args, *kwargs.values()):
-        for item in value if isinstance(value, (list, tuple)) else (value,):
-            if isinstance(item, torch.Tensor) and item.device.type == "dipu":
-                return item.device
-    raise RuntimeError("no dipu tensor among the arguments")
-
-
 #: Calls per placeholder op, merged into ``dipu.fallback_counts()``.
 counts: collections.Counter = collections.Counter()
 
@@ -128,7 +122,7 @@ def run_on_cpu(name: str, args: tuple, kwargs: dict):
     elif counts[name] == 1:
         warnings.warn(f"dipu: {name} has no dipu kernel; it runs on the CPU through the fallback "
                       "(set DIPU_LOG_FALLBACK_INFO=1 to log every call)", stacklevel=2)
-    device = _dipu_device(args, kwargs)
+    device = torch.device("dipu", device_of(*args, *kwargs.values()))
     host = lambda t: t.detach().cpu()  # noqa: E731
     result = CPU_SUBSTITUTES[name](*_map(host, args), **_map(host, kwargs))
     return _map(lambda t: t.to(device), result)
