@@ -1,7 +1,7 @@
-"""DIOPI: the device-independent operator interface dipu calls into.
+"""Op libraries, installed as ``dipu.diopi_impl`` (Note [Installed import names] in pyproject.toml).
 
-``proto`` declares every standard function (name, parameter order and kinds);
-each sub-package is one op library implementing a subset of them, e.g.
-``diopi_impl.torch`` (ATen kernels on zero-copy native aliases). See
-``dipu.diopi`` for the runtime (context, status codes) and library registry.
+Each sub-package is one op library implementing a subset of the DIOPI proto
+(``dipu/diopi/proto.py``), e.g. ``dipu.diopi_impl.torch`` (ATen kernels on
+zero-copy native aliases). See ``dipu.diopi`` for the runtime (context, status
+codes) and library registry.
 """

@@ -79,14 +79,9 @@ def _register_ops() -> None:
     if _vendor.diopi_impl is None:  # a vendor without an op library: every op uses the CPU fallback
         overrideable.register(())
         return
-    try:
-        from dipu._generated import register
-    except ModuleNotFoundError as error:
-        if error.name != "dipu._generated":
-            raise  # a generated module exists but is broken: never hide that
-        overrideable.register(())  # not generated (yet): every op uses the CPU fallback
-        return
-    register()
+    from dipu import _codegen
+
+    _codegen.load().register()
 
 
 _register_ops()

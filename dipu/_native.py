@@ -43,8 +43,12 @@ def cache_dir() -> Path:
         f"py{sys.version_info.major}{sys.version_info.minor}",
         digest.hexdigest()[:12],
     ])
-    root = Path(os.environ.get("DIPU_CACHE_DIR") or Path.home() / ".cache" / "dipu")
-    return root / key
+    return cache_root() / key
+
+
+def cache_root() -> Path:
+    """``$DIPU_CACHE_DIR``, default ``~/.cache/dipu``: the native core and the generated kernels."""
+    return Path(os.environ.get("DIPU_CACHE_DIR") or Path.home() / ".cache" / "dipu")
 
 
 @contextlib.contextmanager

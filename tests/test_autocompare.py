@@ -35,7 +35,7 @@ def library_path(tmp_path, name: str, source: str) -> dict:
 FAULTY_GELU = """
 from dipu import _C
 from dipu.diopi import OpLibrary
-from diopi_impl.torch import library as reference
+from dipu.diopi_impl.torch import library as reference
 
 library = OpLibrary("faulty_gelu", base=reference)
 
@@ -50,7 +50,7 @@ def diopiGeluBackward(ctx, grad_input, grad_output, input, approximate):
 BROKEN_LIBRARY = """
 from dipu import _C
 from dipu.diopi import SUCCESS, OpLibrary
-from diopi_impl.torch import library as reference
+from dipu.diopi_impl.torch import library as reference
 
 library = OpLibrary("broken", base=reference)
 

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from conftest import run_python
-from diopi_impl.proto import FUNCTIONS
-from diopi_impl.torch import library as torch_library
+from dipu.diopi.proto import FUNCTIONS
+from dipu.diopi_impl.torch import library as torch_library
 from dipu.diopi import SUCCESS, OpLibrary, Status, load_library
 from dipu.diopi.runtime import contexts
 
@@ -65,7 +65,7 @@ def test_loading_libraries_by_name():
     with pytest.raises(RuntimeError) as info:
         load_library("nowhere")
     assert str(info.value) == ("no DIOPI op library named 'nowhere' (no entry point in 'dipu.diopi_impls', "
-                               "no module diopi_impl.nowhere or nowhere)")
+                               "no module dipu.diopi_impl.nowhere or nowhere)")
 
 
 def test_status_texts_follow_diopi():
@@ -86,7 +86,7 @@ def test_context_allocates_on_its_device_and_reports_the_stream():
 
 STATUS_LIBRARY = """
 from dipu.diopi import OpLibrary, Status
-from diopi_impl.torch import library as reference
+from dipu.diopi_impl.torch import library as reference
 
 library = OpLibrary("statuses", base=reference)
 
@@ -129,7 +129,7 @@ def test_declared_dtypes_send_other_dtypes_to_the_fallback(tmp_path):
     (tmp_path / "float_add_ops.py").write_text(textwrap.dedent("""
         import torch
         from dipu.diopi import OpLibrary
-        from diopi_impl.torch import library as reference
+        from dipu.diopi_impl.torch import library as reference
 
         library = OpLibrary("float_add", base=reference)
         library.register(reference.functions["diopiAdd"], dtypes=(torch.float32,))

@@ -168,7 +168,7 @@ def test_invalid_regex_fails_at_import_naming_variable_and_pattern():
 def test_missing_diopi_function_falls_back_with_a_one_time_message(tmp_path):
     (tmp_path / "partial_ops.py").write_text(textwrap.dedent("""
         from dipu.diopi import OpLibrary
-        from diopi_impl.torch import library as reference
+        from dipu.diopi_impl.torch import library as reference
 
         library = OpLibrary("partial")
         for name, function in reference.functions.items():
@@ -197,7 +197,7 @@ def test_unknown_op_library_names_the_variable():
     proc = run("import dipu", check=False, env={"DIPU_DIOPI_IMPL": " nowhere "})
     assert proc.stderr.splitlines()[-1] == (
         "dipu.diopi.library.LibraryNotFound: DIPU_DIOPI_IMPL=nowhere: no DIOPI op library named 'nowhere' "
-        "(no entry point in 'dipu.diopi_impls', no module diopi_impl.nowhere or nowhere); "
+        "(no entry point in 'dipu.diopi_impls', no module dipu.diopi_impl.nowhere or nowhere); "
         "installed entry points: torch")
 
 

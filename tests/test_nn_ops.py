@@ -1,6 +1,8 @@
 """Reductions, sorting, indexing, joining, shape ops, nn layers and losses run on dipu kernels (no CPU
 fallback) through the public torch API, functional, in place, with out= and under autograd, and match CPU."""
 
+import re
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -478,3 +480,35 @@ def test_max_unpool2d_reads_indices_of_a_channels_last_pool(fmt):
     out, idx = F.max_pool2d(x, 2, return_indices=True)
     dout, didx = F.max_pool2d(x.to("dipu"), 2, return_indices=True)
     assert torch.equal(F.max_unpool2d(dout, didx, 2).cpu(), F.max_unpool2d(out, idx, 2))
+
+
+def test_pooling_shapes_match_aten_everywhere():
+    """Note [Pooling shapes without meta tensors]: every kernel/stride/padding/dilation/ceil_mode combination
+    on odd and even sizes gives ATen's output shape, and calls ATen refuses fail with ATen's message."""
+    import itertools
+
+    for size, kernel, stride, padding, dilation, ceil_mode in itertools.product(
+            (5, 6, 7), (1, 2, 3), ((), (1,), (2,), (3, 2)), (0, 1), (1, 2), (False, True)):
+        cpu = torch.randn(1, 2, size, size + 1)
+        args = ((kernel,), stride, (padding,), (dilation,), ceil_mode)
+        try:
+            expected = torch.ops.aten.max_pool2d_with_indices(cpu, *args)
+        except RuntimeError as error:
+            with pytest.raises(RuntimeError, match=re.escape(str(error).splitlines()[0])):
+                torch.ops.aten.max_pool2d_with_indices(cpu.to("dipu"), *args)
+            continue
+        actual = torch.ops.aten.max_pool2d_with_indices(cpu.to("dipu"), *args)
+        for e, a in zip(expected, actual):
+            assert a.shape == e.shape and a.dtype == e.dtype, (size, args)
+            torch.testing.assert_close(a.cpu(), e)
+        if dilation == 1:
+            expected = torch.ops.aten.avg_pool2d(cpu, (kernel,), stride, (padding,), ceil_mode)
+            torch.testing.assert_close(torch.ops.aten.avg_pool2d(cpu.to("dipu"), (kernel,), stride, (padding,),
+                                                                 ceil_mode).cpu(), expected)
+    for output_size in ((1, 1), (2, 3), (5, 7)):
+        cpu = torch.randn(2, 3, 5, 7)
+        torch.testing.assert_close(F.adaptive_avg_pool2d(cpu.to("dipu"), output_size).cpu(),
+                                   F.adaptive_avg_pool2d(cpu, output_size))
+        for e, a in zip(F.adaptive_max_pool2d(cpu, output_size, return_indices=True),
+                        F.adaptive_max_pool2d(cpu.to("dipu"), output_size, return_indices=True)):
+            torch.testing.assert_close(a.cpu(), e)

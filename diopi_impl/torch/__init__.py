@@ -11,6 +11,6 @@ from dipu.diopi import OpLibrary
 
 library = OpLibrary("torch")
 
-from diopi_impl.torch import (  # noqa: E402,F401  (they register)
+from . import (  # noqa: E402,F401  (they register)
     elementwise, indexing, nn, optim, pointwise, random, reduction, tensor,
 )

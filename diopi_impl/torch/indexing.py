@@ -9,8 +9,8 @@ import torch
 
 from dipu import _C
 from dipu.diopi import SUCCESS
-from diopi_impl.torch import library
-from diopi_impl.torch.tensor import _require_copy
+from . import library
+from .tensor import _require_copy
 
 alias = _C.alias
 aten = torch.ops.aten

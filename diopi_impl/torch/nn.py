@@ -5,8 +5,8 @@ import torch
 from dipu import _C
 from dipu.diopi import SUCCESS
 from dipu.diopi.runtime import Status
-from diopi_impl.torch import library
-from diopi_impl.torch._aten import fast_aten, optional_alias, write_results
+from . import library
+from ._aten import fast_aten, optional_alias, write_results
 
 alias = _C.alias
 aten = torch.ops.aten

@@ -3,23 +3,24 @@
 Note [Foreach kernels from the proto]
 The _foreach_ functions differ only in the ATen op they apply, so they are made
 here from their proto declarations rather than written out one by one: each
-kernel takes the declared parameters (its ``__signature__`` is the proto's,
-which ``library.register`` checks), aliases every dipu tensor, and calls the
-matching ATen _foreach_ op on the aliases. In-place functions write straight
-into the inputs' memory; functional ones copy ATen's results into new dipu
-tensors from ``ctx.require_tensor``. A ``scalars`` tensor of a ScalarList
-function becomes the Python list again; addcmul/addcdiv's ``scalars`` stay the
-1-D CPU tensor ATen's ``.Tensor`` overloads take.
+kernel takes the declared parameters (its ``__signature__`` is the proto's),
+aliases every dipu tensor, and calls the matching ATen _foreach_ op on the
+aliases. Since the signature is copied from the proto, ``library.register``
+checks the declaration against the ATen overload's schema instead (Note
+[Table-made functions are checked against ATen] in dipu/diopi/library.py).
+In-place functions write straight into the inputs' memory; functional ones
+copy ATen's results into new dipu tensors from ``ctx.require_tensor``.
 """
 
 import inspect
 
 import torch
 
-from diopi_impl.proto import FUNCTIONS
+from dipu.diopi.proto import FUNCTIONS
 from dipu import _C
 from dipu.diopi import SUCCESS
-from diopi_impl.torch import library
+from . import library
+from ._aten import fast_aten
 
 alias = _C.alias
 aten = torch.ops.aten
@@ -28,9 +29,9 @@ aten = torch.ops.aten
 def _native(value, d):
     """The ATen view of a DIOPI argument: aliases for dipu tensors and lists of them."""
     if isinstance(value, torch.Tensor):
-        return alias(value, d) if value.device.type != "cpu" else value
-    if isinstance(value, (list, tuple)):
-        return [alias(v, d) if v.device.type != "cpu" else v for v in value]
+        return value if value.is_cpu else alias(value, d)
+    if isinstance(value, (list, tuple)):  # a Tensor[] (a Scalar[] holds numbers and passes through)
+        return [alias(v, d) if isinstance(v, torch.Tensor) and not v.is_cpu else v for v in value]
     return value
 
 
@@ -45,27 +46,19 @@ def _new(ctx, results):
     return outs
 
 
-def _foreach_kernel(name: str, overload, scalar_list: bool):
-    declared = FUNCTIONS[name]
-    params = declared.param_names
+def _foreach_kernel(name: str, overload):
+    params = FUNCTIONS[name].param_names
     functional = params[1] == "outs"
-    keywords = {"alpha", "memory_format"}  # kwarg-only in the ATen schemas
+    inputs = params[2:] if functional else params[1:]
+    # alpha and memory_format, always last, are kwarg-only in the ATen schemas
+    keyword = inputs[-1] if inputs and inputs[-1] in ("alpha", "memory_format") else None
 
     def kernel(ctx, *args):
         d = ctx.device
-        values = dict(zip(params[1:], args))
         if functional:
-            outs = values.pop("outs")
-        positional, kwargs = [], {}
-        for key, value in values.items():
-            value = _native(value, d)
-            if scalar_list and isinstance(value, torch.Tensor) and key != "inputs":
-                value = value.tolist()
-            if key in keywords:
-                kwargs[key] = value
-            else:
-                positional.append(value)
-        result = overload(*positional, **kwargs)
+            outs, args = args[0], args[1:]
+        native = [_native(a, d) for a in args]
+        result = overload(*native[:-1], **{keyword: native[-1]}) if keyword else overload(*native)
         if functional:
             outs[0] = _new(ctx, result)
         return SUCCESS
@@ -95,9 +88,11 @@ def _register_foreach():
                 if op.endswith(candidate) and op != candidate:
                     op, variant = op[: -len(candidate)], candidate
                     break
-        packet = getattr(aten, f"_foreach_{_aten_name(op)}{'_' if inplace else ''}")
-        overload = getattr(packet, variant or "default")
-        library.register(_foreach_kernel(name, overload, variant == "ScalarList"))
+        aten_name = f"_foreach_{_aten_name(op)}{'_' if inplace else ''}"
+        overload = getattr(getattr(aten, aten_name), variant or "default")
+        # called through torch's C++ binding (Note [Calling ATen from kernels]), which picks the overload
+        # the arguments' kinds select; the check is against the overload itself
+        library.register(_foreach_kernel(name, getattr(fast_aten, aten_name)), aten=overload)
 
 
 # written out below: their ATen names or arguments do not follow the pattern

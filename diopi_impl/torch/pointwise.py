@@ -3,17 +3,17 @@
 Most functions here differ only in the ATen overload they apply, so they are
 made from small tables: ``diopiX(out, input, ...)`` writes through ``out=`` into
 the output's alias, ``diopiXInp(input, ...)`` calls the ATen in-place method
-on the input's alias. See the module docstring of diopi_impl.torch.
+on the input's alias. See the module docstring of dipu.diopi_impl.torch.
 """
 
 import inspect
 
 import torch
 
-from diopi_impl.proto import FUNCTIONS
+from dipu.diopi.proto import FUNCTIONS
 from dipu import _C
 from dipu.diopi import SUCCESS
-from diopi_impl.torch import library
+from . import library
 
 alias = _C.alias
 aten = torch.ops.aten
@@ -24,12 +24,13 @@ def _alias(value, d):
     return alias(value, d) if isinstance(value, torch.Tensor) else value
 
 
-def _register(name: str, function) -> None:
-    """Register a table-made ``function(ctx, *args)`` under ``name`` with the proto's parameter names."""
+def _register(name: str, function, aten) -> None:
+    """Register a table-made ``function(ctx, *args)`` applying ``aten`` under ``name``, with the proto's
+    parameter names (Note [Table-made functions are checked against ATen] in dipu/diopi/library.py)."""
     function.__name__ = function.__qualname__ = name
     function.__signature__ = inspect.Signature(
         [inspect.Parameter(p, inspect.Parameter.POSITIONAL_OR_KEYWORD) for p in FUNCTIONS[name].param_names])
-    library.register(function)
+    library.register(function, aten=aten)
 
 
 def _out_function(name: str, overload, out_name: str = "out", outputs: int = 1):
@@ -43,7 +44,7 @@ def _out_function(name: str, overload, out_name: str = "out", outputs: int = 1):
         overload(*(_alias(a, d) for a in args[outputs:]), **outs)
         return SUCCESS
 
-    _register(name, function)
+    _register(name, function, overload)
 
 
 def _inplace_function(name: str, method: str):
@@ -55,7 +56,7 @@ def _inplace_function(name: str, method: str):
         packet(alias(input, d), *(_alias(a, d) for a in args))
         return SUCCESS
 
-    _register(name, function)
+    _register(name, function, packet)
 
 
 # ---- unary math: diopiX(out, input) and diopiXInp(input) ---------------------------------------

@@ -5,7 +5,7 @@ import torch
 
 from dipu import _C
 from dipu.diopi import SUCCESS
-from diopi_impl.torch import library
+from . import library
 
 alias = _C.alias
 native_generator = _C.native_generator

@@ -4,9 +4,9 @@ import torch
 
 from dipu import _C
 from dipu.diopi import SUCCESS
-from diopi_impl.torch import library
-from diopi_impl.torch._aten import optional_alias
-from diopi_impl.torch.tensor import _require_copy
+from . import library
+from ._aten import optional_alias
+from .tensor import _require_copy
 
 alias = _C.alias
 

@@ -4,8 +4,8 @@ import torch
 
 from dipu import _C
 from dipu.diopi import SUCCESS
-from diopi_impl.torch import library
-from diopi_impl.torch._aten import fast_aten, write_results
+from . import library
+from ._aten import fast_aten, write_results
 
 alias = _C.alias
 

@@ -4,6 +4,13 @@
 from . import wrappers as w
 from dipu.diopi.registry import Op, register_ops
 
+#: The torch whose schemas these kernels were generated from.
+TORCH_VERSION = "2.13.0"
+#: Spec entries that do not fit that torch's schemas: not generated, so their ops run through the CPU
+#: fallback (Note [The spec follows the installed torch] in scripts/autogen/spec.py).
+UNMATCHED = {
+}
+
 #: Set by the generator's --autocompare-all and --print-call-info.
 AUTOCOMPARE_ALL = False
 PRINT_CALL_INFO = False
@@ -132,7 +139,7 @@ OPS = (
     Op("_foreach_addcdiv.Scalar", "diopiForeachAddcdivScalar", ('diopiForeachAddcdivScalar',), w.make__foreach_addcdiv_Scalar,
        arg_names=('self', 'tensor1', 'tensor2', 'value'), written=(),
        outputs=('out',), kind="functional", entry="_foreach_addcdiv.Scalar", tensor_inputs=()),
-    Op("_foreach_addcdiv.ScalarList", "diopiForeachAddcdivTensor", ('diopiForeachAddcdivTensor',), w.make__foreach_addcdiv_ScalarList,
+    Op("_foreach_addcdiv.ScalarList", "diopiForeachAddcdivScalarList", ('diopiForeachAddcdivScalarList',), w.make__foreach_addcdiv_ScalarList,
        arg_names=('self', 'tensor1', 'tensor2', 'scalars'), written=(),
        outputs=('out',), kind="functional", entry="_foreach_addcdiv.ScalarList", tensor_inputs=()),
     Op("_foreach_addcdiv.Tensor", "diopiForeachAddcdivTensor", ('diopiForeachAddcdivTensor',), w.make__foreach_addcdiv_Tensor,
@@ -141,7 +148,7 @@ OPS = (
     Op("_foreach_addcdiv_.Scalar", "diopiForeachAddcdivInpScalar", ('diopiForeachAddcdivInpScalar',), w.make__foreach_addcdiv__Scalar,
        arg_names=('self', 'tensor1', 'tensor2', 'value'), written=('self',),
        outputs=('self',), kind="inplace", entry="_foreach_addcdiv_.Scalar", tensor_inputs=()),
-    Op("_foreach_addcdiv_.ScalarList", "diopiForeachAddcdivInpTensor", ('diopiForeachAddcdivInpTensor',), w.make__foreach_addcdiv__ScalarList,
+    Op("_foreach_addcdiv_.ScalarList", "diopiForeachAddcdivInpScalarList", ('diopiForeachAddcdivInpScalarList',), w.make__foreach_addcdiv__ScalarList,
        arg_names=('self', 'tensor1', 'tensor2', 'scalars'), written=('self',),
        outputs=('self',), kind="inplace", entry="_foreach_addcdiv_.ScalarList", tensor_inputs=()),
     Op("_foreach_addcdiv_.Tensor", "diopiForeachAddcdivInpTensor", ('diopiForeachAddcdivInpTensor',), w.make__foreach_addcdiv__Tensor,
@@ -150,7 +157,7 @@ OPS = (
     Op("_foreach_addcmul.Scalar", "diopiForeachAddcmulScalar", ('diopiForeachAddcmulScalar',), w.make__foreach_addcmul_Scalar,
        arg_names=('self', 'tensor1', 'tensor2', 'value'), written=(),
        outputs=('out',), kind="functional", entry="_foreach_addcmul.Scalar", tensor_inputs=()),
-    Op("_foreach_addcmul.ScalarList", "diopiForeachAddcmulTensor", ('diopiForeachAddcmulTensor',), w.make__foreach_addcmul_ScalarList,
+    Op("_foreach_addcmul.ScalarList", "diopiForeachAddcmulScalarList", ('diopiForeachAddcmulScalarList',), w.make__foreach_addcmul_ScalarList,
        arg_names=('self', 'tensor1', 'tensor2', 'scalars'), written=(),
        outputs=('out',), kind="functional", entry="_foreach_addcmul.ScalarList", tensor_inputs=()),
     Op("_foreach_addcmul.Tensor", "diopiForeachAddcmulTensor", ('diopiForeachAddcmulTensor',), w.make__foreach_addcmul_Tensor,
@@ -159,7 +166,7 @@ OPS = (
     Op("_foreach_addcmul_.Scalar", "diopiForeachAddcmulInpScalar", ('diopiForeachAddcmulInpScalar',), w.make__foreach_addcmul__Scalar,
        arg_names=('self', 'tensor1', 'tensor2', 'value'), written=('self',),
        outputs=('self',), kind="inplace", entry="_foreach_addcmul_.Scalar", tensor_inputs=()),
-    Op("_foreach_addcmul_.ScalarList", "diopiForeachAddcmulInpTensor", ('diopiForeachAddcmulInpTensor',), w.make__foreach_addcmul__ScalarList,
+    Op("_foreach_addcmul_.ScalarList", "diopiForeachAddcmulInpScalarList", ('diopiForeachAddcmulInpScalarList',), w.make__foreach_addcmul__ScalarList,
        arg_names=('self', 'tensor1', 'tensor2', 'scalars'), written=('self',),
        outputs=('self',), kind="inplace", entry="_foreach_addcmul_.ScalarList", tensor_inputs=()),
     Op("_foreach_addcmul_.Tensor", "diopiForeachAddcmulInpTensor", ('diopiForeachAddcmulInpTensor',), w.make__foreach_addcmul__Tensor,

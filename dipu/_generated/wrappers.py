@@ -16,9 +16,6 @@ from dipu.hooks import (CHECK_DEVICE, DUMP_KEY, DUMP_OFF, SYNC, call_with_number
 from dipu.ops.shapes import meta, strides
 from dipu.ops.convolution import convolution as impl_dipu_ops_convolution_convolution
 from dipu.ops.convolution import convolution_backward as impl_dipu_ops_convolution_convolution_backward
-from dipu.ops.foreach import returns_nothing as impl_dipu_ops_foreach_returns_nothing
-from dipu.ops.foreach import scalar_list as impl_dipu_ops_foreach_scalar_list
-from dipu.ops.foreach import scalar_list_returns_nothing as impl_dipu_ops_foreach_scalar_list_returns_nothing
 from dipu.ops.indexing import index as impl_dipu_ops_indexing_index
 from dipu.ops.indexing import index_put as impl_dipu_ops_indexing_index_put
 from dipu.ops.indexing import index_put_ as impl_dipu_ops_indexing_index_put_
@@ -1142,14 +1139,14 @@ def make__amp_foreach_non_finite_check_and_unscale_(op, diopiAmpForeachNonFinite
                 dump_op_args(op, (self, found_inf, inv_scale))
             if CHECK_DEVICE:
                 check_device(op, d, (self, found_inf, inv_scale))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiAmpForeachNonFiniteCheckAndUnscaleInp, contexts[d], self, found_inf, inv_scale)
+            status = diopiAmpForeachNonFiniteCheckAndUnscaleInp(contexts[d], self, found_inf, inv_scale)
             if status:
                 return on_failure(status, op, (self, found_inf, inv_scale), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         except Exception:
             if has_numbers(op, (self, found_inf, inv_scale)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__amp_foreach_non_finite_check_and_unscale_, (self, found_inf, inv_scale), {})
@@ -1630,14 +1627,14 @@ def make__foreach_abs_(op, diopiForeachAbsInp):
                 dump_op_args(op, (self,))
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachAbsInp, contexts[d], self)
+            status = diopiForeachAbsInp(contexts[d], self)
             if status:
                 return on_failure(status, op, (self,), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -1687,14 +1684,14 @@ def make__foreach_acos_(op, diopiForeachAcosInp):
                 dump_op_args(op, (self,))
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachAcosInp, contexts[d], self)
+            status = diopiForeachAcosInp(contexts[d], self)
             if status:
                 return on_failure(status, op, (self,), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -1773,14 +1770,15 @@ def make__foreach_add_ScalarList(op, diopiForeachAddScalarList):
                 dump_op_args(op, (self, scalars))
             if CHECK_DEVICE:
                 check_device(op, d, (self, scalars))
-            status, result = impl_dipu_ops_foreach_scalar_list(diopiForeachAddScalarList, contexts[d], self, scalars)
+            out = [None]
+            status = diopiForeachAddScalarList(contexts[d], out, self, scalars)
             if status:
                 return on_failure(status, op, (self, scalars), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, out[0])
+            return out[0]
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -1834,14 +1832,14 @@ def make__foreach_add__List(op, diopiForeachAddInpList):
                 dump_op_args(op, (self, other, alpha))
             if CHECK_DEVICE:
                 check_device(op, d, (self, other, alpha))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachAddInpList, contexts[d], self, other, alpha)
+            status = diopiForeachAddInpList(contexts[d], self, other, alpha)
             if status:
                 return on_failure(status, op, (self, other), {'alpha': alpha})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -1862,14 +1860,14 @@ def make__foreach_add__Scalar(op, diopiForeachAddInpScalar):
                 dump_op_args(op, (self, scalar))
             if CHECK_DEVICE:
                 check_device(op, d, (self, scalar))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachAddInpScalar, contexts[d], self, scalar)
+            status = diopiForeachAddInpScalar(contexts[d], self, scalar)
             if status:
                 return on_failure(status, op, (self, scalar), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -1890,14 +1888,14 @@ def make__foreach_add__ScalarList(op, diopiForeachAddInpScalarList):
                 dump_op_args(op, (self, scalars))
             if CHECK_DEVICE:
                 check_device(op, d, (self, scalars))
-            status, result = impl_dipu_ops_foreach_scalar_list_returns_nothing(diopiForeachAddInpScalarList, contexts[d], self, scalars)
+            status = diopiForeachAddInpScalarList(contexts[d], self, scalars)
             if status:
                 return on_failure(status, op, (self, scalars), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -1918,14 +1916,14 @@ def make__foreach_add__Tensor(op, diopiForeachAddInpTensor):
                 dump_op_args(op, (self, other, alpha))
             if CHECK_DEVICE:
                 check_device(op, d, (self, other, alpha))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachAddInpTensor, contexts[d], self, other, alpha)
+            status = diopiForeachAddInpTensor(contexts[d], self, other, alpha)
             if status:
                 return on_failure(status, op, (self, other), {'alpha': alpha})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         except Exception:
             if has_numbers(op, (self, other, alpha)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__foreach_add__Tensor, (self, other), {'alpha': alpha})
@@ -1967,7 +1965,7 @@ def make__foreach_addcdiv_Scalar(op, diopiForeachAddcdivScalar):
 
 
 # _foreach_addcdiv.ScalarList(Tensor[] self, Tensor[] tensor1, Tensor[] tensor2, Scalar[] scalars) -> Tensor[]
-def make__foreach_addcdiv_ScalarList(op, diopiForeachAddcdivTensor):
+def make__foreach_addcdiv_ScalarList(op, diopiForeachAddcdivScalarList):
     def dipu__foreach_addcdiv_ScalarList(self, tensor1, tensor2, scalars):
         d = self[0].get_device()
         if d < 0:
@@ -1979,14 +1977,15 @@ def make__foreach_addcdiv_ScalarList(op, diopiForeachAddcdivTensor):
                 dump_op_args(op, (self, tensor1, tensor2, scalars))
             if CHECK_DEVICE:
                 check_device(op, d, (self, tensor1, tensor2, scalars))
-            status, result = impl_dipu_ops_foreach_scalar_list(diopiForeachAddcdivTensor, contexts[d], self, tensor1, tensor2, scalars)
+            out = [None]
+            status = diopiForeachAddcdivScalarList(contexts[d], out, self, tensor1, tensor2, scalars)
             if status:
                 return on_failure(status, op, (self, tensor1, tensor2, scalars), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, out[0])
+            return out[0]
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -2040,14 +2039,14 @@ def make__foreach_addcdiv__Scalar(op, diopiForeachAddcdivInpScalar):
                 dump_op_args(op, (self, tensor1, tensor2, value))
             if CHECK_DEVICE:
                 check_device(op, d, (self, tensor1, tensor2, value))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachAddcdivInpScalar, contexts[d], self, tensor1, tensor2, value)
+            status = diopiForeachAddcdivInpScalar(contexts[d], self, tensor1, tensor2, value)
             if status:
                 return on_failure(status, op, (self, tensor1, tensor2, value), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -2056,7 +2055,7 @@ def make__foreach_addcdiv__Scalar(op, diopiForeachAddcdivInpScalar):
 
 
 # _foreach_addcdiv_.ScalarList(Tensor(a!)[] self, Tensor[] tensor1, Tensor[] tensor2, Scalar[] scalars) -> ()
-def make__foreach_addcdiv__ScalarList(op, diopiForeachAddcdivInpTensor):
+def make__foreach_addcdiv__ScalarList(op, diopiForeachAddcdivInpScalarList):
     def dipu__foreach_addcdiv__ScalarList(self, tensor1, tensor2, scalars):
         d = self[0].get_device()
         if d < 0:
@@ -2068,14 +2067,14 @@ def make__foreach_addcdiv__ScalarList(op, diopiForeachAddcdivInpTensor):
                 dump_op_args(op, (self, tensor1, tensor2, scalars))
             if CHECK_DEVICE:
                 check_device(op, d, (self, tensor1, tensor2, scalars))
-            status, result = impl_dipu_ops_foreach_scalar_list_returns_nothing(diopiForeachAddcdivInpTensor, contexts[d], self, tensor1, tensor2, scalars)
+            status = diopiForeachAddcdivInpScalarList(contexts[d], self, tensor1, tensor2, scalars)
             if status:
                 return on_failure(status, op, (self, tensor1, tensor2, scalars), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -2096,14 +2095,14 @@ def make__foreach_addcdiv__Tensor(op, diopiForeachAddcdivInpTensor):
                 dump_op_args(op, (self, tensor1, tensor2, scalars))
             if CHECK_DEVICE:
                 check_device(op, d, (self, tensor1, tensor2, scalars))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachAddcdivInpTensor, contexts[d], self, tensor1, tensor2, scalars)
+            status = diopiForeachAddcdivInpTensor(contexts[d], self, tensor1, tensor2, scalars)
             if status:
                 return on_failure(status, op, (self, tensor1, tensor2, scalars), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         except Exception:
             if has_numbers(op, (self, tensor1, tensor2, scalars)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__foreach_addcdiv__Tensor, (self, tensor1, tensor2, scalars), {})
@@ -2145,7 +2144,7 @@ def make__foreach_addcmul_Scalar(op, diopiForeachAddcmulScalar):
 
 
 # _foreach_addcmul.ScalarList(Tensor[] self, Tensor[] tensor1, Tensor[] tensor2, Scalar[] scalars) -> Tensor[]
-def make__foreach_addcmul_ScalarList(op, diopiForeachAddcmulTensor):
+def make__foreach_addcmul_ScalarList(op, diopiForeachAddcmulScalarList):
     def dipu__foreach_addcmul_ScalarList(self, tensor1, tensor2, scalars):
         d = self[0].get_device()
         if d < 0:
@@ -2157,14 +2156,15 @@ def make__foreach_addcmul_ScalarList(op, diopiForeachAddcmulTensor):
                 dump_op_args(op, (self, tensor1, tensor2, scalars))
             if CHECK_DEVICE:
                 check_device(op, d, (self, tensor1, tensor2, scalars))
-            status, result = impl_dipu_ops_foreach_scalar_list(diopiForeachAddcmulTensor, contexts[d], self, tensor1, tensor2, scalars)
+            out = [None]
+            status = diopiForeachAddcmulScalarList(contexts[d], out, self, tensor1, tensor2, scalars)
             if status:
                 return on_failure(status, op, (self, tensor1, tensor2, scalars), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, out[0])
+            return out[0]
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -2218,14 +2218,14 @@ def make__foreach_addcmul__Scalar(op, diopiForeachAddcmulInpScalar):
                 dump_op_args(op, (self, tensor1, tensor2, value))
             if CHECK_DEVICE:
                 check_device(op, d, (self, tensor1, tensor2, value))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachAddcmulInpScalar, contexts[d], self, tensor1, tensor2, value)
+            status = diopiForeachAddcmulInpScalar(contexts[d], self, tensor1, tensor2, value)
             if status:
                 return on_failure(status, op, (self, tensor1, tensor2, value), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -2234,7 +2234,7 @@ def make__foreach_addcmul__Scalar(op, diopiForeachAddcmulInpScalar):
 
 
 # _foreach_addcmul_.ScalarList(Tensor(a!)[] self, Tensor[] tensor1, Tensor[] tensor2, Scalar[] scalars) -> ()
-def make__foreach_addcmul__ScalarList(op, diopiForeachAddcmulInpTensor):
+def make__foreach_addcmul__ScalarList(op, diopiForeachAddcmulInpScalarList):
     def dipu__foreach_addcmul__ScalarList(self, tensor1, tensor2, scalars):
         d = self[0].get_device()
         if d < 0:
@@ -2246,14 +2246,14 @@ def make__foreach_addcmul__ScalarList(op, diopiForeachAddcmulInpTensor):
                 dump_op_args(op, (self, tensor1, tensor2, scalars))
             if CHECK_DEVICE:
                 check_device(op, d, (self, tensor1, tensor2, scalars))
-            status, result = impl_dipu_ops_foreach_scalar_list_returns_nothing(diopiForeachAddcmulInpTensor, contexts[d], self, tensor1, tensor2, scalars)
+            status = diopiForeachAddcmulInpScalarList(contexts[d], self, tensor1, tensor2, scalars)
             if status:
                 return on_failure(status, op, (self, tensor1, tensor2, scalars), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -2274,14 +2274,14 @@ def make__foreach_addcmul__Tensor(op, diopiForeachAddcmulInpTensor):
                 dump_op_args(op, (self, tensor1, tensor2, scalars))
             if CHECK_DEVICE:
                 check_device(op, d, (self, tensor1, tensor2, scalars))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachAddcmulInpTensor, contexts[d], self, tensor1, tensor2, scalars)
+            status = diopiForeachAddcmulInpTensor(contexts[d], self, tensor1, tensor2, scalars)
             if status:
                 return on_failure(status, op, (self, tensor1, tensor2, scalars), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         except Exception:
             if has_numbers(op, (self, tensor1, tensor2, scalars)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__foreach_addcmul__Tensor, (self, tensor1, tensor2, scalars), {})
@@ -2335,14 +2335,14 @@ def make__foreach_asin_(op, diopiForeachAsinInp):
                 dump_op_args(op, (self,))
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachAsinInp, contexts[d], self)
+            status = diopiForeachAsinInp(contexts[d], self)
             if status:
                 return on_failure(status, op, (self,), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -2392,14 +2392,14 @@ def make__foreach_atan_(op, diopiForeachAtanInp):
                 dump_op_args(op, (self,))
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachAtanInp, contexts[d], self)
+            status = diopiForeachAtanInp(contexts[d], self)
             if status:
                 return on_failure(status, op, (self,), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -2449,14 +2449,14 @@ def make__foreach_ceil_(op, diopiForeachCeilInp):
                 dump_op_args(op, (self,))
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachCeilInp, contexts[d], self)
+            status = diopiForeachCeilInp(contexts[d], self)
             if status:
                 return on_failure(status, op, (self,), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -2535,14 +2535,15 @@ def make__foreach_clamp_max_ScalarList(op, diopiForeachClampMaxScalarList):
                 dump_op_args(op, (self, scalars))
             if CHECK_DEVICE:
                 check_device(op, d, (self, scalars))
-            status, result = impl_dipu_ops_foreach_scalar_list(diopiForeachClampMaxScalarList, contexts[d], self, scalars)
+            out = [None]
+            status = diopiForeachClampMaxScalarList(contexts[d], out, self, scalars)
             if status:
                 return on_failure(status, op, (self, scalars), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, out[0])
+            return out[0]
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -2563,14 +2564,14 @@ def make__foreach_clamp_max__List(op, diopiForeachClampMaxInpList):
                 dump_op_args(op, (self, other))
             if CHECK_DEVICE:
                 check_device(op, d, (self, other))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachClampMaxInpList, contexts[d], self, other)
+            status = diopiForeachClampMaxInpList(contexts[d], self, other)
             if status:
                 return on_failure(status, op, (self, other), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -2591,14 +2592,14 @@ def make__foreach_clamp_max__Scalar(op, diopiForeachClampMaxInpScalar):
                 dump_op_args(op, (self, scalar))
             if CHECK_DEVICE:
                 check_device(op, d, (self, scalar))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachClampMaxInpScalar, contexts[d], self, scalar)
+            status = diopiForeachClampMaxInpScalar(contexts[d], self, scalar)
             if status:
                 return on_failure(status, op, (self, scalar), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -2619,14 +2620,14 @@ def make__foreach_clamp_max__ScalarList(op, diopiForeachClampMaxInpScalarList):
                 dump_op_args(op, (self, scalars))
             if CHECK_DEVICE:
                 check_device(op, d, (self, scalars))
-            status, result = impl_dipu_ops_foreach_scalar_list_returns_nothing(diopiForeachClampMaxInpScalarList, contexts[d], self, scalars)
+            status = diopiForeachClampMaxInpScalarList(contexts[d], self, scalars)
             if status:
                 return on_failure(status, op, (self, scalars), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -2705,14 +2706,15 @@ def make__foreach_clamp_min_ScalarList(op, diopiForeachClampMinScalarList):
                 dump_op_args(op, (self, scalars))
             if CHECK_DEVICE:
                 check_device(op, d, (self, scalars))
-            status, result = impl_dipu_ops_foreach_scalar_list(diopiForeachClampMinScalarList, contexts[d], self, scalars)
+            out = [None]
+            status = diopiForeachClampMinScalarList(contexts[d], out, self, scalars)
             if status:
                 return on_failure(status, op, (self, scalars), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, out[0])
+            return out[0]
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -2733,14 +2735,14 @@ def make__foreach_clamp_min__List(op, diopiForeachClampMinInpList):
                 dump_op_args(op, (self, other))
             if CHECK_DEVICE:
                 check_device(op, d, (self, other))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachClampMinInpList, contexts[d], self, other)
+            status = diopiForeachClampMinInpList(contexts[d], self, other)
             if status:
                 return on_failure(status, op, (self, other), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -2761,14 +2763,14 @@ def make__foreach_clamp_min__Scalar(op, diopiForeachClampMinInpScalar):
                 dump_op_args(op, (self, scalar))
             if CHECK_DEVICE:
                 check_device(op, d, (self, scalar))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachClampMinInpScalar, contexts[d], self, scalar)
+            status = diopiForeachClampMinInpScalar(contexts[d], self, scalar)
             if status:
                 return on_failure(status, op, (self, scalar), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -2789,14 +2791,14 @@ def make__foreach_clamp_min__ScalarList(op, diopiForeachClampMinInpScalarList):
                 dump_op_args(op, (self, scalars))
             if CHECK_DEVICE:
                 check_device(op, d, (self, scalars))
-            status, result = impl_dipu_ops_foreach_scalar_list_returns_nothing(diopiForeachClampMinInpScalarList, contexts[d], self, scalars)
+            status = diopiForeachClampMinInpScalarList(contexts[d], self, scalars)
             if status:
                 return on_failure(status, op, (self, scalars), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -2875,14 +2877,14 @@ def make__foreach_copy_(op, diopiForeachCopyInp):
                 dump_op_args(op, (self, src, non_blocking))
             if CHECK_DEVICE:
                 check_device(op, d, (self, src, non_blocking))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachCopyInp, contexts[d], self, src, non_blocking)
+            status = diopiForeachCopyInp(contexts[d], self, src, non_blocking)
             if status:
                 return on_failure(status, op, (self, src, non_blocking), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -2932,14 +2934,14 @@ def make__foreach_cos_(op, diopiForeachCosInp):
                 dump_op_args(op, (self,))
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachCosInp, contexts[d], self)
+            status = diopiForeachCosInp(contexts[d], self)
             if status:
                 return on_failure(status, op, (self,), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -2989,14 +2991,14 @@ def make__foreach_cosh_(op, diopiForeachCoshInp):
                 dump_op_args(op, (self,))
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachCoshInp, contexts[d], self)
+            status = diopiForeachCoshInp(contexts[d], self)
             if status:
                 return on_failure(status, op, (self,), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -3075,14 +3077,15 @@ def make__foreach_div_ScalarList(op, diopiForeachDivScalarList):
                 dump_op_args(op, (self, scalars))
             if CHECK_DEVICE:
                 check_device(op, d, (self, scalars))
-            status, result = impl_dipu_ops_foreach_scalar_list(diopiForeachDivScalarList, contexts[d], self, scalars)
+            out = [None]
+            status = diopiForeachDivScalarList(contexts[d], out, self, scalars)
             if status:
                 return on_failure(status, op, (self, scalars), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, out[0])
+            return out[0]
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -3136,14 +3139,14 @@ def make__foreach_div__List(op, diopiForeachDivInpList):
                 dump_op_args(op, (self, other))
             if CHECK_DEVICE:
                 check_device(op, d, (self, other))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachDivInpList, contexts[d], self, other)
+            status = diopiForeachDivInpList(contexts[d], self, other)
             if status:
                 return on_failure(status, op, (self, other), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -3164,14 +3167,14 @@ def make__foreach_div__Scalar(op, diopiForeachDivInpScalar):
                 dump_op_args(op, (self, scalar))
             if CHECK_DEVICE:
                 check_device(op, d, (self, scalar))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachDivInpScalar, contexts[d], self, scalar)
+            status = diopiForeachDivInpScalar(contexts[d], self, scalar)
             if status:
                 return on_failure(status, op, (self, scalar), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -3192,14 +3195,14 @@ def make__foreach_div__ScalarList(op, diopiForeachDivInpScalarList):
                 dump_op_args(op, (self, scalars))
             if CHECK_DEVICE:
                 check_device(op, d, (self, scalars))
-            status, result = impl_dipu_ops_foreach_scalar_list_returns_nothing(diopiForeachDivInpScalarList, contexts[d], self, scalars)
+            status = diopiForeachDivInpScalarList(contexts[d], self, scalars)
             if status:
                 return on_failure(status, op, (self, scalars), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -3220,14 +3223,14 @@ def make__foreach_div__Tensor(op, diopiForeachDivInpTensor):
                 dump_op_args(op, (self, other))
             if CHECK_DEVICE:
                 check_device(op, d, (self, other))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachDivInpTensor, contexts[d], self, other)
+            status = diopiForeachDivInpTensor(contexts[d], self, other)
             if status:
                 return on_failure(status, op, (self, other), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         except Exception:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__foreach_div__Tensor, (self, other), {})
@@ -3281,14 +3284,14 @@ def make__foreach_erf_(op, diopiForeachErfInp):
                 dump_op_args(op, (self,))
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachErfInp, contexts[d], self)
+            status = diopiForeachErfInp(contexts[d], self)
             if status:
                 return on_failure(status, op, (self,), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -3338,14 +3341,14 @@ def make__foreach_erfc_(op, diopiForeachErfcInp):
                 dump_op_args(op, (self,))
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachErfcInp, contexts[d], self)
+            status = diopiForeachErfcInp(contexts[d], self)
             if status:
                 return on_failure(status, op, (self,), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -3395,14 +3398,14 @@ def make__foreach_exp_(op, diopiForeachExpInp):
                 dump_op_args(op, (self,))
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachExpInp, contexts[d], self)
+            status = diopiForeachExpInp(contexts[d], self)
             if status:
                 return on_failure(status, op, (self,), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -3452,14 +3455,14 @@ def make__foreach_expm1_(op, diopiForeachExpm1Inp):
                 dump_op_args(op, (self,))
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachExpm1Inp, contexts[d], self)
+            status = diopiForeachExpm1Inp(contexts[d], self)
             if status:
                 return on_failure(status, op, (self,), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -3509,14 +3512,14 @@ def make__foreach_floor_(op, diopiForeachFloorInp):
                 dump_op_args(op, (self,))
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachFloorInp, contexts[d], self)
+            status = diopiForeachFloorInp(contexts[d], self)
             if status:
                 return on_failure(status, op, (self,), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -3566,14 +3569,14 @@ def make__foreach_frac_(op, diopiForeachFracInp):
                 dump_op_args(op, (self,))
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachFracInp, contexts[d], self)
+            status = diopiForeachFracInp(contexts[d], self)
             if status:
                 return on_failure(status, op, (self,), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -3652,14 +3655,15 @@ def make__foreach_lerp_ScalarList(op, diopiForeachLerpScalarList):
                 dump_op_args(op, (self, tensors1, weight))
             if CHECK_DEVICE:
                 check_device(op, d, (self, tensors1, weight))
-            status, result = impl_dipu_ops_foreach_scalar_list(diopiForeachLerpScalarList, contexts[d], self, tensors1, weight)
+            out = [None]
+            status = diopiForeachLerpScalarList(contexts[d], out, self, tensors1, weight)
             if status:
                 return on_failure(status, op, (self, tensors1, weight), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, out[0])
+            return out[0]
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -3680,14 +3684,14 @@ def make__foreach_lerp__List(op, diopiForeachLerpInpList):
                 dump_op_args(op, (self, tensors1, weights))
             if CHECK_DEVICE:
                 check_device(op, d, (self, tensors1, weights))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachLerpInpList, contexts[d], self, tensors1, weights)
+            status = diopiForeachLerpInpList(contexts[d], self, tensors1, weights)
             if status:
                 return on_failure(status, op, (self, tensors1, weights), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -3708,14 +3712,14 @@ def make__foreach_lerp__Scalar(op, diopiForeachLerpInpScalar):
                 dump_op_args(op, (self, tensors1, weight))
             if CHECK_DEVICE:
                 check_device(op, d, (self, tensors1, weight))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachLerpInpScalar, contexts[d], self, tensors1, weight)
+            status = diopiForeachLerpInpScalar(contexts[d], self, tensors1, weight)
             if status:
                 return on_failure(status, op, (self, tensors1, weight), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -3736,14 +3740,14 @@ def make__foreach_lerp__ScalarList(op, diopiForeachLerpInpScalarList):
                 dump_op_args(op, (self, tensors1, weight))
             if CHECK_DEVICE:
                 check_device(op, d, (self, tensors1, weight))
-            status, result = impl_dipu_ops_foreach_scalar_list_returns_nothing(diopiForeachLerpInpScalarList, contexts[d], self, tensors1, weight)
+            status = diopiForeachLerpInpScalarList(contexts[d], self, tensors1, weight)
             if status:
                 return on_failure(status, op, (self, tensors1, weight), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -3793,14 +3797,14 @@ def make__foreach_lgamma_(op, diopiForeachLgammaInp):
                 dump_op_args(op, (self,))
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachLgammaInp, contexts[d], self)
+            status = diopiForeachLgammaInp(contexts[d], self)
             if status:
                 return on_failure(status, op, (self,), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -3879,14 +3883,14 @@ def make__foreach_log10_(op, diopiForeachLog10Inp):
                 dump_op_args(op, (self,))
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachLog10Inp, contexts[d], self)
+            status = diopiForeachLog10Inp(contexts[d], self)
             if status:
                 return on_failure(status, op, (self,), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -3936,14 +3940,14 @@ def make__foreach_log1p_(op, diopiForeachLog1pInp):
                 dump_op_args(op, (self,))
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachLog1pInp, contexts[d], self)
+            status = diopiForeachLog1pInp(contexts[d], self)
             if status:
                 return on_failure(status, op, (self,), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -3993,14 +3997,14 @@ def make__foreach_log2_(op, diopiForeachLog2Inp):
                 dump_op_args(op, (self,))
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachLog2Inp, contexts[d], self)
+            status = diopiForeachLog2Inp(contexts[d], self)
             if status:
                 return on_failure(status, op, (self,), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -4021,14 +4025,14 @@ def make__foreach_log_(op, diopiForeachLogInp):
                 dump_op_args(op, (self,))
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachLogInp, contexts[d], self)
+            status = diopiForeachLogInp(contexts[d], self)
             if status:
                 return on_failure(status, op, (self,), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -4136,14 +4140,15 @@ def make__foreach_maximum_ScalarList(op, diopiForeachMaximumScalarList):
                 dump_op_args(op, (self, scalars))
             if CHECK_DEVICE:
                 check_device(op, d, (self, scalars))
-            status, result = impl_dipu_ops_foreach_scalar_list(diopiForeachMaximumScalarList, contexts[d], self, scalars)
+            out = [None]
+            status = diopiForeachMaximumScalarList(contexts[d], out, self, scalars)
             if status:
                 return on_failure(status, op, (self, scalars), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, out[0])
+            return out[0]
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -4164,14 +4169,14 @@ def make__foreach_maximum__List(op, diopiForeachMaximumInpList):
                 dump_op_args(op, (self, other))
             if CHECK_DEVICE:
                 check_device(op, d, (self, other))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachMaximumInpList, contexts[d], self, other)
+            status = diopiForeachMaximumInpList(contexts[d], self, other)
             if status:
                 return on_failure(status, op, (self, other), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -4192,14 +4197,14 @@ def make__foreach_maximum__Scalar(op, diopiForeachMaximumInpScalar):
                 dump_op_args(op, (self, scalar))
             if CHECK_DEVICE:
                 check_device(op, d, (self, scalar))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachMaximumInpScalar, contexts[d], self, scalar)
+            status = diopiForeachMaximumInpScalar(contexts[d], self, scalar)
             if status:
                 return on_failure(status, op, (self, scalar), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -4220,14 +4225,14 @@ def make__foreach_maximum__ScalarList(op, diopiForeachMaximumInpScalarList):
                 dump_op_args(op, (self, scalars))
             if CHECK_DEVICE:
                 check_device(op, d, (self, scalars))
-            status, result = impl_dipu_ops_foreach_scalar_list_returns_nothing(diopiForeachMaximumInpScalarList, contexts[d], self, scalars)
+            status = diopiForeachMaximumInpScalarList(contexts[d], self, scalars)
             if status:
                 return on_failure(status, op, (self, scalars), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -4306,14 +4311,15 @@ def make__foreach_minimum_ScalarList(op, diopiForeachMinimumScalarList):
                 dump_op_args(op, (self, scalars))
             if CHECK_DEVICE:
                 check_device(op, d, (self, scalars))
-            status, result = impl_dipu_ops_foreach_scalar_list(diopiForeachMinimumScalarList, contexts[d], self, scalars)
+            out = [None]
+            status = diopiForeachMinimumScalarList(contexts[d], out, self, scalars)
             if status:
                 return on_failure(status, op, (self, scalars), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, out[0])
+            return out[0]
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -4334,14 +4340,14 @@ def make__foreach_minimum__List(op, diopiForeachMinimumInpList):
                 dump_op_args(op, (self, other))
             if CHECK_DEVICE:
                 check_device(op, d, (self, other))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachMinimumInpList, contexts[d], self, other)
+            status = diopiForeachMinimumInpList(contexts[d], self, other)
             if status:
                 return on_failure(status, op, (self, other), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -4362,14 +4368,14 @@ def make__foreach_minimum__Scalar(op, diopiForeachMinimumInpScalar):
                 dump_op_args(op, (self, scalar))
             if CHECK_DEVICE:
                 check_device(op, d, (self, scalar))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachMinimumInpScalar, contexts[d], self, scalar)
+            status = diopiForeachMinimumInpScalar(contexts[d], self, scalar)
             if status:
                 return on_failure(status, op, (self, scalar), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -4390,14 +4396,14 @@ def make__foreach_minimum__ScalarList(op, diopiForeachMinimumInpScalarList):
                 dump_op_args(op, (self, scalars))
             if CHECK_DEVICE:
                 check_device(op, d, (self, scalars))
-            status, result = impl_dipu_ops_foreach_scalar_list_returns_nothing(diopiForeachMinimumInpScalarList, contexts[d], self, scalars)
+            status = diopiForeachMinimumInpScalarList(contexts[d], self, scalars)
             if status:
                 return on_failure(status, op, (self, scalars), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -4476,14 +4482,15 @@ def make__foreach_mul_ScalarList(op, diopiForeachMulScalarList):
                 dump_op_args(op, (self, scalars))
             if CHECK_DEVICE:
                 check_device(op, d, (self, scalars))
-            status, result = impl_dipu_ops_foreach_scalar_list(diopiForeachMulScalarList, contexts[d], self, scalars)
+            out = [None]
+            status = diopiForeachMulScalarList(contexts[d], out, self, scalars)
             if status:
                 return on_failure(status, op, (self, scalars), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, out[0])
+            return out[0]
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -4537,14 +4544,14 @@ def make__foreach_mul__List(op, diopiForeachMulInpList):
                 dump_op_args(op, (self, other))
             if CHECK_DEVICE:
                 check_device(op, d, (self, other))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachMulInpList, contexts[d], self, other)
+            status = diopiForeachMulInpList(contexts[d], self, other)
             if status:
                 return on_failure(status, op, (self, other), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -4565,14 +4572,14 @@ def make__foreach_mul__Scalar(op, diopiForeachMulInpScalar):
                 dump_op_args(op, (self, scalar))
             if CHECK_DEVICE:
                 check_device(op, d, (self, scalar))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachMulInpScalar, contexts[d], self, scalar)
+            status = diopiForeachMulInpScalar(contexts[d], self, scalar)
             if status:
                 return on_failure(status, op, (self, scalar), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -4593,14 +4600,14 @@ def make__foreach_mul__ScalarList(op, diopiForeachMulInpScalarList):
                 dump_op_args(op, (self, scalars))
             if CHECK_DEVICE:
                 check_device(op, d, (self, scalars))
-            status, result = impl_dipu_ops_foreach_scalar_list_returns_nothing(diopiForeachMulInpScalarList, contexts[d], self, scalars)
+            status = diopiForeachMulInpScalarList(contexts[d], self, scalars)
             if status:
                 return on_failure(status, op, (self, scalars), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -4621,14 +4628,14 @@ def make__foreach_mul__Tensor(op, diopiForeachMulInpTensor):
                 dump_op_args(op, (self, other))
             if CHECK_DEVICE:
                 check_device(op, d, (self, other))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachMulInpTensor, contexts[d], self, other)
+            status = diopiForeachMulInpTensor(contexts[d], self, other)
             if status:
                 return on_failure(status, op, (self, other), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         except Exception:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__foreach_mul__Tensor, (self, other), {})
@@ -4682,14 +4689,14 @@ def make__foreach_neg_(op, diopiForeachNegInp):
                 dump_op_args(op, (self,))
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachNegInp, contexts[d], self)
+            status = diopiForeachNegInp(contexts[d], self)
             if status:
                 return on_failure(status, op, (self,), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -4826,14 +4833,15 @@ def make__foreach_pow_ScalarList(op, diopiForeachPowScalarList):
                 dump_op_args(op, (self, exponent))
             if CHECK_DEVICE:
                 check_device(op, d, (self, exponent))
-            status, result = impl_dipu_ops_foreach_scalar_list(diopiForeachPowScalarList, contexts[d], self, exponent)
+            out = [None]
+            status = diopiForeachPowScalarList(contexts[d], out, self, exponent)
             if status:
                 return on_failure(status, op, (self, exponent), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, out[0])
+            return out[0]
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -4854,14 +4862,14 @@ def make__foreach_pow__List(op, diopiForeachPowInpList):
                 dump_op_args(op, (self, exponent))
             if CHECK_DEVICE:
                 check_device(op, d, (self, exponent))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachPowInpList, contexts[d], self, exponent)
+            status = diopiForeachPowInpList(contexts[d], self, exponent)
             if status:
                 return on_failure(status, op, (self, exponent), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -4882,14 +4890,14 @@ def make__foreach_pow__Scalar(op, diopiForeachPowInpScalar):
                 dump_op_args(op, (self, exponent))
             if CHECK_DEVICE:
                 check_device(op, d, (self, exponent))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachPowInpScalar, contexts[d], self, exponent)
+            status = diopiForeachPowInpScalar(contexts[d], self, exponent)
             if status:
                 return on_failure(status, op, (self, exponent), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -4910,14 +4918,14 @@ def make__foreach_pow__ScalarList(op, diopiForeachPowInpScalarList):
                 dump_op_args(op, (self, exponent))
             if CHECK_DEVICE:
                 check_device(op, d, (self, exponent))
-            status, result = impl_dipu_ops_foreach_scalar_list_returns_nothing(diopiForeachPowInpScalarList, contexts[d], self, exponent)
+            status = diopiForeachPowInpScalarList(contexts[d], self, exponent)
             if status:
                 return on_failure(status, op, (self, exponent), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -4996,14 +5004,14 @@ def make__foreach_reciprocal_(op, diopiForeachReciprocalInp):
                 dump_op_args(op, (self,))
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachReciprocalInp, contexts[d], self)
+            status = diopiForeachReciprocalInp(contexts[d], self)
             if status:
                 return on_failure(status, op, (self,), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -5053,14 +5061,14 @@ def make__foreach_round_(op, diopiForeachRoundInp):
                 dump_op_args(op, (self,))
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachRoundInp, contexts[d], self)
+            status = diopiForeachRoundInp(contexts[d], self)
             if status:
                 return on_failure(status, op, (self,), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -5110,14 +5118,14 @@ def make__foreach_rsqrt_(op, diopiForeachRsqrtInp):
                 dump_op_args(op, (self,))
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachRsqrtInp, contexts[d], self)
+            status = diopiForeachRsqrtInp(contexts[d], self)
             if status:
                 return on_failure(status, op, (self,), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -5167,14 +5175,14 @@ def make__foreach_sigmoid_(op, diopiForeachSigmoidInp):
                 dump_op_args(op, (self,))
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachSigmoidInp, contexts[d], self)
+            status = diopiForeachSigmoidInp(contexts[d], self)
             if status:
                 return on_failure(status, op, (self,), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -5224,14 +5232,14 @@ def make__foreach_sign_(op, diopiForeachSignInp):
                 dump_op_args(op, (self,))
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachSignInp, contexts[d], self)
+            status = diopiForeachSignInp(contexts[d], self)
             if status:
                 return on_failure(status, op, (self,), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -5281,14 +5289,14 @@ def make__foreach_sin_(op, diopiForeachSinInp):
                 dump_op_args(op, (self,))
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachSinInp, contexts[d], self)
+            status = diopiForeachSinInp(contexts[d], self)
             if status:
                 return on_failure(status, op, (self,), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -5338,14 +5346,14 @@ def make__foreach_sinh_(op, diopiForeachSinhInp):
                 dump_op_args(op, (self,))
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachSinhInp, contexts[d], self)
+            status = diopiForeachSinhInp(contexts[d], self)
             if status:
                 return on_failure(status, op, (self,), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -5395,14 +5403,14 @@ def make__foreach_sqrt_(op, diopiForeachSqrtInp):
                 dump_op_args(op, (self,))
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachSqrtInp, contexts[d], self)
+            status = diopiForeachSqrtInp(contexts[d], self)
             if status:
                 return on_failure(status, op, (self,), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -5481,14 +5489,15 @@ def make__foreach_sub_ScalarList(op, diopiForeachSubScalarList):
                 dump_op_args(op, (self, scalars))
             if CHECK_DEVICE:
                 check_device(op, d, (self, scalars))
-            status, result = impl_dipu_ops_foreach_scalar_list(diopiForeachSubScalarList, contexts[d], self, scalars)
+            out = [None]
+            status = diopiForeachSubScalarList(contexts[d], out, self, scalars)
             if status:
                 return on_failure(status, op, (self, scalars), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, out[0])
+            return out[0]
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -5509,14 +5518,14 @@ def make__foreach_sub__List(op, diopiForeachSubInpList):
                 dump_op_args(op, (self, other, alpha))
             if CHECK_DEVICE:
                 check_device(op, d, (self, other, alpha))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachSubInpList, contexts[d], self, other, alpha)
+            status = diopiForeachSubInpList(contexts[d], self, other, alpha)
             if status:
                 return on_failure(status, op, (self, other), {'alpha': alpha})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -5537,14 +5546,14 @@ def make__foreach_sub__Scalar(op, diopiForeachSubInpScalar):
                 dump_op_args(op, (self, scalar))
             if CHECK_DEVICE:
                 check_device(op, d, (self, scalar))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachSubInpScalar, contexts[d], self, scalar)
+            status = diopiForeachSubInpScalar(contexts[d], self, scalar)
             if status:
                 return on_failure(status, op, (self, scalar), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -5565,14 +5574,14 @@ def make__foreach_sub__ScalarList(op, diopiForeachSubInpScalarList):
                 dump_op_args(op, (self, scalars))
             if CHECK_DEVICE:
                 check_device(op, d, (self, scalars))
-            status, result = impl_dipu_ops_foreach_scalar_list_returns_nothing(diopiForeachSubInpScalarList, contexts[d], self, scalars)
+            status = diopiForeachSubInpScalarList(contexts[d], self, scalars)
             if status:
                 return on_failure(status, op, (self, scalars), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -5622,14 +5631,14 @@ def make__foreach_tan_(op, diopiForeachTanInp):
                 dump_op_args(op, (self,))
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachTanInp, contexts[d], self)
+            status = diopiForeachTanInp(contexts[d], self)
             if status:
                 return on_failure(status, op, (self,), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -5679,14 +5688,14 @@ def make__foreach_tanh_(op, diopiForeachTanhInp):
                 dump_op_args(op, (self,))
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachTanhInp, contexts[d], self)
+            status = diopiForeachTanhInp(contexts[d], self)
             if status:
                 return on_failure(status, op, (self,), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -5736,14 +5745,14 @@ def make__foreach_trunc_(op, diopiForeachTruncInp):
                 dump_op_args(op, (self,))
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachTruncInp, contexts[d], self)
+            status = diopiForeachTruncInp(contexts[d], self)
             if status:
                 return on_failure(status, op, (self,), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -5793,14 +5802,14 @@ def make__foreach_zero_(op, diopiForeachZeroInp):
                 dump_op_args(op, (self,))
             if CHECK_DEVICE:
                 check_device(op, d, (self,))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiForeachZeroInp, contexts[d], self)
+            status = diopiForeachZeroInp(contexts[d], self)
             if status:
                 return on_failure(status, op, (self,), {})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -5821,14 +5830,14 @@ def make__fused_adagrad_(op, diopiFusedAdagrad):
                 dump_op_args(op, (self, grads, state_sums, state_steps, lr, lr_decay, weight_decay, eps, maximize, grad_scale, found_inf))
             if CHECK_DEVICE:
                 check_device(op, d, (self, grads, state_sums, state_steps, lr, lr_decay, weight_decay, eps, maximize, grad_scale, found_inf))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiFusedAdagrad, contexts[d], self, grads, state_sums, state_steps, lr, lr_decay, weight_decay, eps, maximize, grad_scale, found_inf)
+            status = diopiFusedAdagrad(contexts[d], self, grads, state_sums, state_steps, lr, lr_decay, weight_decay, eps, maximize, grad_scale, found_inf)
             if status:
                 return on_failure(status, op, (self, grads, state_sums, state_steps), {'lr': lr, 'lr_decay': lr_decay, 'weight_decay': weight_decay, 'eps': eps, 'maximize': maximize, 'grad_scale': grad_scale, 'found_inf': found_inf})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         except Exception:
             if has_numbers(op, (self, grads, state_sums, state_steps, lr, lr_decay, weight_decay, eps, maximize, grad_scale, found_inf)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__fused_adagrad_, (self, grads, state_sums, state_steps), {'lr': lr, 'lr_decay': lr_decay, 'weight_decay': weight_decay, 'eps': eps, 'maximize': maximize, 'grad_scale': grad_scale, 'found_inf': found_inf})
@@ -5853,14 +5862,14 @@ def make__fused_adagrad__tensor_lr(op, diopiFusedAdagradTensorLr):
                 dump_op_args(op, (self, grads, state_sums, state_steps, lr, lr_decay, weight_decay, eps, maximize, grad_scale, found_inf))
             if CHECK_DEVICE:
                 check_device(op, d, (self, grads, state_sums, state_steps, lr, lr_decay, weight_decay, eps, maximize, grad_scale, found_inf))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiFusedAdagradTensorLr, contexts[d], self, grads, state_sums, state_steps, lr, lr_decay, weight_decay, eps, maximize, grad_scale, found_inf)
+            status = diopiFusedAdagradTensorLr(contexts[d], self, grads, state_sums, state_steps, lr, lr_decay, weight_decay, eps, maximize, grad_scale, found_inf)
             if status:
                 return on_failure(status, op, (self, grads, state_sums, state_steps), {'lr': lr, 'lr_decay': lr_decay, 'weight_decay': weight_decay, 'eps': eps, 'maximize': maximize, 'grad_scale': grad_scale, 'found_inf': found_inf})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         except Exception:
             if has_numbers(op, (self, grads, state_sums, state_steps, lr, lr_decay, weight_decay, eps, maximize, grad_scale, found_inf)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__fused_adagrad__tensor_lr, (self, grads, state_sums, state_steps), {'lr': lr, 'lr_decay': lr_decay, 'weight_decay': weight_decay, 'eps': eps, 'maximize': maximize, 'grad_scale': grad_scale, 'found_inf': found_inf})
@@ -5885,14 +5894,14 @@ def make__fused_adam_(op, diopiFusedAdam):
                 dump_op_args(op, (self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf))
             if CHECK_DEVICE:
                 check_device(op, d, (self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiFusedAdam, contexts[d], self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf)
+            status = diopiFusedAdam(contexts[d], self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf)
             if status:
                 return on_failure(status, op, (self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps), {'lr': lr, 'beta1': beta1, 'beta2': beta2, 'weight_decay': weight_decay, 'eps': eps, 'amsgrad': amsgrad, 'maximize': maximize, 'grad_scale': grad_scale, 'found_inf': found_inf})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         except Exception:
             if has_numbers(op, (self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__fused_adam_, (self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps), {'lr': lr, 'beta1': beta1, 'beta2': beta2, 'weight_decay': weight_decay, 'eps': eps, 'amsgrad': amsgrad, 'maximize': maximize, 'grad_scale': grad_scale, 'found_inf': found_inf})
@@ -5917,14 +5926,14 @@ def make__fused_adam__tensor_lr(op, diopiFusedAdamTensorLr):
                 dump_op_args(op, (self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf))
             if CHECK_DEVICE:
                 check_device(op, d, (self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiFusedAdamTensorLr, contexts[d], self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf)
+            status = diopiFusedAdamTensorLr(contexts[d], self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf)
             if status:
                 return on_failure(status, op, (self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps), {'lr': lr, 'beta1': beta1, 'beta2': beta2, 'weight_decay': weight_decay, 'eps': eps, 'amsgrad': amsgrad, 'maximize': maximize, 'grad_scale': grad_scale, 'found_inf': found_inf})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         except Exception:
             if has_numbers(op, (self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__fused_adam__tensor_lr, (self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps), {'lr': lr, 'beta1': beta1, 'beta2': beta2, 'weight_decay': weight_decay, 'eps': eps, 'amsgrad': amsgrad, 'maximize': maximize, 'grad_scale': grad_scale, 'found_inf': found_inf})
@@ -5949,14 +5958,14 @@ def make__fused_adamw_(op, diopiFusedAdamW):
                 dump_op_args(op, (self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf))
             if CHECK_DEVICE:
                 check_device(op, d, (self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiFusedAdamW, contexts[d], self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf)
+            status = diopiFusedAdamW(contexts[d], self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf)
             if status:
                 return on_failure(status, op, (self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps), {'lr': lr, 'beta1': beta1, 'beta2': beta2, 'weight_decay': weight_decay, 'eps': eps, 'amsgrad': amsgrad, 'maximize': maximize, 'grad_scale': grad_scale, 'found_inf': found_inf})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         except Exception:
             if has_numbers(op, (self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__fused_adamw_, (self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps), {'lr': lr, 'beta1': beta1, 'beta2': beta2, 'weight_decay': weight_decay, 'eps': eps, 'amsgrad': amsgrad, 'maximize': maximize, 'grad_scale': grad_scale, 'found_inf': found_inf})
@@ -5981,14 +5990,14 @@ def make__fused_adamw__tensor_lr(op, diopiFusedAdamWTensorLr):
                 dump_op_args(op, (self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf))
             if CHECK_DEVICE:
                 check_device(op, d, (self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiFusedAdamWTensorLr, contexts[d], self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf)
+            status = diopiFusedAdamWTensorLr(contexts[d], self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf)
             if status:
                 return on_failure(status, op, (self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps), {'lr': lr, 'beta1': beta1, 'beta2': beta2, 'weight_decay': weight_decay, 'eps': eps, 'amsgrad': amsgrad, 'maximize': maximize, 'grad_scale': grad_scale, 'found_inf': found_inf})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         except Exception:
             if has_numbers(op, (self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__fused_adamw__tensor_lr, (self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps), {'lr': lr, 'beta1': beta1, 'beta2': beta2, 'weight_decay': weight_decay, 'eps': eps, 'amsgrad': amsgrad, 'maximize': maximize, 'grad_scale': grad_scale, 'found_inf': found_inf})
@@ -6013,14 +6022,14 @@ def make__fused_sgd_(op, diopiFusedSgd):
                 dump_op_args(op, (self, grads, momentum_buffer_list, weight_decay, momentum, lr, dampening, nesterov, maximize, is_first_step, grad_scale, found_inf))
             if CHECK_DEVICE:
                 check_device(op, d, (self, grads, momentum_buffer_list, weight_decay, momentum, lr, dampening, nesterov, maximize, is_first_step, grad_scale, found_inf))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiFusedSgd, contexts[d], self, grads, momentum_buffer_list, weight_decay, momentum, lr, dampening, nesterov, maximize, is_first_step, grad_scale, found_inf)
+            status = diopiFusedSgd(contexts[d], self, grads, momentum_buffer_list, weight_decay, momentum, lr, dampening, nesterov, maximize, is_first_step, grad_scale, found_inf)
             if status:
                 return on_failure(status, op, (self, grads, momentum_buffer_list), {'weight_decay': weight_decay, 'momentum': momentum, 'lr': lr, 'dampening': dampening, 'nesterov': nesterov, 'maximize': maximize, 'is_first_step': is_first_step, 'grad_scale': grad_scale, 'found_inf': found_inf})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         except Exception:
             if has_numbers(op, (self, grads, momentum_buffer_list, weight_decay, momentum, lr, dampening, nesterov, maximize, is_first_step, grad_scale, found_inf)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__fused_sgd_, (self, grads, momentum_buffer_list), {'weight_decay': weight_decay, 'momentum': momentum, 'lr': lr, 'dampening': dampening, 'nesterov': nesterov, 'maximize': maximize, 'is_first_step': is_first_step, 'grad_scale': grad_scale, 'found_inf': found_inf})
@@ -6045,14 +6054,14 @@ def make__fused_sgd__tensor_lr(op, diopiFusedSgdTensorLr):
                 dump_op_args(op, (self, grads, momentum_buffer_list, weight_decay, momentum, lr, dampening, nesterov, maximize, is_first_step, grad_scale, found_inf))
             if CHECK_DEVICE:
                 check_device(op, d, (self, grads, momentum_buffer_list, weight_decay, momentum, lr, dampening, nesterov, maximize, is_first_step, grad_scale, found_inf))
-            status, result = impl_dipu_ops_foreach_returns_nothing(diopiFusedSgdTensorLr, contexts[d], self, grads, momentum_buffer_list, weight_decay, momentum, lr, dampening, nesterov, maximize, is_first_step, grad_scale, found_inf)
+            status = diopiFusedSgdTensorLr(contexts[d], self, grads, momentum_buffer_list, weight_decay, momentum, lr, dampening, nesterov, maximize, is_first_step, grad_scale, found_inf)
             if status:
                 return on_failure(status, op, (self, grads, momentum_buffer_list), {'weight_decay': weight_decay, 'momentum': momentum, 'lr': lr, 'dampening': dampening, 'nesterov': nesterov, 'maximize': maximize, 'is_first_step': is_first_step, 'grad_scale': grad_scale, 'found_inf': found_inf})
             if SYNC:
                 synchronize(d)
             if dump:
-                dump_op_results(op, result)
-            return result
+                dump_op_results(op, None)
+            return None
         except Exception:
             if has_numbers(op, (self, grads, momentum_buffer_list, weight_decay, momentum, lr, dampening, nesterov, maximize, is_first_step, grad_scale, found_inf)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__fused_sgd__tensor_lr, (self, grads, momentum_buffer_list), {'weight_decay': weight_decay, 'momentum': momentum, 'lr': lr, 'dampening': dampening, 'nesterov': nesterov, 'maximize': maximize, 'is_first_step': is_first_step, 'grad_scale': grad_scale, 'found_inf': found_inf})

@@ -19,7 +19,7 @@ The vendor names its library (``DeviceRuntime.diopi_impl``); ``DIPU_DIOPI_IMPL``
 overrides it, which lets a developer try another library, or a test install a
 deliberately broken one, without touching the vendor. A name is looked up in
 the ``dipu.diopi_impls`` entry-point group first, then imported as the module
-``diopi_impl.<name>``, then as a module path of its own; the entry point or module
+``dipu.diopi_impl.<name>``, then as a module path of its own; the entry point or module
 provides an ``OpLibrary`` (a module's ``library`` attribute).
 """
 
@@ -31,7 +31,9 @@ import os
 from importlib import metadata
 from typing import Callable
 
-from diopi_impl.proto import FUNCTIONS
+from torchgen.model import FunctionSchema
+
+from dipu.diopi.proto import FUNCTIONS, aten_mismatch
 
 ENTRY_POINT_GROUP = "dipu.diopi_impls"
 IMPL_VAR = "DIPU_DIOPI_IMPL"
@@ -54,13 +56,17 @@ class OpLibrary:
         self.functions: dict[str, Callable] = {}
         self.dtypes: dict[str, frozenset] = {}
 
-    def register(self, fn: Callable | None = None, *, dtypes=None):
-        """Decorator: ``@library.register`` or ``@library.register(dtypes=(torch.float32, ...))``."""
-        if fn is None:
-            return lambda f: self._register(f, dtypes)
-        return self._register(fn, dtypes)
+    def register(self, fn: Callable | None = None, *, dtypes=None, aten=None):
+        """Decorator: ``@library.register`` or ``@library.register(dtypes=(torch.float32, ...))``.
 
-    def _register(self, fn: Callable, dtypes) -> Callable:
+        ``aten``: the ATen overload (or op packet) a table-made function applies; see Note
+        [Table-made functions are checked against ATen].
+        """
+        if fn is None:
+            return lambda f: self._register(f, dtypes, aten)
+        return self._register(fn, dtypes, aten)
+
+    def _register(self, fn: Callable, dtypes, aten) -> Callable:
         name = fn.__name__
         declared = FUNCTIONS.get(name)
         if declared is None:
@@ -71,6 +77,8 @@ class OpLibrary:
                 f"op library '{self.name}': {name}({', '.join(params)}) does not match "
                 f"the DIOPI proto {name}({', '.join(declared.param_names)})"
             )
+        if aten is not None:
+            _check_aten(self.name, declared, aten)
         if name in self.functions:
             raise TypeError(f"op library '{self.name}': {name} is registered twice")
         self.functions[name] = fn
@@ -118,6 +126,24 @@ def _dtype_guard(fn: Callable, declared, dtypes: frozenset) -> Callable:
     return guarded
 
 
+def _check_aten(library: str, declared, aten) -> None:
+    """Note [Table-made functions are checked against ATen]
+    A function made from a table (one closure applying an ATen op, given the proto's signature) would
+    pass the signature check by construction. What can drift is the pairing of the proto declaration
+    with the ATen op, so that is checked instead: the declared parameters must take the overload's
+    arguments in order (``proto.aten_mismatch``); for an op packet, one of its overloads must fit.
+    """
+    overloads = [getattr(aten, n) for n in aten.overloads()] if hasattr(aten, "overloads") else [aten]
+    problems = []
+    for overload in overloads:
+        schema = FunctionSchema.parse(str(overload._schema).removeprefix("aten::"))
+        problem = aten_mismatch(declared, schema)
+        if problem is None:
+            return
+        problems.append(f"{overload._schema.name}.{overload._schema.overload_name or 'default'} {problem}")
+    raise TypeError(f"op library '{library}': {declared} does not fit the ATen op it applies: {'; '.join(problems)}")
+
+
 def _as_library(obj, where: str) -> OpLibrary:
     library = getattr(obj, "library", obj)
     if not isinstance(library, OpLibrary):
@@ -130,7 +156,7 @@ def load_library(name: str) -> OpLibrary:
     for entry_point in metadata.entry_points(group=ENTRY_POINT_GROUP):
         if entry_point.name == name:
             return _as_library(entry_point.load(), f"entry point '{name}' ({entry_point.value})")
-    candidates = [name] if "." in name else [f"diopi_impl.{name}", name]
+    candidates = [name] if "." in name else [f"dipu.diopi_impl.{name}", name]
     for module_name in candidates:
         try:
             module = importlib.import_module(module_name)

@@ -82,6 +82,8 @@ def native_batch_norm_backward(diopi, ctx, grad_out, input, weight, running_mean
 
 
 # ---- pooling: outputs and gradients in the input's memory format ------------------------------------------
+# Output shapes: Note [Pooling shapes without meta tensors] in dipu/ops/shapes.py.
+_int64 = torch.int64
 
 _max_pool2d_rule = _meta(torch.ops.aten.max_pool2d_with_indices.default, True)
 _avg_pool2d_rule = _meta(torch.ops.aten.avg_pool2d.default, False)
@@ -90,8 +92,10 @@ _adaptive_max_pool2d_rule = _meta(torch.ops.aten.adaptive_max_pool2d.default, Tr
 
 
 def max_pool2d_with_indices(diopi, ctx, self, kernel_size, stride, padding, dilation, ceil_mode):
-    out, indices = _allocate(_max_pool2d_rule(self, kernel_size, stride, padding, dilation, ceil_mode), ctx.device,
-                             memory_format(self))
+    shape = shapes.max_pool2d_size(self, kernel_size, stride, padding, dilation, ceil_mode)
+    specs = ((shape, self.dtype), (shape, _int64)) if shape is not None else \
+        _max_pool2d_rule(self, kernel_size, stride, padding, dilation, ceil_mode)
+    out, indices = _allocate(specs, ctx.device, memory_format(self))
     return diopi(ctx, out, indices, self, kernel_size, stride, padding, dilation, ceil_mode), (out, indices)
 
 
@@ -103,8 +107,10 @@ def max_pool2d_with_indices_backward(diopi, ctx, grad_output, self, kernel_size,
 
 
 def avg_pool2d(diopi, ctx, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
-    shape, dtype = _avg_pool2d_rule(self, kernel_size, stride, padding, ceil_mode, count_include_pad,
-                                    divisor_override)
+    shape, dtype = shapes.max_pool2d_size(self, kernel_size, stride, padding, (1, 1), ceil_mode), self.dtype
+    if shape is None or divisor_override == 0:
+        shape, dtype = _avg_pool2d_rule(self, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                                        divisor_override)
     out = empty(shape, dtype, ctx.device, memory_format(self))
     return diopi(ctx, out, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override), out
 
@@ -118,7 +124,9 @@ def avg_pool2d_backward(diopi, ctx, grad_output, self, kernel_size, stride, padd
 
 
 def adaptive_avg_pool2d(diopi, ctx, self, output_size):
-    shape, dtype = _adaptive_avg_pool2d_rule(self, output_size)
+    shape, dtype = shapes.adaptive_pool2d_size(self, output_size), self.dtype
+    if shape is None:
+        shape, dtype = _adaptive_avg_pool2d_rule(self, output_size)
     out = empty(shape, dtype, ctx.device, memory_format(self))
     return diopi(ctx, out, self, output_size), out
 
@@ -129,7 +137,9 @@ def adaptive_avg_pool2d_backward(diopi, ctx, grad_output, self):
 
 
 def adaptive_max_pool2d(diopi, ctx, self, output_size):
-    out, indices = _allocate(_adaptive_max_pool2d_rule(self, output_size), ctx.device, memory_format(self))
+    shape = shapes.adaptive_pool2d_size(self, output_size)
+    specs = ((shape, self.dtype), (shape, _int64)) if shape is not None else _adaptive_max_pool2d_rule(self, output_size)
+    out, indices = _allocate(specs, ctx.device, memory_format(self))
     return diopi(ctx, out, indices, self, output_size), (out, indices)
 
 

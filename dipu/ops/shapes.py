@@ -160,6 +160,54 @@ def dropout(input, *_):
     return (input.shape, input.dtype), (input.shape, _bool)
 
 
+# ---- pooling ---------------------------------------------------------------------------------------------
+# Note [Pooling shapes without meta tensors]
+# Pooling runs once per layer per step on small images, where even memoized meta inference (the key alone
+# hashes every argument) costs more than the kernel. These rules compute ATen's output size directly
+# (pooling_output_shape: floor or ceil division, and a ceil window must start inside the input) for the
+# well-formed calls, and return None for anything else, which the caller sends to meta inference so a bad
+# call fails with ATen's own message.
+
+
+def _pair(values, default=None):
+    if len(values) == 2:
+        return values
+    if len(values) == 1:
+        return (values[0], values[0])
+    return default
+
+
+def _pooled(size, kernel, stride, pad, dilation, ceil_mode):
+    out = (size + 2 * pad - dilation * (kernel - 1) - 1 + (stride - 1 if ceil_mode else 0)) // stride + 1
+    if ceil_mode and (out - 1) * stride >= size + pad:
+        out -= 1
+    return out
+
+
+def max_pool2d_size(self, kernel_size, stride, padding, dilation, ceil_mode):
+    """The output shape of max_pool2d_with_indices / avg_pool2d, or None (see the Note above)."""
+    kernel, pad, dil = _pair(kernel_size), _pair(padding), _pair(dilation, (1, 1))
+    step = _pair(stride) if len(stride) else kernel
+    if kernel is None or pad is None or dil is None or step is None or self.dim() not in (3, 4):
+        return None
+    height, width = self.shape[-2:]
+    if min(kernel) <= 0 or min(step) <= 0 or min(dil) <= 0 or min(pad) < 0 or \
+            pad[0] * 2 > kernel[0] or pad[1] * 2 > kernel[1]:
+        return None
+    out_h = _pooled(height, kernel[0], step[0], pad[0], dil[0], ceil_mode)
+    out_w = _pooled(width, kernel[1], step[1], pad[1], dil[1], ceil_mode)
+    if out_h <= 0 or out_w <= 0 or 0 in self.shape[-3:]:
+        return None
+    return (*self.shape[:-2], out_h, out_w)
+
+
+def adaptive_pool2d_size(self, output_size):
+    """The output shape of adaptive pooling to ``output_size``, or None (see the Note above)."""
+    if len(output_size) != 2 or self.dim() not in (3, 4) or 0 in self.shape[-3:] or min(output_size) < 0:
+        return None
+    return (*self.shape[:-2], *output_size)
+
+
 # Note [Memoized meta inference]
 # Running an op on meta tensors costs tens of microseconds, and for ops whose
 # meta kernel is a Python decomposition (layer_norm, batch_norm, nll_loss, ...)
@@ -170,8 +218,7 @@ def dropout(input, *_):
 _META_CACHE_SIZE = 4096
 
 
-def _tensor_key(t):
-    return (t.shape, t.stride(), t.dtype)
+_Generator = torch._C.Generator  # torch.Generator's metaclass makes isinstance() cost 0.7 us
 
 
 def _signature(args: tuple) -> tuple:
@@ -179,10 +226,10 @@ def _signature(args: tuple) -> tuple:
     key = []
     for value in args:
         if isinstance(value, _Tensor):
-            key.append(_tensor_key(value))
-        elif isinstance(value, (list, tuple)):
-            key.append(tuple(_tensor_key(v) if isinstance(v, _Tensor) else v for v in value))
-        elif isinstance(value, torch.Generator):
+            key.append((value.shape, value.stride(), value.dtype))
+        elif type(value) is list or type(value) is tuple:
+            key.append(tuple([(v.shape, v.stride(), v.dtype) if isinstance(v, _Tensor) else v for v in value]))
+        elif type(value) is _Generator:
             key.append(None)
         else:
             key.append(value)

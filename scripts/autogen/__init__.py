@@ -4,3 +4,15 @@
 expands each entry into the aten kernels to generate and decides what their
 code does, ``emit`` renders that through the Jinja2 templates.
 """
+
+import os
+import sys
+
+# Note [The generator does not import dipu] (see _proto.py): `import torch` would autoload dipu through
+# the torch.backends entry point, registering the very kernels being regenerated.
+if "torch" not in sys.modules:
+    os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+
+#: The torch whose schemas dipu/_generated/ is generated from: the reviewed, checked-in copy. dipu
+#: generates its kernels for any other installed torch on first import (dipu/_codegen.py).
+REFERENCE_TORCH = "2.13.0"

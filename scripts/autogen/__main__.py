@@ -6,7 +6,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from scripts.autogen import emit, spec
+import torch
+
+from . import REFERENCE_TORCH, emit, spec
 
 REPO = spec.REPO
 
@@ -17,8 +19,9 @@ def main(argv: list[str] | None = None) -> int:
         description="Generate the PrivateUse1 op kernels (dipu/_generated/) from the op spec.")
     parser.add_argument("--yaml", type=Path, default=REPO / "diopi_functions.yaml",
                         help="the op spec (default: diopi_functions.yaml at the repository root)")
-    parser.add_argument("--out", type=Path, default=REPO / "dipu" / "_generated",
-                        help="the package to write (default: dipu/_generated)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="the package to write (default: dipu/_generated, the reviewed copy generated for "
+                             f"the reference torch {REFERENCE_TORCH}); for another torch, any directory")
     parser.add_argument("--check", action="store_true",
                         help="write nothing; exit 1 and name the files that are stale (CI runs this)")
     parser.add_argument("--autocompare-all", action="store_true",
@@ -28,21 +31,35 @@ def main(argv: list[str] | None = None) -> int:
                         help="print '[dipu_<op>]:<op>  <diopi function>' on every call, whatever "
                              "DIPU_DUMP_OP_ARGS says; like DIPU's --print_func_call_info")
     args = parser.parse_args(argv)
+    installed = ".".join(map(str, spec.installed_torch()))
+    reference = installed == REFERENCE_TORCH
+    if args.out is None and not reference:
+        print(f"error: dipu/_generated is the reviewed copy for the reference torch {REFERENCE_TORCH}, and the "
+              f"installed torch is {torch.__version__}: install torch=={REFERENCE_TORCH} to regenerate or check "
+              "it, or pass --out DIR to generate for the installed torch (dipu does that itself on import)",
+              file=sys.stderr)
+        return 1
+    out = args.out or REPO / "dipu" / "_generated"
     try:
-        entries = spec.load(args.yaml)
+        if reference:  # the reference torch: every entry must fit
+            entries, unmatched = spec.load(args.yaml), {}
+        else:
+            entries, unmatched = spec.load_lenient(args.yaml)
         files = emit.render(entries, args.yaml.name, autocompare_all=args.autocompare_all,
-                            print_call_info=args.print_call_info)
+                            print_call_info=args.print_call_info, unmatched=unmatched)
     except spec.SpecError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
+    for name, reason in sorted(unmatched.items()):
+        print(f"not generated for torch {installed}: {reason}", file=sys.stderr)
     if args.check:
-        stale = emit.stale_files(args.out, files)
+        stale = emit.stale_files(out, files)
         for path in stale:
             print(f"stale: {_relative(path)}", file=sys.stderr)
         if stale:
             print("run `python -m scripts.autogen` to regenerate", file=sys.stderr)
         return 1 if stale else 0
-    for path in emit.write(args.out, files):
+    for path in emit.write(out, files):
         print(f"wrote {_relative(path)}")
     return 0
 

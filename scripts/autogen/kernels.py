@@ -22,9 +22,11 @@ import keyword
 
 from torchgen.model import Argument, BaseTy, BaseType, FunctionSchema, ListType, OptionalType
 
-from diopi_impl.proto import Kind
-from scripts.autogen.model import Call, Entry, op_name
-from scripts.autogen.spec import SpecError, siblings
+from ._proto import proto
+
+Kind = proto.Kind
+from .model import Call, Entry, op_name
+from .spec import SpecError, siblings
 
 
 @dataclasses.dataclass(frozen=True)
@@ -265,7 +267,10 @@ def _wrapper(entry: Entry, kind: str, schema: FunctionSchema, functional: Functi
             body += [f"if {test}:", f"    status = {main}", "else:",
                      f"    status = {_call(scalar, scalar.function.name, rename)}"]
         returned = [f"{o}[0]" if o in allocated_names else o for o in outputs]
-        result = returned[0] if len(returned) == 1 else f"({', '.join(returned)})"
+        if not schema.returns:  # `-> ()`: _foreach_*_ and the fused optimizer steps
+            result = "None"
+        else:
+            result = returned[0] if len(returned) == 1 else f"({', '.join(returned)})"
 
     written = _written(schema, entry.writes)
     device_expr, device_args, device_arg = _device(schema)

@@ -6,7 +6,9 @@ import dataclasses
 
 from torchgen.model import FunctionSchema
 
-from diopi_impl.proto import Function
+from ._proto import proto
+
+Function = proto.Function
 
 
 @dataclasses.dataclass(frozen=True)

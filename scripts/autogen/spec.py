@@ -16,11 +16,15 @@ import torch
 import yaml
 from torchgen.model import Argument, BaseTy, BaseType, FunctionSchema, ListType, OptionalType, SchemaKind
 
-from diopi_impl.proto import FUNCTIONS, Kind, Param
-from scripts.autogen.model import Call, CallArg, Entry, op_name
+from . import _proto
+from ._proto import proto
+from .model import Call, CallArg, Entry, op_name
 
-REPO = Path(__file__).resolve().parents[2]
-SHAPE_RULES_FILE = REPO / "dipu" / "ops" / "shapes.py"
+FUNCTIONS, Kind, Param = proto.FUNCTIONS, proto.Kind, proto.Param
+
+REPO = Path(__file__).resolve().parents[2]  # the repository (the generator runs from a checkout)
+DIPU_DIR = _proto.DIPU_DIR
+SHAPE_RULES_FILE = DIPU_DIR / "ops" / "shapes.py"
 VARIANT_KINDS = ("out", "functional", "inplace")
 
 
@@ -66,32 +70,7 @@ def siblings(schema: FunctionSchema) -> dict[str, FunctionSchema]:
 
 # ---- argument kinds ------------------------------------------------------------------------
 
-_KINDS_BY_BASE = {
-    BaseTy.Tensor: {Kind.TENSOR},
-    BaseTy.Scalar: {Kind.SCALAR},
-    BaseTy.int: {Kind.INT, Kind.SCALAR, Kind.REDUCTION},
-    BaseTy.SymInt: {Kind.INT, Kind.SCALAR},
-    BaseTy.float: {Kind.FLOAT, Kind.SCALAR},
-    BaseTy.bool: {Kind.BOOL},
-    BaseTy.str: {Kind.STRING, Kind.ROUNDING_MODE},
-    BaseTy.ScalarType: {Kind.DTYPE},
-    BaseTy.Generator: {Kind.GENERATOR},
-    BaseTy.MemoryFormat: {Kind.MEMORY_FORMAT},
-}
-
-
-def _kinds_for(arg: Argument) -> set[Kind]:
-    """The proto parameter kinds a schema argument may be passed to."""
-    t = arg.type.elem if isinstance(arg.type, OptionalType) else arg.type
-    if isinstance(t, ListType):
-        if t.elem == BaseType(BaseTy.Tensor):
-            written = arg.annotation is not None and arg.annotation.is_write
-            return {Kind.TENSOR_LIST, Kind.TENSOR_LIST_OUT} if written else {Kind.TENSOR_LIST}
-        return {Kind.SIZE} if t.elem in (BaseType(BaseTy.int), BaseType(BaseTy.SymInt)) else set()
-    kinds = set(_KINDS_BY_BASE.get(t.name, set()))
-    if t == BaseType(BaseTy.Tensor) and arg.annotation is not None and arg.annotation.is_write:
-        kinds.add(Kind.TENSOR_OUT)
-    return kinds
+_kinds_for = proto.argument_kinds
 
 
 def _literal_kinds(value) -> set[Kind]:
@@ -141,8 +120,8 @@ class _EntryReader:
             self.fail(f"unknown key '{key}' (allowed: {', '.join(sorted(allowed))})")
 
 
-_KEYS = ("schema", "interface", "scalar_interface", "returns", "writes", "shape", "impl", "variants",
-         "autocompare", "fallback", "register")
+_KEYS = ("op", "torch", "interface", "scalar_interface", "returns", "writes", "unused", "shape", "impl",
+         "variants", "autocompare", "fallback", "register")
 
 
 _NODE_KINDS = {yaml.ScalarNode: "a scalar", yaml.SequenceNode: "a list", yaml.MappingNode: "a mapping"}
@@ -197,8 +176,23 @@ class _Loader(yaml.CSafeLoader if hasattr(yaml, "CSafeLoader") else yaml.SafeLoa
     pass
 
 
+class Unmatched(SpecError):
+    """An entry the installed torch's schema does not fit (Note [The spec follows the installed torch])."""
+
+
 def load(path: Path) -> list[Entry]:
-    """The entries of the spec at ``path``; any problem is a :class:`SpecError` naming ``<file>:<line>``."""
+    """The entries of the spec at ``path`` that apply to the installed torch; any problem is a
+    :class:`SpecError` naming ``<file>:<line>``."""
+    return _load(path, strict=True)[0]
+
+
+def load_lenient(path: Path) -> tuple[list[Entry], dict[str, str]]:
+    """Like :func:`load`, but an entry the installed torch's schema does not fit is left out and
+    reported (op name -> why) instead of failing the whole spec."""
+    return _load(path, strict=False)
+
+
+def _load(path: Path, strict: bool) -> tuple[list[Entry], dict[str, str]]:
     filename = path.name
     root = _compose(_read_text(path), filename)
     if not isinstance(root, yaml.SequenceNode):
@@ -206,45 +200,81 @@ def load(path: Path) -> list[Entry]:
         raise SpecError(f"{filename}:{line}: expected a list of entries (mappings)")
     _check_unique_keys(root, filename)
     constructor = yaml.SafeLoader("")
-    entries = []
+    entries, unmatched = [], {}
     first_line: dict[str, int] = {}
     for node in root.value:
         line = node.start_mark.line + 1
         if not isinstance(node, yaml.MappingNode):
-            raise SpecError(f"{filename}:{line}: expected an entry (a mapping of schema, interface, ...), "
+            raise SpecError(f"{filename}:{line}: expected an entry (a mapping of op, interface, ...), "
                             f"got {_NODE_KINDS.get(type(node), 'something else')}")
         try:
             item = constructor.construct_document(node)
         except yaml.MarkedYAMLError as error:  # e.g. an unknown tag
             mark = error.problem_mark or error.context_mark
             raise SpecError(f"{filename}:{mark.line + 1 if mark else line}: invalid YAML: {error.problem}") from None
-        entry = _read_entry(item, filename, line)
+        try:
+            entry = _read_entry(item, filename, line)
+        except Unmatched as error:
+            if strict:
+                raise
+            unmatched[item["op"]] = str(error)
+            continue
+        if entry is None:  # its torch range excludes the installed torch
+            continue
         if entry.name in first_line:
-            raise SpecError(f"{filename}:{line}: {entry.name}: duplicate entry (first at line {first_line[entry.name]})")
+            raise SpecError(f"{filename}:{line}: {entry.name}: duplicate entry (first at line {first_line[entry.name]}"
+                            f"; entries for one op need torch ranges that do not overlap)")
         first_line[entry.name] = line
         entries.append(entry)
-    return entries
+    return entries, unmatched
 
 
-def _read_entry(item: dict, filename: str, line: int) -> Entry:
+# Note [The spec follows the installed torch]
+# An entry names its op (``op: add.out``); the schema, its argument names and defaults come from the
+# installed torch, never from the spec. An entry fits that schema when every name its interface uses is
+# an argument of the right kind for the proto parameter, and every argument is accounted for: passed,
+# an output, or listed under ``unused``. So an argument torch adds or renames is never silently dropped
+# or bound to the wrong parameter: the entry does not fit, and its op is not registered (it runs through
+# the CPU fallback) and is reported. Where torch renamed an argument, two entries with ``torch:`` ranges
+# say per version what to pass (op-plugin style).
+_OP_NAME = re.compile(r"[A-Za-z_]\w*(\.\w+)?")
+_RANGE_CLAUSE = re.compile(r"\s*(>=|<=|==|!=|<|>)\s*(\d+(\.\d+)*)\s*")
+_COMPARE = {">=": lambda a, b: a >= b, "<=": lambda a, b: a <= b, "==": lambda a, b: a == b,
+            "!=": lambda a, b: a != b, "<": lambda a, b: a < b, ">": lambda a, b: a > b}
+
+
+def installed_torch() -> tuple[int, ...]:
+    """The installed torch's release numbers (2.15.0+cu132 and 2.15.0 are both (2, 15, 0))."""
+    return tuple(int(part) for part in re.match(r"\d+(\.\d+)*", torch.__version__).group(0).split("."))
+
+
+def _in_range(reader: _EntryReader, text: str) -> bool:
+    """Whether the installed torch is in ``text``, comma-separated clauses like ``>=2.14, <2.16``."""
+    version = installed_torch()
+    result = True
+    for clause in text.split(","):
+        match = _RANGE_CLAUSE.fullmatch(clause)
+        if match is None:
+            reader.fail(f"'torch' must be version clauses like '>=2.14' or '>=2.13, <2.15', got {text!r}")
+        bound = tuple(int(part) for part in match.group(2).split("."))
+        width = max(len(bound), 3)
+        result &= _COMPARE[match.group(1)](version[:width] + (0,) * (width - len(version)),
+                                           bound + (0,) * (width - len(bound)))
+    return result
+
+
+def _read_entry(item: dict, filename: str, line: int) -> Entry | None:
     reader = _EntryReader(item, f"{filename}:{line}")
-    schema_text = reader.pop("schema", str, required=True)
-    try:
-        schema = FunctionSchema.parse(schema_text.removeprefix("aten::"))
-    except Exception as error:  # torchgen raises AssertionError and friends
-        reader.fail(f"cannot parse schema {schema_text!r}: {error}".rstrip(": "))
-    name = op_name(schema)
+    name = reader.pop("op", str, required=True)
+    if not _OP_NAME.fullmatch(name):
+        reader.fail(f"'op' must name an aten op and its overload, like add.out or relu, got {name!r}")
     reader.where = f"{filename}:{line}: {name}"
-    installed = installed_schema(name)
-    if installed is None:
-        reader.fail(f"aten::{name} does not exist in the installed torch {torch.__version__}")
-    if str(installed) != str(schema):
-        reader.fail(f"schema differs from the installed torch's: {installed}")
-
+    torch_range = reader.pop("torch", str)
     interface_text = reader.pop("interface", str, required=True)
     scalar_text = reader.pop("scalar_interface", str)
     returns = reader.pop("returns", list)
     writes = reader.pop("writes", list, [])
+    unused = reader.pop("unused", list, [])
     shape = reader.pop("shape", str, "meta")
     impl = reader.pop("impl", str)
     variants = reader.pop("variants", list)
@@ -252,25 +282,52 @@ def _read_entry(item: dict, filename: str, line: int) -> Entry:
     fallback = reader.pop("fallback", bool, True)
     register = reader.pop("register", bool, True)
     reader.finish(_KEYS)
-
-    outputs = _output_names(reader, schema, returns)
-    arguments = {a.name for a in schema.arguments.flat_all}
-    for name in writes:
-        if name not in arguments:
-            reader.fail(f"'writes' names {name!r}, which is not an argument")
     if shape != "meta" and shape not in shape_rules():
         reader.fail(f"unknown shape rule '{shape}' (known: meta, {', '.join(sorted(shape_rules()))})")
     if impl is not None:
         _check_impl(reader, impl)
-        function = _bare_function(reader, interface_text)
-        interface = scalar = None
         if scalar_text is not None:
             reader.fail("scalar_interface cannot be combined with impl")
+    if torch_range is not None and not _in_range(reader, torch_range):
+        return None
+    try:
+        return _fit(reader, line, name, interface_text, scalar_text, returns, writes, unused, shape, impl,
+                    variants, autocompare, fallback, register)
+    except SpecError as error:
+        raise Unmatched(str(error)) from None
+
+
+def _fit(reader, line, name, interface_text, scalar_text, returns, writes, unused, shape, impl, variants,
+         autocompare, fallback, register) -> Entry:
+    """The entry bound to the installed torch's schema of its op; see Note [The spec follows the installed torch]."""
+    schema = installed_schema(name)
+    if schema is None:
+        reader.fail(f"aten::{name} does not exist in the installed torch {torch.__version__}")
+    outputs = _output_names(reader, schema, returns)
+    arguments = {a.name for a in schema.arguments.flat_all}
+    for listed, key in ((writes, "writes"), (unused, "unused")):
+        for argument in listed:
+            if argument not in arguments:
+                reader.fail(f"'{key}' names {argument!r}, which is not an argument of {schema}")
+    if impl is not None:
+        function = _bare_function(reader, interface_text)
+        interface = scalar = None
+        _check_impl_parameters(reader, impl, schema)
+        used = arguments
     else:
         interface = _parse_call(reader, "interface", interface_text, schema, outputs, writes)
         function = interface.function
         scalar = None if scalar_text is None else _parse_call(
             reader, "scalar_interface", scalar_text, schema, outputs, writes, numbers_allowed=True)
+        used = {a.name for call in (interface, scalar) if call is not None for a in call.args} | set(outputs)
+    missing = [a.name for a in schema.arguments.flat_all if a.name not in used and a.name not in unused]
+    if missing:
+        them = "it" if len(missing) == 1 else "them"
+        reader.fail(f"{function.name} is not passed {', '.join(repr(m) for m in missing)} of {schema}: pass "
+                    f"{them}, or list {them} under 'unused' if the call does not need {them}")
+    for argument in unused:
+        if argument in used:
+            reader.fail(f"'unused' names {argument!r}, which the interface passes")
     return Entry(
         line=line, schema=schema, interface=interface, function=function, scalar_interface=scalar,
         outputs=outputs, writes=tuple(writes), shape=shape, impl=impl, variants=_variants(reader, schema, variants, impl),
@@ -417,9 +474,14 @@ def _check_literal(reader, key, function, param: Param, token: str):
 # ---- named logic in dipu/ops ------------------------------------------------------------------
 
 
-def _top_level_functions(path: Path) -> set[str]:
+@functools.lru_cache(maxsize=None)
+def _top_level_function_nodes(path: Path) -> dict[str, ast.FunctionDef]:
     tree = ast.parse(path.read_text())
-    return {node.name for node in tree.body if isinstance(node, ast.FunctionDef) and not node.name.startswith("_")}
+    return {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef) and not node.name.startswith("_")}
+
+
+def _top_level_functions(path: Path) -> set[str]:
+    return set(_top_level_function_nodes(path))
 
 
 @functools.lru_cache(maxsize=None)
@@ -427,8 +489,27 @@ def shape_rules() -> frozenset[str]:
     return frozenset(_top_level_functions(SHAPE_RULES_FILE) - {"meta"})
 
 
-def _check_impl(reader: _EntryReader, dotted: str) -> None:
+def _impl_path(dotted: str) -> tuple[Path, str]:
     module, _, function = dotted.rpartition(".")
-    path = REPO / Path(*module.split(".")).with_suffix(".py")
-    if not module or not path.is_file() or function not in _top_level_functions(path):
+    parts = module.split(".")
+    if parts[0] != "dipu":
+        return REPO / Path(*parts).with_suffix(".py"), function
+    return DIPU_DIR / Path(*parts[1:]).with_suffix(".py"), function
+
+
+def _check_impl(reader: _EntryReader, dotted: str) -> None:
+    path, function = _impl_path(dotted)
+    if "." not in dotted or not path.is_file() or function not in _top_level_functions(path):
         reader.fail(f"impl '{dotted}' names no function (expected a function in a module of this repository)")
+
+
+def _check_impl_parameters(reader: _EntryReader, dotted: str, schema: FunctionSchema) -> None:
+    """An impl is called as ``impl(diopi_function, ctx, *inputs)`` with the schema's inputs in order: its
+    parameters must be those inputs by name, and any extra ones need defaults."""
+    path, function = _impl_path(dotted)
+    node = _top_level_function_nodes(path)[function]
+    params = [a.arg for a in node.args.args]
+    inputs = ["diopi", "ctx", *(a.name for a in schema.arguments.flat_non_out)]
+    required = len(params) - len(node.args.defaults)
+    if params[:len(inputs)] != inputs or required > len(inputs) or node.args.vararg is not None:
+        reader.fail(f"impl '{dotted}' takes ({', '.join(params)}), but is called with ({', '.join(inputs)})")

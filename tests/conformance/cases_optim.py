@@ -13,7 +13,7 @@ import itertools
 import torch
 
 from conformance.spec import FLOAT, Case, T
-from diopi_impl.proto import FUNCTIONS
+from dipu.diopi.proto import FUNCTIONS
 
 aten = torch.ops.aten
 INT_SOME = (torch.int64, torch.int32, torch.uint8)
@@ -37,15 +37,13 @@ def _bounded(tensors, low, high):
     return [T(t.shape, layout=t.layout, low=low, high=high) for t in tensors]
 
 
-def _reference(overload, params, scalar_list=False):
+def _reference(overload, params):
     """A reference calling ``overload`` with the proto parameters in order (kwarg-only ones by keyword)."""
 
     def reference(**kwargs):
         args, keywords = [], {}
         for name in params:
             value = kwargs[name]
-            if scalar_list and isinstance(value, torch.Tensor) and name != "inputs":
-                value = value.tolist()
             if name in ("alpha", "memory_format"):  # kwarg-only in ATen's schemas
                 keywords[name] = value
             else:
@@ -55,19 +53,21 @@ def _reference(overload, params, scalar_list=False):
     return reference
 
 
-def _scalars(n, dtype):
-    values = [2.5, -1.5, 0.5, 3.0, 1.25][:n] if dtype.is_floating_point else [2, 1, 3, 1, 2][:n]
-    return torch.tensor(values, dtype=torch.float64 if dtype.is_floating_point else torch.int64)
+def _scalars(n, dtype, scale=1.0):
+    """A Scalar[] argument: Python numbers, one per tensor."""
+    if dtype.is_floating_point:
+        return [v * scale for v in (2.5, -1.5, 0.5, 3.0, 1.25)[:n]]
+    return [2, 1, 3, 1, 2][:n]
 
 
 def _scalar(dtype):
     return 1.5 if dtype.is_floating_point else 2
 
 
-def _sweep(function, overload, build, dtypes, scalar_list=False):
+def _sweep(function, overload, build, dtypes):
     """``build(tensors, dtype) -> list of arg dicts`` for every list of LISTS and every dtype."""
     params = [p for p in FUNCTIONS[function].param_names[1:] if p != "outs"]
-    reference = _reference(overload, params, scalar_list)
+    reference = _reference(overload, params)
     cases = []
     for dtype, tensors in itertools.product(dtypes, LISTS):
         for args in build(list(tensors), dtype):
@@ -115,7 +115,7 @@ for _name, (_op, _dtypes, _bounds, _variants) in _BINARY.items():
     for _variant in _variants:
         _alpha = (_op, _variant) in (("add", "List"), ("add", "Tensor"), ("sub", "List"))
         CASES += _sweep(f"diopiForeach{_name}{_variant}", getattr(getattr(aten, f"_foreach_{_op}"), _variant),
-                        _binary_builder(_variant, _bounds, _alpha), _dtypes, scalar_list=_variant == "ScalarList")
+                        _binary_builder(_variant, _bounds, _alpha), _dtypes)
 
 
 # ---- pow, lerp, addcmul, addcdiv ------------------------------------------------------------------------
@@ -128,15 +128,14 @@ def _pow(variant):
             for exponent in ((2, 0.5, -1.5) if dtype.is_floating_point else (2, 3)):
                 yield {"inputs": tensors, "exponent": exponent}
         else:
-            yield {"inputs": tensors, "exponents": _scalars(len(tensors), dtype).abs()}
+            yield {"inputs": tensors, "exponents": [abs(v) for v in _scalars(len(tensors), dtype)]}
 
     return build
 
 
 for _variant in ("List", "Scalar", "ScalarList"):
     CASES += _sweep(f"diopiForeachPow{_variant}", getattr(aten._foreach_pow, _variant), _pow(_variant),
-                    FLOAT + ((torch.int64, torch.int32) if _variant != "List" else ()),
-                    scalar_list=_variant == "ScalarList")
+                    FLOAT + ((torch.int64, torch.int32) if _variant != "List" else ()))
 
 
 def _lerp(variant):
@@ -147,14 +146,14 @@ def _lerp(variant):
             for weight in (0.0, 0.3, 1.0, 1.5):
                 yield {"inputs": tensors, "tensors1": _like(tensors), "weight": weight}
         else:
-            yield {"inputs": tensors, "tensors1": _like(tensors), "weights": _scalars(len(tensors), dtype) / 4}
+            yield {"inputs": tensors, "tensors1": _like(tensors), "weights": _scalars(len(tensors), dtype, 0.25)}
 
     return build
 
 
 for _variant in ("List", "Scalar", "ScalarList"):
     CASES += _sweep(f"diopiForeachLerp{_variant}", getattr(aten._foreach_lerp, _variant), _lerp(_variant),
-                    FLOAT, scalar_list=_variant == "ScalarList")
+                    FLOAT)
 
 
 def _addc(op, variant):
@@ -164,8 +163,10 @@ def _addc(op, variant):
             for value in ((1, -0.5) if dtype.is_floating_point else (1, 2)):
                 yield {"inputs": tensors, "tensors1": _like(tensors), "tensors2": _like(tensors, low=low),
                        "value": value}
-        else:  # Tensor: a 1-D CPU tensor, one scalar per tensor (as ScalarList overloads pass them)
+        else:  # Tensor: a 1-D CPU tensor, one scalar per tensor; ScalarList: the same values as numbers
             scalars = _scalars(len(tensors), dtype)
+            if variant == "Tensor":
+                scalars = torch.tensor(scalars, dtype=torch.float64 if dtype.is_floating_point else torch.int64)
             yield {"inputs": tensors, "tensors1": _like(tensors), "tensors2": _like(tensors, low=low),
                    "scalars": scalars}
 
@@ -173,7 +174,7 @@ def _addc(op, variant):
 
 
 for _op in ("addcmul", "addcdiv"):
-    for _variant in ("Scalar", "Tensor"):
+    for _variant in ("Scalar", "Tensor", "ScalarList"):
         CASES += _sweep(f"diopiForeach{_op.capitalize()}{_variant}",
                         getattr(getattr(aten, f"_foreach_{_op}"), _variant),
                         _addc(_op, _variant), FLOAT + ((torch.int64,) if _op == "addcmul" else ()))

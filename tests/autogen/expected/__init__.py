@@ -4,11 +4,24 @@
 from . import wrappers as w
 from dipu.diopi.registry import Op, register_ops
 
+#: The torch whose schemas these kernels were generated from.
+TORCH_VERSION = "2.13.0"
+#: Spec entries that do not fit that torch's schemas: not generated, so their ops run through the CPU
+#: fallback (Note [The spec follows the installed torch] in scripts/autogen/spec.py).
+UNMATCHED = {
+}
+
 #: Set by the generator's --autocompare-all and --print-call-info.
 AUTOCOMPARE_ALL = False
 PRINT_CALL_INFO = False
 
 OPS = (
+    Op("_foreach_add_.ScalarList", "diopiForeachAddInpScalarList", ('diopiForeachAddInpScalarList',), w.make__foreach_add__ScalarList,
+       arg_names=('self', 'scalars'), written=('self',),
+       outputs=('self',), kind="inplace", entry="_foreach_add_.ScalarList", tensor_inputs=()),
+    Op("_pdist_backward", "diopiPdistBackward", ('diopiPdistBackward',), w.make__pdist_backward,
+       arg_names=('grad', 'self', 'p', 'pdist'), written=(),
+       outputs=('out',), kind="functional", entry="_pdist_backward", tensor_inputs=('grad', 'self', 'pdist')),
     Op("add.Tensor", "diopiAdd", ('diopiAdd', 'diopiAddScalar'), w.make_add_Tensor,
        arg_names=('self', 'other', 'alpha'), written=(),
        outputs=('out',), kind="functional", entry="add.out", tensor_inputs=('self',)),
@@ -36,6 +49,12 @@ OPS = (
     Op("relu_", "diopiReluInp", ('diopiReluInp',), w.make_relu_,
        arg_names=('self',), written=('self',),
        outputs=('self',), kind="inplace", entry="relu_", tensor_inputs=()),
+    Op("sum.IntList_out", "diopiSum", ('diopiSum',), w.make_sum_IntList_out,
+       arg_names=('self', 'dim', 'keepdim', 'dtype', 'out'), written=('out',),
+       outputs=('out',), kind="out", entry="sum.IntList_out", tensor_inputs=('self',)),
+    Op("sum.dim_IntList", "diopiSum", ('diopiSum',), w.make_sum_dim_IntList,
+       arg_names=('self', 'dim', 'keepdim', 'dtype'), written=(),
+       outputs=('out',), kind="functional", entry="sum.IntList_out", tensor_inputs=('self',)),
     Op("uniform_", "diopiUniformInp", ('diopiUniformInp',), w.make_uniform_,
        arg_names=('self', 'from', 'to', 'generator'), written=('self',),
        outputs=('self',), kind="inplace", entry="uniform_", tensor_inputs=(), autocompare=False),

@@ -17,11 +17,83 @@ from dipu.ops.shapes import meta, strides
 from dipu.ops.convolution import convolution as impl_dipu_ops_convolution_convolution
 from dipu.ops.shapes import binary as shape_binary
 from dipu.ops.shapes import divide as shape_divide
+from dipu.ops.shapes import like_self as shape_like_self
+from dipu.ops.shapes import reduction as shape_reduction
 
 meta_native_layer_norm = meta(torch.ops.aten.native_layer_norm.default, (), True)
+strides__pdist_backward = strides('like_self', torch.ops.aten._pdist_backward.default, (), False)
 strides_add_Tensor = strides('binary', torch.ops.aten.add.Tensor, ('alpha',), False)
 strides_div_Tensor = strides('divide', torch.ops.aten.div.Tensor, (), False)
 strides_native_layer_norm = strides('meta', torch.ops.aten.native_layer_norm.default, (), True)
+strides_sum_dim_IntList = strides('reduction', torch.ops.aten.sum.dim_IntList, ('dtype',), False)
+
+
+# _foreach_add_.ScalarList(Tensor(a!)[] self, Scalar[] scalars) -> ()
+def make__foreach_add__ScalarList(op, diopiForeachAddInpScalarList):
+    def dipu__foreach_add__ScalarList(self, scalars):
+        d = self[0].get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            dump = env_get(DUMP_KEY) not in DUMP_OFF
+            if dump:
+                dump_op_args(op, (self, scalars))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, scalars))
+            status = diopiForeachAddInpScalarList(contexts[d], self, scalars)
+            if status:
+                return on_failure(status, op, (self, scalars), {})
+            if SYNC:
+                synchronize(d)
+            if dump:
+                dump_op_results(op, None)
+            return None
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__foreach_add__ScalarList
+
+
+# _pdist_backward(Tensor grad, Tensor self, float p, Tensor pdist) -> Tensor
+def make__pdist_backward(op, diopiPdistBackward):
+    def dipu__pdist_backward(grad, self, p, pdist):
+        try:
+            d = grad.get_device()
+        except AttributeError:  # a Python number: Note [Python numbers in Tensor positions]
+            return call_with_numbers(op, dipu__pdist_backward, (grad, self, p, pdist), {})
+        if d < 0:
+            d = device_of(grad, self, pdist)
+        previous = exchange_device(d)
+        try:
+            dump = env_get(DUMP_KEY) not in DUMP_OFF
+            if dump:
+                dump_op_args(op, (grad, self, p, pdist))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad, self, p, pdist))
+            shape, dtype = shape_like_self(grad, self, p, pdist)
+            if grad.is_contiguous() and self.is_contiguous() and pdist.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides__pdist_backward(grad, self, p, pdist))
+            status = diopiPdistBackward(contexts[d], out, grad, self, p, pdist)
+            if status:
+                return on_failure(status, op, (grad, self, p, pdist), {})
+            if SYNC:
+                synchronize(d)
+            if dump:
+                dump_op_results(op, out)
+            return out
+        except Exception:
+            if has_numbers(op, (grad, self, p, pdist)):  # Note [Python numbers in Tensor positions]
+                return call_with_numbers(op, dipu__pdist_backward, (grad, self, p, pdist), {})
+            raise
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__pdist_backward
 
 
 # add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor
@@ -356,6 +428,84 @@ def make_relu_(op, diopiReluInp):
                 exchange_device(previous)
 
     return dipu_relu_
+
+
+# sum.IntList_out(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None, Tensor(a!) out) -> Tensor(a!)
+def make_sum_IntList_out(op, diopiSum):
+    def dipu_sum_IntList_out(self, dim, keepdim=False, *, dtype=None, out):
+        try:
+            d = self.get_device()
+        except AttributeError:  # a Python number: Note [Python numbers in Tensor positions]
+            return call_with_numbers(op, dipu_sum_IntList_out, (self, dim, keepdim), {'dtype': dtype, 'out': out})
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            dump = env_get(DUMP_KEY) not in DUMP_OFF
+            if dump:
+                dump_op_args(op, (self, dim, keepdim, dtype, out))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, keepdim, dtype, out))
+            shape, dtype = shape_reduction(self, dim, keepdim, dtype)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiSum(contexts[d], out, self, dim)
+            if status:
+                return on_failure(status, op, (self, dim, keepdim), {'dtype': dtype, 'out': out})
+            if SYNC:
+                synchronize(d)
+            if dump:
+                dump_op_results(op, out)
+            return out
+        except Exception:
+            if has_numbers(op, (self, dim, keepdim, dtype, out)):  # Note [Python numbers in Tensor positions]
+                return call_with_numbers(op, dipu_sum_IntList_out, (self, dim, keepdim), {'dtype': dtype, 'out': out})
+            raise
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_sum_IntList_out
+
+
+# sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor
+def make_sum_dim_IntList(op, diopiSum):
+    def dipu_sum_dim_IntList(self, dim, keepdim=False, *, dtype=None):
+        try:
+            d = self.get_device()
+        except AttributeError:  # a Python number: Note [Python numbers in Tensor positions]
+            return call_with_numbers(op, dipu_sum_dim_IntList, (self, dim, keepdim), {'dtype': dtype})
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            dump = env_get(DUMP_KEY) not in DUMP_OFF
+            if dump:
+                dump_op_args(op, (self, dim, keepdim, dtype))
+            if CHECK_DEVICE:
+                check_device(op, d, (self, dim, keepdim, dtype))
+            shape, dtype = shape_reduction(self, dim, keepdim, dtype)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_sum_dim_IntList(self, dim, keepdim, dtype))
+            status = diopiSum(contexts[d], out, self, dim)
+            if status:
+                return on_failure(status, op, (self, dim, keepdim), {'dtype': dtype})
+            if SYNC:
+                synchronize(d)
+            if dump:
+                dump_op_results(op, out)
+            return out
+        except Exception:
+            if has_numbers(op, (self, dim, keepdim, dtype)):  # Note [Python numbers in Tensor positions]
+                return call_with_numbers(op, dipu_sum_dim_IntList, (self, dim, keepdim), {'dtype': dtype})
+            raise
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_sum_dim_IntList
 
 
 # uniform_(Tensor(a!) self, float from=0., float to=1., *, Generator? generator=None) -> Tensor(a!)

@@ -36,6 +36,7 @@ class Kind(enum.Enum):
     TENSOR_LIST = "Tensor[]"
     TENSOR_LIST_OUT = "Tensor(a!)[]"  # a list of tensors written in place (_foreach_*_, fused optimizers)
     SCALAR = "Scalar"
+    SCALAR_LIST = "Scalar[]"  # a sequence of Python numbers (ATen's Scalar[]: _foreach_*.ScalarList)
     INT = "int"
     FLOAT = "float"
     BOOL = "bool"
@@ -95,6 +96,7 @@ def _param(kind: Kind):
 In, Out, Alloc, Tensors = (_param(k) for k in (Kind.TENSOR, Kind.TENSOR_OUT, Kind.TENSOR_ALLOC, Kind.TENSOR_LIST))
 OutTensors = _param(Kind.TENSOR_LIST_OUT)
 Scalar, Int, Float, Bool, Sizes = (_param(k) for k in (Kind.SCALAR, Kind.INT, Kind.FLOAT, Kind.BOOL, Kind.SIZE))
+Scalars = _param(Kind.SCALAR_LIST)
 String, Dtype, Gen = (_param(k) for k in (Kind.STRING, Kind.DTYPE, Kind.GENERATOR))
 Reduction, RoundingMode, MemoryFormat = (_param(k) for k in (Kind.REDUCTION, Kind.ROUNDING_MODE, Kind.MEMORY_FORMAT))
 
@@ -549,23 +551,24 @@ _DECLARATIONS = [
     Function("diopiChannelShuffle", (Out("out"), In("input"), Int("groups"))),
     # ---- coverage: optimizers (_foreach_, fused Adam), AMP, random ----
     # _foreach_ functions take lists of tensors; the functional ones store their list of new tensors
-    # in "outs" (Note [Outputs a function allocates]); the Inp ones update "inputs" in place. A Scalar[]
-    # arrives as a 1-D CPU tensor "scalars", as ATen's _foreach_addcmul_.Tensor takes it.
+    # in "outs" (Note [Outputs a function allocates]); the Inp ones update "inputs" in place.
     *[f for name, params in (
         ("Add", {"List": (Tensors("others"), Scalar("alpha")), "Scalar": (Scalar("scalar"),),
-                 "ScalarList": (In("scalars"),), "Tensor": (In("other"), Scalar("alpha"))}),
+                 "ScalarList": (Scalars("scalars"),), "Tensor": (In("other"), Scalar("alpha"))}),
         ("Sub", {"List": (Tensors("others"), Scalar("alpha")), "Scalar": (Scalar("scalar"),),
-                 "ScalarList": (In("scalars"),)}),
-        *[(op, {"List": (Tensors("others"),), "Scalar": (Scalar("scalar"),), "ScalarList": (In("scalars"),),
+                 "ScalarList": (Scalars("scalars"),)}),
+        *[(op, {"List": (Tensors("others"),), "Scalar": (Scalar("scalar"),), "ScalarList": (Scalars("scalars"),),
                 "Tensor": (In("other"),)}) for op in ("Mul", "Div")],
-        *[(op, {"List": (Tensors("others"),), "Scalar": (Scalar("scalar"),), "ScalarList": (In("scalars"),)})
+        *[(op, {"List": (Tensors("others"),), "Scalar": (Scalar("scalar"),), "ScalarList": (Scalars("scalars"),)})
           for op in ("Maximum", "Minimum", "ClampMin", "ClampMax")],
         ("Pow", {"List": (Tensors("exponents"),), "Scalar": (Scalar("exponent"),),
-                 "ScalarList": (In("exponents"),)}),
+                 "ScalarList": (Scalars("exponents"),)}),
         ("Lerp", {"List": (Tensors("tensors1"), Tensors("weights")), "Scalar": (Tensors("tensors1"), Scalar("weight")),
-                  "ScalarList": (Tensors("tensors1"), In("weights"))}),
+                  "ScalarList": (Tensors("tensors1"), Scalars("weights"))}),
         *[(op, {"Scalar": (Tensors("tensors1"), Tensors("tensors2"), Scalar("value")),
-                "Tensor": (Tensors("tensors1"), Tensors("tensors2"), In("scalars"))}) for op in ("Addcmul", "Addcdiv")],
+                "Tensor": (Tensors("tensors1"), Tensors("tensors2"), In("scalars")),
+                "ScalarList": (Tensors("tensors1"), Tensors("tensors2"), Scalars("scalars"))})
+          for op in ("Addcmul", "Addcdiv")],
     ) for variant, rest in params.items() for f in (
         Function(f"diopiForeach{name}{variant}", (Alloc("outs"), Tensors("inputs"), *rest)),
         Function(f"diopiForeach{name}Inp{variant}", (OutTensors("inputs"), *rest)))],
@@ -629,13 +632,80 @@ _DECLARATIONS = [
     Function("diopiForeachZero", (Alloc("outs"), Tensors("inputs"))),
     Function("diopiForeachCopy", (Alloc("outs"), Tensors("inputs"), Tensors("srcs"), Bool("non_blocking"))),
     Function("diopiForeachClone", (Alloc("outs"), Tensors("inputs"), MemoryFormat("memory_format", optional=True))),
-    *[Function(f"diopiFusedAdagrad{suffix}", (
-        OutTensors("params"), OutTensors("grads"), OutTensors("state_sums"), OutTensors("state_steps"), lr,
+    *[Function(f"diopiFusedAdagrad{suffix}", (  # the tensor_lr variant leaves state_steps alone, as ATen's
+        OutTensors("params"), OutTensors("grads"), OutTensors("state_sums"), steps("state_steps"), lr,
         Float("lr_decay"),
         Float("weight_decay"), Float("eps"), Bool("maximize"), In("grad_scale", optional=True),
         In("found_inf", optional=True)))
-      for suffix, lr in (("", Float("lr")), ("TensorLr", In("lr")))],
+      for suffix, lr, steps in (("", Float("lr"), OutTensors), ("TensorLr", In("lr"), Tensors))],
 ]
+
+# ---- what an ATen argument may be passed to ---------------------------------------------------------
+
+
+def argument_kinds(arg) -> set[Kind]:
+    """The parameter kinds a torchgen ``Argument`` may be passed to, by its type and whether it is written.
+
+    The generator checks every ``interface:`` of the op spec with this, and op libraries check their
+    table-made functions with it (``check_aten``), so both read ATen's schemas the same way.
+    """
+    from torchgen.model import BaseTy, BaseType, ListType, OptionalType  # inside torch: no cost once torch is loaded
+
+    t = arg.type.elem if isinstance(arg.type, OptionalType) else arg.type
+    written = arg.annotation is not None and arg.annotation.is_write
+    if isinstance(t, ListType):
+        if t.elem == BaseType(BaseTy.Tensor):
+            return {Kind.TENSOR_LIST, Kind.TENSOR_LIST_OUT} if written else {Kind.TENSOR_LIST}
+        if t.elem in (BaseType(BaseTy.int), BaseType(BaseTy.SymInt)):
+            return {Kind.SIZE}
+        return {Kind.SCALAR_LIST} if t.elem == BaseType(BaseTy.Scalar) else set()
+    kinds = set(_KINDS_BY_TYPE.get(t.name.name, ())) if isinstance(t, BaseType) else set()
+    if isinstance(t, BaseType) and t.name.name == "Tensor" and written:
+        kinds.add(Kind.TENSOR_OUT)
+    return kinds
+
+
+_KINDS_BY_TYPE = {
+    "Tensor": {Kind.TENSOR},
+    "Scalar": {Kind.SCALAR},
+    "int": {Kind.INT, Kind.SCALAR, Kind.REDUCTION},
+    "SymInt": {Kind.INT, Kind.SCALAR},
+    "float": {Kind.FLOAT, Kind.SCALAR},
+    "bool": {Kind.BOOL},
+    "str": {Kind.STRING, Kind.ROUNDING_MODE},
+    "ScalarType": {Kind.DTYPE},
+    "Generator": {Kind.GENERATOR},
+    "MemoryFormat": {Kind.MEMORY_FORMAT},
+}
+
+
+def aten_mismatch(function: Function, schema) -> str | None:
+    """Why ``function`` cannot apply the ATen op of torchgen ``schema`` parameter by parameter, or None.
+
+    The function's outputs come first: they stand for the schema's out= arguments, or for what it
+    returns when they are ``Alloc``; the rest stand for the schema's other arguments, in order.
+    """
+    from torchgen.model import OptionalType
+
+    params = list(function.params)
+    outs = list(schema.arguments.out)
+    if not outs and params and params[0].kind == Kind.TENSOR_ALLOC:
+        returned = len(schema.returns)
+        if sum(p.kind == Kind.TENSOR_ALLOC for p in params[:returned]) != returned:
+            return f"returns {returned} value(s), which {function.name} does not allocate"
+        params = params[returned:]
+    pairs_out, params = params[:len(outs)], params[len(outs):]
+    inputs = list(schema.arguments.flat_non_out)
+    if len(params) != len(inputs) or any(not p.kind.is_output for p in pairs_out):
+        return (f"takes {len(schema.arguments.out)} output(s) and {len(inputs)} input(s) "
+                f"({', '.join(a.name for a in inputs)})")
+    for param, arg in zip(pairs_out + params, outs + inputs):
+        if param.kind not in argument_kinds(arg):
+            return f"its argument '{arg.name}' ({arg.type}) cannot be passed to {param}"
+        if isinstance(arg.type, OptionalType) and not param.optional:
+            return f"its argument '{arg.name}' ({arg.type}) may be None, which {param} cannot take"
+    return None
+
 
 #: Every declared function by name.
 FUNCTIONS: dict[str, Function] = {f.name: f for f in _DECLARATIONS}

@@ -1,0 +1,140 @@
+"""The generated kernels for the installed torch: the checked-in package, or one generated for it.
+
+Note [Generated code per torch version]
+dipu/_generated/ is the reviewed copy, generated from the reference torch's
+schemas (``REFERENCE_TORCH`` in scripts/autogen/__init__.py; CI checks it is up
+to date). With any other torch installed, dipu runs the generator at first
+import against that torch's schemas (Note [The spec follows the installed
+torch] in scripts/autogen/spec.py) and caches the package beside the native
+core (Note [Native core cache]), keyed by the torch build and a hash of the
+spec, the generator and the proto; entries that do not fit that torch are
+reported once and their ops run through the CPU fallback.
+
+Note [Compiled generated code]
+The generated module is about 34k lines; compiling it costs about a second,
+and with PYTHONDONTWRITEBYTECODE=1 Python would pay that on every import. So
+both packages are loaded through a loader that keeps the compiled code in the
+cache directory, keyed by a hash of the source, whatever that variable says.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.machinery
+import importlib.util
+import marshal
+import os
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+
+import torch
+
+from dipu import _native
+
+PACKAGE = "dipu._generated"
+CHECKED_IN = Path(__file__).parent / "_generated"
+#: The generator, as a checkout has it and as dipu installs it (Note [Installed import names]).
+GENERATOR = "dipu.autogen"
+
+
+def _installed_torch() -> str:
+    return torch.__version__.split("+")[0]
+
+
+def _generator_inputs(generator: Path, spec: Path) -> list[Path]:
+    proto = Path(__file__).parent / "diopi" / "proto.py"
+    shapes = Path(__file__).parent / "ops" / "shapes.py"
+    return sorted([*generator.glob("*.py"), *generator.glob("templates/*.j2"), spec, proto, shapes])
+
+
+def _generated_dir() -> Path:
+    """The cached package for the installed torch, generating it first if it is not there."""
+    generator = importlib.import_module(GENERATOR)
+    from dipu.autogen import emit, spec  # noqa: E402  (after the import above, which defines the package)
+
+    yaml_path = spec.REPO / "diopi_functions.yaml"
+    if not yaml_path.is_file():
+        raise RuntimeError(
+            f"dipu: torch {torch.__version__} is not the reference torch {generator.REFERENCE_TORCH} the "
+            f"checked-in kernels were generated for, and the op spec to generate them again is missing "
+            f"({yaml_path}); install dipu from its repository with `pip install -e .`")
+    digest = hashlib.sha256()
+    for path in _generator_inputs(Path(generator.__file__).parent, yaml_path):
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    key = f"generated-torch{torch.__version__}-{(torch.version.git_version or 'nogit')[:10]}-{digest.hexdigest()[:12]}"
+    target = _native.cache_root() / key
+
+    def build(directory: Path) -> None:
+        print(f"dipu: generating the op kernels for torch {torch.__version__} (first import only)...",
+              file=sys.stderr, flush=True)
+        entries, unmatched = spec.load_lenient(yaml_path)
+        files = emit.render(entries, yaml_path.name, unmatched=unmatched)
+        work = Path(tempfile.mkdtemp(prefix="generating-", dir=directory.parent))
+        emit.write(work, files)
+        os.replace(work, directory)
+
+    return _native.ensure_built(target, build)
+
+
+class _CachedCodeLoader(importlib.machinery.SourceFileLoader):
+    """Note [Compiled generated code]."""
+
+    def get_code(self, fullname):
+        source = self.get_data(self.path)
+        key = hashlib.sha256(source + self.path.encode() + sys.version.encode()).hexdigest()[:16]
+        cached = _native.cache_root() / "code" / f"{fullname}-{key}.marshal"
+        try:
+            return marshal.loads(cached.read_bytes())
+        except (OSError, EOFError, ValueError, TypeError):
+            pass
+        code = self.source_to_code(source, self.path)
+        try:
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            handle, temporary = tempfile.mkstemp(dir=cached.parent)
+            with os.fdopen(handle, "wb") as file:
+                file.write(marshal.dumps(code))
+            os.replace(temporary, cached)
+        except OSError:
+            pass  # a read-only cache only costs the compile
+        return code
+
+
+def _load(directory: Path):
+    """Import the generated package in ``directory`` as dipu._generated."""
+    for name in ("wrappers", "__init__"):
+        fullname = PACKAGE if name == "__init__" else f"{PACKAGE}.{name}"
+        path = directory / f"{name}.py"
+        spec = importlib.util.spec_from_file_location(
+            fullname, path, loader=_CachedCodeLoader(fullname, str(path)),
+            submodule_search_locations=[str(directory)] if name == "__init__" else None)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[fullname] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[fullname]
+            raise
+    package = sys.modules[PACKAGE]
+    package.wrappers = sys.modules[f"{PACKAGE}.wrappers"]
+    sys.modules["dipu"]._generated = package  # as an import statement binds a submodule
+    return package
+
+
+def load():
+    """dipu._generated for the installed torch (Note [Generated code per torch version])."""
+    from dipu.autogen import REFERENCE_TORCH
+
+    directory = CHECKED_IN if _installed_torch() == REFERENCE_TORCH else _generated_dir()
+    package = _load(directory)
+    _warn_unmatched(package)
+    return package
+
+
+def _warn_unmatched(package) -> None:
+    if package.UNMATCHED:
+        warnings.warn(
+            f"dipu: {len(package.UNMATCHED)} op(s) of diopi_functions.yaml do not fit torch {torch.__version__}'s "
+            f"schemas and run through the CPU fallback: {'; '.join(package.UNMATCHED.values())}", stacklevel=3)
