@@ -154,3 +154,24 @@ def test_declaring_dtypes_needs_a_tensor_input():
         @library.register(dtypes=(torch.float32,))
         def diopiNormalInp(ctx, inout, mean, std, generator):
             pass
+
+
+def test_table_made_functions_are_checked_against_the_aten_op_they_apply():
+    """Note [Table-made functions are checked against ATen]: a closure given the proto's signature passes
+    the signature check by construction; pairing it with an ATen op whose arguments do not fit fails."""
+    def diopiAtan2(ctx, out, input, other):
+        return SUCCESS
+
+    OpLibrary("fits").register(diopiAtan2, aten=torch.ops.aten.atan2.out)
+    with pytest.raises(TypeError) as info:
+        OpLibrary("drifted").register(diopiAtan2, aten=torch.ops.aten.fmod.Scalar_out)
+    assert str(info.value) == (
+        "op library 'drifted': diopiAtan2(ctx, Tensor(a!) out, Tensor input, Tensor other) does not fit the ATen op "
+        "it applies: aten::fmod.Scalar_out its argument 'other' (number) cannot be passed to Tensor other")
+
+    def diopiForeachAddInpScalarList(ctx, inputs, scalars):
+        return SUCCESS
+
+    OpLibrary("fits").register(diopiForeachAddInpScalarList, aten=torch.ops.aten._foreach_add_)  # a packet
+    with pytest.raises(TypeError, match=r"aten::_foreach_add_\.List takes 0 output\(s\) and 3 input\(s\)"):
+        OpLibrary("drifted").register(diopiForeachAddInpScalarList, aten=torch.ops.aten._foreach_add_.List)

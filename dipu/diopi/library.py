@@ -31,9 +31,7 @@ import os
 from importlib import metadata
 from typing import Callable
 
-from torchgen.model import FunctionSchema
-
-from dipu.diopi.proto import FUNCTIONS, aten_mismatch
+from dipu.diopi.proto import FUNCTIONS, AtenArg, aten_mismatch, kinds_of
 
 ENTRY_POINT_GROUP = "dipu.diopi_impls"
 IMPL_VAR = "DIPU_DIOPI_IMPL"
@@ -131,17 +129,37 @@ def _check_aten(library: str, declared, aten) -> None:
     A function made from a table (one closure applying an ATen op, given the proto's signature) would
     pass the signature check by construction. What can drift is the pairing of the proto declaration
     with the ATen op, so that is checked instead: the declared parameters must take the overload's
-    arguments in order (``proto.aten_mismatch``); for an op packet, one of its overloads must fit.
+    arguments in order (``proto.aten_mismatch``); for an op packet, one of its overloads must fit. The
+    schema is read from torch's own schema objects, which costs nothing at import (torchgen would cost
+    about 80 ms to import).
     """
     overloads = [getattr(aten, n) for n in aten.overloads()] if hasattr(aten, "overloads") else [aten]
     problems = []
     for overload in overloads:
-        schema = FunctionSchema.parse(str(overload._schema).removeprefix("aten::"))
-        problem = aten_mismatch(declared, schema)
+        schema = overload._schema
+        args = [(a, _aten_arg(a)) for a in schema.arguments]
+        outs = [arg for a, arg in args if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write]
+        inputs = [arg for a, arg in args if arg not in outs]
+        problem = aten_mismatch(declared, outs, inputs, len(schema.returns))
         if problem is None:
             return
-        problems.append(f"{overload._schema.name}.{overload._schema.overload_name or 'default'} {problem}")
+        problems.append(f"{schema.name}.{schema.overload_name or 'default'} {problem}")
     raise TypeError(f"op library '{library}': {declared} does not fit the ATen op it applies: {'; '.join(problems)}")
+
+
+_JIT_NAMES = {"number": "Scalar"}  # TorchScript's name for ATen's Scalar
+
+
+def _aten_arg(arg) -> AtenArg:
+    t, optional = arg.real_type, False
+    if t.kind() == "OptionalType":
+        t, optional = t.getElementType(), True
+    is_list = t.kind() == "ListType"
+    if is_list:
+        t = t.getElementType()
+    written = arg.alias_info is not None and arg.alias_info.is_write
+    kinds = set() if t.kind() == "OptionalType" else kinds_of(_JIT_NAMES.get(str(t), str(t)), is_list, written)
+    return AtenArg(arg.name, str(arg.real_type), frozenset(kinds), optional)
 
 
 def _as_library(obj, where: str) -> OpLibrary:

@@ -643,24 +643,19 @@ _DECLARATIONS = [
 # ---- what an ATen argument may be passed to ---------------------------------------------------------
 
 
-def argument_kinds(arg) -> set[Kind]:
-    """The parameter kinds a torchgen ``Argument`` may be passed to, by its type and whether it is written.
+def kinds_of(base: str, is_list: bool, written: bool) -> set[Kind]:
+    """The parameter kinds an ATen argument of type ``base`` (``base[]`` if ``is_list``) may be passed to.
 
-    The generator checks every ``interface:`` of the op spec with this, and op libraries check their
-    table-made functions with it (``check_aten``), so both read ATen's schemas the same way.
+    The generator checks every ``interface:`` of the op spec with this (``argument_kinds``), and op
+    libraries check their table-made functions with it (``aten_mismatch``), so both read ATen's types
+    the same way.
     """
-    from torchgen.model import BaseTy, BaseType, ListType, OptionalType  # inside torch: no cost once torch is loaded
-
-    t = arg.type.elem if isinstance(arg.type, OptionalType) else arg.type
-    written = arg.annotation is not None and arg.annotation.is_write
-    if isinstance(t, ListType):
-        if t.elem == BaseType(BaseTy.Tensor):
+    if is_list:
+        if base == "Tensor":
             return {Kind.TENSOR_LIST, Kind.TENSOR_LIST_OUT} if written else {Kind.TENSOR_LIST}
-        if t.elem in (BaseType(BaseTy.int), BaseType(BaseTy.SymInt)):
-            return {Kind.SIZE}
-        return {Kind.SCALAR_LIST} if t.elem == BaseType(BaseTy.Scalar) else set()
-    kinds = set(_KINDS_BY_TYPE.get(t.name.name, ())) if isinstance(t, BaseType) else set()
-    if isinstance(t, BaseType) and t.name.name == "Tensor" and written:
+        return {Kind.SIZE} if base in ("int", "SymInt") else {Kind.SCALAR_LIST} if base == "Scalar" else set()
+    kinds = set(_KINDS_BY_TYPE.get(base, ()))
+    if base == "Tensor" and written:
         kinds.add(Kind.TENSOR_OUT)
     return kinds
 
@@ -679,30 +674,48 @@ _KINDS_BY_TYPE = {
 }
 
 
-def aten_mismatch(function: Function, schema) -> str | None:
-    """Why ``function`` cannot apply the ATen op of torchgen ``schema`` parameter by parameter, or None.
+def argument_kinds(arg) -> set[Kind]:
+    """``kinds_of`` for a torchgen ``Argument`` (the generator's view of a schema)."""
+    from torchgen.model import BaseType, ListType, OptionalType
 
-    The function's outputs come first: they stand for the schema's out= arguments, or for what it
-    returns when they are ``Alloc``; the rest stand for the schema's other arguments, in order.
+    t = arg.type.elem if isinstance(arg.type, OptionalType) else arg.type
+    is_list = isinstance(t, ListType)
+    if is_list:
+        t = t.elem
+    if not isinstance(t, BaseType):  # Tensor?[]: no proto parameter takes it
+        return set()
+    return kinds_of(t.name.name, is_list, arg.annotation is not None and arg.annotation.is_write)
+
+
+@dataclasses.dataclass(frozen=True)
+class AtenArg:
+    """One argument of an ATen schema, as ``aten_mismatch`` needs it."""
+
+    name: str
+    type: str  # as the schema spells it, for messages
+    kinds: frozenset
+    optional: bool
+
+
+def aten_mismatch(function: Function, outs: list[AtenArg], inputs: list[AtenArg], returned: int) -> str | None:
+    """Why ``function`` cannot apply an ATen op parameter by parameter, or None.
+
+    ``outs`` are the op's out= arguments, ``inputs`` the others in order, ``returned`` how many values it
+    returns. The function's outputs come first: they stand for the out= arguments, or for what the op
+    returns when they are ``Alloc``; the rest stand for the inputs, in order.
     """
-    from torchgen.model import OptionalType
-
     params = list(function.params)
-    outs = list(schema.arguments.out)
     if not outs and params and params[0].kind == Kind.TENSOR_ALLOC:
-        returned = len(schema.returns)
         if sum(p.kind == Kind.TENSOR_ALLOC for p in params[:returned]) != returned:
             return f"returns {returned} value(s), which {function.name} does not allocate"
         params = params[returned:]
     pairs_out, params = params[:len(outs)], params[len(outs):]
-    inputs = list(schema.arguments.flat_non_out)
     if len(params) != len(inputs) or any(not p.kind.is_output for p in pairs_out):
-        return (f"takes {len(schema.arguments.out)} output(s) and {len(inputs)} input(s) "
-                f"({', '.join(a.name for a in inputs)})")
+        return f"takes {len(outs)} output(s) and {len(inputs)} input(s) ({', '.join(a.name for a in inputs)})"
     for param, arg in zip(pairs_out + params, outs + inputs):
-        if param.kind not in argument_kinds(arg):
+        if param.kind not in arg.kinds:
             return f"its argument '{arg.name}' ({arg.type}) cannot be passed to {param}"
-        if isinstance(arg.type, OptionalType) and not param.optional:
+        if arg.optional and not param.optional:
             return f"its argument '{arg.name}' ({arg.type}) may be None, which {param} cannot take"
     return None
 
