@@ -23,10 +23,10 @@ import keyword
 from torchgen.model import Argument, BaseTy, BaseType, FunctionSchema, ListType, OptionalType
 
 from ._proto import proto
-
-Kind = proto.Kind
 from .model import Call, Entry, op_name
 from .spec import SpecError, siblings
+
+Kind = proto.Kind
 
 
 @dataclasses.dataclass(frozen=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 import yaml
-from torchgen.model import Argument, BaseTy, BaseType, FunctionSchema, ListType, OptionalType, SchemaKind
+from torchgen.model import Argument, FunctionSchema, OptionalType, SchemaKind
 
 from . import _proto
 from ._proto import proto
@@ -284,10 +284,15 @@ def _read_entry(item: dict, filename: str, line: int) -> Entry | None:
     reader.finish(_KEYS)
     if shape != "meta" and shape not in shape_rules():
         reader.fail(f"unknown shape rule '{shape}' (known: meta, {', '.join(sorted(shape_rules()))})")
-    if impl is not None:
+    if impl is not None:  # what does not depend on the installed torch fails for every torch
         _check_impl(reader, impl)
+        _bare_function(reader, interface_text)
         if scalar_text is not None:
             reader.fail("scalar_interface cannot be combined with impl")
+    else:
+        for key, text in (("interface", interface_text), ("scalar_interface", scalar_text)):
+            if text is not None:
+                _call_syntax(reader, key, text)
     if torch_range is not None and not _in_range(reader, torch_range):
         return None
     try:
@@ -407,8 +412,8 @@ def _bare_function(reader: _EntryReader, text: str):
     return _function(reader, "interface", text.strip())
 
 
-def _parse_call(reader: _EntryReader, key: str, text: str, schema: FunctionSchema, outputs: tuple[str, ...],
-                writes: list[str], numbers_allowed: bool = False) -> Call:
+def _call_syntax(reader: _EntryReader, key: str, text: str):
+    """The DIOPI function a call names and its argument tokens, checked against the proto only."""
     match = _CALL.fullmatch(text)
     if match is None:
         reader.fail(f"{key}: expected a call like diopiAdd(ctx, out, self, other, alpha), got {text!r}")
@@ -419,6 +424,12 @@ def _parse_call(reader: _EntryReader, key: str, text: str, schema: FunctionSchem
         reader.fail(f"{key}: {function.name} takes {len(names)} arguments ({', '.join(names)}), got {len(tokens)}")
     if tokens[0] != "ctx":
         reader.fail(f"{key}: the first argument of {function.name} must be ctx, got '{tokens[0]}'")
+    return function, tokens
+
+
+def _parse_call(reader: _EntryReader, key: str, text: str, schema: FunctionSchema, outputs: tuple[str, ...],
+                writes: list[str], numbers_allowed: bool = False) -> Call:
+    function, tokens = _call_syntax(reader, key, text)
     arguments = {a.name: a for a in schema.arguments.flat_all}
     args, numbers = [], []
     for token, param in zip(tokens[1:], function.params):
