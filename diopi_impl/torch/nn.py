@@ -15,7 +15,7 @@ aten = torch.ops.aten
 @library.register
 def diopiSoftmax(ctx, out, input, dim):
     d = ctx.device
-    aten._softmax.out(alias(input, d), dim, False, out=alias(out, d))
+    torch._softmax(alias(input, d), dim, False, out=alias(out, d))
     return SUCCESS
 
 
@@ -23,14 +23,14 @@ def diopiSoftmax(ctx, out, input, dim):
 def diopiSoftmaxBackward(ctx, grad_input, grad_output, output, dim):
     d = ctx.device
     gi = alias(grad_input, d)
-    aten._softmax_backward_data.out(alias(grad_output, d), alias(output, d), dim, gi.dtype, grad_input=gi)
+    torch._softmax_backward_data(alias(grad_output, d), alias(output, d), dim, gi.dtype, grad_input=gi)
     return SUCCESS
 
 
 @library.register
 def diopiLogSoftmax(ctx, out, input, dim):
     d = ctx.device
-    aten._log_softmax.out(alias(input, d), dim, False, out=alias(out, d))
+    torch._log_softmax(alias(input, d), dim, False, out=alias(out, d))
     return SUCCESS
 
 
@@ -38,7 +38,7 @@ def diopiLogSoftmax(ctx, out, input, dim):
 def diopiLogSoftmaxBackward(ctx, grad_input, grad_output, output, dim):
     d = ctx.device
     gi = alias(grad_input, d)
-    aten._log_softmax_backward_data.out(alias(grad_output, d), alias(output, d), dim, gi.dtype, out=gi)
+    torch._log_softmax_backward_data(alias(grad_output, d), alias(output, d), dim, gi.dtype, out=gi)
     return SUCCESS
 
 
@@ -151,8 +151,8 @@ def diopiConvolution2dBackward(ctx, grad_input, grad_weight, grad_bias, grad_out
 @library.register
 def diopiMaxPool2dWithIndices(ctx, out, indices, input, kernel_size, stride, padding, dilation, ceil_mode):
     d = ctx.device
-    aten.max_pool2d_with_indices.out(alias(input, d), kernel_size, stride, padding, dilation, ceil_mode,
-                                     out=alias(out, d), indices=alias(indices, d))
+    torch._C._nn.max_pool2d_with_indices(alias(input, d), kernel_size, stride, padding, dilation, ceil_mode,
+                                         out=(alias(out, d), alias(indices, d)))
     return SUCCESS
 
 
@@ -169,8 +169,8 @@ def diopiMaxPool2dBackward(ctx, grad_input, grad_output, input, kernel_size, str
 @library.register
 def diopiAvgPool2d(ctx, out, input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
     d = ctx.device
-    aten.avg_pool2d.out(alias(input, d), kernel_size, stride, padding, ceil_mode, count_include_pad,
-                        divisor_override, out=alias(out, d))
+    torch._C._nn.avg_pool2d(alias(input, d), kernel_size, stride, padding, ceil_mode, count_include_pad,
+                            divisor_override, out=alias(out, d))
     return SUCCESS
 
 
@@ -236,7 +236,7 @@ def diopiGroupNormBackward(ctx, grad_input, grad_weight, grad_bias, grad_output,
 @library.register
 def diopiAdaptiveMaxPool2d(ctx, out, indices, input, output_size):
     d = ctx.device
-    aten.adaptive_max_pool2d.out(alias(input, d), output_size, out=alias(out, d), indices=alias(indices, d))
+    torch._C._nn.adaptive_max_pool2d(alias(input, d), output_size, out=(alias(out, d), alias(indices, d)))
     return SUCCESS
 
 

@@ -14,6 +14,7 @@ from dipu.diopi.proto import FUNCTIONS
 from dipu import _C
 from dipu.diopi import SUCCESS
 from . import library
+from ._aten import fast_aten
 
 alias = _C.alias
 aten = torch.ops.aten
@@ -33,15 +34,23 @@ def _register(name: str, function, aten) -> None:
     library.register(function, aten=aten)
 
 
-def _out_function(name: str, overload, out_name: str = "out", outputs: int = 1):
-    """``name(ctx, *outputs, *inputs)`` applying ``overload`` to the inputs, writing the outputs."""
+def _out_function(name: str, overload, out_names: tuple[str, ...] = ()):
+    """``name(ctx, *outputs, *inputs)`` applying the out= ``overload`` to the inputs, writing the outputs.
+
+    It is called through torch's binding of its op, whose ``out=`` picks the out= overload the arguments
+    select (Note [Calling ATen from kernels]); an op without a binding (``out_names`` given: its outputs'
+    keyword names) is called through ``overload``. The registration checks the proto against ``overload``.
+    """
+    bound = getattr(fast_aten, overload._overloadpacket.__name__)
+    outputs = len(out_names) or 1
 
     def function(ctx, *args):
         d = ctx.device
-        outs = {out_name: _alias(args[0], d)} if outputs == 1 else {}
-        if outputs > 1:
-            outs = {n: alias(t, d) for n, t in zip(out_name, args[:outputs])}
-        overload(*(_alias(a, d) for a in args[outputs:]), **outs)
+        inputs = [_alias(a, d) for a in args[outputs:]]
+        if out_names:
+            overload(*inputs, **{n: alias(t, d) for n, t in zip(out_names, args[:outputs])})
+        else:
+            bound(*inputs, out=_alias(args[0], d))
         return SUCCESS
 
     _register(name, function, overload)
@@ -178,7 +187,7 @@ for _suffix, _op, _inplace in (("Hardtanh", "hardtanh", True), ("LeakyRelu", "le
     if _inplace:
         _inplace_function("diopi" + _suffix + "Inp", _op + "_")
 
-_out_function("diopiLogSigmoidForward", aten.log_sigmoid_forward.output, ("output", "buffer"), outputs=2)
+_out_function("diopiLogSigmoidForward", aten.log_sigmoid_forward.output, ("output", "buffer"))
 
 # ---- activation backwards: diopiXBackward(grad_input, grad_output, ...) --------------------------
 for _suffix, _overload in (
@@ -189,7 +198,7 @@ for _suffix, _overload in (
         ("LogSigmoid", aten.log_sigmoid_backward.grad_input),
         ("Softshrink", aten.softshrink_backward.grad_input), ("Hardshrink", aten.hardshrink_backward.grad_input),
         ("Glu", aten.glu_backward.grad_input), ("Logit", aten.logit_backward.grad_input)):
-    _out_function(f"diopi{_suffix}Backward", _overload, "grad_input")
+    _out_function(f"diopi{_suffix}Backward", _overload, ("grad_input",))
 
 
 @library.register
