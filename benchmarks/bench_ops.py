@@ -2,7 +2,7 @@
 
 Runs each case on native CPU tensors and on dipu tensors side by side in one
 process, interleaving the two so drift hits both, and reports medians of many
-repetitions. Targets: a 4-element add within 4x of native CPU; a 1M-element
+repetitions. Targets: a 4-element add within 3x of native CPU (issue 9; 4x before); a 1M-element
 add and a 512x512 matmul within 1.05x. Never asserted in tests.
 
     python benchmarks/bench_ops.py [--reps N]
@@ -71,7 +71,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)  # keeps the large cases comparable on a shared machine
     cases = [
-        ("add 4 elements", add(4), 2000, 4.0),
+        ("add 4 elements", add(4), 2000, 3.0),
         ("add 1M elements", add(1 << 20), 10, 1.05),
         ("matmul 512x512", matmul(512), 3, 1.05),
     ]
