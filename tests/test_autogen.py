@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from scripts.autogen import __main__ as autogen
-from scripts.autogen import REFERENCE_TORCH, emit, spec
+from dipu.autogen import __main__ as autogen
+from dipu.autogen import REFERENCE_TORCH, emit, spec
 
 HERE = Path(__file__).parent / "autogen"
 RELU = "- op: relu\n"
