@@ -118,7 +118,8 @@ def _lazy_call(call, kind: str | None = None) -> None:
             call()
         elif kind is None:
             _queued_calls.append((call, traceback.format_stack()))
-        else:
+        else:  # the latest of its kind, in the order of the latest calls: seed_all(1), seed(2), seed_all(3) -> 3
+            _queued_seeds.pop(kind, None)
             _queued_seeds[kind] = (call, traceback.format_stack())
 
 

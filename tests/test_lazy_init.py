@@ -72,6 +72,13 @@ assert started() == (False, False)  # the children's use did not start the paren
 
 def test_seeding_before_the_first_use_is_applied_when_the_runtime_starts(python):
     python(PRELUDE + """
+torch.dipu.manual_seed_all(1); torch.dipu.manual_seed(2); torch.dipu.manual_seed_all(3)  # queued: nothing starts
+assert started() == (False, False)
+def child():  # a child of this parent starts the runtime, which applies the queued seeds in their order
+    first = torch.rand(3, device="dipu").cpu()
+    torch.dipu.manual_seed_all(3)
+    os._exit(0 if torch.equal(first, torch.rand(3, device="dipu").cpu()) else 1)
+assert run_forked(child) == 0
 torch.manual_seed(3)                         # queued: nothing starts
 assert started() == (False, False)
 first = torch.randn(4, device="dipu").cpu()  # starts the runtime, then applies the seed
