@@ -96,6 +96,22 @@ def test_sdpa_matches_the_math_path(case, dtype):
         torch.testing.assert_close(got.double(), want, **TOLERANCE[dtype], msg=lambda m: f"{name}: {m}")
 
 
+def test_inputs_whose_last_dim_is_strided():
+    """ATen's fused CPU kernel assumes a dense last dim (it reads past the data otherwise)."""
+    q, k, v = _inputs(torch.float32)
+    strided = [t.to("dipu").transpose(-1, -2).contiguous().transpose(-1, -2).requires_grad_() for t in (q, k, v)]
+    assert all(t.stride(-1) != 1 for t in strided)
+    out = F.scaled_dot_product_attention(*strided, is_causal=True)
+    grad_out = torch.randn(out.shape).to("dipu").transpose(-1, -2).contiguous().transpose(-1, -2)
+    out.backward(grad_out)
+    leaves = [t.double().requires_grad_() for t in (q, k, v)]
+    with sdpa_kernel(SDPBackend.MATH):
+        want = F.scaled_dot_product_attention(*leaves, is_causal=True)
+    want.backward(grad_out.cpu().double())
+    for got, expected in zip([out] + [t.grad for t in strided], [want] + [t.grad for t in leaves]):
+        torch.testing.assert_close(got.detach().cpu().double(), expected.detach(), **TOLERANCE[torch.float32])
+
+
 def test_math_backend_still_selectable_and_disabling_everything_is_reported():
     q, k, v = (t.to("dipu") for t in _inputs(torch.float32))
     with sdpa_kernel(SDPBackend.MATH):

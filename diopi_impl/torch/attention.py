@@ -24,6 +24,11 @@ aten = torch.ops.aten
 _FLOATING = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 
 
+def _unit_stride(tensor):
+    """``tensor`` with its last dim dense: the CPU kernel assumes it and reads past the data otherwise."""
+    return tensor if tensor is None or tensor.stride(-1) == 1 or tensor.shape[-1] == 1 else tensor.contiguous()
+
+
 def _fused_cpu_kernel_fits(query, value, dropout_p) -> bool:
     return dropout_p == 0 and query.device.type == "cpu" and query.shape[-1] == value.shape[-1]
 
@@ -36,7 +41,7 @@ def _flash_mask(bias, query, key):
         bias = torch.zeros(bias.shape, dtype=query.dtype).masked_fill_(~bias, -math.inf)
     if bias.dim() not in (2, 4):
         bias = bias.expand(query.shape[0], query.shape[1], query.shape[2], key.shape[2])
-    return bias
+    return _unit_stride(bias)
 
 
 @library.register(dtypes=_FLOATING)
@@ -48,7 +53,7 @@ def diopiScaledDotProductAttention(ctx, out, logsumexp, query, key, value, attn_
     if _fused_cpu_kernel_fits(q, v, dropout_p):
         heads = q.shape[1]
         result, result_lse = aten._scaled_dot_product_flash_attention_for_cpu(
-            q, repeat_heads(k, heads), repeat_heads(v, heads), 0.0, is_causal,
+            _unit_stride(q), _unit_stride(repeat_heads(k, heads)), _unit_stride(repeat_heads(v, heads)), 0.0, is_causal,
             attn_mask=_flash_mask(bias, q, k), scale=scale)
         o.copy_(result)
         lse.copy_(result_lse)
@@ -68,8 +73,9 @@ def diopiScaledDotProductAttentionBackward(ctx, grad_query, grad_key, grad_value
     if grads[3] is None and _fused_cpu_kernel_fits(q, v, dropout_p):
         heads, kv_heads = q.shape[1], k.shape[1]
         results = aten._scaled_dot_product_flash_attention_for_cpu_backward(
-            alias(grad_out, d), q, repeat_heads(k, heads), repeat_heads(v, heads), alias(out, d),
-            alias(logsumexp, d), 0.0, is_causal, attn_mask=_flash_mask(bias, q, k), scale=scale)
+            _unit_stride(alias(grad_out, d)), _unit_stride(q), _unit_stride(repeat_heads(k, heads)),
+            _unit_stride(repeat_heads(v, heads)), _unit_stride(alias(out, d)), alias(logsumexp, d), 0.0, is_causal,
+            attn_mask=_flash_mask(bias, q, k), scale=scale)
         for grad, result, summed in zip(grads, results, (False, True, True)):
             if grad is not None:
                 grad.copy_(sum_head_groups(result, kv_heads) if summed else result)
