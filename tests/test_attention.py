@@ -47,6 +47,8 @@ CASES = {  # name: (input options, sdpa keyword arguments given the CPU query/ke
     "gqa": ({"heads": 4, "kv_heads": 2}, lambda q, k: {"enable_gqa": True}),
     "gqa_causal": ({"heads": 6, "kv_heads": 2}, lambda q, k: {"enable_gqa": True, "is_causal": True}),
     "value_dim": ({"value_dim": 5}, lambda q, k: {}),
+    "value_dim_causal_gqa": ({"value_dim": 5, "heads": 4, "kv_heads": 2, "length": 11},
+                             lambda q, k: {"is_causal": True, "enable_gqa": True}),
 }
 
 
@@ -96,6 +98,26 @@ def test_sdpa_matches_the_math_path(case, dtype):
         torch.testing.assert_close(got.double(), want, **TOLERANCE[dtype], msg=lambda m: f"{name}: {m}")
 
 
+#: The cases the torch op library serves with its blockwise algorithm (a bias gradient, another value head size).
+BLOCKWISE_CASES = ["float_bias_2d", "float_bias_3d", "float_bias_4d", "value_dim", "value_dim_causal_gqa"]
+
+
+@pytest.mark.parametrize("case", BLOCKWISE_CASES)
+def test_blockwise_attention_one_query_row_per_block(case, monkeypatch):
+    """Note [Blockwise attention] with a block of a single row: row slices of biases, causal key columns."""
+    from dipu.ops import attention
+
+    monkeypatch.setattr(attention, "_BLOCK_ELEMENTS", 1)
+    test_sdpa_matches_the_math_path(case, torch.float32)
+
+
+def test_blockwise_dropout_one_query_row_per_block(monkeypatch):
+    from dipu.ops import attention
+
+    monkeypatch.setattr(attention, "_BLOCK_ELEMENTS", 1)
+    test_dropout_draws_its_mask_from_the_dipu_generator_and_backward_replays_it(causal=True)
+
+
 def test_inputs_whose_last_dim_is_strided():
     """ATen's fused CPU kernel assumes a dense last dim (it reads past the data otherwise)."""
     q, k, v = _inputs(torch.float32)
@@ -135,27 +157,32 @@ def test_inputs_the_fused_kernel_does_not_take_keep_the_math_paths_behaviour():
     assert errors[0] == errors[1]
 
 
-def test_dropout_draws_its_mask_from_the_dipu_generator_and_backward_replays_it():
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_dropout_draws_its_mask_from_the_dipu_generator_and_backward_replays_it(causal):
     p, (q, k, v) = 0.3, _inputs(torch.float32, length=16, source=24)
-    source = k.shape[2]
+    length, source = q.shape[2], k.shape[2]
     one_hot = torch.eye(source).expand(2, 4, source, source)
     dq, dk = torch.zeros_like(q).to("dipu"), k.to("dipu")
+    visible = torch.ones(length, source, dtype=torch.bool).tril() if causal else torch.ones(length, source).bool()
     cpu_state = torch.get_rng_state()
 
-    # With a zero query every weight is 1/S, so the output over one-hot values shows which weights were kept.
+    # With a zero query every visible weight is 1 / (visible columns), so the output over one-hot values shows
+    # which weights were kept.
     torch.dipu.manual_seed(7)
-    revealed = F.scaled_dot_product_attention(dq, dk, one_hot.to("dipu"), dropout_p=p).cpu()
+    revealed = F.scaled_dot_product_attention(dq, dk, one_hot.to("dipu"), dropout_p=p, is_causal=causal).cpu()
     kept = revealed != 0
-    torch.testing.assert_close(revealed[kept], torch.full_like(revealed[kept], 1 / (source * (1 - p))))
-    assert abs(1 - kept.float().mean().item() - p) < 0.05
+    assert not (kept & ~visible).any()
+    uniform = (1 / visible.sum(-1, keepdim=True) / (1 - p)).expand(length, source).expand_as(revealed)
+    torch.testing.assert_close(revealed[kept], uniform[kept])
+    assert abs(1 - kept.sum().item() / (visible.sum().item() * 8) - p) < 0.05
 
     torch.dipu.manual_seed(7)  # the same draw again, now with real inputs and gradients
     leaves = [t.to("dipu").requires_grad_() for t in (q, k, v)]
-    out = F.scaled_dot_product_attention(*leaves, dropout_p=p)
+    out = F.scaled_dot_product_attention(*leaves, dropout_p=p, is_causal=causal)
     grad_out = torch.randn_like(out)
     out.backward(grad_out)
     cpu_leaves = [t.clone().requires_grad_() for t in (q, k, v)]
-    want = torch.ops.aten._scaled_dot_product_attention_math(*cpu_leaves, None, p, False, dropout_mask=kept)[0]
+    want = torch.ops.aten._scaled_dot_product_attention_math(*cpu_leaves, None, p, causal, dropout_mask=kept)[0]
     want.backward(grad_out.cpu())
     torch.testing.assert_close(out.detach().cpu(), want.detach(), rtol=1e-5, atol=1e-5)
     for leaf, cpu_leaf in zip(leaves, cpu_leaves):
@@ -163,9 +190,9 @@ def test_dropout_draws_its_mask_from_the_dipu_generator_and_backward_replays_it(
     assert torch.equal(torch.get_rng_state(), cpu_state)  # the CPU generator was not used
 
     torch.dipu.manual_seed(7)
-    again = F.scaled_dot_product_attention(*leaves, dropout_p=p)
+    again = F.scaled_dot_product_attention(*leaves, dropout_p=p, is_causal=causal)
     torch.testing.assert_close(again.detach(), out.detach(), rtol=0, atol=0)
-    different = F.scaled_dot_product_attention(*leaves, dropout_p=p)
+    different = F.scaled_dot_product_attention(*leaves, dropout_p=p, is_causal=causal)
     assert not torch.equal(different.detach().cpu(), out.detach().cpu())
 
 

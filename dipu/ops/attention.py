@@ -28,7 +28,7 @@ Note [Blockwise attention]
 :func:`blockwise_forward` and :func:`blockwise_backward` implement that contract with ATen ops on tensors of
 any device, a block of query rows at a time: only a (B, Hq, rows, S) slice of the scores exists at once
 (``_BLOCK_ELEMENTS`` elements at most), never the whole (B, Hq, L, S) matrix the math path allocates and keeps
-for backward. Backward recomputes each block's softmax from query and key instead of storing it, and redraws
+for backward; with is_causal a block computes only the key columns its rows can see. Backward recomputes each block's softmax from query and key instead of storing it, and redraws
 the dropout mask block by block in the forward's order from the restored generator state. The torch op library
 uses them where ATen has no fused kernel for the case (dropout, a bias gradient, different value head size, a
 non-CPU native device); the CPU substitutes of the placeholders (dipu/ops/overrideable.py) use them always.
@@ -125,13 +125,21 @@ def sum_head_groups(grad, heads: int):
     return grad.view(batch, heads, repeated // heads, *grad.shape[2:]).sum(2)
 
 
+def _visible_columns(is_causal: bool, last: int, source: int) -> int:
+    """How many key columns query rows before ``last`` can see: causal rows see columns up to their own index."""
+    return min(source, last) if is_causal else source
+
+
 def _block_scores(query_rows, key, bias, is_causal: bool, scale: float, first: int, acc: torch.dtype):
-    """Scaled, biased and masked scores (B, H, rows, S) of query rows ``first``.. in ``acc`` precision."""
+    """Scaled, biased and masked scores (B, H, rows, columns) of query rows ``first``.. against the first
+    ``columns = key.shape[-2]`` keys, in ``acc`` precision."""
     scores = torch.matmul(query_rows.to(acc), key.to(acc).transpose(-2, -1)).mul_(scale)
     rows, columns = scores.shape[-2:]
     if bias is not None:
         if bias.dim() >= 2 and bias.shape[-2] != 1:
             bias = bias[..., first:first + rows, :]
+        if bias.shape[-1] != 1:
+            bias = bias[..., :columns]
         if bias.dtype == torch.bool:
             scores.masked_fill_(~bias, -math.inf)
         else:
@@ -159,12 +167,13 @@ def blockwise_forward(out, logsumexp, query, key, value, bias, dropout_p: float,
     step = _rows_per_block(query, key)
     for first in range(0, length, step):
         last = min(length, first + step)
-        scores = _block_scores(query[:, :, first:last], key, bias, is_causal, scale, first, acc)
+        columns = _visible_columns(is_causal, last, key.shape[-2])
+        scores = _block_scores(query[:, :, first:last], key[:, :, :columns], bias, is_causal, scale, first, acc)
         block_lse = torch.logsumexp(scores, -1)
         weights = scores.sub_(block_lse.unsqueeze(-1)).exp_()
         if dropout_p > 0:
             weights.mul_(_keep_mask(weights.shape, dropout_p, generator, weights.device, acc))
-        out[:, :, first:last].copy_(torch.matmul(weights, value_acc))
+        out[:, :, first:last].copy_(torch.matmul(weights, value_acc[:, :, :columns]))
         logsumexp[:, :, first:last].copy_(block_lse)
 
 
@@ -192,35 +201,34 @@ def blockwise_backward(grad_query, grad_key, grad_value, grad_bias, grad_out, qu
     step = _rows_per_block(query, key)
     for first in range(0, length, step):
         last = min(length, first + step)
+        columns = _visible_columns(is_causal, last, key.shape[-2])
         query_rows = query[:, :, first:last].to(acc)
-        scores = _block_scores(query_rows, key, bias, is_causal, scale, first, acc)
+        scores = _block_scores(query_rows, key[:, :, :columns], bias, is_causal, scale, first, acc)
         weights = torch.softmax(scores, -1)
         del scores
         grad_rows = grad_out[:, :, first:last].to(acc)
-        grad_weights = torch.matmul(grad_rows, value_acc.transpose(-2, -1))
+        grad_weights = torch.matmul(grad_rows, value_acc[:, :, :columns].transpose(-2, -1))
         if dropout_p > 0:
             keep = _keep_mask(weights.shape, dropout_p, generator, weights.device, acc)
             if value_sum is not None:
-                value_sum.add_(torch.matmul((weights * keep).transpose(-2, -1), grad_rows))
+                value_sum[:, :, :columns].add_(torch.matmul((weights * keep).transpose(-2, -1), grad_rows))
             grad_weights.mul_(keep)
             del keep
         elif value_sum is not None:
-            value_sum.add_(torch.matmul(weights.transpose(-2, -1), grad_rows))
+            value_sum[:, :, :columns].add_(torch.matmul(weights.transpose(-2, -1), grad_rows))
         # softmax backward: dS = P * (dP - rowsum(dP * P))
         row_dot = (grad_weights * weights).sum(-1, keepdim=True)
         grad_scores = grad_weights.sub_(row_dot).mul_(weights)
         del weights
         if bias_sum is not None:
             reduced = _reduce_to_bias(grad_scores, bias_sum.shape)
-            if bias_sum.shape[2] == 1:
-                bias_sum.add_(reduced)
-            else:
-                bias_sum[:, :, first:last].add_(reduced)
+            target = bias_sum if bias_sum.shape[2] == 1 else bias_sum[:, :, first:last]
+            (target if target.shape[3] == 1 else target[..., :columns]).add_(reduced)
         grad_scores.mul_(scale)
         if grad_query is not None:
-            grad_query[:, :, first:last].copy_(torch.matmul(grad_scores, key_acc))
+            grad_query[:, :, first:last].copy_(torch.matmul(grad_scores, key_acc[:, :, :columns]))
         if key_sum is not None:
-            key_sum.add_(torch.matmul(grad_scores.transpose(-2, -1), query_rows))
+            key_sum[:, :, :columns].add_(torch.matmul(grad_scores.transpose(-2, -1), query_rows))
     if grad_key is not None:
         grad_key.copy_(sum_head_groups(key_sum, kv_heads))
     if grad_value is not None:
