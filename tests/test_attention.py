@@ -196,6 +196,18 @@ def test_dropout_draws_its_mask_from_the_dipu_generator_and_backward_replays_it(
     assert not torch.equal(different.detach().cpu(), out.detach().cpu())
 
 
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_dropout_with_a_seed_matches_the_math_path_with_that_seed(causal):
+    """An input that fits in one block draws the mask the math path draws (Note [Blockwise attention])."""
+    q, k, v = (t.to("dipu") for t in _inputs(torch.float32))
+    results = []
+    for backends in ([SDPBackend.OVERRIDEABLE], [SDPBackend.MATH]):
+        torch.manual_seed(11)
+        with sdpa_kernel(backends):
+            results.append(F.scaled_dot_product_attention(q, k, v, dropout_p=0.4, is_causal=causal).cpu())
+    torch.testing.assert_close(results[0], results[1], rtol=1e-5, atol=1e-6)
+
+
 def test_multihead_attention_uses_the_fused_kernel():
     torch.manual_seed(0)
     module = torch.nn.MultiheadAttention(32, 4, batch_first=True)

@@ -150,9 +150,13 @@ def _block_scores(query_rows, key, bias, is_causal: bool, scale: float, first: i
     return scores
 
 
-def _keep_mask(shape, dropout_p: float, generator, device, acc: torch.dtype):
-    """Dropout's kept weights, already scaled by 1 / (1 - p): one draw of ``shape`` from ``generator``."""
-    keep = torch.empty(shape, dtype=acc, device=device).bernoulli_(1 - dropout_p, generator=generator)
+def _keep_mask(weights, source: int, dropout_p: float, generator):
+    """Dropout's kept ``weights``, already scaled by 1 / (1 - p). The draw covers every key column, seen or not,
+    as ATen's math path draws it: an input that fits in one block gets the math path's mask for the same seed."""
+    shape = (*weights.shape[:-1], source)
+    keep = torch.empty(shape, dtype=weights.dtype, device=weights.device).bernoulli_(1 - dropout_p,
+                                                                                     generator=generator)
+    keep = keep[..., :weights.shape[-1]]
     return keep.mul_(1.0 / (1 - dropout_p)) if dropout_p < 1 else keep
 
 
@@ -172,7 +176,7 @@ def blockwise_forward(out, logsumexp, query, key, value, bias, dropout_p: float,
         block_lse = torch.logsumexp(scores, -1)
         weights = scores.sub_(block_lse.unsqueeze(-1)).exp_()
         if dropout_p > 0:
-            weights.mul_(_keep_mask(weights.shape, dropout_p, generator, weights.device, acc))
+            weights.mul_(_keep_mask(weights, key.shape[-2], dropout_p, generator))
         out[:, :, first:last].copy_(torch.matmul(weights, value_acc[:, :, :columns]))
         logsumexp[:, :, first:last].copy_(block_lse)
 
@@ -209,7 +213,7 @@ def blockwise_backward(grad_query, grad_key, grad_value, grad_bias, grad_out, qu
         grad_rows = grad_out[:, :, first:last].to(acc)
         grad_weights = torch.matmul(grad_rows, value_acc[:, :, :columns].transpose(-2, -1))
         if dropout_p > 0:
-            keep = _keep_mask(weights.shape, dropout_p, generator, weights.device, acc)
+            keep = _keep_mask(weights, key.shape[-2], dropout_p, generator)
             if value_sum is not None:
                 value_sum[:, :, :columns].add_(torch.matmul((weights * keep).transpose(-2, -1), grad_rows))
             grad_weights.mul_(keep)
