@@ -2,7 +2,9 @@
 
 ``import dipu`` (or plain ``import torch``, through PyTorch's device-backend
 autoload) selects the vendor runtime, builds/loads the native core, registers
-the device, ``torch.dipu`` and the generated op kernels.
+the device, ``torch.dipu`` and the generated op kernels. It starts no vendor
+runtime: the first device use does (Note [Lazy initialization] in
+dipu/device_module.py).
 """
 
 from __future__ import annotations
@@ -30,12 +32,11 @@ def _allocator_mode() -> bool:
 
 _vendor = runtime.load_vendor()
 _caching = _allocator_mode()
-_vendor.initialize()
 
 torch.utils.rename_privateuse1_backend("dipu")
 _C = _native.load()
 sys.modules["dipu._C"] = _C
-_C.init(
+_C.register_vendor(
     _vendor,
     _vendor.name,
     _vendor.device_count(),
@@ -49,6 +50,7 @@ _C.init(
 from dipu import device_module  # noqa: E402  (needs _C)
 
 torch._register_device_module("dipu", device_module)
+os.register_at_fork(after_in_child=device_module._after_fork_in_child)
 torch.utils.generate_methods_for_privateuse1_backend(
     for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
 )
@@ -100,6 +102,9 @@ def _shutdown() -> None:
     # of a one-line backward script with TORCH_AUTOGRAD_SHUTDOWN_WAIT_LIMIT=0,
     # none of 40 after this pause). Releasing the GIL briefly here, while the
     # interpreter is still whole, lets that thread finish.
+    if not device_module.is_initialized():  # never started (or a forked child): nothing to finish
+        _C.shutdown()
+        return
     time.sleep(_EXIT_GRACE_SECONDS)
     _C.synchronize(_C.current_device())
     _C.shutdown()

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+import traceback
+
 import torch
 
 from dipu import _C
@@ -35,19 +38,97 @@ def is_available() -> bool:
     return _C.device_count() > 0
 
 
+# Note [Lazy initialization]
+# As torch.cuda: ``import torch`` (which autoloads dipu) registers the device, the native core's
+# guard, allocator and hooks, ``torch.dipu`` and the kernels, and asks the vendor only its
+# device_count() (which the runtime contract allows before initialize()). The vendor runtime
+# starts at the first device use: PyTorch calls ``torch.dipu._lazy_init`` before creating a
+# dipu tensor from Python (torch/csrc/utils/device_lazy_init.cpp), the hooks' init() runs it for
+# ``at::globalContext().lazyInitDevice``, and the core runs it before any vendor call, allocation
+# or native alias (``ensure_initialized`` in dipu/csrc/core.h), so no path reaches the vendor
+# first. Seeding before that is queued, as torch.cuda's ``_lazy_call`` does (``torch.manual_seed``
+# seeds every device type and must not start a runtime). A process forked from an initialized
+# parent inherits a runtime its vendor no longer serves (CUDA's hangs or crashes there), so
+# ``os.register_at_fork`` marks it a bad fork: any device use raises at once, naming the 'spawn'
+# start method, and inherited tensors are freed without calling the vendor. A child of a parent
+# that never used the device initializes on its own (DataLoader workers with fork).
+
+_BAD_FORK_MESSAGE = ("Cannot re-initialize dipu in forked subprocess. To use dipu with multiprocessing, "
+                     "you must use the 'spawn' start method")
+
+_initialized = False
+_in_bad_fork = False
+_initialization_lock = threading.Lock()
+_tls = threading.local()
+_queued_calls: list = []  # (callable, the stack that queued it)
+_queued_seeds: dict = {}  # "seed" / "seed_all" -> (callable, stack): only the latest of each counts
+
+
 def is_initialized() -> bool:
-    return True
-
-
-def init() -> None:
-    """Devices are initialized at ``import dipu``; kept for torch.cuda parity."""
-
-
-_lazy_init = init
+    """Whether the vendor runtime has started in this process (see Note [Lazy initialization])."""
+    return _initialized and not _in_bad_fork
 
 
 def _is_in_bad_fork() -> bool:
-    return False
+    """Whether this is a forked child of a process that had started the runtime."""
+    return _in_bad_fork
+
+
+def _lazy_init() -> None:
+    """Start the vendor runtime unless it runs; see Note [Lazy initialization]."""
+    global _initialized
+    if is_initialized() or getattr(_tls, "is_initializing", False):
+        return
+    with _initialization_lock:
+        if is_initialized():
+            return
+        if _in_bad_fork:
+            raise RuntimeError(_BAD_FORK_MESSAGE)
+        vendor = _vendor()
+        try:
+            vendor.initialize()
+        except Exception as error:  # reported as every vendor failure is (dipu/csrc/module.cpp)
+            raise RuntimeError(f"dipu: vendor '{vendor.name}' failed in initialize: "
+                               f"{type(error).__name__}: {error}") from error
+        _C.start_runtime()
+        _tls.is_initializing = True  # queued calls may come back here: let them through
+        try:
+            for call, stack in _queued_calls + list(_queued_seeds.values()):
+                try:
+                    call()
+                except Exception as error:
+                    raise RuntimeError(f"dipu call failed lazily at initialization: {error}\n\n"
+                                       f"It was queued at:\n{''.join(stack)}") from error
+        finally:
+            _tls.is_initializing = False
+        _queued_calls.clear()
+        _queued_seeds.clear()
+        _initialized = True
+
+
+def init() -> None:
+    """Start the vendor runtime now (any device use does it anyway), as ``torch.cuda.init``."""
+    _lazy_init()
+
+
+def _lazy_call(call, kind: str | None = None) -> None:
+    """Run ``call`` now if the runtime runs, else at its start; ``kind`` "seed"/"seed_all" keeps only the latest."""
+    with _initialization_lock:
+        if is_initialized():
+            call()
+        elif kind is None:
+            _queued_calls.append((call, traceback.format_stack()))
+        else:  # the latest of its kind, in the order of the latest calls: seed_all(1), seed(2), seed_all(3) -> 3
+            _queued_seeds.pop(kind, None)
+            _queued_seeds[kind] = (call, traceback.format_stack())
+
+
+def _after_fork_in_child() -> None:
+    global _initialized, _in_bad_fork, _initialization_lock
+    _initialization_lock = threading.Lock()  # another thread of the parent may have held it
+    if _initialized:
+        _initialized, _in_bad_fork = False, True
+        _C.forget_runtime()
 
 
 def device_count() -> int:
@@ -55,12 +136,14 @@ def device_count() -> int:
 
 
 def current_device() -> int:
+    _lazy_init()
     return _C.current_device()
 
 
 def set_device(device) -> None:
     index = _index(device, optional=True)
     if index >= 0:
+        _lazy_init()
         _C.set_device(index)
 
 
@@ -89,6 +172,7 @@ class device_of(device):
 
 
 def synchronize(device=None) -> None:
+    _lazy_init()
     _C.synchronize(_index(device))
 
 
@@ -99,6 +183,7 @@ def _vendor():
 
 
 def get_device_properties(device=None):
+    _lazy_init()
     return _vendor().device_properties(_index(device))
 
 
@@ -318,23 +403,36 @@ def __getattr__(name):
     raise AttributeError(f"module 'torch.dipu' has no attribute {name!r}")
 
 
+# Seeding before the runtime starts is queued (Note [Lazy initialization]).
+
 def manual_seed(seed: int) -> None:
-    _C.default_generator(current_device()).manual_seed(int(seed))
+    seed = int(seed)
+    index = _C.current_device()
+    _lazy_call(lambda: _C.default_generator(index).manual_seed(seed), "seed")
 
 
 def manual_seed_all(seed: int) -> None:
-    for gen in _generators():
-        gen.manual_seed(int(seed))
+    seed = int(seed)
+
+    def seed_every_device():
+        for gen in _generators():
+            gen.manual_seed(seed)
+
+    _lazy_call(seed_every_device, "seed_all")
 
 
 def seed() -> None:
-    _C.default_generator(current_device()).seed()
+    index = _C.current_device()
+    _lazy_call(lambda: _C.default_generator(index).seed(), "seed")
 
 
 def seed_all() -> None:
-    value = _C.default_generator(current_device()).seed()
-    for gen in _generators():
-        gen.manual_seed(value)
+    def seed_every_device():
+        value = _C.default_generator(current_device()).seed()
+        for gen in _generators():
+            gen.manual_seed(value)
+
+    _lazy_call(seed_every_device, "seed_all")
 
 
 def initial_seed() -> int:
@@ -346,7 +444,8 @@ def get_rng_state(device="dipu") -> torch.Tensor:
 
 
 def set_rng_state(new_state: torch.Tensor, device="dipu") -> None:
-    _C.default_generator(_index(device)).set_state(new_state.clone())
+    index, state = _index(device), new_state.clone()
+    _lazy_call(lambda: _C.default_generator(index).set_state(state))
 
 
 def get_rng_state_all() -> list[torch.Tensor]:
@@ -389,6 +488,7 @@ def empty_cache() -> None:
 
 
 def mem_get_info(device=None) -> tuple[int, int]:
+    _lazy_init()
     return tuple(_vendor().mem_get_info(_index(device)))
 
 

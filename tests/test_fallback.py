@@ -171,6 +171,9 @@ def test_convolutions_run_through_the_fallback(python):
 
 @pytest.mark.parametrize("mask", ["none", "causal", "float", "bool"])
 def test_fused_attention_placeholder_matches_the_math_path(mask):
+    """The CPU substitute of the attention placeholders (what a vendor without the DIOPI function runs)."""
+    from dipu.ops.overrideable import run_on_cpu
+
     torch.manual_seed(0)
     q, k, v = (torch.randn(2, 3, 5, 4) for _ in range(3))
     bias = {"none": None, "causal": None, "float": torch.randn(5, 5), "bool": torch.rand(5, 5) > 0.3}[mask]
@@ -186,18 +189,23 @@ def test_fused_attention_placeholder_matches_the_math_path(mask):
 
     d = [t.to("dipu") for t in (q, k, v)]
     dbias = None if bias is None else bias.detach().to("dipu")
-    forward = torch.ops.aten._scaled_dot_product_fused_attention_overrideable(*d, dbias, is_causal=causal)
+    forward = run_on_cpu("_scaled_dot_product_fused_attention_overrideable", (*d, dbias), {"is_causal": causal})
     out, logsumexp = forward[0], forward[1]
     torch.testing.assert_close(out.cpu(), want.detach(), rtol=1e-5, atol=1e-5)
     assert out.device.type == "dipu" and logsumexp.shape == (2, 3, 5)
-    grads = torch.ops.aten._scaled_dot_product_fused_attention_overrideable_backward(
+    grads = run_on_cpu("_scaled_dot_product_fused_attention_overrideable_backward", (
         grad_out.to("dipu"), *d, dbias, [True, True, True, True], out, logsumexp, *forward[2:6], 0.0, causal,
-        *forward[6:8])
+        *forward[6:8]), {})
     for got, leaf in zip(grads[:3], leaves):
         torch.testing.assert_close(got.cpu(), leaf.grad, rtol=1e-4, atol=1e-5)
     if mask == "float":
         torch.testing.assert_close(grads[3].cpu(), bias.grad, rtol=1e-4, atol=1e-5)
     else:
         assert grads[3] is None
-    with pytest.raises(NotImplementedError, match="cannot run dropout_p > 0"):
-        torch.ops.aten._scaled_dot_product_fused_attention_overrideable(*d, dropout_p=0.5)
+    # With dropout the substitute draws the same mask from the dipu generator as dipu's own kernel does.
+    torch.dipu.manual_seed(1)
+    substitute = run_on_cpu("_scaled_dot_product_fused_attention_overrideable", (*d,), {"dropout_p": 0.5})[0]
+    torch.dipu.manual_seed(1)
+    kernel = torch.ops.aten._scaled_dot_product_fused_attention_overrideable(*d, dropout_p=0.5)[0]
+    torch.testing.assert_close(substitute.cpu(), kernel.cpu())
+    assert (substitute.cpu() - out.cpu()).abs().max() > 0.1  # something was dropped

@@ -12,5 +12,5 @@ from dipu.diopi import OpLibrary
 library = OpLibrary("torch")
 
 from . import (  # noqa: E402,F401  (they register)
-    elementwise, indexing, nn, optim, pointwise, random, reduction, tensor,
+    attention, elementwise, indexing, nn, optim, pointwise, random, reduction, tensor,
 )

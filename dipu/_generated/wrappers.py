@@ -14,6 +14,8 @@ from dipu.diopi.runtime import (all_contiguous, allocate, allocate_strided, chec
 from dipu.hooks import (CHECK_DEVICE, DUMP_KEY, DUMP_OFF, SYNC, call_with_numbers, check_device, device_of,
                         dump_op_args, dump_op_results, env_get, has_numbers, on_failure)
 from dipu.ops.shapes import meta, strides
+from dipu.ops.attention import fused_attention as impl_dipu_ops_attention_fused_attention
+from dipu.ops.attention import fused_attention_backward as impl_dipu_ops_attention_fused_attention_backward
 from dipu.ops.convolution import convolution as impl_dipu_ops_convolution_convolution
 from dipu.ops.convolution import convolution_backward as impl_dipu_ops_convolution_convolution_backward
 from dipu.ops.indexing import index as impl_dipu_ops_indexing_index
@@ -6870,6 +6872,76 @@ def make__sample_dirichlet_out(op, diopiSampleDirichlet):
                 exchange_device(previous)
 
     return dipu__sample_dirichlet_out
+
+
+# _scaled_dot_product_fused_attention_overrideable(Tensor query, Tensor key, Tensor value, Tensor? attn_bias=None, float dropout_p=0., bool is_causal=False, bool return_debug_mask=False, *, float? scale=None) -> (Tensor output, Tensor logsumexp, Tensor cum_seq_q, Tensor cum_seq_k, SymInt max_q, SymInt max_k, Tensor philox_seed, Tensor philox_offset, Tensor debug_attn_mask)
+def make__scaled_dot_product_fused_attention_overrideable(op, diopiScaledDotProductAttention):
+    def dipu__scaled_dot_product_fused_attention_overrideable(query, key, value, attn_bias=None, dropout_p=0.0, is_causal=False, return_debug_mask=False, *, scale=None):
+        try:
+            d = query.get_device()
+        except AttributeError:  # a Python number: Note [Python numbers in Tensor positions]
+            return call_with_numbers(op, dipu__scaled_dot_product_fused_attention_overrideable, (query, key, value, attn_bias, dropout_p, is_causal, return_debug_mask), {'scale': scale})
+        if d < 0:
+            d = device_of(query, key, value, attn_bias)
+        previous = exchange_device(d)
+        try:
+            dump = env_get(DUMP_KEY) not in DUMP_OFF
+            if dump:
+                dump_op_args(op, (query, key, value, attn_bias, dropout_p, is_causal, return_debug_mask, scale))
+            if CHECK_DEVICE:
+                check_device(op, d, (query, key, value, attn_bias, dropout_p, is_causal, return_debug_mask, scale))
+            status, result = impl_dipu_ops_attention_fused_attention(diopiScaledDotProductAttention, contexts[d], query, key, value, attn_bias, dropout_p, is_causal, return_debug_mask, scale)
+            if status:
+                return on_failure(status, op, (query, key, value, attn_bias, dropout_p, is_causal, return_debug_mask), {'scale': scale})
+            if SYNC:
+                synchronize(d)
+            if dump:
+                dump_op_results(op, result)
+            return result
+        except Exception:
+            if has_numbers(op, (query, key, value, attn_bias, dropout_p, is_causal, return_debug_mask, scale)):  # Note [Python numbers in Tensor positions]
+                return call_with_numbers(op, dipu__scaled_dot_product_fused_attention_overrideable, (query, key, value, attn_bias, dropout_p, is_causal, return_debug_mask), {'scale': scale})
+            raise
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__scaled_dot_product_fused_attention_overrideable
+
+
+# _scaled_dot_product_fused_attention_overrideable_backward(Tensor grad_out, Tensor query, Tensor key, Tensor value, Tensor attn_bias, bool[4] grad_input_mask, Tensor out, Tensor logsumexp, Tensor cum_seq_q, Tensor cum_seq_k, SymInt max_q, SymInt max_k, float dropout_p, bool is_causal, Tensor philox_seed, Tensor philox_offset, *, float? scale=None) -> (Tensor grad_query, Tensor grad_key, Tensor grad_value, Tensor grad_attn_bias)
+def make__scaled_dot_product_fused_attention_overrideable_backward(op, diopiScaledDotProductAttentionBackward):
+    def dipu__scaled_dot_product_fused_attention_overrideable_backward(grad_out, query, key, value, attn_bias, grad_input_mask, out, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal, philox_seed, philox_offset, *, scale=None):
+        try:
+            d = grad_out.get_device()
+        except AttributeError:  # a Python number: Note [Python numbers in Tensor positions]
+            return call_with_numbers(op, dipu__scaled_dot_product_fused_attention_overrideable_backward, (grad_out, query, key, value, attn_bias, grad_input_mask, out, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal, philox_seed, philox_offset), {'scale': scale})
+        if d < 0:
+            d = device_of(grad_out, query, key, value, attn_bias, out, logsumexp, cum_seq_q, cum_seq_k, philox_seed, philox_offset)
+        previous = exchange_device(d)
+        try:
+            dump = env_get(DUMP_KEY) not in DUMP_OFF
+            if dump:
+                dump_op_args(op, (grad_out, query, key, value, attn_bias, grad_input_mask, out, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal, philox_seed, philox_offset, scale))
+            if CHECK_DEVICE:
+                check_device(op, d, (grad_out, query, key, value, attn_bias, grad_input_mask, out, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal, philox_seed, philox_offset, scale))
+            status, result = impl_dipu_ops_attention_fused_attention_backward(diopiScaledDotProductAttentionBackward, contexts[d], grad_out, query, key, value, attn_bias, grad_input_mask, out, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal, philox_seed, philox_offset, scale)
+            if status:
+                return on_failure(status, op, (grad_out, query, key, value, attn_bias, grad_input_mask, out, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal, philox_seed, philox_offset), {'scale': scale})
+            if SYNC:
+                synchronize(d)
+            if dump:
+                dump_op_results(op, result)
+            return result
+        except Exception:
+            if has_numbers(op, (grad_out, query, key, value, attn_bias, grad_input_mask, out, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal, philox_seed, philox_offset, scale)):  # Note [Python numbers in Tensor positions]
+                return call_with_numbers(op, dipu__scaled_dot_product_fused_attention_overrideable_backward, (grad_out, query, key, value, attn_bias, grad_input_mask, out, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal, philox_seed, philox_offset), {'scale': scale})
+            raise
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu__scaled_dot_product_fused_attention_overrideable_backward
 
 
 # _softmax(Tensor self, int dim, bool half_to_float) -> Tensor

@@ -75,6 +75,7 @@ class DipuAllocator final : public c10::Allocator {
   }
 
   c10::DataPtr allocate(size_t nbytes) override {
+    ensure_initialized();
     c10::DeviceIndex device = current_device();
     c10::Device dev(kDipu, device);
     if (nbytes == 0) return {nullptr, nullptr, &delete_block, dev};
@@ -111,7 +112,9 @@ class DipuAllocator final : public c10::Allocator {
         return;
       }
     }
-    if (g_shutdown.load()) return;  // the process is ending: nothing to reuse
+    // The process is ending, or is a forked child whose inherited memory the vendor no longer
+    // serves: nothing to reuse, and a deleter must not fail.
+    if (g_shutdown.load() || !g_initialized.load()) return;
     if (!caching_) {
       release_to_vendor({block});
       return;
@@ -325,7 +328,7 @@ void delete_pinned(void* ptr) {
     std::lock_guard<std::mutex> lock(g_pinned_mutex);
     g_pinned.erase(ptr);
   }
-  if (!g_shutdown.load()) call_vendor<void>("host_free", addr(ptr));
+  if (!g_shutdown.load() && g_initialized.load()) call_vendor<void>("host_free", addr(ptr));
 }
 
 class PinnedAllocator final : public c10::Allocator {

@@ -37,6 +37,17 @@ bool vendor_ready();
 // Set at interpreter exit: from then on nothing calls into Python.
 extern std::atomic<bool> g_shutdown;
 
+// ---- lazy initialization (Note [Lazy initialization] in dipu/device_module.py) ----
+// True once the vendor runtime has started (vendor.initialize(), default generators); false
+// again in a forked child of a started parent, where any device use must fail.
+extern std::atomic<bool> g_initialized;
+void lazy_init_slow();
+// Starts the vendor runtime on first use, through torch.dipu._lazy_init (which raises in a
+// forked child of an initialized parent). Free once initialized: one atomic load.
+inline void ensure_initialized() {
+  if (C10_UNLIKELY(!g_initialized.load(std::memory_order_acquire))) lazy_init_slow();
+}
+
 // Calls vendor.<method>(args...) holding the GIL, preserving any pending Python
 // exception, and turns a Python exception into a c10::Error naming the vendor.
 py::object call_vendor_raw(const char* method, const py::tuple& args);
@@ -90,6 +101,7 @@ void register_fallback_python(py::module& m);
 void register_fast_calls(py::module& m);
 
 // ---- generators and hooks (hooks.cpp) -------------------------------------
+void hooks_register();
 void hooks_init(std::vector<at::Generator> default_natives);
 // The native (alias-device) generator behind a dipu generator.
 at::Generator native_generator(const at::Generator& dipu_gen);

@@ -134,7 +134,7 @@ struct DipuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     return call_vendor_locked("query_event", rec->device, rec->handle).cast<bool>();
   }
   void destroyEvent(void* event, const c10::DeviceIndex) const noexcept override {
-    if (!event || g_shutdown.load() || !Py_IsInitialized()) return;
+    if (!event || g_shutdown.load() || !g_initialized.load() || !Py_IsInitialized()) return;
     auto* rec = static_cast<EventRecord*>(event);
     try {
       py::gil_scoped_acquire gil;

@@ -59,6 +59,7 @@ struct DipuHooks final : public at::PrivateUse1HooksInterface {
     return default_generator(index);
   }
   at::Generator getNewGenerator(c10::DeviceIndex index) const override {
+    ensure_initialized();
     if (index < 0) index = current_device();
     check_device_index(index);
     return make_generator(index, new_native_generator(index));
@@ -71,7 +72,9 @@ struct DipuHooks final : public at::PrivateUse1HooksInterface {
   }
   bool isPinnedPtr(const void* data) const override { return is_pinned_pointer(data); }
   at::Allocator* getPinnedMemoryAllocator() const override { return pinned_allocator(); }
-  bool hasPrimaryContext(c10::DeviceIndex) const override { return true; }
+  bool hasPrimaryContext(c10::DeviceIndex) const override { return g_initialized.load(); }
+  // at::globalContext().lazyInitDevice(PrivateUse1): default generators, pinned memory, ...
+  void init() const override { ensure_initialized(); }
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {
     c10::DeviceGuard guard(storage.device());
     resize_storage_bytes(storage, newsize);
@@ -82,15 +85,19 @@ DipuHooks g_hooks;
 
 }  // namespace
 
-void hooks_init(std::vector<at::Generator> default_natives) {
-  g_default_generators.clear();
-  for (size_t i = 0; i < default_natives.size(); ++i)
-    g_default_generators.push_back(make_generator(static_cast<c10::DeviceIndex>(i), default_natives[i]));
+void hooks_register() {
   static std::once_flag once;
   std::call_once(once, [] { at::RegisterPrivateUse1HooksInterface(&g_hooks); });
 }
 
+void hooks_init(std::vector<at::Generator> default_natives) {
+  g_default_generators.clear();
+  for (size_t i = 0; i < default_natives.size(); ++i)
+    g_default_generators.push_back(make_generator(static_cast<c10::DeviceIndex>(i), default_natives[i]));
+}
+
 const at::Generator& default_generator(c10::DeviceIndex index) {
+  ensure_initialized();
   if (index < 0) index = current_device();
   check_device_index(index);
   return g_default_generators.at(index);

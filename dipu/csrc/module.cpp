@@ -9,6 +9,7 @@
 namespace dipu {
 
 std::atomic<bool> g_shutdown{false};
+std::atomic<bool> g_initialized{false};
 namespace {
 // Never destroyed: py::objects must not die after the interpreter.
 Vendor* g_vendor = nullptr;
@@ -20,8 +21,21 @@ Vendor& vendor() {
 }
 bool vendor_ready() { return g_vendor != nullptr; }
 
+void lazy_init_slow() {
+  TORCH_CHECK(!g_shutdown.load(), "dipu: device used after interpreter shutdown");
+  py::gil_scoped_acquire gil;
+  std::string error;
+  try {
+    py::module_::import("dipu.device_module").attr("_lazy_init")();
+  } catch (py::error_already_set& e) {
+    error = e.what();
+  }
+  TORCH_CHECK(error.empty(), error);
+}
+
 py::object call_vendor_raw(const char* method, const py::tuple& args) {
   TORCH_CHECK(!g_shutdown.load(), "dipu: vendor call ", method, " after interpreter shutdown");
+  ensure_initialized();  // every vendor call but device_count needs a started runtime
   // Keep an exception already pending in the caller (e.g. a tensor freed while
   // Python unwinds) from being mistaken for, or clobbered by, this call's.
   PyObject *type, *value, *trace;
@@ -68,7 +82,9 @@ py::dict memory_stats(int index) {
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   using namespace dipu;
-  m.def("init", [](py::object runtime, const std::string& name, int device_count,
+  // Note [Lazy initialization] in dipu/device_module.py: `register_vendor` at import (no vendor
+  // call), `start_runtime` at the first device use, `forget_runtime` in a forked child.
+  m.def("register_vendor", [](py::object runtime, const std::string& name, int device_count,
                    std::optional<std::string> alias_type, bool has_pinned, bool has_stream_hook,
                    bool caching, py::object make_native_generator) {
     TORCH_CHECK(!g_vendor, "dipu: the native core is already initialized with vendor '",
@@ -89,11 +105,19 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     g_vendor = v;
     guard_init(device_count);
     allocator_init(device_count, caching);
-    std::vector<at::Generator> natives;
-    for (int i = 0; i < device_count; ++i)
-      natives.push_back(v->make_native_generator(i).cast<at::Generator>());
-    hooks_init(std::move(natives));
+    hooks_register();
   });
+  m.def("start_runtime", [] {
+    // Called by torch.dipu._lazy_init after vendor.initialize(), holding its lock.
+    std::vector<at::Generator> natives;
+    for (int i = 0; i < vendor().device_count; ++i)
+      natives.push_back(vendor().make_native_generator(i).cast<at::Generator>());
+    hooks_init(std::move(natives));
+    g_initialized.store(true, std::memory_order_release);
+  });
+  m.def("forget_runtime", [] { g_initialized.store(false, std::memory_order_release); },
+        "In a forked child of an initialized parent: the inherited runtime is unusable.");
+  m.def("is_initialized", [] { return g_initialized.load(); });
   m.def("shutdown", [] { g_shutdown.store(true); },
         "Called at interpreter exit: stop calling into the Python vendor.");
 

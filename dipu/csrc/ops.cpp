@@ -334,6 +334,7 @@ py::object python_cpu_fallback(const std::string& qualified, const py::tuple& ar
 }  // namespace
 
 at::Tensor native_alias(const at::Tensor& t) {
+  ensure_initialized();  // a forked child must not touch memory its parent's runtime owns
   TORCH_CHECK(vendor().has_alias, "dipu: the ", vendor().name,
               " vendor declares no native alias device (DeviceRuntime.native_device_type)");
   const c10::Storage& storage = t.storage();

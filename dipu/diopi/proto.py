@@ -209,6 +209,15 @@ _DECLARATIONS = [
     Function("diopiMSELoss", (Out("out"), In("input"), In("target"), Reduction("reduction"))),
     Function("diopiMSELossBackward", (
         Out("grad_input"), In("grad_output"), In("input"), In("target"), Reduction("reduction"))),
+    # ---- attention: see Note [The DIOPI attention contract] in dipu/ops/attention.py --------------
+    Function("diopiScaledDotProductAttention", (
+        Out("out"), Out("logsumexp"), In("query"), In("key"), In("value"), In("attn_bias", optional=True),
+        Float("dropout_p"), Bool("is_causal"), Float("scale"), Gen("generator", optional=True))),
+    Function("diopiScaledDotProductAttentionBackward", (
+        Out("grad_query", optional=True), Out("grad_key", optional=True), Out("grad_value", optional=True),
+        Out("grad_attn_bias", optional=True), In("grad_out"), In("query"), In("key"), In("value"),
+        In("attn_bias", optional=True), In("out"), In("logsumexp"), Float("dropout_p"), Bool("is_causal"),
+        Float("scale"), Gen("generator", optional=True))),
     # ---- random (generator None: the device's default generator) -------------------------
     Function("diopiDropout", (Out("out"), Out("mask"), In("input"), Float("p"), Bool("train", optional=True), Gen("generator", optional=True))),
     Function("diopiDropoutBackward", (Out("grad_input"), In("grad_output"), In("mask"), Float("scale"))),

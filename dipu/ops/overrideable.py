@@ -7,7 +7,8 @@ overrideable fused-attention pair). They have no CPU kernel, so the boxed CPU
 fallback cannot run them and autocompare has no reference for them. Each gets
 here a substitute: a function of the placeholder's arguments, on CPU tensors,
 computed by the op the placeholder stands for (``convolution``,
-``convolution_backward``, the math attention). :func:`register` installs, for
+``convolution_backward``; attention by the blockwise algorithm of
+dipu/ops/attention.py, whose dropout draws from the dipu generator). :func:`register` installs, for
 every placeholder without a dipu kernel (none in the op library, or forced to
 the fallback), a kernel that runs its substitute on host copies and returns
 results on the op's dipu device; a generated kernel that answers
@@ -17,14 +18,15 @@ results on the op's dipu device; a generated kernel that answers
 from __future__ import annotations
 
 import collections
-import math
 import os
 import sys
 import warnings
 
 import torch
 
+from dipu import _C
 from dipu.hooks import device_of
+from dipu.ops import attention
 
 aten = torch.ops.aten
 
@@ -40,57 +42,49 @@ def convolution_backward(grad_output, input, weight, stride, padding, dilation, 
                                      output_padding, groups, output_mask)
 
 
-def _scale(query, scale):
-    return 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
-
-
-def _attention_scores(query, key, attn_bias, is_causal, scale):
-    """scale * Q K^T + bias in float32, with causal and boolean masks applied as -inf (softmax comes after)."""
-    scores = torch.matmul(query.float(), key.float().transpose(-2, -1)) * _scale(query, scale)
-    if is_causal:
-        length, source = scores.shape[-2:]
-        causal = torch.ones(length, source, dtype=torch.bool).tril(diagonal=source - length)
-        scores = scores.masked_fill(~causal, float("-inf"))
-    if attn_bias is not None:
-        scores = scores.masked_fill(~attn_bias, float("-inf")) if attn_bias.dtype == torch.bool else scores + attn_bias
-    return scores
-
-
-def _check_no_dropout(dropout_p: float) -> None:
-    if dropout_p > 0:
+def _dropout_generator():
+    """The native generator of the current dipu device's default generator, when it can draw on the CPU."""
+    index = _C.current_device()
+    generator = _C.native_generator(None, index)
+    if generator.device.type != "cpu":
         raise NotImplementedError(
-            "_scaled_dot_product_fused_attention_overrideable: the CPU fallback cannot run dropout_p > 0 "
-            "(the dropout mask is drawn by the vendor's kernel); implement the op for dipu or use dropout_p=0")
+            "_scaled_dot_product_fused_attention_overrideable: the CPU fallback cannot draw the dropout mask "
+            f"(the dipu generator's native device is {generator.device.type}, not cpu); implement "
+            "diopiScaledDotProductAttention for dipu or use dropout_p=0")
+    return generator
 
 
 def fused_attention(query, key, value, attn_bias=None, dropout_p=0.0, is_causal=False, return_debug_mask=False, *,
                     scale=None):
-    _check_no_dropout(dropout_p)
-    scores = _attention_scores(query, key, attn_bias, is_causal, scale)
-    logsumexp = scores.logsumexp(-1)
-    output = torch.matmul(torch.softmax(scores, -1), value.float()).to(query.dtype)
+    """The placeholder's outputs as dipu's kernel gives them (dipu/ops/attention.py), computed blockwise."""
+    batch, heads, length = query.shape[:3]
+    out = torch.empty(batch, heads, length, value.shape[-1], dtype=query.dtype)
+    logsumexp = torch.empty(batch, heads, length, dtype=attention.accumulation_dtype(query.dtype))
+    generator, rng_state = None, torch.empty(0, dtype=torch.uint8)
+    if dropout_p > 0:
+        generator = _dropout_generator()
+        rng_state = generator.get_state()
+    attention.blockwise_forward(out, logsumexp, query, key, value, attn_bias, dropout_p, is_causal,
+                                attention.resolve_scale(query, scale), generator)
     empty = torch.empty(0, dtype=torch.int64)
-    return (output, logsumexp, empty, empty.clone(), query.shape[-2], key.shape[-2], empty.clone(), empty.clone(),
+    return (out, logsumexp, empty, empty.clone(), length, key.shape[-2], rng_state, empty.clone(),
             torch.empty(0, dtype=query.dtype))
 
 
 def fused_attention_backward(grad_out, query, key, value, attn_bias, grad_input_mask, out, logsumexp, cum_seq_q,
                              cum_seq_k, max_q, max_k, dropout_p, is_causal, philox_seed, philox_offset, *, scale=None):
-    """The math attention's gradients, written out (kernels run below autograd, so it cannot be asked)."""
-    _check_no_dropout(dropout_p)
-    probabilities = torch.softmax(_attention_scores(query, key, attn_bias, is_causal, scale), -1)
-    grad_out = grad_out.float()
-    grad_value = torch.matmul(probabilities.transpose(-2, -1), grad_out)
-    grad_probabilities = torch.matmul(grad_out, value.float().transpose(-2, -1))
-    grad_scores = probabilities * (grad_probabilities - (grad_probabilities * probabilities).sum(-1, keepdim=True))
-    scaled = grad_scores * _scale(query, scale)
-    grad_query = torch.matmul(scaled, key.float())
-    grad_key = torch.matmul(scaled.transpose(-2, -1), query.float())
+    """The gradients of :func:`fused_attention`, the dropout mask redrawn from the state in ``philox_seed``."""
+    grads = [torch.empty_like(t) if wanted else None for t, wanted in zip((query, key, value), grad_input_mask[:3])]
     grad_bias = None
     if grad_input_mask[3] and attn_bias is not None and attn_bias.is_floating_point():
-        grad_bias = grad_scores.sum_to_size(attn_bias.shape).to(attn_bias.dtype)
-    grads = (grad_query.to(query.dtype), grad_key.to(key.dtype), grad_value.to(value.dtype))
-    return (*(g if wanted else None for g, wanted in zip(grads, grad_input_mask)), grad_bias)
+        grad_bias = torch.empty_like(attn_bias)
+    generator = None
+    if dropout_p > 0:
+        index = _C.current_device()
+        generator = _C.native_generator(attention.restored_generator(philox_seed, index), index)
+    attention.blockwise_backward(*grads, grad_bias, grad_out, query, key, value, attn_bias, dropout_p, is_causal,
+                                 attention.resolve_scale(query, scale), generator)
+    return (*grads, grad_bias)
 
 
 #: Placeholder op name -> its CPU substitute (Note [Overrideable ops in the fallback]).
@@ -124,7 +118,11 @@ def run_on_cpu(name: str, args: tuple, kwargs: dict):
                       "(set DIPU_LOG_FALLBACK_INFO=1 to log every call)", stacklevel=2)
     device = torch.device("dipu", device_of(*args, *kwargs.values()))
     host = lambda t: t.detach().cpu()  # noqa: E731
-    result = CPU_SUBSTITUTES[name](*_map(host, args), **_map(host, kwargs))
+    previous = _C.exchange_device(device.index)  # a substitute drawing random numbers uses this device's generator
+    try:
+        result = CPU_SUBSTITUTES[name](*_map(host, args), **_map(host, kwargs))
+    finally:
+        _C.exchange_device(previous)
     return _map(lambda t: t.to(device), result)
 
 

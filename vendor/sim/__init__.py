@@ -60,12 +60,23 @@ class SimRuntime(DeviceRuntime):
         self._blocks: list[dict[int, int]] = [{} for _ in range(self.count)]
         self._pinned: dict[int, int] = {}
         self._thread = threading.local()
+        #: Whether initialize() ran. The contract allows only device_count() before it, and this vendor
+        #: refuses the rest, so a core that reaches it too early fails loudly (Note [Lazy initialization]).
+        self.initialized = False
+
+    def initialize(self) -> None:
+        self.initialized = True
+
+    def _started(self, method: str) -> None:
+        if not self.initialized:
+            raise RuntimeError(f"sim vendor: {method}() called before initialize()")
 
     # ---- devices -------------------------------------------------------------
     def device_count(self) -> int:
         return self.count
 
     def set_device(self, index: int) -> None:
+        self._started("set_device")
         self._thread.device = index
 
     def get_device(self) -> int:
@@ -82,6 +93,7 @@ class SimRuntime(DeviceRuntime):
 
     # ---- memory ----------------------------------------------------------------
     def malloc(self, index: int, nbytes: int) -> int:
+        self._started("malloc")
         with self._lock:
             if self._used[index] + nbytes > self.capacity:
                 return 0
@@ -120,6 +132,7 @@ class SimRuntime(DeviceRuntime):
             return self.capacity - self._used[index], self.capacity
 
     def host_malloc(self, nbytes: int) -> int:
+        self._started("host_malloc")
         ptr = _libc.aligned_alloc(_ALIGN, (nbytes + _ALIGN - 1) // _ALIGN * _ALIGN) or 0
         if ptr:
             with self._lock:
@@ -133,6 +146,7 @@ class SimRuntime(DeviceRuntime):
 
     # ---- streams and events --------------------------------------------------------
     def create_stream(self, index: int, priority: int = 0) -> SimStream:
+        self._started("create_stream")
         return SimStream(index, priority)
 
     def destroy_stream(self, index: int, stream: SimStream) -> None:
@@ -148,6 +162,7 @@ class SimRuntime(DeviceRuntime):
         pass  # work already ran when it was queued
 
     def create_event(self, index: int, enable_timing: bool) -> SimEvent:
+        self._started("create_event")
         return SimEvent(index, enable_timing)
 
     def destroy_event(self, index: int, event: SimEvent) -> None:
