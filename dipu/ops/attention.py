@@ -73,9 +73,9 @@ def fused_attention(diopi, ctx, query, key, value, attn_bias, dropout_p, is_caus
         rng_state = generator.get_state()
     status = diopi(ctx, out, logsumexp, query, key, value, attn_bias, float(dropout_p), bool(is_causal),
                    resolve_scale(query, scale), generator)
-    empty = _C.empty([0], torch.int64, d)
-    return status, (out, logsumexp, empty, empty, length, key.shape[-2], rng_state, torch.empty(0, dtype=torch.int64),
-                    _C.empty([0], query.dtype, d))
+    cum_seq_q, cum_seq_k = _C.empty([0], torch.int64, d), _C.empty([0], torch.int64, d)  # dense: unused
+    return status, (out, logsumexp, cum_seq_q, cum_seq_k, length, key.shape[-2], rng_state,
+                    torch.empty(0, dtype=torch.int64), _C.empty([0], query.dtype, d))
 
 
 def restored_generator(rng_state, device: int):
