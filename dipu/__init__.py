@@ -92,6 +92,9 @@ def _register_ops() -> None:
 _register_ops()
 
 from dipu import autocompare  # noqa: E402  (dipu.autocompare(".*") opens a compared block)
+from dipu import distributed  # noqa: E402  (needs the device registered)
+
+distributed.register()
 
 
 @atexit.register
