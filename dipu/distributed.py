@@ -112,9 +112,23 @@ class DiclProcessGroup(dist.ProcessGroup):
         self._host = dist.ProcessGroupGloo(dist.PrefixStore("cpu", store), rank, size, timeout)
         self._communicator = None
         self._device_index = None
+        self._group_name = self._group_desc = ""
 
-    def getBackendName(self) -> str:  # noqa: N802 -- PyTorch's name
+    # PyTorch keeps a group's name in its per-device backends, which this group has none of.
+    def getBackendName(self) -> str:  # noqa: N802 -- PyTorch's names
         return BACKEND_NAME
+
+    def getGroupName(self) -> str:  # noqa: N802
+        return self._group_name
+
+    def setGroupName(self, name: str) -> None:  # noqa: N802
+        self._group_name = name
+
+    def getGroupDesc(self) -> str:  # noqa: N802
+        return self._group_desc
+
+    def setGroupDesc(self, desc: str) -> None:  # noqa: N802
+        self._group_desc = desc
 
     # ---- routing ------------------------------------------------------------------------------
 
