@@ -31,9 +31,11 @@ from __future__ import annotations
 
 import datetime
 import threading
+import zlib
 
 import torch
 import torch.distributed as dist
+from torch._C._distributed_c10d import AllgatherOptions  # not re-exported by torch.distributed
 
 import dipu
 from dipu import collectives
@@ -43,6 +45,8 @@ BACKEND_NAME = "dicl"
 
 ReduceOp = dist.ReduceOp
 _FLOATING = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+_DTYPES = {zlib.crc32(str(t).encode()): t for t in vars(torch).values() if isinstance(t, torch.dtype)}
+_MAX_CHECKED_DIMS = 8
 
 
 class DiclWork(dist._Work):
@@ -132,8 +136,12 @@ class DiclProcessGroup(dist.ProcessGroup):
 
     # ---- routing ------------------------------------------------------------------------------
 
-    def _route(self, op: str, tensors) -> collectives.Communicator | None:
-        """The communicator for dipu tensors, or None when all of them are CPU tensors (gloo)."""
+    def _route(self, op: str, tensors, uniform: torch.Tensor | None = None) -> collectives.Communicator | None:
+        """The communicator for dipu tensors, or None when all of them are CPU tensors (gloo).
+
+        ``uniform``: a tensor whose dtype and shape every rank must agree on (checked under
+        TORCH_DISTRIBUTED_DEBUG=DETAIL; see Note [Mismatched collectives]).
+        """
         types = {t.device.type for t in tensors}
         if types <= {"cpu"}:
             return None
@@ -147,7 +155,39 @@ class DiclProcessGroup(dist.ProcessGroup):
             if not tensor.is_contiguous():
                 raise ValueError(f"dicl {op}: tensors must be contiguous (got sizes {list(tensor.shape)}, "
                                  f"strides {list(tensor.stride())})")
-        return self._communicator_for(op, indices.pop())
+        communicator = self._communicator_for(op, indices.pop())
+        if uniform is not None and dist.get_debug_level() == dist.DebugLevel.DETAIL:
+            self._check_across_ranks(op, uniform)
+        return communicator
+
+    # Note [Mismatched collectives]
+    # A rank calling another collective, or the same one with another shape, leaves gloo
+    # reading a message of the wrong size: it aborts the process (std::terminate), on CPU
+    # tensors as on dipu ones, and NCCL hangs until the timeout. PyTorch's answer is
+    # TORCH_DISTRIBUTED_DEBUG=DETAIL, whose wrapper group compares every call across
+    # ranks first; it wraps only per-device backends, so this group does the same
+    # itself: one small all_gather of (op, dtype, shape) on the host gloo group.
+
+    def _check_across_ranks(self, op: str, tensor: torch.Tensor) -> None:
+        shape = list(tensor.shape)
+        if len(shape) > _MAX_CHECKED_DIMS:
+            shape = shape[:_MAX_CHECKED_DIMS - 1] + [tensor.numel()]
+        mine = [zlib.crc32(op.encode()), zlib.crc32(str(tensor.dtype).encode()), len(shape)]
+        mine += shape + [0] * (_MAX_CHECKED_DIMS - len(shape))
+        mine_tensor = torch.tensor(mine, dtype=torch.int64)
+        everyone = torch.empty(self._size * len(mine), dtype=torch.int64)
+        self._host._allgather_base(everyone, mine_tensor, AllgatherOptions()).wait()
+        rows = everyone.view(self._size, len(mine)).tolist()
+        if all(row == mine for row in rows):
+            return
+        names = {zlib.crc32(name.encode()): name for name in _CHECKED_OPS}
+
+        def describe(row):
+            what = names.get(row[0], "another collective")
+            return f"{what} on {_DTYPES.get(row[1], '?')} {row[3:3 + row[2]]}"
+
+        calls = "; ".join(f"rank {r}: {describe(row)}" for r, row in enumerate(rows))
+        raise RuntimeError(f"dicl {op}: ranks disagree on the collective (TORCH_DISTRIBUTED_DEBUG=DETAIL): {calls}")
 
     def _communicator_for(self, op: str, index: int) -> collectives.Communicator:
         if self._communicator is None:
@@ -193,7 +233,7 @@ class DiclProcessGroup(dist.ProcessGroup):
     def allreduce(self, tensors, opts=None):
         opts = opts or dist.AllreduceOptions()
         tensor = _one("allreduce", tensors)
-        comm = self._route("allreduce", tensors)
+        comm = self._route("allreduce", tensors, uniform=tensor)
         if comm is None:
             return self._host.allreduce(tensors, opts)
         kind, factor, divisor = self._vendor_op("allreduce", opts.reduceOp, tensor.dtype)
@@ -212,7 +252,7 @@ class DiclProcessGroup(dist.ProcessGroup):
     def reduce(self, tensors, opts=None):
         opts = opts or dist.ReduceOptions()
         tensor = _one("reduce", tensors)
-        comm = self._route("reduce", tensors)
+        comm = self._route("reduce", tensors, uniform=tensor)
         if comm is None:
             return self._host.reduce(tensors, opts)
         kind, factor, divisor = self._vendor_op("reduce", opts.reduceOp, tensor.dtype)
@@ -231,7 +271,7 @@ class DiclProcessGroup(dist.ProcessGroup):
 
     def reduce_scatter_single(self, output, input, opts=None):
         opts = opts or dist.ReduceScatterOptions()
-        comm = self._route("reduce_scatter_tensor", [output, input])
+        comm = self._route("reduce_scatter_tensor", [output, input], uniform=input)
         if comm is None:
             return self._host._reduce_scatter_base(output, input, opts)
         if input.numel() != output.numel() * self._size:
@@ -271,15 +311,15 @@ class DiclProcessGroup(dist.ProcessGroup):
     def broadcast(self, tensors, opts=None):
         opts = opts or dist.BroadcastOptions()
         tensor = _one("broadcast", tensors)
-        comm = self._route("broadcast", tensors)
+        comm = self._route("broadcast", tensors, uniform=tensor)
         if comm is None:
             return self._host.broadcast(tensors, opts)
         return DiclWork([comm.broadcast(tensor, opts.rootRank)], [tensor])
 
     def all_gather_single(self, output, input, opts=None):
-        comm = self._route("all_gather_into_tensor", [output, input])
+        comm = self._route("all_gather_into_tensor", [output, input], uniform=input)
         if comm is None:
-            return self._host._allgather_base(output, input, opts or dist.AllgatherOptions())
+            return self._host._allgather_base(output, input, opts or AllgatherOptions())
         if output.numel() != input.numel() * self._size:
             raise ValueError(f"dicl all_gather_into_tensor: output has {output.numel()} elements, expected "
                              f"world_size ({self._size}) x input ({input.numel()})")
@@ -292,9 +332,9 @@ class DiclProcessGroup(dist.ProcessGroup):
     def allgather(self, output_lists, inputs, opts=None):
         input = _one("allgather", inputs)
         outputs = _one("allgather", output_lists)
-        comm = self._route("allgather", [input, *outputs])
+        comm = self._route("allgather", [input, *outputs], uniform=input)
         if comm is None:
-            return self._host.allgather(output_lists, inputs, opts or dist.AllgatherOptions())
+            return self._host.allgather(output_lists, inputs, opts or AllgatherOptions())
         self._check_list("allgather", outputs, input)
         flat = torch.empty(self._size * input.numel(), dtype=input.dtype, device=input.device)
         work = comm.all_gather(flat, input.view(-1))
@@ -302,7 +342,7 @@ class DiclProcessGroup(dist.ProcessGroup):
 
     def allgather_coalesced(self, output_lists, inputs, opts=None):
         if self._route("allgather_coalesced", list(inputs)) is None:
-            return self._host.allgather_coalesced(output_lists, inputs, opts or dist.AllgatherOptions())
+            return self._host.allgather_coalesced(output_lists, inputs, opts or AllgatherOptions())
         works = [self.allgather([outputs], [t]) for outputs, t in zip(output_lists, inputs)]
         return self._combine(works, list(output_lists))
 
@@ -430,6 +470,9 @@ class DiclProcessGroup(dist.ProcessGroup):
     @staticmethod
     def _combine(works: list, result: list) -> DiclWork:
         return DiclWork(works, result)
+
+
+_CHECKED_OPS = ("allreduce", "reduce", "reduce_scatter_tensor", "broadcast", "all_gather_into_tensor", "allgather")
 
 
 def _create_process_group(store, rank: int, size: int, timeout: datetime.timedelta) -> DiclProcessGroup:

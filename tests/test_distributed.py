@@ -293,18 +293,30 @@ def worker_never_joins():
 
 
 def worker_mismatch():
-    """Shapes that disagree across ranks: a clear error on both ranks, as gloo gives on the CPU."""
+    """Under TORCH_DISTRIBUTED_DEBUG=DETAIL, disagreeing ranks get an error naming what each called."""
     dist, rank = _init(timeout_s=10)
     device = torch.device("dipu", torch.dipu.current_device())
-    errors = []
-    for where in ("cpu", device):
+    cases = [
+        (lambda: dist.all_reduce(torch.ones(4 + rank, device=device)),
+         "dicl allreduce: ranks disagree on the collective (TORCH_DISTRIBUTED_DEBUG=DETAIL): "
+         "rank 0: allreduce on torch.float32 [4]; rank 1: allreduce on torch.float32 [5]"),
+        (lambda: dist.broadcast(torch.ones(2, 3, dtype=torch.int64 if rank else torch.float32, device=device), 0),
+         "rank 0: broadcast on torch.float32 [2, 3]; rank 1: broadcast on torch.int64 [2, 3]"),
+        (lambda: dist.all_reduce(torch.ones(3, device=device)) if rank == 0 else
+         dist.broadcast(torch.ones(3, device=device), 0),
+         "rank 0: allreduce on torch.float32 [3]; rank 1: broadcast on torch.float32 [3]"),
+    ]
+    for call, message in cases:
         try:
-            dist.all_reduce(torch.ones(4 + rank, device=where))
+            call()
         except RuntimeError as error:
-            errors.append(str(error))
-    print(errors)
-    assert len(errors) == 2, errors
-    os._exit(0)  # the group is broken now; skip the orderly shutdown
+            assert message in str(error), str(error)
+        else:
+            raise AssertionError(f"no error for: {message}")
+    x = torch.full((3,), float(rank), device=device)  # agreeing calls still work
+    dist.all_reduce(x)
+    assert torch.equal(x.cpu(), torch.ones(3))
+    dist.destroy_process_group()
 
 
 # ---- tests ---------------------------------------------------------------------------------------
@@ -347,8 +359,8 @@ def test_rank_that_never_joins_gives_a_timeout_error():
     assert "error after" in results[0].stdout
 
 
-def test_mismatched_shapes_raise_on_both_ranks():
-    check_all_passed(spawn("mismatch", timeout=60))
+def test_mismatched_collectives_raise_on_both_ranks_under_debug_detail():
+    check_all_passed(spawn("mismatch", {"TORCH_DISTRIBUTED_DEBUG": "DETAIL"}, timeout=60))
 
 
 # ---- the vendor contract ---------------------------------------------------------------------------

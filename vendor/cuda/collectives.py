@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import torch
 import torch.distributed as dist
+from torch._C._distributed_c10d import AllgatherOptions  # not re-exported by torch.distributed
 
 from dipu.collectives import Communicator
 
@@ -50,7 +51,7 @@ class NcclCommunicator(Communicator):
         return self.nccl.broadcast([self._cuda(tensor)], options)
 
     def all_gather(self, output, input):
-        return self.nccl._allgather_base(self._cuda(output), self._cuda(input), dist.AllgatherOptions())
+        return self.nccl._allgather_base(self._cuda(output), self._cuda(input), AllgatherOptions())
 
     def reduce_scatter(self, output, input, op):
         return self.nccl._reduce_scatter_base(self._cuda(output), self._cuda(input),
