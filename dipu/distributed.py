@@ -21,10 +21,9 @@ returns wait on the vendor's work and then finish what the mapping left (copy
 a flat buffer into the caller's list, divide for AVG), and their futures carry
 the caller's dipu tensors, which is what DDP's reducer reads.
 
-What this does not cover: ``torch.ops._c10d_functional`` (DTensor
-redistribution, ``torch.compile``d collectives) calls C++ methods such as
-``_allgather_base`` that the trampoline does not forward, so those fail with
-PyTorch's "does not support" error until dipu's core gains a C++ ``Backend``.
+DTensor and ``torch.distributed._functional_collectives`` reach the same methods
+(tests/test_distributed.py checks ``full_tensor`` and a Shard-to-Replicate
+redistribution).
 """
 
 from __future__ import annotations
