@@ -134,6 +134,17 @@ def worker_collectives():
         compare(f"isend/irecv {dtype}",
                 lambda x: (dist.isend(x, dst=0) if rank == 1 else dist.irecv(x, src=1)).wait(), s)
 
+        compare(f"batch_isend_irecv {dtype}",
+                lambda a, b: [w.wait() for w in dist.batch_isend_irecv(
+                    [dist.P2POp(dist.isend, a, 1 - rank), dist.P2POp(dist.irecv, b, 1 - rank)])], s, s)
+
+        def coalesced(a, b):
+            with dist._coalescing_manager():
+                dist.all_reduce(a)
+                dist.all_reduce(b)
+
+        compare(f"coalesced all_reduce {dtype}", coalesced, s, ((3,), dtype))
+
         # Asynchronous ops: the work's wait() and its future both deliver the dipu result.
         compare(f"async all_reduce {dtype}", lambda x: dist.all_reduce(x, async_op=True).wait(), s)
         x = _values(dtype, (6, 4), rank, 99).to(device)
