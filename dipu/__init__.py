@@ -89,6 +89,10 @@ def _register_ops() -> None:
 _register_ops()
 
 from dipu import autocompare  # noqa: E402  (dipu.autocompare(".*") opens a compared block)
+if torch.distributed.is_available():  # torch.distributed on dipu tensors: the dicl backend
+    from dipu import distributed  # noqa: E402  (needs the device registered)
+
+    distributed.register()
 
 
 @atexit.register

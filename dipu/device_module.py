@@ -266,7 +266,8 @@ DoubleTensor, FloatTensor, HalfTensor, BFloat16Tensor, LongTensor, IntTensor, Sh
 # The core's stream pool (dipu/csrc/guard.cpp) hands out its slots round-robin and creates each
 # slot's vendor stream once, so a priority asked of a slot created earlier would not be honoured.
 # dipu therefore supports a single priority, 0 (torch.cuda's default): priority_range() is (0, 0)
-# in torch.cuda's (least, greatest) order, and any other priority is refused rather than ignored.
+# in torch.cuda's (least, greatest) order. Like torch.cuda, a priority outside the range is mapped
+# to the nearest one (FSDP2 asks for priority -1 on every device), so the stream reports 0.
 _LEAST_PRIORITY = _GREATEST_PRIORITY = 0
 
 
@@ -276,10 +277,9 @@ class Stream(torch.Stream):
     def __new__(cls, device=None, priority: int = 0, **kwargs):
         if kwargs:  # wrapping an existing stream: stream_id, device_index, device_type
             return super().__new__(cls, **kwargs)
-        if not _GREATEST_PRIORITY <= priority <= _LEAST_PRIORITY:
-            raise ValueError(
-                f"torch.dipu.Stream: priority {priority} is not supported; dipu streams take priorities "
-                f"{_GREATEST_PRIORITY} to {_LEAST_PRIORITY} (see torch.dipu.Stream.priority_range())")
+        if not isinstance(priority, int):
+            raise TypeError(f"torch.dipu.Stream: priority must be an int, got {type(priority).__name__}")
+        priority = min(max(priority, _GREATEST_PRIORITY), _LEAST_PRIORITY)  # Note [Stream priorities]
         with globals()["device"](device):
             return super().__new__(cls, device=torch.device(_TYPE, _C.current_device()),
                                    priority=priority)

@@ -57,6 +57,11 @@ class DeviceRuntime(abc.ABC):
     native_device_type: str | None = None
     #: The DIOPI op library (entry point in ``dipu.diopi_impls``) serving this vendor.
     diopi_impl: str = "torch"
+    #: The vendor's communication library: a :class:`dipu.collectives.Communicator`
+    #: subclass (see Note [Collective contract]), checked when the vendor loads.
+    #: ``None``: ``torch.distributed`` still works on dipu tensors, through gloo
+    #: on host copies.
+    collectives: type | None = None
 
     # ---- required: devices -------------------------------------------------
     @abc.abstractmethod
@@ -249,6 +254,10 @@ def load_vendor(name: str | None = None) -> DeviceRuntime:
     check_runtime_class(name, cls)
     runtime = cls()
     runtime.name = name
+    if runtime.collectives is not None:
+        from dipu.collectives import check_communicator_class
+
+        check_communicator_class(name, runtime.collectives)
     return runtime
 
 

@@ -5,7 +5,8 @@ dipu's core caches it, so PyTorch's CUDA caching allocator is not stacked
 underneath). Streams and events are real ``torch.cuda`` streams and events, and
 the vendor keeps CUDA's current stream equal to dipu's current stream, so
 kernels that the torch op library launches on CUDA aliases run on the stream
-the user selected with ``torch.dipu.stream``.
+the user selected with ``torch.dipu.stream``. Collectives run on NCCL over the
+same CUDA aliases (``vendor/cuda/collectives.py``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import os
 import torch
 
 from dipu.runtime import DeviceProperties, DeviceRuntime
+
+from .collectives import NcclCommunicator
 
 _MEMCPY_DEFAULT = 4  # cudaMemcpyDefault: direction inferred from unified addressing
 _ERROR_MEMORY_ALLOCATION = 2
@@ -44,6 +47,7 @@ def _load_cudart() -> ctypes.CDLL:
 
 class CudaRuntime(DeviceRuntime):
     native_device_type = "cuda"
+    collectives = NcclCommunicator  # torch.distributed on dipu tensors through NCCL
 
     def __init__(self):
         if not torch.cuda.is_available():

@@ -10,7 +10,7 @@ Environment:
 - ``DIPU_SIM_MEMORY``: capacity of each device (default 8G; accepts 512M, 2G, ...).
 - ``DIPU_SIM_NATIVE_ALIAS=0``: hide the host-memory alias, so the core copies
   through this vendor's memcpy functions (exercises the contract path; ops then
-  all run through the CPU fallback).
+  all run through the CPU fallback, and collectives through gloo on host copies).
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ import threading
 import time
 
 from dipu.runtime import MAX_DEVICES, DeviceProperties, DeviceRuntime, env_int, parse_size
+
+from .collectives import SimCommunicator
 
 _libc = ctypes.CDLL(None)
 _libc.aligned_alloc.restype = ctypes.c_void_p
@@ -45,6 +47,7 @@ class SimEvent:
 
 class SimRuntime(DeviceRuntime):
     native_device_type = "cpu"
+    collectives = SimCommunicator
 
     def __init__(self):
         self.count = env_int("DIPU_SIM_DEVICE_COUNT", 2, minimum=1, maximum=MAX_DEVICES)
@@ -55,6 +58,7 @@ class SimRuntime(DeviceRuntime):
         if alias == "0":
             self.native_device_type = None
             self.diopi_impl = None
+            self.collectives = None  # no alias to run gloo on: dipu's host-copy path
         self._lock = threading.Lock()
         self._used = [0] * self.count
         self._blocks: list[dict[int, int]] = [{} for _ in range(self.count)]
