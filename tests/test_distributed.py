@@ -423,7 +423,7 @@ def test_vendor_with_incomplete_collectives_fails_at_load(python):
     proc = python("""
         import pytest
         from dipu import collectives, runtime
-        from vendor.sim import SimRuntime
+        from dipu.vendors.sim import SimRuntime
 
         class Broken(collectives.Communicator):
             pass
@@ -444,8 +444,8 @@ def test_vendor_with_incomplete_collectives_fails_at_load(python):
 
 
 def test_shipped_vendors_implement_the_collective_contract():
-    from vendor.cuda.collectives import NcclCommunicator
-    from vendor.sim.collectives import SimCommunicator
+    from dipu.vendors.cuda.collectives import NcclCommunicator
+    from dipu.vendors.sim.collectives import SimCommunicator
 
     collectives.check_communicator_class("sim", SimCommunicator)
     collectives.check_communicator_class("cuda", NcclCommunicator)
