@@ -103,6 +103,14 @@ void resize_storage_bytes(const c10::Storage& storage, size_t newsize);
 void register_fallback_python(py::module& m);
 void register_fast_calls(py::module& m);
 
+// ---- the device timeline of the profiler (profiler.cpp) --------------------
+// True while a profiler session records the device timeline (Note [Device timeline]).
+extern std::atomic<bool> g_timeline_active;
+// Called by generated kernels' device guard (exchange_device) while the timeline is active.
+void profiler_on_kernel(c10::DeviceIndex index);
+void profiler_init();
+bool profiler_has_device_timeline();
+
 // ---- generators and hooks (hooks.cpp) -------------------------------------
 void hooks_init(std::vector<at::Generator> default_natives);
 // The native (alias-device) generator behind a dipu generator.

@@ -107,6 +107,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     for (int i = 0; i < device_count; ++i)
       natives.push_back(v->make_native_generator(i).cast<at::Generator>());
     hooks_init(std::move(natives));
+    profiler_init();
   });
   m.def("shutdown", [] { g_shutdown.store(true); },
         "Called at interpreter exit: stop calling into the Python vendor.");
@@ -136,6 +137,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("record_memory_history", &record_memory_history, py::arg("trace"), py::arg("when"),
         py::arg("cpp_frames"), py::arg("max_entries"));
   m.def("memory_snapshot", &memory_snapshot);
+  m.def("has_device_timeline", &profiler_has_device_timeline,
+        "Whether this torch lets dipu give the profiler a device timeline (Note [Device timeline]).");
   m.def("empty_cache", &empty_cache);
 
   m.def("native_generator", [](std::optional<at::Generator> gen, int index) {
