@@ -85,6 +85,9 @@ def _build(target: Path) -> None:
             sources=[str(p) for p in _sources() if p.suffix == ".cpp"],
             build_directory=str(work),
             extra_cflags=["-O2", "-fvisibility=hidden"],
+            # Kineto's plugin headers (Note [Device timeline]), where the torch wheel ships them.
+            extra_include_paths=[str(p) for p in [Path(torch.__file__).parent / "include" / "kineto"]
+                                 if p.is_dir()],
             verbose=False,
             is_python_module=True,
         )

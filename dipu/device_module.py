@@ -457,39 +457,13 @@ def set_rng_state_all(new_states) -> None:
         set_rng_state(state, index)
 
 
-# ---- memory ------------------------------------------------------------------------
+# ---- memory (dipu/memory.py; torch.dipu.memory is that module) -----------------------
 
-def memory_stats(device=None) -> dict[str, int]:
-    return _C.memory_stats(_index(device))
-
-
-def memory_allocated(device=None) -> int:
-    return memory_stats(device)["allocated_bytes.all.current"]
-
-
-def max_memory_allocated(device=None) -> int:
-    return memory_stats(device)["allocated_bytes.all.peak"]
-
-
-def memory_reserved(device=None) -> int:
-    return memory_stats(device)["reserved_bytes.all.current"]
-
-
-def max_memory_reserved(device=None) -> int:
-    return memory_stats(device)["reserved_bytes.all.peak"]
-
-
-def reset_peak_memory_stats(device=None) -> None:
-    _C.reset_peak_memory_stats(_index(device))
-
-
-def empty_cache() -> None:
-    _C.empty_cache()
-
-
-def mem_get_info(device=None) -> tuple[int, int]:
-    _lazy_init()
-    return tuple(_vendor().mem_get_info(_index(device)))
+from dipu import memory  # noqa: E402
+from dipu.memory import (  # noqa: E402,F401
+    empty_cache, get_per_process_memory_fraction, max_memory_allocated, max_memory_reserved, mem_get_info,
+    memory_allocated, memory_reserved, memory_snapshot, memory_stats, memory_summary,
+    reset_accumulated_memory_stats, reset_peak_memory_stats, set_per_process_memory_fraction)
 
 
 # ---- autocast (the backend module half of torch.autocast("dipu")) --------------------

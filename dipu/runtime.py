@@ -204,6 +204,17 @@ class DeviceRuntime(abc.ABC):
     def set_current_stream(self, index: int, stream: object) -> None:
         """Called when the current dipu stream of device ``index`` changes."""
 
+    #: A vendor with its own tracer (CUPTI, a vendor profiler) hooks it here.
+    def start_tracing(self) -> None:
+        """Called when a torch.profiler session with the PrivateUse1 activity starts recording.
+
+        dipu already times each op with this vendor's events (Note [Device timeline] in
+        dipu/csrc/profiler.cpp); a vendor may start its own device tracer alongside.
+        """
+
+    def stop_tracing(self) -> None:
+        """Called when that profiler session stops recording, before its trace is processed."""
+
     def min_chunk_size(self) -> int:
         """Smallest allocation granularity in bytes."""
         return 512

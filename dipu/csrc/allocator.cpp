@@ -7,25 +7,73 @@
 // `pending` until an event recorded on each of those streams has completed.
 // Vendor calls are made with the allocator mutex released: they take the GIL,
 // and a thread holding the GIL may be waiting for this mutex.
+// Note [Memory history]
+// torch.dipu.memory._record_memory_history turns on the same bookkeeping as
+// torch.cuda's: every block remembers the stack that allocated it (a
+// torch::CapturedTraceback, symbolized only when a snapshot is taken), and each
+// allocator action (alloc, free_requested, free_completed, segment_alloc,
+// segment_free, oom) is appended to a per-device ring buffer of at most
+// `max_entries`. memory_snapshot() reports both in torch.cuda.memory._snapshot()'s
+// format, so torch.cuda._memory_viz renders it. dipu never splits blocks, so
+// every segment holds exactly one block. Stacks are gathered before the
+// allocator mutex is taken (gathering Python frames takes the GIL).
+//
+// Note [Memory fraction]
+// set_per_process_memory_fraction caps what this process may reserve from the
+// vendor on a device. A request that would pass the cap first releases the
+// cache, then fails with torch.OutOfMemoryError naming the cap, as CUDA's does.
 #include "core.h"
 
 #include <ATen/TensorUtils.h>
+#include <c10/core/CachingDeviceAllocator.h>
+#include <torch/csrc/profiler/combined_traceback.h>
+#include <torch/version.h>
 
+#include <chrono>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <set>
 #include <unordered_map>
 
+// c10::DeviceAllocator (what torch.accelerator's memory API asks for) exists from torch 2.9.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 9)
+#define DIPU_HAS_DEVICE_ALLOCATOR 1
+#else
+#define DIPU_HAS_DEVICE_ALLOCATOR 0
+#endif
+
+namespace torch {
+// Declared in torch/csrc/profiler/python/combined_traceback.h, which needs
+// nlohmann/json, a header the torch wheel does not ship.
+TORCH_API std::vector<pybind11::object> py_symbolize(std::vector<CapturedTraceback*>& to_symbolize);
+}  // namespace torch
+
 namespace dipu {
 namespace {
 
 constexpr size_t kRound = 512;                 // every block is a multiple of this
+constexpr size_t kSmallSize = 1 << 20;         // blocks up to this size count as small_pool
 constexpr size_t kLargeRound = 2 << 20;        // requests above 1 MiB round to 2 MiB
 
 size_t round_size(size_t n) {
-  if (n <= (1 << 20)) return (n + kRound - 1) / kRound * kRound;
+  if (n <= kSmallSize) return (n + kRound - 1) / kRound * kRound;
   return (n + kLargeRound - 1) / kLargeRound * kLargeRound;
 }
+
+// Index into a StatArray for a block of `size` bytes: 1 small pool, 2 large pool.
+size_t pool_of(size_t size) { return size <= kSmallSize ? 1 : 2; }
+
+void increase(StatArray& stat, size_t size, int64_t amount) {
+  stat[0].increase(amount);
+  stat[pool_of(size)].increase(amount);
+}
+void decrease(StatArray& stat, size_t size, int64_t amount) {
+  stat[0].decrease(amount);
+  stat[pool_of(size)].decrease(amount);
+}
+
+using Context = std::shared_ptr<c10::GatheredContext>;
 
 struct Block {
   c10::DeviceIndex device;
@@ -33,6 +81,9 @@ struct Block {
   size_t size;
   void* ptr;
   std::vector<c10::Stream> other_uses;  // streams from record_stream
+  size_t requested = 0;                 // bytes asked for by the current (or last) user
+  Context context;                      // stack of the current allocation (Note [Memory history])
+  Context segment_context;              // stack that made the vendor allocate this memory
 };
 
 struct FreeOrder {
@@ -48,11 +99,39 @@ struct Pending {
   std::vector<std::pair<py::object*, c10::DeviceIndex>> events;
 };
 
+// The allocator actions of c10::CachingDeviceAllocator::TraceEntry, by their snapshot names.
+enum class Action { kAlloc, kFreeRequested, kFreeCompleted, kSegmentAlloc, kSegmentFree, kOom };
+const char* action_name(Action a) {
+  switch (a) {
+    case Action::kAlloc: return "alloc";
+    case Action::kFreeRequested: return "free_requested";
+    case Action::kFreeCompleted: return "free_completed";
+    case Action::kSegmentAlloc: return "segment_alloc";
+    case Action::kSegmentFree: return "segment_free";
+    case Action::kOom: return "oom";
+  }
+  return "?";
+}
+
+struct TraceRecord {
+  Action action;
+  uintptr_t address;  // for kOom: the bytes the device still had free
+  size_t size;
+  c10::StreamId stream;
+  int64_t time_us;
+  Context context;
+};
+
 struct DevicePool {
   std::set<Block*, FreeOrder> free_blocks;
   std::vector<Pending> pending;
   DeviceStats stats;
+  int64_t limit = 0;  // Note [Memory fraction]; 0: none
+  std::deque<TraceRecord> trace;
 };
+
+// c10::CachingDeviceAllocator::RecordContext values.
+enum When : int { kNever = 0, kState = 1, kAlloc = 2, kAll = 3 };
 
 std::string format_bytes(int64_t n) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -64,9 +143,21 @@ std::string format_bytes(int64_t n) {
   return buf;
 }
 
+int64_t now_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 void delete_block(void* ctx);
 
-class DipuAllocator final : public c10::Allocator {
+#if DIPU_HAS_DEVICE_ALLOCATOR
+using AllocatorBase = c10::DeviceAllocator;
+#else
+using AllocatorBase = c10::Allocator;
+#endif
+
+class DipuAllocator final : public AllocatorBase {
  public:
   void init(int device_count, bool caching) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -81,12 +172,24 @@ class DipuAllocator final : public c10::Allocator {
     if (nbytes == 0) return {nullptr, nullptr, &delete_block, dev};
     size_t size = round_size(nbytes);
     c10::StreamId stream = current_stream(device).id();
+    Context context = gather(kState);
     Block* block = caching_ ? take_cached(device, stream, size) : nullptr;
     if (!block) {
-      block = new_block(device, stream, size, nbytes);
+      block = new_block(device, stream, size, nbytes, context);
       std::lock_guard<std::mutex> lock(mutex_);
       mark_active(block);
     }
+    DeviceStats after;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto& s = pools_[device].stats;
+      block->requested = nbytes;
+      block->context = context;
+      increase(s.requested_bytes, block->size, static_cast<int64_t>(nbytes));
+      record(device, Action::kAlloc, addr(block->ptr), block->size, stream, gather_for_trace(context));
+      after = s;
+    }
+    report_to_profiler(block->ptr, static_cast<int64_t>(block->size), after, dev);
     return {block->ptr, block, &delete_block, dev};
   }
 
@@ -99,23 +202,40 @@ class DipuAllocator final : public c10::Allocator {
 
   void free(Block* block) {
     std::vector<c10::Stream> uses;
+    Context context = g_shutdown.load() ? nullptr : gather(kAll);
+    DeviceStats after;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       active_.erase(block->ptr);
       auto& s = pools_[block->device].stats;
-      s.allocated -= block->size;
-      s.freed_total += block->size;
-      s.active_blocks -= 1;
+      decrease(s.allocated_bytes, block->size, static_cast<int64_t>(block->size));
+      decrease(s.active_bytes, block->size, static_cast<int64_t>(block->size));
+      decrease(s.requested_bytes, block->size, static_cast<int64_t>(block->requested));
+      decrease(s.allocation, block->size, 1);
+      decrease(s.active, block->size, 1);
+      record(block->device, Action::kFreeRequested, addr(block->ptr), block->size, block->stream,
+             context);
+      block->context.reset();
+      after = s;
       uses.swap(block->other_uses);
       if (uses.empty() && caching_) {
+        record(block->device, Action::kFreeCompleted, addr(block->ptr), block->size,
+               block->stream, context);
         pools_[block->device].free_blocks.insert(block);
-        return;
       }
     }
     // The process is ending, or is a forked child whose inherited memory the vendor no longer
-    // serves: nothing to reuse, and a deleter must not fail.
+    // serves: nothing to reuse or report, and a deleter must not fail.
     if (g_shutdown.load() || !g_initialized.load()) return;
+    report_to_profiler(block->ptr, -static_cast<int64_t>(block->size), after,
+                       c10::Device(kDipu, block->device));
+    if (uses.empty() && caching_) return;
     if (!caching_) {
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        record(block->device, Action::kFreeCompleted, addr(block->ptr), block->size,
+               block->stream, context);
+      }
       release_to_vendor({block});
       return;
     }
@@ -156,8 +276,23 @@ class DipuAllocator final : public c10::Allocator {
   void reset_peak(c10::DeviceIndex device) {
     std::lock_guard<std::mutex> lock(mutex_);
     auto& s = pools_.at(device).stats;
-    s.allocated_peak = s.allocated;
-    s.reserved_peak = s.reserved;
+    for (StatArray* a : {&s.allocation, &s.segment, &s.active, &s.allocated_bytes,
+                         &s.reserved_bytes, &s.active_bytes, &s.requested_bytes})
+      for (auto& stat : *a) stat.peak = stat.current;
+  }
+
+  void reset_accumulated(c10::DeviceIndex device) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto& s = pools_.at(device).stats;
+    for (StatArray* a : {&s.allocation, &s.segment, &s.active, &s.allocated_bytes,
+                         &s.reserved_bytes, &s.active_bytes, &s.requested_bytes})
+      for (auto& stat : *a) stat.allocated = stat.freed = 0;
+    s.num_alloc_retries = s.num_ooms = s.num_device_alloc = s.num_device_free = 0;
+  }
+
+  void set_limit(c10::DeviceIndex device, int64_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    pools_.at(device).limit = bytes;
   }
 
   std::optional<c10::DeviceIndex> device_of(const void* ptr) {
@@ -170,7 +305,97 @@ class DipuAllocator final : public c10::Allocator {
     return std::nullopt;
   }
 
+  void record_history(bool trace, int when, bool cpp_frames, size_t max_entries) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    trace_ = trace;
+    cpp_frames_ = cpp_frames;
+    max_entries_ = std::max<size_t>(max_entries, 1);
+    when_.store(when);
+    for (auto& pool : pools_) {
+      if (!trace) pool.trace.clear();
+      while (pool.trace.size() > max_entries_) pool.trace.pop_front();
+    }
+  }
+
+  py::dict snapshot();
+
+#if DIPU_HAS_DEVICE_ALLOCATOR
+  // ---- c10::DeviceAllocator: what torch.accelerator.memory_* call ----
+  bool initialized() override { return vendor_ready(); }
+  void emptyCache(c10::MempoolId_t /*mempool_id*/) override { empty_cache(); }
+  void recordStream(const c10::DataPtr& ptr, c10::Stream stream) override {
+    record_stream(ptr, stream);
+  }
+  c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override {
+    check_device_index(device);
+    DeviceStats s = stats(device);
+    c10::CachingDeviceAllocator::DeviceStats out;
+    auto copy = [](const StatArray& from, c10::CachingAllocator::StatArray& to) {
+      for (size_t i = 0; i < from.size(); ++i) {
+        to[i].current = from[i].current;
+        to[i].peak = from[i].peak;
+        to[i].allocated = from[i].allocated;
+        to[i].freed = from[i].freed;
+      }
+    };
+    copy(s.allocation, out.allocation);
+    copy(s.segment, out.segment);
+    copy(s.active, out.active);
+    copy(s.allocated_bytes, out.allocated_bytes);
+    copy(s.reserved_bytes, out.reserved_bytes);
+    copy(s.active_bytes, out.active_bytes);
+    copy(s.requested_bytes, out.requested_bytes);
+    out.num_alloc_retries = s.num_alloc_retries;
+    out.num_ooms = s.num_ooms;
+    out.num_device_alloc = s.num_device_alloc;
+    out.num_device_free = s.num_device_free;
+    return out;
+  }
+  void resetAccumulatedStats(c10::DeviceIndex device) override {
+    check_device_index(device);
+    reset_accumulated(device);
+  }
+  void resetPeakStats(c10::DeviceIndex device) override {
+    check_device_index(device);
+    reset_peak(device);
+  }
+  // Virtual in c10::DeviceAllocator from the torch versions that have it; no `override`
+  // so that older ones, where it is a plain member, still compile.
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) {
+    check_device_index(device);
+    py::gil_scoped_acquire gil;
+    auto info = call_vendor_locked("mem_get_info", device).cast<std::pair<size_t, size_t>>();
+    return info;
+  }
+#endif
+
  private:
+  // The current stack if history is on at level `needed` or above; else null.
+  Context gather(int needed) {
+    if (when_.load() < needed || g_shutdown.load()) return nullptr;
+    return torch::CapturedTraceback::gather(/*python=*/true, /*script=*/true, cpp_frames_);
+  }
+
+  // An allocation's stack goes into the trace only from RecordContext ALLOC up.
+  Context gather_for_trace(const Context& context) {
+    return when_.load() >= kAlloc ? context : nullptr;
+  }
+
+  // Requires mutex_.
+  void record(c10::DeviceIndex device, Action action, uintptr_t address, size_t size,
+              c10::StreamId stream, Context context) {
+    if (!trace_) return;
+    auto& trace = pools_[device].trace;
+    trace.push_back(TraceRecord{action, address, size, stream, now_us(), std::move(context)});
+    if (trace.size() > max_entries_) trace.pop_front();
+  }
+
+  void report_to_profiler(void* ptr, int64_t delta, const DeviceStats& s, c10::Device dev) {
+    if (!c10::memoryProfilingEnabled()) return;
+    c10::reportMemoryUsageToProfiler(ptr, delta, static_cast<size_t>(s.allocated_bytes[0].current),
+                                     static_cast<size_t>(s.reserved_bytes[0].current), dev);
+  }
+
   // A cached block for (device, stream, size), already marked active; or null.
   Block* take_cached(c10::DeviceIndex device, c10::StreamId stream, size_t size) {
     {
@@ -201,43 +426,72 @@ class DipuAllocator final : public c10::Allocator {
   void mark_active(Block* block) {
     active_.emplace(block->ptr, block);
     auto& s = pools_[block->device].stats;
-    s.allocated += block->size;
-    s.allocated_total += block->size;
-    s.allocated_peak = std::max(s.allocated_peak, s.allocated);
-    s.active_blocks += 1;
+    increase(s.allocated_bytes, block->size, static_cast<int64_t>(block->size));
+    increase(s.active_bytes, block->size, static_cast<int64_t>(block->size));
+    increase(s.allocation, block->size, 1);
+    increase(s.active, block->size, 1);
   }
 
-  Block* new_block(c10::DeviceIndex device, c10::StreamId stream, size_t size, size_t asked) {
-    void* ptr = raw_malloc(device, size);
+  // Whether reserving `size` more bytes would pass the device's cap (Note [Memory fraction]).
+  bool over_limit(c10::DeviceIndex device, size_t size) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto& pool = pools_[device];
+    return pool.limit > 0 &&
+           pool.stats.reserved_bytes[0].current + static_cast<int64_t>(size) > pool.limit;
+  }
+
+  void* limited_malloc(c10::DeviceIndex device, size_t size) {
+    return over_limit(device, size) ? nullptr : raw_malloc(device, size);
+  }
+
+  Block* new_block(c10::DeviceIndex device, c10::StreamId stream, size_t size, size_t asked,
+                   const Context& context) {
+    void* ptr = limited_malloc(device, size);
     if (!ptr) {
       {
         std::lock_guard<std::mutex> lock(mutex_);
         pools_[device].stats.num_alloc_retries += 1;
       }
       release_cached(device);
-      ptr = raw_malloc(device, size);
+      ptr = limited_malloc(device, size);
     }
     if (!ptr) {
+      bool capped = over_limit(device, size);
+      int64_t device_free = 0;
+      if (!capped) {
+        py::gil_scoped_acquire gil;
+        device_free = call_vendor_locked("mem_get_info", device).cast<std::pair<int64_t, int64_t>>().first;
+      }
       DeviceStats s;
+      int64_t limit;
       {
         std::lock_guard<std::mutex> lock(mutex_);
         pools_[device].stats.num_ooms += 1;
+        record(device, Action::kOom, static_cast<uintptr_t>(device_free), asked, stream,
+               gather_for_trace(context));
         s = pools_[device].stats;
+        limit = pools_[device].limit;
       }
+      std::string cap = capped ? "; this process may reserve at most " + format_bytes(limit) +
+                                     " on this device (torch.dipu.set_per_process_memory_fraction)"
+                               : "";
       TORCH_CHECK_WITH(OutOfMemoryError, false, "dipu out of memory on ", vendor().name,
                        " device dipu:", static_cast<int>(device), ": tried to allocate ",
-                       format_bytes(static_cast<int64_t>(asked)), "; ",
-                       format_bytes(s.allocated), " allocated by dipu, ", format_bytes(s.reserved),
+                       format_bytes(static_cast<int64_t>(asked)), cap, "; ",
+                       format_bytes(s.allocated_bytes[0].current), " allocated by dipu, ",
+                       format_bytes(s.reserved_bytes[0].current),
                        " reserved by dipu on this device. Free tensors or call "
                        "torch.dipu.empty_cache(); the process can continue.");
     }
     std::lock_guard<std::mutex> lock(mutex_);
     auto& s = pools_[device].stats;
-    s.reserved += size;
-    s.reserved_peak = std::max(s.reserved_peak, s.reserved);
-    s.segments += 1;
-    s.raw_mallocs += 1;
-    return new Block{device, stream, size, ptr, {}};
+    increase(s.reserved_bytes, size, static_cast<int64_t>(size));
+    increase(s.segment, size, 1);
+    s.num_device_alloc += 1;
+    record(device, Action::kSegmentAlloc, addr(ptr), size, stream, gather_for_trace(context));
+    auto* block = new Block{device, stream, size, ptr, {}};
+    block->segment_context = context;
+    return block;
   }
 
   void* raw_malloc(c10::DeviceIndex device, size_t size) {
@@ -266,9 +520,10 @@ class DipuAllocator final : public c10::Allocator {
     std::lock_guard<std::mutex> lock(mutex_);
     for (Block* b : blocks) {
       auto& s = pools_[b->device].stats;
-      s.reserved -= b->size;
-      s.segments -= 1;
-      s.raw_frees += 1;
+      decrease(s.reserved_bytes, b->size, static_cast<int64_t>(b->size));
+      decrease(s.segment, b->size, 1);
+      s.num_device_free += 1;
+      record(b->device, Action::kSegmentFree, addr(b->ptr), b->size, b->stream, nullptr);
       delete b;
     }
   }
@@ -302,7 +557,10 @@ class DipuAllocator final : public c10::Allocator {
     }
     std::lock_guard<std::mutex> lock(mutex_);
     auto& pool = pools_[device];
-    for (Block* b : done) pool.free_blocks.insert(b);
+    for (Block* b : done) {
+      record(device, Action::kFreeCompleted, addr(b->ptr), b->size, b->stream, nullptr);
+      pool.free_blocks.insert(b);
+    }
     for (auto& p : still) pool.pending.push_back(std::move(p));
   }
 
@@ -310,9 +568,125 @@ class DipuAllocator final : public c10::Allocator {
   std::vector<DevicePool> pools_;
   std::map<void*, Block*> active_;
   bool caching_ = true;
+  // Note [Memory history]
+  std::atomic<int> when_{kNever};
+  bool trace_ = false;
+  bool cpp_frames_ = false;
+  size_t max_entries_ = 1;
 };
 
-DipuAllocator g_allocator;
+// Never destroyed: blocks and traces hold stacks whose Python frames must not be
+// released after the interpreter is gone.
+DipuAllocator& g_allocator = *new DipuAllocator();
+
+py::dict DipuAllocator::snapshot() {
+  struct BlockView {
+    uintptr_t address;
+    size_t size, requested;
+    const char* state;
+    Context context;
+  };
+  struct SegmentView {
+    c10::DeviceIndex device;
+    c10::StreamId stream;
+    BlockView block;
+    Context segment_context;
+  };
+  std::vector<SegmentView> segments;
+  std::vector<std::vector<TraceRecord>> traces;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto add = [&](const Block* b, const char* state) {
+      segments.push_back({b->device, b->stream,
+                          {addr(b->ptr), b->size, b->requested, state, b->context},
+                          b->segment_context});
+    };
+    for (const auto& [ptr, b] : active_) add(b, "active_allocated");
+    for (const auto& pool : pools_) {
+      for (const Block* b : pool.free_blocks) add(b, "inactive");
+      for (const auto& p : pool.pending) add(p.block, "active_pending_free");
+      traces.emplace_back(pool.trace.begin(), pool.trace.end());
+    }
+  }
+  std::sort(segments.begin(), segments.end(), [](const SegmentView& a, const SegmentView& b) {
+    return a.block.address < b.block.address;
+  });
+
+  // Symbolize every stack at once, as torch.cuda's snapshot does.
+  std::vector<torch::CapturedTraceback*> to_symbolize;
+  auto index_of = [&](const Context& c) -> int64_t {
+    auto* tb = dynamic_cast<torch::CapturedTraceback*>(c.get());
+    if (!tb) return -1;
+    to_symbolize.push_back(tb);
+    return static_cast<int64_t>(to_symbolize.size()) - 1;
+  };
+  std::vector<std::pair<int64_t, int64_t>> segment_frames;
+  for (const auto& s : segments)
+    segment_frames.emplace_back(index_of(s.block.context), index_of(s.segment_context));
+  std::vector<std::vector<int64_t>> trace_frames;
+  for (const auto& trace : traces) {
+    trace_frames.emplace_back();
+    for (const auto& r : trace) trace_frames.back().push_back(index_of(r.context));
+  }
+  std::vector<py::object> frames = torch::py_symbolize(to_symbolize);
+  auto frames_at = [&](int64_t i) -> py::object { return i < 0 ? py::list() : frames[i]; };
+
+  py::list segment_list;
+  for (size_t i = 0; i < segments.size(); ++i) {
+    const auto& s = segments[i];
+    bool allocated = std::string(s.block.state) == "active_allocated";
+    bool active = allocated || std::string(s.block.state) == "active_pending_free";
+    py::dict block;
+    block["address"] = s.block.address;
+    block["size"] = s.block.size;
+    block["requested_size"] = s.block.requested;
+    block["state"] = s.block.state;
+    block["frames"] = frames_at(segment_frames[i].first);
+    py::dict seg;
+    seg["device"] = static_cast<int>(s.device);
+    seg["address"] = s.block.address;
+    seg["total_size"] = s.block.size;
+    seg["allocated_size"] = allocated ? s.block.size : 0;
+    seg["active_size"] = active ? s.block.size : 0;
+    seg["requested_size"] = active ? s.block.requested : 0;
+    seg["stream"] = s.stream;
+    seg["segment_type"] = pool_of(s.block.size) == 1 ? "small" : "large";
+    seg["segment_pool_id"] = py::make_tuple(0, 0);
+    seg["is_expandable"] = false;
+    seg["frames"] = frames_at(segment_frames[i].second);
+    py::list blocks;
+    blocks.append(block);
+    seg["blocks"] = blocks;
+    segment_list.append(seg);
+  }
+  py::list device_traces;
+  for (size_t d = 0; d < traces.size(); ++d) {
+    py::list entries;
+    for (size_t i = 0; i < traces[d].size(); ++i) {
+      const auto& r = traces[d][i];
+      py::dict e;
+      e["action"] = action_name(r.action);
+      e["addr"] = r.address;
+      if (r.action == Action::kOom) e["device_free"] = r.address;
+      e["size"] = r.size;
+      e["stream"] = r.stream;
+      e["time_us"] = r.time_us;
+      e["frames"] = frames_at(trace_frames[d][i]);
+      e["compile_context"] = "";
+      e["user_metadata"] = "";
+      entries.append(e);
+    }
+    device_traces.append(entries);
+  }
+  py::dict settings;
+  settings["PYTORCH_DIPU_ALLOC_CONF"] = caching_ ? "caching" : "raw";
+  py::dict result;
+  result["segments"] = segment_list;
+  result["device_traces"] = device_traces;
+  result["allocator_settings"] = settings;
+  result["external_annotations"] = py::list();
+  return result;
+}
 
 void delete_block(void* ctx) {
   if (ctx) g_allocator.free(static_cast<Block*>(ctx));
@@ -365,6 +739,18 @@ void reset_peak_stats(c10::DeviceIndex index) {
   check_device_index(index);
   g_allocator.reset_peak(index);
 }
+void reset_accumulated_stats(c10::DeviceIndex index) {
+  check_device_index(index);
+  g_allocator.reset_accumulated(index);
+}
+void set_memory_limit(c10::DeviceIndex index, int64_t bytes) {
+  check_device_index(index);
+  g_allocator.set_limit(index, bytes);
+}
+void record_memory_history(bool trace, int when, bool cpp_frames, size_t max_entries) {
+  g_allocator.record_history(trace, when, cpp_frames, max_entries);
+}
+py::dict memory_snapshot() { return g_allocator.snapshot(); }
 void record_stream(const c10::DataPtr& ptr, const c10::Stream& stream) {
   g_allocator.record_stream(ptr, stream);
 }

@@ -10,6 +10,7 @@
 #include <c10/core/Stream.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include <array>
 #include <atomic>
 #include <string>
 #include <vector>
@@ -73,20 +74,33 @@ c10::Stream current_stream(c10::DeviceIndex index);
 py::object stream_handle(const c10::Stream& stream);
 
 // ---- the caching allocator (allocator.cpp) --------------------------------
+// One statistic as torch.cuda reports it: current, peak, and the running totals.
+struct Stat {
+  int64_t current = 0, peak = 0, allocated = 0, freed = 0;
+  void increase(int64_t n) { current += n; peak = std::max(peak, current); allocated += n; }
+  void decrease(int64_t n) { current -= n; freed += n; }
+};
+// Index 0: every block; 1: small blocks (<= 1 MiB); 2: large blocks, as in torch.cuda.
+using StatArray = std::array<Stat, 3>;
 struct DeviceStats {
-  int64_t allocated = 0, allocated_peak = 0, reserved = 0, reserved_peak = 0;
-  int64_t allocated_total = 0, freed_total = 0;
-  int64_t active_blocks = 0, segments = 0, num_alloc_retries = 0, num_ooms = 0;
-  int64_t raw_mallocs = 0, raw_frees = 0;
+  StatArray allocation, segment, active, allocated_bytes, reserved_bytes, active_bytes,
+      requested_bytes;
+  int64_t num_alloc_retries = 0, num_ooms = 0, num_device_alloc = 0, num_device_free = 0;
 };
 c10::Allocator* device_allocator();
 void allocator_init(int device_count, bool caching);
 void empty_cache();
 DeviceStats device_stats(c10::DeviceIndex index);
 void reset_peak_stats(c10::DeviceIndex index);
+void reset_accumulated_stats(c10::DeviceIndex index);
 void record_stream(const c10::DataPtr& ptr, const c10::Stream& stream);
 // The device owning `ptr` (an allocation's start or any byte inside it).
 std::optional<c10::DeviceIndex> device_of_pointer(const void* ptr);
+// Caps what the allocator reserves on `index` (0: no cap); see Note [Memory fraction].
+void set_memory_limit(c10::DeviceIndex index, int64_t bytes);
+// See Note [Memory history]. `when`: 0 off, 1 state, 2 alloc, 3 all (c10's RecordContext).
+void record_memory_history(bool trace, int when, bool cpp_frames, size_t max_entries);
+py::dict memory_snapshot();
 c10::Allocator* pinned_allocator();
 bool is_pinned_pointer(const void* ptr);
 
@@ -99,6 +113,14 @@ void copy_bytes(void* dst, c10::Device dst_dev, const void* src, c10::Device src
 void resize_storage_bytes(const c10::Storage& storage, size_t newsize);
 void register_fallback_python(py::module& m);
 void register_fast_calls(py::module& m);
+
+// ---- the device timeline of the profiler (profiler.cpp) --------------------
+// True while a profiler session records the device timeline (Note [Device timeline]).
+extern std::atomic<bool> g_timeline_active;
+// Called by generated kernels' device guard (exchange_device) while the timeline is active.
+void profiler_on_kernel(c10::DeviceIndex index);
+void profiler_init();
+bool profiler_has_device_timeline();
 
 // ---- generators and hooks (hooks.cpp) -------------------------------------
 void hooks_register();

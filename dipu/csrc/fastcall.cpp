@@ -77,6 +77,7 @@ PyObject* fast_exchange_device(PyObject*, PyObject* arg) {
     check_device_index(static_cast<c10::DeviceIndex>(index));
     c10::impl::getDeviceGuardImpl(kDipu)->uncheckedSetDevice(c10::Device(kDipu, index));
   }
+  if (g_timeline_active.load(std::memory_order_relaxed)) profiler_on_kernel(static_cast<c10::DeviceIndex>(index));
   return PyLong_FromLong(previous);
   END_HANDLE_TH_ERRORS
 }

@@ -59,21 +59,35 @@ c10::DeviceIndex checked(int index) {
   return static_cast<c10::DeviceIndex>(index);
 }
 
+// Flat "<stat>.<all|small_pool|large_pool>.<current|peak|allocated|freed>" keys, the names
+// torch.cuda.memory_stats and torch.accelerator.memory_stats use.
 py::dict memory_stats(int index) {
   DeviceStats s = device_stats(checked(index));
   py::dict d;
-  d["allocated_bytes.all.current"] = s.allocated;
-  d["allocated_bytes.all.peak"] = s.allocated_peak;
-  d["allocated_bytes.all.allocated"] = s.allocated_total;
-  d["allocated_bytes.all.freed"] = s.freed_total;
-  d["reserved_bytes.all.current"] = s.reserved;
-  d["reserved_bytes.all.peak"] = s.reserved_peak;
-  d["active.all.current"] = s.active_blocks;
-  d["segment.all.current"] = s.segments;
+  const char* pools[] = {"all", "small_pool", "large_pool"};
+  auto put = [&](const char* name, const StatArray& stat) {
+    for (size_t p = 0; p < stat.size(); ++p) {
+      std::string prefix = std::string(name) + "." + pools[p] + ".";
+      d[py::str(prefix + "current")] = stat[p].current;
+      d[py::str(prefix + "peak")] = stat[p].peak;
+      d[py::str(prefix + "allocated")] = stat[p].allocated;
+      d[py::str(prefix + "freed")] = stat[p].freed;
+    }
+  };
+  put("allocation", s.allocation);
+  put("segment", s.segment);
+  put("active", s.active);
+  put("allocated_bytes", s.allocated_bytes);
+  put("reserved_bytes", s.reserved_bytes);
+  put("active_bytes", s.active_bytes);
+  put("requested_bytes", s.requested_bytes);
+  // dipu never splits a block: nothing is ever an inactive split.
+  put("inactive_split", StatArray{});
+  put("inactive_split_bytes", StatArray{});
   d["num_alloc_retries"] = s.num_alloc_retries;
   d["num_ooms"] = s.num_ooms;
-  d["num_device_alloc"] = s.raw_mallocs;
-  d["num_device_free"] = s.raw_frees;
+  d["num_device_alloc"] = s.num_device_alloc;
+  d["num_device_free"] = s.num_device_free;
   return d;
 }
 
@@ -106,6 +120,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     guard_init(device_count);
     allocator_init(device_count, caching);
     hooks_register();
+    profiler_init();  // registers the profiler stubs; no vendor call
   });
   m.def("start_runtime", [] {
     // Called by torch.dipu._lazy_init after vendor.initialize(), holding its lock.
@@ -141,6 +156,13 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   });
   m.def("memory_stats", &memory_stats);
   m.def("reset_peak_memory_stats", [](int index) { reset_peak_stats(checked(index)); });
+  m.def("reset_accumulated_memory_stats", [](int index) { reset_accumulated_stats(checked(index)); });
+  m.def("set_memory_limit", [](int index, int64_t bytes) { set_memory_limit(checked(index), bytes); });
+  m.def("record_memory_history", &record_memory_history, py::arg("trace"), py::arg("when"),
+        py::arg("cpp_frames"), py::arg("max_entries"));
+  m.def("memory_snapshot", &memory_snapshot);
+  m.def("has_device_timeline", &profiler_has_device_timeline,
+        "Whether this torch lets dipu give the profiler a device timeline (Note [Device timeline]).");
   m.def("empty_cache", &empty_cache);
 
   m.def("native_generator", [](std::optional<at::Generator> gen, int index) {

@@ -1,0 +1,194 @@
+"""``torch.dipu.memory``: allocator statistics, limits, history and snapshots, as ``torch.cuda.memory``.
+
+The numbers come from the native caching allocator (Note [Caching allocator] in
+dipu/csrc/allocator.cpp), which is also the ``c10::DeviceAllocator`` that
+``torch.accelerator.memory_*`` query, so both report the same values.
+Snapshots follow ``torch.cuda.memory._snapshot()``'s format (Note [Memory
+history]), so ``python -m torch.cuda._memory_viz trace_plot|segment_plot`` renders them.
+"""
+
+from __future__ import annotations
+
+import collections
+import pickle
+import sys
+
+import torch
+
+from dipu import _C
+
+__all__ = [
+    "empty_cache", "max_memory_allocated", "max_memory_reserved", "mem_get_info", "memory_allocated",
+    "memory_reserved", "memory_snapshot", "memory_stats", "memory_summary", "reset_accumulated_memory_stats",
+    "reset_peak_memory_stats", "set_per_process_memory_fraction", "get_per_process_memory_fraction",
+]
+
+# Statistics torch.cuda reports that have no counterpart in dipu's allocator, which never splits a
+# block, has no oversize threshold and never synchronizes all streams: always zero here.
+_ALWAYS_ZERO = {
+    **{f"oversize_{kind}.{field}": 0 for kind in ("allocations", "segments")
+       for field in ("current", "peak", "allocated", "freed")},
+    "num_sync_all_streams": 0,
+    "max_split_size": 0,
+}
+
+# The levels of c10::CachingDeviceAllocator::RecordContext.
+_CONTEXT_LEVELS = {None: 0, "state": 1, "alloc": 2, "all": 3}
+
+_fractions: dict[int, float] = {}
+
+
+def _index(device) -> int:
+    from dipu.device_module import _index as index
+
+    return index(device)
+
+
+def memory_stats(device=None) -> collections.OrderedDict:
+    """The allocator's statistics for ``device``, under torch.cuda.memory_stats's keys, sorted."""
+    stats = {**_C.memory_stats(_index(device)), **_ALWAYS_ZERO}
+    return collections.OrderedDict(sorted(stats.items()))
+
+
+def memory_allocated(device=None) -> int:
+    return _C.memory_stats(_index(device))["allocated_bytes.all.current"]
+
+
+def max_memory_allocated(device=None) -> int:
+    return _C.memory_stats(_index(device))["allocated_bytes.all.peak"]
+
+
+def memory_reserved(device=None) -> int:
+    return _C.memory_stats(_index(device))["reserved_bytes.all.current"]
+
+
+def max_memory_reserved(device=None) -> int:
+    return _C.memory_stats(_index(device))["reserved_bytes.all.peak"]
+
+
+def reset_peak_memory_stats(device=None) -> None:
+    _C.reset_peak_memory_stats(_index(device))
+
+
+def reset_accumulated_memory_stats(device=None) -> None:
+    _C.reset_accumulated_memory_stats(_index(device))
+
+
+def empty_cache() -> None:
+    _C.empty_cache()
+
+
+def mem_get_info(device=None) -> tuple[int, int]:
+    import dipu
+    from dipu.device_module import _lazy_init
+
+    _lazy_init()  # asks the vendor: Note [Lazy initialization]
+    return tuple(dipu.vendor().mem_get_info(_index(device)))
+
+
+def set_per_process_memory_fraction(fraction: float, device=None) -> None:
+    """Let this process reserve at most ``fraction`` of ``device``'s total memory (Note [Memory fraction]).
+
+    An allocation that would pass the cap raises ``torch.OutOfMemoryError``. 1.0 removes the cap.
+    """
+    import dipu
+
+    index = _index(device)
+    if not isinstance(fraction, float):
+        raise TypeError("Invalid type for fraction argument, must be `float`")
+    if not 0 <= fraction <= 1:
+        raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1")
+    from dipu.device_module import _lazy_init
+
+    _lazy_init()
+    total = dipu.vendor().device_properties(index).total_memory
+    _C.set_memory_limit(index, 0 if fraction == 1 else max(1, int(total * fraction)))
+    _fractions[index] = fraction
+
+
+def get_per_process_memory_fraction(device=None) -> float:
+    return _fractions.get(_index(device), 1.0)
+
+
+def _record_memory_history(enabled: str | None = "all", context: str | None = "all", stacks: str = "all",
+                           max_entries: int = sys.maxsize, device=None) -> None:
+    """Record allocation stacks and allocator events for :func:`_snapshot`, as torch.cuda's function.
+
+    ``enabled``: ``None`` stops recording (and drops the history), ``"state"`` keeps the stack of each
+    live allocation, ``"all"`` also records every alloc/free event (at most ``max_entries`` per device).
+    ``context``: which stacks to keep: ``None``, ``"state"``, ``"alloc"`` or ``"all"`` (frees too).
+    ``stacks``: ``"python"`` for Python frames only, ``"all"`` for C++ frames as well.
+    The history covers every dipu device; ``device`` is accepted for torch.cuda's signature.
+    """
+    if enabled not in (None, "state", "all"):
+        raise ValueError(f"_record_memory_history: enabled={enabled!r} is not one of None, 'state', 'all'")
+    if context not in _CONTEXT_LEVELS:
+        raise ValueError(f"_record_memory_history: context={context!r} is not one of None, 'state', 'alloc', 'all'")
+    if stacks not in ("python", "all"):
+        raise ValueError(f"_record_memory_history: stacks={stacks!r} is not one of 'python', 'all'")
+    if not isinstance(max_entries, int) or max_entries < 1:
+        raise ValueError(f"_record_memory_history: max_entries={max_entries!r} must be a positive int")
+    if device is not None:
+        _index(device)
+    level = 0 if enabled is None else _CONTEXT_LEVELS[context]
+    _C.record_memory_history(trace=enabled == "all", when=level, cpp_frames=stacks == "all",
+                             max_entries=min(max_entries, sys.maxsize))
+
+
+def _snapshot(device=None) -> dict:
+    """The allocator's state in torch.cuda.memory._snapshot()'s format.
+
+    ``segments`` (every reserved segment of every device, with its block), ``device_traces``
+    (one list of recorded events per device) and ``allocator_settings``.
+    """
+    return _C.memory_snapshot()
+
+
+def memory_snapshot() -> list:
+    """The segments of every device (torch.cuda.memory_snapshot)."""
+    return _snapshot()["segments"]
+
+
+def _dump_snapshot(filename: str = "dump_snapshot.pickle") -> None:
+    """Pickle :func:`_snapshot` to ``filename`` for ``python -m torch.cuda._memory_viz`` or pytorch.org/memory_viz."""
+    snapshot = _snapshot()
+    with open(filename, "wb") as f:
+        pickle.dump(snapshot, f)
+
+
+def _format_bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n} {unit}" if unit == "B" else f"{n:.2f} {unit}"
+        n /= 1024
+    return ""
+
+
+def memory_summary(device=None, abbreviated: bool = False) -> str:
+    """A table of :func:`memory_stats` for ``device``, laid out like torch.cuda.memory_summary."""
+    index = _index(device)
+    stats = memory_stats(index)
+    rows = [("allocated_bytes", "Allocated memory", True), ("active_bytes", "Active memory", True),
+            ("requested_bytes", "Requested memory", True), ("reserved_bytes", "Device reserved memory", True),
+            ("allocation", "Allocations", False), ("active", "Active allocs", False),
+            ("segment", "Device reserved segments", False)]
+    pools = [("all", "")] if abbreviated else [("all", ""), ("large_pool", "  from large pool"),
+                                                ("small_pool", "  from small pool")]
+    width = 75
+    lines = ["=" * width,
+             f" dipu memory summary, device ID {index:<3d} ({torch.dipu.get_device_name(index)})",
+             "-" * width,
+             f"  dipu OOMs: {stats['num_ooms']:<12d}| device allocs: {stats['num_device_alloc']:<10d}"
+             f"| alloc retries: {stats['num_alloc_retries']}",
+             "=" * width,
+             f" {'Metric':<26}| {'Cur Usage':>10} | {'Peak Usage':>10} | {'Tot Alloc':>10} | {'Tot Freed':>10}",
+             "-" * width]
+    for key, title, in_bytes in rows:
+        show = _format_bytes if in_bytes else str
+        for pool, suffix in pools:
+            values = [stats[f"{key}.{pool}.{field}"] for field in ("current", "peak", "allocated", "freed")]
+            label = title if pool == "all" else suffix
+            lines.append(f" {label:<26}| " + " | ".join(f"{show(v):>10}" for v in values))
+        lines.append("-" * width)
+    lines.append("=" * width)
+    return "\n".join(lines) + "\n"
