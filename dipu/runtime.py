@@ -57,6 +57,12 @@ class DeviceRuntime(abc.ABC):
     native_device_type: str | None = None
     #: The DIOPI op library (entry point in ``dipu.diopi_impls``) serving this vendor.
     diopi_impl: str = "torch"
+    #: What ``torch.compile``'s inductor generates kernels with for this vendor (see Note [Compiler
+    #: backends] in dipu/compile.py): ``"cpp"`` when device memory is host-addressable (inductor's
+    #: C++/OpenMP kernels run on the data pointers), ``"triton"`` when it is CUDA memory, ``None``
+    #: when the vendor has no compiler (inductor then refuses with a message naming
+    #: ``backend="aot_eager"``, which runs the captured graph through dipu's kernels).
+    compiler_backend: str | None = None
 
     # ---- required: devices -------------------------------------------------
     @abc.abstractmethod
