@@ -92,6 +92,10 @@ def _register_ops() -> None:
 _register_ops()
 
 from dipu import autocompare  # noqa: E402  (dipu.autocompare(".*") opens a compared block)
+from dipu import mock_cuda  # noqa: E402
+
+if mock_cuda.requested():  # DIPU_MOCK_CUDA=1: cuda spellings mean dipu (Note [Mock CUDA])
+    mock_cuda.install()
 
 
 @atexit.register
