@@ -29,6 +29,9 @@ extern calls into dipu's kernels.
 
 from __future__ import annotations
 
+import hashlib
+from pathlib import Path
+
 import torch
 from torch._dynamo.device_interface import DeviceInterface, register_interface_for_device
 from torch._inductor.codegen.common import (
@@ -40,7 +43,7 @@ from torch._inductor.codegen.wrapper import PythonWrapperCodegen as StockPythonW
 from torch._inductor.virtualized import V
 
 import dipu
-from dipu import _C, device_module
+from dipu import _C, _inductor_config, device_module
 
 _TYPE = "dipu"
 COMPILER_BACKENDS = ("cpp", "triton", None)
@@ -216,40 +219,62 @@ def _no_compiler_scheduling(scheduler):
 
 
 def _cpp_scheduling():
+    from torch._inductor import config as inductor_config
     from torch._inductor.codegen.cpp import CppScheduling
 
     class DipuCppScheduling(CppScheduling):
         """Inductor's C++/OpenMP kernels for dipu tensors whose memory is host memory.
 
         Note [C++ kernels on a device that is not "cpu"]
-        The scheduler keeps two loop-layout rewrites from C++ kernels by asking ``node.is_cpu()``
-        (``Scheduler.shared_data_after_reordering_loop`` and ``shared_data_after_inverting_indexing``
-        return -1, "no gain", for CPU nodes): both assume Triton-style ``(numel, rnumel)`` groups,
-        and on a C++ node's ``(sizes, reduction_sizes)`` groups they fail ("can't multiply
-        sequence by non-int of type 'tuple'", seen on a Linear+GELU backward). ``is_cpu()`` means
-        ``device.type == "cpu"``, so dipu nodes would take those paths. This scheduling is created
-        once per graph with that graph's scheduler (before fusion: nodes ask it for ``group_fn``),
-        and gives that scheduler the CPU answer for dipu nodes, leaving every other device alone.
+        The scheduler keeps three loop-layout rewrites away from C++ kernels by asking
+        ``node.is_cpu()``: ``Scheduler.shared_data_after_reordering_loop`` and
+        ``shared_data_after_inverting_indexing`` answer -1 ("no gain") and
+        ``_try_reindex_pointwise_for_reduction`` answers False for CPU nodes. All three assume
+        Triton-style ``(numel, rnumel)`` groups and fail on a C++ node's ``(sizes, reduction_sizes)``
+        groups ("can't multiply sequence by non-int of type 'tuple'", seen on a Linear+GELU
+        backward and on the GPT example). ``is_cpu()`` means ``device.type == "cpu"``, so dipu nodes
+        would take those paths. This scheduling is created once per graph with that graph's
+        scheduler (before fusion: nodes ask it for ``group_fn``) and gives that one scheduler the
+        CPU answers for dipu nodes, leaving every other device and graph alone.
+
+        Likewise ``torch._inductor.utils.get_current_backend()``, which kernel code generation asks
+        to pick dtype rules (for ``masked`` loads, e.g. an embedding's index), answers
+        ``config.cpu_backend`` for "cpu" and ``config.cuda_backend`` ("triton") for any other
+        device. While this scheduling generates a kernel, ``cuda_backend`` reads "cpp" (a
+        ``config.patch`` around ``codegen_node``, undone when it returns: the cache key was taken
+        before code generation and code generation is single-threaded).
         """
+
+        def codegen_node(self, node):
+            with inductor_config.patch(cuda_backend="cpp"):
+                return super().codegen_node(node)
 
         def __init__(self, scheduler):
             super().__init__(scheduler)
             if scheduler is not None:
-                for name in ("shared_data_after_reordering_loop", "shared_data_after_inverting_indexing"):
-                    setattr(scheduler, name, _no_loop_rewrites_on_dipu(getattr(scheduler, name)))
+                for name, cpu_answer in _CPU_ANSWERS.items():
+                    setattr(scheduler, name, _answer_for_dipu(getattr(scheduler, name), cpu_answer))
 
     return DipuCppScheduling
 
 
-def _no_loop_rewrites_on_dipu(method):
-    """``method(node1, node2)``, answering -1 (no gain) when a node is on dipu, as for CPU nodes."""
+#: What the scheduler's loop-layout rewrites answer for CPU nodes (Note [C++ kernels on a device that is not "cpu"]).
+_CPU_ANSWERS = {
+    "shared_data_after_reordering_loop": -1,
+    "shared_data_after_inverting_indexing": -1,
+    "_try_reindex_pointwise_for_reduction": False,
+}
 
-    def rewrite_score(node1, node2, *args, **kwargs):
+
+def _answer_for_dipu(method, cpu_answer):
+    """``method(node1, node2)``, answering as for CPU nodes when a node is on dipu."""
+
+    def answer(node1, node2, *args, **kwargs):
         if any(_on_dipu(node) for node in (node1, node2)):
-            return -1
+            return cpu_answer
         return method(node1, node2, *args, **kwargs)
 
-    return rewrite_score
+    return answer
 
 
 def _on_dipu(node) -> bool:
@@ -271,11 +296,16 @@ def _scheduling():
 #: The names ``init_backend_registration`` reads from ``torch.dipu`` (Note [How torch.compile finds dipu]).
 Scheduling = _scheduling()
 CppWrapperCodegen = UnsupportedCppWrapper
-WrapperFxCodegen = None  # inductor's FX wrapper (torch._inductor.config.fx_wrapper) is not offered
+# None: inductor's FX wrapper is not offered; also, init_backend_registration reads this name last
+# and, finding None, leaves the registration below (with its device config) as it is.
+WrapperFxCodegen = None
 
 register_interface_for_device(_TYPE, DipuInterface)
 for _index in range(device_module.device_count()):
     register_interface_for_device(f"{_TYPE}:{_index}", DipuInterface)
 register_device_op_overrides(_TYPE, DipuDeviceOpOverrides())
-register_backend_for_device(_TYPE, Scheduling, DipuPythonWrapperCodegen, CppWrapperCodegen)
+_inductor_config.codegen_source_hash = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
+_inductor_config.vendor_compiler = f"{dipu.vendor().name}:{compiler_backend()}"
+register_backend_for_device(_TYPE, Scheduling, DipuPythonWrapperCodegen, CppWrapperCodegen,
+                            device_custom_config=_inductor_config)
 PythonWrapperCodegen = DipuPythonWrapperCodegen  # the name inductor looks up
