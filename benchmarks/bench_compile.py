@@ -7,7 +7,8 @@ For each model: a fresh model and optimizer per mode (same seed), one training s
 (forward, loss, backward, optimizer step, ``loss.item()``). Reported: the first step (for
 ``compile``, this includes dynamo tracing and inductor's code generation and C++ build), the
 median steady-state step after 3 warm-up steps, and the largest difference of the losses of the
-two modes over the run (dropout is off, so the two modes compute the same function). Inductor's
+two modes over the run (dropout is off, so the two modes compute the same function), then the
+largest difference of the trained models' inference outputs (``eval()``, no grad). Inductor's
 on-disk caches are disabled so the first step measures a cold compile.
 """
 
@@ -61,7 +62,10 @@ def run(case, device, compiled: bool, steps: int):
         optimizer.step()
         losses.append(loss.item())
         times.append(time.perf_counter() - start)
-    return times, losses
+    model.eval()
+    with torch.no_grad():
+        inference = loss_of(forward, 0)
+    return times, losses, inference
 
 
 def main() -> None:
@@ -74,15 +78,18 @@ def main() -> None:
     device = torch.device(args.device)
     cases = {"cnn": cnn_case, "gpt": gpt_case}
     names = list(cases) if args.model == "all" else [args.model]
-    print(f"{'model':<6}{'mode':<9}{'first step s':>13}{'steady ms':>11}{'speedup':>9}{'max |loss diff|':>17}")
+    print(f"{'model':<6}{'mode':<9}{'first step s':>13}{'steady ms':>11}{'speedup':>9}{'max |loss diff|':>17}"
+          f"{'inference diff':>16}")
     for name in names:
-        eager_t, eager_l = run(cases[name], device, False, args.steps)
-        comp_t, comp_l = run(cases[name], device, True, args.steps)
+        eager_t, eager_l, eager_inference = run(cases[name], device, False, args.steps)
+        comp_t, comp_l, comp_inference = run(cases[name], device, True, args.steps)
+        inference_diff = (eager_inference - comp_inference).abs().max().item()
         eager_ms = statistics.median(eager_t[3:]) * 1e3
         comp_ms = statistics.median(comp_t[3:]) * 1e3
         diff = max(abs(a - b) for a, b in zip(eager_l, comp_l))
         print(f"{name:<6}{'eager':<9}{eager_t[0]:>13.2f}{eager_ms:>11.2f}{'':>9}")
-        print(f"{name:<6}{'compile':<9}{comp_t[0]:>13.2f}{comp_ms:>11.2f}{eager_ms / comp_ms:>8.2f}x{diff:>17.2e}")
+        print(f"{name:<6}{'compile':<9}{comp_t[0]:>13.2f}{comp_ms:>11.2f}{eager_ms / comp_ms:>8.2f}x{diff:>17.2e}"
+              f"{inference_diff:>16.2e}")
 
 
 if __name__ == "__main__":

@@ -211,11 +211,18 @@ class UnsupportedCppWrapper:
                            "use the default Python wrapper (torch._inductor.config.cpp_wrapper = False)")
 
 
-def _no_compiler_scheduling(scheduler):
-    raise RuntimeError(
-        f"dipu vendor '{dipu.vendor().name}' has no compiler backend (its DeviceRuntime.compiler_backend "
-        f"is None), so inductor cannot generate kernels for dipu. Use torch.compile(model, backend="
-        f"\"aot_eager\"): the captured graph then runs through dipu's own kernels.")
+class NoCompilerScheduling:
+    """Inductor's scheduling for a vendor without a compiler: refuses, naming what to use instead.
+
+    A class, as inductor expects (it also instantiates it with no scheduler to ask for backend
+    features while lowering, so the refusal comes before any code is generated).
+    """
+
+    def __init__(self, scheduler=None):
+        raise RuntimeError(
+            f"dipu vendor '{dipu.vendor().name}' has no compiler backend (its DeviceRuntime.compiler_backend "
+            f"is None), so inductor cannot generate kernels for dipu. Use torch.compile(model, backend="
+            f"\"aot_eager\"): the captured graph then runs through dipu's own kernels.")
 
 
 def _cpp_scheduling():
@@ -290,7 +297,7 @@ def _scheduling():
         from torch._inductor.codegen.triton import TritonScheduling
 
         return TritonScheduling
-    return _no_compiler_scheduling
+    return NoCompilerScheduling
 
 
 #: The names ``init_backend_registration`` reads from ``torch.dipu`` (Note [How torch.compile finds dipu]).
