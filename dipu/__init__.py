@@ -94,6 +94,11 @@ if torch.distributed.is_available():  # torch.distributed on dipu tensors: the d
 
     distributed.register()
 
+from dipu import mock_cuda  # noqa: E402
+
+if mock_cuda.requested():  # DIPU_MOCK_CUDA=1: cuda spellings mean dipu (Note [Mock CUDA])
+    mock_cuda.install()
+
 
 @atexit.register
 def _shutdown() -> None:

@@ -397,9 +397,17 @@ def _generators() -> tuple:
     return tuple(_C.default_generator(i) for i in range(device_count()))
 
 
+#: What inductor reads from the device module to compile for dipu (Note [How torch.compile finds dipu]).
+_INDUCTOR_NAMES = ("Scheduling", "PythonWrapperCodegen", "CppWrapperCodegen", "WrapperFxCodegen")
+
+
 def __getattr__(name):
     if name == "default_generators":
         return _generators()
+    if name in _INDUCTOR_NAMES:
+        from dipu import compile  # registers dipu with dynamo and inductor on import
+
+        return getattr(compile, name)
     raise AttributeError(f"module 'torch.dipu' has no attribute {name!r}")
 
 

@@ -62,6 +62,12 @@ class DeviceRuntime(abc.ABC):
     #: ``None``: ``torch.distributed`` still works on dipu tensors, through gloo
     #: on host copies.
     collectives: type | None = None
+    #: What ``torch.compile``'s inductor generates kernels with for this vendor (see Note [Compiler
+    #: backends] in dipu/compile.py): ``"cpp"`` when device memory is host-addressable (inductor's
+    #: C++/OpenMP kernels run on the data pointers), ``"triton"`` when it is CUDA memory, ``None``
+    #: when the vendor has no compiler (inductor then refuses with a message naming
+    #: ``backend="aot_eager"``, which runs the captured graph through dipu's kernels).
+    compiler_backend: str | None = None
 
     # ---- required: devices -------------------------------------------------
     @abc.abstractmethod

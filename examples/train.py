@@ -3,6 +3,7 @@
     python examples/train.py                      # both models on dipu
     python examples/train.py --device cpu         # the same run on native CPU
     python examples/train.py --model gpt --epochs 3 --seed 1
+    python examples/train.py --compile            # the models under torch.compile (inductor)
 
 (a) ``cnn``: ``SmallCNN`` with SGD + momentum on a synthetic 10-class image set (16x16, each class a
 fixed random pattern, shifted and noised per sample). (b) ``gpt``: a character-level ``GPT`` with
@@ -57,7 +58,8 @@ def synthetic_images(count: int, generator: torch.Generator, size: int = 16, cla
     return images + 1.5 * torch.randn(images.shape, generator=generator), labels
 
 
-def train_cnn(device: torch.device, epochs: int, seed: int, batch_size: int = 64) -> tuple[int, float]:
+def train_cnn(device: torch.device, epochs: int, seed: int, batch_size: int = 64,
+              compile: bool = False) -> tuple[int, float]:
     """Returns (samples trained, seconds spent training)."""
     data_generator = torch.Generator().manual_seed(seed)
     images, labels = synthetic_images(2048, data_generator)
@@ -65,6 +67,7 @@ def train_cnn(device: torch.device, epochs: int, seed: int, batch_size: int = 64
     torch.manual_seed(seed)
     model = SmallCNN(in_channels=3, num_classes=10).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    model = torch.compile(model) if compile else model
     steps = len(labels) // batch_size
     seconds = 0.0
     for epoch in range(1, epochs + 1):
@@ -88,7 +91,8 @@ def train_cnn(device: torch.device, epochs: int, seed: int, batch_size: int = 64
     return epochs * steps * batch_size, seconds
 
 
-def train_gpt(device: torch.device, epochs: int, seed: int, batch_size: int = 32) -> tuple[int, float]:
+def train_gpt(device: torch.device, epochs: int, seed: int, batch_size: int = 32,
+              compile: bool = False) -> tuple[int, float]:
     """Returns (tokens trained, seconds spent training)."""
     text = CORPUS.read_text(encoding="ascii")
     alphabet = sorted(set(text))
@@ -99,6 +103,7 @@ def train_gpt(device: torch.device, epochs: int, seed: int, batch_size: int = 32
     torch.manual_seed(seed)
     model = GPT(config).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01)
+    model = torch.compile(model) if compile else model
     steps = (len(encoded) - window) // (window * batch_size)
     seconds = 0.0
     for epoch in range(1, epochs + 1):
@@ -128,6 +133,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--epochs", type=int, default=None, help="epochs per model (default: cnn 4, gpt 6)")
     parser.add_argument("--model", choices=["cnn", "gpt", "all"], default="all")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--compile", action="store_true",
+                        help="torch.compile the models (the first step of each includes compiling)")
     parser.add_argument("--threads", type=int, default=1, help="CPU intra-op threads (default 1)")
     args = parser.parse_args(argv)
     device = torch.device(args.device)
@@ -139,10 +146,10 @@ def main(argv: list[str] | None = None) -> None:
     dipu.reset_fallback_counts()
     throughput = []
     if args.model in ("cnn", "all"):
-        samples, seconds = train_cnn(device, args.epochs or 4, args.seed)
+        samples, seconds = train_cnn(device, args.epochs or 4, args.seed, compile=args.compile)
         throughput.append(f"cnn {samples / seconds:.0f} samples/s")
     if args.model in ("gpt", "all"):
-        tokens, seconds = train_gpt(device, args.epochs or 6, args.seed)
+        tokens, seconds = train_gpt(device, args.epochs or 6, args.seed, compile=args.compile)
         throughput.append(f"gpt {tokens / seconds:.0f} tokens/s")
     fallbacks = dipu.fallback_counts() if device.type == "dipu" else {}
     if fallbacks:

@@ -48,6 +48,7 @@ def _load_cudart() -> ctypes.CDLL:
 class CudaRuntime(DeviceRuntime):
     native_device_type = "cuda"
     collectives = NcclCommunicator  # torch.distributed on dipu tensors through NCCL
+    compiler_backend = "triton"  # device memory is CUDA memory: inductor's Triton kernels run on it
 
     def __init__(self):
         if not torch.cuda.is_available():

@@ -48,6 +48,7 @@ class SimEvent:
 class SimRuntime(DeviceRuntime):
     native_device_type = "cpu"
     collectives = SimCommunicator
+    compiler_backend = "cpp"  # device memory is host memory: inductor's C++ kernels run on it
 
     def __init__(self):
         self.count = env_int("DIPU_SIM_DEVICE_COUNT", 2, minimum=1, maximum=MAX_DEVICES)
@@ -59,6 +60,7 @@ class SimRuntime(DeviceRuntime):
             self.native_device_type = None
             self.diopi_impl = None
             self.collectives = None  # no alias to run gloo on: dipu's host-copy path
+            self.compiler_backend = None  # opaque memory: no kernels but the vendor's own
         self._lock = threading.Lock()
         self._used = [0] * self.count
         self._blocks: list[dict[int, int]] = [{} for _ in range(self.count)]

@@ -1,0 +1,96 @@
+"""torch.compile vs eager on dipu, on examples/train.py's two models, side by side in one process.
+
+    python benchmarks/bench_compile.py                  # both models, 20 timed steps each
+    python benchmarks/bench_compile.py --model cnn --steps 10 --device cpu
+
+For each model: a fresh model and optimizer per mode (same seed), one training step at a time
+(forward, loss, backward, optimizer step, ``loss.item()``). Reported: the first step (for
+``compile``, this includes dynamo tracing and inductor's code generation and C++ build), the
+median steady-state step after 3 warm-up steps, and the largest difference of the losses of the
+two modes over the run (dropout is off, so the two modes compute the same function), then the
+largest difference of the trained models' inference outputs (``eval()``, no grad). Inductor's
+on-disk caches are disabled so the first step measures a cold compile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("TORCHINDUCTOR_FORCE_DISABLE_CACHES", "1")
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+from models import GPT, GPTConfig, SmallCNN  # noqa: E402
+
+
+def cnn_case(device):
+    torch.manual_seed(0)
+    model = SmallCNN(in_channels=3, num_classes=10).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    generator = torch.Generator().manual_seed(1)
+    batches = [(torch.randn(64, 3, 16, 16, generator=generator).to(device),
+                torch.randint(10, (64,), generator=generator).to(device)) for _ in range(4)]
+    return model, optimizer, lambda m, i: F.cross_entropy(m(batches[i % 4][0]), batches[i % 4][1])
+
+
+def gpt_case(device):
+    torch.manual_seed(0)
+    config = GPTConfig(vocab_size=65, seq_len=64, n_layer=2, n_head=4, d_model=64, dropout=0.0)
+    model = GPT(config).to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01)
+    generator = torch.Generator().manual_seed(1)
+    batches = [torch.randint(65, (32, 65), generator=generator).to(device) for _ in range(4)]
+    return model, optimizer, lambda m, i: m(batches[i % 4][:, :-1], batches[i % 4][:, 1:])[1]
+
+
+def run(case, device, compiled: bool, steps: int):
+    model, optimizer, loss_of = case(device)
+    forward = torch.compile(model) if compiled else model
+    times, losses = [], []
+    for step in range(steps):
+        start = time.perf_counter()
+        loss = loss_of(forward, step)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+        times.append(time.perf_counter() - start)
+    model.eval()
+    with torch.no_grad():
+        inference = loss_of(forward, 0)
+    return times, losses, inference
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", choices=["cnn", "gpt", "all"], default="all")
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--device", default="dipu")
+    args = parser.parse_args()
+    torch.set_num_threads(1)  # as examples/train.py
+    device = torch.device(args.device)
+    cases = {"cnn": cnn_case, "gpt": gpt_case}
+    names = list(cases) if args.model == "all" else [args.model]
+    print(f"{'model':<6}{'mode':<9}{'first step s':>13}{'steady ms':>11}{'speedup':>9}{'max |loss diff|':>17}"
+          f"{'inference diff':>16}")
+    for name in names:
+        eager_t, eager_l, eager_inference = run(cases[name], device, False, args.steps)
+        comp_t, comp_l, comp_inference = run(cases[name], device, True, args.steps)
+        inference_diff = (eager_inference - comp_inference).abs().max().item()
+        eager_ms = statistics.median(eager_t[3:]) * 1e3
+        comp_ms = statistics.median(comp_t[3:]) * 1e3
+        diff = max(abs(a - b) for a, b in zip(eager_l, comp_l))
+        print(f"{name:<6}{'eager':<9}{eager_t[0]:>13.2f}{eager_ms:>11.2f}{'':>9}")
+        print(f"{name:<6}{'compile':<9}{comp_t[0]:>13.2f}{comp_ms:>11.2f}{eager_ms / comp_ms:>8.2f}x{diff:>17.2e}"
+              f"{inference_diff:>16.2e}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,153 @@
+"""``DIPU_MOCK_CUDA=1``: unmodified CUDA scripts run on dipu (DIPU's switch; off by default).
+
+Note [Mock CUDA]
+A script written for CUDA names the device in four ways, and each is redirected to dipu:
+- device arguments (``device="cuda"``, ``"cuda:1"``, ``torch.device("cuda")``, ``.to("cuda")``,
+  ``.cuda()``, and so ``Module.cuda()``/``Module.to("cuda")``, which call those tensor methods):
+  a torch function mode, entered once for the importing thread the way ``torch.set_default_device``
+  enters its ``DeviceContext``, rewrites a cuda device in any call's ``device`` keyword, in the
+  positional device of ``Tensor.to``/``Tensor.new_*``-style calls, and turns ``Tensor.cuda(i)`` into
+  ``Tensor.to("dipu:i")``. ``torch.device("cuda")`` itself still is a cuda device object: only its
+  use in a call is redirected.
+- ``torch.cuda.*``: every public name that ``torch.dipu`` also defines is set on ``torch.cuda``
+  (``is_available``, ``device_count``, ``synchronize``, ``Stream``, ``Event``, ``stream``,
+  ``manual_seed``, ``memory_allocated``, ...), so the dipu device module answers.
+- ``torch.autocast("cuda")``, ``torch.amp.autocast("cuda")``, ``torch.cuda.amp.autocast()`` and
+  ``torch.amp.GradScaler("cuda")``/``torch.cuda.amp.GradScaler()``: the device type is mapped.
+- ``Tensor.is_cuda`` answers True for dipu tensors (``x.device.type`` stays ``"dipu"``).
+Torch function modes are per thread: tensors a script creates with ``device="cuda"`` in a thread
+other than the one that imported dipu are not redirected.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+_CUDA = "cuda"
+_TYPE = "dipu"
+VARIABLE = "DIPU_MOCK_CUDA"
+
+#: Distributed backend names mapped when a dipu process-group backend exists. The NCCL name
+#: should map to it (``torch.distributed.init_process_group("nccl")`` -> dipu's backend) once the
+#: distributed work lands; add the mapping here, next to the other cuda spellings.
+DISTRIBUTED_BACKEND_ALIASES: dict[str, str] = {}
+
+
+def requested() -> bool:
+    """Whether ``DIPU_MOCK_CUDA`` asks for the mock (``1``); anything but 0/1/empty is an error."""
+    text = os.environ.get(VARIABLE, "").strip()
+    if text not in ("", "0", "1"):
+        raise ValueError(f"{VARIABLE}={text!r} must be 0 (off, the default) or 1 (cuda spellings mean dipu)")
+    return text == "1"
+
+
+def to_dipu(device):
+    """``device`` with a cuda device type replaced by dipu (same index); anything else unchanged."""
+    if isinstance(device, str):
+        if device == _CUDA or device.startswith(_CUDA + ":"):
+            return _TYPE + device[len(_CUDA):]
+        return device
+    if isinstance(device, torch.device) and device.type == _CUDA:
+        return torch.device(_TYPE, device.index) if device.index is not None else torch.device(_TYPE)
+    return device
+
+
+#: Tensor methods whose first positional argument may be a device.
+_POSITIONAL_DEVICE = {torch.Tensor.to, torch._C.TensorBase.to}
+
+
+class CudaToDipu(TorchFunctionMode):
+    """Rewrites cuda device arguments to dipu in every torch call (Note [Mock CUDA])."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in (torch.Tensor.cuda, torch._C.TensorBase.cuda):
+            return self._cuda(*args, **kwargs)
+        if "device" in kwargs:
+            kwargs = {**kwargs, "device": to_dipu(kwargs["device"])}
+        if func in _POSITIONAL_DEVICE and len(args) > 1:
+            args = (args[0], to_dipu(args[1]), *args[2:])
+        return func(*args, **kwargs)
+
+    @staticmethod
+    def _cuda(tensor, device=None, non_blocking=False, memory_format=torch.preserve_format):
+        if device is None:
+            target = torch.device(_TYPE, torch.dipu.current_device())
+        elif isinstance(device, int):
+            target = torch.device(_TYPE, device)
+        else:
+            target = torch.device(to_dipu(device))
+            if target.type != _TYPE:
+                raise RuntimeError(f"Invalid device, must be cuda device (got {device!r})")
+        return tensor.to(target, non_blocking=non_blocking, memory_format=memory_format)
+
+
+def _mapped_autocast(base):
+    class autocast(base):  # noqa: N801  (torch's spelling)
+        __doc__ = f"{base.__doc__ or ''}\n(DIPU_MOCK_CUDA: device_type 'cuda' means dipu.)"
+
+        def __init__(self, device_type=_CUDA, *args, **kwargs):
+            super().__init__(to_dipu(device_type), *args, **kwargs)
+
+    autocast.__qualname__ = base.__qualname__
+    autocast.__module__ = base.__module__
+    return autocast
+
+
+def _cuda_amp_autocast(base):
+    class autocast(base):  # noqa: N801  torch.cuda.amp.autocast(enabled, dtype, cache_enabled)
+        def __init__(self, enabled=True, dtype=torch.float16, cache_enabled=True):
+            super().__init__(_TYPE, enabled=enabled, dtype=dtype, cache_enabled=cache_enabled)
+
+    return autocast
+
+
+def _mapped_grad_scaler(base, default_device=None):
+    class GradScaler(base):
+        def __init__(self, device=default_device or _CUDA, *args, **kwargs):
+            super().__init__(to_dipu(device), *args, **kwargs)
+
+    GradScaler.__qualname__ = base.__qualname__
+    GradScaler.__module__ = base.__module__
+    return GradScaler
+
+
+def _is_cuda(tensor) -> bool:
+    return tensor.device.type in (_CUDA, _TYPE)
+
+
+_installed: CudaToDipu | None = None
+
+
+def install() -> None:
+    """Make cuda spellings mean dipu for the rest of the process (idempotent)."""
+    global _installed
+    if _installed is not None:
+        return
+    dipu_module = torch.dipu
+    for name in dir(dipu_module):
+        if not name.startswith("_") and hasattr(torch.cuda, name):
+            setattr(torch.cuda, name, getattr(dipu_module, name))
+    # A CUDA build has already initialized nothing at import; with the mock, torch.cuda's lazy
+    # initialization would start the real CUDA runtime: make it dipu's (a no-op).
+    torch.cuda._lazy_init = dipu_module._lazy_init
+    torch.cuda.is_initialized = dipu_module.is_initialized
+
+    torch.autocast = torch.amp.autocast = torch.amp.autocast_mode.autocast = \
+        _mapped_autocast(torch.amp.autocast_mode.autocast)
+    torch.cuda.amp.autocast = _cuda_amp_autocast(torch.amp.autocast_mode.autocast)
+    torch.amp.GradScaler = torch.amp.grad_scaler.GradScaler = _mapped_grad_scaler(torch.amp.grad_scaler.GradScaler)
+    torch.cuda.amp.GradScaler = _mapped_grad_scaler(torch.amp.grad_scaler.GradScaler, _TYPE)
+
+    torch.Tensor.is_cuda = property(_is_cuda, doc="True for cuda and (DIPU_MOCK_CUDA) dipu tensors.")
+
+    _installed = CudaToDipu()
+    _installed.__enter__()  # stays entered, as torch.set_default_device's DeviceContext does
+
+
+def installed() -> bool:
+    """Whether the mock is on in this process."""
+    return _installed is not None

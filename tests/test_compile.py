@@ -1,0 +1,144 @@
+"""torch.compile on dipu: dynamo's device interface and inductor's backend (dipu/compile.py).
+
+Compiled results are compared with eager dipu and with the CPU; graphs are kept small, since each
+inductor compile (with its C++ build) takes seconds on a small machine.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+import torch._dynamo
+from torch._inductor.utils import run_and_get_code
+
+import dipu
+
+needs_cpp = pytest.mark.skipif(dipu.vendor().compiler_backend != "cpp",
+                               reason="runs inductor's C++ kernels, which need a host-memory vendor (sim)")
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+@needs_cpp
+def test_registered_with_dynamo_and_inductor():
+    from torch._dynamo.device_interface import get_interface_for_device
+    from torch._inductor.codegen.common import get_device_op_overrides, get_scheduling_for_device
+
+    torch.dipu.Scheduling  # what inductor reads first; it registers all (Note [How torch.compile finds dipu])
+    interface = get_interface_for_device("dipu")
+    assert interface.device_count() == torch.dipu.device_count()
+    assert interface.exchange_device(1) == 0 and interface.exchange_device(0) == 1
+    assert not interface.is_triton_capable()
+    assert get_interface_for_device("dipu:1") is interface
+    assert get_device_op_overrides("dipu").device_guard(1) == "torch.dipu.device(1)"
+    assert get_scheduling_for_device("dipu").__name__ == "DipuCppScheduling"
+
+
+@needs_cpp
+def test_fused_cpp_kernel_matches_cpu():
+    def f(x, y):
+        return (x.sin() + y * 2).relu().sum(1) / x.shape[1]
+
+    x, y = torch.randn(8, 33), torch.randn(8, 33)
+    result, (code,) = run_and_get_code(torch.compile(f), x.to("dipu"), y.to("dipu"))
+    assert "cpp_fused_" in code and "device='dipu:0'" in code  # one C++ kernel, output on dipu
+    assert result.device == torch.device("dipu", 0)
+    torch.testing.assert_close(result.cpu(), f(x, y))
+
+
+@needs_cpp
+def test_training_on_second_device_matches_eager():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.LayerNorm(32),
+                                torch.nn.Linear(32, 4)).to("dipu:1")
+    compiled_model = torch.nn.Sequential(*(m for m in model))  # shares the parameters
+    compiled = torch.compile(compiled_model)
+    inputs = torch.randn(8, 16, device="dipu:1")
+
+    model(inputs).square().mean().backward()
+    eager_grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    out = compiled(inputs)
+    out.square().mean().backward()
+
+    assert out.device == torch.device("dipu", 1)
+    for grad, eager in zip((p.grad for p in model.parameters()), eager_grads):
+        assert grad.device == torch.device("dipu", 1)
+        torch.testing.assert_close(grad, eager, rtol=1e-4, atol=1e-5)
+
+
+@needs_cpp
+def test_extern_ops_run_through_dipu_kernels():
+    """Ops inductor does not generate (here mm, bmm) are extern calls into dipu's kernels."""
+    def f(x, w, batch):
+        return (x @ w).relu().sum() + torch.bmm(batch, batch).tanh().mean()
+
+    args = (torch.randn(6, 7), torch.randn(7, 5), torch.randn(2, 3, 3))
+    result, (code,) = run_and_get_code(torch.compile(f), *(a.to("dipu") for a in args))
+    assert "extern_kernels.mm" in code and "extern_kernels.bmm" in code
+    torch.testing.assert_close(result.cpu(), f(*args), rtol=1e-4, atol=1e-4)
+
+
+@needs_cpp
+@pytest.mark.xfail(strict=True, raises=Exception, reason=(
+    "dipu's convolution returns channels_last when its weight is (the CPU's rule, dipu/ops/convolution.py), but "
+    "torch's fake kernel for the Overrideable conv backend promises contiguous; inductor's layout optimization "
+    "makes conv weights channels_last, so its stride assert on the conv output fails"))
+def test_convolution_in_compiled_graph():
+    def f(image, weight):
+        return torch.nn.functional.conv2d(image, weight, padding=1).relu()
+
+    args = (torch.randn(2, 3, 6, 6), torch.randn(4, 3, 3, 3))
+    result = torch.compile(f)(*(a.to("dipu") for a in args))
+    torch.testing.assert_close(result.cpu(), f(*args), rtol=1e-4, atol=1e-4)
+
+
+@needs_cpp
+def test_invalid_compiler_backend_is_named(monkeypatch):
+    from dipu import compile as dipu_compile
+
+    monkeypatch.setattr(dipu.vendor(), "compiler_backend", "ptx")
+    with pytest.raises(ValueError, match=r"compiler_backend='ptx' is not one of 'cpp', 'triton', None"):
+        dipu_compile.compiler_backend()
+
+
+@needs_cpp
+def test_vendor_without_compiler_refuses_inductor_and_runs_aot_eager(python):
+    """The sim vendor as a runtime only (opaque memory) declares no compiler backend."""
+    proc = python("""
+        import torch
+        import dipu
+        assert dipu.vendor().compiler_backend is None
+        f = lambda x: (x.cos() * 3).sum(0)
+        x = torch.randn(4, 5)
+        try:
+            torch.compile(f)(x.to("dipu"))
+        except Exception as error:
+            print("ERROR", error)
+        torch._dynamo.reset()
+        y = torch.compile(f, backend="aot_eager")(x.to("dipu"))
+        torch.testing.assert_close(y.cpu(), f(x))
+        print("AOT_EAGER OK", y.device)
+    """, env={"DIPU_SIM_NATIVE_ALIAS": "0"})
+    assert "has no compiler backend (its DeviceRuntime.compiler_backend is None)" in proc.stdout
+    assert 'Use torch.compile(model, backend="aot_eager")' in proc.stdout
+    assert "AOT_EAGER OK dipu:0" in proc.stdout
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or os.environ.get("DIPU_VENDOR") != "cuda",
+                    reason="the Triton path needs an NVIDIA GPU and DIPU_VENDOR=cuda")
+def test_triton_kernels_on_cuda_vendor():  # pragma: no cover - no GPU where this was written
+    def f(x):
+        return (x.sin() * 2).relu()
+
+    x = torch.randn(1024, device="dipu")
+    result, (code,) = run_and_get_code(torch.compile(f), x)
+    assert "triton" in code
+    torch.testing.assert_close(result.cpu(), f(x.cpu()))

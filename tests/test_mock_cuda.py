@@ -1,0 +1,128 @@
+"""DIPU_MOCK_CUDA=1: a script's cuda spellings mean dipu (dipu/mock_cuda.py, Note [Mock CUDA]).
+
+Each test runs a fresh interpreter: the mock is decided once, at import.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+MOCK = {"DIPU_MOCK_CUDA": "1"}
+pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="checks run where torch has no real CUDA device")
+
+
+def test_tensors_and_modules(python):
+    python("""
+        import torch
+        def on(t, index):
+            assert t.device == torch.device("dipu", index), t.device
+            assert t.is_cuda
+        on(torch.randn(3, 4, device="cuda"), 0)
+        on(torch.ones(2, device="cuda:1"), 1)
+        on(torch.zeros(2, device=torch.device("cuda")), 0)
+        on(torch.full((2,), 7.0, device=torch.device("cuda", 1)), 1)
+        on(torch.tensor([1, 2], device="cuda"), 0)
+        on(torch.arange(4).cuda(), 0)
+        on(torch.arange(4).cuda(1), 1)
+        on(torch.arange(4).cuda("cuda:1"), 1)
+        on(torch.ones(2).to("cuda"), 0)
+        on(torch.ones(2).to(torch.device("cuda:1")), 1)
+        on(torch.ones(2).to(device="cuda", dtype=torch.float64), 0)
+        on(torch.empty_like(torch.ones(2), device="cuda"), 0)
+        on(torch.ones(2).new_zeros(3, device="cuda:1"), 1)
+        linear = torch.nn.Linear(4, 2).cuda()
+        on(linear.weight, 0)
+        on(torch.nn.Linear(4, 2).to("cuda:1").bias, 1)
+        x = torch.randn(5, 4)
+        torch.testing.assert_close(linear(x.cuda()).cpu(), linear.cpu()(x))
+        assert not torch.ones(1).is_cuda
+        assert torch.ones(1, device="cuda").cpu().device.type == "cpu"
+    """, env=MOCK)
+
+
+def test_torch_cuda_is_answered_by_dipu(python):
+    python("""
+        import torch
+        assert torch.cuda.is_available() and torch.cuda.is_initialized()
+        assert torch.cuda.device_count() == torch.dipu.device_count() == 2
+        assert torch.cuda.get_device_name() == torch.dipu.get_device_name()
+        torch.cuda.set_device(1)
+        assert torch.cuda.current_device() == 1 and torch.ones(1, device="cuda").device.index == 1
+        torch.cuda.set_device(0)
+        x = torch.empty(1024, device="cuda")
+        assert torch.cuda.memory_allocated() == torch.dipu.memory_allocated() >= 4096
+        torch.cuda.manual_seed(3); a = torch.rand(4, device="cuda")
+        torch.cuda.manual_seed(3); b = torch.rand(4, device="cuda")
+        assert torch.equal(a, b)
+        stream = torch.cuda.Stream()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        with torch.cuda.stream(stream):
+            assert torch.cuda.current_stream() == stream
+            start.record(); y = x * 2; end.record()
+        end.synchronize(); torch.cuda.synchronize()
+        assert start.elapsed_time(end) >= 0 and isinstance(stream, torch.dipu.Stream)
+        with torch.cuda.device(1):
+            assert torch.cuda.current_device() == 1
+    """, env=MOCK)
+
+
+def test_autocast_and_grad_scaler(python):
+    python("""
+        import torch
+        model = torch.nn.Linear(8, 4).cuda()
+        x = torch.randn(2, 8, device="cuda")
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            assert model(x).dtype == torch.bfloat16
+        with torch.autocast(device_type="cuda", dtype=torch.float16):
+            half = model(x)
+        with torch.autocast("dipu", dtype=torch.float16):
+            reference = model(x)
+        assert half.dtype == torch.float16 and torch.equal(half, reference)
+        with torch.cuda.amp.autocast(dtype=torch.bfloat16):
+            assert model(x).dtype == torch.bfloat16
+        for scaler in (torch.amp.GradScaler("cuda"), torch.cuda.amp.GradScaler(), torch.amp.GradScaler()):
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            before = model.weight.detach().clone()
+            scaler.scale(model(x).sum()).backward()
+            scaler.step(optimizer); scaler.update()
+            assert scaler.get_scale() > 0 and not torch.equal(model.weight, before)
+            optimizer.zero_grad()
+    """, env=MOCK)
+
+
+def test_off_by_default(python):
+    proc = python("""
+        import torch
+        assert not torch.cuda.is_available()
+        assert not torch.ones(1, device="dipu").is_cuda
+        torch.ones(1, device="cuda")
+    """, check=False)
+    assert proc.returncode != 0 and "Torch not compiled with CUDA enabled" in proc.stderr
+
+
+def test_invalid_value_is_named(python):
+    proc = python("import dipu", env={"DIPU_MOCK_CUDA": "yes"}, check=False)
+    assert "DIPU_MOCK_CUDA='yes' must be 0 (off, the default) or 1" in proc.stderr
+
+
+def test_cuda_spelled_example_trains_as_train_py(python):
+    """examples/train_cuda_spelled.py (unmodified CUDA code) gives train.py's losses on dipu."""
+    import subprocess
+
+    def losses(script, env):
+        proc = subprocess.run([sys.executable, str(EXAMPLES / script), "--model", "cnn", "--epochs", "1"],
+                              env={**__import__("os").environ, **env}, capture_output=True, text=True,
+                              timeout=300, cwd=EXAMPLES)
+        assert proc.returncode == 0, proc.stderr
+        return re.findall(r"cnn epoch \d+/\d+  loss [\d.]+  accuracy [\d.]+", proc.stdout), proc.stdout
+
+    spelled, stdout = losses("train_cuda_spelled.py", MOCK)
+    reference, _ = losses("train.py", {})
+    assert spelled and spelled == reference
+    assert "done on dipu simulated device" in stdout
