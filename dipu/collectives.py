@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import abc
 import datetime
+import threading
 
 import torch
 
@@ -114,22 +115,57 @@ def check_communicator_class(vendor: str, cls: type) -> None:
         )
 
 
-class _CompletedWork(torch.distributed._Work if torch.distributed.is_available() else object):
-    """A work whose collective already finished (synchronous libraries)."""
+_WorkBase = torch.distributed._Work if torch.distributed.is_available() else object
 
-    def __init__(self):
+
+class ChainedWork(_WorkBase):
+    """Other works, then ``finish``, then ``result``: one ``torch.distributed`` call's work.
+
+    ``wait()`` waits for every inner work (a vendor's wait orders the current dipu
+    stream; see Note [Collective contract]) and runs ``finish`` once; the future
+    completes with ``result`` (the caller's tensors, what DDP's reducer reads) once
+    every inner work has and ``finish`` has run, on whichever thread gets there first.
+    """
+
+    def __init__(self, works: list, result: list, finish=None):
         super().__init__()
-        self._future = torch.futures.Future()
-        self._future.set_result(None)
+        self._works, self._result, self._finish = works, result, finish
+        self._lock = threading.Lock()
+        self._finished = False
+        self._future = None
 
-    def wait(self, timeout=None) -> bool:
+    def _complete(self) -> None:
+        with self._lock:
+            if not self._finished:
+                if self._finish is not None:
+                    self._finish()
+                self._finished = True
+
+    def wait(self, timeout: datetime.timedelta | None = None) -> bool:
+        for work in self._works:
+            work.wait()
+        self._complete()
         return True
 
     def is_completed(self) -> bool:
-        return True
+        return self._finished
 
-    def get_future(self):
+    def get_future(self) -> torch.futures.Future:
+        if self._future is None:
+            self._future = torch.futures.Future()
+            futures = [work.get_future() for work in self._works]
+            torch.futures.collect_all(futures).add_done_callback(self._resolve)
         return self._future
+
+    def _resolve(self, collected) -> None:
+        try:
+            for future in collected.value():
+                future.wait()  # raises the collective's error
+            self._complete()
+        except Exception as error:  # noqa: BLE001 -- handed to whoever waits on the future
+            self._future.set_exception(error)
+        else:
+            self._future.set_result(self._result)
 
 
 class GlooCommunicator(Communicator):
@@ -154,10 +190,14 @@ class GlooCommunicator(Communicator):
     def _done(self, work, written: list[tuple[torch.Tensor, torch.Tensor]]):
         if self.zero_copy:
             return work
-        work.wait()
-        for device_tensor, host in written:
-            device_tensor.copy_(host)
-        return _CompletedWork()
+
+        def copy_back():
+            for device_tensor, host in written:
+                device_tensor.copy_(host)
+
+        # Asynchronous like gloo's own work: a send waits for the peer's recv, so waiting
+        # here would deadlock batch_isend_irecv (both ranks send first).
+        return ChainedWork([work], [], copy_back if written else None)
 
     @staticmethod
     def _reduce_options(options_type, op):
@@ -203,4 +243,4 @@ class GlooCommunicator(Communicator):
 
 
 class HostCopyCommunicator(GlooCommunicator):
-    """The communicator of a vendor without collectives: gloo on host copies, synchronous."""
+    """The communicator of a vendor without collectives: gloo on host copies, written back on completion."""

@@ -29,7 +29,6 @@ redistribution).
 from __future__ import annotations
 
 import datetime
-import threading
 import zlib
 
 import torch
@@ -38,6 +37,7 @@ from torch._C._distributed_c10d import AllgatherOptions  # not re-exported by to
 
 import dipu
 from dipu import collectives
+from dipu.collectives import ChainedWork
 
 #: The name users pass to init_process_group ("cpu:gloo,dipu:dicl"); DIPU calls its library DICL.
 BACKEND_NAME = "dicl"
@@ -46,55 +46,6 @@ ReduceOp = dist.ReduceOp
 _FLOATING = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 _DTYPES = {zlib.crc32(str(t).encode()): t for t in vars(torch).values() if isinstance(t, torch.dtype)}
 _MAX_CHECKED_DIMS = 8
-
-
-class DiclWork(dist._Work):
-    """The work of one ``torch.distributed`` call: vendor works, then ``finish``, then ``result``.
-
-    ``wait()`` waits for every vendor work (which orders the current dipu stream;
-    see Note [Collective contract]) and runs ``finish`` once; the future
-    completes with ``result`` (the caller's tensors) when all vendor works have.
-    """
-
-    def __init__(self, works: list, result: list, finish=None):
-        super().__init__()
-        self._works, self._result, self._finish = works, result, finish
-        self._lock = threading.Lock()
-        self._finished = False
-        self._future = None
-
-    def _complete(self) -> None:
-        with self._lock:
-            if not self._finished:
-                if self._finish is not None:
-                    self._finish()
-                self._finished = True
-
-    def wait(self, timeout: datetime.timedelta | None = None) -> bool:
-        for work in self._works:
-            work.wait()
-        self._complete()
-        return True
-
-    def is_completed(self) -> bool:
-        return self._finished
-
-    def get_future(self) -> torch.futures.Future:
-        if self._future is None:
-            self._future = torch.futures.Future()
-            futures = [work.get_future() for work in self._works]
-            torch.futures.collect_all(futures).add_done_callback(self._resolve)
-        return self._future
-
-    def _resolve(self, collected) -> None:
-        try:
-            for future in collected.value():
-                future.wait()  # raises the collective's error
-            self._complete()
-        except Exception as error:  # noqa: BLE001 -- handed to whoever waits on the future
-            self._future.set_exception(error)
-        else:
-            self._future.set_result(self._result)
 
 
 def _one(op: str, tensors: list) -> torch.Tensor:
@@ -132,6 +83,12 @@ class DiclProcessGroup(dist.ProcessGroup):
 
     def setGroupDesc(self, desc: str) -> None:  # noqa: N802
         self._group_desc = desc
+
+    def shutdown(self) -> None:
+        """destroy_process_group: release the vendor communicator (gloo goes with this object)."""
+        if self._communicator is not None:
+            self._communicator.shutdown()
+            self._communicator = None
 
     # ---- routing ------------------------------------------------------------------------------
 
@@ -239,7 +196,7 @@ class DiclProcessGroup(dist.ProcessGroup):
         if factor is not None:
             tensor.mul_(factor)
         finish = (lambda: self._divide(tensor, divisor)) if divisor else None
-        return DiclWork([comm.all_reduce(tensor, kind)], [tensor], finish)
+        return ChainedWork([comm.all_reduce(tensor, kind)], [tensor], finish)
 
     def allreduce_coalesced(self, tensors, opts=None):
         if self._route("allreduce_coalesced", tensors) is None:
@@ -266,7 +223,7 @@ class DiclProcessGroup(dist.ProcessGroup):
                     self._divide(scratch, divisor)
                 tensor.copy_(scratch)
 
-        return DiclWork([comm.all_reduce(scratch, kind)], [tensor], finish)
+        return ChainedWork([comm.all_reduce(scratch, kind)], [tensor], finish)
 
     def reduce_scatter_single(self, output, input, opts=None):
         opts = opts or dist.ReduceScatterOptions()
@@ -283,7 +240,7 @@ class DiclProcessGroup(dist.ProcessGroup):
             input = input * factor
         finish = (lambda: self._divide(output, divisor)) if divisor else None
         work = comm.reduce_scatter(output.view(-1), input.view(-1), kind)
-        return DiclWork([work], [output], finish)
+        return ChainedWork([work], [output], finish)
 
     _reduce_scatter_base = reduce_scatter_single
 
@@ -295,7 +252,7 @@ class DiclProcessGroup(dist.ProcessGroup):
         self._check_list("reduce_scatter", inputs, output)
         flat = torch.cat([t.reshape(-1) for t in inputs])
         work = self.reduce_scatter_single(output, flat, opts)
-        return DiclWork([work], [output])
+        return ChainedWork([work], [output])
 
     def reduce_scatter_single_coalesced(self, outputs, inputs, opts=None):
         if self._route("reduce_scatter_tensor_coalesced", [*outputs, *inputs]) is None:
@@ -313,7 +270,7 @@ class DiclProcessGroup(dist.ProcessGroup):
         comm = self._route("broadcast", tensors, uniform=tensor)
         if comm is None:
             return self._host.broadcast(tensors, opts)
-        return DiclWork([comm.broadcast(tensor, opts.rootRank)], [tensor])
+        return ChainedWork([comm.broadcast(tensor, opts.rootRank)], [tensor])
 
     def all_gather_single(self, output, input, opts=None):
         comm = self._route("all_gather_into_tensor", [output, input], uniform=input)
@@ -324,7 +281,7 @@ class DiclProcessGroup(dist.ProcessGroup):
                              f"world_size ({self._size}) x input ({input.numel()})")
         if input.dtype != output.dtype:
             raise ValueError(f"dicl all_gather_into_tensor: input is {input.dtype}, output {output.dtype}")
-        return DiclWork([comm.all_gather(output.view(-1), input.view(-1))], [output])
+        return ChainedWork([comm.all_gather(output.view(-1), input.view(-1))], [output])
 
     _allgather_base = all_gather_single
 
@@ -337,7 +294,7 @@ class DiclProcessGroup(dist.ProcessGroup):
         self._check_list("allgather", outputs, input)
         flat = torch.empty(self._size * input.numel(), dtype=input.dtype, device=input.device)
         work = comm.all_gather(flat, input.view(-1))
-        return DiclWork([work], [outputs], lambda: self._unflatten(flat, outputs))
+        return ChainedWork([work], [outputs], lambda: self._unflatten(flat, outputs))
 
     def allgather_coalesced(self, output_lists, inputs, opts=None):
         if self._route("allgather_coalesced", list(inputs)) is None:
@@ -356,7 +313,7 @@ class DiclProcessGroup(dist.ProcessGroup):
                                             opts or dist.AllToAllOptions())
         out_splits = self._splits("output", output, output_split_sizes)
         in_splits = self._splits("input", input, input_split_sizes)
-        return DiclWork([comm.all_to_all(output, input, out_splits, in_splits)], [output])
+        return ChainedWork([comm.all_to_all(output, input, out_splits, in_splits)], [output])
 
     alltoall_base = all_to_all_single
 
@@ -370,7 +327,7 @@ class DiclProcessGroup(dist.ProcessGroup):
         flat_in = torch.cat([t.reshape(-1) for t in inputs])
         flat_out = torch.empty(sum(t.numel() for t in outputs), dtype=flat_in.dtype, device=flat_in.device)
         work = comm.all_to_all(flat_out, flat_in, [t.numel() for t in outputs], [t.numel() for t in inputs])
-        return DiclWork([work], list(outputs), lambda: self._unflatten(flat_out, outputs))
+        return ChainedWork([work], list(outputs), lambda: self._unflatten(flat_out, outputs))
 
     def gather(self, output_lists, inputs, opts=None):
         opts = opts or dist.GatherOptions()
@@ -391,7 +348,7 @@ class DiclProcessGroup(dist.ProcessGroup):
         in_splits = [n if r == root else 0 for r in range(self._size)]
         work = comm.all_to_all(flat, input.view(-1), out_splits, in_splits)
         finish = (lambda: self._unflatten(flat, outputs)) if self._rank == root else None
-        return DiclWork([work], [outputs], finish)
+        return ChainedWork([work], [outputs], finish)
 
     def scatter(self, outputs, input_lists, opts=None):
         opts = opts or dist.ScatterOptions()
@@ -410,21 +367,21 @@ class DiclProcessGroup(dist.ProcessGroup):
             flat = torch.empty(0, dtype=output.dtype, device=output.device)
             in_splits = [0] * self._size
         out_splits = [n if r == root else 0 for r in range(self._size)]
-        return DiclWork([comm.all_to_all(output.view(-1), flat, out_splits, in_splits)], [output])
+        return ChainedWork([comm.all_to_all(output.view(-1), flat, out_splits, in_splits)], [output])
 
     def send(self, tensors, dst: int, tag: int):
         tensor = _one("send", tensors)
         comm = self._route("send", tensors)
         if comm is None:
             return self._host.send(tensors, dst, tag)
-        return DiclWork([comm.send(tensor, dst, tag)], [tensor])
+        return ChainedWork([comm.send(tensor, dst, tag)], [tensor])
 
     def recv(self, tensors, src: int, tag: int):
         tensor = _one("recv", tensors)
         comm = self._route("recv", tensors)
         if comm is None:
             return self._host.recv(tensors, src, tag)
-        return DiclWork([comm.recv(tensor, src, tag)], [tensor])
+        return ChainedWork([comm.recv(tensor, src, tag)], [tensor])
 
     def recv_anysource(self, tensors, tag: int):
         if self._route("recv", tensors) is None:
@@ -434,7 +391,7 @@ class DiclProcessGroup(dist.ProcessGroup):
 
     def barrier(self, opts=None):
         if self._communicator is not None:
-            return DiclWork([self._communicator.barrier()], [])
+            return ChainedWork([self._communicator.barrier()], [])
         return self._host.barrier(opts or dist.BarrierOptions())
 
     # ---- helpers ---------------------------------------------------------------------------------
@@ -467,8 +424,8 @@ class DiclProcessGroup(dist.ProcessGroup):
             offset += tensor.numel()
 
     @staticmethod
-    def _combine(works: list, result: list) -> DiclWork:
-        return DiclWork(works, result)
+    def _combine(works: list, result: list) -> ChainedWork:
+        return ChainedWork(works, result)
 
 
 _CHECKED_OPS = ("allreduce", "reduce", "reduce_scatter_tensor", "broadcast", "all_gather_into_tensor", "allgather")
