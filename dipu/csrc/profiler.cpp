@@ -212,6 +212,12 @@ class Session final : public libkineto::IActivityProfilerSession {
 
   void pushCorrelationId(uint64_t id) override {
     if (!g_timeline_active.load()) return;
+    // Frames left by an earlier session (stopped while its ops were still open) are dropped.
+    while (!tl_frames.empty() && tl_frames.back().session != id_) {
+      if (tl_frames.back().start_event)
+        guard()->destroyEvent(tl_frames.back().start_event, tl_frames.back().device);
+      tl_frames.pop_back();
+    }
     if (!tl_frames.empty()) {
       OpFrame& parent = tl_frames.back();
       if (parent.children++ == 0) parent.first_child = id;
