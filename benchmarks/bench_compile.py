@@ -63,8 +63,11 @@ def run(case, device, compiled: bool, steps: int):
         losses.append(loss.item())
         times.append(time.perf_counter() - start)
     model.eval()
-    with torch.no_grad():
-        inference = loss_of(forward, 0)
+    try:
+        with torch.no_grad():
+            inference = loss_of(forward, 0)
+    except Exception as error:  # reported in the table: see tests/test_compile.py's convolution xfail
+        inference = f"failed: {str(error).splitlines()[0][:60]}"
     return times, losses, inference
 
 
@@ -83,13 +86,14 @@ def main() -> None:
     for name in names:
         eager_t, eager_l, eager_inference = run(cases[name], device, False, args.steps)
         comp_t, comp_l, comp_inference = run(cases[name], device, True, args.steps)
-        inference_diff = (eager_inference - comp_inference).abs().max().item()
+        inference_diff = (comp_inference if isinstance(comp_inference, str)
+                          else f"{(eager_inference - comp_inference).abs().max().item():.2e}")
         eager_ms = statistics.median(eager_t[3:]) * 1e3
         comp_ms = statistics.median(comp_t[3:]) * 1e3
         diff = max(abs(a - b) for a, b in zip(eager_l, comp_l))
         print(f"{name:<6}{'eager':<9}{eager_t[0]:>13.2f}{eager_ms:>11.2f}{'':>9}")
         print(f"{name:<6}{'compile':<9}{comp_t[0]:>13.2f}{comp_ms:>11.2f}{eager_ms / comp_ms:>8.2f}x{diff:>17.2e}"
-              f"{inference_diff:>16.2e}")
+              f"  {inference_diff}")
 
 
 if __name__ == "__main__":
