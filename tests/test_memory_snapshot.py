@@ -14,7 +14,8 @@ MiB = 1 << 20
 
 @pytest.fixture
 def history():
-    torch.dipu.memory._record_memory_history(max_entries=10000)
+    # Python frames only: torch's C++ symbolizer depends on every library loaded in the process
+    torch.dipu.memory._record_memory_history(max_entries=10000, stacks="python")
     yield
     torch.dipu.memory._record_memory_history(enabled=None)
 

@@ -628,7 +628,17 @@ py::dict DipuAllocator::snapshot() {
     trace_frames.emplace_back();
     for (const auto& r : trace) trace_frames.back().push_back(index_of(r.context));
   }
-  std::vector<py::object> frames = torch::py_symbolize(to_symbolize);
+  // torch's C++ symbolizer can fail on a library it cannot parse (seen once in the full test suite:
+  // "ValueError: stoi" from its addr2line reader); the snapshot is then given without frames and a
+  // warning rather than not at all. Recording with stacks="python" avoids C++ frames entirely.
+  std::vector<py::object> frames;
+  try {
+    frames = torch::py_symbolize(to_symbolize);
+  } catch (const std::exception& e) {
+    TORCH_WARN("dipu: memory snapshot: stack frames could not be symbolized (", e.what(),
+               "); the snapshot has no frames. _record_memory_history(stacks='python') avoids C++ frames.");
+    frames.assign(to_symbolize.size(), py::list());
+  }
   auto frames_at = [&](int64_t i) -> py::object { return i < 0 ? py::list() : frames[i]; };
 
   py::list segment_list;
