@@ -69,6 +69,12 @@ class DiclProcessGroup(dist.ProcessGroup):
         self._group_name = self._group_desc = ""
 
     # PyTorch keeps a group's name in its per-device backends, which this group has none of.
+    def _get_backend(self, device):
+        """This group itself for every device: it routes CPU tensors to gloo and dipu tensors to the
+        communicator. torch 2.15's batch_isend_irecv asks the group for a device's backend (to read its
+        supports_coalescing), which a Python process group has none of registered."""
+        return self
+
     def getBackendName(self) -> str:  # noqa: N802 -- PyTorch's names
         return BACKEND_NAME
 

@@ -104,7 +104,9 @@ def test_off_by_default(python):
         assert not torch.ones(1, device="dipu").is_cuda
         torch.ones(1, device="cuda")
     """, check=False)
-    assert proc.returncode != 0 and "Torch not compiled with CUDA enabled" in proc.stderr
+    # a CPU build of torch says it has no CUDA; a CUDA build on a machine without a GPU finds no driver
+    assert proc.returncode != 0 and ("Torch not compiled with CUDA enabled" in proc.stderr
+                                     or "Found no NVIDIA driver" in proc.stderr), proc.stderr[-2000:]
 
 
 def test_invalid_value_is_named(python):
