@@ -76,7 +76,9 @@ def reset_fallback_counts() -> None:
 
 
 def _register_ops() -> None:
-    from dipu.ops import overrideable
+    from dipu.ops import convolution, overrideable
+
+    convolution.register_fake_layouts()  # Note [Convolution layouts under fake tensors]
 
     if _vendor.diopi_impl is None:  # a vendor without an op library: every op uses the CPU fallback
         overrideable.register(())
@@ -95,6 +97,11 @@ if torch.distributed.is_available():  # torch.distributed on dipu tensors: the d
     distributed.register()
 
 from dipu import mock_cuda  # noqa: E402
+
+if _vendor.compiler_backend is None:  # Note [torch.compile without a compiler]
+    from dipu import compile_without_compiler  # noqa: E402
+
+    compile_without_compiler.install()
 
 if mock_cuda.requested():  # DIPU_MOCK_CUDA=1: cuda spellings mean dipu (Note [Mock CUDA])
     mock_cuda.install()

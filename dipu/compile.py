@@ -20,9 +20,10 @@ Note [Compiler backends]
   it, launched on the CUDA stream the vendor keeps equal to dipu's current stream. Triton targets
   the device through ``DipuInterface`` (compute capability and raw stream of the CUDA device
   behind the dipu device).
-- ``None``: no compiler. Inductor's kernels cannot run, so lowering stops with an error saying so
-  and naming ``torch.compile(..., backend="aot_eager")``, which runs the captured (and
-  AOT-autograd-traced) graph through dipu's own kernels.
+- ``None``: no compiler. Inductor's kernels cannot run. ``torch.compile``'s default backend never
+  reaches inductor with a dipu graph: it runs it as ``aot_eager`` (Note [torch.compile without a
+  compiler], dipu/compile_without_compiler.py). A caller that reaches inductor another way gets an
+  error naming ``backend="aot_eager"`` (``NoCompilerScheduling``).
 Whatever the backend, ops inductor does not fuse (matmul, convolution, random ops, ...) run as
 extern calls into dipu's kernels.
 """
@@ -44,6 +45,7 @@ from torch._inductor.virtualized import V
 
 import dipu
 from dipu import _C, _inductor_config, device_module
+from dipu.ops import convolution
 
 _TYPE = "dipu"
 COMPILER_BACKENDS = ("cpp", "triton", None)
@@ -311,7 +313,8 @@ register_interface_for_device(_TYPE, DipuInterface)
 for _index in range(device_module.device_count()):
     register_interface_for_device(f"{_TYPE}:{_index}", DipuInterface)
 register_device_op_overrides(_TYPE, DipuDeviceOpOverrides())
-_inductor_config.codegen_source_hash = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
+_inductor_config.codegen_source_hash = hashlib.sha256(
+    b"".join(Path(path).read_bytes() for path in (__file__, convolution.__file__))).hexdigest()
 _inductor_config.vendor_compiler = f"{dipu.vendor().name}:{compiler_backend()}"
 register_backend_for_device(_TYPE, Scheduling, DipuPythonWrapperCodegen, CppWrapperCodegen,
                             device_custom_config=_inductor_config)

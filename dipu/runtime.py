@@ -65,8 +65,9 @@ class DeviceRuntime(abc.ABC):
     #: What ``torch.compile``'s inductor generates kernels with for this vendor (see Note [Compiler
     #: backends] in dipu/compile.py): ``"cpp"`` when device memory is host-addressable (inductor's
     #: C++/OpenMP kernels run on the data pointers), ``"triton"`` when it is CUDA memory, ``None``
-    #: when the vendor has no compiler (inductor then refuses with a message naming
-    #: ``backend="aot_eager"``, which runs the captured graph through dipu's kernels).
+    #: when the vendor has no compiler (``torch.compile`` then runs graphs on dipu as
+    #: ``backend="aot_eager"`` does, through dipu's kernels, with a warning; see Note
+    #: [torch.compile without a compiler] in dipu/compile_without_compiler.py).
     compiler_backend: str | None = None
 
     # ---- required: devices -------------------------------------------------
