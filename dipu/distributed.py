@@ -68,6 +68,10 @@ class DiclProcessGroup(dist.ProcessGroup):
         self._device_index = None
         self._group_name = self._group_desc = ""
 
+    #: Whether new groups may be split from this one's communicator (NCCL's ncclCommSplit).
+    #: ``init_process_group(device_id=...)`` and ``new_group`` ask; dicl groups connect on their own.
+    supports_splitting = False
+
     # PyTorch keeps a group's name in its per-device backends, which this group has none of.
     def _get_backend(self, device):
         """This group itself for every device: it routes CPU tensors to gloo and dipu tensors to the

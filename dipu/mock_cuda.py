@@ -15,12 +15,19 @@ A script written for CUDA names the device in four ways, and each is redirected 
 - ``torch.autocast("cuda")``, ``torch.amp.autocast("cuda")``, ``torch.cuda.amp.autocast()`` and
   ``torch.amp.GradScaler("cuda")``/``torch.cuda.amp.GradScaler()``: the device type is mapped.
 - ``Tensor.is_cuda`` answers True for dipu tensors (``x.device.type`` stays ``"dipu"``).
+- ``torch.distributed``: the backend name ``"nccl"`` means dipu's ``"dicl"`` in ``init_process_group``,
+  ``new_group`` (and so ``new_subgroups``) and ``init_device_mesh``'s ``backend_override``, also inside
+  a per-device spec (``"cpu:gloo,cuda:nccl"`` -> ``"cpu:gloo,dipu:dicl"``); ``device_id=`` and
+  ``init_device_mesh("cuda", ...)`` name dipu; ``is_nccl_available()`` answers True. What a group
+  reports stays dipu's: ``dist.get_backend()`` is ``"dicl"``.
 Torch function modes are per thread: tensors a script creates with ``device="cuda"`` in a thread
 other than the one that imported dipu are not redirected.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
 
 import torch
@@ -30,10 +37,8 @@ _CUDA = "cuda"
 _TYPE = "dipu"
 VARIABLE = "DIPU_MOCK_CUDA"
 
-#: Distributed backend names mapped when a dipu process-group backend exists. The NCCL name
-#: should map to it (``torch.distributed.init_process_group("nccl")`` -> dipu's backend) once the
-#: distributed work lands; add the mapping here, next to the other cuda spellings.
-DISTRIBUTED_BACKEND_ALIASES: dict[str, str] = {}
+#: torch.distributed backend names a CUDA script uses, and dipu's backend for each (dipu/distributed.py).
+DISTRIBUTED_BACKEND_ALIASES: dict[str, str] = {"nccl": "dicl"}
 
 
 def requested() -> bool:
@@ -53,6 +58,56 @@ def to_dipu(device):
     if isinstance(device, torch.device) and device.type == _CUDA:
         return torch.device(_TYPE, device.index) if device.index is not None else torch.device(_TYPE)
     return device
+
+
+def to_dipu_backend(backend):
+    """A torch.distributed backend spec with CUDA's names replaced by dipu's: ``"nccl"`` -> ``"dicl"``,
+    ``"cpu:gloo,cuda:nccl"`` -> ``"cpu:gloo,dipu:dicl"``; anything else (None, gloo, Backend options) unchanged."""
+    if not isinstance(backend, str):
+        return backend
+    parts = []
+    for part in backend.split(","):
+        device, colon, name = part.strip().rpartition(":")
+        parts.append(to_dipu(device) + colon + DISTRIBUTED_BACKEND_ALIASES.get(name.lower(), name))
+    return ",".join(parts)
+
+
+def _mapped_arguments(function, **mappers):
+    """``function`` with the named arguments (positional or keyword) passed through their mappers."""
+    signature = inspect.signature(function)
+
+    @functools.wraps(function)
+    def mapped(*args, **kwargs):
+        bound = signature.bind_partial(*args, **kwargs)
+        for name, mapper in mappers.items():
+            if name in bound.arguments:
+                bound.arguments[name] = mapper(bound.arguments[name])
+        return function(*bound.args, **bound.kwargs)
+
+    return mapped
+
+
+def _backend_override(overrides):
+    return overrides if overrides is None else {dim: to_dipu_backend(b) for dim, b in overrides.items()}
+
+
+def _install_distributed() -> None:
+    import torch.distributed as dist
+
+    if not dist.is_available():
+        return
+    from torch.distributed import device_mesh, distributed_c10d
+
+    for module, name, mappers in (
+        (distributed_c10d, "init_process_group", {"backend": to_dipu_backend, "device_id": to_dipu}),
+        (distributed_c10d, "new_group", {"backend": to_dipu_backend, "device_id": to_dipu}),
+        (device_mesh, "init_device_mesh", {"device_type": to_dipu, "backend_override": _backend_override}),
+    ):
+        mapped = _mapped_arguments(getattr(module, name), **mappers)
+        setattr(module, name, mapped)
+        if getattr(dist, name, None) is not None:
+            setattr(dist, name, mapped)
+    dist.is_nccl_available = distributed_c10d.is_nccl_available = lambda: True
 
 
 #: Tensor methods whose first positional argument may be a device.
@@ -143,6 +198,7 @@ def install() -> None:
     torch.cuda.amp.GradScaler = _mapped_grad_scaler(torch.amp.grad_scaler.GradScaler, _TYPE)
 
     torch.Tensor.is_cuda = property(_is_cuda, doc="True for cuda and (DIPU_MOCK_CUDA) dipu tensors.")
+    _install_distributed()
 
     _installed = CudaToDipu()
     _installed.__enter__()  # stays entered, as torch.set_default_device's DeviceContext does

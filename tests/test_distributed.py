@@ -59,14 +59,18 @@ def check_all_passed(results):
 # ---- workers (run inside the spawned ranks) ------------------------------------------------------
 
 
-def _init(backend=None, timeout_s: float = 60):
+def _init(backend=None, timeout_s: float = 60, bind_device: bool = False):
+    """``bind_device``: pass ``device_id=`` (as torchtitan-style FSDP2 scripts do), which makes c10d
+    bind the group to the device and ask its backend about communicator splitting."""
     import datetime
 
     import torch.distributed as dist
 
     rank = int(os.environ["RANK"])
-    torch.dipu.set_device(rank % torch.dipu.device_count())
-    dist.init_process_group(backend=backend, timeout=datetime.timedelta(seconds=timeout_s))
+    index = rank % torch.dipu.device_count()
+    torch.dipu.set_device(index)
+    dist.init_process_group(backend=backend, timeout=datetime.timedelta(seconds=timeout_s),
+                            device_id=torch.device("dipu", index) if bind_device else None)
     return dist, rank
 
 
@@ -269,7 +273,8 @@ def worker_fsdp2():
     """fully_shard at world size 2 ends with the weights of one process on the whole batch."""
     from torch.distributed.fsdp import fully_shard
 
-    dist, rank = _init()
+    dist, rank = _init(bind_device=True)
+    assert dist.get_backend() == "dicl"
     device = torch.device("dipu", torch.dipu.current_device())
     model = _model().to(device)
     for layer in model:

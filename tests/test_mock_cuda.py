@@ -97,6 +97,63 @@ def test_autocast_and_grad_scaler(python):
     """, env=MOCK)
 
 
+DDP_SCRIPT = """
+import os
+
+import torch
+import torch.distributed as dist
+from torch.distributed.device_mesh import init_device_mesh
+from torch.nn.parallel import DistributedDataParallel
+
+local_rank = int(os.environ["LOCAL_RANK"])
+torch.cuda.set_device(local_rank)
+assert dist.is_nccl_available()
+dist.init_process_group("nccl", device_id=torch.device("cuda", local_rank))
+world = dist.get_world_size()
+
+torch.manual_seed(0)
+reference = torch.nn.Linear(4, 2)
+model = DistributedDataParallel(torch.nn.Linear(4, 2).cuda(), device_ids=[local_rank])
+model.module.load_state_dict(reference.state_dict())
+inputs = torch.randn(8, 4)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+model(inputs.chunk(world)[dist.get_rank()].cuda()).square().mean().backward()
+optimizer.step()
+reference_optimizer = torch.optim.SGD(reference.parameters(), lr=0.1)
+reference(inputs).square().mean().backward()
+reference_optimizer.step()
+torch.testing.assert_close(model.module.weight.cpu(), reference.weight)
+
+group = dist.new_group(list(range(world)), backend="cpu:gloo,cuda:nccl")
+total = torch.full((2,), float(dist.get_rank() + 1), device="cuda")
+dist.all_reduce(total, group=group)
+assert total.is_cuda and total.tolist() == [world * (world + 1) / 2] * 2
+assert init_device_mesh("cuda", (world,)).device_type == "dipu"
+print(f"RANK {dist.get_rank()} OK backend={dist.get_backend()} device={total.device}")
+dist.destroy_process_group()
+"""
+
+
+def test_nccl_script_under_torchrun(tmp_path):
+    """A CUDA DDP script (nccl, device_id, .cuda(), device_ids, new_group, init_device_mesh) runs unchanged
+    under torchrun on 2 ranks of dipu's dicl backend."""
+    import os
+    import socket
+    import subprocess
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    script = tmp_path / "ddp_cuda.py"
+    script.write_text(DDP_SCRIPT)
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "2",
+                           "--master-addr", "127.0.0.1", "--master-port", str(port), str(script)],
+                          env={**os.environ, **MOCK}, capture_output=True, text=True, timeout=180, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-6000:]
+    for rank in (0, 1):
+        assert f"RANK {rank} OK backend=dicl device=dipu:{rank}" in proc.stdout
+
+
 def test_off_by_default(python):
     proc = python("""
         import torch
