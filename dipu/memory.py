@@ -111,13 +111,19 @@ def get_per_process_memory_fraction(device=None) -> float:
 
 
 def _record_memory_history(enabled: str | None = "all", context: str | None = "all", stacks: str = "all",
-                           max_entries: int = sys.maxsize, device=None) -> None:
+                           max_entries: int = sys.maxsize, device=None, clear_history: bool = False,
+                           compile_context: bool = False, global_record_annotations: bool = False,
+                           skip_actions: list[str] | None = None) -> None:
     """Record allocation stacks and allocator events for :func:`_snapshot`, as torch.cuda's function.
 
     ``enabled``: ``None`` stops recording (and drops the history), ``"state"`` keeps the stack of each
     live allocation, ``"all"`` also records every alloc/free event (at most ``max_entries`` per device).
     ``context``: which stacks to keep: ``None``, ``"state"``, ``"alloc"`` or ``"all"`` (frees too).
     ``stacks``: ``"python"`` for Python frames only, ``"all"`` for C++ frames as well.
+    ``clear_history``: drop the events recorded so far. ``skip_actions``: actions not to record
+    (``"alloc"``, ``"free_requested"``, ``"free_completed"``, ``"segment_alloc"``, ``"segment_free"``, ``"oom"``).
+    ``compile_context`` and ``global_record_annotations`` (torch.compile frames and ``record_function``
+    names in the trace) are not recorded on dipu: True raises.
     The history covers every dipu device; ``device`` is accepted for torch.cuda's signature.
     """
     if enabled not in (None, "state", "all"):
@@ -128,11 +134,18 @@ def _record_memory_history(enabled: str | None = "all", context: str | None = "a
         raise ValueError(f"_record_memory_history: stacks={stacks!r} is not one of 'python', 'all'")
     if not isinstance(max_entries, int) or max_entries < 1:
         raise ValueError(f"_record_memory_history: max_entries={max_entries!r} must be a positive int")
+    for name, value in (("compile_context", compile_context), ("global_record_annotations", global_record_annotations)):
+        if value:
+            raise NotImplementedError(f"_record_memory_history: {name}=True is not supported on dipu (the trace "
+                                      "records stacks, not torch.compile contexts or record_function annotations)")
+    if isinstance(skip_actions, str):
+        raise ValueError(f"_record_memory_history: skip_actions={skip_actions!r} must be a list of action names")
     if device is not None:
         _index(device)
     level = 0 if enabled is None else _CONTEXT_LEVELS[context]
     _C.record_memory_history(trace=enabled == "all", when=level, cpp_frames=stacks == "all",
-                             max_entries=min(max_entries, sys.maxsize))
+                             max_entries=min(max_entries, sys.maxsize), clear_history=bool(clear_history),
+                             skip_actions=list(skip_actions or ()))
 
 
 def _snapshot(device=None) -> dict:

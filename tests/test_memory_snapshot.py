@@ -63,11 +63,33 @@ def test_history_off_records_nothing_and_max_entries_bounds_it():
     del x, tensors
 
 
+def test_clear_history_and_skip_actions_as_torch_cuda():
+    torch.dipu.memory._record_memory_history(stacks="python", skip_actions=["free_requested", "segment_alloc"])
+    try:
+        x = torch.ones(64, device="dipu")
+        address = x.data_ptr()
+        del x
+        actions = [e["action"] for e in torch.dipu.memory._snapshot()["device_traces"][0] if e["addr"] == address]
+        assert "alloc" in actions and "free_completed" in actions
+        assert "free_requested" not in actions and "segment_alloc" not in actions
+        torch.dipu.memory._record_memory_history(stacks="python", clear_history=True)
+        assert torch.dipu.memory._snapshot()["device_traces"][0] == []
+        y = torch.ones(64, device="dipu")
+        assert [e["action"] for e in torch.dipu.memory._snapshot()["device_traces"][0]][-1] == "alloc"
+        del y
+    finally:
+        torch.dipu.memory._record_memory_history(enabled=None)
+
+
 def test_bad_arguments_are_named():
     with pytest.raises(ValueError, match="enabled='yes'"):
         torch.dipu.memory._record_memory_history(enabled="yes")
     with pytest.raises(ValueError, match="stacks='cpp'"):
         torch.dipu.memory._record_memory_history(stacks="cpp")
+    with pytest.raises(ValueError, match="skip_actions names 'malloc', which is not an allocator action"):
+        torch.dipu.memory._record_memory_history(skip_actions=["malloc"])
+    with pytest.raises(NotImplementedError, match="compile_context=True is not supported on dipu"):
+        torch.dipu.memory._record_memory_history(compile_context=True)
 
 
 def test_pytorch_memory_viz_reads_the_snapshot(history, tmp_path):

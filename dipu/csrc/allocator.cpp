@@ -13,7 +13,8 @@
 // torch::CapturedTraceback, symbolized only when a snapshot is taken), and each
 // allocator action (alloc, free_requested, free_completed, segment_alloc,
 // segment_free, oom) is appended to a per-device ring buffer of at most
-// `max_entries`. memory_snapshot() reports both in torch.cuda.memory._snapshot()'s
+// `max_entries` (actions in `skip_actions` are not recorded; `clear_history` empties the
+// buffers). memory_snapshot() reports both in torch.cuda.memory._snapshot()'s
 // format, so torch.cuda._memory_viz renders it. dipu never splits blocks, so
 // every segment holds exactly one block. Stacks are gathered before the
 // allocator mutex is taken (gathering Python frames takes the GIL).
@@ -305,14 +306,16 @@ class DipuAllocator final : public AllocatorBase {
     return std::nullopt;
   }
 
-  void record_history(bool trace, int when, bool cpp_frames, size_t max_entries) {
+  void record_history(bool trace, int when, bool cpp_frames, size_t max_entries, bool clear_history,
+                      unsigned skip_actions) {
     std::lock_guard<std::mutex> lock(mutex_);
     trace_ = trace;
     cpp_frames_ = cpp_frames;
     max_entries_ = std::max<size_t>(max_entries, 1);
+    skip_actions_ = skip_actions;
     when_.store(when);
     for (auto& pool : pools_) {
-      if (!trace) pool.trace.clear();
+      if (!trace || clear_history) pool.trace.clear();
       while (pool.trace.size() > max_entries_) pool.trace.pop_front();
     }
   }
@@ -384,7 +387,7 @@ class DipuAllocator final : public AllocatorBase {
   // Requires mutex_.
   void record(c10::DeviceIndex device, Action action, uintptr_t address, size_t size,
               c10::StreamId stream, Context context) {
-    if (!trace_) return;
+    if (!trace_ || (skip_actions_ & (1u << static_cast<unsigned>(action)))) return;
     auto& trace = pools_[device].trace;
     trace.push_back(TraceRecord{action, address, size, stream, now_us(), std::move(context)});
     if (trace.size() > max_entries_) trace.pop_front();
@@ -573,6 +576,7 @@ class DipuAllocator final : public AllocatorBase {
   bool trace_ = false;
   bool cpp_frames_ = false;
   size_t max_entries_ = 1;
+  unsigned skip_actions_ = 0;  // bit i: Action i is not recorded
 };
 
 // Never destroyed: blocks and traces hold stacks whose Python frames must not be
@@ -757,8 +761,22 @@ void set_memory_limit(c10::DeviceIndex index, int64_t bytes) {
   check_device_index(index);
   g_allocator.set_limit(index, bytes);
 }
-void record_memory_history(bool trace, int when, bool cpp_frames, size_t max_entries) {
-  g_allocator.record_history(trace, when, cpp_frames, max_entries);
+void record_memory_history(bool trace, int when, bool cpp_frames, size_t max_entries, bool clear_history,
+                           const std::vector<std::string>& skip_actions) {
+  unsigned mask = 0;
+  for (const auto& name : skip_actions) {
+    bool known = false;
+    for (int a = 0; a <= static_cast<int>(Action::kOom); ++a) {
+      if (name == action_name(static_cast<Action>(a))) {
+        mask |= 1u << a;
+        known = true;
+      }
+    }
+    TORCH_CHECK_VALUE(known, "_record_memory_history: skip_actions names '", name,
+                      "', which is not an allocator action (alloc, free_requested, free_completed, "
+                      "segment_alloc, segment_free, oom)");
+  }
+  g_allocator.record_history(trace, when, cpp_frames, max_entries, clear_history, mask);
 }
 py::dict memory_snapshot() { return g_allocator.snapshot(); }
 void record_stream(const c10::DataPtr& ptr, const c10::Stream& stream) {

@@ -99,7 +99,8 @@ std::optional<c10::DeviceIndex> device_of_pointer(const void* ptr);
 // Caps what the allocator reserves on `index` (0: no cap); see Note [Memory fraction].
 void set_memory_limit(c10::DeviceIndex index, int64_t bytes);
 // See Note [Memory history]. `when`: 0 off, 1 state, 2 alloc, 3 all (c10's RecordContext).
-void record_memory_history(bool trace, int when, bool cpp_frames, size_t max_entries);
+void record_memory_history(bool trace, int when, bool cpp_frames, size_t max_entries, bool clear_history,
+                           const std::vector<std::string>& skip_actions);
 py::dict memory_snapshot();
 c10::Allocator* pinned_allocator();
 bool is_pinned_pointer(const void* ptr);

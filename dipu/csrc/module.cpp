@@ -159,7 +159,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("reset_accumulated_memory_stats", [](int index) { reset_accumulated_stats(checked(index)); });
   m.def("set_memory_limit", [](int index, int64_t bytes) { set_memory_limit(checked(index), bytes); });
   m.def("record_memory_history", &record_memory_history, py::arg("trace"), py::arg("when"),
-        py::arg("cpp_frames"), py::arg("max_entries"));
+        py::arg("cpp_frames"), py::arg("max_entries"), py::arg("clear_history"), py::arg("skip_actions"));
   m.def("memory_snapshot", &memory_snapshot);
   m.def("has_device_timeline", &profiler_has_device_timeline,
         "Whether this torch lets dipu give the profiler a device timeline (Note [Device timeline]).");
