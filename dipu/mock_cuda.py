@@ -88,7 +88,11 @@ def _mapped_arguments(function, **mappers):
 
 
 def _backend_override(overrides):
-    return overrides if overrides is None else {dim: to_dipu_backend(b) for dim, b in overrides.items()}
+    """``init_device_mesh``'s per-dimension backends: a name, (name, options) or options."""
+    def mapped(backend):
+        return (to_dipu_backend(backend[0]), *backend[1:]) if isinstance(backend, tuple) else to_dipu_backend(backend)
+
+    return overrides if overrides is None else {dim: mapped(backend) for dim, backend in overrides.items()}
 
 
 def _install_distributed() -> None:
