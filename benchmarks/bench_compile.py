@@ -4,7 +4,7 @@
     python benchmarks/bench_compile.py --model cnn --steps 10 --device cpu
 
 For each model: a fresh model and optimizer per mode (same seed), one training step at a time
-(forward, loss, backward, optimizer step, ``loss.item()``). Reported: the first step (for
+(forward, loss, backward, optimizer step, ``loss.item()``), the two modes alternating step by step. Reported: the first step (for
 ``compile``, this includes dynamo tracing and inductor's code generation and C++ build), the
 median steady-state step after 3 warm-up steps, and the largest difference of the losses of the
 two modes over the run (dropout is off, so the two modes compute the same function). Then the trained
@@ -51,26 +51,28 @@ def gpt_case(device):
     return model, optimizer, lambda m, i: m(batches[i % 4][:, :-1], batches[i % 4][:, 1:])[1]
 
 
-def run(case, device, compiled: bool, steps: int):
-    model, optimizer, loss_of = case(device)
-    forward = torch.compile(model) if compiled else model
-    times, losses = [], []
-    for step in range(steps):
+class Mode:
+    """One model and optimizer of a case, run eagerly or compiled, recording each step's time."""
+
+    def __init__(self, case, device, compiled: bool):
+        self.model, self.optimizer, self.loss_of = case(device)
+        self.forward = torch.compile(self.model) if compiled else self.model
+        self.train_times, self.losses, self.infer_times, self.inference = [], [], [], None
+
+    def train_step(self, step: int) -> None:
         start = time.perf_counter()
-        loss = loss_of(forward, step)
-        optimizer.zero_grad()
+        loss = self.loss_of(self.forward, step)
+        self.optimizer.zero_grad()
         loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
-        times.append(time.perf_counter() - start)
-    model.eval()
-    inference_times = []
-    with torch.no_grad():
-        for step in range(steps // 2 + 1):
-            start = time.perf_counter()
-            inference = loss_of(forward, 0).item()
-            inference_times.append(time.perf_counter() - start)
-    return times, losses, inference_times[1:], inference
+        self.optimizer.step()
+        self.losses.append(loss.item())
+        self.train_times.append(time.perf_counter() - start)
+
+    def infer_step(self) -> None:
+        start = time.perf_counter()
+        with torch.no_grad():
+            self.inference = self.loss_of(self.forward, 0).item()
+        self.infer_times.append(time.perf_counter() - start)
 
 
 def main() -> None:
@@ -86,14 +88,22 @@ def main() -> None:
     print(f"{'model':<6}{'mode':<9}{'first step s':>13}{'train ms':>10}{'speedup':>9}{'max |loss diff|':>17}"
           f"{'infer ms':>10}{'speedup':>9}{'infer diff':>12}")
     for name in names:
-        eager_t, eager_l, eager_it, eager_inference = run(cases[name], device, False, args.steps)
-        comp_t, comp_l, comp_it, comp_inference = run(cases[name], device, True, args.steps)
-        eager_ms, comp_ms = (statistics.median(t[3:]) * 1e3 for t in (eager_t, comp_t))
-        eager_ims, comp_ims = (statistics.median(t) * 1e3 for t in (eager_it, comp_it))
-        diff = max(abs(a - b) for a, b in zip(eager_l, comp_l))
-        print(f"{name:<6}{'eager':<9}{eager_t[0]:>13.2f}{eager_ms:>10.2f}{'':>26}{eager_ims:>10.2f}")
-        print(f"{name:<6}{'compile':<9}{comp_t[0]:>13.2f}{comp_ms:>10.2f}{eager_ms / comp_ms:>8.2f}x{diff:>17.2e}"
-              f"{comp_ims:>10.2f}{eager_ims / comp_ims:>8.2f}x{abs(eager_inference - comp_inference):>12.2e}")
+        eager, compiled = modes = (Mode(cases[name], device, False), Mode(cases[name], device, True))
+        for step in range(args.steps):  # alternating, so machine noise hits both modes alike
+            for mode in modes:
+                mode.train_step(step)
+        for mode in modes:
+            mode.model.eval()
+        for _ in range(args.steps // 2 + 1):
+            for mode in modes:
+                mode.infer_step()
+        eager_ms, comp_ms = (statistics.median(m.train_times[3:]) * 1e3 for m in modes)
+        eager_ims, comp_ims = (statistics.median(m.infer_times[1:]) * 1e3 for m in modes)
+        diff = max(abs(a - b) for a, b in zip(eager.losses, compiled.losses))
+        print(f"{name:<6}{'eager':<9}{eager.train_times[0]:>13.2f}{eager_ms:>10.2f}{'':>26}{eager_ims:>10.2f}")
+        print(f"{name:<6}{'compile':<9}{compiled.train_times[0]:>13.2f}{comp_ms:>10.2f}{eager_ms / comp_ms:>8.2f}x"
+              f"{diff:>17.2e}{comp_ims:>10.2f}{eager_ims / comp_ims:>8.2f}x"
+              f"{abs(eager.inference - compiled.inference):>12.2e}")
 
 
 if __name__ == "__main__":
