@@ -23,7 +23,6 @@ import torch
 import dipu
 
 _TYPE = "dipu"
-_warned = False
 
 
 def install() -> None:
@@ -57,11 +56,8 @@ def _touches_dipu(graph_module, inputs) -> bool:
     return graph is not None and any(_on_dipu(node.meta.get("val")) for node in graph.nodes)
 
 
+@functools.cache
 def _warn_once() -> None:
-    global _warned
-    if _warned:
-        return
-    _warned = True
     warnings.warn(
         f"dipu vendor '{dipu.vendor().name}' has no compiler backend (its DeviceRuntime.compiler_backend is None): "
         "torch.compile runs graphs on dipu as backend=\"aot_eager\" does, through dipu's own kernels, without "

@@ -224,15 +224,21 @@ def _batches(steps=3):
     return [(torch.randn(8, 8, generator=generator), torch.randn(8, 4, generator=generator)) for _ in range(steps)]
 
 
-def _train_reference():
-    """One process on the whole batch, on the CPU."""
-    model = _model()
+def _train(model, rank=None, device=None):
+    """SGD with momentum over ``_batches()``: on the whole batch, or on ``rank``'s share of it on ``device``."""
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     for x, y in _batches():
+        if rank is not None:
+            x, y = x.chunk(WORLD)[rank].to(device), y.chunk(WORLD)[rank].to(device)
         torch.nn.functional.mse_loss(model(x), y).backward()
         optimizer.step()
         optimizer.zero_grad()
     return model
+
+
+def _train_reference():
+    """One process on the whole batch, on the CPU."""
+    return _train(_model())
 
 
 def worker_ddp():
@@ -245,13 +251,7 @@ def worker_ddp():
     with torch.no_grad():  # rank 1 starts elsewhere: DDP must broadcast rank 0's weights
         for p in model.parameters():
             p.add_(float(rank))
-    ddp = DDP(model.to(device), bucket_cap_mb=1e-4)  # several buckets
-    optimizer = torch.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
-    for x, y in _batches():
-        loss = torch.nn.functional.mse_loss(ddp(x.chunk(WORLD)[rank].to(device)), y.chunk(WORLD)[rank].to(device))
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad()
+    ddp = _train(DDP(model.to(device), bucket_cap_mb=1e-4), rank, device)  # several buckets
     for (name, p), q in zip(ddp.module.named_parameters(), _train_reference().parameters()):
         assert p.device == device
         torch.testing.assert_close(p.detach().cpu(), q.detach(), rtol=1e-5, atol=1e-6, msg=name)
@@ -281,12 +281,7 @@ def worker_fsdp2():
         if isinstance(layer, torch.nn.Linear):
             fully_shard(layer)
     fully_shard(model)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-    for x, y in _batches():
-        loss = torch.nn.functional.mse_loss(model(x.chunk(WORLD)[rank].to(device)), y.chunk(WORLD)[rank].to(device))
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad()
+    _train(model, rank, device)
     for (name, p), q in zip(model.named_parameters(), _train_reference().parameters()):
         shard = p.to_local()
         assert shard.device == device and shard.shape[0] == q.shape[0] // WORLD, (name, shard.shape)
