@@ -16,36 +16,12 @@ import time
 
 import torch
 
-from dipu import _native, runtime
+from dipu import _core, runtime
+from dipu._core import _C, vendor
 
 __all__ = ["vendor", "fallback_counts", "reset_fallback_counts"]
 
 _EXIT_GRACE_SECONDS = 0.02  # see Note [Exit after backward]
-
-
-def _allocator_mode() -> bool:
-    mode = os.environ.get("DIPU_ALLOCATOR", "caching").strip() or "caching"
-    if mode not in ("caching", "raw"):
-        raise ValueError(f"DIPU_ALLOCATOR={mode!r} is not one of: caching, raw")
-    return mode == "caching"
-
-
-_vendor = runtime.load_vendor()
-_caching = _allocator_mode()
-
-torch.utils.rename_privateuse1_backend("dipu")
-_C = _native.load()
-sys.modules["dipu._C"] = _C
-_C.register_vendor(
-    _vendor,
-    _vendor.name,
-    _vendor.device_count(),
-    _vendor.native_device_type,
-    runtime.overrides(_vendor, "host_malloc"),
-    runtime.overrides(_vendor, "set_current_stream"),
-    _caching,
-    _vendor.native_generator,
-)
 
 from dipu import device_module  # noqa: E402  (needs _C)
 
@@ -54,11 +30,6 @@ os.register_at_fork(after_in_child=device_module._after_fork_in_child)
 torch.utils.generate_methods_for_privateuse1_backend(
     for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
 )
-
-
-def vendor() -> runtime.DeviceRuntime:
-    """The active vendor runtime."""
-    return _vendor
 
 
 def fallback_counts() -> dict[str, int]:
@@ -80,7 +51,7 @@ def _register_ops() -> None:
 
     convolution.register_fake_layouts()  # Note [Convolution layouts under fake tensors]
 
-    if _vendor.diopi_impl is None:  # a vendor without an op library: every op uses the CPU fallback
+    if vendor().diopi_impl is None:  # a vendor without an op library: every op uses the CPU fallback
         overrideable.register(())
         return
     from dipu import _codegen
@@ -98,7 +69,7 @@ if torch.distributed.is_available():  # torch.distributed on dipu tensors: the d
 
 from dipu import mock_cuda  # noqa: E402
 
-if _vendor.compiler_backend is None:  # Note [torch.compile without a compiler]
+if vendor().compiler_backend is None:  # Note [torch.compile without a compiler]
     from dipu import compile_without_compiler  # noqa: E402
 
     compile_without_compiler.install()
@@ -124,4 +95,4 @@ def _shutdown() -> None:
     time.sleep(_EXIT_GRACE_SECONDS)
     _C.synchronize(_C.current_device())
     _C.shutdown()
-    _vendor.finalize()
+    vendor().finalize()

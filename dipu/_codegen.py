@@ -36,7 +36,7 @@ from dipu import _native
 PACKAGE = "dipu._generated"
 CHECKED_IN = Path(__file__).parent / "_generated"
 #: The generator, as a checkout has it and as dipu installs it (Note [Installed import names]).
-GENERATOR = "dipu.autogen"
+GENERATOR = "dipugen"
 
 
 def _installed_torch() -> str:
@@ -44,15 +44,14 @@ def _installed_torch() -> str:
 
 
 def _generator_inputs(generator: Path, spec: Path) -> list[Path]:
-    proto = Path(__file__).parent / "diopi" / "proto.py"
     shapes = Path(__file__).parent / "ops" / "shapes.py"
-    return sorted([*generator.glob("*.py"), *generator.glob("templates/*.j2"), spec, proto, shapes])
+    return sorted([*generator.glob("*.py"), *generator.glob("templates/*.j2"), spec, shapes])
 
 
 def _generated_dir() -> Path:
     """The cached package for the installed torch, generating it first if it is not there."""
     generator = importlib.import_module(GENERATOR)
-    from dipu.autogen import emit, spec  # noqa: E402  (after the import above, which defines the package)
+    from dipugen import emit, spec
 
     yaml_path = spec.REPO / "diopi_functions.yaml"
     if not yaml_path.is_file():
@@ -125,7 +124,7 @@ def _load(directory: Path):
 
 def load():
     """dipu._generated for the installed torch (Note [Generated code per torch version])."""
-    from dipu.autogen import REFERENCE_TORCH
+    from dipugen import REFERENCE_TORCH
 
     directory = CHECKED_IN if _installed_torch() == REFERENCE_TORCH else _generated_dir()
     package = _load(directory)

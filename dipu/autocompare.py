@@ -325,7 +325,7 @@ def _register(patterns: OpPatterns | None) -> bool:
         from dipu import _generated
     except ModuleNotFoundError:
         return False
-    from dipu import vendor
+    from dipu._core import vendor
     from dipu.diopi.registry import register_ops
 
     if vendor().diopi_impl is None:

@@ -43,8 +43,8 @@ from torch._inductor.codegen.common import (
 from torch._inductor.codegen.wrapper import PythonWrapperCodegen as StockPythonWrapperCodegen
 from torch._inductor.virtualized import V
 
-import dipu
-from dipu import _C, _inductor_config, device_module
+from dipu import _inductor_config, device_module
+from dipu._core import _C, vendor
 from dipu.ops import convolution
 
 _TYPE = "dipu"
@@ -53,9 +53,9 @@ COMPILER_BACKENDS = ("cpp", "triton", None)
 
 def compiler_backend() -> str | None:
     """The active vendor's declared compiler backend (see Note [Compiler backends])."""
-    backend = dipu.vendor().compiler_backend
+    backend = vendor().compiler_backend
     if backend not in COMPILER_BACKENDS:
-        raise ValueError(f"dipu vendor '{dipu.vendor().name}': compiler_backend={backend!r} is not one of "
+        raise ValueError(f"dipu vendor '{vendor().name}': compiler_backend={backend!r} is not one of "
                          f"{', '.join(map(repr, COMPILER_BACKENDS))} (see dipu.runtime.DeviceRuntime.compiler_backend)")
     return backend
 
@@ -147,7 +147,7 @@ class DipuInterface(DeviceInterface):
     @classmethod
     def raise_if_triton_unavailable(cls, device=None) -> None:
         if not _triton():
-            raise RuntimeError(f"dipu vendor '{dipu.vendor().name}' does not compile Triton kernels "
+            raise RuntimeError(f"dipu vendor '{vendor().name}' does not compile Triton kernels "
                                f"(compiler_backend={compiler_backend()!r})")
 
 
@@ -222,7 +222,7 @@ class NoCompilerScheduling:
 
     def __init__(self, scheduler=None):
         raise RuntimeError(
-            f"dipu vendor '{dipu.vendor().name}' has no compiler backend (its DeviceRuntime.compiler_backend "
+            f"dipu vendor '{vendor().name}' has no compiler backend (its DeviceRuntime.compiler_backend "
             f"is None), so inductor cannot generate kernels for dipu. Use torch.compile(model, backend="
             f"\"aot_eager\"): the captured graph then runs through dipu's own kernels.")
 
@@ -315,7 +315,7 @@ for _index in range(device_module.device_count()):
 register_device_op_overrides(_TYPE, DipuDeviceOpOverrides())
 _inductor_config.codegen_source_hash = hashlib.sha256(
     b"".join(Path(path).read_bytes() for path in (__file__, convolution.__file__))).hexdigest()
-_inductor_config.vendor_compiler = f"{dipu.vendor().name}:{compiler_backend()}"
+_inductor_config.vendor_compiler = f"{vendor().name}:{compiler_backend()}"
 register_backend_for_device(_TYPE, Scheduling, DipuPythonWrapperCodegen, CppWrapperCodegen,
                             device_custom_config=_inductor_config)
 PythonWrapperCodegen = DipuPythonWrapperCodegen  # the name inductor looks up

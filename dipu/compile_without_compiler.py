@@ -20,7 +20,7 @@ import warnings
 
 import torch
 
-import dipu
+from dipu._core import vendor
 
 _TYPE = "dipu"
 
@@ -59,6 +59,6 @@ def _touches_dipu(graph_module, inputs) -> bool:
 @functools.cache
 def _warn_once() -> None:
     warnings.warn(
-        f"dipu vendor '{dipu.vendor().name}' has no compiler backend (its DeviceRuntime.compiler_backend is None): "
+        f"dipu vendor '{vendor().name}' has no compiler backend (its DeviceRuntime.compiler_backend is None): "
         "torch.compile runs graphs on dipu as backend=\"aot_eager\" does, through dipu's own kernels, without "
         "inductor's generated kernels", stacklevel=2)

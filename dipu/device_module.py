@@ -7,7 +7,7 @@ import traceback
 
 import torch
 
-from dipu import _C
+from dipu._core import _C, vendor
 
 _TYPE = "dipu"
 
@@ -176,10 +176,7 @@ def synchronize(device=None) -> None:
     _C.synchronize(_index(device))
 
 
-def _vendor():
-    import dipu
-
-    return dipu.vendor()
+_vendor = vendor
 
 
 def get_device_properties(device=None):

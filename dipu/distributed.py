@@ -35,7 +35,7 @@ import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import AllgatherOptions  # not re-exported by torch.distributed
 
-import dipu
+from dipu._core import vendor
 from dipu import collectives
 from dipu.collectives import ChainedWork
 
@@ -157,7 +157,7 @@ class DiclProcessGroup(dist.ProcessGroup):
 
     def _communicator_for(self, op: str, index: int) -> collectives.Communicator:
         if self._communicator is None:
-            cls = dipu.vendor().collectives or collectives.HostCopyCommunicator
+            cls = vendor().collectives or collectives.HostCopyCommunicator
             store = dist.PrefixStore("dipu", self._store)
             self._communicator = cls(store, self._rank, self._size, index, self._timeout)
             self._device_index = index

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from dipu import _C
+from dipu._core import _C
 from dipu.diopi.runtime import Status, take_last_error
 
 FORCE_FALLBACK_VAR = "DIPU_FORCE_FALLBACK_OPS_LIST"

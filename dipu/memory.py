@@ -15,7 +15,7 @@ import sys
 
 import torch
 
-from dipu import _C
+from dipu._core import _C, vendor
 
 __all__ = [
     "empty_cache", "max_memory_allocated", "max_memory_reserved", "mem_get_info", "memory_allocated",
@@ -79,11 +79,10 @@ def empty_cache() -> None:
 
 
 def mem_get_info(device=None) -> tuple[int, int]:
-    import dipu
     from dipu.device_module import _lazy_init
 
     _lazy_init()  # asks the vendor: Note [Lazy initialization]
-    return tuple(dipu.vendor().mem_get_info(_index(device)))
+    return tuple(vendor().mem_get_info(_index(device)))
 
 
 def set_per_process_memory_fraction(fraction: float, device=None) -> None:
@@ -91,7 +90,6 @@ def set_per_process_memory_fraction(fraction: float, device=None) -> None:
 
     An allocation that would pass the cap raises ``torch.OutOfMemoryError``. 1.0 removes the cap.
     """
-    import dipu
 
     index = _index(device)
     if not isinstance(fraction, float):
@@ -101,7 +99,7 @@ def set_per_process_memory_fraction(fraction: float, device=None) -> None:
     from dipu.device_module import _lazy_init
 
     _lazy_init()
-    total = dipu.vendor().device_properties(index).total_memory
+    total = vendor().device_properties(index).total_memory
     _C.set_memory_limit(index, 0 if fraction == 1 else max(1, int(total * fraction)))
     _fractions[index] = fraction
 

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from dipu.autogen import __main__ as autogen
-from dipu.autogen import REFERENCE_TORCH, emit, spec
+from dipugen import __main__ as autogen
+from dipugen import REFERENCE_TORCH, emit, spec
 
 HERE = Path(__file__).parent / "autogen"
 RELU = "- op: relu\n"
@@ -48,7 +48,7 @@ def test_check_names_a_stale_file(tmp_path, capsys):
     wrappers.write_text(wrappers.read_text() + "# edited by hand\n")
     capsys.readouterr()
     assert generate(tmp_path, HERE / "small.yaml", "--check") == 1
-    assert capsys.readouterr().err == f"stale: {wrappers}\nrun `python -m scripts.autogen` to regenerate\n"
+    assert capsys.readouterr().err == f"stale: {wrappers}\nrun `python -m dipugen` to regenerate\n"
     assert wrappers.read_text().endswith("# edited by hand\n")  # --check writes nothing
 
 

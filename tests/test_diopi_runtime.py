@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from conftest import run_python
-from dipu.diopi.proto import FUNCTIONS
+from dipugen.proto import FUNCTIONS
 from dipu.diopi_impl.torch import library as torch_library
 from dipu.diopi import SUCCESS, OpLibrary, Status, load_library
 from dipu.diopi.runtime import contexts

@@ -13,7 +13,7 @@ import torch
 
 import dipu
 from dipu import _codegen
-from dipu.autogen import REFERENCE_TORCH, spec
+from dipugen import REFERENCE_TORCH, spec
 
 INSTALLED = torch.__version__.split("+")[0]
 

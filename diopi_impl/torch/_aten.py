@@ -16,7 +16,7 @@ benchmark's inputs).
 
 import torch
 
-from dipu import _C
+from dipu._core import _C
 
 _BOUND = (torch._C._VariableFunctions, torch._C._nn, torch._C._linalg, torch._C._special, torch._C._fft)
 

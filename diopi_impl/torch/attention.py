@@ -11,7 +11,7 @@ import math
 
 import torch
 
-from dipu import _C
+from dipu._core import _C
 from dipu.diopi import SUCCESS
 from dipu.ops.attention import blockwise_backward, blockwise_forward, repeat_heads, sum_head_groups
 from . import library

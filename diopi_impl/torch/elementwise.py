@@ -2,7 +2,7 @@
 
 import torch
 
-from dipu import _C
+from dipu._core import _C
 from dipu.diopi import SUCCESS
 from . import library
 

@@ -7,7 +7,7 @@ Functions with an ``...Inp`` twin write into ``input``; the out= form copies
 
 import torch
 
-from dipu import _C
+from dipu._core import _C
 from dipu.diopi import SUCCESS
 from . import library
 from .tensor import _require_copy

@@ -16,8 +16,8 @@ import inspect
 
 import torch
 
-from dipu.diopi.proto import FUNCTIONS
-from dipu import _C
+from dipugen.proto import FUNCTIONS
+from dipu._core import _C
 from dipu.diopi import SUCCESS
 from . import library
 from ._aten import fast_aten

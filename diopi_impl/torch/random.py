@@ -3,7 +3,7 @@ state (``_C.native_generator``), so a seed set on dipu reproduces the same numbe
 
 import torch
 
-from dipu import _C
+from dipu._core import _C
 from dipu.diopi import SUCCESS
 from . import library
 

@@ -1,11 +1,24 @@
-"""The DIOPI runtime (status codes, context) and the op-library registry.
+"""What an op library sees: the DIOPI proto, the runtime it calls, and the library base.
 
-Op libraries (``diopi_impl/<name>/``) import from here: ``OpLibrary`` to
-declare their functions, ``Status`` / ``SUCCESS`` to answer, and the
-``Context`` they receive as ``ctx``.
+Op libraries (``diopi_impl/<name>/``) import from here and nowhere else in dipu:
+
+- ``OpLibrary`` to declare their functions (checked against the proto, ``FUNCTIONS``);
+- ``Status`` / ``SUCCESS`` to answer, and ``set_last_error`` to say why a call failed;
+- the ``Context`` each function receives as ``ctx`` (its device, stream, ``require_tensor``);
+- ``native_alias(tensor)``: a zero-copy tensor of the vendor's ``native_device_type`` ("cpu" on the
+  simulated vendor) over a dipu tensor's memory, for libraries that compute with another torch
+  backend (0-dim CPU tensors pass through unchanged); ``native_generator(generator, device)``: that
+  backend's generator for a dipu generator (None: the device's default);
+- ``attention``: the blockwise attention algorithm, for libraries that build fused attention on it.
 """
 
+from dipu._core import _C
 from dipu.diopi.library import OpLibrary, load_library
 from dipu.diopi.runtime import SUCCESS, Context, Status, get_last_error, set_last_error
+from dipugen.proto import FUNCTIONS, Function, Kind
 
-__all__ = ["OpLibrary", "load_library", "SUCCESS", "Context", "Status", "get_last_error", "set_last_error"]
+native_alias = _C.alias
+native_generator = _C.native_generator
+
+__all__ = ["OpLibrary", "load_library", "SUCCESS", "Context", "Status", "get_last_error", "set_last_error",
+           "FUNCTIONS", "Function", "Kind", "native_alias", "native_generator"]

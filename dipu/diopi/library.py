@@ -31,7 +31,7 @@ import os
 from importlib import metadata
 from typing import Callable
 
-from dipu.diopi.proto import FUNCTIONS, AtenArg, aten_mismatch, kinds_of
+from dipugen.proto import FUNCTIONS, AtenArg, aten_mismatch, kinds_of
 
 ENTRY_POINT_GROUP = "dipu.diopi_impls"
 IMPL_VAR = "DIPU_DIOPI_IMPL"

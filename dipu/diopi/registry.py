@@ -73,7 +73,7 @@ def register_ops(ops: tuple[Op, ...], *, library: OpLibrary | None = None,
     """
     global _torch_library
     if library is None:
-        from dipu import vendor
+        from dipu._core import vendor
 
         try:
             library = load_active_library(vendor().diopi_impl)

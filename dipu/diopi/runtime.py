@@ -17,7 +17,7 @@ import threading
 
 import torch
 
-from dipu import _C
+from dipu._core import _C
 
 
 class Status(enum.IntEnum):

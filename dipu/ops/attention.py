@@ -40,7 +40,7 @@ import math
 
 import torch
 
-from dipu import _C
+from dipu._core import _C
 
 #: The most score elements one block holds (64 MiB of float32); see Note [Blockwise attention].
 _BLOCK_ELEMENTS = 1 << 24

@@ -28,7 +28,7 @@ import functools
 import torch
 from torch._subclasses import fake_impls
 
-from dipu import _C
+from dipu._core import _C
 from dipu.diopi.runtime import Status
 from dipu.ops.memory_format import empty, memory_format
 
@@ -36,7 +36,7 @@ from dipu.ops.memory_format import empty, memory_format
 @functools.lru_cache(maxsize=None)
 def _transposed(name: str):
     """The active op library's function ``name`` (None where it lacks it)."""
-    from dipu import vendor
+    from dipu._core import vendor
     from dipu.diopi.library import active_library_name, load_library
 
     return load_library(active_library_name(vendor().diopi_impl)).get(name)

@@ -6,7 +6,7 @@ whole dim; the functional forms allocate here what the in-place forms update.
 
 from __future__ import annotations
 
-from dipu import _C
+from dipu._core import _C
 
 
 def index(diopi, ctx, self, indices):

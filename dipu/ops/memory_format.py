@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from dipu import _C
+from dipu._core import _C
 from dipu.ops import shapes
 
 _channels_last = torch.channels_last

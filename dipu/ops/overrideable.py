@@ -24,7 +24,7 @@ import warnings
 
 import torch
 
-from dipu import _C
+from dipu._core import _C
 from dipu.hooks import device_of
 from dipu.ops import attention
 

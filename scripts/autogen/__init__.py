@@ -1,17 +1,9 @@
-"""The op-kernel generator: diopi_functions.yaml -> dipu/_generated/ (see DESIGN.md §5).
+"""dipugen, the op-kernel generator: diopi_functions.yaml -> dipu/_generated/ (see DESIGN.md §5).
 
 ``spec`` reads and validates the YAML into frozen dataclasses, ``kernels``
 expands each entry into the aten kernels to generate and decides what their
 code does, ``emit`` renders that through the Jinja2 templates.
 """
-
-import os
-import sys
-
-# Note [The generator does not import dipu] (see _proto.py): `import torch` would autoload dipu through
-# the torch.backends entry point, registering the very kernels being regenerated.
-if "torch" not in sys.modules:
-    os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
 
 #: The torch whose schemas dipu/_generated/ is generated from: the reviewed, checked-in copy. dipu
 #: generates its kernels for any other installed torch on first import (dipu/_codegen.py).

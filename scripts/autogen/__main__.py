@@ -1,21 +1,32 @@
-"""python -m scripts.autogen: generate dipu/_generated/ from diopi_functions.yaml."""
+"""python -m dipugen: generate dipu/_generated/ from diopi_functions.yaml.
+
+Note [The generator does not import dipu]
+The generator reads the installed torch's schemas, and ``import torch`` would load dipu through the
+torch.backends entry point, registering the very kernels being regenerated (stale, or broken by a spec
+change). So the command turns that autoload off for its own process before torch is imported; as a
+library (dipu regenerating its kernels for another torch) it imports nothing of dipu either.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
-import torch
+if "torch" not in sys.modules:
+    os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
 
-from . import REFERENCE_TORCH, emit, spec
+import torch  # noqa: E402
+
+from . import REFERENCE_TORCH, emit, spec  # noqa: E402
 
 REPO = spec.REPO
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m scripts.autogen",
+        prog="python -m dipugen",
         description="Generate the PrivateUse1 op kernels (dipu/_generated/) from the op spec.")
     parser.add_argument("--yaml", type=Path, default=REPO / "diopi_functions.yaml",
                         help="the op spec (default: diopi_functions.yaml at the repository root)")
@@ -57,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         for path in stale:
             print(f"stale: {_relative(path)}", file=sys.stderr)
         if stale:
-            print("run `python -m scripts.autogen` to regenerate", file=sys.stderr)
+            print("run `python -m dipugen` to regenerate", file=sys.stderr)
         return 1 if stale else 0
     for path in emit.write(out, files):
         print(f"wrote {_relative(path)}")

@@ -22,7 +22,7 @@ import keyword
 
 from torchgen.model import Argument, BaseTy, BaseType, FunctionSchema, ListType, OptionalType
 
-from ._proto import proto
+from . import proto
 from .model import Call, Entry, op_name
 from .spec import SpecError, siblings
 

@@ -6,7 +6,7 @@ import dataclasses
 
 from torchgen.model import FunctionSchema
 
-from ._proto import proto
+from . import proto
 
 Function = proto.Function
 

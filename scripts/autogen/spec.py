@@ -16,14 +16,13 @@ import torch
 import yaml
 from torchgen.model import Argument, FunctionSchema, OptionalType, SchemaKind
 
-from . import _proto
-from ._proto import proto
+from . import proto
 from .model import Call, CallArg, Entry, op_name
 
 FUNCTIONS, Kind, Param = proto.FUNCTIONS, proto.Kind, proto.Param
 
 REPO = Path(__file__).resolve().parents[2]  # the repository (the generator runs from a checkout)
-DIPU_DIR = _proto.DIPU_DIR
+DIPU_DIR = REPO / "dipu"
 SHAPE_RULES_FILE = DIPU_DIR / "ops" / "shapes.py"
 VARIANT_KINDS = ("out", "functional", "inplace")
 

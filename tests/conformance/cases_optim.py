@@ -13,7 +13,7 @@ import itertools
 import torch
 
 from conformance.spec import FLOAT, Case, T
-from dipu.diopi.proto import FUNCTIONS
+from dipugen.proto import FUNCTIONS
 
 aten = torch.ops.aten
 INT_SOME = (torch.int64, torch.int32, torch.uint8)

@@ -24,7 +24,7 @@ class NcclCommunicator(Communicator):
         if not dist.is_nccl_available():
             raise RuntimeError("dipu cuda vendor: this torch has no NCCL (torch.distributed.is_nccl_available() "
                                "is False); install a CUDA build of torch")
-        from dipu import _C  # built after the vendor loads, before any communicator exists
+        from dipu._core import _C  # built after the vendor loads, before any communicator exists
 
         self._alias = _C.alias
         options = dist.ProcessGroupNCCL.Options()

@@ -16,7 +16,7 @@ class SimCommunicator(GlooCommunicator):
 
     def __init__(self, store, rank, world_size, device_index, timeout):
         super().__init__(store, rank, world_size, device_index, timeout)
-        from dipu import _C  # built after the vendor loads, before any communicator exists
+        from dipu._core import _C  # built after the vendor loads, before any communicator exists
 
         self._alias = _C.alias
 

@@ -1,0 +1,54 @@
+"""The native core and the active vendor: the leaf every other dipu module builds on.
+
+Note [Start-up order]
+Importing this module selects the vendor runtime (``DIPU_VENDOR``), names the
+PrivateUse1 backend ``dipu``, builds or loads the native core (Note [Native
+core cache]) and hands the vendor to it. Nothing here starts the vendor
+runtime: the first device use does (Note [Lazy initialization]). Every other
+module imports what it needs from here (``from dipu._core import _C, vendor``),
+never from the package root; the root, dipu/__init__.py, then registers the
+device module, the kernels and the integrations, in the order it states once.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import torch
+
+from dipu import _native, runtime
+
+__all__ = ["_C", "vendor", "caching_allocator"]
+
+
+def _allocator_mode() -> bool:
+    mode = os.environ.get("DIPU_ALLOCATOR", "caching").strip() or "caching"
+    if mode not in ("caching", "raw"):
+        raise ValueError(f"DIPU_ALLOCATOR={mode!r} is not one of: caching, raw")
+    return mode == "caching"
+
+
+_vendor = runtime.load_vendor()
+#: Whether device memory goes through the caching allocator (``DIPU_ALLOCATOR``).
+caching_allocator = _allocator_mode()
+
+torch.utils.rename_privateuse1_backend("dipu")
+#: The native core (dipu/csrc), also importable as ``dipu._C``.
+_C = _native.load()
+sys.modules["dipu._C"] = _C
+_C.register_vendor(
+    _vendor,
+    _vendor.name,
+    _vendor.device_count(),
+    _vendor.native_device_type,
+    runtime.overrides(_vendor, "host_malloc"),
+    runtime.overrides(_vendor, "set_current_stream"),
+    caching_allocator,
+    _vendor.native_generator,
+)
+
+
+def vendor() -> runtime.DeviceRuntime:
+    """The active vendor runtime."""
+    return _vendor
