@@ -11,19 +11,21 @@ from __future__ import annotations
 
 import atexit
 import os
-import sys
 import time
 
 import torch
 
-from dipu import _core, runtime
-from dipu._core import _C, vendor
-
-__all__ = ["vendor", "fallback_counts", "reset_fallback_counts"]
+__all__ = ["vendor", "fallback_counts", "reset_fallback_counts", "autocompare"]
 
 _EXIT_GRACE_SECONDS = 0.02  # see Note [Exit after backward]
 
-from dipu import device_module  # noqa: E402  (needs _C)
+# Start-up, in this order (Note [Start-up order] in dipu/_core.py):
+# 1. the vendor runtime and the native core;
+from dipu import _core  # noqa: I001
+from dipu._core import _C, vendor
+
+# 2. the device module, torch.dipu, and the tensor/module/storage methods (.dipu(), .is_dipu);
+from dipu import device_module  # noqa: E402
 
 torch._register_device_module("dipu", device_module)
 os.register_at_fork(after_in_child=device_module._after_fork_in_child)
@@ -31,39 +33,19 @@ torch.utils.generate_methods_for_privateuse1_backend(
     for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
 )
 
-
-def fallback_counts() -> dict[str, int]:
-    """How many times each aten op ran through the CPU fallback."""
-    from dipu.ops import overrideable
-
-    return {**_C.fallback_counts(), **overrideable.counts}
-
-
-def reset_fallback_counts() -> None:
-    from dipu.ops import overrideable
-
-    _C.reset_fallback_counts()
-    overrideable.counts.clear()
-
-
-def _register_ops() -> None:
-    from dipu.ops import convolution, overrideable
-
-    convolution.register_fake_layouts()  # Note [Convolution layouts under fake tensors]
-
-    if vendor().diopi_impl is None:  # a vendor without an op library: every op uses the CPU fallback
-        overrideable.register(())
-        return
-    from dipu import _codegen
-
-    _codegen.load().register()
-
-
-_register_ops()
-
+# 3. the op kernels, with the debug switches as the environment sets them;
 from dipu import autocompare  # noqa: E402  (dipu.autocompare(".*") opens a compared block)
-if torch.distributed.is_available():  # torch.distributed on dipu tensors: the dicl backend
-    from dipu import distributed  # noqa: E402  (needs the device registered)
+from dipu.kernels import registry  # noqa: E402
+from dipu.kernels.fallback import fallback_counts, reset_fallback_counts  # noqa: E402
+from dipu.ops import convolution  # noqa: E402
+
+convolution.register_fake_layouts()  # Note [Convolution layouts under fake tensors]
+_generated = registry.register_active()
+autocompare.switch_on(every=_generated is not None and _generated.AUTOCOMPARE_ALL)
+
+# 4. the integrations: torch.distributed (the dicl backend), torch.compile, mock CUDA.
+if torch.distributed.is_available():
+    from dipu import distributed  # noqa: E402
 
     distributed.register()
 

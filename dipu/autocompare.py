@@ -1,7 +1,7 @@
 """Autocompare: run dipu kernels on the CPU too and name the first one that computes wrong values.
 
 ``DIPU_AUTOCOMPARE_OPS_LIST`` (regexes of op names) wraps the matching generated kernels when they are
-registered (Note [Hooks cost nothing unless asked for], dipu/hooks.py); from Python,
+registered (Note [Autocompare as a switch], dipu/kernels/registry.py); from Python,
 ``with dipu.autocompare(".*") as run:`` does the same for a block and ``run.mismatches`` /
 ``run.first_mismatch`` say what differed.
 
@@ -38,7 +38,9 @@ import warnings
 
 import torch
 
-from dipu.hooks import OpPatterns, _env_flag
+from dipu.kernels.fallback import CPU_SUBSTITUTES
+from dipu.kernels.registry import registration
+from dipu.kernels.switches import OpPatterns, autocompare_patterns, env_flag
 
 #: dtype -> (rtol: max|dipu - cpu| relative to max|cpu|, min_cosine); see Note [Judging a tensor as a whole].
 #: One rounding of the largest element costs about half the dtype's eps relative to max|cpu|.
@@ -64,8 +66,8 @@ def _env_float(name: str) -> float | None:
 
 RTOL = _env_float("DIPU_AUTOCOMPARE_RTOL")  # replaces every dtype's rtol
 ATOL = _env_float("DIPU_AUTOCOMPARE_ATOL") or 0.0
-STRICT = _env_flag("DIPU_AUTOCOMPARE_STRICT")
-VERBOSE = _env_flag("DIPU_AUTOCOMPARE_VERBOSE")
+STRICT = env_flag("DIPU_AUTOCOMPARE_STRICT")
+VERBOSE = env_flag("DIPU_AUTOCOMPARE_VERBOSE")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -198,10 +200,6 @@ def _unchanged(value: torch.Tensor, original: torch.Tensor) -> bool:
 
 def _cpu_reference(op):
     """The aten op itself, or for the ``*_overrideable`` ops (no CPU kernel) the op they stand for."""
-    try:
-        from dipu.ops.overrideable import CPU_SUBSTITUTES
-    except ImportError:
-        CPU_SUBSTITUTES = {}
     substitute = CPU_SUBSTITUTES.get(op.name)
     if substitute is not None:
         return substitute
@@ -318,20 +316,24 @@ def _register_summary() -> None:
 # ---- Python API: dipu.autocompare(...) ------------------------------------------------------------
 
 
-def _register(patterns: OpPatterns | None) -> bool:
-    """Register the generated kernels again, comparing ``patterns`` (None: DIPU_AUTOCOMPARE_OPS_LIST);
-    False when there are none (every op runs on the CPU fallback: nothing to compare)."""
-    try:
-        from dipu import _generated
-    except ModuleNotFoundError:
-        return False
-    from dipu._core import vendor
-    from dipu.diopi.registry import register_ops
+#: The generator's --autocompare-all: every op is compared, in blocks too (set by :func:`switch_on`).
+_every = False
 
-    if vendor().diopi_impl is None:
-        return False
-    return bool(register_ops(_generated.OPS, autocompare_all=_generated.AUTOCOMPARE_ALL,
-                 print_call_info=_generated.PRINT_CALL_INFO, autocompare_ops=patterns))
+
+def switch_on(every: bool = False) -> None:
+    """Compare the ops DIPU_AUTOCOMPARE_OPS_LIST names (all of them with ``every``): dipu/__init__.py calls this
+    once the kernels are registered (Note [Autocompare as a switch])."""
+    global _every
+    _every = every
+    _compare(None)
+
+
+def _compare(patterns: OpPatterns | None) -> bool:
+    """Compare the registered kernels ``patterns`` match (None: DIPU_AUTOCOMPARE_OPS_LIST) and no others; False
+    when no kernel is registered (every op runs on the CPU fallback: nothing to compare)."""
+    patterns = autocompare_patterns() if patterns is None else patterns
+    registration.compare(lambda name: _every or patterns.matches(name), wrap)
+    return bool(registration.kernels)
 
 
 class Scope:
@@ -350,7 +352,7 @@ class Scope:
         globals().update(self.settings)
         _scopes.append(self)
         _active.append(self.results)
-        if not _register(self.patterns):
+        if not _compare(self.patterns):
             warnings.warn("dipu.autocompare: no dipu kernels are registered (every op runs on the CPU "
                           "fallback), so there is nothing to compare", stacklevel=2)
         return self.results
@@ -359,7 +361,7 @@ class Scope:
         _scopes.remove(self)
         _active.remove(self.results)
         globals().update(self._saved)
-        _register(_scopes[-1].patterns if _scopes else None)
+        _compare(_scopes[-1].patterns if _scopes else None)
 
 
 _scopes: list[Scope] = []

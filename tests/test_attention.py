@@ -269,7 +269,7 @@ def test_the_cpu_substitutes_serve_sdpa_when_the_kernel_is_forced_to_the_fallbac
     """A vendor without the DIOPI attention functions: the placeholders run on the CPU, dropout included."""
     python("""
         import torch, torch.nn.functional as F, dipu
-        assert "_scaled_dot_product_fused_attention_overrideable" not in dipu.diopi.registry.registered_ops()
+        assert "_scaled_dot_product_fused_attention_overrideable" not in dipu.kernels.registry.registered_ops()
         torch.manual_seed(0)
         q, k, v = (torch.randn(2, 4, n, 8) for n in (6, 9, 9))
         bias = torch.randn(6, 9)

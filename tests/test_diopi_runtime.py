@@ -9,7 +9,7 @@ from conftest import run_python
 from dipugen.proto import FUNCTIONS
 from dipu.diopi_impl.torch import library as torch_library
 from dipu.diopi import SUCCESS, OpLibrary, Status, load_library
-from dipu.diopi.runtime import contexts
+from dipu.kernels.support import contexts
 
 
 def test_proto_puts_ctx_first_then_outputs():

@@ -147,7 +147,7 @@ def test_convolutions_run_through_the_fallback(python):
     transposed) match the CPU."""
     python("""
         import torch, torch.nn.functional as F, dipu
-        assert "convolution_overrideable" not in dipu.diopi.registry.registered_ops()
+        assert "convolution_overrideable" not in dipu.kernels.registry.registered_ops()
         torch.manual_seed(0)
         cases = [
             (F.conv2d, (2, 4, 9, 9), (6, 2, 3, 3), dict(stride=2, padding=1, groups=2)),
@@ -172,7 +172,7 @@ def test_convolutions_run_through_the_fallback(python):
 @pytest.mark.parametrize("mask", ["none", "causal", "float", "bool"])
 def test_fused_attention_placeholder_matches_the_math_path(mask):
     """The CPU substitute of the attention placeholders (what a vendor without the DIOPI function runs)."""
-    from dipu.ops.overrideable import run_on_cpu
+    from dipu.kernels.fallback import run_on_cpu
 
     torch.manual_seed(0)
     q, k, v = (torch.randn(2, 3, 5, 4) for _ in range(3))

@@ -82,7 +82,7 @@ def test_dump_level_zero_with_spaces_prints_nothing():
 
 FALLBACK_PROBE = """
     import torch, dipu
-    from dipu.diopi.registry import registered_ops
+    from dipu.kernels.registry import registered_ops
     names = set(registered_ops())
     print("registered:", sorted(n for n in {probes} if n in names))
     a = torch.arange(6.).to("dipu"); b = torch.full((6,), 2.0, device="dipu")
@@ -138,7 +138,7 @@ def test_force_fallback_from_the_config_file(tmp_path):
 def test_force_fallback_everything_still_trains_correctly():
     out = run("""
         import torch, dipu
-        from dipu.diopi.registry import registered_ops
+        from dipu.kernels.registry import registered_ops
         assert registered_ops() == []
         torch.manual_seed(0)
         model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
@@ -212,7 +212,7 @@ def test_check_tensor_device_names_the_argument():
 def test_sync_mode_keeps_results_correct():
     out = run("""
         import torch, dipu
-        from dipu import hooks
+        from dipu.kernels import switches as hooks
         a = torch.arange(4.).to("dipu")
         print(hooks.SYNC, (a * a).sum().item())
     """, env={"DIPU_SYNC_EXEC_MODE": "1"}).stdout

@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 
 import dipu
-from dipu.diopi.registry import registered_ops
+from dipu.kernels.registry import registered_ops
 
 
 def inputs():

@@ -4,7 +4,7 @@ import torch
 
 from dipu._core import _C
 from dipu.diopi import SUCCESS
-from dipu.diopi.runtime import Status
+from dipu.diopi.context import Status
 from . import library
 from ._aten import fast_aten, optional_alias, write_results
 

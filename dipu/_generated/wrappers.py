@@ -8,11 +8,10 @@ wrapper does, and dipu/_generated/__init__.py for the table that registers them.
 import torch
 from torch import Tensor
 
-from dipu._C import empty, exchange_device, synchronize
-from dipu.diopi.runtime import (all_contiguous, allocate, allocate_strided, check_inplace_shape, contexts,
-                                empty_strided, resize_outputs)
-from dipu.hooks import (CHECK_DEVICE, DUMP_KEY, DUMP_OFF, SYNC, call_with_numbers, check_device, device_of,
-                        dump_op_args, dump_op_results, env_get, has_numbers, on_failure)
+from dipu.kernels.support import (CHECK_DEVICE, DUMP_KEY, DUMP_OFF, SYNC, all_contiguous, allocate, allocate_strided,
+                                  call_with_numbers, check_device, check_inplace_shape, contexts, device_of,
+                                  dump_op_args, dump_op_results, empty, empty_strided, env_get, exchange_device,
+                                  has_numbers, on_failure, resize_outputs, synchronize)
 from dipu.ops.shapes import meta, strides
 from dipu.ops.attention import fused_attention as impl_dipu_ops_attention_fused_attention
 from dipu.ops.attention import fused_attention_backward as impl_dipu_ops_attention_fused_attention_backward

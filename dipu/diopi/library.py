@@ -31,6 +31,7 @@ import os
 from importlib import metadata
 from typing import Callable
 
+from dipu.diopi.context import Status
 from dipugen.proto import FUNCTIONS, AtenArg, aten_mismatch, kinds_of
 
 ENTRY_POINT_GROUP = "dipu.diopi_impls"
@@ -105,8 +106,6 @@ class OpLibrary:
 
 def _dtype_guard(fn: Callable, declared, dtypes: frozenset) -> Callable:
     """``fn`` behind a check of its first tensor input's dtype; see Note [Declared dtypes]."""
-    from dipu.diopi.runtime import Status
-
     position = next(i for i, p in enumerate(declared.params) if p.kind.is_tensor and not p.kind.is_output)
     unsupported = Status.FORCE_FALLBACK
 

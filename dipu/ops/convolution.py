@@ -29,7 +29,7 @@ import torch
 from torch._subclasses import fake_impls
 
 from dipu._core import _C
-from dipu.diopi.runtime import Status
+from dipu.diopi.context import Status
 from dipu.ops.memory_format import empty, memory_format
 
 

@@ -11,7 +11,7 @@ import torch
 from conformance.spec import Case, T
 from dipugen.proto import FUNCTIONS, Kind
 from dipu.diopi import SUCCESS, Status
-from dipu.diopi.runtime import contexts
+from dipu.kernels.support import contexts
 
 DEVICE = 0
 #: Totals printed at the end of the pytest session (tests/conftest.py).

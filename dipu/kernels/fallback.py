@@ -1,4 +1,8 @@
-"""CPU substitutes for the ``*_overrideable`` entry points PyTorch sends PrivateUse1.
+"""The Python side of the CPU fallback: substitutes for the ``*_overrideable`` entry points PyTorch sends
+PrivateUse1, and the one entry every kernel that answers FORCE_FALLBACK goes through.
+
+The boxed fallback itself (copy in, run on CPU, copy or write back) is in the native core
+(dipu/csrc/ops.cpp); an op without a dipu kernel reaches it from the dispatcher directly.
 
 Note [Overrideable ops in the fallback]
 ATen routes some ops on PrivateUse1 to placeholders that exist only to be
@@ -25,10 +29,18 @@ import warnings
 import torch
 
 from dipu._core import _C
-from dipu.hooks import device_of
 from dipu.ops import attention
 
 aten = torch.ops.aten
+
+
+def device_of(*args) -> int:
+    """The dipu device of the first dipu tensor among ``args`` (and the tensors of list arguments)."""
+    for value in args:
+        for tensor in value if isinstance(value, (list, tuple)) else (value,):
+            if isinstance(tensor, torch.Tensor) and tensor.device.type == "dipu":
+                return tensor.get_device()
+    raise RuntimeError("no dipu tensor among the arguments")
 
 
 def convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
@@ -124,6 +136,23 @@ def run_on_cpu(name: str, args: tuple, kwargs: dict):
     finally:
         _C.exchange_device(previous)
     return _map(lambda t: t.to(device), result)
+
+
+def run(name: str, args: tuple, kwargs: dict):
+    """Run op ``name`` on the CPU: through its substitute if it is a placeholder, else the core's boxed fallback."""
+    if name in CPU_SUBSTITUTES:  # Note [Overrideable ops in the fallback]
+        return run_on_cpu(name, args, kwargs)
+    return _C.cpu_fallback(name, args, kwargs)
+
+
+def fallback_counts() -> dict[str, int]:
+    """How many times each aten op ran through the CPU fallback."""
+    return {**_C.fallback_counts(), **counts}
+
+
+def reset_fallback_counts() -> None:
+    _C.reset_fallback_counts()
+    counts.clear()
 
 
 def _fallback_kernel(name: str):

@@ -1,103 +1,113 @@
-"""Debug hooks users switch on with environment variables (DESIGN.md §6).
+"""What generated wrappers call, and nothing else imports (see Note [Generated wrappers] in dipugen).
 
-Note [Hooks cost nothing unless asked for]
-Force fallback and autocompare are decided once, when the generated kernels
-are registered: a force-fallback op is simply not registered (the core's CPU
-fallback takes it) and an autocompare op is registered wrapped by
-:func:`dipu.autocompare.wrap`. ``DIPU_CHECK_TENSOR_DEVICE`` and ``DIPU_SYNC_EXEC_MODE``
-are read once at import into constants the wrappers test. Only
-``DIPU_DUMP_OP_ARGS`` must follow changes at run time, so wrappers read it per
-call straight from ``os.environ``'s underlying dict (``env_get(DUMP_KEY)``,
-about 30 ns; ``os.getenv`` costs about 750 ns).
+The fast path of a wrapper uses the names re-exported at the top (the device exchange, allocation, the
+switches); the rest runs only when something is asked for (a dump, a device check) or went wrong (a
+status, a Python number where the schema says Tensor).
 """
 
 from __future__ import annotations
 
-import os
-import re
-from pathlib import Path
-
 import torch
 
 from dipu._core import _C
-from dipu.diopi.runtime import Status, take_last_error
+from dipu.diopi.context import Context, Status, take_last_error
+from dipu.kernels import fallback
+from dipu.kernels.fallback import device_of
+from dipu.kernels.switches import CHECK_DEVICE, DUMP_KEY, DUMP_OFF, SYNC, dump_level, env_get
 
-FORCE_FALLBACK_VAR = "DIPU_FORCE_FALLBACK_OPS_LIST"
-FORCE_FALLBACK_CONFIG = ".dipu_force_fallback_op_list.config"
-AUTOCOMPARE_VAR = "DIPU_AUTOCOMPARE_OPS_LIST"
-DUMP_VAR = "DIPU_DUMP_OP_ARGS"
+empty = _C.empty
+exchange_device = _C.exchange_device
+synchronize = _C.synchronize
 
+__all__ = ["empty", "exchange_device", "synchronize", "all_contiguous", "allocate", "allocate_strided",
+           "check_inplace_shape", "contexts", "empty_strided", "resize_outputs", "CHECK_DEVICE", "DUMP_KEY",
+           "DUMP_OFF", "SYNC", "call_with_numbers", "check_device", "device_of", "dump_op_args",
+           "dump_op_results", "env_get", "has_numbers", "on_failure"]
 
-def _env_flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "off", "no")
-
-
-CHECK_DEVICE = _env_flag("DIPU_CHECK_TENSOR_DEVICE")
-SYNC = _env_flag("DIPU_SYNC_EXEC_MODE")
-
-# See Note [Hooks cost nothing unless asked for].
-env_get = os.environ._data.get
-DUMP_KEY = os.environ.encodekey(DUMP_VAR)
-DUMP_OFF = frozenset((None, os.environ.encodevalue(""), os.environ.encodevalue("0")))
+#: One context per device index, which wrappers index instead of building one per call; filled by
+#: :func:`init_contexts` before kernels run.
+contexts: list[Context] = []
 
 
-DUMP_LEVELS = {"": 0, "0": 0, "1": 1, "2": 2, "3": 3}
+def init_contexts() -> None:
+    contexts[:] = [Context(index) for index in range(_C.device_count())]
 
 
-def dump_level() -> int:
-    """DIPU_DUMP_OP_ARGS: 0 off; 1 op and DIOPI function; 2 plus arguments, then results; 3 plus values."""
-    text = os.environ.get(DUMP_VAR, "").strip()
-    level = DUMP_LEVELS.get(text)
-    if level is None:
-        raise ValueError(f"{DUMP_VAR}={text!r}: expected 0 (off), 1 (op and DIOPI function), "
-                         f"2 (plus arguments and results) or 3 (plus tensor values)")
-    return level
+# ---- allocation -----------------------------------------------------------------------------------
 
 
-dump_level()  # an invalid level fails at import, not at the first op
+
+def allocate(specs, device: int) -> tuple:
+    """New outputs from a shape rule's ``(shape, dtype)`` specs; ``None`` stays None (not wanted)."""
+    return tuple(None if spec is None else _C.empty(list(spec[0]), spec[1], device) for spec in specs)
 
 
-# ---- op name patterns -----------------------------------------------------------------------
+_devices: dict[int, torch.device] = {}
 
 
-class OpPatterns:
-    """Comma-separated regexes, whitespace trimmed, each matched against the whole op name."""
-
-    def __init__(self, texts: list[tuple[str, str]]):
-        self.regexes = []
-        for source, text in texts:
-            for pattern in (p.strip() for p in text.split(",")):
-                if not pattern:
-                    continue
-                try:
-                    self.regexes.append(re.compile(pattern))
-                except re.error as error:
-                    raise ValueError(f"{source}: invalid regular expression {pattern!r}: {error}") from None
-
-    @classmethod
-    def from_env(cls, var: str, config_file: str | None = None) -> OpPatterns:
-        texts = [(var, os.environ.get(var, ""))]
-        if config_file is not None and Path(config_file).is_file():
-            lines = Path(config_file).read_text().splitlines()
-            texts += [(config_file, line) for line in lines if not line.lstrip().startswith("#")]
-        return cls(texts)
-
-    def matches(self, name: str) -> bool:
-        return any(regex.fullmatch(name) for regex in self.regexes)
-
-    def __bool__(self) -> bool:
-        return bool(self.regexes)
+def empty_strided(shape, dtype, device: int, stride) -> torch.Tensor:
+    """A new output with ``stride`` (None: contiguous; or a memory format), as a stride rule answers; see
+    Note [Output strides] in dipu/ops/shapes.py."""
+    if stride is None:
+        return _C.empty(list(shape), dtype, device)
+    where = _devices.get(device)
+    if where is None:
+        where = _devices[device] = torch.device("dipu", device)
+    if isinstance(stride, torch.memory_format):
+        if stride is torch.contiguous_format or len(shape) != (4 if stride is torch.channels_last else 5):
+            return _C.empty(list(shape), dtype, device)
+        return torch.empty(shape, dtype=dtype, device=where, memory_format=stride)
+    if not _dense(shape, stride):
+        return _C.empty(list(shape), dtype, device)
+    return torch.empty_strided(shape, stride, dtype=dtype, device=where)
 
 
-def force_fallback_patterns() -> OpPatterns:
-    return OpPatterns.from_env(FORCE_FALLBACK_VAR, FORCE_FALLBACK_CONFIG)
+def _dense(shape, stride) -> bool:
+    """Whether ``stride`` lays out ``shape`` without gaps or overlaps (a stride rule answers for the shape its
+    meta kernel saw, which a named shape rule may have decided differently)."""
+    if len(stride) != len(shape):
+        return False
+    expected = 1
+    for step, size in sorted((step, size) for size, step in zip(shape, stride) if size != 1):
+        if step != expected:
+            return False
+        expected *= size
+    return True
 
 
-def autocompare_patterns() -> OpPatterns:
-    return OpPatterns.from_env(AUTOCOMPARE_VAR)
+def allocate_strided(specs, strides, device: int) -> tuple:
+    """As :func:`allocate`, each output with its strides from a stride rule (None: all contiguous; outputs past
+    the end of ``strides`` contiguous)."""
+    if strides is None:
+        return allocate(specs, device)
+    strides = tuple(strides) + (None,) * (len(specs) - len(strides))
+    return tuple(None if spec is None else empty_strided(spec[0], spec[1], device, stride)
+                 for spec, stride in zip(specs, strides))
 
 
-# ---- called from generated wrappers (slow paths only) -------------------------------------------
+def all_contiguous(tensors) -> bool:
+    """Whether every tensor of a Tensor[] argument is contiguous (None entries of Tensor?[] count as such)."""
+    for tensor in tensors:
+        if tensor is not None and not tensor.is_contiguous():
+            return False
+    return True
+
+
+def resize_outputs(outputs, specs) -> None:
+    """Resize ``out=`` tensors whose shape differs from what the op produces, as ATen does."""
+    for out, spec in zip(outputs, specs):
+        if out is not None and spec is not None and out.shape != spec[0]:
+            out.resize_(spec[0])
+
+
+def check_inplace_shape(op, self, shape) -> None:
+    raise RuntimeError(
+        f"{op.name}: output with shape {list(self.shape)} doesn't match the broadcast shape {list(shape)}")
+
+
+# ---- dumps, checks and failures (slow paths only) ---------------------------------------------------
+
+
 
 
 def _describe(value) -> str:
@@ -149,14 +159,6 @@ def _tensors(args: tuple, names: tuple[str, ...]):
             yield from ((f"{name}[{i}]", v) for i, v in enumerate(value) if isinstance(v, torch.Tensor))
 
 
-def device_of(*args) -> int:
-    """The dipu device of the first dipu tensor (when the first one is a CPU scalar)."""
-    for _, tensor in _tensors(args, ("",) * len(args)):
-        if tensor.device.type == "dipu":
-            return tensor.get_device()
-    raise RuntimeError("no dipu tensor among the arguments")
-
-
 def check_device(op, device: int, args: tuple) -> None:
     """DIPU_CHECK_TENSOR_DEVICE: every tensor argument is on dipu:<device> (0-dim CPU tensors pass)."""
     for name, tensor in _tensors(args, op.arg_names):
@@ -169,12 +171,7 @@ def check_device(op, device: int, args: tuple) -> None:
 def on_failure(status: int, op, args: tuple, kwargs: dict):
     """A DIOPI function did not succeed; see Note [Status codes]."""
     if status == Status.FORCE_FALLBACK:
-        from dipu.ops.overrideable import CPU_SUBSTITUTES, run_on_cpu  # it imports this module
-
-        if op.name in CPU_SUBSTITUTES:  # Note [Overrideable ops in the fallback]
-            result = run_on_cpu(op.name, args, kwargs)
-        else:
-            result = _C.cpu_fallback(op.name, args, kwargs)
+        result = fallback.run(op.name, args, kwargs)
         if env_get(DUMP_KEY) not in DUMP_OFF:
             dump_op_results(op, result)
         return result
@@ -224,13 +221,3 @@ def call_with_numbers(op, kernel, args: tuple, kwargs: dict):
         values[name] = torch.tensor(values[name], dtype=dtype, device=device)
     positional = len(args)
     return kernel(*(values[n] for n in names[:positional]), **{n: values[n] for n in names[positional:]})
-
-
-def print_call_info(kernel, op):
-    """The generator's --print-call-info: the level-1 dump line on every call, whatever the variable."""
-
-    def printed(*args, **kwargs):
-        print(f"[{op.wrapper_name}]:{op.name}  {op.diopi}", flush=True)
-        return kernel(*args, **kwargs)
-
-    return printed

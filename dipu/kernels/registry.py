@@ -1,0 +1,142 @@
+"""Registering the generated op kernels with the dispatcher, on PrivateUse1: the one owner of registration.
+
+Note [What gets registered]
+For each generated op, in order: ``register: false`` in the spec skips it; an
+op whose name or spec entry matches DIPU_FORCE_FALLBACK_OPS_LIST (unless
+``fallback: false``) is left to the core's CPU fallback (``add.out`` covers
+``add.Tensor`` and ``add_.Tensor``, which the ``add.out`` entry generates);
+an op whose DIOPI function the active library lacks is left to it too,
+which DIPU_DUMP_OP_ARGS reports once here. The rest get their wrapper, built
+by the generated factory with the library's functions bound in (a function
+the library lacks, other than the main one, is bound to a stub answering
+FORCE_FALLBACK). Placeholder ops left without a kernel get their CPU
+substitute (Note [Overrideable ops in the fallback]). All of this happens
+once, at import, so none of it costs anything per call (Note [Hooks cost
+nothing unless asked for]).
+
+Note [Autocompare as a switch]
+The plain kernels live in one ``torch.library.Library``. The ops compared
+with the CPU get a compared kernel (``autocompare.wrap`` of the plain one)
+in a second library laid over the first: the dispatcher runs the kernel
+registered last, and destroying that library brings the plain kernel back.
+So switching autocompare, at import (DIPU_AUTOCOMPARE_OPS_LIST, the
+generator's --autocompare-all) and on entering or leaving a ``with
+dipu.autocompare(...)`` block, rebuilds that overlay for the ops it matches
+and touches no other kernel.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Callable
+
+import torch
+
+from dipu import _codegen
+from dipu._core import vendor
+from dipu.diopi.context import Status
+from dipu.diopi.library import OpLibrary, load_active_library
+from dipu.kernels import fallback, switches
+from dipu.kernels.op import Op
+from dipu.kernels.support import init_contexts
+from dipu.kernels.switches import OpPatterns
+
+
+def _force_fallback(*args) -> Status:
+    return Status.FORCE_FALLBACK
+
+
+def _with_call_info(kernel, op: Op):
+    """The generator's --print-call-info: the level-1 dump line on every call, whatever the variable."""
+
+    def printed(*args, **kwargs):
+        print(f"[{op.wrapper_name}]:{op.name}  {op.diopi}", flush=True)
+        return kernel(*args, **kwargs)
+
+    return printed
+
+
+class Registration:
+    """What is registered on PrivateUse1: plain kernels, and the compared overlay (Note [Autocompare as a switch])."""
+
+    def __init__(self):
+        self._plain: torch.library.Library | None = None
+        self._compared: torch.library.Library | None = None
+        self.kernels: dict[str, tuple[Op, Callable]] = {}  # op name -> (op, plain kernel)
+
+    def register(self, ops: tuple[Op, ...], library: OpLibrary | None, *, force_fallback: OpPatterns,
+                 report_missing: bool = False, print_call_info: bool = False) -> list[str]:
+        """Register ``ops`` (Note [What gets registered]), replacing what was registered; returns their names.
+
+        ``library`` None: a vendor without an op library, every op on the CPU fallback.
+        """
+        self._drop(compared_only=False)
+        fallback.unregister()
+        init_contexts()
+        self._plain = torch.library.Library("aten", "IMPL")
+        for op in ops if library is not None else ():
+            if not op.register or op.fallback and (force_fallback.matches(op.name) or
+                                                   op.entry and force_fallback.matches(op.entry)):
+                continue
+            functions = [library.get(name) for name in op.functions]
+            if functions[0] is None:
+                if report_missing:
+                    print(f"{op.diopi} is not yet implemented, {op.name} will be fallback to cpu", flush=True)
+                continue
+            kernel = op.make(op, *(fn or _force_fallback for fn in functions))
+            if print_call_info:
+                kernel = _with_call_info(kernel, op)
+            self._plain.impl(op.name, kernel, "PrivateUse1")
+            self.kernels[op.name] = (op, kernel)
+        fallback.register(self.kernels)  # Note [Overrideable ops in the fallback]
+        return list(self.kernels)
+
+    def compare(self, selects: Callable[[str], bool], wrap: Callable) -> list[str]:
+        """Compare the registered ops ``selects`` accepts (their kernels replaced by ``wrap(kernel, op)``),
+        and no others; returns their names (Note [Autocompare as a switch])."""
+        self._drop(compared_only=True)
+        chosen = [(op, kernel) for name, (op, kernel) in self.kernels.items() if selects(name)]
+        if not chosen:
+            return []
+        self._compared = torch.library.Library("aten", "IMPL")
+        with warnings.catch_warnings():  # "Overriding a previously registered kernel": the point of the overlay
+            warnings.simplefilter("ignore", UserWarning)
+            for op, kernel in chosen:
+                self._compared.impl(op.name, wrap(kernel, op), "PrivateUse1")
+        return [op.name for op, _ in chosen]
+
+    def _drop(self, *, compared_only: bool) -> None:
+        if self._compared is not None:
+            self._compared._destroy()
+            self._compared = None
+        if not compared_only and self._plain is not None:
+            self._plain._destroy()
+            self._plain = None
+            self.kernels.clear()
+
+
+#: The process's registration (PrivateUse1 has one owner per process).
+registration = Registration()
+
+
+def registered_ops() -> list[str]:
+    """The aten ops that currently have a generated kernel on PrivateUse1."""
+    return list(registration.kernels)
+
+
+def register_active():
+    """Register the generated kernels with the active op library (the vendor's, or DIPU_DIOPI_IMPL's), the
+    debug switches as the environment sets them; a vendor without an op library gets only the CPU fallback.
+    Returns the generated package (None without an op library)."""
+    choice = vendor().diopi_impl
+    if choice is None:
+        registration.register((), None, force_fallback=OpPatterns([]))
+        return None
+    try:
+        library = load_active_library(choice)
+    except ImportError as error:
+        raise RuntimeError(f"cannot load the DIOPI op library: {error}") from error
+    generated = _codegen.load()
+    registration.register(generated.OPS, library, force_fallback=switches.force_fallback_patterns(),
+                          report_missing=switches.dump_level() > 0, print_call_info=generated.PRINT_CALL_INFO)
+    return generated

@@ -1,0 +1,89 @@
+"""The debug switches users set with environment variables (DESIGN.md §6); a leaf.
+
+Note [Hooks cost nothing unless asked for]
+Force fallback and autocompare are decided when the generated kernels are
+registered (dipu/kernels/registry.py): a force-fallback op is simply not
+registered (the core's CPU fallback takes it) and an autocompare op gets a
+compared kernel over its plain one. ``DIPU_CHECK_TENSOR_DEVICE`` and
+``DIPU_SYNC_EXEC_MODE`` are read once at import into constants the wrappers
+test. Only ``DIPU_DUMP_OP_ARGS`` must follow changes at run time, so wrappers
+read it per call straight from ``os.environ``'s underlying dict
+(``env_get(DUMP_KEY)``, about 30 ns; ``os.getenv`` costs about 750 ns).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+FORCE_FALLBACK_VAR = "DIPU_FORCE_FALLBACK_OPS_LIST"
+FORCE_FALLBACK_CONFIG = ".dipu_force_fallback_op_list.config"
+AUTOCOMPARE_VAR = "DIPU_AUTOCOMPARE_OPS_LIST"
+DUMP_VAR = "DIPU_DUMP_OP_ARGS"
+
+
+def env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "off", "no")
+
+
+CHECK_DEVICE = env_flag("DIPU_CHECK_TENSOR_DEVICE")
+SYNC = env_flag("DIPU_SYNC_EXEC_MODE")
+
+# See Note [Hooks cost nothing unless asked for].
+env_get = os.environ._data.get
+DUMP_KEY = os.environ.encodekey(DUMP_VAR)
+DUMP_OFF = frozenset((None, os.environ.encodevalue(""), os.environ.encodevalue("0")))
+
+
+DUMP_LEVELS = {"": 0, "0": 0, "1": 1, "2": 2, "3": 3}
+
+
+def dump_level() -> int:
+    """DIPU_DUMP_OP_ARGS: 0 off; 1 op and DIOPI function; 2 plus arguments, then results; 3 plus values."""
+    text = os.environ.get(DUMP_VAR, "").strip()
+    level = DUMP_LEVELS.get(text)
+    if level is None:
+        raise ValueError(f"{DUMP_VAR}={text!r}: expected 0 (off), 1 (op and DIOPI function), "
+                         f"2 (plus arguments and results) or 3 (plus tensor values)")
+    return level
+
+
+dump_level()  # an invalid level fails at import, not at the first op
+
+
+class OpPatterns:
+    """Comma-separated regexes, whitespace trimmed, each matched against the whole op name."""
+
+    def __init__(self, texts: list[tuple[str, str]]):
+        self.regexes = []
+        for source, text in texts:
+            for pattern in (p.strip() for p in text.split(",")):
+                if not pattern:
+                    continue
+                try:
+                    self.regexes.append(re.compile(pattern))
+                except re.error as error:
+                    raise ValueError(f"{source}: invalid regular expression {pattern!r}: {error}") from None
+
+    @classmethod
+    def from_env(cls, var: str, config_file: str | None = None) -> OpPatterns:
+        texts = [(var, os.environ.get(var, ""))]
+        if config_file is not None and Path(config_file).is_file():
+            lines = Path(config_file).read_text().splitlines()
+            texts += [(config_file, line) for line in lines if not line.lstrip().startswith("#")]
+        return cls(texts)
+
+    def matches(self, name: str) -> bool:
+        return any(regex.fullmatch(name) for regex in self.regexes)
+
+    def __bool__(self) -> bool:
+        return bool(self.regexes)
+
+
+def force_fallback_patterns() -> OpPatterns:
+    return OpPatterns.from_env(FORCE_FALLBACK_VAR, FORCE_FALLBACK_CONFIG)
+
+
+def autocompare_patterns() -> OpPatterns:
+    return OpPatterns.from_env(AUTOCOMPARE_VAR)

@@ -1,0 +1,145 @@
+"""The code keeps its architecture: layers import downward only (DESIGN.md §10).
+
+Read from the sources with ``ast`` (Python) and the ``#include "..."`` lines (the native core), so the checks
+see imports inside functions too, which is where cycles used to hide.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+#: Repository folder -> the package name it is installed as (pyproject.toml, Note [Installed import names]).
+PACKAGES = {"dipu": "dipu", "vendor": "dipu.vendors", "diopi_impl": "dipu.diopi_impl", "scripts/autogen": "dipugen"}
+GENERATED = REPO / "dipu" / "_generated"
+
+
+def _modules() -> dict[str, Path]:
+    modules = {}
+    for folder, package in PACKAGES.items():
+        for path in sorted((REPO / folder).rglob("*.py")):
+            if GENERATED in path.parents:
+                continue
+            parts = [package, *path.relative_to(REPO / folder).with_suffix("").parts]
+            if parts[-1] == "__init__":
+                parts.pop()
+            modules[".".join(parts)] = path
+    return modules
+
+
+MODULES = _modules()
+
+
+def _known(name: str) -> str | None:
+    """The project module ``name`` is, or is inside (``dipu.kernels.op.Op`` -> ``dipu.kernels.op``)."""
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _imports(module: str) -> list[tuple[str, ast.stmt]]:
+    """(imported project module, statement) for every import in ``module``, at any depth."""
+    path = MODULES[module]
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(parts + ([node.module] if node.module else []))
+            # `from a import b` imports a.b when that is a module, else a
+            names = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base for alias in node.names]
+        else:
+            continue
+        found += [(target, node) for target in map(_known, names) if target is not None and target != module]
+    return found
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one node (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for successor in sorted(graph.get(node, ())):
+            if successor not in index:
+                visit(successor)
+                low[node] = min(low[node], low[successor])
+            elif successor in on_stack:
+                low[node] = min(low[node], index[successor])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                components.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return components
+
+
+def test_the_python_modules_import_without_cycles():
+    graph = {module: {target for target, _ in _imports(module)} for module in MODULES}
+    assert _cycles(graph) == []
+
+
+def test_no_module_below_the_package_root_uses_the_root():
+    uses = []
+    for module in MODULES:
+        if module == "dipu":
+            continue
+        for target, node in _imports(module):
+            if target == "dipu":  # `import dipu`, or `from dipu import <something that is not a module>`
+                uses.append(f"{module}: {ast.unparse(node)}")
+        tree = ast.parse(MODULES[module].read_text())
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "dipu"
+                    and f"dipu.{node.attr}" not in MODULES):
+                uses.append(f"{module}: {ast.unparse(node)}")
+    assert uses == []
+
+
+def test_the_native_core_includes_without_cycles():
+    csrc = REPO / "dipu" / "csrc"
+    files = {path.name: path for path in csrc.iterdir() if path.suffix in (".cpp", ".h")}
+    include = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+    graph = {name: {Path(target).name for target in include.findall(path.read_text())} & files.keys()
+             for name, path in files.items()}
+    # a .cpp and its own header are one unit: a .cpp that includes another unit's header depends on that unit
+    units = {name: {Path(target).stem for target in targets} - {Path(name).stem} for name, targets in graph.items()}
+    unit_graph: dict[str, set[str]] = {}
+    for name, targets in units.items():
+        unit_graph.setdefault(Path(name).stem, set()).update(targets)
+    assert _cycles(unit_graph) == []
+
+
+@pytest.mark.parametrize("case, expected", [
+    ({"a": {"b"}, "b": {"a"}, "c": {"a"}}, [["a", "b"]]),
+    ({"a": {"b"}, "b": {"c"}, "c": set()}, []),
+])
+def test_the_cycle_finder_finds_cycles(case, expected):
+    assert _cycles(case) == expected
+
+
+def test_the_import_reader_sees_imports_inside_functions():
+    found = {target for target, _ in _imports("dipu.kernels.registry")}
+    assert "dipu.kernels.op" in found and "dipu._core" in found
