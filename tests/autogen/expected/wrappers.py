@@ -31,6 +31,25 @@ strides_native_layer_norm = meta_strides(torch.ops.aten.native_layer_norm.defaul
 strides_sum_dim_IntList = meta_strides(torch.ops.aten.sum.dim_IntList, ('dtype',), False)
 
 
+def checked_args(op, d, dump, args):
+    """What a wrapper does with its arguments under DIPU_DUMP_OP_ARGS and DIPU_CHECK_TENSOR_DEVICE."""
+    if dump:
+        dump_op_args(op, args)
+    if CHECK_DEVICE:
+        check_device(op, d, args)
+
+
+def finished(status, op, d, dump, result, args, kwargs):
+    """A wrapper's exit on a failed status, DIPU_SYNC_EXEC_MODE or DIPU_DUMP_OP_ARGS."""
+    if status:
+        return on_failure(status, op, args, kwargs)
+    if SYNC:
+        synchronize(d)
+    if dump:
+        dump_op_results(op, result)
+    return result
+
+
 # _foreach_add_.ScalarList(Tensor(a!)[] self, Scalar[] scalars) -> ()
 def make__foreach_add__ScalarList(op, diopiForeachAddInpScalarList):
     def dipu__foreach_add__ScalarList(self, scalars):
@@ -40,17 +59,11 @@ def make__foreach_add__ScalarList(op, diopiForeachAddInpScalarList):
         previous = exchange_device(d)
         try:
             dump = env_get(DUMP_KEY) not in DUMP_OFF
-            if dump:
-                dump_op_args(op, (self, scalars))
-            if CHECK_DEVICE:
-                check_device(op, d, (self, scalars))
+            if dump or CHECK_DEVICE:
+                checked_args(op, d, dump, (self, scalars))
             status = diopiForeachAddInpScalarList(contexts[d], self, scalars)
-            if status:
-                return on_failure(status, op, (self, scalars), {})
-            if SYNC:
-                synchronize(d)
-            if dump:
-                dump_op_results(op, None)
+            if status or SYNC or dump:
+                return finished(status, op, d, dump, None, (self, scalars), {})
             return None
         finally:
             if previous != d:
@@ -71,22 +84,16 @@ def make__log_softmax_backward_data(op, diopiLogSoftmaxBackward):
         previous = exchange_device(d)
         try:
             dump = env_get(DUMP_KEY) not in DUMP_OFF
-            if dump:
-                dump_op_args(op, (grad_output, output, dim, input_dtype))
-            if CHECK_DEVICE:
-                check_device(op, d, (grad_output, output, dim, input_dtype))
+            if dump or CHECK_DEVICE:
+                checked_args(op, d, dump, (grad_output, output, dim, input_dtype))
             shape, dtype = shape_unary(grad_output, output, dim, input_dtype)
             if grad_output.is_contiguous() and output.is_contiguous():
                 out = empty(shape, dtype, d)
             else:
                 out = empty_strided(shape, dtype, d, strides__log_softmax_backward_data(grad_output, output, dim, input_dtype))
             status = diopiLogSoftmaxBackward(contexts[d], out, grad_output, output, dim)
-            if status:
-                return on_failure(status, op, (grad_output, output, dim, input_dtype), {})
-            if SYNC:
-                synchronize(d)
-            if dump:
-                dump_op_results(op, out)
+            if status or SYNC or dump:
+                return finished(status, op, d, dump, out, (grad_output, output, dim, input_dtype), {})
             return out
         except Exception:
             if has_numbers(op, (grad_output, output, dim, input_dtype)):  # Note [Python numbers in Tensor positions]
@@ -111,20 +118,14 @@ def make__log_softmax_backward_data_out(op, diopiLogSoftmaxBackward):
         previous = exchange_device(d)
         try:
             dump = env_get(DUMP_KEY) not in DUMP_OFF
-            if dump:
-                dump_op_args(op, (grad_output, output, dim, input_dtype, out))
-            if CHECK_DEVICE:
-                check_device(op, d, (grad_output, output, dim, input_dtype, out))
+            if dump or CHECK_DEVICE:
+                checked_args(op, d, dump, (grad_output, output, dim, input_dtype, out))
             shape, dtype = shape_unary(grad_output, output, dim, input_dtype)
             if out.shape != shape:
                 out.resize_(shape)
             status = diopiLogSoftmaxBackward(contexts[d], out, grad_output, output, dim)
-            if status:
-                return on_failure(status, op, (grad_output, output, dim, input_dtype), {'out': out})
-            if SYNC:
-                synchronize(d)
-            if dump:
-                dump_op_results(op, out)
+            if status or SYNC or dump:
+                return finished(status, op, d, dump, out, (grad_output, output, dim, input_dtype), {'out': out})
             return out
         except Exception:
             if has_numbers(op, (grad_output, output, dim, input_dtype, out)):  # Note [Python numbers in Tensor positions]
@@ -149,22 +150,16 @@ def make__pdist_backward(op, diopiPdistBackward):
         previous = exchange_device(d)
         try:
             dump = env_get(DUMP_KEY) not in DUMP_OFF
-            if dump:
-                dump_op_args(op, (grad, self, p, pdist))
-            if CHECK_DEVICE:
-                check_device(op, d, (grad, self, p, pdist))
+            if dump or CHECK_DEVICE:
+                checked_args(op, d, dump, (grad, self, p, pdist))
             shape, dtype = shape_like_self(grad, self, p, pdist)
             if grad.is_contiguous() and self.is_contiguous() and pdist.is_contiguous():
                 out = empty(shape, dtype, d)
             else:
                 out = empty_strided(shape, dtype, d, strides__pdist_backward(grad, self, p, pdist))
             status = diopiPdistBackward(contexts[d], out, grad, self, p, pdist)
-            if status:
-                return on_failure(status, op, (grad, self, p, pdist), {})
-            if SYNC:
-                synchronize(d)
-            if dump:
-                dump_op_results(op, out)
+            if status or SYNC or dump:
+                return finished(status, op, d, dump, out, (grad, self, p, pdist), {})
             return out
         except Exception:
             if has_numbers(op, (grad, self, p, pdist)):  # Note [Python numbers in Tensor positions]
@@ -189,10 +184,8 @@ def make_add_Tensor(op, diopiAdd, diopiAddScalar):
         previous = exchange_device(d)
         try:
             dump = env_get(DUMP_KEY) not in DUMP_OFF
-            if dump:
-                dump_op_args(op, (self, other, alpha))
-            if CHECK_DEVICE:
-                check_device(op, d, (self, other, alpha))
+            if dump or CHECK_DEVICE:
+                checked_args(op, d, dump, (self, other, alpha))
             shape, dtype = shape_binary(self, other, alpha)
             if self.is_contiguous() and (not isinstance(other, Tensor) or other.is_contiguous()):
                 out = empty(shape, dtype, d)
@@ -202,12 +195,8 @@ def make_add_Tensor(op, diopiAdd, diopiAddScalar):
                 status = diopiAdd(contexts[d], out, self, other, alpha)
             else:
                 status = diopiAddScalar(contexts[d], out, self, other, alpha)
-            if status:
-                return on_failure(status, op, (self, other), {'alpha': alpha})
-            if SYNC:
-                synchronize(d)
-            if dump:
-                dump_op_results(op, out)
+            if status or SYNC or dump:
+                return finished(status, op, d, dump, out, (self, other), {'alpha': alpha})
             return out
         except Exception:
             if has_numbers(op, (self, other, alpha)):  # Note [Python numbers in Tensor positions]
@@ -232,10 +221,8 @@ def make_add_out(op, diopiAdd, diopiAddScalar):
         previous = exchange_device(d)
         try:
             dump = env_get(DUMP_KEY) not in DUMP_OFF
-            if dump:
-                dump_op_args(op, (self, other, alpha, out))
-            if CHECK_DEVICE:
-                check_device(op, d, (self, other, alpha, out))
+            if dump or CHECK_DEVICE:
+                checked_args(op, d, dump, (self, other, alpha, out))
             shape, dtype = shape_binary(self, other, alpha)
             if out.shape != shape:
                 out.resize_(shape)
@@ -243,12 +230,8 @@ def make_add_out(op, diopiAdd, diopiAddScalar):
                 status = diopiAdd(contexts[d], out, self, other, alpha)
             else:
                 status = diopiAddScalar(contexts[d], out, self, other, alpha)
-            if status:
-                return on_failure(status, op, (self, other), {'alpha': alpha, 'out': out})
-            if SYNC:
-                synchronize(d)
-            if dump:
-                dump_op_results(op, out)
+            if status or SYNC or dump:
+                return finished(status, op, d, dump, out, (self, other), {'alpha': alpha, 'out': out})
             return out
         except Exception:
             if has_numbers(op, (self, other, alpha, out)):  # Note [Python numbers in Tensor positions]
@@ -270,10 +253,8 @@ def make_add__Tensor(op, diopiAdd, diopiAddScalar):
         previous = exchange_device(d)
         try:
             dump = env_get(DUMP_KEY) not in DUMP_OFF
-            if dump:
-                dump_op_args(op, (self, other, alpha))
-            if CHECK_DEVICE:
-                check_device(op, d, (self, other, alpha))
+            if dump or CHECK_DEVICE:
+                checked_args(op, d, dump, (self, other, alpha))
             shape, dtype = shape_binary(self, other, alpha)
             if shape != self.shape:
                 check_inplace_shape(op, self, shape)
@@ -281,12 +262,8 @@ def make_add__Tensor(op, diopiAdd, diopiAddScalar):
                 status = diopiAdd(contexts[d], self, self, other, alpha)
             else:
                 status = diopiAddScalar(contexts[d], self, self, other, alpha)
-            if status:
-                return on_failure(status, op, (self, other), {'alpha': alpha})
-            if SYNC:
-                synchronize(d)
-            if dump:
-                dump_op_results(op, self)
+            if status or SYNC or dump:
+                return finished(status, op, d, dump, self, (self, other), {'alpha': alpha})
             return self
         finally:
             if previous != d:
@@ -307,22 +284,16 @@ def make_channel_shuffle(op, diopiChannelShuffle):
         previous = exchange_device(d)
         try:
             dump = env_get(DUMP_KEY) not in DUMP_OFF
-            if dump:
-                dump_op_args(op, (self, groups))
-            if CHECK_DEVICE:
-                check_device(op, d, (self, groups))
+            if dump or CHECK_DEVICE:
+                checked_args(op, d, dump, (self, groups))
             shape, dtype = shape_unary(self, groups)
             if self.is_contiguous():
                 out = empty(shape, dtype, d)
             else:
                 out = empty_strided(shape, dtype, d, strides_channel_shuffle(self, groups))
             status = diopiChannelShuffle(contexts[d], out, self, groups)
-            if status:
-                return on_failure(status, op, (self, groups), {})
-            if SYNC:
-                synchronize(d)
-            if dump:
-                dump_op_results(op, out)
+            if status or SYNC or dump:
+                return finished(status, op, d, dump, out, (self, groups), {})
             return out
         except Exception:
             if has_numbers(op, (self, groups)):  # Note [Python numbers in Tensor positions]
@@ -347,17 +318,11 @@ def make_convolution_overrideable(op, diopiConvolution2d, diopiConvTranspose2d):
         previous = exchange_device(d)
         try:
             dump = env_get(DUMP_KEY) not in DUMP_OFF
-            if dump:
-                dump_op_args(op, (input, weight, bias, stride, padding, dilation, transposed, output_padding, groups))
-            if CHECK_DEVICE:
-                check_device(op, d, (input, weight, bias, stride, padding, dilation, transposed, output_padding, groups))
+            if dump or CHECK_DEVICE:
+                checked_args(op, d, dump, (input, weight, bias, stride, padding, dilation, transposed, output_padding, groups))
             status, result = impl_dipu_ops_convolution_convolution(diopiConvolution2d, diopiConvTranspose2d, contexts[d], input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
-            if status:
-                return on_failure(status, op, (input, weight, bias, stride, padding, dilation, transposed, output_padding, groups), {})
-            if SYNC:
-                synchronize(d)
-            if dump:
-                dump_op_results(op, result)
+            if status or SYNC or dump:
+                return finished(status, op, d, dump, result, (input, weight, bias, stride, padding, dilation, transposed, output_padding, groups), {})
             return result
         except Exception:
             if has_numbers(op, (input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)):  # Note [Python numbers in Tensor positions]
@@ -382,22 +347,16 @@ def make_div_Tensor(op, diopiDiv):
         previous = exchange_device(d)
         try:
             dump = env_get(DUMP_KEY) not in DUMP_OFF
-            if dump:
-                dump_op_args(op, (self, other))
-            if CHECK_DEVICE:
-                check_device(op, d, (self, other))
+            if dump or CHECK_DEVICE:
+                checked_args(op, d, dump, (self, other))
             shape, dtype = shape_divide(self, other)
             if self.is_contiguous() and other.is_contiguous():
                 out = empty(shape, dtype, d)
             else:
                 out = empty_strided(shape, dtype, d, strides_div_Tensor(self, other))
             status = diopiDiv(contexts[d], out, self, other, None)
-            if status:
-                return on_failure(status, op, (self, other), {})
-            if SYNC:
-                synchronize(d)
-            if dump:
-                dump_op_results(op, out)
+            if status or SYNC or dump:
+                return finished(status, op, d, dump, out, (self, other), {})
             return out
         except Exception:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
@@ -422,20 +381,14 @@ def make_div_out(op, diopiDiv):
         previous = exchange_device(d)
         try:
             dump = env_get(DUMP_KEY) not in DUMP_OFF
-            if dump:
-                dump_op_args(op, (self, other, out))
-            if CHECK_DEVICE:
-                check_device(op, d, (self, other, out))
+            if dump or CHECK_DEVICE:
+                checked_args(op, d, dump, (self, other, out))
             shape, dtype = shape_divide(self, other)
             if out.shape != shape:
                 out.resize_(shape)
             status = diopiDiv(contexts[d], out, self, other, None)
-            if status:
-                return on_failure(status, op, (self, other), {'out': out})
-            if SYNC:
-                synchronize(d)
-            if dump:
-                dump_op_results(op, out)
+            if status or SYNC or dump:
+                return finished(status, op, d, dump, out, (self, other), {'out': out})
             return out
         except Exception:
             if has_numbers(op, (self, other, out)):  # Note [Python numbers in Tensor positions]
@@ -460,21 +413,15 @@ def make_native_layer_norm(op, diopiLayerNorm):
         previous = exchange_device(d)
         try:
             dump = env_get(DUMP_KEY) not in DUMP_OFF
-            if dump:
-                dump_op_args(op, (input, normalized_shape, weight, bias, eps))
-            if CHECK_DEVICE:
-                check_device(op, d, (input, normalized_shape, weight, bias, eps))
+            if dump or CHECK_DEVICE:
+                checked_args(op, d, dump, (input, normalized_shape, weight, bias, eps))
             if input.is_contiguous() and (weight is None or weight.is_contiguous()) and (bias is None or bias.is_contiguous()):
                 out, save_mean, save_invstd = allocate(meta_native_layer_norm(input, normalized_shape, weight, bias, eps), d)
             else:
                 out, save_mean, save_invstd = allocate_strided(meta_native_layer_norm(input, normalized_shape, weight, bias, eps), strides_native_layer_norm(input, normalized_shape, weight, bias, eps), d)
             status = diopiLayerNorm(contexts[d], out, save_mean, save_invstd, input, weight, bias, normalized_shape, eps)
-            if status:
-                return on_failure(status, op, (input, normalized_shape, weight, bias, eps), {})
-            if SYNC:
-                synchronize(d)
-            if dump:
-                dump_op_results(op, (out, save_mean, save_invstd))
+            if status or SYNC or dump:
+                return finished(status, op, d, dump, (out, save_mean, save_invstd), (input, normalized_shape, weight, bias, eps), {})
             return (out, save_mean, save_invstd)
         except Exception:
             if has_numbers(op, (input, normalized_shape, weight, bias, eps)):  # Note [Python numbers in Tensor positions]
@@ -499,18 +446,12 @@ def make_nonzero(op, diopiNonzero):
         previous = exchange_device(d)
         try:
             dump = env_get(DUMP_KEY) not in DUMP_OFF
-            if dump:
-                dump_op_args(op, (self,))
-            if CHECK_DEVICE:
-                check_device(op, d, (self,))
+            if dump or CHECK_DEVICE:
+                checked_args(op, d, dump, (self,))
             out = [None]
             status = diopiNonzero(contexts[d], out, self)
-            if status:
-                return on_failure(status, op, (self,), {})
-            if SYNC:
-                synchronize(d)
-            if dump:
-                dump_op_results(op, out[0])
+            if status or SYNC or dump:
+                return finished(status, op, d, dump, out[0], (self,), {})
             return out[0]
         except Exception:
             if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
@@ -532,17 +473,11 @@ def make_relu_(op, diopiReluInp):
         previous = exchange_device(d)
         try:
             dump = env_get(DUMP_KEY) not in DUMP_OFF
-            if dump:
-                dump_op_args(op, (self,))
-            if CHECK_DEVICE:
-                check_device(op, d, (self,))
+            if dump or CHECK_DEVICE:
+                checked_args(op, d, dump, (self,))
             status = diopiReluInp(contexts[d], self)
-            if status:
-                return on_failure(status, op, (self,), {})
-            if SYNC:
-                synchronize(d)
-            if dump:
-                dump_op_results(op, self)
+            if status or SYNC or dump:
+                return finished(status, op, d, dump, self, (self,), {})
             return self
         finally:
             if previous != d:
@@ -563,20 +498,14 @@ def make_sum_IntList_out(op, diopiSum):
         previous = exchange_device(d)
         try:
             dump = env_get(DUMP_KEY) not in DUMP_OFF
-            if dump:
-                dump_op_args(op, (self, dim, keepdim, dtype, out))
-            if CHECK_DEVICE:
-                check_device(op, d, (self, dim, keepdim, dtype, out))
+            if dump or CHECK_DEVICE:
+                checked_args(op, d, dump, (self, dim, keepdim, dtype, out))
             shape, dtype = shape_reduction(self, dim, keepdim, dtype)
             if out.shape != shape:
                 out.resize_(shape)
             status = diopiSum(contexts[d], out, self, dim)
-            if status:
-                return on_failure(status, op, (self, dim, keepdim), {'dtype': dtype, 'out': out})
-            if SYNC:
-                synchronize(d)
-            if dump:
-                dump_op_results(op, out)
+            if status or SYNC or dump:
+                return finished(status, op, d, dump, out, (self, dim, keepdim), {'dtype': dtype, 'out': out})
             return out
         except Exception:
             if has_numbers(op, (self, dim, keepdim, dtype, out)):  # Note [Python numbers in Tensor positions]
@@ -601,22 +530,16 @@ def make_sum_dim_IntList(op, diopiSum):
         previous = exchange_device(d)
         try:
             dump = env_get(DUMP_KEY) not in DUMP_OFF
-            if dump:
-                dump_op_args(op, (self, dim, keepdim, dtype))
-            if CHECK_DEVICE:
-                check_device(op, d, (self, dim, keepdim, dtype))
+            if dump or CHECK_DEVICE:
+                checked_args(op, d, dump, (self, dim, keepdim, dtype))
             shape, dtype = shape_reduction(self, dim, keepdim, dtype)
             if self.is_contiguous():
                 out = empty(shape, dtype, d)
             else:
                 out = empty_strided(shape, dtype, d, strides_sum_dim_IntList(self, dim, keepdim, dtype))
             status = diopiSum(contexts[d], out, self, dim)
-            if status:
-                return on_failure(status, op, (self, dim, keepdim), {'dtype': dtype})
-            if SYNC:
-                synchronize(d)
-            if dump:
-                dump_op_results(op, out)
+            if status or SYNC or dump:
+                return finished(status, op, d, dump, out, (self, dim, keepdim), {'dtype': dtype})
             return out
         except Exception:
             if has_numbers(op, (self, dim, keepdim, dtype)):  # Note [Python numbers in Tensor positions]
@@ -638,17 +561,11 @@ def make_uniform_(op, diopiUniformInp):
         previous = exchange_device(d)
         try:
             dump = env_get(DUMP_KEY) not in DUMP_OFF
-            if dump:
-                dump_op_args(op, (self, from_, to, generator))
-            if CHECK_DEVICE:
-                check_device(op, d, (self, from_, to, generator))
+            if dump or CHECK_DEVICE:
+                checked_args(op, d, dump, (self, from_, to, generator))
             status = diopiUniformInp(contexts[d], self, from_, to, generator)
-            if status:
-                return on_failure(status, op, (self, from_, to), {'generator': generator})
-            if SYNC:
-                synchronize(d)
-            if dump:
-                dump_op_results(op, self)
+            if status or SYNC or dump:
+                return finished(status, op, d, dump, self, (self, from_, to), {'generator': generator})
             return self
         finally:
             if previous != d:
