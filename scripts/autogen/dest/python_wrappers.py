@@ -9,7 +9,9 @@ shape rule (functional), resizes them (out=) or checks them (in-place), calls th
 failed status, synchronizes (DIPU_SYNC_EXEC_MODE) and dumps its results. A Python number where the schema
 says Tensor is retried as a tensor, at no cost to tensors (Note [Python numbers in Tensor positions] in
 dipu/hooks.py). Its helpers come from dipu.kernels.support only, its rules from dipu/ops/shape_rules.py
-and dipu/ops/meta_rules.py.
+and dipu/ops/meta_rules.py. What only the debug switches and a failed status need (dumping, device checks,
+synchronizing, on_failure) is two functions of the module (``checked_args``, ``finished``) behind the same
+flag tests a wrapper made inline, so the fast path pays nothing for the shorter wrappers.
 
 This module turns each Kernel into the Python it needs (names, signature, expressions); the template
 (templates/wrappers.py.j2) lays them out, choosing blocks by the kernel's Allocation.
