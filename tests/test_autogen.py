@@ -7,12 +7,13 @@ import pytest
 import torch
 
 from dipugen import __main__ as autogen
-from dipugen import REFERENCE_TORCH, emit, spec
+from dipugen import REFERENCE_TORCH, emit, schemas, spec
+from dipugen.shape_rules import SHAPE_RULES
 
 HERE = Path(__file__).parent / "autogen"
 RELU = "- op: relu\n"
 ADD_OUT = "- op: add.out\n"
-REFERENCE = ".".join(map(str, spec.installed_torch())) == REFERENCE_TORCH
+REFERENCE = ".".join(map(str, schemas.installed_torch())) == REFERENCE_TORCH
 reference_only = pytest.mark.skipif(
     not REFERENCE, reason=f"golden output is generated for the reference torch {REFERENCE_TORCH}; the installed "
                           f"torch {torch.__version__} gets its own at import (tests/test_torch_versions.py)")
@@ -88,8 +89,8 @@ def error_of(tmp_path, text: str) -> str:
 
 ERRORS = [
     (RELU + "  interface: diopiRelu(ctx, out, self)\n  interfce: x\n",
-     "diopi_functions.yaml:1: relu: unknown key 'interfce' (allowed: autocompare, fallback, impl, interface, "
-     "op, register, returns, scalar_interface, shape, torch, unused, variants, writes)"),
+     "diopi_functions.yaml:1: relu: unknown key 'interfce' (allowed: autocompare, calls, fallback, impl, "
+     "interface, op, register, returns, scalar_interface, shape, strides, torch, unused, variants, writes)"),
     (RELU + "  interface: diopiRelu(ctx, out, self)\n  autocompare: 'no'\n",
      "diopi_functions.yaml:1: relu: 'autocompare' must be a bool, got str"),
     (RELU + "  interface: [diopiRelu]\n",
@@ -146,8 +147,33 @@ ERRORS = [
      "diopi_functions.yaml:1: native_layer_norm: interface: diopiMm parameter 'input' (Tensor) cannot take "
      "'weight' (Tensor?): it may be None"),
     (RELU + "  interface: diopiRelu(ctx, out, self)\n  shape: nope\n",
-     "diopi_functions.yaml:1: relu: unknown shape rule 'nope' (known: meta, " + ", ".join(sorted(spec.shape_rules()))
+     "diopi_functions.yaml:1: relu: unknown shape rule 'nope' (known: meta, " + ", ".join(sorted(SHAPE_RULES))
      + ")"),
+    # a public helper of dipu/ops/shape_rules.py is not a rule (Note [Shape rules are a table])
+    (RELU + "  interface: diopiRelu(ctx, out, self)\n  shape: max_pool2d_size\n",
+     "diopi_functions.yaml:1: relu: unknown shape rule 'max_pool2d_size' (known: meta, "
+     + ", ".join(sorted(SHAPE_RULES)) + ")"),
+    (RELU + "  interface: diopiRelu(ctx, out, self)\n  strides: channels_last\n",
+     "diopi_functions.yaml:1: relu: 'strides' must be 'contiguous' or {format_of: <tensor argument>}, "
+     "got 'channels_last'"),
+    (RELU + "  interface: diopiRelu(ctx, out, self)\n  strides: [contiguous]\n",
+     "diopi_functions.yaml:1: relu: 'strides' must be a string or a mapping, got list"),
+    (RELU + "  interface: diopiRelu(ctx, out, self)\n  strides: {format_of: input}\n",
+     "diopi_functions.yaml:1: relu: 'strides' format_of names 'input', which is not a tensor argument of "
+     "relu(Tensor self) -> Tensor"),
+    ("- op: relu_\n  interface: diopiReluInp(ctx, self)\n  strides: contiguous\n",
+     "diopi_functions.yaml:1: relu_: 'strides' describes the outputs of a functional kernel, which this entry "
+     "does not generate"),
+    (RELU + "  interface: diopiRelu(ctx, out, self)\n  calls: [diopiReluInp]\n",
+     "diopi_functions.yaml:1: relu: 'calls' names the further DIOPI functions of an impl kernel: it needs impl"),
+    ("- op: convolution_overrideable\n  interface: diopiConvolution2d\n  impl: dipu.ops.convolution.convolution\n"
+     "  calls: [diopiConvTranspose2x]\n",
+     "diopi_functions.yaml:1: convolution_overrideable: calls: unknown DIOPI function 'diopiConvTranspose2x'"),
+    ("- op: convolution_overrideable\n  interface: diopiConvolution2d\n  impl: dipu.ops.convolution.convolution\n",
+     "diopi_functions.yaml:1: convolution_overrideable: impl 'dipu.ops.convolution.convolution' takes (diopi, "
+     "diopi_transposed, ctx, input, weight, bias, stride, padding, dilation, transposed, output_padding, groups), "
+     "but is called with (diopi, ctx, input, weight, bias, stride, padding, dilation, transposed, output_padding, "
+     "groups)"),
     (RELU + "  interface: diopiRelu\n  impl: dipu.ops.nowhere.relu\n",
      "diopi_functions.yaml:1: relu: impl 'dipu.ops.nowhere.relu' names no function (expected a function in a "
      "module of this repository)"),
@@ -210,7 +236,7 @@ def test_a_torch_whose_schema_does_not_fit_leaves_the_op_out_and_reports_it(tmp_
 
 
 def test_the_reference_copy_is_not_rewritten_for_another_torch(monkeypatch, capsys):
-    monkeypatch.setattr(spec, "installed_torch", lambda: (2, 99, 0))
+    monkeypatch.setattr(schemas, "installed_torch", lambda: (2, 99, 0))
     assert autogen.main([]) == 1
     assert capsys.readouterr().err.startswith(
         f"error: dipu/_generated is the reviewed copy for the reference torch {REFERENCE_TORCH}, and the installed "
@@ -263,3 +289,43 @@ def test_writing_leaves_no_temporary_files(tmp_path):
     (tmp_path / "out" / "wrappers.py").write_text("# @generated stale\n")
     assert generate(tmp_path, HERE / "small.yaml") == 0
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["__init__.py", "wrappers.py"]
+
+
+def test_the_shape_rule_table_names_the_runtime_rules():
+    """Note [Shape rules are a table]: the generator's table and dipu/ops/shape_rules.py name the same rules,
+    each a function there (the module is a leaf, so importing it starts nothing of dipu)."""
+    import inspect
+
+    from dipu.ops import shape_rules
+
+    assert set(SHAPE_RULES) == set(shape_rules.__all__)
+    for name in shape_rules.__all__:
+        assert inspect.isfunction(getattr(shape_rules, name)), name
+
+
+def test_the_generator_imports_nothing_of_dipu():
+    """Note [The generator does not import dipu]: no module of dipugen names dipu in an import."""
+    import ast
+
+    root = Path(spec.__file__).parent
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""] if node.level == 0 else []
+            else:
+                continue
+            assert not any(name == "dipu" or name.startswith("dipu.") for name in names), (path, names)
+
+
+def test_an_impl_kernel_gets_the_functions_its_entry_calls(tmp_path):
+    """``calls:`` functions follow the entry's own in the table and in the impl call (Kernel.functions)."""
+    path = tmp_path / "diopi_functions.yaml"
+    path.write_text("- op: convolution_overrideable\n  interface: diopiConvolution2d\n"
+                    "  impl: dipu.ops.convolution.convolution\n  calls: [diopiConvTranspose2d]\n")
+    files = emit.render(spec.load(path), path.name)
+    assert "('diopiConvolution2d', 'diopiConvTranspose2d')" in files["__init__.py"]
+    assert "def make_convolution_overrideable(op, diopiConvolution2d, diopiConvTranspose2d):" in files["wrappers.py"]
+    assert "impl_dipu_ops_convolution_convolution(diopiConvolution2d, diopiConvTranspose2d, contexts[d], " \
+        in files["wrappers.py"]

@@ -434,7 +434,7 @@ def test_memory_format_propagates_as_on_cpu(name):
 
 _CL3 = torch.channels_last_3d
 _SPATIAL = {4: "bilinear", 5: "trilinear"}
-# the generated kernels' outputs (Note [Output strides] in dipu/ops/shapes.py), channels_last and channels_last_3d
+# the generated kernels' outputs (Note [Output strides] in dipu/ops/meta_rules.py), channels_last and channels_last_3d
 GENERIC_MEMORY_FORMAT_CASES = {
     "interpolate nearest": lambda x: F.interpolate(x, scale_factor=2),
     "interpolate linear": lambda x: F.interpolate(x, scale_factor=2, mode=_SPATIAL[x.dim()]),

@@ -154,7 +154,7 @@ def test_complex_to_real_results_match_cpu(dtype):
             c.to(device).abs_()
 
 
-# Note [Output strides] (dipu/ops/shapes.py): functional outputs take the strides the CPU kernels give them
+# Note [Output strides] (dipu/ops/meta_rules.py): functional outputs take the strides the CPU kernels give them
 _FORMATS = {"channels_last": (torch.channels_last, (2, 3, 4, 5)), "channels_last_3d": (torch.channels_last_3d,
                                                                                     (2, 3, 2, 4, 5))}
 _STRIDED_CASES = {

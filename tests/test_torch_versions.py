@@ -1,7 +1,7 @@
 """dipu follows the installed torch: kernels generated for its schemas, entries that do not fit reported.
 
 CI runs the whole suite on the oldest and the newest torch of the declared range (.ci/run); these
-tests check the mechanism itself (Note [Generated code per torch version] in dipu/_codegen.py).
+tests check the mechanism itself (Note [Generated code per torch version] in dipu/kernels/generated.py).
 """
 
 import importlib.metadata
@@ -12,8 +12,8 @@ import pytest
 import torch
 
 import dipu
-from dipu import _codegen
-from dipugen import REFERENCE_TORCH, spec
+from dipu.kernels import generated as generated_kernels
+from dipugen import REFERENCE_TORCH, schemas
 
 INSTALLED = torch.__version__.split("+")[0]
 
@@ -22,7 +22,7 @@ def test_the_loaded_kernels_are_generated_for_the_installed_torch():
     generated = dipu._generated
     assert generated.TORCH_VERSION == INSTALLED
     if INSTALLED == REFERENCE_TORCH:
-        assert Path(generated.__file__).parent == _codegen.CHECKED_IN
+        assert Path(generated.__file__).parent == generated_kernels.CHECKED_IN
     else:  # generated at first import, cached beside the native core
         assert Path(generated.__file__).parent.parent == dipu._native.cache_root()
 
@@ -60,9 +60,9 @@ def test_another_torch_gets_its_own_kernels_and_a_report(tmp_path, monkeypatch):
     """As if torch 2.99 were installed, with the schemas of this one: the '>=2.14' entries apply and, on a
     torch older than 2.14, do not fit (grad_output is not an argument), so they are reported and left out."""
     monkeypatch.setenv("DIPU_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(spec, "installed_torch", lambda: (2, 99, 0))
+    monkeypatch.setattr(schemas, "installed_torch", lambda: (2, 99, 0))
     monkeypatch.setattr(torch, "__version__", "2.99.0")
-    directory = _codegen._generated_dir()
+    directory = generated_kernels._generated_dir()
     assert directory.parent == tmp_path and directory.name.startswith("generated-torch2.99.0-")
     init = (directory / "__init__.py").read_text()
     wrappers = (directory / "wrappers.py").read_text()
@@ -73,7 +73,7 @@ def test_another_torch_gets_its_own_kernels_and_a_report(tmp_path, monkeypatch):
         assert (f"def make_{op}(" in wrappers) is fits
     compile(wrappers, "wrappers.py", "exec")  # what dipu would import
     before = {p: p.stat().st_mtime_ns for p in directory.iterdir()}
-    assert _codegen._generated_dir() == directory  # cached: generated once
+    assert generated_kernels._generated_dir() == directory  # cached: generated once
     assert {p: p.stat().st_mtime_ns for p in directory.iterdir()} == before
 
 
@@ -82,7 +82,7 @@ def test_import_names_the_entries_that_do_not_fit():
     package = type("Generated", (), {"UNMATCHED": {"relu": "diopi_functions.yaml:9: relu: ..."}})
     with pytest.warns(UserWarning, match=r"dipu: 1 op\(s\) of diopi_functions.yaml do not fit torch .* CPU "
                                          r"fallback: diopi_functions.yaml:9: relu: \.\.\."):
-        _codegen._warn_unmatched(package)
+        generated_kernels._warn_unmatched(package)
 
 
 def test_compiled_generated_code_is_cached(tmp_path, monkeypatch):
@@ -91,7 +91,7 @@ def test_compiled_generated_code_is_cached(tmp_path, monkeypatch):
     monkeypatch.setenv("DIPU_CACHE_DIR", str(tmp_path))
     source = tmp_path / "module.py"
     source.write_text("VALUE = 41 + 1\n")
-    loader = _codegen._CachedCodeLoader("dipu_test_module", str(source))
+    loader = generated_kernels._CachedCodeLoader("dipu_test_module", str(source))
     assert eval(loader.get_code("dipu_test_module"), {}) is None
     (cached,) = (tmp_path / "code").iterdir()
     namespace = {}

@@ -32,7 +32,7 @@ from typing import Callable
 
 import torch
 
-from dipu import _codegen
+from dipu.kernels import generated as generated_kernels
 from dipu._core import vendor
 from dipu.diopi.context import Status
 from dipu.diopi.library import OpLibrary, load_active_library
@@ -136,7 +136,7 @@ def register_active():
         library = load_active_library(choice)
     except ImportError as error:
         raise RuntimeError(f"cannot load the DIOPI op library: {error}") from error
-    generated = _codegen.load()
+    generated = generated_kernels.load()
     registration.register(generated.OPS, library, force_fallback=switches.force_fallback_patterns(),
                           report_missing=switches.dump_level() > 0, print_call_info=generated.PRINT_CALL_INFO)
     return generated

@@ -47,7 +47,7 @@ _devices: dict[int, torch.device] = {}
 
 def empty_strided(shape, dtype, device: int, stride) -> torch.Tensor:
     """A new output with ``stride`` (None: contiguous; or a memory format), as a stride rule answers; see
-    Note [Output strides] in dipu/ops/shapes.py."""
+    Note [Output strides] in dipu/ops/meta_rules.py."""
     if stride is None:
         return _C.empty(list(shape), dtype, device)
     where = _devices.get(device)

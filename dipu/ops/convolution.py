@@ -3,9 +3,10 @@
 ATen routes convolutions on dipu to the ``*_overrideable`` ops with every
 parameter already expanded to one value per spatial dim. DIOPI's convolution
 functions take no ``transposed`` flag: transposed convolutions call
-diopiConvTranspose2d(Backward) of the active op library instead (the CPU has
-no ``convolution_overrideable`` to fall back to), and answer force-fallback
-only where the library lacks them.
+diopiConvTranspose2d(Backward) instead (the CPU has no
+``convolution_overrideable`` to fall back to), which the registry binds and
+passes in like the main function (``calls:`` in diopi_functions.yaml); where
+the op library lacks them, the function passed answers force-fallback.
 
 Outputs and gradients take the memory format the CPU kernels choose: channels_last (3d) when the input or
 the weight is (see Note [Memory formats of outputs] in dipu/ops/memory_format.py).
@@ -23,23 +24,11 @@ shapes only; with symbolic shapes torch's fake kernel keeps its own answer, as i
 
 from __future__ import annotations
 
-import functools
-
 import torch
 from torch._subclasses import fake_impls
 
 from dipu._core import _C
-from dipu.diopi.context import Status
 from dipu.ops.memory_format import empty, memory_format
-
-
-@functools.lru_cache(maxsize=None)
-def _transposed(name: str):
-    """The active op library's function ``name`` (None where it lacks it)."""
-    from dipu._core import vendor
-    from dipu.diopi.library import active_library_name, load_library
-
-    return load_library(active_library_name(vendor().diopi_impl)).get(name)
 
 
 def _transposed_output_size(input, weight, stride, padding, dilation, output_padding, groups) -> list[int]:
@@ -65,21 +54,19 @@ def _memory_format(input, weight):
     return layout if layout is not torch.contiguous_format else memory_format(weight)
 
 
-def convolution(diopi, ctx, input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
+def convolution(diopi, diopi_transposed, ctx, input, weight, bias, stride, padding, dilation, transposed,
+                output_padding, groups):
     layout = _memory_format(input, weight)
     if transposed:
-        transposed_conv = _transposed("diopiConvTranspose2d")
-        if transposed_conv is None:
-            return Status.FORCE_FALLBACK, None
         out = empty(_transposed_output_size(input, weight, stride, padding, dilation, output_padding, groups),
                     input.dtype, ctx.device, layout)
-        return transposed_conv(ctx, out, input, weight, bias, stride, padding, output_padding, groups, dilation), out
+        return diopi_transposed(ctx, out, input, weight, bias, stride, padding, output_padding, groups, dilation), out
     out = empty(_output_size(input, weight, stride, padding, dilation), input.dtype, ctx.device, layout)
     return diopi(ctx, out, input, weight, bias, stride, padding, dilation, groups), out
 
 
-def convolution_backward(diopi, ctx, grad_output, input, weight, stride, padding, dilation, transposed,
-                         output_padding, groups, output_mask):
+def convolution_backward(diopi, diopi_transposed, ctx, grad_output, input, weight, stride, padding, dilation,
+                         transposed, output_padding, groups, output_mask):
     d = ctx.device
     layout = _memory_format(input, weight)
     grad_input = empty(input.shape, input.dtype, d, layout) if output_mask[0] else None
@@ -87,11 +74,8 @@ def convolution_backward(diopi, ctx, grad_output, input, weight, stride, padding
     channels = weight.shape[1] * groups if transposed else weight.shape[0]
     grad_bias = _C.empty([channels], weight.dtype, d) if output_mask[2] else None
     if transposed:
-        transposed_backward = _transposed("diopiConvTranspose2dBackward")
-        if transposed_backward is None:
-            return Status.FORCE_FALLBACK, None
-        status = transposed_backward(ctx, grad_input, grad_weight, grad_bias, grad_output, input, weight, stride,
-                                     padding, dilation, output_padding, groups)
+        status = diopi_transposed(ctx, grad_input, grad_weight, grad_bias, grad_output, input, weight, stride,
+                                  padding, dilation, output_padding, groups)
         return status, (grad_input, grad_weight, grad_bias)
     status = diopi(ctx, grad_input, grad_weight, grad_bias, grad_output, input, weight, stride, padding,
                    dilation, groups)

@@ -2,11 +2,11 @@
 
 Note [Memory formats of outputs]
 Generated wrappers allocate outputs in the strides the CPU kernel would give them (Note [Output strides] in
-dipu/ops/shapes.py: TensorIterator strides for pointwise ops, meta kernels for the rest). The CPU kernels of convolution, batch
+dipu/ops/meta_rules.py: TensorIterator strides for pointwise ops, meta kernels for the rest). The CPU kernels of convolution, batch
 norm and the 2d pools instead allocate in ``input.suggest_memory_format()``, and TensorIterator ops
 such as relu follow their input's strides, so a channels_last network stays channels_last from layer
 to layer. The functional schemas of those ops are ``impl:`` kernels here: they take their shapes from
-the op's shape rule (``dipu.ops.shapes``), allocate each output in the input's memory format and call
+the op's shape rule (``dipu.ops.shape_rules``), allocate each output in the input's memory format and call
 the DIOPI function with it. Contiguous inputs (the common case) cost one ``is_contiguous`` more than a
 generated wrapper. out= variants keep the layout of the tensors they are given, as in ATen.
 """
@@ -16,24 +16,12 @@ from __future__ import annotations
 import torch
 
 from dipu._core import _C
-from dipu.ops import shapes
+from dipu.ops import shape_rules as shapes
+from dipu.ops.meta_rules import memory_format, meta
 
 _channels_last = torch.channels_last
 _channels_last_3d = torch.channels_last_3d
 _contiguous = torch.contiguous_format
-
-
-def memory_format(tensor: torch.Tensor) -> torch.memory_format:
-    """ATen's ``suggest_memory_format`` for the dense layouts kernels produce (torch's Python version,
-    ``torch._prims_common.suggest_memory_format``, costs about 30 us a call)."""
-    if tensor.is_contiguous():
-        return _contiguous
-    ndim = tensor.dim()
-    if ndim == 4 and tensor.is_contiguous(memory_format=_channels_last):
-        return _channels_last
-    if ndim == 5 and tensor.is_contiguous(memory_format=_channels_last_3d):
-        return _channels_last_3d
-    return _contiguous
 
 
 def empty(shape, dtype: torch.dtype, device: int, layout: torch.memory_format = _contiguous) -> torch.Tensor:
@@ -48,7 +36,7 @@ def _allocate(specs, device: int, layout) -> tuple:
 
 
 def _meta(op, several: bool):
-    return shapes.meta(op, (), several)
+    return meta(op, (), several)
 
 
 # ---- normalization ------------------------------------------------------------------------------------
@@ -82,7 +70,7 @@ def native_batch_norm_backward(diopi, ctx, grad_out, input, weight, running_mean
 
 
 # ---- pooling: outputs and gradients in the input's memory format ------------------------------------------
-# Output shapes: Note [Pooling shapes without meta tensors] in dipu/ops/shapes.py.
+# Output shapes: Note [Pooling shapes without meta tensors] in dipu/ops/shape_rules.py.
 _int64 = torch.int64
 
 _max_pool2d_rule = _meta(torch.ops.aten.max_pool2d_with_indices.default, True)

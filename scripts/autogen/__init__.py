@@ -1,10 +1,20 @@
 """dipugen, the op-kernel generator: diopi_functions.yaml -> dipu/_generated/ (see DESIGN.md §5).
 
-``spec`` reads and validates the YAML into frozen dataclasses, ``kernels``
-expands each entry into the aten kernels to generate and decides what their
-code does, ``emit`` renders that through the Jinja2 templates.
+Laid out as torchgen is (Note [The generator's model] in model.py):
+
+  model.py        the typed, frozen model (Entry, Kernel) and the enums of its closed sets
+  proto.py        the DIOPI proto: the functions an op library provides (also the runtime's contract)
+  schemas.py      the schema index: the installed torch's aten schemas
+  calls.py        the call language of ``interface:``, checked against the proto
+  shape_rules.py  the shape-rule table (the rules of dipu/ops/shape_rules.py)
+  spec.py         reading the YAML into Entry records; every error names ``<file>:<line>``
+  kernels.py      expanding entries into the Kernel records to generate
+  dest/           one emitter per generated file (python_wrappers.py, op_table.py) with its template
+  emit.py         rendering the package and writing what changed; ``python -m dipugen`` is __main__.py
+
+It imports nothing of dipu (Note [The generator does not import dipu] in __main__.py).
 """
 
 #: The torch whose schemas dipu/_generated/ is generated from: the reviewed, checked-in copy. dipu
-#: generates its kernels for any other installed torch on first import (dipu/_codegen.py).
+#: generates its kernels for any other installed torch on first import (dipu/kernels/generated.py).
 REFERENCE_TORCH = "2.13.0"

@@ -19,7 +19,7 @@ if "torch" not in sys.modules:
 
 import torch  # noqa: E402
 
-from . import REFERENCE_TORCH, emit, spec  # noqa: E402
+from . import REFERENCE_TORCH, emit, schemas, spec  # noqa: E402
 
 REPO = spec.REPO
 
@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="print '[dipu_<op>]:<op>  <diopi function>' on every call, whatever "
                              "DIPU_DUMP_OP_ARGS says; like DIPU's --print_func_call_info")
     args = parser.parse_args(argv)
-    installed = ".".join(map(str, spec.installed_torch()))
+    installed = ".".join(map(str, schemas.installed_torch()))
     reference = installed == REFERENCE_TORCH
     if args.out is None and not reference:
         print(f"error: dipu/_generated is the reviewed copy for the reference torch {REFERENCE_TORCH}, and the "

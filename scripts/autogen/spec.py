@@ -1,93 +1,31 @@
 """Read diopi_functions.yaml into :class:`Entry` objects, rejecting anything suspicious.
 
 Every error names ``<file>:<line>`` and the entry, and its text is asserted by
-tests/test_autogen.py: the messages are part of the interface.
+tests/test_autogen.py: the messages are part of the interface. The schemas
+come from schemas.py, the ``interface:`` calls are parsed by calls.py, the
+shape rules are the table of shape_rules.py.
 """
 
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
-import keyword
 import re
 from pathlib import Path
 
 import torch
 import yaml
-from torchgen.model import Argument, FunctionSchema, OptionalType, SchemaKind
+from torchgen.model import FunctionSchema, SchemaKind
 
-from . import proto
-from .model import Call, CallArg, Entry, op_name
-
-FUNCTIONS, Kind, Param = proto.FUNCTIONS, proto.Kind, proto.Param
+from . import calls, schemas
+from .model import Entry, SpecError, Strides, StrideRule, Variant, op_name
+from .shape_rules import META, SHAPE_RULES
 
 REPO = Path(__file__).resolve().parents[2]  # the repository (the generator runs from a checkout)
 DIPU_DIR = REPO / "dipu"
-SHAPE_RULES_FILE = DIPU_DIR / "ops" / "shapes.py"
-VARIANT_KINDS = ("out", "functional", "inplace")
 
-
-class SpecError(Exception):
-    pass
-
-
-# ---- the installed torch's schemas ------------------------------------------------------------
-
-
-@functools.lru_cache(maxsize=None)
-def _installed_schema_texts() -> dict[str, str]:
-    texts = {}
-    for schema in torch._C._jit_get_all_schemas():
-        if schema.name.startswith("aten::"):
-            name = schema.name[6:] + (f".{schema.overload_name}" if schema.overload_name else "")
-            texts[name] = str(schema)[6:]
-    return texts
-
-
-@functools.lru_cache(maxsize=None)
-def installed_schema(name: str) -> FunctionSchema | None:
-    text = _installed_schema_texts().get(name)
-    try:
-        return None if text is None else FunctionSchema.parse(text)
-    except Exception:  # a few JIT-only schemas use types torchgen does not know; no op of ours is one
-        return None
-
-
-def siblings(schema: FunctionSchema) -> dict[str, FunctionSchema]:
-    """The installed schemas with the same signature as ``schema``, by kind (out/functional/inplace)."""
-    base = str(schema.name.name.base)
-    found = {}
-    for name in _installed_schema_texts():
-        if name.split(".")[0] in (base, base + "_"):
-            other = installed_schema(name)
-            # factory siblings (arange.start_step for arange.start_out) have no tensor to dispatch on
-            has_tensor = other is not None and any(a.type.is_tensor_like() for a in other.arguments.flat_all)
-            if has_tensor and other.signature() == schema.signature():
-                found.setdefault(other.kind().name, other)
-    return found
-
-
-# ---- argument kinds ------------------------------------------------------------------------
-
-_kinds_for = proto.argument_kinds
-
-
-def _literal_kinds(value) -> set[Kind]:
-    if isinstance(value, bool):
-        return {Kind.BOOL}
-    if isinstance(value, int):
-        return {Kind.INT, Kind.SCALAR, Kind.REDUCTION, Kind.FLOAT}
-    if isinstance(value, float):
-        return {Kind.FLOAT, Kind.SCALAR}
-    if isinstance(value, str):
-        return {Kind.STRING, Kind.ROUNDING_MODE}
-    if isinstance(value, (list, tuple)) and all(isinstance(v, int) for v in value):
-        return {Kind.SIZE}
-    return set()
-
-
-def _describe_param(param: Param) -> str:
-    return f"'{param.name}' ({param.kind.value}{'?' if param.optional else ''})"
+__all__ = ["SpecError", "Unmatched", "load", "load_lenient", "REPO"]
 
 
 # ---- the YAML file --------------------------------------------------------------------------
@@ -110,7 +48,7 @@ class _EntryReader:
             return default
         value = self.data.pop(key)
         if not isinstance(value, types):
-            expected = {str: "a string", bool: "a bool", list: "a list"}[types]
+            expected = {str: "a string", bool: "a bool", list: "a list", (str, dict): "a string or a mapping"}[types]
             self.fail(f"'{key}' must be {expected}, got {type(value).__name__}")
         return value
 
@@ -118,9 +56,17 @@ class _EntryReader:
         for key in self.data:
             self.fail(f"unknown key '{key}' (allowed: {', '.join(sorted(allowed))})")
 
+    @contextlib.contextmanager
+    def calls(self):
+        """Errors of the call language (calls.py) as errors of this entry."""
+        try:
+            yield
+        except calls.CallError as error:
+            self.fail(str(error))
 
-_KEYS = ("op", "torch", "interface", "scalar_interface", "returns", "writes", "unused", "shape", "impl",
-         "variants", "autocompare", "fallback", "register")
+
+_KEYS = ("op", "torch", "interface", "scalar_interface", "returns", "writes", "unused", "shape", "strides", "impl",
+         "calls", "variants", "autocompare", "fallback", "register")
 
 
 _NODE_KINDS = {yaml.ScalarNode: "a scalar", yaml.SequenceNode: "a list", yaml.MappingNode: "a mapping"}
@@ -242,14 +188,9 @@ _COMPARE = {">=": lambda a, b: a >= b, "<=": lambda a, b: a <= b, "==": lambda a
             "!=": lambda a, b: a != b, "<": lambda a, b: a < b, ">": lambda a, b: a > b}
 
 
-def installed_torch() -> tuple[int, ...]:
-    """The installed torch's release numbers (2.15.0+cu132 and 2.15.0 are both (2, 15, 0))."""
-    return tuple(int(part) for part in re.match(r"\d+(\.\d+)*", torch.__version__).group(0).split("."))
-
-
 def _in_range(reader: _EntryReader, text: str) -> bool:
     """Whether the installed torch is in ``text``, comma-separated clauses like ``>=2.14, <2.16``."""
-    version = installed_torch()
+    version = schemas.installed_torch()
     result = True
     for clause in text.split(","):
         match = _RANGE_CLAUSE.fullmatch(clause)
@@ -272,58 +213,76 @@ def _read_entry(item: dict, filename: str, line: int) -> Entry | None:
     interface_text = reader.pop("interface", str, required=True)
     scalar_text = reader.pop("scalar_interface", str)
     returns = reader.pop("returns", list)
-    writes = reader.pop("writes", list, [])
+    writes = tuple(reader.pop("writes", list, []))
     unused = reader.pop("unused", list, [])
-    shape = reader.pop("shape", str, "meta")
+    shape = reader.pop("shape", str, META)
+    strides = reader.pop("strides", (str, dict))
     impl = reader.pop("impl", str)
+    called = reader.pop("calls", list, [])
     variants = reader.pop("variants", list)
     autocompare = reader.pop("autocompare", bool, True)
     fallback = reader.pop("fallback", bool, True)
     register = reader.pop("register", bool, True)
     reader.finish(_KEYS)
-    if shape != "meta" and shape not in shape_rules():
-        reader.fail(f"unknown shape rule '{shape}' (known: meta, {', '.join(sorted(shape_rules()))})")
-    if impl is not None:  # what does not depend on the installed torch fails for every torch
-        _check_impl(reader, impl)
-        _bare_function(reader, interface_text)
-        if scalar_text is not None:
-            reader.fail("scalar_interface cannot be combined with impl")
-    else:
-        for key, text in (("interface", interface_text), ("scalar_interface", scalar_text)):
-            if text is not None:
-                _call_syntax(reader, key, text)
+    if shape != META and shape not in SHAPE_RULES:
+        reader.fail(f"unknown shape rule '{shape}' (known: {META}, {', '.join(sorted(SHAPE_RULES))})")
+    with reader.calls():  # what does not depend on the installed torch fails for every torch
+        if impl is not None:
+            _check_impl(reader, impl)
+            calls.bare_function(interface_text)
+            if scalar_text is not None:
+                reader.fail("scalar_interface cannot be combined with impl")
+            functions = tuple(_called_function(reader, function) for function in called)
+        else:
+            if called:
+                reader.fail("'calls' names the further DIOPI functions of an impl kernel: it needs impl")
+            functions = ()
+            for key, text in (("interface", interface_text), ("scalar_interface", scalar_text)):
+                if text is not None:
+                    calls.syntax(key, text)
     if torch_range is not None and not _in_range(reader, torch_range):
         return None
     try:
-        return _fit(reader, line, name, interface_text, scalar_text, returns, writes, unused, shape, impl,
-                    variants, autocompare, fallback, register)
+        return _fit(reader, line, name, interface_text, scalar_text, functions, returns, writes, unused,
+                    shape, strides, impl, variants, autocompare, fallback, register)
     except SpecError as error:
         raise Unmatched(str(error)) from None
 
 
-def _fit(reader, line, name, interface_text, scalar_text, returns, writes, unused, shape, impl, variants,
-         autocompare, fallback, register) -> Entry:
+def _called_function(reader: _EntryReader, name) -> calls.Function:
+    if not isinstance(name, str):
+        reader.fail(f"'calls' must list DIOPI function names, got {name!r}")
+    return calls.function("calls", name)
+
+
+def _fit(reader, line, name, interface_text, scalar_text, functions, returns, writes, unused, shape, strides,
+         impl, variants, autocompare, fallback, register) -> Entry:
     """The entry bound to the installed torch's schema of its op; see Note [The spec follows the installed torch]."""
-    schema = installed_schema(name)
+    schema = schemas.installed_schema(name)
     if schema is None:
         reader.fail(f"aten::{name} does not exist in the installed torch {torch.__version__}")
+    if Variant.of(schema) is None:
+        reader.fail(f"{schema} is a {schema.kind().name} schema: dipu generates out=, functional and in-place "
+                    "kernels only")
     outputs = _output_names(reader, schema, returns)
     arguments = {a.name for a in schema.arguments.flat_all}
     for listed, key in ((writes, "writes"), (unused, "unused")):
         for argument in listed:
             if argument not in arguments:
                 reader.fail(f"'{key}' names {argument!r}, which is not an argument of {schema}")
+    with reader.calls():
+        if impl is not None:
+            function = calls.bare_function(interface_text)
+            interface = scalar = None
+            used = arguments
+        else:
+            interface = calls.parse("interface", interface_text, schema, outputs, writes)
+            function = interface.function
+            scalar = None if scalar_text is None else calls.parse(
+                "scalar_interface", scalar_text, schema, outputs, writes, numbers_allowed=True)
+            used = {a.name for call in (interface, scalar) if call is not None for a in call.args} | set(outputs)
     if impl is not None:
-        function = _bare_function(reader, interface_text)
-        interface = scalar = None
-        _check_impl_parameters(reader, impl, schema)
-        used = arguments
-    else:
-        interface = _parse_call(reader, "interface", interface_text, schema, outputs, writes)
-        function = interface.function
-        scalar = None if scalar_text is None else _parse_call(
-            reader, "scalar_interface", scalar_text, schema, outputs, writes, numbers_allowed=True)
-        used = {a.name for call in (interface, scalar) if call is not None for a in call.args} | set(outputs)
+        _check_impl_parameters(reader, impl, functions, schema)
     missing = [a.name for a in schema.arguments.flat_all if a.name not in used and a.name not in unused]
     if missing:
         them = "it" if len(missing) == 1 else "them"
@@ -332,9 +291,11 @@ def _fit(reader, line, name, interface_text, scalar_text, returns, writes, unuse
     for argument in unused:
         if argument in used:
             reader.fail(f"'unused' names {argument!r}, which the interface passes")
+    chosen = _variants(reader, schema, variants, impl)
     return Entry(
         line=line, schema=schema, interface=interface, function=function, scalar_interface=scalar,
-        outputs=outputs, writes=tuple(writes), shape=shape, impl=impl, variants=_variants(reader, schema, variants, impl),
+        calls=functions, outputs=outputs, writes=writes, shape=SHAPE_RULES.get(shape),
+        strides=_strides(reader, schema, strides, chosen), impl=impl, variants=chosen,
         autocompare=autocompare, fallback=fallback, register=register)
 
 
@@ -357,146 +318,54 @@ def _output_names(reader: _EntryReader, schema: FunctionSchema, returns: list | 
     return tuple(returns)
 
 
-def _variants(reader: _EntryReader, schema: FunctionSchema, requested: list | None, impl: str | None):
+def _variants(reader: _EntryReader, schema: FunctionSchema, requested: list | None,
+              impl: str | None) -> tuple[Variant, ...]:
     if schema.kind() != SchemaKind.out or impl is not None:
         if requested is not None:
             reader.fail("'variants' applies to out= schemas without impl only")
-        return (schema.kind().name,)
-    available = siblings(schema)
+        return (Variant.of(schema),)
+    available = schemas.siblings(schema)
     if len(schema.arguments.out) != 1:
-        available.pop("inplace", None)
-    chosen = tuple(kind for kind in VARIANT_KINDS if kind in available)
+        available.pop(Variant.INPLACE, None)
     if requested is None:
-        return chosen
+        return tuple(variant for variant in Variant if variant in available)
+    known = {variant.value: variant for variant in Variant}
     for kind in requested:
-        if kind not in VARIANT_KINDS:
-            reader.fail(f"unknown variant {kind!r} (known: {', '.join(VARIANT_KINDS)})")
-        if kind not in available:
+        if kind not in known:
+            reader.fail(f"unknown variant {kind!r} (known: {', '.join(known)})")
+        if known[kind] not in available:
             reader.fail(f"no {kind} variant of {op_name(schema)} in the installed torch")
-    return tuple(kind for kind in VARIANT_KINDS if kind in requested)
+    return tuple(variant for variant in Variant if variant.value in requested)
 
 
-# ---- interface calls ---------------------------------------------------------------------------
-
-_CALL = re.compile(r"\s*([A-Za-z_]\w*)\s*\((.*)\)\s*", re.DOTALL)
+_STRIDES_FORMS = "'contiguous' or {format_of: <tensor argument>}"
 
 
-def _split_arguments(text: str) -> list[str]:
-    parts, depth, current = [], 0, ""
-    for char in text:
-        if char in "([":
-            depth += 1
-        elif char in ")]":
-            depth -= 1
-        if char == "," and depth == 0:
-            parts.append(current.strip())
-            current = ""
-        else:
-            current += char
-    if current.strip():
-        parts.append(current.strip())
-    return parts
-
-
-def _function(reader: _EntryReader, key: str, name: str):
-    function = FUNCTIONS.get(name)
-    if function is None:
-        reader.fail(f"{key}: unknown DIOPI function '{name}'")
-    return function
-
-
-def _bare_function(reader: _EntryReader, text: str):
-    if not text.strip().isidentifier():
-        reader.fail(f"with impl, interface names the DIOPI function only, got {text!r}")
-    return _function(reader, "interface", text.strip())
-
-
-def _call_syntax(reader: _EntryReader, key: str, text: str):
-    """The DIOPI function a call names and its argument tokens, checked against the proto only."""
-    match = _CALL.fullmatch(text)
-    if match is None:
-        reader.fail(f"{key}: expected a call like diopiAdd(ctx, out, self, other, alpha), got {text!r}")
-    function = _function(reader, key, match.group(1))
-    tokens = _split_arguments(match.group(2))
-    names = function.param_names
-    if len(tokens) != len(names):
-        reader.fail(f"{key}: {function.name} takes {len(names)} arguments ({', '.join(names)}), got {len(tokens)}")
-    if tokens[0] != "ctx":
-        reader.fail(f"{key}: the first argument of {function.name} must be ctx, got '{tokens[0]}'")
-    return function, tokens
-
-
-def _parse_call(reader: _EntryReader, key: str, text: str, schema: FunctionSchema, outputs: tuple[str, ...],
-                writes: list[str], numbers_allowed: bool = False) -> Call:
-    function, tokens = _call_syntax(reader, key, text)
-    arguments = {a.name: a for a in schema.arguments.flat_all}
-    args, numbers = [], []
-    for token, param in zip(tokens[1:], function.params):
-        if token.isidentifier() and not keyword.iskeyword(token) or token in arguments:
-            arg = _check_name(reader, key, function, param, token, arguments, (*outputs, *writes), numbers_allowed)
-            if arg is not None:
-                numbers.append(token)
-            args.append(CallArg(token))
-        else:
-            args.append(CallArg(None, _check_literal(reader, key, function, param, token)))
-    for output in outputs:
-        if output not in tokens:
-            reader.fail(f"{key}: output '{output}' is not passed to {function.name}")
-    return Call(function, tuple(args), tuple(numbers))
-
-
-def _check_name(reader, key, function, param: Param, token: str, arguments: dict[str, Argument],
-                outputs: tuple[str, ...], numbers_allowed: bool) -> str | None:
-    """Check ``token`` may be passed to ``param``; returns it when it is a Tensor passed as a number."""
-    where = f"{key}: {function.name} parameter {_describe_param(param)}"
-    if token in arguments:
-        arg = arguments[token]
-        kinds = _kinds_for(arg)
-        if token in outputs:
-            kinds |= {Kind.TENSOR_OUT}
-        if isinstance(arg.type, OptionalType) and not param.optional:
-            reader.fail(f"{where} cannot take '{token}' ({arg.type}): it may be None")
-        if param.kind in kinds:
-            return None
-        if numbers_allowed and param.kind == Kind.SCALAR and Kind.TENSOR in kinds:
-            return token
-        reader.fail(f"{where} cannot take '{token}' ({arg.type})")
-    if token in outputs:
-        if param.kind.is_output:
-            return None
-        reader.fail(f"{where} cannot take '{token}' (an output)")
-    reader.fail(f"{key}: '{token}' is neither an argument nor an output")
-
-
-def _check_literal(reader, key, function, param: Param, token: str):
-    try:
-        value = ast.literal_eval(token)
-    except (ValueError, SyntaxError):
-        reader.fail(f"{key}: cannot read argument {token!r} (expected a name or a literal)")
+def _strides(reader: _EntryReader, schema: FunctionSchema, value, variants: tuple[Variant, ...]) -> Strides | None:
+    """The spec's ``strides:`` (Note [Output strides] in dipu/ops/meta_rules.py): it describes the outputs the
+    entry's functional kernel allocates."""
     if value is None:
-        if not param.optional:
-            reader.fail(f"{key}: {function.name} parameter {_describe_param(param)} cannot take None")
-    elif param.kind not in _literal_kinds(value):
-        reader.fail(f"{key}: {function.name} parameter {_describe_param(param)} cannot take {token}")
-    return value
+        return None
+    if Variant.FUNCTIONAL not in variants:
+        reader.fail("'strides' describes the outputs of a functional kernel, which this entry does not generate")
+    if value == "contiguous":
+        return Strides(StrideRule.CONTIGUOUS)
+    if isinstance(value, dict) and list(value) == ["format_of"]:
+        argument = value["format_of"]
+        tensors = [a.name for a in schema.arguments.flat_non_out if a.type.is_tensor_like()]
+        if argument not in tensors:
+            reader.fail(f"'strides' format_of names {argument!r}, which is not a tensor argument of {schema}")
+        return Strides(StrideRule.FORMAT_OF, argument)
+    reader.fail(f"'strides' must be {_STRIDES_FORMS}, got {value!r}")
 
 
-# ---- named logic in dipu/ops ------------------------------------------------------------------
+# ---- impl kernels: named Python functions of this repository ----------------------------------------------
 
 
 @functools.lru_cache(maxsize=None)
 def _top_level_function_nodes(path: Path) -> dict[str, ast.FunctionDef]:
     tree = ast.parse(path.read_text())
     return {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef) and not node.name.startswith("_")}
-
-
-def _top_level_functions(path: Path) -> set[str]:
-    return set(_top_level_function_nodes(path))
-
-
-@functools.lru_cache(maxsize=None)
-def shape_rules() -> frozenset[str]:
-    return frozenset(_top_level_functions(SHAPE_RULES_FILE) - {"meta"})
 
 
 def _impl_path(dotted: str) -> tuple[Path, str]:
@@ -509,17 +378,19 @@ def _impl_path(dotted: str) -> tuple[Path, str]:
 
 def _check_impl(reader: _EntryReader, dotted: str) -> None:
     path, function = _impl_path(dotted)
-    if "." not in dotted or not path.is_file() or function not in _top_level_functions(path):
+    if "." not in dotted or not path.is_file() or function not in _top_level_function_nodes(path):
         reader.fail(f"impl '{dotted}' names no function (expected a function in a module of this repository)")
 
 
-def _check_impl_parameters(reader: _EntryReader, dotted: str, schema: FunctionSchema) -> None:
-    """An impl is called as ``impl(diopi_function, ctx, *inputs)`` with the schema's inputs in order: its
-    parameters must be those inputs by name, and any extra ones need defaults."""
+def _check_impl_parameters(reader: _EntryReader, dotted: str, functions: tuple[calls.Function, ...],
+                           schema: FunctionSchema) -> None:
+    """An impl is called as ``impl(diopi, *called, ctx, *inputs)``: the entry's function, those ``calls:``
+    names (any parameter names), then the schema's inputs in order, by name; any extra ones need defaults."""
     path, function = _impl_path(dotted)
     node = _top_level_function_nodes(path)[function]
     params = [a.arg for a in node.args.args]
-    inputs = ["diopi", "ctx", *(a.name for a in schema.arguments.flat_non_out)]
+    inputs = ["diopi", *(f.name for f in functions), "ctx", *(a.name for a in schema.arguments.flat_non_out)]
+    named = [p if not 0 < i <= len(functions) else inputs[i] for i, p in enumerate(params)]
     required = len(params) - len(node.args.defaults)
-    if params[:len(inputs)] != inputs or required > len(inputs) or node.args.vararg is not None:
+    if named[:len(inputs)] != inputs or required > len(inputs) or node.args.vararg is not None:
         reader.fail(f"impl '{dotted}' takes ({', '.join(params)}), but is called with ({', '.join(inputs)})")

@@ -7,8 +7,12 @@ to date). With any other torch installed, dipu runs the generator at first
 import against that torch's schemas (Note [The spec follows the installed
 torch] in scripts/autogen/spec.py) and caches the package beside the native
 core (Note [Native core cache]), keyed by the torch build and a hash of the
-spec, the generator and the proto; entries that do not fit that torch are
-reported once and their ops run through the CPU fallback.
+spec and the generator (its modules, the proto among them, and templates);
+entries that do not fit that torch are reported once and their ops run through
+the CPU fallback. Only then is the generator imported: with the reference
+torch, loading the kernels needs nothing of it: the checked-in package names the
+torch it was generated for (``TORCH_VERSION``, which ``--check`` keeps equal to
+``REFERENCE_TORCH``).
 
 Note [Compiled generated code]
 The generated module is about 34k lines; compiling it costs about a second,
@@ -24,6 +28,7 @@ import importlib.machinery
 import importlib.util
 import marshal
 import os
+import re
 import sys
 import tempfile
 import warnings
@@ -34,7 +39,7 @@ import torch
 from dipu import _native
 
 PACKAGE = "dipu._generated"
-CHECKED_IN = Path(__file__).parent / "_generated"
+CHECKED_IN = Path(__file__).parent.parent / "_generated"
 #: The generator, as a checkout has it and as dipu installs it (Note [Installed import names]).
 GENERATOR = "dipugen"
 
@@ -44,8 +49,8 @@ def _installed_torch() -> str:
 
 
 def _generator_inputs(generator: Path, spec: Path) -> list[Path]:
-    shapes = Path(__file__).parent / "ops" / "shapes.py"
-    return sorted([*generator.glob("*.py"), *generator.glob("templates/*.j2"), spec, shapes])
+    """What the generated package depends on: the spec and the generator's modules and templates."""
+    return sorted([*generator.rglob("*.py"), *generator.glob("templates/*.j2"), spec])
 
 
 def _generated_dir() -> Path:
@@ -60,8 +65,9 @@ def _generated_dir() -> Path:
             f"checked-in kernels were generated for, and the op spec to generate them again is missing "
             f"({yaml_path}); install dipu from its repository with `pip install -e .`")
     digest = hashlib.sha256()
-    for path in _generator_inputs(Path(generator.__file__).parent, yaml_path):
-        digest.update(path.name.encode())
+    root = Path(generator.__file__).parent
+    for path in _generator_inputs(root, yaml_path):
+        digest.update(path.relative_to(root).as_posix().encode() if path.is_relative_to(root) else path.name.encode())
         digest.update(path.read_bytes())
     key = f"generated-torch{torch.__version__}-{(torch.version.git_version or 'nogit')[:10]}-{digest.hexdigest()[:12]}"
     target = _native.cache_root() / key
@@ -118,15 +124,21 @@ def _load(directory: Path):
             raise
     package = sys.modules[PACKAGE]
     package.wrappers = sys.modules[f"{PACKAGE}.wrappers"]
-    sys.modules["dipu"]._generated = package  # as an import statement binds a submodule
     return package
+
+
+_TORCH_VERSION_LINE = re.compile(r'^TORCH_VERSION = "([^"]+)"$', re.MULTILINE)
+
+
+def _checked_in_torch() -> str:
+    """The torch the checked-in package was generated for, read without importing it (importing it under
+    another torch may fail on an op that torch lacks)."""
+    return _TORCH_VERSION_LINE.search((CHECKED_IN / "__init__.py").read_text()).group(1)
 
 
 def load():
     """dipu._generated for the installed torch (Note [Generated code per torch version])."""
-    from dipugen import REFERENCE_TORCH
-
-    directory = CHECKED_IN if _installed_torch() == REFERENCE_TORCH else _generated_dir()
+    directory = CHECKED_IN if _installed_torch() == _checked_in_torch() else _generated_dir()
     package = _load(directory)
     _warn_unmatched(package)
     return package

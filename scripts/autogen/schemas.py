@@ -1,0 +1,49 @@
+"""The schema index: the installed torch's aten schemas, by op name, parsed by torchgen."""
+
+from __future__ import annotations
+
+import functools
+import re
+
+import torch
+from torchgen.model import FunctionSchema
+
+from .model import Variant
+
+
+def installed_torch() -> tuple[int, ...]:
+    """The installed torch's release numbers (2.15.0+cu132 and 2.15.0 are both (2, 15, 0))."""
+    return tuple(int(part) for part in re.match(r"\d+(\.\d+)*", torch.__version__).group(0).split("."))
+
+
+@functools.lru_cache(maxsize=None)
+def _installed_schema_texts() -> dict[str, str]:
+    texts = {}
+    for schema in torch._C._jit_get_all_schemas():
+        if schema.name.startswith("aten::"):
+            name = schema.name[6:] + (f".{schema.overload_name}" if schema.overload_name else "")
+            texts[name] = str(schema)[6:]
+    return texts
+
+
+@functools.lru_cache(maxsize=None)
+def installed_schema(name: str) -> FunctionSchema | None:
+    text = _installed_schema_texts().get(name)
+    try:
+        return None if text is None else FunctionSchema.parse(text)
+    except Exception:  # a few JIT-only schemas use types torchgen does not know; no op of ours is one
+        return None
+
+
+def siblings(schema: FunctionSchema) -> dict[Variant, FunctionSchema]:
+    """The installed schemas with the same signature as ``schema``, by variant (out/functional/inplace)."""
+    base = str(schema.name.name.base)
+    found = {}
+    for name in _installed_schema_texts():
+        if name.split(".")[0] in (base, base + "_"):
+            other = installed_schema(name)
+            # factory siblings (arange.start_step for arange.start_out) have no tensor to dispatch on
+            has_tensor = other is not None and any(a.type.is_tensor_like() for a in other.arguments.flat_all)
+            if has_tensor and Variant.of(other) is not None and other.signature() == schema.signature():
+                found.setdefault(Variant.of(other), other)
+    return found
