@@ -58,18 +58,23 @@ def out_function(name: str, overload, out_names: tuple[str, ...] = ()) -> None:
     bound = getattr(fast_aten, overload._overloadpacket.__name__)
     outputs = len(out_names) or 1
     inputs = FUNCTIONS[name].params[outputs:]
-    # one or two plain tensor inputs, the commonest shape, skip the per-argument type test: a few
-    # hundred nanoseconds of a tiny op's few microseconds
-    plain = not out_names and all(p.kind == Kind.TENSOR and not p.optional for p in inputs)
-    if plain and len(inputs) == 1:
+    # The commonest shapes (a tensor, two tensors, a tensor and a Python number) skip the per-argument
+    # type test: a few hundred nanoseconds of a tiny op's few microseconds.
+    kinds = () if out_names else tuple(None if p.optional else p.kind for p in inputs)
+    if kinds == (Kind.TENSOR,):
         def function(ctx, out, input):
             d = ctx.device
             bound(alias(input, d), out=alias(out, d))
             return SUCCESS
-    elif plain and len(inputs) == 2:
+    elif kinds == (Kind.TENSOR, Kind.TENSOR):
         def function(ctx, out, input, other):
             d = ctx.device
             bound(alias(input, d), alias(other, d), out=alias(out, d))
+            return SUCCESS
+    elif kinds == (Kind.TENSOR, Kind.SCALAR):
+        def function(ctx, out, input, other):
+            d = ctx.device
+            bound(alias(input, d), other, out=alias(out, d))
             return SUCCESS
     elif out_names:
         def function(ctx, *args):
@@ -117,19 +122,15 @@ def foreach_function(name: str, overload) -> None:
     """
     bound = getattr(fast_aten, overload._overloadpacket.__name__)
     functional = FUNCTIONS[name].params[0].name == "outs"
-    # the proto's last parameters stand for the op's keyword-only arguments (alpha, memory_format), in order
-    keywords = tuple(a.name for a in overload._schema.arguments if a.kwarg_only)
-    positional = -len(keywords) or None
+    # the proto's last parameter stands for the op's keyword-only argument where it has one (alpha, memory_format)
+    (keyword,) = [a.name for a in overload._schema.arguments if a.kwarg_only] or [None]
 
     def function(ctx, *args):
         d = ctx.device
         if functional:
             outs, args = args[0], args[1:]
         native = [_foreach_native(a, d) for a in args]
-        if keywords:
-            result = bound(*native[:positional], **dict(zip(keywords, native[positional:])))
-        else:
-            result = bound(*native)
+        result = bound(*native[:-1], **{keyword: native[-1]}) if keyword else bound(*native)
         if functional:
             outs[0] = [require_copy(ctx, r) for r in result]
         return SUCCESS
