@@ -36,6 +36,16 @@ class _FastAten:
 fast_aten = _FastAten()
 
 
+def alias_tensors(value, d):
+    """The ATen view of a list-taking function's argument: aliases for dipu tensors and lists of them; CPU
+    tensors (a step count, a scalar tensor) and Scalar[] lists pass through."""
+    if isinstance(value, torch.Tensor):
+        return value if value.is_cpu else alias(value, d)
+    if isinstance(value, (list, tuple)):
+        return [alias(v, d) if isinstance(v, torch.Tensor) and not v.is_cpu else v for v in value]
+    return value
+
+
 def optional_alias(tensor, d):
     """The native alias of an optional tensor argument (None stays None)."""
     return None if tensor is None else alias(tensor, d)

@@ -28,7 +28,7 @@ import torch
 
 from dipu.diopi import FUNCTIONS, SUCCESS, Kind
 from dipu.diopi import native_alias as alias
-from ._aten import fast_aten, require_copy
+from ._aten import alias_tensors, fast_aten, require_copy
 from ._library import library
 
 aten = torch.ops.aten
@@ -103,16 +103,6 @@ def inplace_function(name: str, method: str) -> None:
     _register(name, function, packet)
 
 
-def _foreach_native(value, d):
-    """The ATen view of a foreach argument: aliases for dipu tensors and lists of them; CPU tensors (a step
-    count, a scalar tensor) and Scalar[] lists pass through."""
-    if isinstance(value, torch.Tensor):
-        return value if value.is_cpu else alias(value, d)
-    if isinstance(value, (list, tuple)):
-        return [alias(v, d) if isinstance(v, torch.Tensor) and not v.is_cpu else v for v in value]
-    return value
-
-
 def foreach_function(name: str, overload) -> None:
     """``name`` applying the _foreach_ ``overload`` to its aliased arguments: in place when the proto's first
     parameter is a written Tensor[]; functional when it is ``outs``, storing new dipu tensors there.
@@ -129,7 +119,7 @@ def foreach_function(name: str, overload) -> None:
         d = ctx.device
         if functional:
             outs, args = args[0], args[1:]
-        native = [_foreach_native(a, d) for a in args]
+        native = [alias_tensors(a, d) for a in args]
         result = bound(*native[:-1], **{keyword: native[-1]}) if keyword else bound(*native)
         if functional:
             outs[0] = [require_copy(ctx, r) for r in result]

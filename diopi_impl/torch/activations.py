@@ -127,6 +127,7 @@ def diopiLogSoftmaxBackward(ctx, grad_input, grad_output, output, dim):
 
 # ---- randomized: rrelu draws its slopes from the dipu generator's native generator -------------------------
 
+
 @library.register
 def diopiRreluWithNoise(ctx, out, noise, input, lower, upper, training, generator):
     d = ctx.device

@@ -39,8 +39,8 @@ def diopiConvolution2dBackward(ctx, grad_input, grad_weight, grad_bias, grad_out
 @library.register
 def diopiConvTranspose2d(ctx, out, input, weight, bias, stride, padding, output_padding, groups, dilation):
     d = ctx.device
-    result = fast_aten.convolution(alias(input, d), alias(weight, d), optional_alias(bias, d), stride, padding, dilation, True,
-                              output_padding, groups)
+    result = fast_aten.convolution(alias(input, d), alias(weight, d), optional_alias(bias, d), stride, padding,
+                                   dilation, True, output_padding, groups)
     alias(out, d).copy_(result)
     return SUCCESS
 

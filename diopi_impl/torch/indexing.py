@@ -35,6 +35,7 @@ def _start(out, input, d):
 
 # ---- advanced indexing -----------------------------------------------------------------------------------
 
+
 @library.register(aten=aten.index)
 def diopiIndex(ctx, out, input, indices):
     d = ctx.device
@@ -63,6 +64,7 @@ def diopiIndexPutInp(ctx, input, values, indices, accumulate):
 
 
 # ---- index_* ---------------------------------------------------------------------------------------------
+
 
 @library.register(aten=aten.index_select.out)
 def diopiIndexSelect(ctx, out, input, dim, index):
@@ -123,6 +125,7 @@ def diopiIndexReduce(ctx, out, input, dim, index, source, reduce, include_self):
 
 # ---- scatter and gather ----------------------------------------------------------------------------------
 
+
 @library.register(aten=aten.scatter.reduce_out)
 def diopiScatter(ctx, out, input, dim, index, src, reduce):
     d = ctx.device
@@ -164,6 +167,7 @@ def diopiGather(ctx, out, input, dim, index):
 
 # ---- masks -----------------------------------------------------------------------------------------------
 
+
 @library.register(aten=aten.masked_fill_.Tensor)
 def diopiMaskedFillInp(ctx, input, mask, value):
     d = ctx.device
@@ -199,6 +203,7 @@ def diopiNonzero(ctx, out, input):
 
 
 # ---- take and put, repeat_interleave ---------------------------------------------------------------------
+
 
 @library.register(aten=aten.take.out)
 def diopiTake(ctx, out, input, index):

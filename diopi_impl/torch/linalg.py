@@ -12,6 +12,7 @@ aten = torch.ops.aten
 
 # ---- products --------------------------------------------------------------------------------------------
 
+
 @library.register(aten=aten.mm.out)
 def diopiMm(ctx, out, input, mat2):
     d = ctx.device
@@ -88,6 +89,7 @@ def diopiCross(ctx, out, input, other, dim):
 
 # ---- distances -------------------------------------------------------------------------------------------
 
+
 @library.register(aten=aten._cdist_forward.out)
 def diopiCdist(ctx, out, x1, x2, p, compute_mode):
     d = ctx.device
@@ -118,6 +120,7 @@ def diopiPdistBackward(ctx, grad_input, grad_output, input, p, pdist):
 
 
 # ---- torch.linalg ----------------------------------------------------------------------------------------
+
 
 @library.register(aten=aten.linalg_inv_ex.inverse)
 def diopiLinalgInvEx(ctx, inverse, info, input, check_errors):
@@ -179,8 +182,8 @@ def diopiLinalgEigh(ctx, eigenvalues, eigenvectors, input, uplo, compute_v):
 @library.register(aten=aten.linalg_lu_factor_ex.out)
 def diopiLinalgLuFactorEx(ctx, lu, pivots, info, input, pivot, check_errors):
     d = ctx.device
-    write_results((lu, pivots, info), fast_aten.linalg_lu_factor_ex(alias(input, d), pivot=pivot, check_errors=check_errors),
-               d)
+    results = fast_aten.linalg_lu_factor_ex(alias(input, d), pivot=pivot, check_errors=check_errors)
+    write_results((lu, pivots, info), results, d)
     return SUCCESS
 
 
@@ -195,5 +198,6 @@ def diopiLinalgSolveTriangular(ctx, out, input, b, upper, left, unitriangular):
 @library.register(aten=aten.linalg_lu_solve.out)
 def diopiLinalgLuSolve(ctx, out, lu, pivots, b, left, adjoint):
     d = ctx.device
-    alias(out, d).copy_(fast_aten.linalg_lu_solve(alias(lu, d), alias(pivots, d), alias(b, d), left=left, adjoint=adjoint))
+    alias(out, d).copy_(fast_aten.linalg_lu_solve(alias(lu, d), alias(pivots, d), alias(b, d), left=left,
+                                                  adjoint=adjoint))
     return SUCCESS

@@ -108,8 +108,8 @@ def diopiBCEWithLogits(ctx, out, input, target, weight, pos_weight, reduction):
 @library.register(aten=aten.multi_margin_loss.out)
 def diopiMultiMarginLoss(ctx, out, input, target, p, margin, weight, reduction):
     d = ctx.device
-    alias(out, d).copy_(fast_aten.multi_margin_loss(alias(input, d), alias(target, d), p, margin, optional_alias(weight, d),
-                                               reduction))
+    alias(out, d).copy_(fast_aten.multi_margin_loss(alias(input, d), alias(target, d), p, margin,
+                                                    optional_alias(weight, d), reduction))
     return SUCCESS
 
 

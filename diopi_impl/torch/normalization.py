@@ -40,7 +40,8 @@ def diopiBatchNorm(ctx, out, save_mean, save_invstd, input, weight, bias, runnin
                    momentum, eps):
     d = ctx.device
     results = fast_aten.native_batch_norm(alias(input, d), optional_alias(weight, d), optional_alias(bias, d),
-                                     optional_alias(running_mean, d), optional_alias(running_var, d), training, momentum, eps)
+                                          optional_alias(running_mean, d), optional_alias(running_var, d), training,
+                                          momentum, eps)
     # Evaluation saves no statistics: the outputs are empty, whatever ATen's CPU kernel hands back.
     write_results((out, save_mean, save_invstd) if training else (out,), results, d)
     return SUCCESS
@@ -95,7 +96,8 @@ def diopiGroupNormBackward(ctx, grad_input, grad_weight, grad_bias, grad_output,
 def diopiWeightNorm(ctx, out, norm, v, g, dim):
     d = ctx.device
     # ATen's fused CPU kernel reads its tensors as contiguous
-    write_results((out, norm), fast_aten._weight_norm_interface(alias(v, d).contiguous(), alias(g, d).contiguous(), dim), d)
+    results = fast_aten._weight_norm_interface(alias(v, d).contiguous(), alias(g, d).contiguous(), dim)
+    write_results((out, norm), results, d)
     return SUCCESS
 
 

@@ -15,6 +15,7 @@ import torch
 
 from dipu.diopi import FUNCTIONS, SUCCESS
 from dipu.diopi import native_alias as alias
+from ._aten import alias_tensors as native
 from ._library import library
 from ._table import foreach_function
 
@@ -52,23 +53,15 @@ for _name in sorted(FUNCTIONS):
 
 # ---- fused optimizer steps -------------------------------------------------------------------------------
 
-def _native(value, d):
-    """The ATen view of a DIOPI argument: aliases for dipu tensors and lists of them."""
-    if isinstance(value, torch.Tensor):
-        return value if value.is_cpu else alias(value, d)
-    if isinstance(value, (list, tuple)):  # a Tensor[] (a Scalar[] holds numbers and passes through)
-        return [alias(v, d) if isinstance(v, torch.Tensor) and not v.is_cpu else v for v in value]
-    return value
-
 
 def _fused_adam(step):
     def kernel(ctx, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2,
                weight_decay, eps, amsgrad, maximize, grad_scale, found_inf):
         d = ctx.device
-        step(_native(params, d), _native(grads, d), _native(exp_avgs, d), _native(exp_avg_sqs, d),
-             _native(max_exp_avg_sqs, d), _native(state_steps, d), lr=_native(lr, d), beta1=beta1, beta2=beta2,
+        step(native(params, d), native(grads, d), native(exp_avgs, d), native(exp_avg_sqs, d),
+             native(max_exp_avg_sqs, d), native(state_steps, d), lr=native(lr, d), beta1=beta1, beta2=beta2,
              weight_decay=weight_decay, eps=eps, amsgrad=amsgrad, maximize=maximize,
-             grad_scale=_native(grad_scale, d), found_inf=_native(found_inf, d))
+             grad_scale=native(grad_scale, d), found_inf=native(found_inf, d))
         return SUCCESS
 
     return kernel
@@ -78,9 +71,9 @@ def _fused_sgd(ctx, params, grads, momentum_buffer_list, weight_decay, momentum,
                is_first_step, grad_scale, found_inf):
     d = ctx.device
     torch._fused_sgd_(
-        _native(params, d), _native(grads, d), _native(momentum_buffer_list, d), weight_decay=weight_decay,
-        momentum=momentum, lr=_native(lr, d), dampening=dampening, nesterov=nesterov, maximize=maximize,
-        is_first_step=is_first_step, grad_scale=_native(grad_scale, d), found_inf=_native(found_inf, d))
+        native(params, d), native(grads, d), native(momentum_buffer_list, d), weight_decay=weight_decay,
+        momentum=momentum, lr=native(lr, d), dampening=dampening, nesterov=nesterov, maximize=maximize,
+        is_first_step=is_first_step, grad_scale=native(grad_scale, d), found_inf=native(found_inf, d))
     return SUCCESS
 
 
@@ -88,9 +81,9 @@ def _fused_adagrad(ctx, params, grads, state_sums, state_steps, lr, lr_decay, we
                    grad_scale, found_inf):
     d = ctx.device
     torch._fused_adagrad_(
-        _native(params, d), _native(grads, d), _native(state_sums, d), _native(state_steps, d), lr=_native(lr, d),
+        native(params, d), native(grads, d), native(state_sums, d), native(state_steps, d), lr=native(lr, d),
         lr_decay=lr_decay, weight_decay=weight_decay, eps=eps, maximize=maximize,
-        grad_scale=_native(grad_scale, d), found_inf=_native(found_inf, d))
+        grad_scale=native(grad_scale, d), found_inf=native(found_inf, d))
     return SUCCESS
 
 
@@ -119,10 +112,11 @@ for _name, _kernel, _aten in (
 
 # ---- AMP -------------------------------------------------------------------------------------------------
 
+
 @library.register(aten=aten._amp_foreach_non_finite_check_and_unscale_.default)
 def diopiAmpForeachNonFiniteCheckAndUnscaleInp(ctx, scaled_grads, found_inf, inv_scale):
     d = ctx.device
-    torch._amp_foreach_non_finite_check_and_unscale_(_native(scaled_grads, d), alias(found_inf, d), alias(inv_scale, d))
+    torch._amp_foreach_non_finite_check_and_unscale_(native(scaled_grads, d), alias(found_inf, d), alias(inv_scale, d))
     return SUCCESS
 
 

@@ -17,6 +17,7 @@ aten = torch.ops.aten
 
 # ---- arithmetic ------------------------------------------------------------------------------------------
 
+
 @library.register(aten=aten.add.out)
 def diopiAdd(ctx, out, input, other, alpha):
     d = ctx.device
@@ -225,6 +226,7 @@ for _suffix, _op in (("Min", "clamp_min"), ("Max", "clamp_max")):
 
 
 # ---- selection -------------------------------------------------------------------------------------------
+
 
 @library.register(aten=aten.where.self_out)
 def diopiWhere(ctx, out, condition, input, other):

@@ -10,6 +10,7 @@ aten = torch.ops.aten
 
 # ---- 2-d -------------------------------------------------------------------------------------------------
 
+
 @library.register(aten=aten.max_pool2d_with_indices.out)
 def diopiMaxPool2dWithIndices(ctx, out, indices, input, kernel_size, stride, padding, dilation, ceil_mode):
     d = ctx.device
@@ -84,6 +85,7 @@ def diopiMaxUnpool2d(ctx, out, input, indices, output_size):
 
 
 # ---- 3-d -------------------------------------------------------------------------------------------------
+
 
 @library.register(aten=aten.max_pool3d_with_indices.out)
 def diopiMaxPool3dWithIndices(ctx, out, indices, input, kernel_size, stride, padding, dilation, ceil_mode):

@@ -11,6 +11,7 @@ aten = torch.ops.aten
 
 # ---- in place: fill a tensor with draws --------------------------------------------------------------------
 
+
 @library.register(aten=aten.uniform_.default)
 def diopiUniformInp(ctx, inout, from_, to, generator):
     d = ctx.device
@@ -79,6 +80,7 @@ def diopiBernoulliTensor(ctx, out, p, generator):
 
 
 # ---- out= ------------------------------------------------------------------------------------------------
+
 
 @library.register(aten=aten.bernoulli.out)
 def diopiBernoulli(ctx, out, input, generator):
@@ -166,6 +168,7 @@ def diopiDirichletGrad(ctx, grad_input, x, alpha, total):
 
 
 # ---- dropout ---------------------------------------------------------------------------------------------
+
 
 @library.register
 def diopiDropout(ctx, out, mask, input, p, train, generator):

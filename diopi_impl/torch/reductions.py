@@ -25,6 +25,7 @@ def _dims(dim):
 
 # ---- reductions ------------------------------------------------------------------------------------------
 
+
 @library.register
 def diopiSum(ctx, out, input, dim):
     d = ctx.device
@@ -272,6 +273,7 @@ def diopiBincount(ctx, out, input, weights, minlength):
 
 # ---- scans -----------------------------------------------------------------------------------------------
 
+
 @library.register
 def diopiCumsum(ctx, out, input, dim):
     d = ctx.device
@@ -310,6 +312,7 @@ def diopiLogcumsumexp(ctx, out, input, dim):
 
 
 # ---- sorting and searching ---------------------------------------------------------------------------------
+
 
 @library.register
 def diopiSort(ctx, values, indices, input, dim, descending, stable):

@@ -47,6 +47,7 @@ def diopiPadBackward(ctx, grad_input, grad_output, input, pad, mode):
 
 # ---- up-sampling -----------------------------------------------------------------------------------------
 
+
 @library.register(aten=aten.upsample_nearest1d.out)
 def diopiUpsampleNearest1d(ctx, out, input, size, scales):
     d = ctx.device
@@ -172,6 +173,7 @@ def diopiUpsampleTrilinear3dBackward(ctx, grad_input, grad_output, out_size, in_
 
 
 # ---- grid sampling ---------------------------------------------------------------------------------------
+
 
 @library.register(aten=aten.grid_sampler_2d.out)
 def diopiGridSample(ctx, out, input, grid, interpolation_mode, padding_mode, align_corners):

@@ -12,6 +12,7 @@ aten = torch.ops.aten
 
 # ---- creation --------------------------------------------------------------------------------------------
 
+
 @library.register(aten=aten.arange.start_out)
 def diopiArange(ctx, out, start, end, step):
     torch.arange(start, end, step, out=alias(out, ctx.device))
@@ -37,6 +38,7 @@ def diopiEye(ctx, out, n, m):
 
 
 # ---- joining and rearranging -----------------------------------------------------------------------------
+
 
 @library.register(aten=aten.cat.out)
 def diopiCat(ctx, out, tensors, dim):
