@@ -105,14 +105,14 @@ BLOCKWISE_CASES = ["float_bias_2d", "float_bias_3d", "float_bias_4d", "value_dim
 @pytest.mark.parametrize("case", BLOCKWISE_CASES)
 def test_blockwise_attention_one_query_row_per_block(case, monkeypatch):
     """Note [Blockwise attention] with a block of a single row: row slices of biases, causal key columns."""
-    from dipu.ops import attention
+    from dipu.diopi import attention
 
     monkeypatch.setattr(attention, "_BLOCK_ELEMENTS", 1)
     test_sdpa_matches_the_math_path(case, torch.float32)
 
 
 def test_blockwise_dropout_one_query_row_per_block(monkeypatch):
-    from dipu.ops import attention
+    from dipu.diopi import attention
 
     monkeypatch.setattr(attention, "_BLOCK_ELEMENTS", 1)
     test_dropout_draws_its_mask_from_the_dipu_generator_and_backward_replays_it(causal=True)

@@ -175,3 +175,37 @@ def test_table_made_functions_are_checked_against_the_aten_op_they_apply():
     OpLibrary("fits").register(diopiForeachAddInpScalarList, aten=torch.ops.aten._foreach_add_)  # a packet
     with pytest.raises(TypeError, match=r"aten::_foreach_add_\.List takes 0 output\(s\) and 3 input\(s\)"):
         OpLibrary("drifted").register(diopiForeachAddInpScalarList, aten=torch.ops.aten._foreach_add_.List)
+
+
+def test_the_table_builder_checks_every_function_it_makes_against_aten():
+    """Note [Table-made functions] in diopi_impl/torch/_table.py: a table row pairing a declaration with an ATen
+    op it does not fit fails when the library is imported, before anything is registered."""
+    from dipu.diopi_impl.torch._table import foreach_function, out_function
+
+    registered = dict(torch_library.functions)
+    with pytest.raises(TypeError, match=r"^op library 'torch': diopiAtan2\(.*\) does not fit the ATen op it applies: "
+                                        r"aten::fmod\.Scalar_out its argument 'other' \(number\) cannot be passed"):
+        out_function("diopiAtan2", torch.ops.aten.fmod.Scalar_out)
+    with pytest.raises(TypeError, match=r"aten::_foreach_add_\.List takes 0 output\(s\) and 3 input\(s\)"):
+        foreach_function("diopiForeachAddInpScalarList", torch.ops.aten._foreach_add_.List)
+    assert torch_library.functions == registered
+
+
+def test_the_reference_library_uses_only_the_op_library_api():
+    """diopi_impl imports nothing of dipu but dipu.diopi (what every op library sees), nor the generator."""
+    import ast
+    import pathlib
+
+    root = pathlib.Path(__file__).resolve().parents[1] / "diopi_impl"
+    private = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                names = [node.module]
+            else:
+                continue
+            private += [f"{path.relative_to(root)}: {name}" for name in names
+                        if name.split(".")[0] in ("dipu", "dipugen") and not (name + ".").startswith("dipu.diopi.")]
+    assert not private, private

@@ -16,7 +16,7 @@ benchmark's inputs).
 
 import torch
 
-from dipu._core import _C
+from dipu.diopi import native_alias as alias
 
 _BOUND = (torch._C._VariableFunctions, torch._C._nn, torch._C._linalg, torch._C._special, torch._C._fft)
 
@@ -36,9 +36,19 @@ class _FastAten:
 fast_aten = _FastAten()
 
 
+def alias_tensors(value, d):
+    """The ATen view of a list-taking function's argument: aliases for dipu tensors and lists of them; CPU
+    tensors (a step count, a scalar tensor) and Scalar[] lists pass through."""
+    if isinstance(value, torch.Tensor):
+        return value if value.is_cpu else alias(value, d)
+    if isinstance(value, (list, tuple)):
+        return [alias(v, d) if isinstance(v, torch.Tensor) and not v.is_cpu else v for v in value]
+    return value
+
+
 def optional_alias(tensor, d):
     """The native alias of an optional tensor argument (None stays None)."""
-    return None if tensor is None else _C.alias(tensor, d)
+    return None if tensor is None else alias(tensor, d)
 
 
 def write_results(outputs, results, d) -> None:
@@ -51,7 +61,15 @@ def write_results(outputs, results, d) -> None:
             continue
         if output.shape != result.shape:
             output.resize_(result.shape)
-        targets.append(_C.alias(output, d))
+        targets.append(alias(output, d))
         sources.append(result)
     if targets:
         torch._foreach_copy_(targets, sources)
+
+
+def require_copy(ctx, result: torch.Tensor):
+    """A new dipu tensor from the context holding ``result``: the output of a function that allocates its
+    outputs (a shape known only after computing, a functional _foreach_ result)."""
+    tensor = ctx.require_tensor(result.shape, result.dtype)
+    alias(tensor, ctx.device).copy_(result)
+    return tensor

@@ -4,21 +4,19 @@ On CPU aliases without dropout, ATen's fused CPU kernel (``_scaled_dot_product_f
 its backward) does the work: it walks the scores in small tiles and keeps only the output and the row
 logsumexp, so nothing of size L x S is ever allocated. Everything else (dropout drawn from the dipu generator,
 a gradient of the bias, a value head size other than the query's, a non-CPU native device) runs the blockwise
-algorithm of dipu/ops/attention.py on the aliases.
+algorithm of dipu/diopi/attention.py (Note [Blockwise attention]) on the aliases.
 """
 
 import math
 
 import torch
 
-from dipu._core import _C
-from dipu.diopi import SUCCESS
-from dipu.ops.attention import blockwise_backward, blockwise_forward, repeat_heads, sum_head_groups
-from . import library
+from dipu.diopi import SUCCESS, native_generator
+from dipu.diopi import native_alias as alias
+from dipu.diopi.attention import blockwise_backward, blockwise_forward, repeat_heads, sum_head_groups
 from ._aten import optional_alias
+from ._library import library
 
-alias = _C.alias
-native_generator = _C.native_generator
 aten = torch.ops.aten
 
 _FLOATING = (torch.float32, torch.float64, torch.float16, torch.bfloat16)

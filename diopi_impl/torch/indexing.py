@@ -1,18 +1,18 @@
-"""Indexing: advanced indexing, index_put, scatter/gather, index_* and masked/take/put functions.
+"""Indexing: advanced indexing and index_put, scatter/gather, index_* functions, masked and take/put
+functions, nonzero and repeat_interleave.
 
-Functions with an ``...Inp`` twin write into ``input``; the out= form copies
-``input`` to ``out`` first, unless the caller passed the same tensor for both
-(the generated in-place kernels do), and then updates ``out`` in place.
+Functions with an ``...Inp`` twin write into ``input``; the out= form copies ``input`` to ``out`` first,
+unless the caller passed the same tensor for both (the generated in-place kernels do), and then updates
+``out`` in place.
 """
 
 import torch
 
-from dipu._core import _C
 from dipu.diopi import SUCCESS
-from . import library
-from .tensor import _require_copy
+from dipu.diopi import native_alias as alias
+from ._aten import require_copy
+from ._library import library
 
-alias = _C.alias
 aten = torch.ops.aten
 
 
@@ -33,10 +33,13 @@ def _start(out, input, d):
     return o
 
 
-@library.register
+# ---- advanced indexing -----------------------------------------------------------------------------------
+
+
+@library.register(aten=aten.index)
 def diopiIndex(ctx, out, input, indices):
     d = ctx.device
-    out[0] = _require_copy(ctx, aten.index.Tensor(alias(input, d), _index_list(indices, d)))
+    out[0] = require_copy(ctx, aten.index.Tensor(alias(input, d), _index_list(indices, d)))
     return SUCCESS
 
 
@@ -60,7 +63,70 @@ def diopiIndexPutInp(ctx, input, values, indices, accumulate):
     return SUCCESS
 
 
-@library.register
+# ---- index_* ---------------------------------------------------------------------------------------------
+
+
+@library.register(aten=aten.index_select.out)
+def diopiIndexSelect(ctx, out, input, dim, index):
+    d = ctx.device
+    torch.index_select(alias(input, d), dim, alias(index, d), out=alias(out, d))
+    return SUCCESS
+
+
+@library.register(aten=aten.index_add.out)
+def diopiIndexAdd(ctx, out, input, dim, index, source, alpha):
+    d = ctx.device
+    torch.index_add(alias(input, d), dim, alias(index, d), alias(source, d), alpha=alpha, out=alias(out, d))
+    return SUCCESS
+
+
+@library.register(aten=aten.index_copy.out)
+def diopiIndexCopy(ctx, out, input, dim, index, source):
+    d = ctx.device
+    torch.index_copy(alias(input, d), dim, alias(index, d), alias(source, d), out=alias(out, d))
+    return SUCCESS
+
+
+@library.register(aten=aten.index_fill.int_Tensor_out)
+def diopiIndexFill(ctx, out, input, dim, index, value):
+    d = ctx.device
+    _start(out, input, d).index_fill_(dim, alias(index, d), _value(value, d))
+    return SUCCESS
+
+
+@library.register(aten=aten.index_fill.int_Scalar_out)
+def diopiIndexFillScalar(ctx, out, input, dim, index, value):
+    d = ctx.device
+    _start(out, input, d).index_fill_(dim, alias(index, d), value)
+    return SUCCESS
+
+
+@library.register(aten=aten.index_fill_.int_Tensor)
+def diopiIndexFillInp(ctx, input, dim, index, value):
+    d = ctx.device
+    alias(input, d).index_fill_(dim, alias(index, d), _value(value, d))
+    return SUCCESS
+
+
+@library.register(aten=aten.index_fill_.int_Scalar)
+def diopiIndexFillInpScalar(ctx, input, dim, index, value):
+    d = ctx.device
+    alias(input, d).index_fill_(dim, alias(index, d), value)
+    return SUCCESS
+
+
+@library.register(aten=aten.index_reduce.out)
+def diopiIndexReduce(ctx, out, input, dim, index, source, reduce, include_self):
+    d = ctx.device
+    torch.index_reduce(alias(input, d), dim, alias(index, d), alias(source, d), reduce, include_self=include_self,
+                       out=alias(out, d))
+    return SUCCESS
+
+
+# ---- scatter and gather ----------------------------------------------------------------------------------
+
+
+@library.register(aten=aten.scatter.reduce_out)
 def diopiScatter(ctx, out, input, dim, index, src, reduce):
     d = ctx.device
     x, i, s, o = alias(input, d), alias(index, d), alias(src, d), alias(out, d)
@@ -73,7 +139,7 @@ def diopiScatter(ctx, out, input, dim, index, src, reduce):
     return SUCCESS
 
 
-@library.register
+@library.register(aten=aten.scatter.value_reduce_out)
 def diopiScatterScalar(ctx, out, input, dim, index, value, reduce):
     d = ctx.device
     x, i, o = alias(input, d), alias(index, d), alias(out, d)
@@ -84,7 +150,7 @@ def diopiScatterScalar(ctx, out, input, dim, index, value, reduce):
     return SUCCESS
 
 
-@library.register
+@library.register(aten=aten.scatter_reduce.two_out)
 def diopiScatterReduce(ctx, out, input, dim, index, src, reduce, include_self):
     d = ctx.device
     torch.scatter_reduce(alias(input, d), dim, alias(index, d), alias(src, d), reduce, include_self=include_self,
@@ -99,85 +165,68 @@ def diopiGather(ctx, out, input, dim, index):
     return SUCCESS
 
 
-@library.register
-def diopiIndexAdd(ctx, out, input, dim, index, source, alpha):
+# ---- masks -----------------------------------------------------------------------------------------------
+
+
+@library.register(aten=aten.masked_fill_.Tensor)
+def diopiMaskedFillInp(ctx, input, mask, value):
     d = ctx.device
-    torch.index_add(alias(input, d), dim, alias(index, d), alias(source, d), alpha=alpha, out=alias(out, d))
+    alias(input, d).masked_fill_(alias(mask, d), alias(value, d))
     return SUCCESS
 
 
-@library.register
-def diopiIndexCopy(ctx, out, input, dim, index, source):
+@library.register(aten=aten.masked_fill_.Scalar)
+def diopiMaskedFillInpScalar(ctx, input, mask, value):
     d = ctx.device
-    torch.index_copy(alias(input, d), dim, alias(index, d), alias(source, d), out=alias(out, d))
+    alias(input, d).masked_fill_(alias(mask, d), value)
     return SUCCESS
 
 
-@library.register
-def diopiIndexFill(ctx, out, input, dim, index, value):
-    d = ctx.device
-    _start(out, input, d).index_fill_(dim, alias(index, d), _value(value, d))
-    return SUCCESS
-
-
-@library.register
-def diopiIndexFillScalar(ctx, out, input, dim, index, value):
-    d = ctx.device
-    _start(out, input, d).index_fill_(dim, alias(index, d), value)
-    return SUCCESS
-
-
-@library.register
-def diopiIndexFillInp(ctx, input, dim, index, value):
-    d = ctx.device
-    alias(input, d).index_fill_(dim, alias(index, d), _value(value, d))
-    return SUCCESS
-
-
-@library.register
-def diopiIndexFillInpScalar(ctx, input, dim, index, value):
-    d = ctx.device
-    alias(input, d).index_fill_(dim, alias(index, d), value)
-    return SUCCESS
-
-
-@library.register
+@library.register(aten=aten.masked_scatter.out)
 def diopiMaskedScatter(ctx, out, input, mask, source):
     d = ctx.device
     _start(out, input, d).masked_scatter_(alias(mask, d), alias(source, d))
     return SUCCESS
 
 
-@library.register
+@library.register(aten=aten.masked_select.default)
+def diopiMaskedSelect(ctx, out, input, mask):
+    d = ctx.device
+    out[0] = require_copy(ctx, torch.masked_select(alias(input, d), alias(mask, d)))
+    return SUCCESS
+
+
+@library.register(aten=aten.nonzero.default)
+def diopiNonzero(ctx, out, input):
+    out[0] = require_copy(ctx, torch.nonzero(alias(input, ctx.device)))
+    return SUCCESS
+
+
+# ---- take and put, repeat_interleave ---------------------------------------------------------------------
+
+
+@library.register(aten=aten.take.out)
 def diopiTake(ctx, out, input, index):
     d = ctx.device
     torch.take(alias(input, d), alias(index, d), out=alias(out, d))
     return SUCCESS
 
 
-@library.register
+@library.register(aten=aten.put.out)
 def diopiPut(ctx, out, input, index, source, accumulate):
     d = ctx.device
     _start(out, input, d).put_(alias(index, d), alias(source, d), accumulate)
     return SUCCESS
 
 
-@library.register
+@library.register(aten=aten.put_.default)
 def diopiPutInp(ctx, input, index, source, accumulate):
     d = ctx.device
     alias(input, d).put_(alias(index, d), alias(source, d), accumulate)
     return SUCCESS
 
 
-@library.register
+@library.register(aten=aten.repeat_interleave.Tensor)
 def diopiRepeatInterleave(ctx, out, repeats, output_size):
-    out[0] = _require_copy(ctx, torch.repeat_interleave(alias(repeats, ctx.device), output_size=output_size))
-    return SUCCESS
-
-
-@library.register
-def diopiIndexReduce(ctx, out, input, dim, index, source, reduce, include_self):
-    d = ctx.device
-    torch.index_reduce(alias(input, d), dim, alias(index, d), alias(source, d), reduce, include_self=include_self,
-                       out=alias(out, d))
+    out[0] = require_copy(ctx, torch.repeat_interleave(alias(repeats, ctx.device), output_size=output_size))
     return SUCCESS

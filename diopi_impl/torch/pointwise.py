@@ -1,74 +1,107 @@
-"""Pointwise math, logical/bitwise, clamping and activation functions with their backwards.
+"""Pointwise math: arithmetic, unary and binary math functions, comparisons, logical and bitwise functions,
+clamping and selection.
 
-Most functions here differ only in the ATen overload they apply, so they are
-made from small tables: ``diopiX(out, input, ...)`` writes through ``out=`` into
-the output's alias, ``diopiXInp(input, ...)`` calls the ATen in-place method
-on the input's alias. See the module docstring of dipu.diopi_impl.torch.
+Most functions here differ only in the ATen overload they apply, so they are made from tables (Note
+[Table-made functions] in _table.py): ``diopiX(out, input, ...)`` writes through ``out=`` into the output's
+alias, ``diopiXInp(input, ...)`` calls the ATen in-place method on the input's alias.
 """
-
-import inspect
 
 import torch
 
-from dipugen.proto import FUNCTIONS
-from dipu._core import _C
 from dipu.diopi import SUCCESS
-from . import library
-from ._aten import fast_aten
+from dipu.diopi import native_alias as alias
+from ._library import library
+from ._table import inplace_function, out_function
 
-alias = _C.alias
 aten = torch.ops.aten
 
-
-def _alias(value, d):
-    """Tensors become their native alias; Python numbers and None pass through."""
-    return alias(value, d) if isinstance(value, torch.Tensor) else value
+# ---- arithmetic ------------------------------------------------------------------------------------------
 
 
-def _register(name: str, function, aten) -> None:
-    """Register a table-made ``function(ctx, *args)`` applying ``aten`` under ``name``, with the proto's
-    parameter names (Note [Table-made functions are checked against ATen] in dipu/diopi/library.py)."""
-    function.__name__ = function.__qualname__ = name
-    function.__signature__ = inspect.Signature(
-        [inspect.Parameter(p, inspect.Parameter.POSITIONAL_OR_KEYWORD) for p in FUNCTIONS[name].param_names])
-    library.register(function, aten=aten)
+@library.register(aten=aten.add.out)
+def diopiAdd(ctx, out, input, other, alpha):
+    d = ctx.device
+    if alpha == 1:
+        torch.add(alias(input, d), alias(other, d), out=alias(out, d))
+    else:
+        torch.add(alias(input, d), alias(other, d), alpha=alpha, out=alias(out, d))
+    return SUCCESS
 
 
-def _out_function(name: str, overload, out_names: tuple[str, ...] = ()):
-    """``name(ctx, *outputs, *inputs)`` applying the out= ``overload`` to the inputs, writing the outputs.
-
-    It is called through torch's binding of its op, whose ``out=`` picks the out= overload the arguments
-    select (Note [Calling ATen from kernels]); an op without a binding (``out_names`` given: its outputs'
-    keyword names) is called through ``overload``. The registration checks the proto against ``overload``.
-    """
-    bound = getattr(fast_aten, overload._overloadpacket.__name__)
-    outputs = len(out_names) or 1
-
-    def function(ctx, *args):
-        d = ctx.device
-        inputs = [_alias(a, d) for a in args[outputs:]]
-        if out_names:
-            overload(*inputs, **{n: alias(t, d) for n, t in zip(out_names, args[:outputs])})
-        else:
-            bound(*inputs, out=_alias(args[0], d))
-        return SUCCESS
-
-    _register(name, function, overload)
+@library.register(aten=aten.add.Scalar_out)
+def diopiAddScalar(ctx, out, input, other, alpha):
+    d = ctx.device
+    torch.add(alias(input, d), other, alpha=alpha, out=alias(out, d))
+    return SUCCESS
 
 
-def _inplace_function(name: str, method: str):
-    """``name(ctx, input, *others)`` applying the in-place ATen op ``method`` (overload by arguments) to the input."""
-    packet = getattr(aten, method)
-
-    def function(ctx, input, *args):
-        d = ctx.device
-        packet(alias(input, d), *(_alias(a, d) for a in args))
-        return SUCCESS
-
-    _register(name, function, packet)
+@library.register(aten=aten.sub.out)
+def diopiSub(ctx, out, input, other, alpha):
+    d = ctx.device
+    torch.sub(alias(input, d), alias(other, d), alpha=alpha, out=alias(out, d))
+    return SUCCESS
 
 
-# ---- unary math: diopiX(out, input) and diopiXInp(input) ---------------------------------------
+@library.register(aten=aten.sub.Scalar_out)
+def diopiSubScalar(ctx, out, input, other, alpha):
+    d = ctx.device
+    torch.sub(alias(input, d), other, alpha=alpha, out=alias(out, d))
+    return SUCCESS
+
+
+@library.register(aten=aten.mul.out)
+def diopiMul(ctx, out, input, other):
+    d = ctx.device
+    torch.mul(alias(input, d), alias(other, d), out=alias(out, d))
+    return SUCCESS
+
+
+@library.register(aten=aten.mul.Scalar_out)
+def diopiMulScalar(ctx, out, input, other):
+    d = ctx.device
+    torch.mul(alias(input, d), other, out=alias(out, d))
+    return SUCCESS
+
+
+@library.register(aten=aten.div.out_mode)
+def diopiDiv(ctx, out, input, other, rounding_mode):
+    d = ctx.device
+    torch.div(alias(input, d), alias(other, d), rounding_mode=rounding_mode, out=alias(out, d))
+    return SUCCESS
+
+
+@library.register(aten=aten.div.Scalar_mode_out)
+def diopiDivScalar(ctx, out, input, other, rounding_mode):
+    d = ctx.device
+    torch.div(alias(input, d), other, rounding_mode=rounding_mode, out=alias(out, d))
+    return SUCCESS
+
+
+@library.register(aten=aten.addcmul.out)
+def diopiAddcmul(ctx, out, input, tensor1, tensor2, value):
+    d = ctx.device
+    torch.addcmul(alias(input, d), alias(tensor1, d), alias(tensor2, d), value=value, out=alias(out, d))
+    return SUCCESS
+
+
+@library.register(aten=aten.addcdiv.out)
+def diopiAddcdiv(ctx, out, input, tensor1, tensor2, value):
+    d = ctx.device
+    torch.addcdiv(alias(input, d), alias(tensor1, d), alias(tensor2, d), value=value, out=alias(out, d))
+    return SUCCESS
+
+
+@library.register(aten=aten.abs.out)
+def diopiAbs(ctx, out, input):
+    d = ctx.device
+    x = alias(input, d)
+    if out is input and x.is_complex():  # abs_: a complex tensor cannot hold its real result (as ATen refuses)
+        raise RuntimeError("In-place abs is not supported for complex tensors.")
+    torch.abs(x, out=alias(out, d))
+    return SUCCESS
+
+
+# ---- unary math: diopiX(out, input) and diopiXInp(input) -------------------------------------------------
 UNARY = {
     "Exp2": "exp2", "Expm1": "expm1", "Log2": "log2", "Log10": "log10", "Log1p": "log1p",
     "Sin": "sin", "Cos": "cos", "Tan": "tan", "Asin": "asin", "Acos": "acos", "Atan": "atan",
@@ -77,20 +110,19 @@ UNARY = {
     "Lgamma": "lgamma", "Digamma": "digamma", "I0": "i0", "Sinc": "sinc",
     "Floor": "floor", "Ceil": "ceil", "Round": "round", "Trunc": "trunc", "Frac": "frac",
     "Sign": "sign", "Sgn": "sgn", "BitwiseNot": "bitwise_not", "LogicalNot": "logical_not",
-    "Silu": "silu", "Hardswish": "hardswish", "Hardsigmoid": "hardsigmoid", "Mish": "mish",
 }
-#: Unary functions with no in-place ATen variant.
-UNARY_OUT_ONLY = {"IsNan": "isnan", "IsPosInf": "isposinf", "IsNegInf": "isneginf", "Signbit": "signbit"}
+#: Unary functions the proto declares without an in-place variant.
+UNARY_OUT_ONLY = {"Neg": "neg", "Sqrt": "sqrt", "Rsqrt": "rsqrt", "Exp": "exp", "Log": "log",
+                  "IsPosInf": "isposinf", "IsNegInf": "isneginf", "Signbit": "signbit"}
 
 for _suffix, _op in UNARY.items():
-    _out_function("diopi" + _suffix, getattr(aten, _op).out)
-    _inplace_function("diopi" + _suffix + "Inp", _op + "_")
+    out_function("diopi" + _suffix, getattr(aten, _op).out)
+    inplace_function("diopi" + _suffix + "Inp", _op + "_")
 for _suffix, _op in UNARY_OUT_ONLY.items():
-    if _op != "isnan":
-        _out_function("diopi" + _suffix, getattr(aten, _op).out)
+    out_function("diopi" + _suffix, getattr(aten, _op).out)
 
 
-@library.register
+@library.register(aten=aten.isnan.out)
 def diopiIsNan(ctx, out, input):
     # isnan.out is a composite over the functional kernel, the one CPU implements
     d = ctx.device
@@ -98,25 +130,25 @@ def diopiIsNan(ctx, out, input):
     return SUCCESS
 
 
-# ---- unary functions with attributes ---------------------------------------------------------------
-_out_function("diopiNanToNum", aten.nan_to_num.out)
-_inplace_function("diopiNanToNumInp", "nan_to_num_")
+# ---- unary functions with attributes ---------------------------------------------------------------------
+out_function("diopiNanToNum", aten.nan_to_num.out)
+inplace_function("diopiNanToNumInp", "nan_to_num_")
 
 
-@library.register
+@library.register(aten=aten.round.decimals_out)
 def diopiRoundDecimals(ctx, out, input, decimals):
     d = ctx.device
     aten.round.decimals_out(alias(input, d), decimals=decimals, out=alias(out, d))
     return SUCCESS
 
 
-@library.register
+@library.register(aten=aten.round_.decimals)
 def diopiRoundDecimalsInp(ctx, input, decimals):
     alias(input, ctx.device).round_(decimals=decimals)
     return SUCCESS
 
 
-# ---- binary math: diopiX(out, input, other), diopiXScalar, diopiXInp, diopiXInpScalar -----------
+# ---- binary math: diopiX(out, input, other), diopiXScalar, diopiXInp, diopiXInpScalar --------------------
 BINARY = {  # suffix -> (Tensor out= overload, Scalar out= overload or None, in-place method or None)
     "Atan2": (aten.atan2.out, None, "atan2_"),
     "Fmod": (aten.fmod.Tensor_out, aten.fmod.Scalar_out, "fmod_"),
@@ -145,73 +177,59 @@ BINARY = {  # suffix -> (Tensor out= overload, Scalar out= overload or None, in-
                          "bitwise_left_shift_"),
     "BitwiseRightShift": (aten.bitwise_right_shift.Tensor_out, aten.bitwise_right_shift.Tensor_Scalar_out,
                           "bitwise_right_shift_"),
+    # comparisons: diopiEq (out, input, other) and diopiEqScalar
+    "Eq": (aten.eq.Tensor_out, aten.eq.Scalar_out, None),
+    "Ne": (aten.ne.Tensor_out, aten.ne.Scalar_out, None),
+    "Lt": (aten.lt.Tensor_out, aten.lt.Scalar_out, None),
+    "Le": (aten.le.Tensor_out, aten.le.Scalar_out, None),
+    "Gt": (aten.gt.Tensor_out, aten.gt.Scalar_out, None),
+    "Ge": (aten.ge.Tensor_out, aten.ge.Scalar_out, None),
 }
 for _suffix, (_tensor, _scalar, _method) in BINARY.items():
-    _out_function("diopi" + _suffix, _tensor)
+    out_function("diopi" + _suffix, _tensor)
     if _scalar is not None:
-        _out_function("diopi" + _suffix + "Scalar", _scalar)
+        out_function("diopi" + _suffix + "Scalar", _scalar)
     if _method is not None:
-        _inplace_function("diopi" + _suffix + "Inp", _method)
+        inplace_function("diopi" + _suffix + "Inp", _method)
         if _scalar is not None:
-            _inplace_function("diopi" + _suffix + "InpScalar", _method)
+            inplace_function("diopi" + _suffix + "InpScalar", _method)
 
 # pow: diopiPow (tensor ** scalar), diopiPowTensor (tensor ** tensor), diopiPowScalar (scalar ** tensor)
-_out_function("diopiPow", aten.pow.Tensor_Scalar_out)
-_out_function("diopiPowTensor", aten.pow.Tensor_Tensor_out)
-_out_function("diopiPowScalar", aten.pow.Scalar_out)
-_inplace_function("diopiPowInp", "pow_")
-_inplace_function("diopiPowInpTensor", "pow_")
+out_function("diopiPow", aten.pow.Tensor_Scalar_out)
+out_function("diopiPowTensor", aten.pow.Tensor_Tensor_out)
+out_function("diopiPowScalar", aten.pow.Scalar_out)
+inplace_function("diopiPowInp", "pow_")
+inplace_function("diopiPowInpTensor", "pow_")
 
-# lerp with a tensor weight (the scalar weight is diopiLerpScalar, in elementwise.py)
-_out_function("diopiLerpTensor", aten.lerp.Tensor_out)
-_inplace_function("diopiLerpTensorInp", "lerp_")
-
-# ---- clamping: Tensor bounds and Scalar bounds, either may be None for clamp --------------------
-_out_function("diopiClamp", aten.clamp.Tensor_out)
-_out_function("diopiClampScalar", aten.clamp.out)
-_inplace_function("diopiClampInp", "clamp_")
-_inplace_function("diopiClampInpScalar", "clamp_")
-for _suffix, _op in (("Min", "clamp_min"), ("Max", "clamp_max")):
-    _out_function("diopiClamp" + _suffix, getattr(aten, _op).Tensor_out)
-    _out_function("diopiClamp" + _suffix + "Scalar", getattr(aten, _op).out)
-    _inplace_function("diopiClamp" + _suffix + "Inp", _op + "_")
-    _inplace_function("diopiClamp" + _suffix + "InpScalar", _op + "_")
-
-# ---- activations with attributes -----------------------------------------------------------------
-for _suffix, _op, _inplace in (("Hardtanh", "hardtanh", True), ("LeakyRelu", "leaky_relu", True),
-                               ("Elu", "elu", True), ("Softplus", "softplus", False),
-                               ("Threshold", "threshold", True), ("Softshrink", "softshrink", False),
-                               ("Hardshrink", "hardshrink", False), ("Glu", "glu", False),
-                               ("Logit", "logit", True)):
-    _out_function("diopi" + _suffix, getattr(aten, _op).out)
-    if _inplace:
-        _inplace_function("diopi" + _suffix + "Inp", _op + "_")
-
-_out_function("diopiLogSigmoidForward", aten.log_sigmoid_forward.output, ("output", "buffer"))
-
-# ---- activation backwards: diopiXBackward(grad_input, grad_output, ...) --------------------------
-for _suffix, _overload in (
-        ("Silu", aten.silu_backward.grad_input), ("Sigmoid", aten.sigmoid_backward.grad_input),
-        ("Tanh", aten.tanh_backward.grad_input), ("Hardsigmoid", aten.hardsigmoid_backward.grad_input),
-        ("Hardtanh", aten.hardtanh_backward.grad_input), ("LeakyRelu", aten.leaky_relu_backward.grad_input),
-        ("Softplus", aten.softplus_backward.grad_input),
-        ("LogSigmoid", aten.log_sigmoid_backward.grad_input),
-        ("Softshrink", aten.softshrink_backward.grad_input), ("Hardshrink", aten.hardshrink_backward.grad_input),
-        ("Glu", aten.glu_backward.grad_input), ("Logit", aten.logit_backward.grad_input)):
-    _out_function(f"diopi{_suffix}Backward", _overload, ("grad_input",))
+# lerp with a tensor weight (the scalar weight is diopiLerpScalar, below)
+out_function("diopiLerpTensor", aten.lerp.Tensor_out)
+inplace_function("diopiLerpTensorInp", "lerp_")
 
 
-@library.register
-def diopiHardswishBackward(ctx, grad_input, grad_output, input):
-    # hardswish_backward.out is a composite over the functional kernel; the functional one is real
+@library.register(aten=aten.lerp.Scalar_out)
+def diopiLerpScalar(ctx, out, input, end, weight):
     d = ctx.device
-    alias(grad_input, d).copy_(aten.hardswish_backward.default(alias(grad_output, d), alias(input, d)))
+    torch.lerp(alias(input, d), alias(end, d), weight, out=alias(out, d))
     return SUCCESS
 
 
-@library.register
-def diopiEluBackward(ctx, grad_input, grad_output, input, alpha, scale, input_scale, is_result):
+# ---- clamping: Tensor bounds and Scalar bounds, either may be None for clamp ------------------------------
+out_function("diopiClamp", aten.clamp.Tensor_out)
+out_function("diopiClampScalar", aten.clamp.out)
+inplace_function("diopiClampInp", "clamp_")
+inplace_function("diopiClampInpScalar", "clamp_")
+for _suffix, _op in (("Min", "clamp_min"), ("Max", "clamp_max")):
+    out_function("diopiClamp" + _suffix, getattr(aten, _op).Tensor_out)
+    out_function("diopiClamp" + _suffix + "Scalar", getattr(aten, _op).out)
+    inplace_function("diopiClamp" + _suffix + "Inp", _op + "_")
+    inplace_function("diopiClamp" + _suffix + "InpScalar", _op + "_")
+
+
+# ---- selection -------------------------------------------------------------------------------------------
+
+
+@library.register(aten=aten.where.self_out)
+def diopiWhere(ctx, out, condition, input, other):
     d = ctx.device
-    aten.elu_backward.grad_input(alias(grad_output, d), alpha, scale, input_scale, is_result, alias(input, d),
-                                 grad_input=alias(grad_input, d))
+    torch.where(alias(condition, d), alias(input, d), alias(other, d), out=alias(out, d))
     return SUCCESS

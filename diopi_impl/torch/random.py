@@ -1,35 +1,173 @@
-"""Random functions. They draw from the native generator that shares the dipu generator's
-state (``_C.native_generator``), so a seed set on dipu reproduces the same numbers."""
+"""Random functions. They draw from the native generator that shares the dipu generator's state
+(``native_generator``), so a seed set on dipu reproduces the same numbers."""
 
 import torch
 
-from dipu._core import _C
-from dipu.diopi import SUCCESS
-from . import library
+from dipu.diopi import SUCCESS, native_generator
+from dipu.diopi import native_alias as alias
+from ._library import library
 
-alias = _C.alias
-native_generator = _C.native_generator
+aten = torch.ops.aten
 
-
-@library.register
-def diopiBernoulliScalar(ctx, out, p, generator):
-    d = ctx.device
-    alias(out, d).bernoulli_(p, generator=native_generator(generator, d))
-    return SUCCESS
+# ---- in place: fill a tensor with draws --------------------------------------------------------------------
 
 
-@library.register
+@library.register(aten=aten.uniform_.default)
 def diopiUniformInp(ctx, inout, from_, to, generator):
     d = ctx.device
     alias(inout, d).uniform_(from_, to, generator=native_generator(generator, d))
     return SUCCESS
 
 
-@library.register
+@library.register(aten=aten.normal_.default)
 def diopiNormalInp(ctx, inout, mean, std, generator):
     d = ctx.device
     alias(inout, d).normal_(mean, std, generator=native_generator(generator, d))
     return SUCCESS
+
+
+@library.register(aten=getattr(aten.random_, "from"))
+def diopiRandomInp(ctx, inout, from_, to, generator):
+    d = ctx.device
+    gen = native_generator(generator, d)
+    if from_ is None:
+        alias(inout, d).random_(generator=gen) if to is None else alias(inout, d).random_(to, generator=gen)
+    else:
+        alias(inout, d).random_(from_, to, generator=gen)
+    return SUCCESS
+
+
+@library.register(aten=aten.exponential_.default)
+def diopiExponentialInp(ctx, inout, lambd, generator):
+    d = ctx.device
+    alias(inout, d).exponential_(lambd, generator=native_generator(generator, d))
+    return SUCCESS
+
+
+@library.register(aten=aten.geometric_.default)
+def diopiGeometricInp(ctx, inout, p, generator):
+    d = ctx.device
+    alias(inout, d).geometric_(p, generator=native_generator(generator, d))
+    return SUCCESS
+
+
+@library.register(aten=aten.cauchy_.default)
+def diopiCauchyInp(ctx, inout, median, sigma, generator):
+    d = ctx.device
+    alias(inout, d).cauchy_(median, sigma, generator=native_generator(generator, d))
+    return SUCCESS
+
+
+@library.register(aten=aten.log_normal_.default)
+def diopiLogNormalInp(ctx, inout, mean, std, generator):
+    d = ctx.device
+    alias(inout, d).log_normal_(mean, std, generator=native_generator(generator, d))
+    return SUCCESS
+
+
+@library.register(aten=aten.bernoulli_.float)
+def diopiBernoulliScalar(ctx, out, p, generator):
+    d = ctx.device
+    alias(out, d).bernoulli_(p, generator=native_generator(generator, d))
+    return SUCCESS
+
+
+@library.register(aten=aten.bernoulli_.Tensor)
+def diopiBernoulliTensor(ctx, out, p, generator):
+    d = ctx.device
+    alias(out, d).bernoulli_(alias(p, d), generator=native_generator(generator, d))
+    return SUCCESS
+
+
+# ---- out= ------------------------------------------------------------------------------------------------
+
+
+@library.register(aten=aten.bernoulli.out)
+def diopiBernoulli(ctx, out, input, generator):
+    d = ctx.device
+    torch.bernoulli(alias(input, d), generator=native_generator(generator, d), out=alias(out, d))
+    return SUCCESS
+
+
+@library.register(aten=aten.normal.Tensor_float_out)
+def diopiNormalTensorScalar(ctx, out, mean, std, generator):
+    d = ctx.device
+    torch.normal(alias(mean, d), std, generator=native_generator(generator, d), out=alias(out, d))
+    return SUCCESS
+
+
+@library.register(aten=aten.normal.float_Tensor_out)
+def diopiNormalScalarTensor(ctx, out, mean, std, generator):
+    d = ctx.device
+    torch.normal(mean, alias(std, d), generator=native_generator(generator, d), out=alias(out, d))
+    return SUCCESS
+
+
+@library.register(aten=aten.normal.Tensor_Tensor_out)
+def diopiNormalTensor(ctx, out, mean, std, generator):
+    d = ctx.device
+    torch.normal(alias(mean, d), alias(std, d), generator=native_generator(generator, d), out=alias(out, d))
+    return SUCCESS
+
+
+@library.register(aten=aten.randperm.generator_out)
+def diopiRandperm(ctx, out, n, generator):
+    d = ctx.device
+    torch.randperm(n, generator=native_generator(generator, d), out=alias(out, d))
+    return SUCCESS
+
+
+@library.register(aten=aten.multinomial.out)
+def diopiMultinomial(ctx, out, input, num_samples, replacement, generator):
+    d = ctx.device
+    torch.multinomial(alias(input, d), num_samples, replacement, generator=native_generator(generator, d),
+                      out=alias(out, d))
+    return SUCCESS
+
+
+@library.register(aten=aten.poisson.out)
+def diopiPoisson(ctx, out, input, generator):
+    d = ctx.device
+    alias(out, d).copy_(torch.poisson(alias(input, d), generator=native_generator(generator, d)))
+    return SUCCESS
+
+
+@library.register(aten=aten.binomial.out)
+def diopiBinomial(ctx, out, count, prob, generator):
+    d = ctx.device
+    alias(out, d).copy_(torch.binomial(alias(count, d), alias(prob, d), generator=native_generator(generator, d)))
+    return SUCCESS
+
+
+@library.register(aten=aten._standard_gamma.out)
+def diopiStandardGamma(ctx, out, input, generator):
+    d = ctx.device
+    alias(out, d).copy_(torch._standard_gamma(alias(input, d), generator=native_generator(generator, d)))
+    return SUCCESS
+
+
+@library.register(aten=aten._standard_gamma_grad.out)
+def diopiStandardGammaGrad(ctx, grad_input, input, output):
+    d = ctx.device
+    torch.ops.aten._standard_gamma_grad.out(alias(input, d), alias(output, d), out=alias(grad_input, d))
+    return SUCCESS
+
+
+@library.register(aten=aten._sample_dirichlet.out)
+def diopiSampleDirichlet(ctx, out, input, generator):
+    d = ctx.device
+    alias(out, d).copy_(torch._sample_dirichlet(alias(input, d), generator=native_generator(generator, d)))
+    return SUCCESS
+
+
+@library.register(aten=aten._dirichlet_grad.out)
+def diopiDirichletGrad(ctx, grad_input, x, alpha, total):
+    d = ctx.device
+    torch.ops.aten._dirichlet_grad.out(alias(x, d), alias(alpha, d), alias(total, d), out=alias(grad_input, d))
+    return SUCCESS
+
+
+# ---- dropout ---------------------------------------------------------------------------------------------
 
 
 @library.register
@@ -49,155 +187,8 @@ def diopiDropout(ctx, out, mask, input, p, train, generator):
     return SUCCESS
 
 
-@library.register
+@library.register(aten=aten.native_dropout_backward.out)
 def diopiDropoutBackward(ctx, grad_input, grad_output, mask, scale):
     d = ctx.device
     torch.ops.aten.native_dropout_backward.out(alias(grad_output, d), alias(mask, d), scale, out=alias(grad_input, d))
-    return SUCCESS
-
-
-@library.register
-def diopiNormalTensorScalar(ctx, out, mean, std, generator):
-    d = ctx.device
-    torch.normal(alias(mean, d), std, generator=native_generator(generator, d), out=alias(out, d))
-    return SUCCESS
-
-
-@library.register
-def diopiNormalScalarTensor(ctx, out, mean, std, generator):
-    d = ctx.device
-    torch.normal(mean, alias(std, d), generator=native_generator(generator, d), out=alias(out, d))
-    return SUCCESS
-
-
-@library.register
-def diopiNormalTensor(ctx, out, mean, std, generator):
-    d = ctx.device
-    torch.normal(alias(mean, d), alias(std, d), generator=native_generator(generator, d), out=alias(out, d))
-    return SUCCESS
-
-
-@library.register
-def diopiBernoulli(ctx, out, input, generator):
-    d = ctx.device
-    torch.bernoulli(alias(input, d), generator=native_generator(generator, d), out=alias(out, d))
-    return SUCCESS
-
-
-@library.register
-def diopiBernoulliTensor(ctx, out, p, generator):
-    d = ctx.device
-    alias(out, d).bernoulli_(alias(p, d), generator=native_generator(generator, d))
-    return SUCCESS
-
-
-@library.register
-def diopiRandomInp(ctx, inout, from_, to, generator):
-    d = ctx.device
-    gen = native_generator(generator, d)
-    if from_ is None:
-        alias(inout, d).random_(generator=gen) if to is None else alias(inout, d).random_(to, generator=gen)
-    else:
-        alias(inout, d).random_(from_, to, generator=gen)
-    return SUCCESS
-
-
-@library.register
-def diopiExponentialInp(ctx, inout, lambd, generator):
-    d = ctx.device
-    alias(inout, d).exponential_(lambd, generator=native_generator(generator, d))
-    return SUCCESS
-
-
-@library.register
-def diopiGeometricInp(ctx, inout, p, generator):
-    d = ctx.device
-    alias(inout, d).geometric_(p, generator=native_generator(generator, d))
-    return SUCCESS
-
-
-@library.register
-def diopiCauchyInp(ctx, inout, median, sigma, generator):
-    d = ctx.device
-    alias(inout, d).cauchy_(median, sigma, generator=native_generator(generator, d))
-    return SUCCESS
-
-
-@library.register
-def diopiLogNormalInp(ctx, inout, mean, std, generator):
-    d = ctx.device
-    alias(inout, d).log_normal_(mean, std, generator=native_generator(generator, d))
-    return SUCCESS
-
-
-@library.register
-def diopiRandperm(ctx, out, n, generator):
-    d = ctx.device
-    torch.randperm(n, generator=native_generator(generator, d), out=alias(out, d))
-    return SUCCESS
-
-
-@library.register
-def diopiMultinomial(ctx, out, input, num_samples, replacement, generator):
-    d = ctx.device
-    torch.multinomial(alias(input, d), num_samples, replacement, generator=native_generator(generator, d),
-                      out=alias(out, d))
-    return SUCCESS
-
-
-@library.register
-def diopiPoisson(ctx, out, input, generator):
-    d = ctx.device
-    alias(out, d).copy_(torch.poisson(alias(input, d), generator=native_generator(generator, d)))
-    return SUCCESS
-
-
-@library.register
-def diopiBinomial(ctx, out, count, prob, generator):
-    d = ctx.device
-    alias(out, d).copy_(torch.binomial(alias(count, d), alias(prob, d), generator=native_generator(generator, d)))
-    return SUCCESS
-
-
-@library.register
-def diopiStandardGamma(ctx, out, input, generator):
-    d = ctx.device
-    alias(out, d).copy_(torch._standard_gamma(alias(input, d), generator=native_generator(generator, d)))
-    return SUCCESS
-
-
-@library.register
-def diopiStandardGammaGrad(ctx, grad_input, input, output):
-    d = ctx.device
-    torch.ops.aten._standard_gamma_grad.out(alias(input, d), alias(output, d), out=alias(grad_input, d))
-    return SUCCESS
-
-
-@library.register
-def diopiSampleDirichlet(ctx, out, input, generator):
-    d = ctx.device
-    alias(out, d).copy_(torch._sample_dirichlet(alias(input, d), generator=native_generator(generator, d)))
-    return SUCCESS
-
-
-@library.register
-def diopiDirichletGrad(ctx, grad_input, x, alpha, total):
-    d = ctx.device
-    torch.ops.aten._dirichlet_grad.out(alias(x, d), alias(alpha, d), alias(total, d), out=alias(grad_input, d))
-    return SUCCESS
-
-
-@library.register
-def diopiRreluWithNoise(ctx, out, noise, input, lower, upper, training, generator):
-    d = ctx.device
-    torch.ops.aten.rrelu_with_noise.out(alias(input, d), alias(noise, d), lower, upper, training,
-                                        native_generator(generator, d), out=alias(out, d))
-    return SUCCESS
-
-
-@library.register
-def diopiRreluWithNoiseBackward(ctx, grad_input, grad_output, input, noise, lower, upper, training, self_is_result):
-    d = ctx.device
-    torch.ops.aten.rrelu_with_noise_backward.out(alias(grad_output, d), alias(input, d), alias(noise, d), lower,
-                                                 upper, training, self_is_result, out=alias(grad_input, d))
     return SUCCESS

@@ -12,7 +12,7 @@ fallback cannot run them and autocompare has no reference for them. Each gets
 here a substitute: a function of the placeholder's arguments, on CPU tensors,
 computed by the op the placeholder stands for (``convolution``,
 ``convolution_backward``; attention by the blockwise algorithm of
-dipu/ops/attention.py, whose dropout draws from the dipu generator). :func:`register` installs, for
+dipu/diopi/attention.py, whose dropout draws from the dipu generator). :func:`register` installs, for
 every placeholder without a dipu kernel (none in the op library, or forced to
 the fallback), a kernel that runs its substitute on host copies and returns
 results on the op's dipu device; a generated kernel that answers
@@ -29,7 +29,8 @@ import warnings
 import torch
 
 from dipu._core import _C
-from dipu.ops import attention
+from dipu.diopi.attention import accumulation_dtype, blockwise_backward, blockwise_forward
+from dipu.ops.attention import resolve_scale, restored_generator
 
 aten = torch.ops.aten
 
@@ -71,13 +72,13 @@ def fused_attention(query, key, value, attn_bias=None, dropout_p=0.0, is_causal=
     """The placeholder's outputs as dipu's kernel gives them (dipu/ops/attention.py), computed blockwise."""
     batch, heads, length = query.shape[:3]
     out = torch.empty(batch, heads, length, value.shape[-1], dtype=query.dtype)
-    logsumexp = torch.empty(batch, heads, length, dtype=attention.accumulation_dtype(query.dtype))
+    logsumexp = torch.empty(batch, heads, length, dtype=accumulation_dtype(query.dtype))
     generator, rng_state = None, torch.empty(0, dtype=torch.uint8)
     if dropout_p > 0:
         generator = _dropout_generator()
         rng_state = generator.get_state()
-    attention.blockwise_forward(out, logsumexp, query, key, value, attn_bias, dropout_p, is_causal,
-                                attention.resolve_scale(query, scale), generator)
+    blockwise_forward(out, logsumexp, query, key, value, attn_bias, dropout_p, is_causal,
+                      resolve_scale(query, scale), generator)
     empty = torch.empty(0, dtype=torch.int64)
     return (out, logsumexp, empty, empty.clone(), length, key.shape[-2], rng_state, empty.clone(),
             torch.empty(0, dtype=query.dtype))
@@ -93,9 +94,9 @@ def fused_attention_backward(grad_out, query, key, value, attn_bias, grad_input_
     generator = None
     if dropout_p > 0:
         index = _C.current_device()
-        generator = _C.native_generator(attention.restored_generator(philox_seed, index), index)
-    attention.blockwise_backward(*grads, grad_bias, grad_out, query, key, value, attn_bias, dropout_p, is_causal,
-                                 attention.resolve_scale(query, scale), generator)
+        generator = _C.native_generator(restored_generator(philox_seed, index), index)
+    blockwise_backward(*grads, grad_bias, grad_out, query, key, value, attn_bias, dropout_p, is_causal,
+                       resolve_scale(query, scale), generator)
     return (*grads, grad_bias)
 
 

@@ -220,7 +220,7 @@ def eye(n, m=None, *_):
     return (n, n if m is None else m), torch.get_default_dtype()
 
 
-# ---- coverage: the fused recurrent cells (see Note [Fused recurrent cells] in diopi_impl/torch/nn.py); the CPU
+# ---- coverage: the fused recurrent cells (see Note [Fused recurrent cells] in diopi_impl/torch/recurrent.py); the CPU
 # has no kernels for them, so no meta kernels either
 
 

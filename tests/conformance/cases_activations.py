@@ -1,4 +1,4 @@
-"""Conformance cases: activations and their backwards (diopi_impl/torch/pointwise.py and elementwise.py)."""
+"""Conformance cases: activations and their backwards (diopi_impl/torch/activations.py)."""
 
 import itertools
 

@@ -1,5 +1,6 @@
 """Conformance cases: indexing, scatter/gather, joining, shape ops, creation and linear algebra
-(diopi_impl/torch/indexing.py and tensor.py; padding and resampling are in cases_nn.py)."""
+(diopi_impl/torch/indexing.py, tensor.py, linalg.py, embedding.py and reductions.py's unique; padding and
+resampling are in cases_nn.py)."""
 
 import torch
 
@@ -229,7 +230,7 @@ CASES += sweep("diopiRepeat", lambda input, repeats_size: input.repeat(repeats_s
                                                             [3, 2] + [1] * len(s))), WITH_BOOL, SHAPES)
 for name, fn in (("diopiTril", torch.tril), ("diopiTriu", torch.triu)):
     if name == "diopiTriu":
-        continue  # diopiTriu belongs to elementwise.py's suite
+        continue  # diopiTriu's cases are in cases_pointwise.py
     CASES += sweep(name, lambda input, diagonal, fn=fn: fn(input, diagonal), lambda s, l: (
         {"input": T(s, layout=l), "diagonal": d} for d in (0, 1, -2, 7)), WITH_BOOL, ND + ((0, 3),))
 

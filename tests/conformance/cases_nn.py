@@ -1,5 +1,6 @@
 """Conformance cases: softmax, losses, normalization, convolution, pooling, padding and resampling
-(diopi_impl/torch/nn.py, and the padding/upsampling/im2col functions of tensor.py)."""
+(diopi_impl/torch/: activations.py's softmax, losses.py, normalization.py, convolution.py, pooling.py,
+resampling.py, embedding.py, recurrent.py, and linalg.py's distances)."""
 
 import torch
 

@@ -1,5 +1,4 @@
-"""Conformance cases: pointwise math, comparisons, logical/bitwise and clamping (diopi_impl/torch/pointwise.py
-and elementwise.py)."""
+"""Conformance cases: pointwise math, comparisons, logical/bitwise and clamping (diopi_impl/torch/pointwise.py)."""
 
 import dataclasses
 import itertools
@@ -186,7 +185,7 @@ for _bound in ("min", "max"):
     CASES += _rename(binary_cases(_name + "InpScalar", lambda input, _m=_method, **bound: getattr(input, _m)(*bound.values()),
                                   dtypes=FLOAT + (torch.int64,), scalar=True, inplace=True), other=_bound)
 
-# ---- the arithmetic, comparison and selection functions of elementwise.py -----------------------------------
+# ---- arithmetic, comparison and selection --------------------------------------------------------------------
 for _suffix, _op in (("Neg", "neg"), ("Abs", "abs")):
     CASES += unary_cases(f"diopi{_suffix}", getattr(torch, _op), dtypes=(torch.float32, torch.float64, torch.float16,
                                                                          torch.bfloat16, torch.int64, torch.int32, torch.int8))

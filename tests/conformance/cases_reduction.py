@@ -1,4 +1,4 @@
-"""Conformance cases: reductions, scans, sorting and searching (diopi_impl/torch/reduction.py).
+"""Conformance cases: reductions, scans, sorting and searching (diopi_impl/torch/reductions.py).
 
 DIOPI reductions take no keepdim: the output's rank says whether reduced dims
 are kept, so every reduction is swept with a keepdim=False and a keepdim=True

@@ -1,0 +1,128 @@
+"""The one builder of table-made functions: DIOPI functions that differ only in the ATen op they apply.
+
+Note [Table-made functions]
+Most functions of this library take their dipu tensors, alias them (Note [Calling ATen from kernels] in
+_aten.py) and apply one ATen op; writing each out would repeat the same three lines a few hundred times.
+The family modules list them in tables instead, and this module makes each one from its proto declaration:
+the function takes the declared parameters (its ``__signature__`` is the proto's) and is registered with the
+ATen op it applies, so ``library.register`` checks the pairing of the declaration with the op (Note
+[Table-made functions are checked against ATen] in dipu/diopi/library.py). Every table-made function comes
+from here, so every one is checked. Three shapes cover the tables:
+
+- :func:`out_function`: ``diopiX(ctx, *outputs, *inputs)`` applies an out= overload, writing into the
+  outputs' aliases (``diopiSin``, ``diopiEqScalar``, ``diopiSiluBackward``);
+- :func:`inplace_function`: ``diopiXInp(ctx, input, *others)`` applies an in-place op to the input's alias;
+- :func:`foreach_function`: the ``_foreach_`` family, in place on Tensor[] arguments or functional, storing
+  new dipu tensors (Note [Foreach functions from the proto] in optim.py).
+
+Hand-written functions pass ``aten=`` to ``library.register`` themselves where their declaration lines up
+with one ATen overload.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Callable
+
+import torch
+
+from dipu.diopi import FUNCTIONS, SUCCESS, Kind
+from dipu.diopi import native_alias as alias
+from ._aten import alias_tensors, fast_aten, require_copy
+from ._library import library
+
+aten = torch.ops.aten
+
+
+def _register(name: str, function: Callable, aten_op) -> None:
+    """Register ``function(ctx, *args)`` under ``name`` with the proto's parameter names, checked against
+    ``aten_op`` (an overload, or an op packet one of whose overloads must fit)."""
+    function.__name__ = function.__qualname__ = name
+    function.__signature__ = inspect.Signature(
+        [inspect.Parameter(p, inspect.Parameter.POSITIONAL_OR_KEYWORD) for p in FUNCTIONS[name].param_names])
+    library.register(function, aten=aten_op)
+
+
+def _alias(value, d):
+    """Tensors become their native alias; Python numbers and None pass through."""
+    return alias(value, d) if isinstance(value, torch.Tensor) else value
+
+
+def out_function(name: str, overload, out_names: tuple[str, ...] = ()) -> None:
+    """``name(ctx, *outputs, *inputs)`` applying the out= ``overload`` to the inputs, writing the outputs.
+
+    It is called through torch's binding of its op, whose ``out=`` picks the out= overload the arguments
+    select (Note [Calling ATen from kernels]); an op without a binding (``out_names`` given: its outputs'
+    keyword names) is called through ``overload``. The registration checks the proto against ``overload``.
+    """
+    bound = getattr(fast_aten, overload._overloadpacket.__name__)
+    outputs = len(out_names) or 1
+    inputs = FUNCTIONS[name].params[outputs:]
+    # The commonest shapes (a tensor, two tensors, a tensor and a Python number) skip the per-argument
+    # type test: a few hundred nanoseconds of a tiny op's few microseconds.
+    kinds = () if out_names else tuple(None if p.optional else p.kind for p in inputs)
+    if kinds == (Kind.TENSOR,):
+        def function(ctx, out, input):
+            d = ctx.device
+            bound(alias(input, d), out=alias(out, d))
+            return SUCCESS
+    elif kinds == (Kind.TENSOR, Kind.TENSOR):
+        def function(ctx, out, input, other):
+            d = ctx.device
+            bound(alias(input, d), alias(other, d), out=alias(out, d))
+            return SUCCESS
+    elif kinds == (Kind.TENSOR, Kind.SCALAR):
+        def function(ctx, out, input, other):
+            d = ctx.device
+            bound(alias(input, d), other, out=alias(out, d))
+            return SUCCESS
+    elif out_names:
+        def function(ctx, *args):
+            d = ctx.device
+            overload(*[_alias(a, d) for a in args[outputs:]],
+                     **{n: alias(t, d) for n, t in zip(out_names, args[:outputs])})
+            return SUCCESS
+    else:
+        def function(ctx, out, *args):
+            d = ctx.device
+            bound(*[_alias(a, d) for a in args], out=_alias(out, d))
+            return SUCCESS
+
+    _register(name, function, overload)
+
+
+def inplace_function(name: str, method: str) -> None:
+    """``name(ctx, input, *others)`` applying the in-place ATen op ``method`` (overload by arguments) to the input."""
+    packet = getattr(aten, method)
+
+    def function(ctx, input, *args):
+        d = ctx.device
+        packet(alias(input, d), *(_alias(a, d) for a in args))
+        return SUCCESS
+
+    _register(name, function, packet)
+
+
+def foreach_function(name: str, overload) -> None:
+    """``name`` applying the _foreach_ ``overload`` to its aliased arguments: in place when the proto's first
+    parameter is a written Tensor[]; functional when it is ``outs``, storing new dipu tensors there.
+
+    It is called through torch's C++ binding of the op, which picks the overload the arguments' kinds select
+    (Note [Calling ATen from kernels]); the registration checks the proto against ``overload`` itself.
+    """
+    bound = getattr(fast_aten, overload._overloadpacket.__name__)
+    functional = FUNCTIONS[name].params[0].name == "outs"
+    # the proto's last parameter stands for the op's keyword-only argument where it has one (alpha, memory_format)
+    (keyword,) = [a.name for a in overload._schema.arguments if a.kwarg_only] or [None]
+
+    def function(ctx, *args):
+        d = ctx.device
+        if functional:
+            outs, args = args[0], args[1:]
+        native = [alias_tensors(a, d) for a in args]
+        result = bound(*native[:-1], **{keyword: native[-1]}) if keyword else bound(*native)
+        if functional:
+            outs[0] = [require_copy(ctx, r) for r in result]
+        return SUCCESS
+
+    _register(name, function, overload)

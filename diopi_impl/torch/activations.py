@@ -1,0 +1,144 @@
+"""Activation functions and their backwards: relu and friends, gelu, silu, the shrinks and thresholds, glu,
+sigmoid/tanh, softmax and log_softmax, rrelu.
+
+The functions that differ only in their ATen overload come from tables (Note [Table-made functions] in
+_table.py).
+"""
+
+import torch
+
+from dipu.diopi import SUCCESS, native_generator
+from dipu.diopi import native_alias as alias
+from ._library import library
+from ._table import inplace_function, out_function
+
+aten = torch.ops.aten
+
+# ---- without attributes: diopiX(out, input) and, where declared, diopiXInp(input) -------------------------
+for _suffix, _op in (("Sigmoid", "sigmoid"), ("Tanh", "tanh")):
+    out_function("diopi" + _suffix, getattr(aten, _op).out)
+for _suffix, _op in (("Silu", "silu"), ("Hardswish", "hardswish"), ("Hardsigmoid", "hardsigmoid"), ("Mish", "mish")):
+    out_function("diopi" + _suffix, getattr(aten, _op).out)
+    inplace_function("diopi" + _suffix + "Inp", _op + "_")
+
+
+@library.register(aten=aten.relu.out)
+def diopiRelu(ctx, out, input):
+    d = ctx.device
+    torch.clamp_min(alias(input, d), 0, out=alias(out, d))  # torch.relu has no out=
+    return SUCCESS
+
+
+@library.register(aten=aten.relu_.default)
+def diopiReluInp(ctx, input):
+    torch.relu_(alias(input, ctx.device))
+    return SUCCESS
+
+
+# ---- with attributes ---------------------------------------------------------------------------------------
+for _suffix, _op, _inplace in (("Hardtanh", "hardtanh", True), ("LeakyRelu", "leaky_relu", True),
+                               ("Elu", "elu", True), ("Softplus", "softplus", False),
+                               ("Threshold", "threshold", True), ("Softshrink", "softshrink", False),
+                               ("Hardshrink", "hardshrink", False), ("Glu", "glu", False),
+                               ("Logit", "logit", True)):
+    out_function("diopi" + _suffix, getattr(aten, _op).out)
+    if _inplace:
+        inplace_function("diopi" + _suffix + "Inp", _op + "_")
+
+out_function("diopiLogSigmoidForward", aten.log_sigmoid_forward.output, ("output", "buffer"))
+
+
+@library.register(aten=aten.gelu.out)
+def diopiGelu(ctx, out, input, approximate):
+    d = ctx.device
+    torch._C._nn.gelu(alias(input, d), approximate=approximate, out=alias(out, d))
+    return SUCCESS
+
+
+# ---- backwards: diopiXBackward(grad_input, grad_output, ...) -----------------------------------------------
+for _suffix, _overload in (
+        ("Silu", aten.silu_backward.grad_input), ("Sigmoid", aten.sigmoid_backward.grad_input),
+        ("Tanh", aten.tanh_backward.grad_input), ("Hardsigmoid", aten.hardsigmoid_backward.grad_input),
+        ("Hardtanh", aten.hardtanh_backward.grad_input), ("LeakyRelu", aten.leaky_relu_backward.grad_input),
+        ("Softplus", aten.softplus_backward.grad_input),
+        ("LogSigmoid", aten.log_sigmoid_backward.grad_input),
+        ("Softshrink", aten.softshrink_backward.grad_input), ("Hardshrink", aten.hardshrink_backward.grad_input),
+        ("Glu", aten.glu_backward.grad_input), ("Logit", aten.logit_backward.grad_input),
+        ("Threshold", aten.threshold_backward.grad_input)):
+    out_function(f"diopi{_suffix}Backward", _overload, ("grad_input",))
+
+
+@library.register(aten=aten.gelu_backward.grad_input)
+def diopiGeluBackward(ctx, grad_input, grad_output, input, approximate):
+    d = ctx.device
+    torch.ops.aten.gelu_backward.grad_input(
+        alias(grad_output, d), alias(input, d), approximate=approximate, grad_input=alias(grad_input, d))
+    return SUCCESS
+
+
+@library.register(aten=aten.hardswish_backward.out)
+def diopiHardswishBackward(ctx, grad_input, grad_output, input):
+    # hardswish_backward.out is a composite over the functional kernel; the functional one is real
+    d = ctx.device
+    alias(grad_input, d).copy_(aten.hardswish_backward.default(alias(grad_output, d), alias(input, d)))
+    return SUCCESS
+
+
+@library.register
+def diopiEluBackward(ctx, grad_input, grad_output, input, alpha, scale, input_scale, is_result):
+    d = ctx.device
+    aten.elu_backward.grad_input(alias(grad_output, d), alpha, scale, input_scale, is_result, alias(input, d),
+                                 grad_input=alias(grad_input, d))
+    return SUCCESS
+
+
+# ---- softmax -----------------------------------------------------------------------------------------------
+# The proto's softmax functions take no half_to_float (ATen's _softmax does): the output's dtype says it.
+
+@library.register
+def diopiSoftmax(ctx, out, input, dim):
+    d = ctx.device
+    torch._softmax(alias(input, d), dim, False, out=alias(out, d))
+    return SUCCESS
+
+
+@library.register
+def diopiSoftmaxBackward(ctx, grad_input, grad_output, output, dim):
+    d = ctx.device
+    gi = alias(grad_input, d)
+    torch._softmax_backward_data(alias(grad_output, d), alias(output, d), dim, gi.dtype, grad_input=gi)
+    return SUCCESS
+
+
+@library.register
+def diopiLogSoftmax(ctx, out, input, dim):
+    d = ctx.device
+    torch._log_softmax(alias(input, d), dim, False, out=alias(out, d))
+    return SUCCESS
+
+
+@library.register
+def diopiLogSoftmaxBackward(ctx, grad_input, grad_output, output, dim):
+    d = ctx.device
+    gi = alias(grad_input, d)
+    torch._log_softmax_backward_data(alias(grad_output, d), alias(output, d), dim, gi.dtype, out=gi)
+    return SUCCESS
+
+
+# ---- randomized: rrelu draws its slopes from the dipu generator's native generator -------------------------
+
+
+@library.register
+def diopiRreluWithNoise(ctx, out, noise, input, lower, upper, training, generator):
+    d = ctx.device
+    torch.ops.aten.rrelu_with_noise.out(alias(input, d), alias(noise, d), lower, upper, training,
+                                        native_generator(generator, d), out=alias(out, d))
+    return SUCCESS
+
+
+@library.register(aten=aten.rrelu_with_noise_backward.out)
+def diopiRreluWithNoiseBackward(ctx, grad_input, grad_output, input, noise, lower, upper, training, self_is_result):
+    d = ctx.device
+    torch.ops.aten.rrelu_with_noise_backward.out(alias(grad_output, d), alias(input, d), alias(noise, d), lower,
+                                                 upper, training, self_is_result, out=alias(grad_input, d))
+    return SUCCESS

@@ -1,0 +1,72 @@
+"""Convolution: 2-d convolution and transposed convolution with their backwards, im2col and col2im.
+
+The convolutions apply ATen's ``convolution`` and ``convolution_backward``, which take the transposed flag
+and output padding the proto folds into its function names, so they do not line up with one overload."""
+
+import torch
+
+from dipu.diopi import SUCCESS
+from dipu.diopi import native_alias as alias
+from ._aten import fast_aten, optional_alias, write_results
+from ._library import library
+
+aten = torch.ops.aten
+
+
+@library.register
+def diopiConvolution2d(ctx, out, input, weight, bias, stride, padding, dilation, groups):
+    d = ctx.device
+    x = alias(input, d)
+    result = fast_aten.convolution(x, alias(weight, d), optional_alias(bias, d), stride, padding, dilation, False,
+                              [0] * (x.dim() - 2), groups)
+    alias(out, d).copy_(result)
+    return SUCCESS
+
+
+@library.register
+def diopiConvolution2dBackward(ctx, grad_input, grad_weight, grad_bias, grad_output, input, weight, stride,
+                               padding, dilation, groups):
+    d = ctx.device
+    x, w = alias(input, d), alias(weight, d)
+    outputs = (grad_input, grad_weight, grad_bias)
+    results = fast_aten.convolution_backward(
+        alias(grad_output, d), x, w, None if grad_bias is None else [w.shape[0]], stride, padding, dilation,
+        False, [0] * (x.dim() - 2), groups, [o is not None for o in outputs])
+    write_results(outputs, results, d)
+    return SUCCESS
+
+
+@library.register
+def diopiConvTranspose2d(ctx, out, input, weight, bias, stride, padding, output_padding, groups, dilation):
+    d = ctx.device
+    result = fast_aten.convolution(alias(input, d), alias(weight, d), optional_alias(bias, d), stride, padding,
+                                   dilation, True, output_padding, groups)
+    alias(out, d).copy_(result)
+    return SUCCESS
+
+
+@library.register
+def diopiConvTranspose2dBackward(ctx, grad_input, grad_weight, grad_bias, grad_output, input, weight, stride,
+                                 padding, dilation, output_padding, groups):
+    d = ctx.device
+    w = alias(weight, d)
+    outputs = (grad_input, grad_weight, grad_bias)
+    results = fast_aten.convolution_backward(
+        alias(grad_output, d), alias(input, d), w, None if grad_bias is None else [w.shape[1] * groups], stride,
+        padding, dilation, True, output_padding, groups, [o is not None for o in outputs])
+    write_results(outputs, results, d)
+    return SUCCESS
+
+
+@library.register(aten=aten.im2col.out)
+def diopiIm2Col(ctx, out, input, kernel_size, dilation, padding, stride):
+    d = ctx.device
+    aten.im2col.out(alias(input, d), kernel_size, dilation, padding, stride, out=alias(out, d))
+    return SUCCESS
+
+
+@library.register(aten=aten.col2im.out)
+def diopiCol2Im(ctx, out, input, output_size, kernel_size, dilation, padding, stride):
+    d = ctx.device
+    aten.col2im.out(alias(input, d), output_size, kernel_size, dilation, padding, stride, out=alias(out, d))
+    return SUCCESS

@@ -1,0 +1,203 @@
+"""Linear algebra: matrix products, cross products and distances, and the torch.linalg decompositions and
+solvers (their data-dependent output shapes are written back by ``write_results``)."""
+
+import torch
+
+from dipu.diopi import SUCCESS
+from dipu.diopi import native_alias as alias
+from ._aten import fast_aten, write_results
+from ._library import library
+
+aten = torch.ops.aten
+
+# ---- products --------------------------------------------------------------------------------------------
+
+
+@library.register(aten=aten.mm.out)
+def diopiMm(ctx, out, input, mat2):
+    d = ctx.device
+    torch.mm(alias(input, d), alias(mat2, d), out=alias(out, d))
+    return SUCCESS
+
+
+@library.register(aten=aten.bmm.out)
+def diopiBmm(ctx, out, input, mat2):
+    d = ctx.device
+    torch.bmm(alias(input, d), alias(mat2, d), out=alias(out, d))
+    return SUCCESS
+
+
+@library.register(aten=aten.addmm.out)
+def diopiAddmm(ctx, out, input, mat1, mat2, beta, alpha):
+    d = ctx.device
+    torch.addmm(alias(input, d), alias(mat1, d), alias(mat2, d), beta=beta, alpha=alpha, out=alias(out, d))
+    return SUCCESS
+
+
+@library.register(aten=aten.dot.out)
+def diopiDot(ctx, out, input, other):
+    d = ctx.device
+    torch.dot(alias(input, d), alias(other, d), out=alias(out, d))
+    return SUCCESS
+
+
+@library.register(aten=aten.mv.out)
+def diopiMv(ctx, out, input, vec):
+    d = ctx.device
+    torch.mv(alias(input, d), alias(vec, d), out=alias(out, d))
+    return SUCCESS
+
+
+@library.register(aten=aten.addmv.out)
+def diopiAddmv(ctx, out, input, mat, vec, beta, alpha):
+    d = ctx.device
+    x, m, v, o = alias(input, d), alias(mat, d), alias(vec, d), alias(out, d)
+    if m.numel() == 0:  # ATen's addmv.out resizes `out`'s storage for an empty matrix, which an alias cannot
+        o.copy_(torch.addmv(x, m, v, beta=beta, alpha=alpha))
+    else:
+        torch.addmv(x, m, v, beta=beta, alpha=alpha, out=o)
+    return SUCCESS
+
+
+@library.register(aten=aten.addbmm.out)
+def diopiAddbmm(ctx, out, input, batch1, batch2, beta, alpha):
+    d = ctx.device
+    torch.addbmm(alias(input, d), alias(batch1, d), alias(batch2, d), beta=beta, alpha=alpha, out=alias(out, d))
+    return SUCCESS
+
+
+@library.register(aten=aten.baddbmm.out)
+def diopiBaddbmm(ctx, out, input, batch1, batch2, beta, alpha):
+    d = ctx.device
+    torch.baddbmm(alias(input, d), alias(batch1, d), alias(batch2, d), beta=beta, alpha=alpha, out=alias(out, d))
+    return SUCCESS
+
+
+@library.register(aten=aten.addr.out)
+def diopiAddr(ctx, out, input, vec1, vec2, beta, alpha):
+    d = ctx.device
+    torch.addr(alias(input, d), alias(vec1, d), alias(vec2, d), beta=beta, alpha=alpha, out=alias(out, d))
+    return SUCCESS
+
+
+@library.register(aten=aten.linalg_cross.out)
+def diopiCross(ctx, out, input, other, dim):
+    d = ctx.device
+    torch.linalg.cross(alias(input, d), alias(other, d), dim=dim, out=alias(out, d))
+    return SUCCESS
+
+
+# ---- distances -------------------------------------------------------------------------------------------
+
+
+@library.register(aten=aten._cdist_forward.out)
+def diopiCdist(ctx, out, x1, x2, p, compute_mode):
+    d = ctx.device
+    alias(out, d).copy_(fast_aten._cdist_forward(alias(x1, d), alias(x2, d), p, compute_mode))
+    return SUCCESS
+
+
+@library.register(aten=aten._cdist_backward.out)
+def diopiCdistBackward(ctx, grad_x1, grad_output, x1, x2, p, cdist):
+    d = ctx.device
+    alias(grad_x1, d).copy_(fast_aten._cdist_backward(alias(grad_output, d), alias(x1, d), alias(x2, d), p,
+                                                 alias(cdist, d)))
+    return SUCCESS
+
+
+@library.register(aten=aten._pdist_forward.out)
+def diopiPdist(ctx, out, input, p):
+    d = ctx.device
+    alias(out, d).copy_(fast_aten._pdist_forward(alias(input, d), p))
+    return SUCCESS
+
+
+@library.register(aten=aten._pdist_backward.out)
+def diopiPdistBackward(ctx, grad_input, grad_output, input, p, pdist):
+    d = ctx.device
+    alias(grad_input, d).copy_(fast_aten._pdist_backward(alias(grad_output, d), alias(input, d), p, alias(pdist, d)))
+    return SUCCESS
+
+
+# ---- torch.linalg ----------------------------------------------------------------------------------------
+
+
+@library.register(aten=aten.linalg_inv_ex.inverse)
+def diopiLinalgInvEx(ctx, inverse, info, input, check_errors):
+    d = ctx.device
+    write_results((inverse, info), fast_aten.linalg_inv_ex(alias(input, d), check_errors=check_errors), d)
+    return SUCCESS
+
+
+@library.register(aten=aten._linalg_det.result)
+def diopiLinalgDet(ctx, result, lu, pivots, input):
+    d = ctx.device
+    write_results((result, lu, pivots), fast_aten._linalg_det(alias(input, d)), d)
+    return SUCCESS
+
+
+@library.register(aten=aten._linalg_slogdet.sign)
+def diopiLinalgSlogdet(ctx, sign, logabsdet, lu, pivots, input):
+    d = ctx.device
+    write_results((sign, logabsdet, lu, pivots), fast_aten._linalg_slogdet(alias(input, d)), d)
+    return SUCCESS
+
+
+@library.register(aten=aten.linalg_cholesky_ex.L)
+def diopiLinalgCholeskyEx(ctx, l, info, input, upper, check_errors):
+    d = ctx.device
+    write_results((l, info), fast_aten.linalg_cholesky_ex(alias(input, d), upper=upper, check_errors=check_errors), d)
+    return SUCCESS
+
+
+@library.register(aten=aten._linalg_svd.U)
+def diopiLinalgSvd(ctx, u, s, vh, input, full_matrices, compute_uv, driver):
+    d = ctx.device
+    write_results((u, s, vh), fast_aten._linalg_svd(alias(input, d), full_matrices, compute_uv, driver=driver), d)
+    return SUCCESS
+
+
+@library.register(aten=aten.linalg_qr.out)
+def diopiLinalgQr(ctx, q, r, input, mode):
+    d = ctx.device
+    write_results((q, r), fast_aten.linalg_qr(alias(input, d), mode), d)
+    return SUCCESS
+
+
+@library.register(aten=aten._linalg_solve_ex.result)
+def diopiLinalgSolveEx(ctx, result, lu, pivots, info, a, b, left, check_errors):
+    d = ctx.device
+    write_results((result, lu, pivots, info),
+               fast_aten._linalg_solve_ex(alias(a, d), alias(b, d), left=left, check_errors=check_errors), d)
+    return SUCCESS
+
+
+@library.register(aten=aten._linalg_eigh.eigenvalues)
+def diopiLinalgEigh(ctx, eigenvalues, eigenvectors, input, uplo, compute_v):
+    d = ctx.device
+    write_results((eigenvalues, eigenvectors), fast_aten._linalg_eigh(alias(input, d), uplo, compute_v), d)
+    return SUCCESS
+
+
+@library.register(aten=aten.linalg_lu_factor_ex.out)
+def diopiLinalgLuFactorEx(ctx, lu, pivots, info, input, pivot, check_errors):
+    d = ctx.device
+    results = fast_aten.linalg_lu_factor_ex(alias(input, d), pivot=pivot, check_errors=check_errors)
+    write_results((lu, pivots, info), results, d)
+    return SUCCESS
+
+
+@library.register(aten=aten.linalg_solve_triangular.out)
+def diopiLinalgSolveTriangular(ctx, out, input, b, upper, left, unitriangular):
+    d = ctx.device
+    alias(out, d).copy_(fast_aten.linalg_solve_triangular(alias(input, d), alias(b, d), upper=upper, left=left,
+                                                     unitriangular=unitriangular))
+    return SUCCESS
+
+
+@library.register(aten=aten.linalg_lu_solve.out)
+def diopiLinalgLuSolve(ctx, out, lu, pivots, b, left, adjoint):
+    d = ctx.device
+    alias(out, d).copy_(fast_aten.linalg_lu_solve(alias(lu, d), alias(pivots, d), alias(b, d), left=left,
+                                                  adjoint=adjoint))
+    return SUCCESS

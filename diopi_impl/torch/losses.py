@@ -1,0 +1,159 @@
+"""Loss functions and their backwards.
+
+The loss forwards copy ATen's result: their out= kernels may use ``out`` as scratch space of the input's
+size, which an alias cannot grow to (see diopiMSELoss)."""
+
+import torch
+
+from dipu.diopi import SUCCESS
+from dipu.diopi import native_alias as alias
+from ._aten import fast_aten, optional_alias
+from ._library import library
+
+aten = torch.ops.aten
+
+
+@library.register(aten=aten.nll_loss_forward.output)
+def diopiNLLLossV2(ctx, out, total_weight, input, target, weight, reduction, ignore_index):
+    d = ctx.device
+    x = alias(input, d)
+    forward = aten.nll_loss2d_forward if x.dim() == 4 else aten.nll_loss_forward  # (N, C, H, W): nll_loss2d
+    forward.output(x, alias(target, d), optional_alias(weight, d), reduction,
+                   ignore_index, output=alias(out, d), total_weight=alias(total_weight, d))
+    return SUCCESS
+
+
+@library.register
+def diopiNLLLossV2Backward(ctx, grad_input, grad_output, input, target, weight, total_weight, reduction,
+                           ignore_index):
+    d = ctx.device
+    x = alias(input, d)
+    backward = aten.nll_loss2d_backward if x.dim() == 4 else aten.nll_loss_backward
+    backward.grad_input(
+        alias(grad_output, d), x, alias(target, d), optional_alias(weight, d), reduction, ignore_index,
+        alias(total_weight, d), grad_input=alias(grad_input, d))
+    return SUCCESS
+
+
+@library.register(aten=aten.mse_loss.out)
+def diopiMSELoss(ctx, out, input, target, reduction):
+    d = ctx.device
+    # ATen's mse_loss.out uses `out` as scratch space of the input's size, which an alias cannot grow to
+    alias(out, d).copy_(fast_aten.mse_loss(alias(input, d), alias(target, d), reduction))
+    return SUCCESS
+
+
+@library.register(aten=aten.mse_loss_backward.grad_input)
+def diopiMSELossBackward(ctx, grad_input, grad_output, input, target, reduction):
+    d = ctx.device
+    aten.mse_loss_backward.grad_input(alias(grad_output, d), alias(input, d), alias(target, d), reduction,
+                                      grad_input=alias(grad_input, d))
+    return SUCCESS
+
+
+@library.register(aten=aten.smooth_l1_loss.out)
+def diopiSmoothL1Loss(ctx, out, input, target, reduction, beta):
+    d = ctx.device
+    alias(out, d).copy_(fast_aten.smooth_l1_loss(alias(input, d), alias(target, d), reduction, beta))
+    return SUCCESS
+
+
+@library.register(aten=aten.smooth_l1_loss_backward.grad_input)
+def diopiSmoothL1LossBackward(ctx, grad_input, grad_output, input, target, reduction, beta):
+    d = ctx.device
+    aten.smooth_l1_loss_backward.grad_input(alias(grad_output, d), alias(input, d), alias(target, d), reduction,
+                                            beta, grad_input=alias(grad_input, d))
+    return SUCCESS
+
+
+@library.register(aten=aten.huber_loss.out)
+def diopiHuberLoss(ctx, out, input, target, reduction, delta):
+    d = ctx.device
+    alias(out, d).copy_(fast_aten.huber_loss(alias(input, d), alias(target, d), reduction, delta))
+    return SUCCESS
+
+
+@library.register(aten=aten.huber_loss_backward.out)
+def diopiHuberLossBackward(ctx, grad_input, grad_output, input, target, reduction, delta):
+    d = ctx.device
+    aten.huber_loss_backward.out(alias(grad_output, d), alias(input, d), alias(target, d), reduction, delta,
+                                 grad_input=alias(grad_input, d))
+    return SUCCESS
+
+
+@library.register(aten=aten.binary_cross_entropy.out)
+def diopiBCELoss(ctx, out, input, target, weight, reduction):
+    d = ctx.device
+    alias(out, d).copy_(fast_aten.binary_cross_entropy(alias(input, d), alias(target, d), optional_alias(weight, d),
+                                                  reduction))
+    return SUCCESS
+
+
+@library.register(aten=aten.binary_cross_entropy_backward.grad_input)
+def diopiBCELossBackward(ctx, grad_input, grad_output, input, target, weight, reduction):
+    d = ctx.device
+    aten.binary_cross_entropy_backward.grad_input(alias(grad_output, d), alias(input, d), alias(target, d),
+                                                  optional_alias(weight, d), reduction, grad_input=alias(grad_input, d))
+    return SUCCESS
+
+
+@library.register(aten=aten.binary_cross_entropy_with_logits.out)
+def diopiBCEWithLogits(ctx, out, input, target, weight, pos_weight, reduction):
+    d = ctx.device
+    alias(out, d).copy_(fast_aten.binary_cross_entropy_with_logits(
+        alias(input, d), alias(target, d), optional_alias(weight, d), optional_alias(pos_weight, d), reduction))
+    return SUCCESS
+
+
+@library.register(aten=aten.multi_margin_loss.out)
+def diopiMultiMarginLoss(ctx, out, input, target, p, margin, weight, reduction):
+    d = ctx.device
+    alias(out, d).copy_(fast_aten.multi_margin_loss(alias(input, d), alias(target, d), p, margin,
+                                                    optional_alias(weight, d), reduction))
+    return SUCCESS
+
+
+@library.register(aten=aten.multi_margin_loss_backward.grad_input)
+def diopiMultiMarginLossBackward(ctx, grad_input, grad_output, input, target, p, margin, weight, reduction):
+    d = ctx.device
+    aten.multi_margin_loss_backward.grad_input(alias(grad_output, d), alias(input, d), alias(target, d), p, margin,
+                                               optional_alias(weight, d), reduction, grad_input=alias(grad_input, d))
+    return SUCCESS
+
+
+@library.register(aten=aten.multilabel_margin_loss_forward.output)
+def diopiMultilabelMarginLoss(ctx, out, is_target, input, target, reduction):
+    d = ctx.device
+    aten.multilabel_margin_loss_forward.output(alias(input, d), alias(target, d), reduction, output=alias(out, d),
+                                               is_target=alias(is_target, d))
+    return SUCCESS
+
+
+@library.register(aten=aten.multilabel_margin_loss_backward.grad_input)
+def diopiMultilabelMarginLossBackward(ctx, grad_input, grad_output, input, target, reduction, is_target):
+    d = ctx.device
+    aten.multilabel_margin_loss_backward.grad_input(alias(grad_output, d), alias(input, d), alias(target, d),
+                                                    reduction, alias(is_target, d), grad_input=alias(grad_input, d))
+    return SUCCESS
+
+
+@library.register(aten=aten._ctc_loss.out)
+def diopiCTCLoss(ctx, out, log_alpha, log_probs, targets, input_lengths, target_lengths, blank, zero_infinity):
+    d = ctx.device
+    results = fast_aten._ctc_loss(alias(log_probs, d), alias(targets, d), input_lengths, target_lengths, blank,
+                             zero_infinity)
+    for output, result in zip((out, log_alpha), results):
+        if output.shape != result.shape:  # CPU sizes log_alpha from the lengths, meta from the tensors
+            output.resize_(result.shape)
+        alias(output, d).copy_(result)
+    return SUCCESS
+
+
+@library.register(aten=aten._ctc_loss_backward.out)
+def diopiCTCLossBackward(ctx, grad_input, grad_output, log_probs, targets, input_lengths, target_lengths,
+                         neg_log_likelihood, log_alpha, blank, zero_infinity):
+    d = ctx.device
+    alias(grad_input, d).copy_(fast_aten._ctc_loss_backward(
+        alias(grad_output, d), alias(log_probs, d), alias(targets, d), input_lengths, target_lengths,
+        alias(neg_log_likelihood, d), alias(log_alpha, d), blank, zero_infinity))
+    return SUCCESS

@@ -1,0 +1,373 @@
+"""Reductions, scans, sorting and searching, and unique.
+
+DIOPI passes no keepdim: the output's rank says whether dims are kept, so most reductions do not line up
+with one ATen overload (which takes keepdim) and are registered without ``aten=``.
+"""
+
+import torch
+
+from dipu.diopi import SUCCESS
+from dipu.diopi import native_alias as alias
+from ._aten import fast_aten, optional_alias, require_copy
+from ._library import library
+
+aten = torch.ops.aten
+
+
+def _keepdim(out, input) -> bool:
+    return out.dim() == input.dim() and input.dim() > 0
+
+
+def _dims(dim):
+    """DIOPI's optional dim list: None or empty reduces every dim."""
+    return dim or None
+
+
+# ---- reductions ------------------------------------------------------------------------------------------
+
+
+@library.register
+def diopiSum(ctx, out, input, dim):
+    d = ctx.device
+    x, o = alias(input, d), alias(out, d)
+    torch.sum(x, dim or None, keepdim=_keepdim(o, x), dtype=o.dtype, out=o)
+    return SUCCESS
+
+
+@library.register
+def diopiMean(ctx, out, input, dim):
+    d = ctx.device
+    x, o = alias(input, d), alias(out, d)
+    torch.mean(x, dim or None, keepdim=_keepdim(o, x), dtype=o.dtype, out=o)
+    return SUCCESS
+
+
+@library.register
+def diopiProd(ctx, out, input, dim):
+    d = ctx.device
+    x, o = alias(input, d), alias(out, d)
+    if dim is None:
+        o.copy_(torch.prod(x, dtype=o.dtype))
+    else:
+        torch.prod(x, dim, keepdim=_keepdim(o, x), dtype=o.dtype, out=o)
+    return SUCCESS
+
+
+@library.register
+def diopiNansum(ctx, out, input, dim):
+    d = ctx.device
+    x, o = alias(input, d), alias(out, d)
+    torch.nansum(x, _dims(dim), keepdim=_keepdim(o, x), dtype=o.dtype, out=o)
+    return SUCCESS
+
+
+@library.register
+def diopiMax(ctx, max, max_indices, input, dim):
+    d = ctx.device
+    x, values = alias(input, d), alias(max, d)
+    torch.max(x, dim, keepdim=_keepdim(values, x), out=(values, alias(max_indices, d)))
+    return SUCCESS
+
+
+@library.register(aten=aten.max.unary_out)
+def diopiMaxAll(ctx, max, input):
+    d = ctx.device
+    alias(max, d).copy_(torch.max(alias(input, d)))
+    return SUCCESS
+
+
+@library.register
+def diopiMin(ctx, min, min_indices, input, dim):
+    d = ctx.device
+    x, values = alias(input, d), alias(min, d)
+    torch.min(x, dim, keepdim=_keepdim(values, x), out=(values, alias(min_indices, d)))
+    return SUCCESS
+
+
+@library.register(aten=aten.min.unary_out)
+def diopiMinAll(ctx, min, input):
+    d = ctx.device
+    alias(min, d).copy_(torch.min(alias(input, d)))
+    return SUCCESS
+
+
+@library.register
+def diopiAmax(ctx, out, input, dim):
+    d = ctx.device
+    x, o = alias(input, d), alias(out, d)
+    torch.amax(x, dim, keepdim=_keepdim(o, x), out=o)
+    return SUCCESS
+
+
+@library.register
+def diopiAmin(ctx, out, input, dim):
+    d = ctx.device
+    x, o = alias(input, d), alias(out, d)
+    torch.amin(x, dim, keepdim=_keepdim(o, x), out=o)
+    return SUCCESS
+
+
+@library.register
+def diopiAminmax(ctx, min, max, input, dim):
+    d = ctx.device
+    x, low = alias(input, d), alias(min, d)
+    torch.aminmax(x, dim=dim, keepdim=_keepdim(low, x), out=(low, alias(max, d)))
+    return SUCCESS
+
+
+@library.register(aten=aten.argmax.out)
+def diopiArgmax(ctx, out, input, dim, keepdim):
+    d = ctx.device
+    torch.argmax(alias(input, d), dim, keepdim, out=alias(out, d))
+    return SUCCESS
+
+
+@library.register(aten=aten.argmin.out)
+def diopiArgmin(ctx, out, input, dim, keepdim):
+    d = ctx.device
+    torch.argmin(alias(input, d), dim, keepdim, out=alias(out, d))
+    return SUCCESS
+
+
+@library.register
+def diopiAny(ctx, out, input, dim):
+    d = ctx.device
+    x, o = alias(input, d), alias(out, d)
+    if dim is None:
+        torch.any(x, out=o)
+    else:
+        torch.any(x, dim, keepdim=_keepdim(o, x), out=o)
+    return SUCCESS
+
+
+@library.register
+def diopiAll(ctx, out, input, dim):
+    d = ctx.device
+    x, o = alias(input, d), alias(out, d)
+    if dim is None:
+        torch.all(x, out=o)
+    else:
+        torch.all(x, dim, keepdim=_keepdim(o, x), out=o)
+    return SUCCESS
+
+
+@library.register
+def diopiNorm(ctx, out, input, p, dim):
+    d = ctx.device
+    x, o = alias(input, d), alias(out, d)
+    dtype = o.dtype if x.dtype.is_floating_point and o.dtype != x.dtype else None
+    torch.linalg.vector_norm(x, 2 if p is None else p, _dims(dim), _keepdim(o, x), dtype=dtype, out=o)
+    return SUCCESS
+
+
+@library.register
+def diopiVar(ctx, out, input, dim, correction):
+    d = ctx.device
+    x, o = alias(input, d), alias(out, d)
+    torch.var(x, _dims(dim), correction=correction, keepdim=_keepdim(o, x), out=o)
+    return SUCCESS
+
+
+@library.register
+def diopiStd(ctx, out, input, dim, correction):
+    d = ctx.device
+    x, o = alias(input, d), alias(out, d)
+    torch.std(x, _dims(dim), correction=correction, keepdim=_keepdim(o, x), out=o)
+    return SUCCESS
+
+
+@library.register
+def diopiVarMean(ctx, var, mean, input, dim, correction):
+    d = ctx.device
+    x, v = alias(input, d), alias(var, d)
+    results = torch.var_mean(x, _dims(dim), correction=correction, keepdim=_keepdim(v, x))
+    v.copy_(results[0])
+    alias(mean, d).copy_(results[1])
+    return SUCCESS
+
+
+@library.register
+def diopiStdMean(ctx, std, mean, input, dim, correction):
+    d = ctx.device
+    x, s = alias(input, d), alias(std, d)
+    results = torch.std_mean(x, _dims(dim), correction=correction, keepdim=_keepdim(s, x))
+    s.copy_(results[0])
+    alias(mean, d).copy_(results[1])
+    return SUCCESS
+
+
+@library.register
+def diopiLogSumExp(ctx, out, input, dim):
+    d = ctx.device
+    x, o = alias(input, d), alias(out, d)
+    o.copy_(torch.logsumexp(x, dim, keepdim=_keepdim(o, x)))
+    return SUCCESS
+
+
+@library.register
+def diopiMedian(ctx, values, indices, input, dim):
+    d = ctx.device
+    x, v = alias(input, d), alias(values, d)
+    torch.median(x, dim, keepdim=_keepdim(v, x), out=(v, alias(indices, d)))
+    return SUCCESS
+
+
+@library.register(aten=aten.median.out)
+def diopiMedianAll(ctx, out, input):
+    d = ctx.device
+    alias(out, d).copy_(torch.median(alias(input, d)))
+    return SUCCESS
+
+
+@library.register
+def diopiNanmedian(ctx, values, indices, input, dim):
+    d = ctx.device
+    x, v = alias(input, d), alias(values, d)
+    torch.nanmedian(x, dim, keepdim=_keepdim(v, x), out=(v, alias(indices, d)))
+    return SUCCESS
+
+
+@library.register(aten=aten.nanmedian.out)
+def diopiNanmedianAll(ctx, out, input):
+    d = ctx.device
+    alias(out, d).copy_(torch.nanmedian(alias(input, d)))
+    return SUCCESS
+
+
+@library.register
+def diopiMode(ctx, values, indices, input, dim):
+    d = ctx.device
+    x, v = alias(input, d), alias(values, d)
+    torch.mode(x, dim, keepdim=_keepdim(v, x), out=(v, alias(indices, d)))
+    return SUCCESS
+
+
+@library.register(aten=aten.count_nonzero.dim_IntList_out)
+def diopiCountNonzero(ctx, out, input, dim):
+    d = ctx.device
+    alias(out, d).copy_(torch.count_nonzero(alias(input, d), dim))
+    return SUCCESS
+
+
+@library.register(aten=aten.trace.out)
+def diopiTrace(ctx, out, input):
+    d = ctx.device
+    alias(out, d).copy_(torch.trace(alias(input, d)))
+    return SUCCESS
+
+
+@library.register(aten=aten.histc.out)
+def diopiHistc(ctx, out, input, bins, min, max):
+    d = ctx.device
+    torch.histc(alias(input, d), bins, min, max, out=alias(out, d))
+    return SUCCESS
+
+
+@library.register(aten=aten.bincount.default)
+def diopiBincount(ctx, out, input, weights, minlength):
+    d = ctx.device
+    weights = optional_alias(weights, d)
+    out[0] = require_copy(ctx, torch.bincount(alias(input, d), weights, minlength))
+    return SUCCESS
+
+
+# ---- scans -----------------------------------------------------------------------------------------------
+
+
+@library.register
+def diopiCumsum(ctx, out, input, dim):
+    d = ctx.device
+    o = alias(out, d)
+    torch.cumsum(alias(input, d), dim, dtype=o.dtype, out=o)
+    return SUCCESS
+
+
+@library.register
+def diopiCumprod(ctx, out, input, dim):
+    d = ctx.device
+    o = alias(out, d)
+    torch.cumprod(alias(input, d), dim, dtype=o.dtype, out=o)
+    return SUCCESS
+
+
+@library.register(aten=aten.cummax.out)
+def diopiCummax(ctx, values, indices, input, dim):
+    d = ctx.device
+    torch.cummax(alias(input, d), dim, out=(alias(values, d), alias(indices, d)))
+    return SUCCESS
+
+
+@library.register(aten=aten.cummin.out)
+def diopiCummin(ctx, values, indices, input, dim):
+    d = ctx.device
+    torch.cummin(alias(input, d), dim, out=(alias(values, d), alias(indices, d)))
+    return SUCCESS
+
+
+@library.register(aten=aten._logcumsumexp.out)
+def diopiLogcumsumexp(ctx, out, input, dim):
+    d = ctx.device
+    aten._logcumsumexp.out(alias(input, d), dim, out=alias(out, d))
+    return SUCCESS
+
+
+# ---- sorting and searching ---------------------------------------------------------------------------------
+
+
+@library.register
+def diopiSort(ctx, values, indices, input, dim, descending, stable):
+    d = ctx.device
+    aten.sort.values_stable(alias(input, d), stable=stable, dim=dim, descending=descending,
+                            values=alias(values, d), indices=alias(indices, d))
+    return SUCCESS
+
+
+@library.register(aten=aten.topk.values)
+def diopiTopk(ctx, values, indices, input, k, dim, largest, sorted):
+    d = ctx.device
+    torch.topk(alias(input, d), k, dim, largest, sorted, out=(alias(values, d), alias(indices, d)))
+    return SUCCESS
+
+
+@library.register
+def diopiKthvalue(ctx, values, indices, input, k, dim):
+    d = ctx.device
+    x, v = alias(input, d), alias(values, d)
+    torch.kthvalue(x, k, dim, keepdim=_keepdim(v, x), out=(v, alias(indices, d)))
+    return SUCCESS
+
+
+@library.register(aten=aten.searchsorted.Tensor_out)
+def diopiSearchsorted(ctx, out, sorted_sequence, values, out_int32, right, side, sorter):
+    d = ctx.device
+    values = alias(values, d) if isinstance(values, torch.Tensor) else values
+    torch.searchsorted(alias(sorted_sequence, d), values, out_int32=out_int32, right=right, side=side,
+                       sorter=optional_alias(sorter, d), out=alias(out, d))
+    return SUCCESS
+
+
+@library.register(aten=aten.bucketize.Tensor_out)
+def diopiBucketize(ctx, out, input, boundaries, out_int32, right):
+    d = ctx.device
+    torch.bucketize(alias(input, d), alias(boundaries, d), out_int32=out_int32, right=right, out=alias(out, d))
+    return SUCCESS
+
+
+@library.register(aten=aten.unique_dim.default)
+def diopiUnique(ctx, out, inverse, counts, input, dim, sorted, return_inverse, return_counts):
+    x = alias(input, ctx.device)
+    if dim is None:
+        results = fast_aten._unique2(x, sorted, return_inverse, return_counts)
+    else:
+        results = fast_aten.unique_dim(x, dim, sorted, return_inverse, return_counts)
+    for slot, result in zip((out, inverse, counts), results):
+        slot[0] = require_copy(ctx, result)
+    return SUCCESS
+
+
+@library.register
+def diopiUniqueConsecutive(ctx, out, inverse, counts, input, dim, return_inverse, return_counts):
+    results = fast_aten.unique_consecutive(alias(input, ctx.device), return_inverse, return_counts, dim)
+    for slot, result in zip((out, inverse, counts), results):
+        slot[0] = require_copy(ctx, result)
+    return SUCCESS

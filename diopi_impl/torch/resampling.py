@@ -1,0 +1,195 @@
+"""Padding and resampling: pad, nearest/linear/cubic up-sampling in 1-3 d, grid sampling, with backwards."""
+
+import torch
+
+from dipu.diopi import SUCCESS
+from dipu.diopi import native_alias as alias
+from ._aten import fast_aten, write_results
+from ._library import library
+
+aten = torch.ops.aten
+
+# ---- padding: one DIOPI function for ATen's per-mode, per-rank ops ----------------------------------------
+
+_PADS = {
+    ("reflect", 1): aten.reflection_pad1d, ("reflect", 2): aten.reflection_pad2d, ("reflect", 3): aten.reflection_pad3d,
+    ("replicate", 1): aten.replication_pad1d, ("replicate", 2): aten.replication_pad2d,
+    ("replicate", 3): aten.replication_pad3d,
+}
+
+
+_PAD_BACKWARDS = {
+    ("reflect", 1): aten.reflection_pad1d_backward, ("reflect", 2): aten.reflection_pad2d_backward,
+    ("reflect", 3): aten.reflection_pad3d_backward, ("replicate", 1): aten.replication_pad1d_backward,
+    ("replicate", 2): aten.replication_pad2d_backward, ("replicate", 3): aten.replication_pad3d_backward,
+}
+
+
+@library.register
+def diopiPad(ctx, out, input, pad, mode, value):
+    """mode: "constant" (value, None meaning 0), "reflect" or "replicate"; pad as ATen orders it."""
+    d = ctx.device
+    x, o = alias(input, d), alias(out, d)
+    if mode == "constant":
+        o.copy_(fast_aten.constant_pad_nd(x, pad, 0 if value is None else value))
+    else:
+        _PADS[mode, len(pad) // 2].out(x, pad, out=o)
+    return SUCCESS
+
+
+@library.register
+def diopiPadBackward(ctx, grad_input, grad_output, input, pad, mode):
+    d = ctx.device
+    _PAD_BACKWARDS[mode, len(pad) // 2].grad_input(alias(grad_output, d), alias(input, d), pad,
+                                                   grad_input=alias(grad_input, d))
+    return SUCCESS
+
+
+# ---- up-sampling -----------------------------------------------------------------------------------------
+
+
+@library.register(aten=aten.upsample_nearest1d.out)
+def diopiUpsampleNearest1d(ctx, out, input, size, scales):
+    d = ctx.device
+    aten.upsample_nearest1d.out(alias(input, d), size, scales, out=alias(out, d))
+    return SUCCESS
+
+
+@library.register(aten=aten.upsample_nearest1d_backward.grad_input)
+def diopiUpsampleNearest1dBackward(ctx, grad_input, grad_output, out_size, in_size, scales):
+    d = ctx.device
+    aten.upsample_nearest1d_backward.grad_input(alias(grad_output, d), out_size, in_size, scales,
+                                                grad_input=alias(grad_input, d))
+    return SUCCESS
+
+
+@library.register(aten=aten.upsample_nearest2d.out)
+def diopiUpsampleNearest2d(ctx, out, input, size, scales_h, scales_w):
+    d = ctx.device
+    aten.upsample_nearest2d.out(alias(input, d), size, scales_h, scales_w, out=alias(out, d))
+    return SUCCESS
+
+
+@library.register(aten=aten.upsample_nearest2d_backward.grad_input)
+def diopiUpsampleNearest2dBackward(ctx, grad_input, grad_output, out_size, in_size, scales_h, scales_w):
+    d = ctx.device
+    aten.upsample_nearest2d_backward.grad_input(alias(grad_output, d), out_size, in_size, scales_h, scales_w,
+                                                grad_input=alias(grad_input, d))
+    return SUCCESS
+
+
+@library.register(aten=aten._upsample_nearest_exact2d.out)
+def diopiUpsampleNearestExact2d(ctx, out, input, size, scales_h, scales_w):
+    d = ctx.device
+    aten._upsample_nearest_exact2d.out(alias(input, d), size, scales_h, scales_w, out=alias(out, d))
+    return SUCCESS
+
+
+@library.register(aten=aten._upsample_nearest_exact2d_backward.grad_input)
+def diopiUpsampleNearestExact2dBackward(ctx, grad_input, grad_output, out_size, in_size, scales_h, scales_w):
+    d = ctx.device
+    aten._upsample_nearest_exact2d_backward.grad_input(alias(grad_output, d), out_size, in_size, scales_h, scales_w,
+                                                       grad_input=alias(grad_input, d))
+    return SUCCESS
+
+
+@library.register(aten=aten.upsample_nearest3d.out)
+def diopiUpsampleNearest3d(ctx, out, input, size, scales_d, scales_h, scales_w):
+    d = ctx.device
+    aten.upsample_nearest3d.out(alias(input, d), size, scales_d, scales_h, scales_w, out=alias(out, d))
+    return SUCCESS
+
+
+@library.register(aten=aten.upsample_nearest3d_backward.grad_input)
+def diopiUpsampleNearest3dBackward(ctx, grad_input, grad_output, out_size, in_size, scales_d, scales_h, scales_w):
+    d = ctx.device
+    aten.upsample_nearest3d_backward.grad_input(alias(grad_output, d), out_size, in_size, scales_d, scales_h,
+                                                scales_w, grad_input=alias(grad_input, d))
+    return SUCCESS
+
+
+@library.register(aten=aten.upsample_linear1d.out)
+def diopiUpsampleLinear1d(ctx, out, input, size, align_corners, scales):
+    d = ctx.device
+    aten.upsample_linear1d.out(alias(input, d), size, align_corners, scales, out=alias(out, d))
+    return SUCCESS
+
+
+@library.register(aten=aten.upsample_linear1d_backward.grad_input)
+def diopiUpsampleLinear1dBackward(ctx, grad_input, grad_output, out_size, in_size, align_corners, scales):
+    d = ctx.device
+    aten.upsample_linear1d_backward.grad_input(alias(grad_output, d), out_size, in_size, align_corners, scales,
+                                               grad_input=alias(grad_input, d))
+    return SUCCESS
+
+
+@library.register(aten=aten.upsample_bilinear2d.out)
+def diopiUpsampleBilinear2d(ctx, out, input, size, align_corners, scales_h, scales_w):
+    d = ctx.device
+    aten.upsample_bilinear2d.out(alias(input, d), size, align_corners, scales_h, scales_w, out=alias(out, d))
+    return SUCCESS
+
+
+@library.register(aten=aten.upsample_bilinear2d_backward.grad_input)
+def diopiUpsampleBilinear2dBackward(ctx, grad_input, grad_output, out_size, in_size, align_corners, scales_h,
+                                   scales_w):
+    d = ctx.device
+    aten.upsample_bilinear2d_backward.grad_input(alias(grad_output, d), out_size, in_size, align_corners, scales_h,
+                                                 scales_w, grad_input=alias(grad_input, d))
+    return SUCCESS
+
+
+@library.register(aten=aten.upsample_bicubic2d.out)
+def diopiUpsampleBicubic2d(ctx, out, input, size, align_corners, scales_h, scales_w):
+    d = ctx.device
+    aten.upsample_bicubic2d.out(alias(input, d), size, align_corners, scales_h, scales_w, out=alias(out, d))
+    return SUCCESS
+
+
+@library.register(aten=aten.upsample_bicubic2d_backward.grad_input)
+def diopiUpsampleBicubic2dBackward(ctx, grad_input, grad_output, out_size, in_size, align_corners, scales_h,
+                                   scales_w):
+    d = ctx.device
+    aten.upsample_bicubic2d_backward.grad_input(alias(grad_output, d), out_size, in_size, align_corners, scales_h,
+                                                scales_w, grad_input=alias(grad_input, d))
+    return SUCCESS
+
+
+@library.register(aten=aten.upsample_trilinear3d.out)
+def diopiUpsampleTrilinear3d(ctx, out, input, size, align_corners, scales_d, scales_h, scales_w):
+    d = ctx.device
+    aten.upsample_trilinear3d.out(alias(input, d), size, align_corners, scales_d, scales_h, scales_w,
+                                  out=alias(out, d))
+    return SUCCESS
+
+
+@library.register(aten=aten.upsample_trilinear3d_backward.grad_input)
+def diopiUpsampleTrilinear3dBackward(ctx, grad_input, grad_output, out_size, in_size, align_corners, scales_d,
+                                     scales_h, scales_w):
+    d = ctx.device
+    aten.upsample_trilinear3d_backward.grad_input(alias(grad_output, d), out_size, in_size, align_corners, scales_d,
+                                                  scales_h, scales_w, grad_input=alias(grad_input, d))
+    return SUCCESS
+
+
+# ---- grid sampling ---------------------------------------------------------------------------------------
+
+
+@library.register(aten=aten.grid_sampler_2d.out)
+def diopiGridSample(ctx, out, input, grid, interpolation_mode, padding_mode, align_corners):
+    d = ctx.device
+    alias(out, d).copy_(fast_aten.grid_sampler_2d(alias(input, d), alias(grid, d), interpolation_mode, padding_mode,
+                                             align_corners))
+    return SUCCESS
+
+
+@library.register
+def diopiGridSampleBackward(ctx, grad_input, grad_grid, grad_output, input, grid, interpolation_mode, padding_mode,
+                            align_corners):
+    d = ctx.device
+    outputs = (grad_input, grad_grid)
+    results = fast_aten.grid_sampler_2d_backward(alias(grad_output, d), alias(input, d), alias(grid, d),
+                                            interpolation_mode, padding_mode, align_corners,
+                                            [o is not None for o in outputs])
+    write_results(outputs, results, d)
+    return SUCCESS
