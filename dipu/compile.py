@@ -5,7 +5,9 @@ Nothing here is imported at ``import dipu``: importing dynamo costs about 1.7 s.
 first lowers a graph on a device it has no backend for, asks the PrivateUse1 device module
 (``torch.dipu``) for ``Scheduling``, ``PythonWrapperCodegen``, ``CppWrapperCodegen`` and
 ``WrapperFxCodegen`` (``torch._inductor.codegen.common.init_backend_registration``); the device
-module answers those names by importing this module, whose import registers, once:
+module's ``__getattr__`` (dipu/device/__init__.py) answers those names by importing this module (the
+only dipu module that does), and this module imports the device package's submodules, never the
+package namespace, so the dependency runs one way. Its import registers, once:
 - the dynamo device interface (``register_interface_for_device("dipu", DipuInterface)``), which
   dynamo and inductor use for device guards, streams, properties and Triton capability;
 - the device op overrides (the Python spelled into generated wrappers: device guard, sync);

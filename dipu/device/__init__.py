@@ -29,20 +29,27 @@ from dipu.device import memory
 from dipu.device._amp import (
     get_amp_supported_dtype, get_autocast_dtype, is_autocast_enabled, set_autocast_dtype, set_autocast_enabled)
 from dipu.device._devices import (
-    _get_device_index, current_device, device, device_count, device_of, get_device_capability, get_device_name,
+    current_device, device, device_count, device_of, get_device_capability, get_device_name,
     get_device_properties, is_available, set_device, synchronize)
-from dipu.device._initialization import _after_fork_in_child, _is_in_bad_fork, _lazy_call, _lazy_init, init, is_initialized
+from dipu.device._initialization import init, is_initialized
 from dipu.device._legacy_types import (
     BFloat16Tensor, BoolTensor, ByteTensor, CharTensor, DoubleTensor, FloatTensor, HalfTensor, IntTensor, LongTensor,
     ShortTensor)
 from dipu.device._random import (
-    _default_generators, get_rng_state, get_rng_state_all, initial_seed, manual_seed, manual_seed_all, seed, seed_all, set_rng_state,
-    set_rng_state_all)
+    _default_generators, get_rng_state, get_rng_state_all, initial_seed, manual_seed, manual_seed_all, seed, seed_all,
+    set_rng_state, set_rng_state_all)
 from dipu.device._streams import Event, Stream, StreamContext, current_stream, default_stream, set_stream, stream
 from dipu.device.memory import (
     empty_cache, get_per_process_memory_fraction, max_memory_allocated, max_memory_reserved, mem_get_info,
     memory_allocated, memory_reserved, memory_snapshot, memory_stats, memory_summary, reset_accumulated_memory_stats,
     reset_peak_memory_stats, set_per_process_memory_fraction)
+
+# Private names others call on the device module: PyTorch's C++ calls torch.dipu._lazy_init before it
+# creates a dipu tensor, the native core before its first vendor call, dipu/mock_cuda.py hands it to
+# torch.cuda; dipu/__init__.py registers _after_fork_in_child with os.register_at_fork; the others
+# are torch.cuda's, for code written against it.
+from dipu.device._devices import _get_device_index  # noqa: F401
+from dipu.device._initialization import _after_fork_in_child, _is_in_bad_fork, _lazy_call, _lazy_init  # noqa: F401
 
 __all__ = [
     # devices
@@ -59,7 +66,9 @@ __all__ = [
     "manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed", "get_rng_state", "set_rng_state",
     "get_rng_state_all", "set_rng_state_all",
     # memory
-    "memory", *memory.__all__,
+    "memory", "empty_cache", "get_per_process_memory_fraction", "max_memory_allocated", "max_memory_reserved",
+    "mem_get_info", "memory_allocated", "memory_reserved", "memory_snapshot", "memory_stats", "memory_summary",
+    "reset_accumulated_memory_stats", "reset_peak_memory_stats", "set_per_process_memory_fraction",
     # autocast
     "get_amp_supported_dtype", "is_autocast_enabled", "set_autocast_enabled", "get_autocast_dtype",
     "set_autocast_dtype",

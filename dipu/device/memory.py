@@ -13,8 +13,6 @@ import collections
 import pickle
 import sys
 
-import torch
-
 from dipu._core import _C, vendor
 from dipu.device._devices import _get_device_index, get_device_name
 from dipu.device._initialization import _lazy_init
