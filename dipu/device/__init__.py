@@ -15,11 +15,12 @@ namespace; each concern is one submodule, importing downward only:
 - ``memory``: allocator statistics, limits, history and snapshots (``torch.dipu.memory``,
   as ``torch.cuda.memory``); its public functions are re-exported here as torch.cuda does.
 
-The submodules are private so that ``torch.dipu`` has exactly torch.cuda's kind of names: with
-DIPU_MOCK_CUDA, dipu/mock_cuda.py copies every public ``torch.dipu`` name that ``torch.cuda`` also
-has onto ``torch.cuda``, which must not replace ``torch.cuda.amp``, ``.random`` or ``.streams``.
+The submodules but ``memory`` are private, though torch.cuda names its own ``random`` and
+``streams``: with DIPU_MOCK_CUDA, dipu/mock_cuda.py copies every public ``torch.dipu`` name that
+``torch.cuda`` also has onto ``torch.cuda``, which must not replace ``torch.cuda.amp``,
+``.random`` or ``.streams`` (``torch.cuda.memory`` becomes this ``memory``, as before).
 Inductor's names (Note [How torch.compile finds dipu]) are served by :func:`__getattr__`, the
-only importer of dipu/compile.py, which itself imports the submodules, never this package.
+only dipu module that imports dipu/compile.py, which imports the submodules, never this namespace.
 """
 
 from __future__ import annotations
