@@ -4,7 +4,7 @@
 autoload) selects the vendor runtime, builds/loads the native core, registers
 the device, ``torch.dipu`` and the generated op kernels. It starts no vendor
 runtime: the first device use does (Note [Lazy initialization] in
-dipu/device_module.py).
+dipu/device/_initialization.py).
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from dipu import _core  # noqa: I001
 from dipu._core import _C, vendor
 
 # 2. the device module, torch.dipu, and the tensor/module/storage methods (.dipu(), .is_dipu);
-from dipu import device_module  # noqa: E402
+from dipu import device  # noqa: E402
 
-torch._register_device_module("dipu", device_module)
-os.register_at_fork(after_in_child=device_module._after_fork_in_child)
+torch._register_device_module("dipu", device)
+os.register_at_fork(after_in_child=device._after_fork_in_child)
 torch.utils.generate_methods_for_privateuse1_backend(
     for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
 )
@@ -71,7 +71,7 @@ def _shutdown() -> None:
     # of a one-line backward script with TORCH_AUTOGRAD_SHUTDOWN_WAIT_LIMIT=0,
     # none of 40 after this pause). Releasing the GIL briefly here, while the
     # interpreter is still whole, lets that thread finish.
-    if not device_module.is_initialized():  # never started (or a forked child): nothing to finish
+    if not device.is_initialized():  # never started (or a forked child): nothing to finish
         _C.shutdown()
         return
     time.sleep(_EXIT_GRACE_SECONDS)

@@ -5,7 +5,9 @@ Nothing here is imported at ``import dipu``: importing dynamo costs about 1.7 s.
 first lowers a graph on a device it has no backend for, asks the PrivateUse1 device module
 (``torch.dipu``) for ``Scheduling``, ``PythonWrapperCodegen``, ``CppWrapperCodegen`` and
 ``WrapperFxCodegen`` (``torch._inductor.codegen.common.init_backend_registration``); the device
-module answers those names by importing this module, whose import registers, once:
+module's ``__getattr__`` (dipu/device/__init__.py) answers those names by importing this module (the
+only dipu module that does), and this module imports the device package's submodules, never the
+package namespace, so the dependency runs one way. Its import registers, once:
 - the dynamo device interface (``register_interface_for_device("dipu", DipuInterface)``), which
   dynamo and inductor use for device guards, streams, properties and Triton capability;
 - the device op overrides (the Python spelled into generated wrappers: device guard, sync);
@@ -43,8 +45,9 @@ from torch._inductor.codegen.common import (
 from torch._inductor.codegen.wrapper import PythonWrapperCodegen as StockPythonWrapperCodegen
 from torch._inductor.virtualized import V
 
-from dipu import _inductor_config, device_module
+from dipu import _inductor_config
 from dipu._core import _C, vendor
+from dipu.device import _amp, _devices, _streams, memory
 from dipu.ops import convolution
 
 _TYPE = "dipu"
@@ -74,33 +77,33 @@ def _raw_stream(index: int) -> int:
 class DipuInterface(DeviceInterface):
     """What dynamo and inductor ask of the dipu device (``torch._dynamo.device_interface``)."""
 
-    device = device_module.device
-    Event = device_module.Event
-    Stream = device_module.Stream
+    device = _devices.device
+    Event = _streams.Event
+    Stream = _streams.Stream
 
     class Worker:
         """Device queries for compile workers; dipu devices are known in every process."""
 
         @staticmethod
         def set_device(device: int) -> None:
-            device_module.set_device(device)
+            _devices.set_device(device)
 
         @staticmethod
         def current_device() -> int:
-            return device_module.current_device()
+            return _devices.current_device()
 
         @staticmethod
         def get_device_properties(device=None):
             return DipuInterface.get_device_properties(device)
 
-    current_device = staticmethod(device_module.current_device)
-    set_device = staticmethod(device_module.set_device)
-    device_count = staticmethod(device_module.device_count)
-    is_available = staticmethod(device_module.is_available)
-    synchronize = staticmethod(device_module.synchronize)
-    stream = staticmethod(device_module.stream)
-    current_stream = staticmethod(device_module.current_stream)
-    set_stream = staticmethod(device_module.set_stream)
+    current_device = staticmethod(_devices.current_device)
+    set_device = staticmethod(_devices.set_device)
+    device_count = staticmethod(_devices.device_count)
+    is_available = staticmethod(_devices.is_available)
+    synchronize = staticmethod(_devices.synchronize)
+    stream = staticmethod(_streams.stream)
+    current_stream = staticmethod(_streams.current_stream)
+    set_stream = staticmethod(_streams.set_stream)
 
     @staticmethod
     def exchange_device(device: int) -> int:
@@ -112,8 +115,8 @@ class DipuInterface(DeviceInterface):
 
     @staticmethod
     def _set_stream_by_id(stream_id: int, device_index: int, device_type: int) -> None:
-        device_module.set_stream(device_module.Stream(stream_id=stream_id, device_index=device_index,
-                                                      device_type=device_type))
+        _streams.set_stream(_streams.Stream(stream_id=stream_id, device_index=device_index,
+                                              device_type=device_type))
 
     @staticmethod
     def get_raw_stream(device_idx: int) -> int:
@@ -122,23 +125,23 @@ class DipuInterface(DeviceInterface):
     @classmethod
     def get_device_properties(cls, device=None):
         if _triton():  # Triton reads CUDA's fields (warp size, registers, ...): hand it the real ones
-            return torch.cuda.get_device_properties(device_module._index(device))
-        return device_module.get_device_properties(device)
+            return torch.cuda.get_device_properties(_devices._get_device_index(device))
+        return _devices.get_device_properties(device)
 
     @staticmethod
     def get_compute_capability(device=None):
         if _triton():
-            major, minor = torch.cuda.get_device_capability(device_module._index(device))
+            major, minor = torch.cuda.get_device_capability(_devices._get_device_index(device))
             return major * 10 + minor
         return ""
 
     @staticmethod
     def is_bf16_supported(including_emulation: bool = False) -> bool:
-        return torch.bfloat16 in device_module.get_amp_supported_dtype()
+        return torch.bfloat16 in _amp.get_amp_supported_dtype()
 
     @staticmethod
     def memory_allocated(device=None) -> int:
-        return device_module.memory_allocated(device)
+        return memory.memory_allocated(device)
 
     @staticmethod
     def is_triton_capable(device=None) -> bool:
@@ -310,7 +313,7 @@ CppWrapperCodegen = UnsupportedCppWrapper
 WrapperFxCodegen = None
 
 register_interface_for_device(_TYPE, DipuInterface)
-for _index in range(device_module.device_count()):
+for _index in range(_devices.device_count()):
     register_interface_for_device(f"{_TYPE}:{_index}", DipuInterface)
 register_device_op_overrides(_TYPE, DipuDeviceOpOverrides())
 _inductor_config.codegen_source_hash = hashlib.sha256(

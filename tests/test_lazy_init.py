@@ -1,4 +1,4 @@
-"""Lazy initialization as torch.cuda does it (Note [Lazy initialization] in dipu/device_module.py).
+"""Lazy initialization as torch.cuda does it (Note [Lazy initialization] in dipu/device/_initialization.py).
 
 Each test runs in a fresh interpreter (the state under test is per process), and every forked child is
 joined with a timeout, so a hang fails the test instead of stalling it.

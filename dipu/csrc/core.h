@@ -38,7 +38,7 @@ bool vendor_ready();
 // Set at interpreter exit: from then on nothing calls into Python.
 extern std::atomic<bool> g_shutdown;
 
-// ---- lazy initialization (Note [Lazy initialization] in dipu/device_module.py) ----
+// ---- lazy initialization (Note [Lazy initialization] in dipu/device/_initialization.py) ----
 // True once the vendor runtime has started (vendor.initialize(), default generators); false
 // again in a forked child of a started parent, where any device use must fail.
 extern std::atomic<bool> g_initialized;

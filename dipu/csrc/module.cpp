@@ -26,7 +26,7 @@ void lazy_init_slow() {
   py::gil_scoped_acquire gil;
   std::string error;
   try {
-    py::module_::import("dipu.device_module").attr("_lazy_init")();
+    py::module_::import("dipu.device").attr("_lazy_init")();
   } catch (py::error_already_set& e) {
     error = e.what();
   }
@@ -96,7 +96,7 @@ py::dict memory_stats(int index) {
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   using namespace dipu;
-  // Note [Lazy initialization] in dipu/device_module.py: `register_vendor` at import (no vendor
+  // Note [Lazy initialization] in dipu/device/_initialization.py: `register_vendor` at import (no vendor
   // call), `start_runtime` at the first device use, `forget_runtime` in a forked child.
   m.def("register_vendor", [](py::object runtime, const std::string& name, int device_count,
                    std::optional<std::string> alias_type, bool has_pinned, bool has_stream_hook,

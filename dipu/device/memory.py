@@ -13,9 +13,9 @@ import collections
 import pickle
 import sys
 
-import torch
-
 from dipu._core import _C, vendor
+from dipu.device._devices import _get_device_index, get_device_name
+from dipu.device._initialization import _lazy_init
 
 __all__ = [
     "empty_cache", "max_memory_allocated", "max_memory_reserved", "mem_get_info", "memory_allocated",
@@ -38,40 +38,34 @@ _CONTEXT_LEVELS = {None: 0, "state": 1, "alloc": 2, "all": 3}
 _fractions: dict[int, float] = {}
 
 
-def _index(device) -> int:
-    from dipu.device_module import _index as index
-
-    return index(device)
-
-
 def memory_stats(device=None) -> collections.OrderedDict:
     """The allocator's statistics for ``device``, under torch.cuda.memory_stats's keys, sorted."""
-    stats = {**_C.memory_stats(_index(device)), **_ALWAYS_ZERO}
+    stats = {**_C.memory_stats(_get_device_index(device)), **_ALWAYS_ZERO}
     return collections.OrderedDict(sorted(stats.items()))
 
 
 def memory_allocated(device=None) -> int:
-    return _C.memory_stats(_index(device))["allocated_bytes.all.current"]
+    return _C.memory_stats(_get_device_index(device))["allocated_bytes.all.current"]
 
 
 def max_memory_allocated(device=None) -> int:
-    return _C.memory_stats(_index(device))["allocated_bytes.all.peak"]
+    return _C.memory_stats(_get_device_index(device))["allocated_bytes.all.peak"]
 
 
 def memory_reserved(device=None) -> int:
-    return _C.memory_stats(_index(device))["reserved_bytes.all.current"]
+    return _C.memory_stats(_get_device_index(device))["reserved_bytes.all.current"]
 
 
 def max_memory_reserved(device=None) -> int:
-    return _C.memory_stats(_index(device))["reserved_bytes.all.peak"]
+    return _C.memory_stats(_get_device_index(device))["reserved_bytes.all.peak"]
 
 
 def reset_peak_memory_stats(device=None) -> None:
-    _C.reset_peak_memory_stats(_index(device))
+    _C.reset_peak_memory_stats(_get_device_index(device))
 
 
 def reset_accumulated_memory_stats(device=None) -> None:
-    _C.reset_accumulated_memory_stats(_index(device))
+    _C.reset_accumulated_memory_stats(_get_device_index(device))
 
 
 def empty_cache() -> None:
@@ -79,10 +73,8 @@ def empty_cache() -> None:
 
 
 def mem_get_info(device=None) -> tuple[int, int]:
-    from dipu.device_module import _lazy_init
-
     _lazy_init()  # asks the vendor: Note [Lazy initialization]
-    return tuple(vendor().mem_get_info(_index(device)))
+    return tuple(vendor().mem_get_info(_get_device_index(device)))
 
 
 def set_per_process_memory_fraction(fraction: float, device=None) -> None:
@@ -91,13 +83,11 @@ def set_per_process_memory_fraction(fraction: float, device=None) -> None:
     An allocation that would pass the cap raises ``torch.OutOfMemoryError``. 1.0 removes the cap.
     """
 
-    index = _index(device)
+    index = _get_device_index(device)
     if not isinstance(fraction, float):
         raise TypeError("Invalid type for fraction argument, must be `float`")
     if not 0 <= fraction <= 1:
         raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1")
-    from dipu.device_module import _lazy_init
-
     _lazy_init()
     total = vendor().device_properties(index).total_memory
     _C.set_memory_limit(index, 0 if fraction == 1 else max(1, int(total * fraction)))
@@ -105,7 +95,7 @@ def set_per_process_memory_fraction(fraction: float, device=None) -> None:
 
 
 def get_per_process_memory_fraction(device=None) -> float:
-    return _fractions.get(_index(device), 1.0)
+    return _fractions.get(_get_device_index(device), 1.0)
 
 
 def _record_memory_history(enabled: str | None = "all", context: str | None = "all", stacks: str = "all",
@@ -139,7 +129,7 @@ def _record_memory_history(enabled: str | None = "all", context: str | None = "a
     if isinstance(skip_actions, str):
         raise ValueError(f"_record_memory_history: skip_actions={skip_actions!r} must be a list of action names")
     if device is not None:
-        _index(device)
+        _get_device_index(device)
     level = 0 if enabled is None else _CONTEXT_LEVELS[context]
     _C.record_memory_history(trace=enabled == "all", when=level, cpp_frames=stacks == "all",
                              max_entries=min(max_entries, sys.maxsize), clear_history=bool(clear_history),
@@ -177,7 +167,7 @@ def _format_bytes(n: int) -> str:
 
 def memory_summary(device=None, abbreviated: bool = False) -> str:
     """A table of :func:`memory_stats` for ``device``, laid out like torch.cuda.memory_summary."""
-    index = _index(device)
+    index = _get_device_index(device)
     stats = memory_stats(index)
     rows = [("allocated_bytes", "Allocated memory", True), ("active_bytes", "Active memory", True),
             ("requested_bytes", "Requested memory", True), ("reserved_bytes", "Device reserved memory", True),
@@ -187,7 +177,7 @@ def memory_summary(device=None, abbreviated: bool = False) -> str:
                                                 ("small_pool", "  from small pool")]
     width = 75
     lines = ["=" * width,
-             f" dipu memory summary, device ID {index:<3d} ({torch.dipu.get_device_name(index)})",
+             f" dipu memory summary, device ID {index:<3d} ({get_device_name(index)})",
              "-" * width,
              f"  dipu OOMs: {stats['num_ooms']:<12d}| device allocs: {stats['num_device_alloc']:<10d}"
              f"| alloc retries: {stats['num_alloc_retries']}",
