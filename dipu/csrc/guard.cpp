@@ -36,14 +36,14 @@ c10::StreamId& current_stream_slot(c10::DeviceIndex index) {
 
 void tell_vendor_device(c10::DeviceIndex index) {
   if (tl_vendor_device == index || g_shutdown.load()) return;
-  call_vendor<void>("set_device", index);
+  call_vendor<void>(VendorMethod::set_device, index);
   tl_vendor_device = index;
 }
 
 void tell_vendor_stream(const c10::Stream& stream) {
   if (!vendor().has_stream_hook || g_shutdown.load()) return;
   py::gil_scoped_acquire gil;
-  call_vendor_locked("set_current_stream", stream.device_index(), stream_handle(stream));
+  call_vendor_locked(VendorMethod::set_current_stream, stream.device_index(), stream_handle(stream));
 }
 
 struct EventRecord {
@@ -81,10 +81,10 @@ struct DipuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     int slot = pool.next.fetch_add(1) % kStreamsPerDevice;
     if (!pool.handles[slot].load()) {
       py::gil_scoped_acquire gil;
-      auto* handle = new py::object(call_vendor_locked("create_stream", d.index(), priority));
+      auto* handle = new py::object(call_vendor_locked(VendorMethod::create_stream, d.index(), priority));
       py::object* expected = nullptr;
       if (!pool.handles[slot].compare_exchange_strong(expected, handle)) {
-        call_vendor_locked("destroy_stream", d.index(), *handle);  // another thread won
+        call_vendor_locked(VendorMethod::destroy_stream, d.index(), *handle);  // another thread won
         delete handle;
       }
     }
@@ -114,31 +114,31 @@ struct DipuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     if (!rec) {
       bool timing = flag == c10::EventFlag::BACKEND_DEFAULT;
       rec = new EventRecord{
-          call_vendor_locked("create_event", stream.device_index(), timing),
+          call_vendor_locked(VendorMethod::create_event, stream.device_index(), timing),
           stream.device_index(), timing};
       *event = rec;
     }
-    call_vendor_locked("record_event", rec->device, rec->handle, stream_handle(stream));
+    call_vendor_locked(VendorMethod::record_event, rec->device, rec->handle, stream_handle(stream));
   }
   void block(void* event, const c10::Stream& stream) const override {
     if (!event) return;
     auto* rec = static_cast<EventRecord*>(event);
     py::gil_scoped_acquire gil;
-    call_vendor_locked("stream_wait_event", stream.device_index(), stream_handle(stream),
+    call_vendor_locked(VendorMethod::stream_wait_event, stream.device_index(), stream_handle(stream),
                        rec->handle);
   }
   bool queryEvent(void* event) const override {
     if (!event) return true;
     auto* rec = static_cast<EventRecord*>(event);
     py::gil_scoped_acquire gil;
-    return call_vendor_locked("query_event", rec->device, rec->handle).cast<bool>();
+    return call_vendor_locked(VendorMethod::query_event, rec->device, rec->handle).cast<bool>();
   }
   void destroyEvent(void* event, const c10::DeviceIndex) const noexcept override {
     if (!event || g_shutdown.load() || !g_initialized.load() || !Py_IsInitialized()) return;
     auto* rec = static_cast<EventRecord*>(event);
     try {
       py::gil_scoped_acquire gil;
-      call_vendor_locked("destroy_event", rec->device, rec->handle);
+      call_vendor_locked(VendorMethod::destroy_event, rec->device, rec->handle);
       delete rec;
     } catch (...) {
       // Destruction must not throw; a failed vendor destroy leaks one event.
@@ -148,7 +148,7 @@ struct DipuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     if (!event) return;
     auto* rec = static_cast<EventRecord*>(event);
     py::gil_scoped_acquire gil;
-    call_vendor_locked("synchronize_event", rec->device, rec->handle);
+    call_vendor_locked(VendorMethod::synchronize_event, rec->device, rec->handle);
   }
   double elapsedTime(void* start, void* end, const c10::DeviceIndex) const override {
     TORCH_CHECK(start && end, "Both events must be recorded before calculating elapsed time.");
@@ -157,21 +157,21 @@ struct DipuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     TORCH_CHECK(a->timing && b->timing,
                 "Both events must be created with enable_timing=True to measure elapsed time.");
     py::gil_scoped_acquire gil;
-    return call_vendor_locked("event_elapsed_time", a->device, a->handle, b->handle)
+    return call_vendor_locked(VendorMethod::event_elapsed_time, a->device, a->handle, b->handle)
         .cast<double>();
   }
 
   bool queryStream(const c10::Stream& stream) const override {
     py::gil_scoped_acquire gil;
-    return call_vendor_locked("query_stream", stream.device_index(), stream_handle(stream))
+    return call_vendor_locked(VendorMethod::query_stream, stream.device_index(), stream_handle(stream))
         .cast<bool>();
   }
   void synchronizeStream(const c10::Stream& stream) const override {
     py::gil_scoped_acquire gil;
-    call_vendor_locked("synchronize_stream", stream.device_index(), stream_handle(stream));
+    call_vendor_locked(VendorMethod::synchronize_stream, stream.device_index(), stream_handle(stream));
   }
   void synchronizeDevice(const c10::DeviceIndex index) const override {
-    call_vendor<void>("synchronize_device", index);
+    call_vendor<void>(VendorMethod::synchronize_device, index);
   }
   void recordDataPtrOnStream(const c10::DataPtr& ptr, const c10::Stream& stream) const override {
     record_stream(ptr, stream);
@@ -181,13 +181,6 @@ struct DipuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 }  // namespace
 
 c10::DeviceIndex current_device() { return tl_device; }
-
-void check_device_index(c10::DeviceIndex index) {
-  int count = vendor_ready() ? vendor().device_count : 0;
-  TORCH_CHECK(index >= 0 && index < count, "Invalid device dipu:", static_cast<int>(index),
-              ": ", count, " dipu device", count == 1 ? " is" : "s are",
-              " available (valid indices: 0..", count - 1, ")");
-}
 
 void set_device(c10::DeviceIndex index) {
   check_device_index(index);
