@@ -245,7 +245,8 @@ class DipuAllocator final : public AllocatorBase {
       py::gil_scoped_acquire gil;
       for (const auto& stream : uses) {
         py::object ev = call_vendor_locked(VendorMethod::create_event, stream.device_index(), false);
-        call_vendor_locked(VendorMethod::record_event, stream.device_index(), ev, stream_handle(stream));
+        call_vendor_locked(VendorMethod::record_event, stream.device_index(), ev,
+                           stream_handle(stream));
         p.events.emplace_back(new py::object(std::move(ev)), stream.device_index());
       }
     }
@@ -367,8 +368,7 @@ class DipuAllocator final : public AllocatorBase {
   std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) {
     check_device_index(device);
     py::gil_scoped_acquire gil;
-    auto info = call_vendor_locked(VendorMethod::mem_get_info, device).cast<std::pair<size_t, size_t>>();
-    return info;
+    return call_vendor_locked(VendorMethod::mem_get_info, device).cast<std::pair<size_t, size_t>>();
   }
 #endif
 
@@ -463,7 +463,9 @@ class DipuAllocator final : public AllocatorBase {
       int64_t device_free = 0;
       if (!capped) {
         py::gil_scoped_acquire gil;
-        device_free = call_vendor_locked(VendorMethod::mem_get_info, device).cast<std::pair<int64_t, int64_t>>().first;
+        device_free = call_vendor_locked(VendorMethod::mem_get_info, device)
+                          .cast<std::pair<int64_t, int64_t>>()
+                          .first;
       }
       DeviceStats s;
       int64_t limit;
@@ -716,7 +718,8 @@ void delete_pinned(void* ptr) {
     std::lock_guard<std::mutex> lock(g_pinned_mutex);
     g_pinned.erase(ptr);
   }
-  if (!g_shutdown.load() && g_initialized.load()) call_vendor<void>(VendorMethod::host_free, addr(ptr));
+  if (g_shutdown.load() || !g_initialized.load()) return;
+  call_vendor<void>(VendorMethod::host_free, addr(ptr));
 }
 
 class PinnedAllocator final : public c10::Allocator {

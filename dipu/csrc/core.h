@@ -20,13 +20,21 @@
 
 namespace dipu {
 
-// ---- device guard and streams (guard.cpp) ---------------------------------
+// ---- the current device and streams (streams.cpp) -------------------------
 c10::DeviceIndex current_device();
+// torch.dipu.set_device: the thread's current device, which the vendor is told about too.
 void set_device(c10::DeviceIndex index);
-void guard_init(int device_count);
+// The device guard's switch of the current device: the thread's index only (guards switch on
+// every op; the vendor, whose calls all name their device, need not follow).
+void set_guard_device(c10::DeviceIndex index) noexcept;
 c10::Stream current_stream(c10::DeviceIndex index);
+// Makes `stream` its device's current stream on this thread; returns the previous one.
+c10::Stream exchange_stream(const c10::Stream& stream);
+// The next stream of `device`'s pool (Note [Stream ids]).
+c10::Stream pool_stream(c10::Device device, int priority);
 // The vendor handle of a stream (None for a device's default stream).
 py::object stream_handle(const c10::Stream& stream);
+void streams_init(int device_count);
 
 // ---- the caching allocator (allocator.cpp) --------------------------------
 // One statistic as torch.cuda reports it: current, peak, and the running totals.

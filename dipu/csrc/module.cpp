@@ -65,7 +65,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     v->has_stream_hook = has_stream_hook;
     v->make_native_generator = std::move(make_native_generator);
     install_vendor(std::move(v));
-    guard_init(device_count);
+    streams_init(device_count);
     allocator_init(device_count, caching);
     hooks_register();
     profiler_init();  // registers the profiler stubs; no vendor call

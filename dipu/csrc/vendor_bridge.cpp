@@ -28,8 +28,8 @@ void install_vendor(std::unique_ptr<Vendor> v) {
               g_vendor ? g_vendor->name : "", "'");
   constexpr int max_devices = std::numeric_limits<c10::DeviceIndex>::max();
   TORCH_CHECK(v->device_count >= 0 && v->device_count <= max_devices, "dipu: the ", v->name,
-              " vendor reports ", v->device_count, " devices; PyTorch indexes at most ", max_devices,
-              " devices of one type");
+              " vendor reports ", v->device_count, " devices; PyTorch indexes at most ",
+              max_devices, " devices of one type");
   g_vendor = v.release();
 }
 
