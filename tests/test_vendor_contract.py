@@ -50,12 +50,11 @@ def python_vendor_uses() -> dict[str, set[str]]:
         def is_vendor(node: ast.AST) -> bool:
             if isinstance(node, ast.Name):
                 return node.id in objects
-            if isinstance(node, ast.Call):
-                func = node.func
-                return (isinstance(func, ast.Name) and func.id in getters) or (
-                    isinstance(func, (ast.Name, ast.Attribute)) and getattr(func, "attr", getattr(func, "id", None))
-                    == "load_vendor")
-            return False
+            if not isinstance(node, ast.Call):
+                return False
+            if isinstance(node.func, ast.Name):
+                return node.func.id in getters or node.func.id == "load_vendor"
+            return isinstance(node.func, ast.Attribute) and node.func.attr == "load_vendor"
 
         assignments = [node for node in ast.walk(tree) if isinstance(node, ast.Assign)
                        and all(isinstance(target, ast.Name) for target in node.targets)]
