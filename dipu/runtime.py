@@ -2,8 +2,18 @@
 
 A vendor fills in :class:`DeviceRuntime` under ``vendor/<name>/`` and names it in
 the ``dipu.vendors`` entry-point group. The methods mirror PaddlePaddle's
-``C_DeviceInterface`` and DIPU's ``deviceapis.h``: the required ones are
-abstract; the optional ones have working defaults built on the required ones.
+``C_DeviceInterface`` and DIPU's ``deviceapis.h``, cut to what dipu calls: the
+required ones are abstract (devices, memory, copies); the optional ones have
+defaults, and those of streams and events are a synchronous runtime's, so a
+runtime that finishes each call before returning writes no stream or event code.
+
+Note [The vendor contract is what the core calls]
+Every method here is one that dipu calls: the native core through its vendor
+method table (Note [Vendor method table] in dipu/csrc/vendor_bridge.h), dipu's
+Python through ``vendor().<method>``. tests/test_vendor_contract.py derives both
+sets from the sources and checks that they equal the methods declared here and
+that every required method is among them, so the contract cannot again grow
+methods nobody calls, nor the core call a method a vendor need not have.
 
 Conventions for every method:
 - ``index`` is a device index in ``range(device_count())``; the core always
@@ -26,6 +36,7 @@ import abc
 import dataclasses
 import os
 import re
+import time
 from importlib import metadata
 
 VENDOR_GROUP = "dipu.vendors"
@@ -43,6 +54,30 @@ class DeviceProperties:
     multi_processor_count: int = 1
     major: int = 1
     minor: int = 0
+
+
+@dataclasses.dataclass(eq=False, slots=True)
+class SynchronousStream:
+    """A stream of the default stream methods: work runs as it is queued, so it holds no queue."""
+
+    device: int
+    priority: int
+
+
+@dataclasses.dataclass(eq=False, slots=True)
+class SynchronousEvent:
+    """An event of the default event methods: the host time (``time.perf_counter``) of its last record."""
+
+    device: int
+    timing: bool
+    timestamp: float | None = None
+
+
+#: The optional methods whose defaults make and read :class:`SynchronousStream` and
+#: :class:`SynchronousEvent` handles: a vendor with streams of its own overrides all of them
+#: (checked when it loads), so no default ever meets a handle it did not make.
+STREAM_AND_EVENT_METHODS = ("create_stream", "destroy_stream", "synchronize_stream", "stream_wait_event",
+                            "create_event", "destroy_event", "record_event", "synchronize_event")
 
 
 class DeviceRuntime(abc.ABC):
@@ -80,20 +115,12 @@ class DeviceRuntime(abc.ABC):
         """Make ``index`` the calling thread's current device (torch.dipu.set_device)."""
 
     @abc.abstractmethod
-    def get_device(self) -> int:
-        """The calling thread's current device as the vendor last set it."""
-
-    @abc.abstractmethod
     def synchronize_device(self, index: int) -> None:
         """Block until all work queued on every stream of device ``index`` is done."""
 
     @abc.abstractmethod
     def device_properties(self, index: int) -> DeviceProperties:
         """Name, total memory and capabilities of device ``index``."""
-
-    @abc.abstractmethod
-    def runtime_version(self) -> str:
-        """Version string of the vendor runtime/driver."""
 
     # ---- required: memory ----------------------------------------------------
     @abc.abstractmethod
@@ -121,50 +148,53 @@ class DeviceRuntime(abc.ABC):
     def memcpy_d2d(self, dst_index: int, dst: int, src_index: int, src: int, nbytes: int) -> None:
         """Copy ``nbytes`` between device addresses, possibly across devices; synchronous."""
 
-    # ---- required: streams and events ------------------------------------------
-    @abc.abstractmethod
-    def create_stream(self, index: int, priority: int = 0) -> object:
-        """Create a stream on device ``index``; lower ``priority`` runs first."""
-
-    @abc.abstractmethod
-    def destroy_stream(self, index: int, stream: object) -> None:
-        """Destroy a stream from :meth:`create_stream`."""
-
-    @abc.abstractmethod
-    def synchronize_stream(self, index: int, stream: object) -> None:
-        """Block until all work queued on ``stream`` (None: default stream) is done."""
-
-    @abc.abstractmethod
-    def stream_wait_event(self, index: int, stream: object, event: object) -> None:
-        """Make future work on ``stream`` wait until ``event`` has completed."""
-
-    @abc.abstractmethod
-    def create_event(self, index: int, enable_timing: bool) -> object:
-        """Create an event on device ``index``; timing events support elapsed time."""
-
-    @abc.abstractmethod
-    def destroy_event(self, index: int, event: object) -> None:
-        """Destroy an event from :meth:`create_event`."""
-
-    @abc.abstractmethod
-    def record_event(self, index: int, event: object, stream: object) -> None:
-        """Record ``event`` at the current end of ``stream``'s queue."""
-
-    @abc.abstractmethod
-    def synchronize_event(self, index: int, event: object) -> None:
-        """Block until ``event`` has completed (returns at once if never recorded)."""
-
-    # ---- optional ----------------------------------------------------------------
+    # ---- optional: lifetime ------------------------------------------------------
     def initialize(self) -> None:
         """Called once before any other method except ``device_count``."""
 
     def finalize(self) -> None:
         """Called once at interpreter exit; the core makes no calls afterwards."""
 
+    # ---- optional: streams and events ---------------------------------------------
+    # The defaults are a synchronous runtime's: work is done when the call queuing it returns, so
+    # waiting is a device synchronize (free there) and an event's time is the host's. A vendor with
+    # asynchronous streams overrides every method of STREAM_AND_EVENT_METHODS.
+    def create_stream(self, index: int, priority: int = 0) -> object:
+        """Create a stream on device ``index``; lower ``priority`` runs first."""
+        return SynchronousStream(index, priority)
+
+    def destroy_stream(self, index: int, stream: object) -> None:
+        """Destroy a stream from :meth:`create_stream`."""
+
+    def synchronize_stream(self, index: int, stream: object) -> None:
+        """Block until all work queued on ``stream`` (None: default stream) is done."""
+        self.synchronize_device(index)
+
     def query_stream(self, index: int, stream: object) -> bool:
         """True if all work on ``stream`` is done. Default: synchronize, then True."""
         self.synchronize_stream(index, stream)
         return True
+
+    def stream_wait_event(self, index: int, stream: object, event: object) -> None:
+        """Make future work on ``stream`` wait until ``event`` has completed.
+
+        Default: nothing to wait for; the work before the event ran when it was queued.
+        """
+
+    def create_event(self, index: int, enable_timing: bool) -> object:
+        """Create an event on device ``index``; timing events support elapsed time."""
+        return SynchronousEvent(index, enable_timing)
+
+    def destroy_event(self, index: int, event: object) -> None:
+        """Destroy an event from :meth:`create_event`."""
+
+    def record_event(self, index: int, event: object, stream: object) -> None:
+        """Record ``event`` at the current end of ``stream``'s queue."""
+        event.timestamp = time.perf_counter()
+
+    def synchronize_event(self, index: int, event: object) -> None:
+        """Block until ``event`` has completed (returns at once if never recorded)."""
+        self.synchronize_device(index)
 
     def query_event(self, index: int, event: object) -> bool:
         """True if ``event`` has completed. Default: synchronize on it, then True."""
@@ -172,27 +202,22 @@ class DeviceRuntime(abc.ABC):
         return True
 
     def event_elapsed_time(self, index: int, start: object, end: object) -> float:
-        """Milliseconds between two recorded timing events."""
-        raise NotImplementedError(f"vendor '{self.name}' does not time events")
+        """Milliseconds between two recorded timing events.
 
-    def memcpy_async(self, dst_index: int | None, dst: int, src_index: int | None, src: int,
-                     nbytes: int, stream: object) -> None:
-        """Copy on ``stream`` (None index = host side). Default: synchronous copies."""
-        self.synchronize_stream(dst_index if dst_index is not None else src_index, stream)
-        if dst_index is None:
-            self.memcpy_d2h(src_index, dst, src, nbytes)
-        elif src_index is None:
-            self.memcpy_h2d(dst_index, dst, src, nbytes)
-        else:
-            self.memcpy_d2d(dst_index, dst, src_index, src, nbytes)
+        Default: the host time between their records, for the default events; a vendor with events
+        of its own and no way to time them leaves this, and timing them raises.
+        """
+        if not (isinstance(start, SynchronousEvent) and isinstance(end, SynchronousEvent)):
+            raise NotImplementedError(f"vendor '{self.name}' does not time events")
+        if start.timestamp is None or end.timestamp is None:
+            raise RuntimeError("Both events must be recorded before calculating elapsed time.")
+        return (end.timestamp - start.timestamp) * 1000.0
 
-    def memset(self, index: int, ptr: int, value: int, nbytes: int) -> None:
-        """Set ``nbytes`` of device memory at ``ptr`` to byte ``value``."""
-        import ctypes
+    #: Vendors whose kernels follow an implicit current stream override this.
+    def set_current_stream(self, index: int, stream: object) -> None:
+        """Called when the current dipu stream of device ``index`` changes."""
 
-        buf = (ctypes.c_uint8 * nbytes)(*([value & 0xFF] * nbytes))
-        self.memcpy_h2d(index, ptr, ctypes.addressof(buf), nbytes)
-
+    # ---- optional: memory ------------------------------------------------------------
     def mem_get_info(self, index: int) -> tuple[int, int]:
         """(free, total) bytes of device ``index``."""
         total = self.device_properties(index).total_memory
@@ -207,10 +232,7 @@ class DeviceRuntime(abc.ABC):
         """Release memory from :meth:`host_malloc`."""
         raise NotImplementedError
 
-    #: Vendors whose kernels follow an implicit current stream override this.
-    def set_current_stream(self, index: int, stream: object) -> None:
-        """Called when the current dipu stream of device ``index`` changes."""
-
+    # ---- optional: profiling and random numbers ---------------------------------------
     #: A vendor with its own tracer (CUPTI, a vendor profiler) hooks it here.
     def start_tracing(self) -> None:
         """Called when a torch.profiler session with the PrivateUse1 activity starts recording.
@@ -222,14 +244,6 @@ class DeviceRuntime(abc.ABC):
     def stop_tracing(self) -> None:
         """Called when that profiler session stops recording, before its trace is processed."""
 
-    def min_chunk_size(self) -> int:
-        """Smallest allocation granularity in bytes."""
-        return 512
-
-    def max_chunk_size(self) -> int:
-        """Largest single allocation in bytes (0: no limit)."""
-        return 0
-
     def native_generator(self, index: int):
         """A new ``torch.Generator`` of the native alias device for device ``index``."""
         import torch
@@ -240,7 +254,11 @@ class DeviceRuntime(abc.ABC):
 
 def overrides(runtime: DeviceRuntime, method: str) -> bool:
     """Whether ``runtime``'s class implements an optional ``method`` itself."""
-    return getattr(type(runtime), method) is not getattr(DeviceRuntime, method)
+    return _implements(type(runtime), method)
+
+
+def _implements(cls: type, method: str) -> bool:
+    return getattr(cls, method) is not getattr(DeviceRuntime, method)
 
 
 def check_runtime_class(name: str, cls: type) -> None:
@@ -252,6 +270,13 @@ def check_runtime_class(name: str, cls: type) -> None:
         raise TypeError(
             f"dipu vendor '{name}' ({cls.__module__}.{cls.__qualname__}) does not implement "
             f"the required runtime methods: {', '.join(missing)}"
+        )
+    own = [m for m in STREAM_AND_EVENT_METHODS if _implements(cls, m)]
+    if own and len(own) < len(STREAM_AND_EVENT_METHODS):
+        raise TypeError(
+            f"dipu vendor '{name}' ({cls.__module__}.{cls.__qualname__}) implements the stream and event "
+            f"methods {', '.join(own)} but not {', '.join(m for m in STREAM_AND_EVENT_METHODS if m not in own)}: "
+            "a vendor with streams of its own implements all of them, one without none"
         )
 
 

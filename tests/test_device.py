@@ -79,7 +79,7 @@ def test_current_device_and_context_manager():
     torch.dipu.set_device("dipu:1")
     try:
         assert torch.dipu.current_device() == 1
-        assert dipu.vendor().get_device() == 1
+        assert dipu.vendor().current_device() == 1
     finally:
         torch.dipu.set_device(0)
 

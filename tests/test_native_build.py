@@ -1,5 +1,7 @@
 """The native core's build cache: keyed by torch and sources, safe under concurrency."""
 
+import graphlib
+import re
 import subprocess
 import sys
 import textwrap
@@ -45,3 +47,49 @@ def test_concurrent_first_builds_run_once_and_never_expose_a_partial_file(tmp_pa
     assert all(p.returncode == 0 for p in procs)
     assert outputs == ["complete"] * 4
     assert len((tmp_path / "builds.log").read_text().split()) == 1
+
+
+# ---- the native core's file graph: no include cycle, no two files using each other -------------
+CSRC = _native.CSRC
+
+
+def _code(path) -> str:
+    """The C++ of `path` without comments and string literals, which name things they do not use."""
+    text = re.sub(r"/\*.*?\*/", "", path.read_text(), flags=re.S)
+    text = re.sub(r"//[^\n]*", "", text)
+    return re.sub(r'"(?:\\.|[^"\\\n])*"', '""', text)
+
+
+def include_graph() -> dict[str, set[str]]:
+    """File -> the dipu/csrc files it includes with #include "..."."""
+    return {path.name: set(re.findall(r'^\s*#\s*include\s+"([^"]+)"', path.read_text(), re.M))
+            for path in sorted(CSRC.iterdir()) if path.suffix in (".cpp", ".h")}
+
+
+def use_graph() -> dict[str, set[str]]:
+    """.cpp file -> the .cpp files defining functions or globals (declared in a header) it uses."""
+    headers = "\n".join(_code(path) for path in sorted(CSRC.glob("*.h")))
+    declared = set(re.findall(r"^\s*(?:extern\s+)?[\w:<>,*& ]+?[\s*&](\w+)\s*\([^;{}]*\)\s*(?:const\s*|noexcept\s*)*;",
+                              headers, re.M))
+    declared |= set(re.findall(r"^\s*extern\s+[\w:<>, ]+\s(\w+)\s*;", headers, re.M))
+    sources = {path.name: _code(path) for path in sorted(CSRC.glob("*.cpp"))}
+    # A definition starts a line at namespace scope (no indentation): `type name(...) {` or `type name{...};`.
+    defined_in = {name: file for file, code in sources.items() for name in declared
+                  if re.search(rf"^(?!return\b)\w[^;\n(]*[\s*&]{name}\s*[({{]", code, re.M)}
+    return {file: {defined_in[name] for name in defined_in
+                   if defined_in[name] != file and re.search(rf"\b{name}\b", code)}
+            for file, code in sources.items()}
+
+
+def test_the_native_core_files_form_no_cycle():
+    includes, uses = include_graph(), use_graph()
+    for graph in (includes, uses):
+        graphlib.TopologicalSorter(graph).prepare()  # raises CycleError naming the cycle
+    # The layering the graphs must show (so that a scan finding nothing cannot pass): the vendor
+    # bridge at the bottom, the allocator and the device guard above the streams, the module on top.
+    assert includes["vendor_bridge.cpp"] == {"vendor_bridge.h"} and includes["core.h"] == {"vendor_bridge.h"}
+    assert uses["vendor_bridge.cpp"] == set()
+    assert {"vendor_bridge.cpp", "streams.cpp"} <= uses["allocator.cpp"]
+    assert {"vendor_bridge.cpp", "streams.cpp", "allocator.cpp"} <= uses["guard.cpp"]
+    assert {"vendor_bridge.cpp", "allocator.cpp", "streams.cpp", "hooks.cpp", "ops.cpp"} <= uses["module.cpp"]
+    assert not any("module.cpp" in used for used in uses.values())

@@ -244,8 +244,9 @@ class DipuAllocator final : public AllocatorBase {
     {
       py::gil_scoped_acquire gil;
       for (const auto& stream : uses) {
-        py::object ev = call_vendor_locked("create_event", stream.device_index(), false);
-        call_vendor_locked("record_event", stream.device_index(), ev, stream_handle(stream));
+        py::object ev = call_vendor_locked(VendorMethod::create_event, stream.device_index(), false);
+        call_vendor_locked(VendorMethod::record_event, stream.device_index(), ev,
+                           stream_handle(stream));
         p.events.emplace_back(new py::object(std::move(ev)), stream.device_index());
       }
     }
@@ -367,8 +368,7 @@ class DipuAllocator final : public AllocatorBase {
   std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) {
     check_device_index(device);
     py::gil_scoped_acquire gil;
-    auto info = call_vendor_locked("mem_get_info", device).cast<std::pair<size_t, size_t>>();
-    return info;
+    return call_vendor_locked(VendorMethod::mem_get_info, device).cast<std::pair<size_t, size_t>>();
   }
 #endif
 
@@ -463,7 +463,9 @@ class DipuAllocator final : public AllocatorBase {
       int64_t device_free = 0;
       if (!capped) {
         py::gil_scoped_acquire gil;
-        device_free = call_vendor_locked("mem_get_info", device).cast<std::pair<int64_t, int64_t>>().first;
+        device_free = call_vendor_locked(VendorMethod::mem_get_info, device)
+                          .cast<std::pair<int64_t, int64_t>>()
+                          .first;
       }
       DeviceStats s;
       int64_t limit;
@@ -498,7 +500,7 @@ class DipuAllocator final : public AllocatorBase {
   }
 
   void* raw_malloc(c10::DeviceIndex device, size_t size) {
-    auto p = call_vendor<uintptr_t>("malloc", device, size);
+    auto p = call_vendor<uintptr_t>(VendorMethod::malloc, device, size);
     return reinterpret_cast<void*>(p);
   }
 
@@ -518,7 +520,7 @@ class DipuAllocator final : public AllocatorBase {
     if (blocks.empty()) return;
     {
       py::gil_scoped_acquire gil;
-      for (Block* b : blocks) call_vendor_locked("free", b->device, addr(b->ptr));
+      for (Block* b : blocks) call_vendor_locked(VendorMethod::free, b->device, addr(b->ptr));
     }
     std::lock_guard<std::mutex> lock(mutex_);
     for (Block* b : blocks) {
@@ -546,13 +548,13 @@ class DipuAllocator final : public AllocatorBase {
       for (auto& p : pending) {
         bool complete = true;
         for (auto& [ev, dev] : p.events)
-          complete = complete && call_vendor_locked("query_event", dev, *ev).cast<bool>();
+          complete = complete && call_vendor_locked(VendorMethod::query_event, dev, *ev).cast<bool>();
         if (!complete) {
           still.push_back(std::move(p));
           continue;
         }
         for (auto& [ev, dev] : p.events) {
-          call_vendor_locked("destroy_event", dev, *ev);
+          call_vendor_locked(VendorMethod::destroy_event, dev, *ev);
           delete ev;
         }
         done.push_back(p.block);
@@ -716,7 +718,8 @@ void delete_pinned(void* ptr) {
     std::lock_guard<std::mutex> lock(g_pinned_mutex);
     g_pinned.erase(ptr);
   }
-  if (!g_shutdown.load() && g_initialized.load()) call_vendor<void>("host_free", addr(ptr));
+  if (g_shutdown.load() || !g_initialized.load()) return;
+  call_vendor<void>(VendorMethod::host_free, addr(ptr));
 }
 
 class PinnedAllocator final : public c10::Allocator {
@@ -724,7 +727,7 @@ class PinnedAllocator final : public c10::Allocator {
   c10::DataPtr allocate(size_t nbytes) override {
     c10::Device cpu(c10::DeviceType::CPU);
     if (nbytes == 0) return {nullptr, nullptr, &delete_pinned, cpu};
-    void* ptr = reinterpret_cast<void*>(call_vendor<uintptr_t>("host_malloc", nbytes));
+    void* ptr = reinterpret_cast<void*>(call_vendor<uintptr_t>(VendorMethod::host_malloc, nbytes));
     TORCH_CHECK_WITH(OutOfMemoryError, ptr, "dipu: the ", vendor().name,
                      " vendor could not allocate ", format_bytes(static_cast<int64_t>(nbytes)),
                      " of pinned host memory");
@@ -744,6 +747,14 @@ PinnedAllocator g_pinned_allocator;
 
 c10::Allocator* device_allocator() { return &g_allocator; }
 void allocator_init(int device_count, bool caching) { g_allocator.init(device_count, caching); }
+void resize_storage_bytes(const c10::Storage& storage, size_t newsize) {
+  TORCH_CHECK(storage.resizable(), "Trying to resize storage that is not resizable");
+  size_t keep = std::min(storage.nbytes(), newsize);
+  c10::DataPtr data = device_allocator()->allocate(newsize);
+  if (keep > 0) copy_bytes(data.get(), data.device(), storage.data(), storage.device(), keep);
+  storage.unsafeGetStorageImpl()->set_data_ptr_noswap(std::move(data));
+  storage.unsafeGetStorageImpl()->set_nbytes(newsize);
+}
 void empty_cache() { g_allocator.empty_cache(); }
 DeviceStats device_stats(c10::DeviceIndex index) {
   check_device_index(index);

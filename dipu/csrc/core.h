@@ -1,9 +1,12 @@
 // The dipu native core: everything PyTorch decides in C++ for a PrivateUse1
 // backend (allocator, device guard, hooks, metadata ops, the CPU fallback).
-// The vendor runtime itself is a Python object (see dipu/runtime.py); the core
-// calls it only off the hot path: cache misses, stream/event operations and
-// copies for vendors without a native alias device.
+// The vendor runtime itself is a Python object (see dipu/runtime.py), reached
+// only through vendor_bridge.h; the core calls it only off the hot path: cache
+// misses, stream/event operations and copies for vendors without a native alias
+// device.
 #pragma once
+
+#include "vendor_bridge.h"
 
 #include <ATen/ATen.h>
 #include <c10/core/Allocator.h>
@@ -15,63 +18,23 @@
 #include <string>
 #include <vector>
 
-namespace py = pybind11;
-
 namespace dipu {
 
-constexpr c10::DeviceType kDipu = c10::DeviceType::PrivateUse1;
-
-// ---- the Python vendor bridge ---------------------------------------------
-struct Vendor {
-  py::object runtime;             // the dipu.runtime.DeviceRuntime instance
-  std::string name;
-  int device_count = 0;
-  bool has_alias = false;         // vendor memory is addressable as `alias_type`
-  c10::DeviceType alias_type = c10::DeviceType::CPU;
-  bool has_pinned = false;        // vendor implements host_malloc/host_free
-  bool has_stream_hook = false;   // vendor implements set_current_stream
-  py::object make_native_generator;  // callable(index) -> torch.Generator
-};
-
-Vendor& vendor();
-bool vendor_ready();
-// Set at interpreter exit: from then on nothing calls into Python.
-extern std::atomic<bool> g_shutdown;
-
-// ---- lazy initialization (Note [Lazy initialization] in dipu/device/_initialization.py) ----
-// True once the vendor runtime has started (vendor.initialize(), default generators); false
-// again in a forked child of a started parent, where any device use must fail.
-extern std::atomic<bool> g_initialized;
-void lazy_init_slow();
-// Starts the vendor runtime on first use, through torch.dipu._lazy_init (which raises in a
-// forked child of an initialized parent). Free once initialized: one atomic load.
-inline void ensure_initialized() {
-  if (C10_UNLIKELY(!g_initialized.load(std::memory_order_acquire))) lazy_init_slow();
-}
-
-// Calls vendor.<method>(args...) holding the GIL, preserving any pending Python
-// exception, and turns a Python exception into a c10::Error naming the vendor.
-py::object call_vendor_raw(const char* method, const py::tuple& args);
-template <typename... Args>
-py::object call_vendor_locked(const char* method, Args&&... args) {
-  return call_vendor_raw(method, py::make_tuple(std::forward<Args>(args)...));
-}
-template <typename R, typename... Args>
-R call_vendor(const char* method, Args&&... args) {
-  py::gil_scoped_acquire gil;
-  py::object r = call_vendor_locked(method, std::forward<Args>(args)...);
-  if constexpr (!std::is_void_v<R>) return r.cast<R>();
-}
-inline uintptr_t addr(const void* p) { return reinterpret_cast<uintptr_t>(p); }
-
-// ---- device guard and streams (guard.cpp) ---------------------------------
+// ---- the current device and streams (streams.cpp) -------------------------
 c10::DeviceIndex current_device();
+// torch.dipu.set_device: the thread's current device, which the vendor is told about too.
 void set_device(c10::DeviceIndex index);
-void check_device_index(c10::DeviceIndex index);
-void guard_init(int device_count);
+// The device guard's switch of the current device: the thread's index only (guards switch on
+// every op; the vendor, whose calls all name their device, need not follow).
+void set_guard_device(c10::DeviceIndex index) noexcept;
 c10::Stream current_stream(c10::DeviceIndex index);
+// Makes `stream` its device's current stream on this thread; returns the previous one.
+c10::Stream exchange_stream(const c10::Stream& stream);
+// The next stream of `device`'s pool (Note [Stream ids]).
+c10::Stream pool_stream(c10::Device device, int priority);
 // The vendor handle of a stream (None for a device's default stream).
 py::object stream_handle(const c10::Stream& stream);
+void streams_init(int device_count);
 
 // ---- the caching allocator (allocator.cpp) --------------------------------
 // One statistic as torch.cuda reports it: current, peak, and the running totals.
@@ -88,6 +51,8 @@ struct DeviceStats {
   int64_t num_alloc_retries = 0, num_ooms = 0, num_device_alloc = 0, num_device_free = 0;
 };
 c10::Allocator* device_allocator();
+// Reallocates `storage` to `newsize` bytes on its device, keeping the contents.
+void resize_storage_bytes(const c10::Storage& storage, size_t newsize);
 void allocator_init(int device_count, bool caching);
 void empty_cache();
 DeviceStats device_stats(c10::DeviceIndex index);
@@ -108,10 +73,6 @@ bool is_pinned_pointer(const void* ptr);
 // ---- copies and aliases (ops.cpp) ------------------------------------------
 // Zero-copy tensor of the vendor's alias device over `t`'s memory.
 at::Tensor native_alias(const at::Tensor& t);
-void copy_bytes(void* dst, c10::Device dst_dev, const void* src, c10::Device src_dev,
-                size_t nbytes);
-// Reallocates `storage` to `newsize` bytes on its device, keeping the contents.
-void resize_storage_bytes(const c10::Storage& storage, size_t newsize);
 void register_fallback_python(py::module& m);
 void register_fast_calls(py::module& m);
 

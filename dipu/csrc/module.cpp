@@ -1,57 +1,11 @@
-// The Python face of the native core: dipu._C.
+// The Python face of the native core: the dipu._C module. Its start-up functions wire the
+// vendor (vendor_bridge.h) to the allocator, the device guard, the hooks and the profiler.
 #include "core.h"
-
-#include <limits>
 
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <torch/csrc/utils/pybind.h>
 
 namespace dipu {
-
-std::atomic<bool> g_shutdown{false};
-std::atomic<bool> g_initialized{false};
-namespace {
-// Never destroyed: py::objects must not die after the interpreter.
-Vendor* g_vendor = nullptr;
-}  // namespace
-
-Vendor& vendor() {
-  TORCH_CHECK(g_vendor, "dipu: the native core was used before `import dipu` initialized it");
-  return *g_vendor;
-}
-bool vendor_ready() { return g_vendor != nullptr; }
-
-void lazy_init_slow() {
-  TORCH_CHECK(!g_shutdown.load(), "dipu: device used after interpreter shutdown");
-  py::gil_scoped_acquire gil;
-  std::string error;
-  try {
-    py::module_::import("dipu.device").attr("_lazy_init")();
-  } catch (py::error_already_set& e) {
-    error = e.what();
-  }
-  TORCH_CHECK(error.empty(), error);
-}
-
-py::object call_vendor_raw(const char* method, const py::tuple& args) {
-  TORCH_CHECK(!g_shutdown.load(), "dipu: vendor call ", method, " after interpreter shutdown");
-  ensure_initialized();  // every vendor call but device_count needs a started runtime
-  // Keep an exception already pending in the caller (e.g. a tensor freed while
-  // Python unwinds) from being mistaken for, or clobbered by, this call's.
-  PyObject *type, *value, *trace;
-  PyErr_Fetch(&type, &value, &trace);
-  std::string error;
-  py::object result;
-  try {
-    result = vendor().runtime.attr(method)(*args);
-  } catch (py::error_already_set& e) {
-    error = e.what();
-  }
-  PyErr_Restore(type, value, trace);
-  TORCH_CHECK(error.empty(), "dipu: vendor '", vendor().name, "' failed in ", method, ": ", error);
-  return result;
-}
-
 namespace {
 
 c10::DeviceIndex checked(int index) {
@@ -101,13 +55,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("register_vendor", [](py::object runtime, const std::string& name, int device_count,
                    std::optional<std::string> alias_type, bool has_pinned, bool has_stream_hook,
                    bool caching, py::object make_native_generator) {
-    TORCH_CHECK(!g_vendor, "dipu: the native core is already initialized with vendor '",
-                g_vendor ? g_vendor->name : "", "'");
-    constexpr int max_devices = std::numeric_limits<c10::DeviceIndex>::max();
-    TORCH_CHECK(device_count >= 0 && device_count <= max_devices, "dipu: the ", name,
-                " vendor reports ", device_count, " devices; PyTorch indexes at most ", max_devices,
-                " devices of one type");
-    auto* v = new Vendor();
+    auto v = std::make_unique<Vendor>();
     v->runtime = std::move(runtime);
     v->name = name;
     v->device_count = device_count;
@@ -116,8 +64,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     v->has_pinned = has_pinned;
     v->has_stream_hook = has_stream_hook;
     v->make_native_generator = std::move(make_native_generator);
-    g_vendor = v;
-    guard_init(device_count);
+    install_vendor(std::move(v));
+    streams_init(device_count);
     allocator_init(device_count, caching);
     hooks_register();
     profiler_init();  // registers the profiler stubs; no vendor call

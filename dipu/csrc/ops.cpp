@@ -355,30 +355,6 @@ at::Tensor native_alias(const at::Tensor& t) {
   return with_bits_of(std::move(alias), t);
 }
 
-void resize_storage_bytes(const c10::Storage& storage, size_t newsize) {
-  TORCH_CHECK(storage.resizable(), "Trying to resize storage that is not resizable");
-  size_t keep = std::min(storage.nbytes(), newsize);
-  c10::DataPtr data = device_allocator()->allocate(newsize);
-  if (keep > 0) copy_bytes(data.get(), data.device(), storage.data(), storage.device(), keep);
-  storage.unsafeGetStorageImpl()->set_data_ptr_noswap(std::move(data));
-  storage.unsafeGetStorageImpl()->set_nbytes(newsize);
-}
-
-void copy_bytes(void* dst, c10::Device dst_dev, const void* src, c10::Device src_dev,
-                size_t nbytes) {
-  if (nbytes == 0) return;
-  bool dst_dipu = dst_dev.type() == kDipu, src_dipu = src_dev.type() == kDipu;
-  if (!dst_dipu && !src_dipu) {
-    std::memcpy(dst, src, nbytes);
-  } else if (dst_dipu && !src_dipu) {
-    call_vendor<void>("memcpy_h2d", dst_dev.index(), addr(dst), addr(src), nbytes);
-  } else if (!dst_dipu) {
-    call_vendor<void>("memcpy_d2h", src_dev.index(), addr(dst), addr(src), nbytes);
-  } else {
-    call_vendor<void>("memcpy_d2d", dst_dev.index(), addr(dst), src_dev.index(), addr(src), nbytes);
-  }
-}
-
 void register_fallback_python(py::module& m) {
   const char* log = std::getenv("DIPU_LOG_FALLBACK_INFO");
   g_log_every_fallback = log && std::string(log) == "1";

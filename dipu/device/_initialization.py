@@ -7,7 +7,7 @@ device_count() (which the runtime contract allows before initialize()). The vend
 starts at the first device use: PyTorch calls ``torch.dipu._lazy_init`` before creating a
 dipu tensor from Python (torch/csrc/utils/device_lazy_init.cpp), the hooks' init() runs it for
 ``at::globalContext().lazyInitDevice``, and the core runs it before any vendor call, allocation
-or native alias (``ensure_initialized`` in dipu/csrc/core.h), so no path reaches the vendor
+or native alias (``ensure_initialized`` in dipu/csrc/vendor_bridge.h), so no path reaches the vendor
 first. Seeding before that is queued, as torch.cuda's ``_lazy_call`` does (``torch.manual_seed``
 seeds every device type and must not start a runtime). A process forked from an initialized
 parent inherits a runtime its vendor no longer serves (CUDA's hangs or crashes there), so
@@ -61,7 +61,7 @@ def _lazy_init() -> None:
         runtime = vendor()
         try:
             runtime.initialize()
-        except Exception as error:  # reported as every vendor failure is (dipu/csrc/module.cpp)
+        except Exception as error:  # reported as every vendor failure is (dipu/csrc/vendor_bridge.cpp)
             raise RuntimeError(f"dipu: vendor '{runtime.name}' failed in initialize: "
                                f"{type(error).__name__}: {error}") from error
         _C.start_runtime()

@@ -73,9 +73,6 @@ class CudaRuntime(DeviceRuntime):
     def set_device(self, index: int) -> None:
         torch.cuda.set_device(index)
 
-    def get_device(self) -> int:
-        return torch.cuda.current_device()
-
     def synchronize_device(self, index: int) -> None:
         torch.cuda.synchronize(index)
 
@@ -84,9 +81,6 @@ class CudaRuntime(DeviceRuntime):
         return DeviceProperties(name=p.name, total_memory=p.total_memory,
                                 multi_processor_count=p.multi_processor_count,
                                 major=p.major, minor=p.minor)
-
-    def runtime_version(self) -> str:
-        return f"cuda-{torch.version.cuda}"
 
     # ---- memory ---------------------------------------------------------------
     def malloc(self, index: int, nbytes: int) -> int:
@@ -120,19 +114,6 @@ class CudaRuntime(DeviceRuntime):
 
     def memcpy_d2d(self, dst_index: int, dst: int, src_index: int, src: int, nbytes: int) -> None:
         self._memcpy(dst, src, nbytes)
-
-    def memcpy_async(self, dst_index, dst, src_index, src, nbytes, stream) -> None:
-        index = dst_index if dst_index is not None else src_index
-        handle = self._stream(index, stream).cuda_stream
-        status = self.cudart.cudaMemcpyAsync(ctypes.c_void_p(dst), ctypes.c_void_p(src),
-                                             ctypes.c_size_t(nbytes), _MEMCPY_DEFAULT,
-                                             ctypes.c_void_p(handle))
-        self._check(status, "cudaMemcpyAsync")
-
-    def memset(self, index: int, ptr: int, value: int, nbytes: int) -> None:
-        with torch.cuda.device(index):
-            self._check(self.cudart.cudaMemset(ctypes.c_void_p(ptr), value, ctypes.c_size_t(nbytes)),
-                        "cudaMemset")
 
     def mem_get_info(self, index: int) -> tuple[int, int]:
         return torch.cuda.mem_get_info(index)

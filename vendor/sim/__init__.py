@@ -2,8 +2,8 @@
 
 Device memory is host memory that this vendor allocates and owns (not the CPU
 allocator's), with a per-device capacity, so out-of-memory and pointer-to-device
-behave as on a real device. Work executes synchronously; streams and events are
-real objects with consistent semantics, and events record timestamps.
+behave as on a real device. Work executes synchronously, so the contract's
+default streams and events serve it (events record host timestamps).
 
 Environment:
 - ``DIPU_SIM_DEVICE_COUNT``: number of devices (default 2).
@@ -18,7 +18,6 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
-import time
 
 from dipu.runtime import MAX_DEVICES, DeviceProperties, DeviceRuntime, env_int, parse_size
 
@@ -29,20 +28,6 @@ _libc.aligned_alloc.restype = ctypes.c_void_p
 _libc.aligned_alloc.argtypes = [ctypes.c_size_t, ctypes.c_size_t]
 _libc.free.argtypes = [ctypes.c_void_p]
 _ALIGN = 64
-
-
-class SimStream:
-    __slots__ = ("device", "priority")
-
-    def __init__(self, device: int, priority: int):
-        self.device, self.priority = device, priority
-
-
-class SimEvent:
-    __slots__ = ("device", "timing", "timestamp")
-
-    def __init__(self, device: int, timing: bool):
-        self.device, self.timing, self.timestamp = device, timing, None
 
 
 class SimRuntime(DeviceRuntime):
@@ -85,7 +70,9 @@ class SimRuntime(DeviceRuntime):
         self._started("set_device")
         self._thread.device = index
 
-    def get_device(self) -> int:
+    def current_device(self) -> int:
+        """Not a contract method: the device ``set_device`` last made current on this thread,
+        for tests to see that ``torch.dipu.set_device`` reaches the vendor."""
         return getattr(self._thread, "device", 0)
 
     def synchronize_device(self, index: int) -> None:
@@ -93,9 +80,6 @@ class SimRuntime(DeviceRuntime):
 
     def device_properties(self, index: int) -> DeviceProperties:
         return DeviceProperties(name="dipu simulated device", total_memory=self.capacity)
-
-    def runtime_version(self) -> str:
-        return "sim-1.0"
 
     # ---- memory ----------------------------------------------------------------
     def malloc(self, index: int, nbytes: int) -> int:
@@ -130,9 +114,6 @@ class SimRuntime(DeviceRuntime):
     def memcpy_d2d(self, dst_index: int, dst: int, src_index: int, src: int, nbytes: int) -> None:
         ctypes.memmove(dst, src, nbytes)
 
-    def memset(self, index: int, ptr: int, value: int, nbytes: int) -> None:
-        ctypes.memset(ptr, value, nbytes)
-
     def mem_get_info(self, index: int) -> tuple[int, int]:
         with self._lock:
             return self.capacity - self._used[index], self.capacity
@@ -149,41 +130,3 @@ class SimRuntime(DeviceRuntime):
         with self._lock:
             self._pinned.pop(ptr)
         _libc.free(ptr)
-
-    # ---- streams and events --------------------------------------------------------
-    def create_stream(self, index: int, priority: int = 0) -> SimStream:
-        self._started("create_stream")
-        return SimStream(index, priority)
-
-    def destroy_stream(self, index: int, stream: SimStream) -> None:
-        pass
-
-    def synchronize_stream(self, index: int, stream: SimStream | None) -> None:
-        pass
-
-    def query_stream(self, index: int, stream: SimStream | None) -> bool:
-        return True
-
-    def stream_wait_event(self, index: int, stream: SimStream | None, event: SimEvent) -> None:
-        pass  # work already ran when it was queued
-
-    def create_event(self, index: int, enable_timing: bool) -> SimEvent:
-        self._started("create_event")
-        return SimEvent(index, enable_timing)
-
-    def destroy_event(self, index: int, event: SimEvent) -> None:
-        pass
-
-    def record_event(self, index: int, event: SimEvent, stream: SimStream | None) -> None:
-        event.timestamp = time.perf_counter()
-
-    def synchronize_event(self, index: int, event: SimEvent) -> None:
-        pass
-
-    def query_event(self, index: int, event: SimEvent) -> bool:
-        return True
-
-    def event_elapsed_time(self, index: int, start: SimEvent, end: SimEvent) -> float:
-        if start.timestamp is None or end.timestamp is None:
-            raise RuntimeError("Both events must be recorded before calculating elapsed time.")
-        return (end.timestamp - start.timestamp) * 1000.0
