@@ -14,6 +14,13 @@ A script written for CUDA names the device in four ways, and each is redirected 
   ``manual_seed``, ``memory_allocated``, ...), so the dipu device module answers.
 - ``torch.autocast("cuda")``, ``torch.amp.autocast("cuda")``, ``torch.cuda.amp.autocast()`` and
   ``torch.amp.GradScaler("cuda")``/``torch.cuda.amp.GradScaler()``: the device type is mapped.
+- device arguments of those ``torch.cuda`` functions and classes (``set_device``, ``device``, ``Stream``,
+  ``memory_allocated``, ``get_device_capability``, ...): they parse their device with dipu's
+  ``_get_device_index``, which the mock tells to take device type ``"cuda"`` as dipu, so
+  ``torch.device("cuda:1")``, ``"cuda"`` and indices work in every one of them, present and future, as
+  in torch.cuda.
+- ``nn.DataParallel`` is refused at construction with a message: torch's scatter/gather/broadcast
+  (``torch._C._scatter`` and siblings) exist only in a CUDA build and only for CUDA tensors.
 - ``Tensor.is_cuda`` answers True for dipu tensors (``x.device.type`` stays ``"dipu"``).
 - ``torch.distributed``: the backend name ``"nccl"`` means dipu's ``"dicl"`` in ``init_process_group``,
   ``new_group`` (and so ``new_subgroups``) and ``init_device_mesh``'s ``backend_override``, also inside
@@ -33,6 +40,8 @@ import os
 import torch
 from torch.overrides import TorchFunctionMode
 
+from dipu.device._devices import _accept_device_type
+
 _CUDA = "cuda"
 _TYPE = "dipu"
 VARIABLE = "DIPU_MOCK_CUDA"
@@ -41,12 +50,17 @@ VARIABLE = "DIPU_MOCK_CUDA"
 DISTRIBUTED_BACKEND_ALIASES: dict[str, str] = {"nccl": "dicl"}
 
 
+#: DIPU_MOCK_CUDA's spellings (case-insensitive): DIPU's own scripts write True/False, ours 1/0.
+_SWITCH_VALUES = {"": False, "0": False, "false": False, "1": True, "true": True}
+
+
 def requested() -> bool:
-    """Whether ``DIPU_MOCK_CUDA`` asks for the mock (``1``); anything but 0/1/empty is an error."""
+    """Whether ``DIPU_MOCK_CUDA`` asks for the mock (``1``/``true``); anything but 0/1/true/false/empty is an error."""
     text = os.environ.get(VARIABLE, "").strip()
-    if text not in ("", "0", "1"):
-        raise ValueError(f"{VARIABLE}={text!r} must be 0 (off, the default) or 1 (cuda spellings mean dipu)")
-    return text == "1"
+    if text.lower() not in _SWITCH_VALUES:
+        raise ValueError(f"{VARIABLE}={text!r} must be 0 or False (off, the default) or 1 or True "
+                         "(cuda spellings mean dipu)")
+    return _SWITCH_VALUES[text.lower()]
 
 
 def to_dipu(device):
@@ -174,6 +188,24 @@ def _mapped_grad_scaler(base, default_device=None):
     return GradScaler
 
 
+DATA_PARALLEL_REFUSAL = (
+    "torch.nn.DataParallel cannot run on dipu devices under DIPU_MOCK_CUDA: it scatters inputs, replicates the "
+    "module and gathers outputs with torch._C._scatter, _broadcast_coalesced and _gather, which a CPU build of "
+    "torch lacks and a CUDA build implements for CUDA tensors only. Use DistributedDataParallel "
+    "(init_process_group(\"nccl\") means dipu's dicl) or leave the module unwrapped on one device.")
+
+
+def _refusing_data_parallel_init(init):
+    """DataParallel's ``__init__``, refusing where it would split work over devices (Note [Mock CUDA])."""
+    @functools.wraps(init)
+    def refusing(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        if self.device_ids:
+            raise RuntimeError(DATA_PARALLEL_REFUSAL)
+
+    return refusing
+
+
 def _is_cuda(tensor) -> bool:
     return tensor.device.type in (_CUDA, _TYPE)
 
@@ -187,6 +219,7 @@ def install() -> None:
     if _installed is not None:
         return
     dipu_module = torch.dipu
+    _accept_device_type(_CUDA)  # torch.cuda.set_device(torch.device("cuda:1")) and every other device argument
     for name in dir(dipu_module):
         if not name.startswith("_") and hasattr(torch.cuda, name):
             setattr(torch.cuda, name, getattr(dipu_module, name))
@@ -201,6 +234,7 @@ def install() -> None:
     torch.amp.GradScaler = torch.amp.grad_scaler.GradScaler = _mapped_grad_scaler(torch.amp.grad_scaler.GradScaler)
     torch.cuda.amp.GradScaler = _mapped_grad_scaler(torch.amp.grad_scaler.GradScaler, _TYPE)
 
+    torch.nn.DataParallel.__init__ = _refusing_data_parallel_init(torch.nn.DataParallel.__init__)
     torch.Tensor.is_cuda = property(_is_cuda, doc="True for cuda and (DIPU_MOCK_CUDA) dipu tensors.")
     _install_distributed()
 

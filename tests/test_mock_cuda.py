@@ -168,7 +168,106 @@ def test_off_by_default(python):
 
 def test_invalid_value_is_named(python):
     proc = python("import dipu", env={"DIPU_MOCK_CUDA": "yes"}, check=False)
-    assert "DIPU_MOCK_CUDA='yes' must be 0 (off, the default) or 1" in proc.stderr
+    assert "DIPU_MOCK_CUDA='yes' must be 0 or False (off, the default) or 1 or True" in proc.stderr
+
+
+@pytest.mark.parametrize("value, on", [("True", True), ("true", True), (" TRUE ", True), ("1", True),
+                                       ("False", False), ("false", False), ("0", False), ("", False)])
+def test_dipu_spellings_of_the_switch(python, value, on):
+    """DIPU's own scripts write DIPU_MOCK_CUDA=True/False; ours 1/0 (case-insensitive)."""
+    python(f"""
+        import torch, dipu
+        assert dipu.mock_cuda.installed() is {on} and torch.cuda.is_available() is {on}
+    """, env={"DIPU_MOCK_CUDA": value})
+
+
+def test_a_cuda_users_script_runs_unchanged(python):
+    """What Hugging Face's and Lightning's Trainers call while setting up, spelled with CUDA's devices."""
+    python("""
+        import torch
+        torch.cuda.set_device(torch.device("cuda:1"))
+        assert torch.cuda.current_device() == 1
+        torch.cuda.set_device("cuda:0")
+        assert torch.cuda.current_device() == 0
+        torch.cuda.set_device(torch.device("cuda"))  # no index: the device stays as it is
+        assert torch.cuda.current_device() == 0
+        assert torch.cuda.get_device_capability("cuda") == torch.dipu.get_device_capability(0)
+        assert torch.cuda.get_device_name(torch.device("cuda", 1)) == torch.dipu.get_device_name(1)
+        with torch.cuda.device(torch.device("cuda:1")):
+            assert torch.cuda.current_device() == 1
+            x = torch.ones(1024, device="cuda")
+            assert x.device == torch.device("dipu", 1)
+            assert torch.cuda.memory_allocated(torch.device("cuda")) >= 4096  # the current device: 1
+        assert torch.cuda.current_device() == 0
+        assert torch.cuda.memory_allocated(torch.device("cuda")) == torch.dipu.memory_allocated(0)
+        assert torch.cuda.memory_allocated("cuda:1") == torch.dipu.memory_allocated(1) >= 4096
+        stream = torch.cuda.Stream(device=torch.device("cuda:1"))
+        assert stream.device_index == 1
+        assert torch.cuda.current_stream("cuda:1").device_index == 1
+        torch.cuda.synchronize(torch.device("cuda:1"))
+        with torch.cuda.device_of(x):
+            assert torch.cuda.current_device() == 1
+        try:
+            torch.cuda.set_device("cpu")
+        except ValueError as error:
+            assert "Expected a dipu device, but got: cpu" in str(error)
+        else:
+            raise AssertionError("a cpu device was taken for a dipu one")
+    """, env=MOCK)
+
+
+def test_every_mapped_function_takes_every_device_spelling(python):
+    """Every torch.cuda function that mock CUDA maps and that takes a ``device`` answers the same for
+    1, "cuda:1", torch.device("cuda", 1) and dipu's own spellings (and "cuda" as the current device)."""
+    python("""
+        import inspect
+        import torch
+
+        def comparable(value):
+            if isinstance(value, torch.Tensor):
+                return ("tensor", value.shape, value.dtype)
+            if isinstance(value, dict):
+                return {k: v for k, v in value.items() if "requested_bytes" not in k and "num_" not in k}
+            return value if isinstance(value, (int, float, str, tuple, type(None))) else type(value)
+
+        checked = []
+        for name in sorted(dir(torch.dipu)):
+            function = getattr(torch.cuda, name, None)
+            if name.startswith("_") or function is not getattr(torch.dipu, name) or inspect.isclass(function):
+                continue
+            try:
+                parameters = inspect.signature(function).parameters
+            except (TypeError, ValueError):
+                continue
+            required = [p for n, p in parameters.items() if n != "device" and p.default is p.empty
+                        and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+            if "device" not in parameters or required:
+                continue
+            results = {repr(spelling): comparable(function(device=spelling))
+                       for spelling in (1, "cuda:1", torch.device("cuda", 1), "dipu:1", torch.device("dipu", 1))}
+            assert len(set(map(repr, results.values()))) == 1, (name, results)
+            torch.cuda.set_device(1)
+            assert repr(comparable(function(device="cuda"))) == repr(comparable(function(device=1))), name
+            torch.cuda.set_device(0)
+            checked.append(name)
+        assert {"get_device_properties", "get_device_capability", "memory_allocated", "synchronize",
+                "get_rng_state", "current_stream", "mem_get_info", "memory_stats"} <= set(checked), checked
+        for cls in (torch.cuda.device, torch.cuda.Stream):
+            for spelling in (1, "cuda:1", torch.device("cuda", 1)):
+                with torch.cuda.device(spelling) if cls is torch.cuda.device else torch.cuda.stream(cls(spelling)):
+                    assert torch.cuda.current_device() == 1, (cls, spelling)
+        print("checked", checked)
+    """, env=MOCK)
+
+
+def test_data_parallel_is_refused_with_the_reason(python):
+    proc = python("""
+        import torch
+        torch.nn.DataParallel(torch.nn.Linear(4, 2).cuda())
+    """, env=MOCK, check=False)
+    assert proc.returncode != 0
+    assert "RuntimeError: torch.nn.DataParallel cannot run on dipu devices under DIPU_MOCK_CUDA" in proc.stderr
+    assert "torch._C._scatter" in proc.stderr and "DistributedDataParallel" in proc.stderr
 
 
 def test_cuda_spelled_example_trains_as_train_py(python):

@@ -14,6 +14,16 @@ from dipu.device._initialization import _lazy_init
 
 _TYPE = "dipu"
 
+#: Device types a device argument may name dipu by; DIPU_MOCK_CUDA adds "cuda" (Note [Mock CUDA]), so
+#: every function that parses its device here (torch.cuda's names, which mock CUDA maps to these)
+#: takes ``torch.device("cuda:1")``, ``"cuda"`` and indices as torch.cuda does.
+_device_types = {_TYPE}
+
+
+def _accept_device_type(device_type: str) -> None:
+    """Let device arguments of type ``device_type`` name the dipu device of the same index."""
+    _device_types.add(device_type)
+
 
 def _get_device_index(device=None, optional: bool = False) -> int:
     """The index of a dipu device given as None, an int, "dipu:1" or a torch.device, as torch.cuda's helper.
@@ -26,10 +36,11 @@ def _get_device_index(device=None, optional: bool = False) -> int:
     if isinstance(device, str):
         device = torch.device(device)
     if isinstance(device, torch.device):
-        if device.type != _TYPE:
+        if device.type not in _device_types:
             raise ValueError(f"Expected a dipu device, but got: {device}")
         if device.index is None:
             return -1 if optional else _C.current_device()
+        device = device.index
     elif not isinstance(device, int):
         raise TypeError(f"Expected a dipu device index, torch.device or str, got {device!r}")
     index = _torch_get_device_index(device)
