@@ -287,3 +287,47 @@ def test_repeated_mismatches_of_one_op_are_counted_not_printed(python, tmp_path)
     assert "autocompare:    neg: further mismatches of this op are counted, not printed " \
            "(DIPU_AUTOCOMPARE_VERBOSE=1 prints all)" in lines
     assert lines[-1].startswith("autocompare: 1 ops compared in 15 calls, 15 mismatches (neg x15)")
+
+
+def test_an_input_aliasing_the_written_argument_is_not_reported_modified():
+    """``t -= t`` is ``sub_(t, t)``: ``other`` changes because ``self`` is written (Note [Inputs that alias a
+    written argument]), which is no mismatch; a view of the written tensor is one storage too."""
+    t, u = torch.randn(5, device="dipu"), torch.randn(5, device="dipu")
+    v = torch.randn(6, device="dipu")
+    with dipu.autocompare(".*") as run:
+        t -= t
+        u.add_(u)
+        v[:3].mul_(v[3:])
+    assert {"sub_.Tensor", "add_.Tensor"} <= run.ops
+    assert run.mismatches == [], run.mismatches
+    assert t.cpu().eq(0).all()
+    # an input apart from the written ones is still checked (abs of BROKEN_LIBRARY negates its input):
+    # test_wrong_values_and_a_mutated_input_are_reported
+
+
+# A library whose sub computes self - other + 1.
+OFF_BY_ONE_SUB = """
+from dipu import _C
+from dipu.diopi import SUCCESS, OpLibrary
+from dipu.diopi_impl.torch import library as reference
+
+library = OpLibrary("off_by_one_sub", base=reference)
+
+@library.register
+def diopiSub(ctx, out, input, other, alpha):
+    d = ctx.device
+    _C.alias(out, d).copy_(_C.alias(input, d) - alpha * _C.alias(other, d) + 1)
+    return SUCCESS
+"""
+
+
+def test_a_wrong_kernel_on_aliased_arguments_is_still_named(python, tmp_path):
+    out = python("""
+        import torch, dipu
+        t = torch.tensor([1.0, 2.0, 3.0]).to("dipu")
+        with dipu.autocompare(".*") as run:
+            t -= t
+        print(sorted({(m.op, m.output) for m in run.mismatches}))
+    """, env=library_path(tmp_path, "off_by_one_sub", OFF_BY_ONE_SUB)).stdout
+    assert "autocompare:    sub_.Tensor self: not_close, call #1" in out
+    assert out.splitlines()[-1] == "[('sub_.Tensor', 'self')]"

@@ -53,6 +53,7 @@ from dipu.ops.shape_rules import like_self as shape_like_self
 from dipu.ops.shape_rules import linspace as shape_linspace
 from dipu.ops.shape_rules import max_dim as shape_max_dim
 from dipu.ops.shape_rules import mm as shape_mm
+from dipu.ops.shape_rules import multilabel_margin_loss as shape_multilabel_margin_loss
 from dipu.ops.shape_rules import multinomial as shape_multinomial
 from dipu.ops.shape_rules import native_group_norm as shape_native_group_norm
 from dipu.ops.shape_rules import native_layer_norm as shape_native_layer_norm
@@ -144,7 +145,6 @@ meta_max_pool3d_with_indices = meta(torch.ops.aten.max_pool3d_with_indices.defau
 meta_max_unpool2d = meta(torch.ops.aten.max_unpool2d.default, (), False)
 meta_mse_loss = meta(torch.ops.aten.mse_loss.default, (), False)
 meta_multi_margin_loss = meta(torch.ops.aten.multi_margin_loss.default, (), False)
-meta_multilabel_margin_loss_forward = meta(torch.ops.aten.multilabel_margin_loss_forward.default, (), True)
 meta_mv = meta(torch.ops.aten.mv.default, (), False)
 meta_nansum = meta(torch.ops.aten.nansum.default, ('dtype',), False)
 meta_native_group_norm_backward = meta(torch.ops.aten.native_group_norm_backward.default, (), True)
@@ -22156,9 +22156,9 @@ def make_multilabel_margin_loss_forward(op, diopiMultilabelMarginLoss):
             if dump or CHECK_DEVICE:
                 checked_args(op, d, dump, (self, target, reduction))
             if self.is_contiguous() and target.is_contiguous():
-                output, is_target = allocate(meta_multilabel_margin_loss_forward(self, target, reduction), d)
+                output, is_target = allocate(shape_multilabel_margin_loss(self, target, reduction), d)
             else:
-                output, is_target = allocate_strided(meta_multilabel_margin_loss_forward(self, target, reduction), strides_multilabel_margin_loss_forward(self, target, reduction), d)
+                output, is_target = allocate_strided(shape_multilabel_margin_loss(self, target, reduction), strides_multilabel_margin_loss_forward(self, target, reduction), d)
             status = diopiMultilabelMarginLoss(contexts[d], output, is_target, self, target, reduction)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (output, is_target), (self, target, reduction), {})
@@ -22188,7 +22188,7 @@ def make_multilabel_margin_loss_forward_output(op, diopiMultilabelMarginLoss):
             dump = env_get(DUMP_KEY) not in DUMP_OFF
             if dump or CHECK_DEVICE:
                 checked_args(op, d, dump, (self, target, reduction, output, is_target))
-            resize_outputs((output, is_target), meta_multilabel_margin_loss_forward(self, target, reduction))
+            resize_outputs((output, is_target), shape_multilabel_margin_loss(self, target, reduction))
             status = diopiMultilabelMarginLoss(contexts[d], output, is_target, self, target, reduction)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (output, is_target), (self, target, reduction), {'output': output, 'is_target': is_target})

@@ -31,9 +31,9 @@ import torch
 __all__ = [
     "addmm", "arange", "arange_end", "binary", "binary_float", "bmm", "broadcast_grad", "cdist_backward",
     "compare", "divide", "dropout", "eye", "fused_gru_cell", "fused_gru_cell_backward", "fused_lstm_cell",
-    "fused_lstm_cell_backward", "like_self", "linspace", "max_dim", "mm", "multinomial", "native_batch_norm",
-    "native_group_norm", "native_layer_norm", "randperm", "reduce_all", "reduction", "sized_float", "sum_all",
-    "ternary", "unary", "unary_bool", "unary_float", "unary_real", "where",
+    "fused_lstm_cell_backward", "like_self", "linspace", "max_dim", "mm", "multilabel_margin_loss", "multinomial",
+    "native_batch_norm", "native_group_norm", "native_layer_norm", "randperm", "reduce_all", "reduction",
+    "sized_float", "sum_all", "ternary", "unary", "unary_bool", "unary_float", "unary_real", "where",
 ]
 
 _Tensor = torch.Tensor
@@ -159,6 +159,16 @@ def broadcast_grad(grad_output, self, target, *_):
     if grad_output.shape != shape:
         shape = _infer_size(shape, grad_output.shape)
     return shape, self.dtype
+
+
+def multilabel_margin_loss(self, target, reduction, *_):
+    """``multilabel_margin_loss_forward``: the loss and ``is_target`` (shaped like ``self``).
+
+    The loss is 0-dim when reduced, else one per row, and 0-dim for a vector input as the CPU kernel
+    gives (the op's meta kernel, a decomposition, gives a vector input's unreduced loss shape ``[1]``).
+    """
+    per_row = reduction == 0 and self.dim() == 2
+    return ((self.shape[0],) if per_row else (), self.dtype), (self.shape, self.dtype)
 
 
 def cdist_backward(grad, x1, x2, *_):

@@ -20,8 +20,8 @@ _ELEMENTWISE = ("binary", "binary_float", "compare", "divide", "ternary", "unary
 _OTHERS = (
     "addmm", "arange", "arange_end", "bmm", "broadcast_grad", "cdist_backward", "dropout", "eye",
     "fused_gru_cell", "fused_gru_cell_backward", "fused_lstm_cell", "fused_lstm_cell_backward", "like_self",
-    "linspace", "max_dim", "mm", "multinomial", "native_batch_norm", "native_group_norm", "native_layer_norm",
-    "randperm", "reduce_all", "reduction", "sized_float", "sum_all",
+    "linspace", "max_dim", "mm", "multilabel_margin_loss", "multinomial", "native_batch_norm", "native_group_norm",
+    "native_layer_norm", "randperm", "reduce_all", "reduction", "sized_float", "sum_all",
     "unary",  # shared by ops of every sort (clone, softmax, channel_shuffle): their meta kernels know the strides
 )
 
