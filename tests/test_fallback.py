@@ -65,6 +65,42 @@ def test_out_argument_is_written_in_place():
     assert torch.equal(out.cpu(), x * 2)
 
 
+@pytest.mark.parametrize("size", [(0,), (2,), (7, 3)], ids=["empty", "smaller", "larger"])
+def test_out_argument_of_the_wrong_size_is_resized_as_the_cpu_does(size):
+    """The CPU kernel resizes a wrongly sized ``out=``; the fallback copies back into it resized too."""
+    x = torch.rand(3, 4)
+    expected = torch.empty(size)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # "An output with one or more elements was resized"
+        ops.scale.out(x, 2.0, out=expected)
+        out = torch.empty(size, device="dipu")
+        result = ops.scale.out(x.to("dipu"), 2.0, out=out)
+    assert result is out and out.shape == expected.shape == (3, 4)
+    assert out.stride() == expected.stride()
+    assert torch.equal(out.cpu(), expected)
+
+
+def test_forced_fallback_resizes_the_out_arguments_of_aten_ops(python):
+    """aten ops forced onto the fallback (DIPU_FORCE_FALLBACK_OPS_LIST) with out= of the wrong sizes,
+    one output (mm.out) and two (max.dim_max), against the CPU."""
+    python("""
+        import warnings
+        import torch, dipu
+        warnings.simplefilter("ignore")
+        a, b = torch.rand(3, 4), torch.rand(4, 2)
+        for size in [(0,), (1,), (5, 5)]:
+            out = torch.empty(size, device="dipu")
+            torch.mm(a.to("dipu"), b.to("dipu"), out=out)
+            assert out.shape == (3, 2) and torch.allclose(out.cpu(), a @ b), (size, out.shape)
+            values, indices = torch.empty(size, device="dipu"), torch.empty(size, dtype=torch.long, device="dipu")
+            torch.max(a.to("dipu"), 1, out=(values, indices))
+            expected = torch.max(a, 1)
+            assert values.shape == indices.shape == (3,), (size, values.shape, indices.shape)
+            assert torch.equal(values.cpu(), expected.values) and torch.equal(indices.cpu(), expected.indices)
+        assert set(dipu.fallback_counts()) >= {"mm.out", "max.dim_max"}, dipu.fallback_counts()
+    """, env={"DIPU_FORCE_FALLBACK_OPS_LIST": "mm.out, max.dim_max"})
+
+
 def test_multiple_outputs_lists_and_optional_tensors():
     x = torch.rand(3, 4)
     low, high = ops.extrema(x.to("dipu:1"))

@@ -121,6 +121,19 @@ def test_force_fallback_by_registered_name():
     assert fallbacks == "fallbacks: []"  # a + b: add.Tensor, without a kernel, runs add.out, still native
 
 
+def test_force_fallback_patterns_match_whole_names_not_prefixes():
+    """``add`` and ``add.out`` prefix addmm, addcmul, addcdiv, addbmm, addmv, addr: none of those is dropped;
+    ``add`` names no op (ops are named with their overload), so only ``add.out``'s family goes."""
+    out = run("""
+        from dipu.kernels.registry import registered_ops
+        print(sorted(name for name in registered_ops() if name.startswith("add")))
+    """, env={"DIPU_FORCE_FALLBACK_OPS_LIST": "add, add.out, add_"}).stdout
+    kept = eval(out.splitlines()[-1])
+    assert not {"add.out", "add.Tensor", "add_.Tensor"} & set(kept)
+    assert {"addmm", "addmm.out", "addmm_", "addcmul", "addcmul.out", "addcmul_", "addcdiv.out", "addbmm.out",
+            "addmv.out", "addr.out", "add.Scalar_out"} <= set(kept), kept
+
+
 def test_force_fallback_by_pattern_with_whitespace():
     registered, fallbacks = probe_fallbacks({"DIPU_FORCE_FALLBACK_OPS_LIST": " .*.Scalar , mul.Tensor "})
     assert registered == "registered: ['add.Tensor', 'add.out', 'add_.Tensor', 'masked_fill_.Tensor']"
