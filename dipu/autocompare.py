@@ -38,7 +38,7 @@ import warnings
 
 import torch
 
-from dipu.kernels.fallback import CPU_SUBSTITUTES
+from dipu.kernels.fallback import cpu_reference
 from dipu.kernels.registry import registration
 from dipu.kernels.switches import OpPatterns, autocompare_patterns, env_flag
 
@@ -198,15 +198,6 @@ def _unchanged(value: torch.Tensor, original: torch.Tensor) -> bool:
         original.is_floating_point() and torch.allclose(value.detach().cpu(), original, equal_nan=True))
 
 
-def _cpu_reference(op):
-    """The aten op itself, or for the ``*_overrideable`` ops (no CPU kernel) the op they stand for."""
-    substitute = CPU_SUBSTITUTES.get(op.name)
-    if substitute is not None:
-        return substitute
-    packet, overload = op.name.split(".") if "." in op.name else (op.name, "default")
-    return getattr(getattr(torch.ops.aten, packet), overload)
-
-
 class _Call:
     """One compared call: records and prints what disagrees."""
 
@@ -289,7 +280,7 @@ def wrap(kernel, op):
         return kernel
     if not _scopes:  # a dipu.autocompare block gives its results to its caller instead
         _register_summary()
-    reference = _cpu_reference(op)
+    reference = cpu_reference(op.name)
     written = set(op.written)
 
     def compared(*args, **kwargs):

@@ -11,8 +11,8 @@ from torch import Tensor
 from dipu.kernels.support import (CHECK_DEVICE, DUMP_KEY, DUMP_OFF, SYNC, all_contiguous, allocate,
                                   allocate_strided, call_with_numbers, check_device, check_inplace_shape,
                                   contexts, device_of, dump_op_args, dump_op_results, empty, empty_strided,
-                                  env_get, exchange_device, has_numbers, on_failure, resize_outputs,
-                                  synchronize)
+                                  env_get, exchange_device, has_numbers, on_failure, raise_as_the_cpu,
+                                  resize_outputs, synchronize)
 from dipu.ops.meta_rules import contiguous_strides, elementwise_strides, format_of_strides, meta, meta_strides
 from dipu.ops.attention import fused_attention as impl_dipu_ops_attention_fused_attention
 from dipu.ops.attention import fused_attention_backward as impl_dipu_ops_attention_fused_attention_backward
@@ -576,6 +576,9 @@ def make___ilshift___Scalar(op, diopiBitwiseLeftShiftInpScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, other), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -601,6 +604,9 @@ def make___ilshift___Tensor(op, diopiBitwiseLeftShiftInp, diopiBitwiseLeftShiftI
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, other), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -623,6 +629,9 @@ def make___irshift___Scalar(op, diopiBitwiseRightShiftInpScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, other), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -648,6 +657,9 @@ def make___irshift___Tensor(op, diopiBitwiseRightShiftInp, diopiBitwiseRightShif
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, other), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -678,9 +690,10 @@ def make___lshift___Scalar(op, diopiBitwiseLeftShiftScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu___lshift___Scalar, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -715,9 +728,10 @@ def make___lshift___Tensor(op, diopiBitwiseLeftShift, diopiBitwiseLeftShiftScala
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu___lshift___Tensor, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -749,9 +763,10 @@ def make___rshift___Scalar(op, diopiBitwiseRightShiftScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu___rshift___Scalar, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -786,9 +801,10 @@ def make___rshift___Tensor(op, diopiBitwiseRightShift, diopiBitwiseRightShiftSca
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu___rshift___Tensor, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -815,9 +831,10 @@ def make__adaptive_avg_pool2d(op, diopiAdaptiveAvgPool2d):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, result, (self, output_size), {})
             return result
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, output_size)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__adaptive_avg_pool2d, (self, output_size), {})
+            raise_as_the_cpu(op, error, (self, output_size), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -847,9 +864,10 @@ def make__adaptive_avg_pool2d_out(op, diopiAdaptiveAvgPool2d):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, output_size), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, output_size, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__adaptive_avg_pool2d_out, (self, output_size), {'out': out})
+            raise_as_the_cpu(op, error, (self, output_size), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -876,9 +894,10 @@ def make__adaptive_avg_pool2d_backward(op, diopiAdaptiveAvgPool2dBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, result, (grad_output, self), {})
             return result
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__adaptive_avg_pool2d_backward, (grad_output, self), {})
+            raise_as_the_cpu(op, error, (grad_output, self), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -908,9 +927,10 @@ def make__adaptive_avg_pool2d_backward_out(op, diopiAdaptiveAvgPool2dBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (grad_output, self), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__adaptive_avg_pool2d_backward_out, (grad_output, self), {'out': out})
+            raise_as_the_cpu(op, error, (grad_output, self), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -942,9 +962,10 @@ def make__adaptive_avg_pool3d(op, diopiAdaptiveAvgPool3d):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, output_size), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, output_size)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__adaptive_avg_pool3d, (self, output_size), {})
+            raise_as_the_cpu(op, error, (self, output_size), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -974,9 +995,10 @@ def make__adaptive_avg_pool3d_out(op, diopiAdaptiveAvgPool3d):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, output_size), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, output_size, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__adaptive_avg_pool3d_out, (self, output_size), {'out': out})
+            raise_as_the_cpu(op, error, (self, output_size), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -1008,9 +1030,10 @@ def make__adaptive_avg_pool3d_backward(op, diopiAdaptiveAvgPool3dBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (grad_output, self), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__adaptive_avg_pool3d_backward, (grad_output, self), {})
+            raise_as_the_cpu(op, error, (grad_output, self), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -1040,9 +1063,10 @@ def make__adaptive_avg_pool3d_backward_out(op, diopiAdaptiveAvgPool3dBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (grad_output, self), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__adaptive_avg_pool3d_backward_out, (grad_output, self), {'out': out})
+            raise_as_the_cpu(op, error, (grad_output, self), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -1066,9 +1090,10 @@ def make__amp_foreach_non_finite_check_and_unscale_(op, diopiAmpForeachNonFinite
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self, found_inf, inv_scale), {})
             return None
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, found_inf, inv_scale)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__amp_foreach_non_finite_check_and_unscale_, (self, found_inf, inv_scale), {})
+            raise_as_the_cpu(op, error, (self, found_inf, inv_scale), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -1092,9 +1117,10 @@ def make__amp_update_scale_(op, diopiAmpUpdateScaleInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, growth_tracker, found_inf, scale_growth_factor, scale_backoff_factor, growth_interval), {})
             return self
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, growth_tracker, found_inf, scale_growth_factor, scale_backoff_factor, growth_interval)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__amp_update_scale_, (self, growth_tracker, found_inf, scale_growth_factor, scale_backoff_factor, growth_interval), {})
+            raise_as_the_cpu(op, error, (self, growth_tracker, found_inf, scale_growth_factor, scale_backoff_factor, growth_interval), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -1126,9 +1152,10 @@ def make__cdist_backward(op, diopiCdistBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (grad, x1, x2, p, cdist), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad, x1, x2, p, cdist)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__cdist_backward, (grad, x1, x2, p, cdist), {})
+            raise_as_the_cpu(op, error, (grad, x1, x2, p, cdist), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -1160,9 +1187,10 @@ def make__cdist_forward(op, diopiCdist):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (x1, x2, p, compute_mode), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (x1, x2, p, compute_mode)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__cdist_forward, (x1, x2, p, compute_mode), {})
+            raise_as_the_cpu(op, error, (x1, x2, p, compute_mode), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -1193,9 +1221,10 @@ def make__ctc_loss(op, diopiCTCLoss):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (out, log_alpha), (log_probs, targets, input_lengths, target_lengths, blank, zero_infinity), {})
             return (out, log_alpha)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (log_probs, targets, input_lengths, target_lengths, blank, zero_infinity)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__ctc_loss, (log_probs, targets, input_lengths, target_lengths, blank, zero_infinity), {})
+            raise_as_the_cpu(op, error, (log_probs, targets, input_lengths, target_lengths, blank, zero_infinity), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -1227,9 +1256,10 @@ def make__ctc_loss_backward(op, diopiCTCLossBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (grad, log_probs, targets, input_lengths, target_lengths, neg_log_likelihood, log_alpha, blank, zero_infinity), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad, log_probs, targets, input_lengths, target_lengths, neg_log_likelihood, log_alpha, blank, zero_infinity)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__ctc_loss_backward, (grad, log_probs, targets, input_lengths, target_lengths, neg_log_likelihood, log_alpha, blank, zero_infinity), {})
+            raise_as_the_cpu(op, error, (grad, log_probs, targets, input_lengths, target_lengths, neg_log_likelihood, log_alpha, blank, zero_infinity), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -1261,9 +1291,10 @@ def make__dirichlet_grad(op, diopiDirichletGrad):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (x, alpha, total), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (x, alpha, total)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__dirichlet_grad, (x, alpha, total), {})
+            raise_as_the_cpu(op, error, (x, alpha, total), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -1293,9 +1324,10 @@ def make__dirichlet_grad_out(op, diopiDirichletGrad):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (x, alpha, total), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (x, alpha, total, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__dirichlet_grad_out, (x, alpha, total), {'out': out})
+            raise_as_the_cpu(op, error, (x, alpha, total), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -1326,9 +1358,10 @@ def make__embedding_bag(op, diopiEmbeddingBag):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (out, offset2bag, bag_size, max_indices), (weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights, include_last_offset, padding_idx), {})
             return (out, offset2bag, bag_size, max_indices)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights, include_last_offset, padding_idx)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__embedding_bag, (weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights, include_last_offset, padding_idx), {})
+            raise_as_the_cpu(op, error, (weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights, include_last_offset, padding_idx), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -1360,9 +1393,10 @@ def make__embedding_bag_backward(op, diopiEmbeddingBagBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (grad, indices, offsets, offset2bag, bag_size, maximum_indices, num_weights, scale_grad_by_freq, mode, sparse, per_sample_weights, padding_idx), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad, indices, offsets, offset2bag, bag_size, maximum_indices, num_weights, scale_grad_by_freq, mode, sparse, per_sample_weights, padding_idx)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__embedding_bag_backward, (grad, indices, offsets, offset2bag, bag_size, maximum_indices, num_weights, scale_grad_by_freq, mode, sparse, per_sample_weights, padding_idx), {})
+            raise_as_the_cpu(op, error, (grad, indices, offsets, offset2bag, bag_size, maximum_indices, num_weights, scale_grad_by_freq, mode, sparse, per_sample_weights, padding_idx), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -1393,9 +1427,10 @@ def make__embedding_bag_forward_only(op, diopiEmbeddingBag):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (out, offset2bag, bag_size, max_indices), (weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights, include_last_offset, padding_idx), {})
             return (out, offset2bag, bag_size, max_indices)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights, include_last_offset, padding_idx)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__embedding_bag_forward_only, (weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights, include_last_offset, padding_idx), {})
+            raise_as_the_cpu(op, error, (weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights, include_last_offset, padding_idx), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -1427,9 +1462,10 @@ def make__embedding_bag_per_sample_weights_backward(op, diopiEmbeddingBagPerSamp
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (grad, weight, indices, offsets, offset2bag, mode, padding_idx), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad, weight, indices, offsets, offset2bag, mode, padding_idx)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__embedding_bag_per_sample_weights_backward, (grad, weight, indices, offsets, offset2bag, mode, padding_idx), {})
+            raise_as_the_cpu(op, error, (grad, weight, indices, offsets, offset2bag, mode, padding_idx), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -1454,6 +1490,9 @@ def make__foreach_abs(op, diopiForeachAbs):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self,), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -1476,6 +1515,9 @@ def make__foreach_abs_(op, diopiForeachAbsInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self,), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -1499,6 +1541,9 @@ def make__foreach_acos(op, diopiForeachAcos):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self,), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -1521,6 +1566,9 @@ def make__foreach_acos_(op, diopiForeachAcosInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self,), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -1544,6 +1592,9 @@ def make__foreach_add_List(op, diopiForeachAddList):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self, other), {'alpha': alpha})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, other), {'alpha': alpha})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -1567,6 +1618,9 @@ def make__foreach_add_Scalar(op, diopiForeachAddScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self, scalar), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, scalar), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -1590,6 +1644,9 @@ def make__foreach_add_ScalarList(op, diopiForeachAddScalarList):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self, scalars), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, scalars), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -1613,9 +1670,10 @@ def make__foreach_add_Tensor(op, diopiForeachAddTensor):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self, other), {'alpha': alpha})
             return out[0]
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, alpha)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__foreach_add_Tensor, (self, other), {'alpha': alpha})
+            raise_as_the_cpu(op, error, (self, other), {'alpha': alpha})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -1639,6 +1697,9 @@ def make__foreach_add__List(op, diopiForeachAddInpList):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self, other), {'alpha': alpha})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, other), {'alpha': alpha})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -1661,6 +1722,9 @@ def make__foreach_add__Scalar(op, diopiForeachAddInpScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self, scalar), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, scalar), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -1683,6 +1747,9 @@ def make__foreach_add__ScalarList(op, diopiForeachAddInpScalarList):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self, scalars), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, scalars), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -1705,9 +1772,10 @@ def make__foreach_add__Tensor(op, diopiForeachAddInpTensor):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self, other), {'alpha': alpha})
             return None
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, alpha)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__foreach_add__Tensor, (self, other), {'alpha': alpha})
+            raise_as_the_cpu(op, error, (self, other), {'alpha': alpha})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -1732,6 +1800,9 @@ def make__foreach_addcdiv_Scalar(op, diopiForeachAddcdivScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self, tensor1, tensor2, value), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, tensor1, tensor2, value), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -1755,6 +1826,9 @@ def make__foreach_addcdiv_ScalarList(op, diopiForeachAddcdivScalarList):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self, tensor1, tensor2, scalars), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, tensor1, tensor2, scalars), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -1778,9 +1852,10 @@ def make__foreach_addcdiv_Tensor(op, diopiForeachAddcdivTensor):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self, tensor1, tensor2, scalars), {})
             return out[0]
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, tensor1, tensor2, scalars)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__foreach_addcdiv_Tensor, (self, tensor1, tensor2, scalars), {})
+            raise_as_the_cpu(op, error, (self, tensor1, tensor2, scalars), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -1804,6 +1879,9 @@ def make__foreach_addcdiv__Scalar(op, diopiForeachAddcdivInpScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self, tensor1, tensor2, value), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, tensor1, tensor2, value), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -1826,6 +1904,9 @@ def make__foreach_addcdiv__ScalarList(op, diopiForeachAddcdivInpScalarList):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self, tensor1, tensor2, scalars), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, tensor1, tensor2, scalars), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -1848,9 +1929,10 @@ def make__foreach_addcdiv__Tensor(op, diopiForeachAddcdivInpTensor):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self, tensor1, tensor2, scalars), {})
             return None
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, tensor1, tensor2, scalars)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__foreach_addcdiv__Tensor, (self, tensor1, tensor2, scalars), {})
+            raise_as_the_cpu(op, error, (self, tensor1, tensor2, scalars), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -1875,6 +1957,9 @@ def make__foreach_addcmul_Scalar(op, diopiForeachAddcmulScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self, tensor1, tensor2, value), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, tensor1, tensor2, value), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -1898,6 +1983,9 @@ def make__foreach_addcmul_ScalarList(op, diopiForeachAddcmulScalarList):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self, tensor1, tensor2, scalars), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, tensor1, tensor2, scalars), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -1921,9 +2009,10 @@ def make__foreach_addcmul_Tensor(op, diopiForeachAddcmulTensor):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self, tensor1, tensor2, scalars), {})
             return out[0]
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, tensor1, tensor2, scalars)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__foreach_addcmul_Tensor, (self, tensor1, tensor2, scalars), {})
+            raise_as_the_cpu(op, error, (self, tensor1, tensor2, scalars), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -1947,6 +2036,9 @@ def make__foreach_addcmul__Scalar(op, diopiForeachAddcmulInpScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self, tensor1, tensor2, value), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, tensor1, tensor2, value), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -1969,6 +2061,9 @@ def make__foreach_addcmul__ScalarList(op, diopiForeachAddcmulInpScalarList):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self, tensor1, tensor2, scalars), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, tensor1, tensor2, scalars), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -1991,9 +2086,10 @@ def make__foreach_addcmul__Tensor(op, diopiForeachAddcmulInpTensor):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self, tensor1, tensor2, scalars), {})
             return None
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, tensor1, tensor2, scalars)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__foreach_addcmul__Tensor, (self, tensor1, tensor2, scalars), {})
+            raise_as_the_cpu(op, error, (self, tensor1, tensor2, scalars), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -2018,6 +2114,9 @@ def make__foreach_asin(op, diopiForeachAsin):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self,), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -2040,6 +2139,9 @@ def make__foreach_asin_(op, diopiForeachAsinInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self,), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -2063,6 +2165,9 @@ def make__foreach_atan(op, diopiForeachAtan):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self,), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -2085,6 +2190,9 @@ def make__foreach_atan_(op, diopiForeachAtanInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self,), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -2108,6 +2216,9 @@ def make__foreach_ceil(op, diopiForeachCeil):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self,), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -2130,6 +2241,9 @@ def make__foreach_ceil_(op, diopiForeachCeilInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self,), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -2153,6 +2267,9 @@ def make__foreach_clamp_max_List(op, diopiForeachClampMaxList):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self, other), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -2176,6 +2293,9 @@ def make__foreach_clamp_max_Scalar(op, diopiForeachClampMaxScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self, scalar), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, scalar), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -2199,6 +2319,9 @@ def make__foreach_clamp_max_ScalarList(op, diopiForeachClampMaxScalarList):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self, scalars), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, scalars), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -2221,6 +2344,9 @@ def make__foreach_clamp_max__List(op, diopiForeachClampMaxInpList):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self, other), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -2243,6 +2369,9 @@ def make__foreach_clamp_max__Scalar(op, diopiForeachClampMaxInpScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self, scalar), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, scalar), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -2265,6 +2394,9 @@ def make__foreach_clamp_max__ScalarList(op, diopiForeachClampMaxInpScalarList):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self, scalars), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, scalars), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -2288,6 +2420,9 @@ def make__foreach_clamp_min_List(op, diopiForeachClampMinList):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self, other), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -2311,6 +2446,9 @@ def make__foreach_clamp_min_Scalar(op, diopiForeachClampMinScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self, scalar), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, scalar), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -2334,6 +2472,9 @@ def make__foreach_clamp_min_ScalarList(op, diopiForeachClampMinScalarList):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self, scalars), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, scalars), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -2356,6 +2497,9 @@ def make__foreach_clamp_min__List(op, diopiForeachClampMinInpList):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self, other), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -2378,6 +2522,9 @@ def make__foreach_clamp_min__Scalar(op, diopiForeachClampMinInpScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self, scalar), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, scalar), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -2400,6 +2547,9 @@ def make__foreach_clamp_min__ScalarList(op, diopiForeachClampMinInpScalarList):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self, scalars), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, scalars), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -2423,6 +2573,9 @@ def make__foreach_clone(op, diopiForeachClone):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self,), {'memory_format': memory_format})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {'memory_format': memory_format})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -2446,6 +2599,9 @@ def make__foreach_copy(op, diopiForeachCopy):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self_out[0], (self, src, non_blocking), {})
             return self_out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, src, non_blocking), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -2468,6 +2624,9 @@ def make__foreach_copy_(op, diopiForeachCopyInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self, src, non_blocking), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, src, non_blocking), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -2491,6 +2650,9 @@ def make__foreach_cos(op, diopiForeachCos):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self,), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -2513,6 +2675,9 @@ def make__foreach_cos_(op, diopiForeachCosInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self,), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -2536,6 +2701,9 @@ def make__foreach_cosh(op, diopiForeachCosh):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self,), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -2558,6 +2726,9 @@ def make__foreach_cosh_(op, diopiForeachCoshInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self,), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -2581,6 +2752,9 @@ def make__foreach_div_List(op, diopiForeachDivList):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self, other), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -2604,6 +2778,9 @@ def make__foreach_div_Scalar(op, diopiForeachDivScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self, scalar), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, scalar), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -2627,6 +2804,9 @@ def make__foreach_div_ScalarList(op, diopiForeachDivScalarList):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self, scalars), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, scalars), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -2650,9 +2830,10 @@ def make__foreach_div_Tensor(op, diopiForeachDivTensor):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self, other), {})
             return out[0]
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__foreach_div_Tensor, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -2676,6 +2857,9 @@ def make__foreach_div__List(op, diopiForeachDivInpList):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self, other), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -2698,6 +2882,9 @@ def make__foreach_div__Scalar(op, diopiForeachDivInpScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self, scalar), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, scalar), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -2720,6 +2907,9 @@ def make__foreach_div__ScalarList(op, diopiForeachDivInpScalarList):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self, scalars), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, scalars), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -2742,9 +2932,10 @@ def make__foreach_div__Tensor(op, diopiForeachDivInpTensor):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self, other), {})
             return None
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__foreach_div__Tensor, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -2769,6 +2960,9 @@ def make__foreach_erf(op, diopiForeachErf):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self,), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -2791,6 +2985,9 @@ def make__foreach_erf_(op, diopiForeachErfInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self,), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -2814,6 +3011,9 @@ def make__foreach_erfc(op, diopiForeachErfc):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self,), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -2836,6 +3036,9 @@ def make__foreach_erfc_(op, diopiForeachErfcInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self,), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -2859,6 +3062,9 @@ def make__foreach_exp(op, diopiForeachExp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self,), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -2881,6 +3087,9 @@ def make__foreach_exp_(op, diopiForeachExpInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self,), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -2904,6 +3113,9 @@ def make__foreach_expm1(op, diopiForeachExpm1):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self,), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -2926,6 +3138,9 @@ def make__foreach_expm1_(op, diopiForeachExpm1Inp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self,), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -2949,6 +3164,9 @@ def make__foreach_floor(op, diopiForeachFloor):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self,), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -2971,6 +3189,9 @@ def make__foreach_floor_(op, diopiForeachFloorInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self,), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -2994,6 +3215,9 @@ def make__foreach_frac(op, diopiForeachFrac):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self,), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -3016,6 +3240,9 @@ def make__foreach_frac_(op, diopiForeachFracInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self,), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -3039,6 +3266,9 @@ def make__foreach_lerp_List(op, diopiForeachLerpList):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self, tensors1, weights), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, tensors1, weights), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -3062,6 +3292,9 @@ def make__foreach_lerp_Scalar(op, diopiForeachLerpScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self, tensors1, weight), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, tensors1, weight), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -3085,6 +3318,9 @@ def make__foreach_lerp_ScalarList(op, diopiForeachLerpScalarList):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self, tensors1, weight), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, tensors1, weight), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -3107,6 +3343,9 @@ def make__foreach_lerp__List(op, diopiForeachLerpInpList):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self, tensors1, weights), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, tensors1, weights), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -3129,6 +3368,9 @@ def make__foreach_lerp__Scalar(op, diopiForeachLerpInpScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self, tensors1, weight), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, tensors1, weight), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -3151,6 +3393,9 @@ def make__foreach_lerp__ScalarList(op, diopiForeachLerpInpScalarList):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self, tensors1, weight), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, tensors1, weight), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -3174,6 +3419,9 @@ def make__foreach_lgamma(op, diopiForeachLgamma):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self,), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -3196,6 +3444,9 @@ def make__foreach_lgamma_(op, diopiForeachLgammaInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self,), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -3219,6 +3470,9 @@ def make__foreach_log(op, diopiForeachLog):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self,), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -3242,6 +3496,9 @@ def make__foreach_log10(op, diopiForeachLog10):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self,), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -3264,6 +3521,9 @@ def make__foreach_log10_(op, diopiForeachLog10Inp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self,), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -3287,6 +3547,9 @@ def make__foreach_log1p(op, diopiForeachLog1p):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self,), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -3309,6 +3572,9 @@ def make__foreach_log1p_(op, diopiForeachLog1pInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self,), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -3332,6 +3598,9 @@ def make__foreach_log2(op, diopiForeachLog2):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self,), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -3354,6 +3623,9 @@ def make__foreach_log2_(op, diopiForeachLog2Inp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self,), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -3376,6 +3648,9 @@ def make__foreach_log_(op, diopiForeachLogInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self,), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -3399,6 +3674,9 @@ def make__foreach_max(op, diopiForeachMax):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self,), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -3422,6 +3700,9 @@ def make__foreach_maximum_List(op, diopiForeachMaximumList):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self, other), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -3445,6 +3726,9 @@ def make__foreach_maximum_Scalar(op, diopiForeachMaximumScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self, scalar), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, scalar), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -3468,6 +3752,9 @@ def make__foreach_maximum_ScalarList(op, diopiForeachMaximumScalarList):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self, scalars), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, scalars), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -3490,6 +3777,9 @@ def make__foreach_maximum__List(op, diopiForeachMaximumInpList):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self, other), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -3512,6 +3802,9 @@ def make__foreach_maximum__Scalar(op, diopiForeachMaximumInpScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self, scalar), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, scalar), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -3534,6 +3827,9 @@ def make__foreach_maximum__ScalarList(op, diopiForeachMaximumInpScalarList):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self, scalars), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, scalars), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -3557,6 +3853,9 @@ def make__foreach_minimum_List(op, diopiForeachMinimumList):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self, other), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -3580,6 +3879,9 @@ def make__foreach_minimum_Scalar(op, diopiForeachMinimumScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self, scalar), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, scalar), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -3603,6 +3905,9 @@ def make__foreach_minimum_ScalarList(op, diopiForeachMinimumScalarList):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self, scalars), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, scalars), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -3625,6 +3930,9 @@ def make__foreach_minimum__List(op, diopiForeachMinimumInpList):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self, other), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -3647,6 +3955,9 @@ def make__foreach_minimum__Scalar(op, diopiForeachMinimumInpScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self, scalar), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, scalar), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -3669,6 +3980,9 @@ def make__foreach_minimum__ScalarList(op, diopiForeachMinimumInpScalarList):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self, scalars), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, scalars), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -3692,6 +4006,9 @@ def make__foreach_mul_List(op, diopiForeachMulList):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self, other), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -3715,6 +4032,9 @@ def make__foreach_mul_Scalar(op, diopiForeachMulScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self, scalar), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, scalar), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -3738,6 +4058,9 @@ def make__foreach_mul_ScalarList(op, diopiForeachMulScalarList):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self, scalars), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, scalars), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -3761,9 +4084,10 @@ def make__foreach_mul_Tensor(op, diopiForeachMulTensor):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self, other), {})
             return out[0]
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__foreach_mul_Tensor, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -3787,6 +4111,9 @@ def make__foreach_mul__List(op, diopiForeachMulInpList):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self, other), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -3809,6 +4136,9 @@ def make__foreach_mul__Scalar(op, diopiForeachMulInpScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self, scalar), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, scalar), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -3831,6 +4161,9 @@ def make__foreach_mul__ScalarList(op, diopiForeachMulInpScalarList):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self, scalars), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, scalars), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -3853,9 +4186,10 @@ def make__foreach_mul__Tensor(op, diopiForeachMulInpTensor):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self, other), {})
             return None
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__foreach_mul__Tensor, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -3880,6 +4214,9 @@ def make__foreach_neg(op, diopiForeachNeg):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self,), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -3902,6 +4239,9 @@ def make__foreach_neg_(op, diopiForeachNegInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self,), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -3925,6 +4265,9 @@ def make__foreach_norm_Scalar(op, diopiForeachNorm):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self, ord, dtype), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, ord, dtype), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -3948,6 +4291,9 @@ def make__foreach_pow_List(op, diopiForeachPowList):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self, exponent), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, exponent), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -3971,6 +4317,9 @@ def make__foreach_pow_Scalar(op, diopiForeachPowScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self, exponent), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, exponent), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -3994,6 +4343,9 @@ def make__foreach_pow_ScalarAndTensor(op, diopiForeachPowScalarAndTensor):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self, exponent), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, exponent), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -4017,6 +4369,9 @@ def make__foreach_pow_ScalarList(op, diopiForeachPowScalarList):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self, exponent), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, exponent), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -4039,6 +4394,9 @@ def make__foreach_pow__List(op, diopiForeachPowInpList):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self, exponent), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, exponent), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -4061,6 +4419,9 @@ def make__foreach_pow__Scalar(op, diopiForeachPowInpScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self, exponent), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, exponent), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -4083,6 +4444,9 @@ def make__foreach_pow__ScalarList(op, diopiForeachPowInpScalarList):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self, exponent), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, exponent), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -4106,6 +4470,9 @@ def make__foreach_powsum_Scalar(op, diopiForeachPowsum):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self, ord, dtype), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, ord, dtype), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -4129,6 +4496,9 @@ def make__foreach_reciprocal(op, diopiForeachReciprocal):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self,), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -4151,6 +4521,9 @@ def make__foreach_reciprocal_(op, diopiForeachReciprocalInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self,), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -4174,6 +4547,9 @@ def make__foreach_round(op, diopiForeachRound):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self,), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -4196,6 +4572,9 @@ def make__foreach_round_(op, diopiForeachRoundInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self,), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -4219,6 +4598,9 @@ def make__foreach_rsqrt(op, diopiForeachRsqrt):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self,), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -4241,6 +4623,9 @@ def make__foreach_rsqrt_(op, diopiForeachRsqrtInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self,), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -4264,6 +4649,9 @@ def make__foreach_sigmoid(op, diopiForeachSigmoid):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self,), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -4286,6 +4674,9 @@ def make__foreach_sigmoid_(op, diopiForeachSigmoidInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self,), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -4309,6 +4700,9 @@ def make__foreach_sign(op, diopiForeachSign):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self,), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -4331,6 +4725,9 @@ def make__foreach_sign_(op, diopiForeachSignInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self,), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -4354,6 +4751,9 @@ def make__foreach_sin(op, diopiForeachSin):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self,), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -4376,6 +4776,9 @@ def make__foreach_sin_(op, diopiForeachSinInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self,), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -4399,6 +4802,9 @@ def make__foreach_sinh(op, diopiForeachSinh):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self,), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -4421,6 +4827,9 @@ def make__foreach_sinh_(op, diopiForeachSinhInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self,), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -4444,6 +4853,9 @@ def make__foreach_sqrt(op, diopiForeachSqrt):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self,), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -4466,6 +4878,9 @@ def make__foreach_sqrt_(op, diopiForeachSqrtInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self,), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -4489,6 +4904,9 @@ def make__foreach_sub_List(op, diopiForeachSubList):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self, other), {'alpha': alpha})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, other), {'alpha': alpha})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -4512,6 +4930,9 @@ def make__foreach_sub_Scalar(op, diopiForeachSubScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self, scalar), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, scalar), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -4535,6 +4956,9 @@ def make__foreach_sub_ScalarList(op, diopiForeachSubScalarList):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self, scalars), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, scalars), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -4557,6 +4981,9 @@ def make__foreach_sub__List(op, diopiForeachSubInpList):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self, other), {'alpha': alpha})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, other), {'alpha': alpha})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -4579,6 +5006,9 @@ def make__foreach_sub__Scalar(op, diopiForeachSubInpScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self, scalar), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, scalar), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -4601,6 +5031,9 @@ def make__foreach_sub__ScalarList(op, diopiForeachSubInpScalarList):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self, scalars), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, scalars), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -4624,6 +5057,9 @@ def make__foreach_tan(op, diopiForeachTan):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self,), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -4646,6 +5082,9 @@ def make__foreach_tan_(op, diopiForeachTanInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self,), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -4669,6 +5108,9 @@ def make__foreach_tanh(op, diopiForeachTanh):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self,), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -4691,6 +5133,9 @@ def make__foreach_tanh_(op, diopiForeachTanhInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self,), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -4714,6 +5159,9 @@ def make__foreach_trunc(op, diopiForeachTrunc):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self,), {})
             return out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -4736,6 +5184,9 @@ def make__foreach_trunc_(op, diopiForeachTruncInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self,), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -4759,6 +5210,9 @@ def make__foreach_zero(op, diopiForeachZero):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self_out[0], (self,), {})
             return self_out[0]
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -4781,6 +5235,9 @@ def make__foreach_zero_(op, diopiForeachZeroInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self,), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -4803,9 +5260,10 @@ def make__fused_adagrad_(op, diopiFusedAdagrad):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self, grads, state_sums, state_steps), {'lr': lr, 'lr_decay': lr_decay, 'weight_decay': weight_decay, 'eps': eps, 'maximize': maximize, 'grad_scale': grad_scale, 'found_inf': found_inf})
             return None
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, grads, state_sums, state_steps, lr, lr_decay, weight_decay, eps, maximize, grad_scale, found_inf)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__fused_adagrad_, (self, grads, state_sums, state_steps), {'lr': lr, 'lr_decay': lr_decay, 'weight_decay': weight_decay, 'eps': eps, 'maximize': maximize, 'grad_scale': grad_scale, 'found_inf': found_inf})
+            raise_as_the_cpu(op, error, (self, grads, state_sums, state_steps), {'lr': lr, 'lr_decay': lr_decay, 'weight_decay': weight_decay, 'eps': eps, 'maximize': maximize, 'grad_scale': grad_scale, 'found_inf': found_inf})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -4829,9 +5287,10 @@ def make__fused_adagrad__tensor_lr(op, diopiFusedAdagradTensorLr):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self, grads, state_sums, state_steps), {'lr': lr, 'lr_decay': lr_decay, 'weight_decay': weight_decay, 'eps': eps, 'maximize': maximize, 'grad_scale': grad_scale, 'found_inf': found_inf})
             return None
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, grads, state_sums, state_steps, lr, lr_decay, weight_decay, eps, maximize, grad_scale, found_inf)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__fused_adagrad__tensor_lr, (self, grads, state_sums, state_steps), {'lr': lr, 'lr_decay': lr_decay, 'weight_decay': weight_decay, 'eps': eps, 'maximize': maximize, 'grad_scale': grad_scale, 'found_inf': found_inf})
+            raise_as_the_cpu(op, error, (self, grads, state_sums, state_steps), {'lr': lr, 'lr_decay': lr_decay, 'weight_decay': weight_decay, 'eps': eps, 'maximize': maximize, 'grad_scale': grad_scale, 'found_inf': found_inf})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -4855,9 +5314,10 @@ def make__fused_adam_(op, diopiFusedAdam):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps), {'lr': lr, 'beta1': beta1, 'beta2': beta2, 'weight_decay': weight_decay, 'eps': eps, 'amsgrad': amsgrad, 'maximize': maximize, 'grad_scale': grad_scale, 'found_inf': found_inf})
             return None
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__fused_adam_, (self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps), {'lr': lr, 'beta1': beta1, 'beta2': beta2, 'weight_decay': weight_decay, 'eps': eps, 'amsgrad': amsgrad, 'maximize': maximize, 'grad_scale': grad_scale, 'found_inf': found_inf})
+            raise_as_the_cpu(op, error, (self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps), {'lr': lr, 'beta1': beta1, 'beta2': beta2, 'weight_decay': weight_decay, 'eps': eps, 'amsgrad': amsgrad, 'maximize': maximize, 'grad_scale': grad_scale, 'found_inf': found_inf})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -4881,9 +5341,10 @@ def make__fused_adam__tensor_lr(op, diopiFusedAdamTensorLr):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps), {'lr': lr, 'beta1': beta1, 'beta2': beta2, 'weight_decay': weight_decay, 'eps': eps, 'amsgrad': amsgrad, 'maximize': maximize, 'grad_scale': grad_scale, 'found_inf': found_inf})
             return None
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__fused_adam__tensor_lr, (self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps), {'lr': lr, 'beta1': beta1, 'beta2': beta2, 'weight_decay': weight_decay, 'eps': eps, 'amsgrad': amsgrad, 'maximize': maximize, 'grad_scale': grad_scale, 'found_inf': found_inf})
+            raise_as_the_cpu(op, error, (self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps), {'lr': lr, 'beta1': beta1, 'beta2': beta2, 'weight_decay': weight_decay, 'eps': eps, 'amsgrad': amsgrad, 'maximize': maximize, 'grad_scale': grad_scale, 'found_inf': found_inf})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -4907,9 +5368,10 @@ def make__fused_adamw_(op, diopiFusedAdamW):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps), {'lr': lr, 'beta1': beta1, 'beta2': beta2, 'weight_decay': weight_decay, 'eps': eps, 'amsgrad': amsgrad, 'maximize': maximize, 'grad_scale': grad_scale, 'found_inf': found_inf})
             return None
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__fused_adamw_, (self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps), {'lr': lr, 'beta1': beta1, 'beta2': beta2, 'weight_decay': weight_decay, 'eps': eps, 'amsgrad': amsgrad, 'maximize': maximize, 'grad_scale': grad_scale, 'found_inf': found_inf})
+            raise_as_the_cpu(op, error, (self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps), {'lr': lr, 'beta1': beta1, 'beta2': beta2, 'weight_decay': weight_decay, 'eps': eps, 'amsgrad': amsgrad, 'maximize': maximize, 'grad_scale': grad_scale, 'found_inf': found_inf})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -4933,9 +5395,10 @@ def make__fused_adamw__tensor_lr(op, diopiFusedAdamWTensorLr):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps), {'lr': lr, 'beta1': beta1, 'beta2': beta2, 'weight_decay': weight_decay, 'eps': eps, 'amsgrad': amsgrad, 'maximize': maximize, 'grad_scale': grad_scale, 'found_inf': found_inf})
             return None
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__fused_adamw__tensor_lr, (self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps), {'lr': lr, 'beta1': beta1, 'beta2': beta2, 'weight_decay': weight_decay, 'eps': eps, 'amsgrad': amsgrad, 'maximize': maximize, 'grad_scale': grad_scale, 'found_inf': found_inf})
+            raise_as_the_cpu(op, error, (self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps), {'lr': lr, 'beta1': beta1, 'beta2': beta2, 'weight_decay': weight_decay, 'eps': eps, 'amsgrad': amsgrad, 'maximize': maximize, 'grad_scale': grad_scale, 'found_inf': found_inf})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -4959,9 +5422,10 @@ def make__fused_sgd_(op, diopiFusedSgd):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self, grads, momentum_buffer_list), {'weight_decay': weight_decay, 'momentum': momentum, 'lr': lr, 'dampening': dampening, 'nesterov': nesterov, 'maximize': maximize, 'is_first_step': is_first_step, 'grad_scale': grad_scale, 'found_inf': found_inf})
             return None
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, grads, momentum_buffer_list, weight_decay, momentum, lr, dampening, nesterov, maximize, is_first_step, grad_scale, found_inf)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__fused_sgd_, (self, grads, momentum_buffer_list), {'weight_decay': weight_decay, 'momentum': momentum, 'lr': lr, 'dampening': dampening, 'nesterov': nesterov, 'maximize': maximize, 'is_first_step': is_first_step, 'grad_scale': grad_scale, 'found_inf': found_inf})
+            raise_as_the_cpu(op, error, (self, grads, momentum_buffer_list), {'weight_decay': weight_decay, 'momentum': momentum, 'lr': lr, 'dampening': dampening, 'nesterov': nesterov, 'maximize': maximize, 'is_first_step': is_first_step, 'grad_scale': grad_scale, 'found_inf': found_inf})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -4985,9 +5449,10 @@ def make__fused_sgd__tensor_lr(op, diopiFusedSgdTensorLr):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self, grads, momentum_buffer_list), {'weight_decay': weight_decay, 'momentum': momentum, 'lr': lr, 'dampening': dampening, 'nesterov': nesterov, 'maximize': maximize, 'is_first_step': is_first_step, 'grad_scale': grad_scale, 'found_inf': found_inf})
             return None
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, grads, momentum_buffer_list, weight_decay, momentum, lr, dampening, nesterov, maximize, is_first_step, grad_scale, found_inf)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__fused_sgd__tensor_lr, (self, grads, momentum_buffer_list), {'weight_decay': weight_decay, 'momentum': momentum, 'lr': lr, 'dampening': dampening, 'nesterov': nesterov, 'maximize': maximize, 'is_first_step': is_first_step, 'grad_scale': grad_scale, 'found_inf': found_inf})
+            raise_as_the_cpu(op, error, (self, grads, momentum_buffer_list), {'weight_decay': weight_decay, 'momentum': momentum, 'lr': lr, 'dampening': dampening, 'nesterov': nesterov, 'maximize': maximize, 'is_first_step': is_first_step, 'grad_scale': grad_scale, 'found_inf': found_inf})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -5011,9 +5476,10 @@ def make__index_put_impl_(op, diopiIndexPutInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, result, (self, indices, values, accumulate, unsafe), {})
             return result
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, indices, values, accumulate, unsafe)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__index_put_impl_, (self, indices, values, accumulate, unsafe), {})
+            raise_as_the_cpu(op, error, (self, indices, values, accumulate, unsafe), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -5044,9 +5510,10 @@ def make__linalg_det(op, diopiLinalgDet):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (result, LU, pivots), (A,), {})
             return (result, LU, pivots)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (A,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__linalg_det, (A,), {})
+            raise_as_the_cpu(op, error, (A,), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -5074,9 +5541,10 @@ def make__linalg_det_result(op, diopiLinalgDet):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (result, LU, pivots), (A,), {'result': result, 'LU': LU, 'pivots': pivots})
             return (result, LU, pivots)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (A, result, LU, pivots)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__linalg_det_result, (A,), {'result': result, 'LU': LU, 'pivots': pivots})
+            raise_as_the_cpu(op, error, (A,), {'result': result, 'LU': LU, 'pivots': pivots})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -5107,9 +5575,10 @@ def make__linalg_eigh(op, diopiLinalgEigh):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (eigenvalues, eigenvectors), (A, UPLO, compute_v), {})
             return (eigenvalues, eigenvectors)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (A, UPLO, compute_v)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__linalg_eigh, (A, UPLO, compute_v), {})
+            raise_as_the_cpu(op, error, (A, UPLO, compute_v), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -5137,9 +5606,10 @@ def make__linalg_eigh_eigenvalues(op, diopiLinalgEigh):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (eigenvalues, eigenvectors), (A, UPLO, compute_v), {'eigenvalues': eigenvalues, 'eigenvectors': eigenvectors})
             return (eigenvalues, eigenvectors)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (A, UPLO, compute_v, eigenvalues, eigenvectors)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__linalg_eigh_eigenvalues, (A, UPLO, compute_v), {'eigenvalues': eigenvalues, 'eigenvectors': eigenvectors})
+            raise_as_the_cpu(op, error, (A, UPLO, compute_v), {'eigenvalues': eigenvalues, 'eigenvectors': eigenvectors})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -5170,9 +5640,10 @@ def make__linalg_slogdet(op, diopiLinalgSlogdet):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (sign, logabsdet, LU, pivots), (A,), {})
             return (sign, logabsdet, LU, pivots)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (A,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__linalg_slogdet, (A,), {})
+            raise_as_the_cpu(op, error, (A,), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -5200,9 +5671,10 @@ def make__linalg_slogdet_sign(op, diopiLinalgSlogdet):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (sign, logabsdet, LU, pivots), (A,), {'sign': sign, 'logabsdet': logabsdet, 'LU': LU, 'pivots': pivots})
             return (sign, logabsdet, LU, pivots)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (A, sign, logabsdet, LU, pivots)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__linalg_slogdet_sign, (A,), {'sign': sign, 'logabsdet': logabsdet, 'LU': LU, 'pivots': pivots})
+            raise_as_the_cpu(op, error, (A,), {'sign': sign, 'logabsdet': logabsdet, 'LU': LU, 'pivots': pivots})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -5233,9 +5705,10 @@ def make__linalg_solve_ex(op, diopiLinalgSolveEx):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (result, LU, pivots, info), (A, B), {'left': left, 'check_errors': check_errors})
             return (result, LU, pivots, info)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (A, B, left, check_errors)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__linalg_solve_ex, (A, B), {'left': left, 'check_errors': check_errors})
+            raise_as_the_cpu(op, error, (A, B), {'left': left, 'check_errors': check_errors})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -5263,9 +5736,10 @@ def make__linalg_solve_ex_result(op, diopiLinalgSolveEx):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (result, LU, pivots, info), (A, B), {'left': left, 'check_errors': check_errors, 'result': result, 'LU': LU, 'pivots': pivots, 'info': info})
             return (result, LU, pivots, info)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (A, B, left, check_errors, result, LU, pivots, info)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__linalg_solve_ex_result, (A, B), {'left': left, 'check_errors': check_errors, 'result': result, 'LU': LU, 'pivots': pivots, 'info': info})
+            raise_as_the_cpu(op, error, (A, B), {'left': left, 'check_errors': check_errors, 'result': result, 'LU': LU, 'pivots': pivots, 'info': info})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -5296,9 +5770,10 @@ def make__linalg_svd(op, diopiLinalgSvd):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (U, S, Vh), (A, full_matrices, compute_uv), {'driver': driver})
             return (U, S, Vh)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (A, full_matrices, compute_uv, driver)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__linalg_svd, (A, full_matrices, compute_uv), {'driver': driver})
+            raise_as_the_cpu(op, error, (A, full_matrices, compute_uv), {'driver': driver})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -5326,9 +5801,10 @@ def make__linalg_svd_U(op, diopiLinalgSvd):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (U, S, Vh), (A, full_matrices, compute_uv), {'driver': driver, 'U': U, 'S': S, 'Vh': Vh})
             return (U, S, Vh)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (A, full_matrices, compute_uv, driver, U, S, Vh)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__linalg_svd_U, (A, full_matrices, compute_uv), {'driver': driver, 'U': U, 'S': S, 'Vh': Vh})
+            raise_as_the_cpu(op, error, (A, full_matrices, compute_uv), {'driver': driver, 'U': U, 'S': S, 'Vh': Vh})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -5360,9 +5836,10 @@ def make__log_softmax(op, diopiLogSoftmax):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, half_to_float), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, half_to_float)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__log_softmax, (self, dim, half_to_float), {})
+            raise_as_the_cpu(op, error, (self, dim, half_to_float), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -5392,9 +5869,10 @@ def make__log_softmax_out(op, diopiLogSoftmax):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, half_to_float), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, half_to_float, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__log_softmax_out, (self, dim, half_to_float), {'out': out})
+            raise_as_the_cpu(op, error, (self, dim, half_to_float), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -5426,9 +5904,10 @@ def make__log_softmax_backward_data(op, diopiLogSoftmaxBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (grad_output, output, dim, input_dtype), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, output, dim, input_dtype)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__log_softmax_backward_data, (grad_output, output, dim, input_dtype), {})
+            raise_as_the_cpu(op, error, (grad_output, output, dim, input_dtype), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -5458,9 +5937,10 @@ def make__log_softmax_backward_data_out(op, diopiLogSoftmaxBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (grad_output, output, dim, input_dtype), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, output, dim, input_dtype, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__log_softmax_backward_data_out, (grad_output, output, dim, input_dtype), {'out': out})
+            raise_as_the_cpu(op, error, (grad_output, output, dim, input_dtype), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -5492,9 +5972,10 @@ def make__logcumsumexp(op, diopiLogcumsumexp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__logcumsumexp, (self, dim), {})
+            raise_as_the_cpu(op, error, (self, dim), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -5524,9 +6005,10 @@ def make__logcumsumexp_out(op, diopiLogcumsumexp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__logcumsumexp_out, (self, dim), {'out': out})
+            raise_as_the_cpu(op, error, (self, dim), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -5558,9 +6040,10 @@ def make__pdist_backward(op, diopiPdistBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (grad, self, p, pdist), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad, self, p, pdist)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__pdist_backward, (grad, self, p, pdist), {})
+            raise_as_the_cpu(op, error, (grad, self, p, pdist), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -5592,9 +6075,10 @@ def make__pdist_forward(op, diopiPdist):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, p), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, p)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__pdist_forward, (self, p), {})
+            raise_as_the_cpu(op, error, (self, p), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -5626,9 +6110,10 @@ def make__sample_dirichlet(op, diopiSampleDirichlet):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, generator), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, generator)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__sample_dirichlet, (self, generator), {})
+            raise_as_the_cpu(op, error, (self, generator), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -5658,9 +6143,10 @@ def make__sample_dirichlet_out(op, diopiSampleDirichlet):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, generator), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, generator, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__sample_dirichlet_out, (self, generator), {'out': out})
+            raise_as_the_cpu(op, error, (self, generator), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -5687,9 +6173,10 @@ def make__scaled_dot_product_fused_attention_overrideable(op, diopiScaledDotProd
             if status or SYNC or dump:
                 return finished(status, op, d, dump, result, (query, key, value, attn_bias, dropout_p, is_causal, return_debug_mask), {'scale': scale})
             return result
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (query, key, value, attn_bias, dropout_p, is_causal, return_debug_mask, scale)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__scaled_dot_product_fused_attention_overrideable, (query, key, value, attn_bias, dropout_p, is_causal, return_debug_mask), {'scale': scale})
+            raise_as_the_cpu(op, error, (query, key, value, attn_bias, dropout_p, is_causal, return_debug_mask), {'scale': scale})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -5716,9 +6203,10 @@ def make__scaled_dot_product_fused_attention_overrideable_backward(op, diopiScal
             if status or SYNC or dump:
                 return finished(status, op, d, dump, result, (grad_out, query, key, value, attn_bias, grad_input_mask, out, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal, philox_seed, philox_offset), {'scale': scale})
             return result
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_out, query, key, value, attn_bias, grad_input_mask, out, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal, philox_seed, philox_offset, scale)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__scaled_dot_product_fused_attention_overrideable_backward, (grad_out, query, key, value, attn_bias, grad_input_mask, out, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal, philox_seed, philox_offset), {'scale': scale})
+            raise_as_the_cpu(op, error, (grad_out, query, key, value, attn_bias, grad_input_mask, out, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal, philox_seed, philox_offset), {'scale': scale})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -5750,9 +6238,10 @@ def make__softmax(op, diopiSoftmax):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, half_to_float), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, half_to_float)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__softmax, (self, dim, half_to_float), {})
+            raise_as_the_cpu(op, error, (self, dim, half_to_float), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -5782,9 +6271,10 @@ def make__softmax_out(op, diopiSoftmax):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, half_to_float), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, half_to_float, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__softmax_out, (self, dim, half_to_float), {'out': out})
+            raise_as_the_cpu(op, error, (self, dim, half_to_float), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -5816,9 +6306,10 @@ def make__softmax_backward_data(op, diopiSoftmaxBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, output, dim, input_dtype), {})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, output, dim, input_dtype)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__softmax_backward_data, (grad_output, output, dim, input_dtype), {})
+            raise_as_the_cpu(op, error, (grad_output, output, dim, input_dtype), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -5848,9 +6339,10 @@ def make__softmax_backward_data_out(op, diopiSoftmaxBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, output, dim, input_dtype), {'grad_input': grad_input})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, output, dim, input_dtype, grad_input)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__softmax_backward_data_out, (grad_output, output, dim, input_dtype), {'grad_input': grad_input})
+            raise_as_the_cpu(op, error, (grad_output, output, dim, input_dtype), {'grad_input': grad_input})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -5882,9 +6374,10 @@ def make__standard_gamma(op, diopiStandardGamma):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, generator), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, generator)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__standard_gamma, (self, generator), {})
+            raise_as_the_cpu(op, error, (self, generator), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -5914,9 +6407,10 @@ def make__standard_gamma_out(op, diopiStandardGamma):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, generator), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, generator, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__standard_gamma_out, (self, generator), {'out': out})
+            raise_as_the_cpu(op, error, (self, generator), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -5948,9 +6442,10 @@ def make__standard_gamma_grad(op, diopiStandardGammaGrad):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, output), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, output)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__standard_gamma_grad, (self, output), {})
+            raise_as_the_cpu(op, error, (self, output), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -5980,9 +6475,10 @@ def make__standard_gamma_grad_out(op, diopiStandardGammaGrad):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, output), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, output, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__standard_gamma_grad_out, (self, output), {'out': out})
+            raise_as_the_cpu(op, error, (self, output), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -6013,9 +6509,10 @@ def make__thnn_fused_gru_cell(op, diopiGruCell):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (hy, workspace), (input_gates, hidden_gates, hx, input_bias, hidden_bias), {})
             return (hy, workspace)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (input_gates, hidden_gates, hx, input_bias, hidden_bias)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__thnn_fused_gru_cell, (input_gates, hidden_gates, hx, input_bias, hidden_bias), {})
+            raise_as_the_cpu(op, error, (input_gates, hidden_gates, hx, input_bias, hidden_bias), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -6046,9 +6543,10 @@ def make__thnn_fused_gru_cell_backward(op, diopiGruCellBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (grad_input_gates, grad_hidden_gates, grad_hx, grad_input_bias, grad_hidden_bias), (grad_hy, workspace, has_bias), {})
             return (grad_input_gates, grad_hidden_gates, grad_hx, grad_input_bias, grad_hidden_bias)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_hy, workspace, has_bias)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__thnn_fused_gru_cell_backward, (grad_hy, workspace, has_bias), {})
+            raise_as_the_cpu(op, error, (grad_hy, workspace, has_bias), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -6079,9 +6577,10 @@ def make__thnn_fused_lstm_cell(op, diopiLstmCell):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (hy, cy, workspace), (input_gates, hidden_gates, cx, input_bias, hidden_bias), {})
             return (hy, cy, workspace)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (input_gates, hidden_gates, cx, input_bias, hidden_bias)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__thnn_fused_lstm_cell, (input_gates, hidden_gates, cx, input_bias, hidden_bias), {})
+            raise_as_the_cpu(op, error, (input_gates, hidden_gates, cx, input_bias, hidden_bias), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -6112,9 +6611,10 @@ def make__thnn_fused_lstm_cell_backward_impl(op, diopiLstmCellBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (grad_gates, grad_cx, grad_bias), (grad_hy, grad_cy, cx, cy, workspace, has_bias), {})
             return (grad_gates, grad_cx, grad_bias)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_hy, grad_cy, cx, cy, workspace, has_bias)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__thnn_fused_lstm_cell_backward_impl, (grad_hy, grad_cy, cx, cy, workspace, has_bias), {})
+            raise_as_the_cpu(op, error, (grad_hy, grad_cy, cx, cy, workspace, has_bias), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -6144,9 +6644,10 @@ def make__unique2(op, diopiUnique):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (out[0], inverse[0], counts[0]), (self, sorted, return_inverse, return_counts), {})
             return (out[0], inverse[0], counts[0])
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, sorted, return_inverse, return_counts)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__unique2, (self, sorted, return_inverse, return_counts), {})
+            raise_as_the_cpu(op, error, (self, sorted, return_inverse, return_counts), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -6178,9 +6679,10 @@ def make__upsample_nearest_exact2d(op, diopiUpsampleNearestExact2d):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, output_size, scales_h, scales_w), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, output_size, scales_h, scales_w)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__upsample_nearest_exact2d, (self, output_size, scales_h, scales_w), {})
+            raise_as_the_cpu(op, error, (self, output_size, scales_h, scales_w), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -6210,9 +6712,10 @@ def make__upsample_nearest_exact2d_out(op, diopiUpsampleNearestExact2d):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, output_size, scales_h, scales_w), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, output_size, scales_h, scales_w, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__upsample_nearest_exact2d_out, (self, output_size, scales_h, scales_w), {'out': out})
+            raise_as_the_cpu(op, error, (self, output_size, scales_h, scales_w), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -6244,9 +6747,10 @@ def make__upsample_nearest_exact2d_backward(op, diopiUpsampleNearestExact2dBackw
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, output_size, input_size, scales_h, scales_w), {})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, output_size, input_size, scales_h, scales_w)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__upsample_nearest_exact2d_backward, (grad_output, output_size, input_size, scales_h, scales_w), {})
+            raise_as_the_cpu(op, error, (grad_output, output_size, input_size, scales_h, scales_w), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -6276,9 +6780,10 @@ def make__upsample_nearest_exact2d_backward_grad_input(op, diopiUpsampleNearestE
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, output_size, input_size, scales_h, scales_w), {'grad_input': grad_input})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, output_size, input_size, scales_h, scales_w, grad_input)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__upsample_nearest_exact2d_backward_grad_input, (grad_output, output_size, input_size, scales_h, scales_w), {'grad_input': grad_input})
+            raise_as_the_cpu(op, error, (grad_output, output_size, input_size, scales_h, scales_w), {'grad_input': grad_input})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -6309,9 +6814,10 @@ def make__weight_norm_interface(op, diopiWeightNorm):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (out, norm), (v, g, dim), {})
             return (out, norm)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (v, g, dim)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__weight_norm_interface, (v, g, dim), {})
+            raise_as_the_cpu(op, error, (v, g, dim), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -6342,9 +6848,10 @@ def make__weight_norm_interface_backward(op, diopiWeightNormBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (grad_v, grad_g), (grad_w, saved_v, saved_g, saved_norms, dim), {})
             return (grad_v, grad_g)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_w, saved_v, saved_g, saved_norms, dim)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__weight_norm_interface_backward, (grad_w, saved_v, saved_g, saved_norms, dim), {})
+            raise_as_the_cpu(op, error, (grad_w, saved_v, saved_g, saved_norms, dim), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -6376,9 +6883,10 @@ def make_abs(op, diopiAbs):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_abs, (self,), {})
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -6408,9 +6916,10 @@ def make_abs_out(op, diopiAbs):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_abs_out, (self,), {'out': out})
+            raise_as_the_cpu(op, error, (self,), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -6437,6 +6946,9 @@ def make_abs_(op, diopiAbs):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self,), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -6467,9 +6979,10 @@ def make_acos(op, diopiAcos):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_acos, (self,), {})
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -6499,9 +7012,10 @@ def make_acos_out(op, diopiAcos):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_acos_out, (self,), {'out': out})
+            raise_as_the_cpu(op, error, (self,), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -6525,6 +7039,9 @@ def make_acos_(op, diopiAcosInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self,), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -6555,9 +7072,10 @@ def make_acosh(op, diopiAcosh):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_acosh, (self,), {})
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -6587,9 +7105,10 @@ def make_acosh_out(op, diopiAcosh):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_acosh_out, (self,), {'out': out})
+            raise_as_the_cpu(op, error, (self,), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -6613,6 +7132,9 @@ def make_acosh_(op, diopiAcoshInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self,), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -6638,9 +7160,10 @@ def make_adaptive_max_pool2d(op, diopiAdaptiveMaxPool2d):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, result, (self, output_size), {})
             return result
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, output_size)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_adaptive_max_pool2d, (self, output_size), {})
+            raise_as_the_cpu(op, error, (self, output_size), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -6668,9 +7191,10 @@ def make_adaptive_max_pool2d_out(op, diopiAdaptiveMaxPool2d):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (out, indices), (self, output_size), {'out': out, 'indices': indices})
             return (out, indices)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, output_size, out, indices)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_adaptive_max_pool2d_out, (self, output_size), {'out': out, 'indices': indices})
+            raise_as_the_cpu(op, error, (self, output_size), {'out': out, 'indices': indices})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -6697,9 +7221,10 @@ def make_adaptive_max_pool2d_backward(op, diopiAdaptiveMaxPool2dBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, result, (grad_output, self, indices), {})
             return result
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, indices)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_adaptive_max_pool2d_backward, (grad_output, self, indices), {})
+            raise_as_the_cpu(op, error, (grad_output, self, indices), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -6729,9 +7254,10 @@ def make_adaptive_max_pool2d_backward_grad_input(op, diopiAdaptiveMaxPool2dBackw
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, indices), {'grad_input': grad_input})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, indices, grad_input)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_adaptive_max_pool2d_backward_grad_input, (grad_output, self, indices), {'grad_input': grad_input})
+            raise_as_the_cpu(op, error, (grad_output, self, indices), {'grad_input': grad_input})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -6762,9 +7288,10 @@ def make_adaptive_max_pool3d(op, diopiAdaptiveMaxPool3d):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (out, indices), (self, output_size), {})
             return (out, indices)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, output_size)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_adaptive_max_pool3d, (self, output_size), {})
+            raise_as_the_cpu(op, error, (self, output_size), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -6792,9 +7319,10 @@ def make_adaptive_max_pool3d_out(op, diopiAdaptiveMaxPool3d):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (out, indices), (self, output_size), {'out': out, 'indices': indices})
             return (out, indices)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, output_size, out, indices)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_adaptive_max_pool3d_out, (self, output_size), {'out': out, 'indices': indices})
+            raise_as_the_cpu(op, error, (self, output_size), {'out': out, 'indices': indices})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -6826,9 +7354,10 @@ def make_adaptive_max_pool3d_backward(op, diopiAdaptiveMaxPool3dBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, indices), {})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, indices)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_adaptive_max_pool3d_backward, (grad_output, self, indices), {})
+            raise_as_the_cpu(op, error, (grad_output, self, indices), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -6858,9 +7387,10 @@ def make_adaptive_max_pool3d_backward_grad_input(op, diopiAdaptiveMaxPool3dBackw
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, indices), {'grad_input': grad_input})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, indices, grad_input)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_adaptive_max_pool3d_backward_grad_input, (grad_output, self, indices), {'grad_input': grad_input})
+            raise_as_the_cpu(op, error, (grad_output, self, indices), {'grad_input': grad_input})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -6892,9 +7422,10 @@ def make_add_Scalar(op, diopiAddScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other, alpha), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, alpha)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_add_Scalar, (self, other, alpha), {})
+            raise_as_the_cpu(op, error, (self, other, alpha), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -6924,9 +7455,10 @@ def make_add_Scalar_out(op, diopiAddScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other, alpha), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, alpha, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_add_Scalar_out, (self, other, alpha), {'out': out})
+            raise_as_the_cpu(op, error, (self, other, alpha), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -6961,9 +7493,10 @@ def make_add_Tensor(op, diopiAdd, diopiAddScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'alpha': alpha})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, alpha)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_add_Tensor, (self, other), {'alpha': alpha})
+            raise_as_the_cpu(op, error, (self, other), {'alpha': alpha})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -6996,9 +7529,10 @@ def make_add_out(op, diopiAdd, diopiAddScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'alpha': alpha, 'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, alpha, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_add_out, (self, other), {'alpha': alpha, 'out': out})
+            raise_as_the_cpu(op, error, (self, other), {'alpha': alpha, 'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -7025,6 +7559,9 @@ def make_add__Scalar(op, diopiAddScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, other, alpha), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, other, alpha), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -7053,6 +7590,9 @@ def make_add__Tensor(op, diopiAdd, diopiAddScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, other), {'alpha': alpha})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, other), {'alpha': alpha})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -7083,9 +7623,10 @@ def make_addbmm(op, diopiAddbmm):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, batch1, batch2), {'beta': beta, 'alpha': alpha})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, batch1, batch2, beta, alpha)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_addbmm, (self, batch1, batch2), {'beta': beta, 'alpha': alpha})
+            raise_as_the_cpu(op, error, (self, batch1, batch2), {'beta': beta, 'alpha': alpha})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -7115,9 +7656,10 @@ def make_addbmm_out(op, diopiAddbmm):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, batch1, batch2), {'beta': beta, 'alpha': alpha, 'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, batch1, batch2, beta, alpha, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_addbmm_out, (self, batch1, batch2), {'beta': beta, 'alpha': alpha, 'out': out})
+            raise_as_the_cpu(op, error, (self, batch1, batch2), {'beta': beta, 'alpha': alpha, 'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -7141,9 +7683,10 @@ def make_addbmm_(op, diopiAddbmm):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, batch1, batch2), {'beta': beta, 'alpha': alpha})
             return self
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, batch1, batch2, beta, alpha)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_addbmm_, (self, batch1, batch2), {'beta': beta, 'alpha': alpha})
+            raise_as_the_cpu(op, error, (self, batch1, batch2), {'beta': beta, 'alpha': alpha})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -7175,9 +7718,10 @@ def make_addcdiv(op, diopiAddcdiv):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, tensor1, tensor2), {'value': value})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, tensor1, tensor2, value)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_addcdiv, (self, tensor1, tensor2), {'value': value})
+            raise_as_the_cpu(op, error, (self, tensor1, tensor2), {'value': value})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -7207,9 +7751,10 @@ def make_addcdiv_out(op, diopiAddcdiv):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, tensor1, tensor2), {'value': value, 'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, tensor1, tensor2, value, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_addcdiv_out, (self, tensor1, tensor2), {'value': value, 'out': out})
+            raise_as_the_cpu(op, error, (self, tensor1, tensor2), {'value': value, 'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -7236,9 +7781,10 @@ def make_addcdiv_(op, diopiAddcdiv):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, tensor1, tensor2), {'value': value})
             return self
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, tensor1, tensor2, value)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_addcdiv_, (self, tensor1, tensor2), {'value': value})
+            raise_as_the_cpu(op, error, (self, tensor1, tensor2), {'value': value})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -7270,9 +7816,10 @@ def make_addcmul(op, diopiAddcmul):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, tensor1, tensor2), {'value': value})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, tensor1, tensor2, value)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_addcmul, (self, tensor1, tensor2), {'value': value})
+            raise_as_the_cpu(op, error, (self, tensor1, tensor2), {'value': value})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -7302,9 +7849,10 @@ def make_addcmul_out(op, diopiAddcmul):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, tensor1, tensor2), {'value': value, 'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, tensor1, tensor2, value, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_addcmul_out, (self, tensor1, tensor2), {'value': value, 'out': out})
+            raise_as_the_cpu(op, error, (self, tensor1, tensor2), {'value': value, 'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -7331,9 +7879,10 @@ def make_addcmul_(op, diopiAddcmul):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, tensor1, tensor2), {'value': value})
             return self
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, tensor1, tensor2, value)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_addcmul_, (self, tensor1, tensor2), {'value': value})
+            raise_as_the_cpu(op, error, (self, tensor1, tensor2), {'value': value})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -7365,9 +7914,10 @@ def make_addmm(op, diopiAddmm):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, mat1, mat2), {'beta': beta, 'alpha': alpha})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, mat1, mat2, beta, alpha)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_addmm, (self, mat1, mat2), {'beta': beta, 'alpha': alpha})
+            raise_as_the_cpu(op, error, (self, mat1, mat2), {'beta': beta, 'alpha': alpha})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -7397,9 +7947,10 @@ def make_addmm_out(op, diopiAddmm):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, mat1, mat2), {'beta': beta, 'alpha': alpha, 'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, mat1, mat2, beta, alpha, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_addmm_out, (self, mat1, mat2), {'beta': beta, 'alpha': alpha, 'out': out})
+            raise_as_the_cpu(op, error, (self, mat1, mat2), {'beta': beta, 'alpha': alpha, 'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -7426,9 +7977,10 @@ def make_addmm_(op, diopiAddmm):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, mat1, mat2), {'beta': beta, 'alpha': alpha})
             return self
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, mat1, mat2, beta, alpha)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_addmm_, (self, mat1, mat2), {'beta': beta, 'alpha': alpha})
+            raise_as_the_cpu(op, error, (self, mat1, mat2), {'beta': beta, 'alpha': alpha})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -7460,9 +8012,10 @@ def make_addmv(op, diopiAddmv):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, mat, vec), {'beta': beta, 'alpha': alpha})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, mat, vec, beta, alpha)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_addmv, (self, mat, vec), {'beta': beta, 'alpha': alpha})
+            raise_as_the_cpu(op, error, (self, mat, vec), {'beta': beta, 'alpha': alpha})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -7492,9 +8045,10 @@ def make_addmv_out(op, diopiAddmv):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, mat, vec), {'beta': beta, 'alpha': alpha, 'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, mat, vec, beta, alpha, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_addmv_out, (self, mat, vec), {'beta': beta, 'alpha': alpha, 'out': out})
+            raise_as_the_cpu(op, error, (self, mat, vec), {'beta': beta, 'alpha': alpha, 'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -7518,9 +8072,10 @@ def make_addmv_(op, diopiAddmv):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, mat, vec), {'beta': beta, 'alpha': alpha})
             return self
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, mat, vec, beta, alpha)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_addmv_, (self, mat, vec), {'beta': beta, 'alpha': alpha})
+            raise_as_the_cpu(op, error, (self, mat, vec), {'beta': beta, 'alpha': alpha})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -7552,9 +8107,10 @@ def make_addr(op, diopiAddr):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, vec1, vec2), {'beta': beta, 'alpha': alpha})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, vec1, vec2, beta, alpha)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_addr, (self, vec1, vec2), {'beta': beta, 'alpha': alpha})
+            raise_as_the_cpu(op, error, (self, vec1, vec2), {'beta': beta, 'alpha': alpha})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -7584,9 +8140,10 @@ def make_addr_out(op, diopiAddr):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, vec1, vec2), {'beta': beta, 'alpha': alpha, 'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, vec1, vec2, beta, alpha, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_addr_out, (self, vec1, vec2), {'beta': beta, 'alpha': alpha, 'out': out})
+            raise_as_the_cpu(op, error, (self, vec1, vec2), {'beta': beta, 'alpha': alpha, 'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -7610,9 +8167,10 @@ def make_addr_(op, diopiAddr):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, vec1, vec2), {'beta': beta, 'alpha': alpha})
             return self
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, vec1, vec2, beta, alpha)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_addr_, (self, vec1, vec2), {'beta': beta, 'alpha': alpha})
+            raise_as_the_cpu(op, error, (self, vec1, vec2), {'beta': beta, 'alpha': alpha})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -7644,9 +8202,10 @@ def make_all(op, diopiAll):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_all, (self,), {})
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -7676,9 +8235,10 @@ def make_all_all_out(op, diopiAll):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_all_all_out, (self,), {'out': out})
+            raise_as_the_cpu(op, error, (self,), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -7710,9 +8270,10 @@ def make_all_dim(op, diopiAll):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, keepdim), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, keepdim)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_all_dim, (self, dim, keepdim), {})
+            raise_as_the_cpu(op, error, (self, dim, keepdim), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -7742,9 +8303,10 @@ def make_all_out(op, diopiAll):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, keepdim), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, keepdim, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_all_out, (self, dim, keepdim), {'out': out})
+            raise_as_the_cpu(op, error, (self, dim, keepdim), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -7776,9 +8338,10 @@ def make_amax(op, diopiAmax):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, keepdim), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, keepdim)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_amax, (self, dim, keepdim), {})
+            raise_as_the_cpu(op, error, (self, dim, keepdim), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -7808,9 +8371,10 @@ def make_amax_out(op, diopiAmax):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, keepdim), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, keepdim, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_amax_out, (self, dim, keepdim), {'out': out})
+            raise_as_the_cpu(op, error, (self, dim, keepdim), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -7842,9 +8406,10 @@ def make_amin(op, diopiAmin):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, keepdim), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, keepdim)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_amin, (self, dim, keepdim), {})
+            raise_as_the_cpu(op, error, (self, dim, keepdim), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -7874,9 +8439,10 @@ def make_amin_out(op, diopiAmin):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, keepdim), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, keepdim, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_amin_out, (self, dim, keepdim), {'out': out})
+            raise_as_the_cpu(op, error, (self, dim, keepdim), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -7907,9 +8473,10 @@ def make_aminmax(op, diopiAminmax):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (min, max), (self,), {'dim': dim, 'keepdim': keepdim})
             return (min, max)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, keepdim)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_aminmax, (self,), {'dim': dim, 'keepdim': keepdim})
+            raise_as_the_cpu(op, error, (self,), {'dim': dim, 'keepdim': keepdim})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -7937,9 +8504,10 @@ def make_aminmax_out(op, diopiAminmax):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (min, max), (self,), {'dim': dim, 'keepdim': keepdim, 'min': min, 'max': max})
             return (min, max)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, keepdim, min, max)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_aminmax_out, (self,), {'dim': dim, 'keepdim': keepdim, 'min': min, 'max': max})
+            raise_as_the_cpu(op, error, (self,), {'dim': dim, 'keepdim': keepdim, 'min': min, 'max': max})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -7971,9 +8539,10 @@ def make_any(op, diopiAny):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_any, (self,), {})
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -8003,9 +8572,10 @@ def make_any_all_out(op, diopiAny):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_any_all_out, (self,), {'out': out})
+            raise_as_the_cpu(op, error, (self,), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -8037,9 +8607,10 @@ def make_any_dim(op, diopiAny):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, keepdim), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, keepdim)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_any_dim, (self, dim, keepdim), {})
+            raise_as_the_cpu(op, error, (self, dim, keepdim), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -8069,9 +8640,10 @@ def make_any_out(op, diopiAny):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, keepdim), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, keepdim, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_any_out, (self, dim, keepdim), {'out': out})
+            raise_as_the_cpu(op, error, (self, dim, keepdim), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -8098,6 +8670,9 @@ def make_arange_out(op, diopiArange):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (end,), {'out': out})
             return out
+        except Exception as error:
+            raise_as_the_cpu(op, error, (end,), {'out': out})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -8123,6 +8698,9 @@ def make_arange_start_out(op, diopiArange):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (start, end, step), {'out': out})
             return out
+        except Exception as error:
+            raise_as_the_cpu(op, error, (start, end, step), {'out': out})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -8153,9 +8731,10 @@ def make_argmax(op, diopiArgmax):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, keepdim), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, keepdim)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_argmax, (self, dim, keepdim), {})
+            raise_as_the_cpu(op, error, (self, dim, keepdim), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -8185,9 +8764,10 @@ def make_argmax_out(op, diopiArgmax):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, keepdim), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, keepdim, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_argmax_out, (self, dim, keepdim), {'out': out})
+            raise_as_the_cpu(op, error, (self, dim, keepdim), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -8219,9 +8799,10 @@ def make_argmin(op, diopiArgmin):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, keepdim), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, keepdim)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_argmin, (self, dim, keepdim), {})
+            raise_as_the_cpu(op, error, (self, dim, keepdim), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -8251,9 +8832,10 @@ def make_argmin_out(op, diopiArgmin):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, keepdim), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, keepdim, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_argmin_out, (self, dim, keepdim), {'out': out})
+            raise_as_the_cpu(op, error, (self, dim, keepdim), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -8285,9 +8867,10 @@ def make_asin(op, diopiAsin):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_asin, (self,), {})
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -8317,9 +8900,10 @@ def make_asin_out(op, diopiAsin):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_asin_out, (self,), {'out': out})
+            raise_as_the_cpu(op, error, (self,), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -8343,6 +8927,9 @@ def make_asin_(op, diopiAsinInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self,), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -8373,9 +8960,10 @@ def make_asinh(op, diopiAsinh):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_asinh, (self,), {})
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -8405,9 +8993,10 @@ def make_asinh_out(op, diopiAsinh):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_asinh_out, (self,), {'out': out})
+            raise_as_the_cpu(op, error, (self,), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -8431,6 +9020,9 @@ def make_asinh_(op, diopiAsinhInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self,), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -8461,9 +9053,10 @@ def make_atan(op, diopiAtan):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_atan, (self,), {})
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -8493,9 +9086,10 @@ def make_atan_out(op, diopiAtan):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_atan_out, (self,), {'out': out})
+            raise_as_the_cpu(op, error, (self,), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -8527,9 +9121,10 @@ def make_atan2(op, diopiAtan2):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_atan2, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -8559,9 +9154,10 @@ def make_atan2_out(op, diopiAtan2):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_atan2_out, (self, other), {'out': out})
+            raise_as_the_cpu(op, error, (self, other), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -8585,9 +9181,10 @@ def make_atan2_(op, diopiAtan2Inp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, other), {})
             return self
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_atan2_, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -8611,6 +9208,9 @@ def make_atan_(op, diopiAtanInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self,), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -8641,9 +9241,10 @@ def make_atanh(op, diopiAtanh):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_atanh, (self,), {})
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -8673,9 +9274,10 @@ def make_atanh_out(op, diopiAtanh):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_atanh_out, (self,), {'out': out})
+            raise_as_the_cpu(op, error, (self,), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -8699,6 +9301,9 @@ def make_atanh_(op, diopiAtanhInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self,), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -8724,9 +9329,10 @@ def make_avg_pool2d(op, diopiAvgPool2d):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, result, (self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override), {})
             return result
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_avg_pool2d, (self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override), {})
+            raise_as_the_cpu(op, error, (self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -8756,9 +9362,10 @@ def make_avg_pool2d_out(op, diopiAvgPool2d):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_avg_pool2d_out, (self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override), {'out': out})
+            raise_as_the_cpu(op, error, (self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -8785,9 +9392,10 @@ def make_avg_pool2d_backward(op, diopiAvgPool2dBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, result, (grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override), {})
             return result
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_avg_pool2d_backward, (grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override), {})
+            raise_as_the_cpu(op, error, (grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -8817,9 +9425,10 @@ def make_avg_pool2d_backward_grad_input(op, diopiAvgPool2dBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override), {'grad_input': grad_input})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, grad_input)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_avg_pool2d_backward_grad_input, (grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override), {'grad_input': grad_input})
+            raise_as_the_cpu(op, error, (grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override), {'grad_input': grad_input})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -8851,9 +9460,10 @@ def make_avg_pool3d(op, diopiAvgPool3d):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_avg_pool3d, (self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override), {})
+            raise_as_the_cpu(op, error, (self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -8883,9 +9493,10 @@ def make_avg_pool3d_out(op, diopiAvgPool3d):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_avg_pool3d_out, (self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override), {'out': out})
+            raise_as_the_cpu(op, error, (self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -8917,9 +9528,10 @@ def make_avg_pool3d_backward(op, diopiAvgPool3dBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override), {})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_avg_pool3d_backward, (grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override), {})
+            raise_as_the_cpu(op, error, (grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -8949,9 +9561,10 @@ def make_avg_pool3d_backward_grad_input(op, diopiAvgPool3dBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override), {'grad_input': grad_input})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, grad_input)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_avg_pool3d_backward_grad_input, (grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override), {'grad_input': grad_input})
+            raise_as_the_cpu(op, error, (grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override), {'grad_input': grad_input})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -8983,9 +9596,10 @@ def make_baddbmm(op, diopiBaddbmm):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, batch1, batch2), {'beta': beta, 'alpha': alpha})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, batch1, batch2, beta, alpha)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_baddbmm, (self, batch1, batch2), {'beta': beta, 'alpha': alpha})
+            raise_as_the_cpu(op, error, (self, batch1, batch2), {'beta': beta, 'alpha': alpha})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -9015,9 +9629,10 @@ def make_baddbmm_out(op, diopiBaddbmm):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, batch1, batch2), {'beta': beta, 'alpha': alpha, 'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, batch1, batch2, beta, alpha, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_baddbmm_out, (self, batch1, batch2), {'beta': beta, 'alpha': alpha, 'out': out})
+            raise_as_the_cpu(op, error, (self, batch1, batch2), {'beta': beta, 'alpha': alpha, 'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -9041,9 +9656,10 @@ def make_baddbmm_(op, diopiBaddbmm):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, batch1, batch2), {'beta': beta, 'alpha': alpha})
             return self
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, batch1, batch2, beta, alpha)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_baddbmm_, (self, batch1, batch2), {'beta': beta, 'alpha': alpha})
+            raise_as_the_cpu(op, error, (self, batch1, batch2), {'beta': beta, 'alpha': alpha})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -9075,9 +9691,10 @@ def make_bernoulli(op, diopiBernoulli):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'generator': generator})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, generator)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_bernoulli, (self,), {'generator': generator})
+            raise_as_the_cpu(op, error, (self,), {'generator': generator})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -9109,9 +9726,10 @@ def make_bernoulli_Tensor(op, diopiBernoulliTensor):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, p), {'generator': generator})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, p, generator)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_bernoulli_Tensor, (self, p), {'generator': generator})
+            raise_as_the_cpu(op, error, (self, p), {'generator': generator})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -9141,9 +9759,10 @@ def make_bernoulli_Tensor_out(op, diopiBernoulliTensor):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, p), {'generator': generator, 'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, p, generator, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_bernoulli_Tensor_out, (self, p), {'generator': generator, 'out': out})
+            raise_as_the_cpu(op, error, (self, p), {'generator': generator, 'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -9173,9 +9792,10 @@ def make_bernoulli_float_out(op, diopiBernoulliScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, p), {'generator': generator, 'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, p, generator, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_bernoulli_float_out, (self, p), {'generator': generator, 'out': out})
+            raise_as_the_cpu(op, error, (self, p), {'generator': generator, 'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -9205,9 +9825,10 @@ def make_bernoulli_out(op, diopiBernoulli):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'generator': generator, 'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, generator, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_bernoulli_out, (self,), {'generator': generator, 'out': out})
+            raise_as_the_cpu(op, error, (self,), {'generator': generator, 'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -9239,9 +9860,10 @@ def make_bernoulli_p(op, diopiBernoulliScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, p), {'generator': generator})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, p, generator)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_bernoulli_p, (self, p), {'generator': generator})
+            raise_as_the_cpu(op, error, (self, p), {'generator': generator})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -9268,9 +9890,10 @@ def make_bernoulli__Tensor(op, diopiBernoulliTensor):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, p), {'generator': generator})
             return self
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, p, generator)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_bernoulli__Tensor, (self, p), {'generator': generator})
+            raise_as_the_cpu(op, error, (self, p), {'generator': generator})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -9294,6 +9917,9 @@ def make_bernoulli__float(op, diopiBernoulliScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, p), {'generator': generator})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, p), {'generator': generator})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -9324,9 +9950,10 @@ def make_binary_cross_entropy(op, diopiBCELoss):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, target, weight, reduction), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, target, weight, reduction)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_binary_cross_entropy, (self, target, weight, reduction), {})
+            raise_as_the_cpu(op, error, (self, target, weight, reduction), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -9356,9 +9983,10 @@ def make_binary_cross_entropy_out(op, diopiBCELoss):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, target, weight, reduction), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, target, weight, reduction, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_binary_cross_entropy_out, (self, target, weight, reduction), {'out': out})
+            raise_as_the_cpu(op, error, (self, target, weight, reduction), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -9390,9 +10018,10 @@ def make_binary_cross_entropy_backward(op, diopiBCELossBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, target, weight, reduction), {})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, target, weight, reduction)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_binary_cross_entropy_backward, (grad_output, self, target, weight, reduction), {})
+            raise_as_the_cpu(op, error, (grad_output, self, target, weight, reduction), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -9422,9 +10051,10 @@ def make_binary_cross_entropy_backward_grad_input(op, diopiBCELossBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, target, weight, reduction), {'grad_input': grad_input})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, target, weight, reduction, grad_input)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_binary_cross_entropy_backward_grad_input, (grad_output, self, target, weight, reduction), {'grad_input': grad_input})
+            raise_as_the_cpu(op, error, (grad_output, self, target, weight, reduction), {'grad_input': grad_input})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -9456,9 +10086,10 @@ def make_binary_cross_entropy_with_logits(op, diopiBCEWithLogits):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, target, weight, pos_weight, reduction), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, target, weight, pos_weight, reduction)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_binary_cross_entropy_with_logits, (self, target, weight, pos_weight, reduction), {})
+            raise_as_the_cpu(op, error, (self, target, weight, pos_weight, reduction), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -9486,9 +10117,10 @@ def make_bincount(op, diopiBincount):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self, weights, minlength), {})
             return out[0]
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, weights, minlength)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_bincount, (self, weights, minlength), {})
+            raise_as_the_cpu(op, error, (self, weights, minlength), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -9520,9 +10152,10 @@ def make_binomial(op, diopiBinomial):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (count, prob, generator), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (count, prob, generator)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_binomial, (count, prob, generator), {})
+            raise_as_the_cpu(op, error, (count, prob, generator), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -9552,9 +10185,10 @@ def make_binomial_out(op, diopiBinomial):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (count, prob, generator), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (count, prob, generator, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_binomial_out, (count, prob, generator), {'out': out})
+            raise_as_the_cpu(op, error, (count, prob, generator), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -9586,9 +10220,10 @@ def make_bitwise_and_Scalar(op, diopiBitwiseAndScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_bitwise_and_Scalar, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -9618,9 +10253,10 @@ def make_bitwise_and_Scalar_out(op, diopiBitwiseAndScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_bitwise_and_Scalar_out, (self, other), {'out': out})
+            raise_as_the_cpu(op, error, (self, other), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -9655,9 +10291,10 @@ def make_bitwise_and_Tensor(op, diopiBitwiseAnd, diopiBitwiseAndScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_bitwise_and_Tensor, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -9690,9 +10327,10 @@ def make_bitwise_and_Tensor_out(op, diopiBitwiseAnd, diopiBitwiseAndScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_bitwise_and_Tensor_out, (self, other), {'out': out})
+            raise_as_the_cpu(op, error, (self, other), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -9716,6 +10354,9 @@ def make_bitwise_and__Scalar(op, diopiBitwiseAndInpScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, other), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -9741,6 +10382,9 @@ def make_bitwise_and__Tensor(op, diopiBitwiseAndInp, diopiBitwiseAndInpScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, other), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -9774,9 +10418,10 @@ def make_bitwise_left_shift_Tensor(op, diopiBitwiseLeftShift, diopiBitwiseLeftSh
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_bitwise_left_shift_Tensor, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -9808,9 +10453,10 @@ def make_bitwise_left_shift_Tensor_Scalar(op, diopiBitwiseLeftShiftScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_bitwise_left_shift_Tensor_Scalar, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -9840,9 +10486,10 @@ def make_bitwise_left_shift_Tensor_Scalar_out(op, diopiBitwiseLeftShiftScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_bitwise_left_shift_Tensor_Scalar_out, (self, other), {'out': out})
+            raise_as_the_cpu(op, error, (self, other), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -9875,9 +10522,10 @@ def make_bitwise_left_shift_Tensor_out(op, diopiBitwiseLeftShift, diopiBitwiseLe
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_bitwise_left_shift_Tensor_out, (self, other), {'out': out})
+            raise_as_the_cpu(op, error, (self, other), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -9904,6 +10552,9 @@ def make_bitwise_left_shift__Tensor(op, diopiBitwiseLeftShiftInp, diopiBitwiseLe
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, other), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -9926,6 +10577,9 @@ def make_bitwise_left_shift__Tensor_Scalar(op, diopiBitwiseLeftShiftInpScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, other), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -9956,9 +10610,10 @@ def make_bitwise_not(op, diopiBitwiseNot):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_bitwise_not, (self,), {})
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -9988,9 +10643,10 @@ def make_bitwise_not_out(op, diopiBitwiseNot):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_bitwise_not_out, (self,), {'out': out})
+            raise_as_the_cpu(op, error, (self,), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -10014,6 +10670,9 @@ def make_bitwise_not_(op, diopiBitwiseNotInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self,), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -10044,9 +10703,10 @@ def make_bitwise_or_Scalar(op, diopiBitwiseOrScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_bitwise_or_Scalar, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -10076,9 +10736,10 @@ def make_bitwise_or_Scalar_out(op, diopiBitwiseOrScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_bitwise_or_Scalar_out, (self, other), {'out': out})
+            raise_as_the_cpu(op, error, (self, other), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -10113,9 +10774,10 @@ def make_bitwise_or_Tensor(op, diopiBitwiseOr, diopiBitwiseOrScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_bitwise_or_Tensor, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -10148,9 +10810,10 @@ def make_bitwise_or_Tensor_out(op, diopiBitwiseOr, diopiBitwiseOrScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_bitwise_or_Tensor_out, (self, other), {'out': out})
+            raise_as_the_cpu(op, error, (self, other), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -10174,6 +10837,9 @@ def make_bitwise_or__Scalar(op, diopiBitwiseOrInpScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, other), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -10199,6 +10865,9 @@ def make_bitwise_or__Tensor(op, diopiBitwiseOrInp, diopiBitwiseOrInpScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, other), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -10232,9 +10901,10 @@ def make_bitwise_right_shift_Tensor(op, diopiBitwiseRightShift, diopiBitwiseRigh
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_bitwise_right_shift_Tensor, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -10266,9 +10936,10 @@ def make_bitwise_right_shift_Tensor_Scalar(op, diopiBitwiseRightShiftScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_bitwise_right_shift_Tensor_Scalar, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -10298,9 +10969,10 @@ def make_bitwise_right_shift_Tensor_Scalar_out(op, diopiBitwiseRightShiftScalar)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_bitwise_right_shift_Tensor_Scalar_out, (self, other), {'out': out})
+            raise_as_the_cpu(op, error, (self, other), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -10333,9 +11005,10 @@ def make_bitwise_right_shift_Tensor_out(op, diopiBitwiseRightShift, diopiBitwise
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_bitwise_right_shift_Tensor_out, (self, other), {'out': out})
+            raise_as_the_cpu(op, error, (self, other), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -10362,6 +11035,9 @@ def make_bitwise_right_shift__Tensor(op, diopiBitwiseRightShiftInp, diopiBitwise
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, other), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -10384,6 +11060,9 @@ def make_bitwise_right_shift__Tensor_Scalar(op, diopiBitwiseRightShiftInpScalar)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, other), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -10414,9 +11093,10 @@ def make_bitwise_xor_Scalar(op, diopiBitwiseXorScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_bitwise_xor_Scalar, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -10446,9 +11126,10 @@ def make_bitwise_xor_Scalar_out(op, diopiBitwiseXorScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_bitwise_xor_Scalar_out, (self, other), {'out': out})
+            raise_as_the_cpu(op, error, (self, other), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -10483,9 +11164,10 @@ def make_bitwise_xor_Tensor(op, diopiBitwiseXor, diopiBitwiseXorScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_bitwise_xor_Tensor, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -10518,9 +11200,10 @@ def make_bitwise_xor_Tensor_out(op, diopiBitwiseXor, diopiBitwiseXorScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_bitwise_xor_Tensor_out, (self, other), {'out': out})
+            raise_as_the_cpu(op, error, (self, other), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -10544,6 +11227,9 @@ def make_bitwise_xor__Scalar(op, diopiBitwiseXorInpScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, other), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -10569,6 +11255,9 @@ def make_bitwise_xor__Tensor(op, diopiBitwiseXorInp, diopiBitwiseXorInpScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, other), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -10599,9 +11288,10 @@ def make_bmm(op, diopiBmm):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, mat2), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, mat2)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_bmm, (self, mat2), {})
+            raise_as_the_cpu(op, error, (self, mat2), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -10631,9 +11321,10 @@ def make_bmm_out(op, diopiBmm):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, mat2), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, mat2, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_bmm_out, (self, mat2), {'out': out})
+            raise_as_the_cpu(op, error, (self, mat2), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -10665,9 +11356,10 @@ def make_bucketize_Tensor(op, diopiBucketize):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, boundaries), {'out_int32': out_int32, 'right': right})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, boundaries, out_int32, right)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_bucketize_Tensor, (self, boundaries), {'out_int32': out_int32, 'right': right})
+            raise_as_the_cpu(op, error, (self, boundaries), {'out_int32': out_int32, 'right': right})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -10697,9 +11389,10 @@ def make_bucketize_Tensor_out(op, diopiBucketize):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, boundaries), {'out_int32': out_int32, 'right': right, 'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, boundaries, out_int32, right, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_bucketize_Tensor_out, (self, boundaries), {'out_int32': out_int32, 'right': right, 'out': out})
+            raise_as_the_cpu(op, error, (self, boundaries), {'out_int32': out_int32, 'right': right, 'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -10728,6 +11421,9 @@ def make_cat(op, diopiCat):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (tensors, dim), {})
             return out
+        except Exception as error:
+            raise_as_the_cpu(op, error, (tensors, dim), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -10753,6 +11449,9 @@ def make_cat_out(op, diopiCat):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (tensors, dim), {'out': out})
             return out
+        except Exception as error:
+            raise_as_the_cpu(op, error, (tensors, dim), {'out': out})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -10783,9 +11482,10 @@ def make_cauchy(op, diopiCauchyInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, median, sigma), {'generator': generator})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, median, sigma, generator)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_cauchy, (self, median, sigma), {'generator': generator})
+            raise_as_the_cpu(op, error, (self, median, sigma), {'generator': generator})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -10815,9 +11515,10 @@ def make_cauchy_out(op, diopiCauchyInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, median, sigma), {'generator': generator, 'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, median, sigma, generator, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_cauchy_out, (self, median, sigma), {'generator': generator, 'out': out})
+            raise_as_the_cpu(op, error, (self, median, sigma), {'generator': generator, 'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -10844,6 +11545,9 @@ def make_cauchy_(op, diopiCauchyInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, median, sigma), {'generator': generator})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, median, sigma), {'generator': generator})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -10874,9 +11578,10 @@ def make_ceil(op, diopiCeil):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_ceil, (self,), {})
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -10906,9 +11611,10 @@ def make_ceil_out(op, diopiCeil):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_ceil_out, (self,), {'out': out})
+            raise_as_the_cpu(op, error, (self,), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -10932,6 +11638,9 @@ def make_ceil_(op, diopiCeilInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self,), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -10962,9 +11671,10 @@ def make_channel_shuffle(op, diopiChannelShuffle):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, groups), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, groups)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_channel_shuffle, (self, groups), {})
+            raise_as_the_cpu(op, error, (self, groups), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -10996,9 +11706,10 @@ def make_clamp(op, diopiClampScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, min, max), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, min, max)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_clamp, (self, min, max), {})
+            raise_as_the_cpu(op, error, (self, min, max), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -11030,9 +11741,10 @@ def make_clamp_Tensor(op, diopiClamp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, min, max), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, min, max)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_clamp_Tensor, (self, min, max), {})
+            raise_as_the_cpu(op, error, (self, min, max), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -11062,9 +11774,10 @@ def make_clamp_Tensor_out(op, diopiClamp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, min, max), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, min, max, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_clamp_Tensor_out, (self, min, max), {'out': out})
+            raise_as_the_cpu(op, error, (self, min, max), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -11094,9 +11807,10 @@ def make_clamp_out(op, diopiClampScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, min, max), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, min, max, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_clamp_out, (self, min, max), {'out': out})
+            raise_as_the_cpu(op, error, (self, min, max), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -11120,6 +11834,9 @@ def make_clamp_(op, diopiClampInpScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, min, max), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, min, max), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -11142,9 +11859,10 @@ def make_clamp__Tensor(op, diopiClampInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, min, max), {})
             return self
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, min, max)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_clamp__Tensor, (self, min, max), {})
+            raise_as_the_cpu(op, error, (self, min, max), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -11176,9 +11894,10 @@ def make_clamp_max(op, diopiClampMaxScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, max), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, max)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_clamp_max, (self, max), {})
+            raise_as_the_cpu(op, error, (self, max), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -11210,9 +11929,10 @@ def make_clamp_max_Tensor(op, diopiClampMax):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, max), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, max)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_clamp_max_Tensor, (self, max), {})
+            raise_as_the_cpu(op, error, (self, max), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -11242,9 +11962,10 @@ def make_clamp_max_Tensor_out(op, diopiClampMax):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, max), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, max, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_clamp_max_Tensor_out, (self, max), {'out': out})
+            raise_as_the_cpu(op, error, (self, max), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -11274,9 +11995,10 @@ def make_clamp_max_out(op, diopiClampMaxScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, max), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, max, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_clamp_max_out, (self, max), {'out': out})
+            raise_as_the_cpu(op, error, (self, max), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -11300,6 +12022,9 @@ def make_clamp_max_(op, diopiClampMaxInpScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, max), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, max), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -11322,9 +12047,10 @@ def make_clamp_max__Tensor(op, diopiClampMaxInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, max), {})
             return self
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, max)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_clamp_max__Tensor, (self, max), {})
+            raise_as_the_cpu(op, error, (self, max), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -11356,9 +12082,10 @@ def make_clamp_min(op, diopiClampMinScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, min), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, min)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_clamp_min, (self, min), {})
+            raise_as_the_cpu(op, error, (self, min), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -11390,9 +12117,10 @@ def make_clamp_min_Tensor(op, diopiClampMin):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, min), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, min)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_clamp_min_Tensor, (self, min), {})
+            raise_as_the_cpu(op, error, (self, min), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -11422,9 +12150,10 @@ def make_clamp_min_Tensor_out(op, diopiClampMin):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, min), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, min, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_clamp_min_Tensor_out, (self, min), {'out': out})
+            raise_as_the_cpu(op, error, (self, min), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -11454,9 +12183,10 @@ def make_clamp_min_out(op, diopiClampMinScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, min), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, min, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_clamp_min_out, (self, min), {'out': out})
+            raise_as_the_cpu(op, error, (self, min), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -11480,6 +12210,9 @@ def make_clamp_min_(op, diopiClampMinInpScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, min), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, min), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -11502,9 +12235,10 @@ def make_clamp_min__Tensor(op, diopiClampMinInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, min), {})
             return self
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, min)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_clamp_min__Tensor, (self, min), {})
+            raise_as_the_cpu(op, error, (self, min), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -11536,9 +12270,10 @@ def make_col2im(op, diopiCol2Im):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, output_size, kernel_size, dilation, padding, stride), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, output_size, kernel_size, dilation, padding, stride)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_col2im, (self, output_size, kernel_size, dilation, padding, stride), {})
+            raise_as_the_cpu(op, error, (self, output_size, kernel_size, dilation, padding, stride), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -11568,9 +12303,10 @@ def make_col2im_out(op, diopiCol2Im):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, output_size, kernel_size, dilation, padding, stride), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, output_size, kernel_size, dilation, padding, stride, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_col2im_out, (self, output_size, kernel_size, dilation, padding, stride), {'out': out})
+            raise_as_the_cpu(op, error, (self, output_size, kernel_size, dilation, padding, stride), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -11602,9 +12338,10 @@ def make_constant_pad_nd(op, diopiPad):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, pad, value), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, pad, value)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_constant_pad_nd, (self, pad, value), {})
+            raise_as_the_cpu(op, error, (self, pad, value), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -11634,9 +12371,10 @@ def make_constant_pad_nd_out(op, diopiPad):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, pad, value), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, pad, value, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_constant_pad_nd_out, (self, pad, value), {'out': out})
+            raise_as_the_cpu(op, error, (self, pad, value), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -11663,9 +12401,10 @@ def make_convolution_backward_overrideable(op, diopiConvolution2dBackward, diopi
             if status or SYNC or dump:
                 return finished(status, op, d, dump, result, (grad_output, input, weight, stride, padding, dilation, transposed, output_padding, groups, output_mask), {})
             return result
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, input, weight, stride, padding, dilation, transposed, output_padding, groups, output_mask)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_convolution_backward_overrideable, (grad_output, input, weight, stride, padding, dilation, transposed, output_padding, groups, output_mask), {})
+            raise_as_the_cpu(op, error, (grad_output, input, weight, stride, padding, dilation, transposed, output_padding, groups, output_mask), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -11692,9 +12431,10 @@ def make_convolution_overrideable(op, diopiConvolution2d, diopiConvTranspose2d):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, result, (input, weight, bias, stride, padding, dilation, transposed, output_padding, groups), {})
             return result
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_convolution_overrideable, (input, weight, bias, stride, padding, dilation, transposed, output_padding, groups), {})
+            raise_as_the_cpu(op, error, (input, weight, bias, stride, padding, dilation, transposed, output_padding, groups), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -11726,9 +12466,10 @@ def make_copysign_Scalar(op, diopiCopysignScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_copysign_Scalar, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -11758,9 +12499,10 @@ def make_copysign_Scalar_out(op, diopiCopysignScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_copysign_Scalar_out, (self, other), {'out': out})
+            raise_as_the_cpu(op, error, (self, other), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -11795,9 +12537,10 @@ def make_copysign_Tensor(op, diopiCopysign, diopiCopysignScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_copysign_Tensor, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -11830,9 +12573,10 @@ def make_copysign_out(op, diopiCopysign, diopiCopysignScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_copysign_out, (self, other), {'out': out})
+            raise_as_the_cpu(op, error, (self, other), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -11856,6 +12600,9 @@ def make_copysign__Scalar(op, diopiCopysignInpScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, other), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -11881,6 +12628,9 @@ def make_copysign__Tensor(op, diopiCopysignInp, diopiCopysignInpScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, other), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -11911,9 +12661,10 @@ def make_cos(op, diopiCos):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_cos, (self,), {})
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -11943,9 +12694,10 @@ def make_cos_out(op, diopiCos):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_cos_out, (self,), {'out': out})
+            raise_as_the_cpu(op, error, (self,), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -11969,6 +12721,9 @@ def make_cos_(op, diopiCosInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self,), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -11999,9 +12754,10 @@ def make_cosh(op, diopiCosh):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_cosh, (self,), {})
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -12031,9 +12787,10 @@ def make_cosh_out(op, diopiCosh):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_cosh_out, (self,), {'out': out})
+            raise_as_the_cpu(op, error, (self,), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -12057,6 +12814,9 @@ def make_cosh_(op, diopiCoshInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self,), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -12087,9 +12847,10 @@ def make_count_nonzero_dim_IntList(op, diopiCountNonzero):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_count_nonzero_dim_IntList, (self, dim), {})
+            raise_as_the_cpu(op, error, (self, dim), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -12120,9 +12881,10 @@ def make_cummax(op, diopiCummax):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (values, indices), (self, dim), {})
             return (values, indices)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_cummax, (self, dim), {})
+            raise_as_the_cpu(op, error, (self, dim), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -12150,9 +12912,10 @@ def make_cummax_out(op, diopiCummax):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (values, indices), (self, dim), {'values': values, 'indices': indices})
             return (values, indices)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, values, indices)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_cummax_out, (self, dim), {'values': values, 'indices': indices})
+            raise_as_the_cpu(op, error, (self, dim), {'values': values, 'indices': indices})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -12183,9 +12946,10 @@ def make_cummin(op, diopiCummin):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (values, indices), (self, dim), {})
             return (values, indices)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_cummin, (self, dim), {})
+            raise_as_the_cpu(op, error, (self, dim), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -12213,9 +12977,10 @@ def make_cummin_out(op, diopiCummin):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (values, indices), (self, dim), {'values': values, 'indices': indices})
             return (values, indices)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, values, indices)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_cummin_out, (self, dim), {'values': values, 'indices': indices})
+            raise_as_the_cpu(op, error, (self, dim), {'values': values, 'indices': indices})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -12247,9 +13012,10 @@ def make_cumprod(op, diopiCumprod):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim), {'dtype': dtype})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, dtype)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_cumprod, (self, dim), {'dtype': dtype})
+            raise_as_the_cpu(op, error, (self, dim), {'dtype': dtype})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -12279,9 +13045,10 @@ def make_cumprod_out(op, diopiCumprod):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim), {'dtype': dtype, 'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, dtype, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_cumprod_out, (self, dim), {'dtype': dtype, 'out': out})
+            raise_as_the_cpu(op, error, (self, dim), {'dtype': dtype, 'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -12305,6 +13072,9 @@ def make_cumprod_(op, diopiCumprod):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, dim), {'dtype': dtype})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, dim), {'dtype': dtype})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -12335,9 +13105,10 @@ def make_cumsum(op, diopiCumsum):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim), {'dtype': dtype})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, dtype)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_cumsum, (self, dim), {'dtype': dtype})
+            raise_as_the_cpu(op, error, (self, dim), {'dtype': dtype})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -12367,9 +13138,10 @@ def make_cumsum_out(op, diopiCumsum):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim), {'dtype': dtype, 'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, dtype, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_cumsum_out, (self, dim), {'dtype': dtype, 'out': out})
+            raise_as_the_cpu(op, error, (self, dim), {'dtype': dtype, 'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -12393,6 +13165,9 @@ def make_cumsum_(op, diopiCumsum):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, dim), {'dtype': dtype})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, dim), {'dtype': dtype})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -12423,9 +13198,10 @@ def make_digamma(op, diopiDigamma):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_digamma, (self,), {})
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -12455,9 +13231,10 @@ def make_digamma_out(op, diopiDigamma):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_digamma_out, (self,), {'out': out})
+            raise_as_the_cpu(op, error, (self,), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -12481,6 +13258,9 @@ def make_digamma_(op, diopiDigammaInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self,), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -12511,9 +13291,10 @@ def make_div_Scalar(op, diopiDivScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_div_Scalar, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -12545,9 +13326,10 @@ def make_div_Scalar_mode(op, diopiDivScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'rounding_mode': rounding_mode})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, rounding_mode)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_div_Scalar_mode, (self, other), {'rounding_mode': rounding_mode})
+            raise_as_the_cpu(op, error, (self, other), {'rounding_mode': rounding_mode})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -12577,9 +13359,10 @@ def make_div_Scalar_mode_out(op, diopiDivScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'rounding_mode': rounding_mode, 'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, rounding_mode, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_div_Scalar_mode_out, (self, other), {'rounding_mode': rounding_mode, 'out': out})
+            raise_as_the_cpu(op, error, (self, other), {'rounding_mode': rounding_mode, 'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -12609,9 +13392,10 @@ def make_div_Scalar_out(op, diopiDivScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_div_Scalar_out, (self, other), {'out': out})
+            raise_as_the_cpu(op, error, (self, other), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -12646,9 +13430,10 @@ def make_div_Tensor(op, diopiDiv, diopiDivScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_div_Tensor, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -12683,9 +13468,10 @@ def make_div_Tensor_mode(op, diopiDiv, diopiDivScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'rounding_mode': rounding_mode})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, rounding_mode)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_div_Tensor_mode, (self, other), {'rounding_mode': rounding_mode})
+            raise_as_the_cpu(op, error, (self, other), {'rounding_mode': rounding_mode})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -12718,9 +13504,10 @@ def make_div_out(op, diopiDiv, diopiDivScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_div_out, (self, other), {'out': out})
+            raise_as_the_cpu(op, error, (self, other), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -12753,9 +13540,10 @@ def make_div_out_mode(op, diopiDiv, diopiDivScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'rounding_mode': rounding_mode, 'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, rounding_mode, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_div_out_mode, (self, other), {'rounding_mode': rounding_mode, 'out': out})
+            raise_as_the_cpu(op, error, (self, other), {'rounding_mode': rounding_mode, 'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -12782,6 +13570,9 @@ def make_div__Scalar(op, diopiDivScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, other), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -12807,6 +13598,9 @@ def make_div__Scalar_mode(op, diopiDivScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, other), {'rounding_mode': rounding_mode})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, other), {'rounding_mode': rounding_mode})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -12835,6 +13629,9 @@ def make_div__Tensor(op, diopiDiv, diopiDivScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, other), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -12863,6 +13660,9 @@ def make_div__Tensor_mode(op, diopiDiv, diopiDivScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, other), {'rounding_mode': rounding_mode})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, other), {'rounding_mode': rounding_mode})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -12893,9 +13693,10 @@ def make_dot(op, diopiDot):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, tensor), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, tensor)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_dot, (self, tensor), {})
+            raise_as_the_cpu(op, error, (self, tensor), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -12925,9 +13726,10 @@ def make_dot_out(op, diopiDot):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, tensor), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, tensor, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_dot_out, (self, tensor), {'out': out})
+            raise_as_the_cpu(op, error, (self, tensor), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -12959,9 +13761,10 @@ def make_elu(op, diopiElu):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, alpha, scale, input_scale), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, alpha, scale, input_scale)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_elu, (self, alpha, scale, input_scale), {})
+            raise_as_the_cpu(op, error, (self, alpha, scale, input_scale), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -12991,9 +13794,10 @@ def make_elu_out(op, diopiElu):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, alpha, scale, input_scale), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, alpha, scale, input_scale, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_elu_out, (self, alpha, scale, input_scale), {'out': out})
+            raise_as_the_cpu(op, error, (self, alpha, scale, input_scale), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -13017,6 +13821,9 @@ def make_elu_(op, diopiEluInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, alpha, scale, input_scale), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, alpha, scale, input_scale), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -13047,9 +13854,10 @@ def make_elu_backward(op, diopiEluBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, alpha, scale, input_scale, is_result, self_or_result), {})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, alpha, scale, input_scale, is_result, self_or_result)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_elu_backward, (grad_output, alpha, scale, input_scale, is_result, self_or_result), {})
+            raise_as_the_cpu(op, error, (grad_output, alpha, scale, input_scale, is_result, self_or_result), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -13079,9 +13887,10 @@ def make_elu_backward_grad_input(op, diopiEluBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, alpha, scale, input_scale, is_result, self_or_result), {'grad_input': grad_input})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, alpha, scale, input_scale, is_result, self_or_result, grad_input)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_elu_backward_grad_input, (grad_output, alpha, scale, input_scale, is_result, self_or_result), {'grad_input': grad_input})
+            raise_as_the_cpu(op, error, (grad_output, alpha, scale, input_scale, is_result, self_or_result), {'grad_input': grad_input})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -13113,9 +13922,10 @@ def make_embedding(op, diopiEmbedding):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (weight, indices, padding_idx, scale_grad_by_freq, sparse), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (weight, indices, padding_idx, scale_grad_by_freq, sparse)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_embedding, (weight, indices, padding_idx, scale_grad_by_freq, sparse), {})
+            raise_as_the_cpu(op, error, (weight, indices, padding_idx, scale_grad_by_freq, sparse), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -13147,9 +13957,10 @@ def make_embedding_dense_backward(op, diopiEmbeddingBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (grad_output, indices, num_weights, padding_idx, scale_grad_by_freq), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, indices, num_weights, padding_idx, scale_grad_by_freq)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_embedding_dense_backward, (grad_output, indices, num_weights, padding_idx, scale_grad_by_freq), {})
+            raise_as_the_cpu(op, error, (grad_output, indices, num_weights, padding_idx, scale_grad_by_freq), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -13173,9 +13984,10 @@ def make_embedding_renorm_(op, diopiEmbeddingRenormInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, indices, max_norm, norm_type), {})
             return self
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, indices, max_norm, norm_type)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_embedding_renorm_, (self, indices, max_norm, norm_type), {})
+            raise_as_the_cpu(op, error, (self, indices, max_norm, norm_type), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -13207,9 +14019,10 @@ def make_eq_Scalar(op, diopiEqScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_eq_Scalar, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -13239,9 +14052,10 @@ def make_eq_Scalar_out(op, diopiEqScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_eq_Scalar_out, (self, other), {'out': out})
+            raise_as_the_cpu(op, error, (self, other), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -13276,9 +14090,10 @@ def make_eq_Tensor(op, diopiEq, diopiEqScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_eq_Tensor, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -13311,9 +14126,10 @@ def make_eq_Tensor_out(op, diopiEq, diopiEqScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_eq_Tensor_out, (self, other), {'out': out})
+            raise_as_the_cpu(op, error, (self, other), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -13340,6 +14156,9 @@ def make_eq__Scalar(op, diopiEqScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, other), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -13368,6 +14187,9 @@ def make_eq__Tensor(op, diopiEq, diopiEqScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, other), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -13398,9 +14220,10 @@ def make_erf(op, diopiErf):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_erf, (self,), {})
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -13430,9 +14253,10 @@ def make_erf_out(op, diopiErf):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_erf_out, (self,), {'out': out})
+            raise_as_the_cpu(op, error, (self,), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -13456,6 +14280,9 @@ def make_erf_(op, diopiErfInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self,), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -13486,9 +14313,10 @@ def make_erfc(op, diopiErfc):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_erfc, (self,), {})
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -13518,9 +14346,10 @@ def make_erfc_out(op, diopiErfc):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_erfc_out, (self,), {'out': out})
+            raise_as_the_cpu(op, error, (self,), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -13544,6 +14373,9 @@ def make_erfc_(op, diopiErfcInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self,), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -13574,9 +14406,10 @@ def make_erfinv(op, diopiErfinv):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_erfinv, (self,), {})
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -13606,9 +14439,10 @@ def make_erfinv_out(op, diopiErfinv):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_erfinv_out, (self,), {'out': out})
+            raise_as_the_cpu(op, error, (self,), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -13632,6 +14466,9 @@ def make_erfinv_(op, diopiErfinvInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self,), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -13662,9 +14499,10 @@ def make_exp(op, diopiExp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_exp, (self,), {})
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -13694,9 +14532,10 @@ def make_exp_out(op, diopiExp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_exp_out, (self,), {'out': out})
+            raise_as_the_cpu(op, error, (self,), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -13728,9 +14567,10 @@ def make_exp2(op, diopiExp2):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_exp2, (self,), {})
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -13760,9 +14600,10 @@ def make_exp2_out(op, diopiExp2):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_exp2_out, (self,), {'out': out})
+            raise_as_the_cpu(op, error, (self,), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -13786,6 +14627,9 @@ def make_exp2_(op, diopiExp2Inp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self,), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -13811,6 +14655,9 @@ def make_exp_(op, diopiExp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self,), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -13841,9 +14688,10 @@ def make_expm1(op, diopiExpm1):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_expm1, (self,), {})
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -13873,9 +14721,10 @@ def make_expm1_out(op, diopiExpm1):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_expm1_out, (self,), {'out': out})
+            raise_as_the_cpu(op, error, (self,), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -13899,6 +14748,9 @@ def make_expm1_(op, diopiExpm1Inp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self,), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -13929,9 +14781,10 @@ def make_exponential(op, diopiExponentialInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, lambd), {'generator': generator})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, lambd, generator)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_exponential, (self, lambd), {'generator': generator})
+            raise_as_the_cpu(op, error, (self, lambd), {'generator': generator})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -13961,9 +14814,10 @@ def make_exponential_out(op, diopiExponentialInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, lambd), {'generator': generator, 'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, lambd, generator, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_exponential_out, (self, lambd), {'generator': generator, 'out': out})
+            raise_as_the_cpu(op, error, (self, lambd), {'generator': generator, 'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -13990,6 +14844,9 @@ def make_exponential_(op, diopiExponentialInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, lambd), {'generator': generator})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, lambd), {'generator': generator})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -14015,6 +14872,9 @@ def make_eye_m_out(op, diopiEye):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (n, m), {'out': out})
             return out
+        except Exception as error:
+            raise_as_the_cpu(op, error, (n, m), {'out': out})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -14040,6 +14900,9 @@ def make_eye_out(op, diopiEye):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (n,), {'out': out})
             return out
+        except Exception as error:
+            raise_as_the_cpu(op, error, (n,), {'out': out})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -14070,9 +14933,10 @@ def make_flip(op, diopiFlip):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dims), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dims)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_flip, (self, dims), {})
+            raise_as_the_cpu(op, error, (self, dims), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -14102,9 +14966,10 @@ def make_flip_out(op, diopiFlip):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dims), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dims, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_flip_out, (self, dims), {'out': out})
+            raise_as_the_cpu(op, error, (self, dims), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -14136,9 +15001,10 @@ def make_floor(op, diopiFloor):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_floor, (self,), {})
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -14168,9 +15034,10 @@ def make_floor_out(op, diopiFloor):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_floor_out, (self,), {'out': out})
+            raise_as_the_cpu(op, error, (self,), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -14194,6 +15061,9 @@ def make_floor_(op, diopiFloorInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self,), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -14224,9 +15094,10 @@ def make_floor_divide(op, diopiFloorDivide):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_floor_divide, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -14256,9 +15127,10 @@ def make_floor_divide_out(op, diopiFloorDivide):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_floor_divide_out, (self, other), {'out': out})
+            raise_as_the_cpu(op, error, (self, other), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -14282,9 +15154,10 @@ def make_floor_divide__Tensor(op, diopiFloorDivideInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, other), {})
             return self
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_floor_divide__Tensor, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -14316,9 +15189,10 @@ def make_fmax(op, diopiFmax):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_fmax, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -14348,9 +15222,10 @@ def make_fmax_out(op, diopiFmax):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_fmax_out, (self, other), {'out': out})
+            raise_as_the_cpu(op, error, (self, other), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -14382,9 +15257,10 @@ def make_fmin(op, diopiFmin):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_fmin, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -14414,9 +15290,10 @@ def make_fmin_out(op, diopiFmin):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_fmin_out, (self, other), {'out': out})
+            raise_as_the_cpu(op, error, (self, other), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -14448,9 +15325,10 @@ def make_fmod_Scalar(op, diopiFmodScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_fmod_Scalar, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -14480,9 +15358,10 @@ def make_fmod_Scalar_out(op, diopiFmodScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_fmod_Scalar_out, (self, other), {'out': out})
+            raise_as_the_cpu(op, error, (self, other), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -14517,9 +15396,10 @@ def make_fmod_Tensor(op, diopiFmod, diopiFmodScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_fmod_Tensor, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -14552,9 +15432,10 @@ def make_fmod_Tensor_out(op, diopiFmod, diopiFmodScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_fmod_Tensor_out, (self, other), {'out': out})
+            raise_as_the_cpu(op, error, (self, other), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -14578,6 +15459,9 @@ def make_fmod__Scalar(op, diopiFmodInpScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, other), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -14603,6 +15487,9 @@ def make_fmod__Tensor(op, diopiFmodInp, diopiFmodInpScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, other), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -14633,9 +15520,10 @@ def make_frac(op, diopiFrac):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_frac, (self,), {})
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -14665,9 +15553,10 @@ def make_frac_out(op, diopiFrac):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_frac_out, (self,), {'out': out})
+            raise_as_the_cpu(op, error, (self,), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -14691,6 +15580,9 @@ def make_frac_(op, diopiFracInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self,), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -14721,9 +15613,10 @@ def make_gather(op, diopiGather):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, index), {'sparse_grad': sparse_grad})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, index, sparse_grad)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_gather, (self, dim, index), {'sparse_grad': sparse_grad})
+            raise_as_the_cpu(op, error, (self, dim, index), {'sparse_grad': sparse_grad})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -14753,9 +15646,10 @@ def make_gather_out(op, diopiGather):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, index), {'sparse_grad': sparse_grad, 'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, index, sparse_grad, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_gather_out, (self, dim, index), {'sparse_grad': sparse_grad, 'out': out})
+            raise_as_the_cpu(op, error, (self, dim, index), {'sparse_grad': sparse_grad, 'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -14787,9 +15681,10 @@ def make_gcd(op, diopiGcd):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_gcd, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -14819,9 +15714,10 @@ def make_gcd_out(op, diopiGcd):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_gcd_out, (self, other), {'out': out})
+            raise_as_the_cpu(op, error, (self, other), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -14845,9 +15741,10 @@ def make_gcd_(op, diopiGcdInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, other), {})
             return self
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_gcd_, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -14879,9 +15776,10 @@ def make_ge_Scalar(op, diopiGeScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_ge_Scalar, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -14911,9 +15809,10 @@ def make_ge_Scalar_out(op, diopiGeScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_ge_Scalar_out, (self, other), {'out': out})
+            raise_as_the_cpu(op, error, (self, other), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -14948,9 +15847,10 @@ def make_ge_Tensor(op, diopiGe, diopiGeScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_ge_Tensor, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -14983,9 +15883,10 @@ def make_ge_Tensor_out(op, diopiGe, diopiGeScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_ge_Tensor_out, (self, other), {'out': out})
+            raise_as_the_cpu(op, error, (self, other), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -15012,6 +15913,9 @@ def make_ge__Scalar(op, diopiGeScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, other), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -15040,6 +15944,9 @@ def make_ge__Tensor(op, diopiGe, diopiGeScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, other), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -15070,9 +15977,10 @@ def make_gelu(op, diopiGelu):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'approximate': approximate})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, approximate)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_gelu, (self,), {'approximate': approximate})
+            raise_as_the_cpu(op, error, (self,), {'approximate': approximate})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -15102,9 +16010,10 @@ def make_gelu_out(op, diopiGelu):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'approximate': approximate, 'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, approximate, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_gelu_out, (self,), {'approximate': approximate, 'out': out})
+            raise_as_the_cpu(op, error, (self,), {'approximate': approximate, 'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -15131,6 +16040,9 @@ def make_gelu_(op, diopiGelu):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self,), {'approximate': approximate})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {'approximate': approximate})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -15161,9 +16073,10 @@ def make_gelu_backward(op, diopiGeluBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self), {'approximate': approximate})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, approximate)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_gelu_backward, (grad_output, self), {'approximate': approximate})
+            raise_as_the_cpu(op, error, (grad_output, self), {'approximate': approximate})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -15193,9 +16106,10 @@ def make_gelu_backward_grad_input(op, diopiGeluBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self), {'approximate': approximate, 'grad_input': grad_input})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, approximate, grad_input)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_gelu_backward_grad_input, (grad_output, self), {'approximate': approximate, 'grad_input': grad_input})
+            raise_as_the_cpu(op, error, (grad_output, self), {'approximate': approximate, 'grad_input': grad_input})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -15227,9 +16141,10 @@ def make_geometric(op, diopiGeometricInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, p), {'generator': generator})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, p, generator)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_geometric, (self, p), {'generator': generator})
+            raise_as_the_cpu(op, error, (self, p), {'generator': generator})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -15259,9 +16174,10 @@ def make_geometric_out(op, diopiGeometricInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, p), {'generator': generator, 'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, p, generator, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_geometric_out, (self, p), {'generator': generator, 'out': out})
+            raise_as_the_cpu(op, error, (self, p), {'generator': generator, 'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -15288,6 +16204,9 @@ def make_geometric_(op, diopiGeometricInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, p), {'generator': generator})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, p), {'generator': generator})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -15318,9 +16237,10 @@ def make_glu(op, diopiGlu):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_glu, (self, dim), {})
+            raise_as_the_cpu(op, error, (self, dim), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -15350,9 +16270,10 @@ def make_glu_out(op, diopiGlu):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_glu_out, (self, dim), {'out': out})
+            raise_as_the_cpu(op, error, (self, dim), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -15384,9 +16305,10 @@ def make_glu_backward(op, diopiGluBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, dim), {})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, dim)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_glu_backward, (grad_output, self, dim), {})
+            raise_as_the_cpu(op, error, (grad_output, self, dim), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -15416,9 +16338,10 @@ def make_glu_backward_grad_input(op, diopiGluBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, dim), {'grad_input': grad_input})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, dim, grad_input)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_glu_backward_grad_input, (grad_output, self, dim), {'grad_input': grad_input})
+            raise_as_the_cpu(op, error, (grad_output, self, dim), {'grad_input': grad_input})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -15450,9 +16373,10 @@ def make_grid_sampler_2d(op, diopiGridSample):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (input, grid, interpolation_mode, padding_mode, align_corners), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (input, grid, interpolation_mode, padding_mode, align_corners)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_grid_sampler_2d, (input, grid, interpolation_mode, padding_mode, align_corners), {})
+            raise_as_the_cpu(op, error, (input, grid, interpolation_mode, padding_mode, align_corners), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -15483,9 +16407,10 @@ def make_grid_sampler_2d_backward(op, diopiGridSampleBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (grad_input, grad_grid), (grad_output, input, grid, interpolation_mode, padding_mode, align_corners, output_mask), {})
             return (grad_input, grad_grid)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, input, grid, interpolation_mode, padding_mode, align_corners, output_mask)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_grid_sampler_2d_backward, (grad_output, input, grid, interpolation_mode, padding_mode, align_corners, output_mask), {})
+            raise_as_the_cpu(op, error, (grad_output, input, grid, interpolation_mode, padding_mode, align_corners, output_mask), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -15517,9 +16442,10 @@ def make_gt_Scalar(op, diopiGtScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_gt_Scalar, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -15549,9 +16475,10 @@ def make_gt_Scalar_out(op, diopiGtScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_gt_Scalar_out, (self, other), {'out': out})
+            raise_as_the_cpu(op, error, (self, other), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -15586,9 +16513,10 @@ def make_gt_Tensor(op, diopiGt, diopiGtScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_gt_Tensor, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -15621,9 +16549,10 @@ def make_gt_Tensor_out(op, diopiGt, diopiGtScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_gt_Tensor_out, (self, other), {'out': out})
+            raise_as_the_cpu(op, error, (self, other), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -15650,6 +16579,9 @@ def make_gt__Scalar(op, diopiGtScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, other), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -15678,6 +16610,9 @@ def make_gt__Tensor(op, diopiGt, diopiGtScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, other), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -15708,9 +16643,10 @@ def make_hardshrink(op, diopiHardshrink):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, lambd), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, lambd)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_hardshrink, (self, lambd), {})
+            raise_as_the_cpu(op, error, (self, lambd), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -15740,9 +16676,10 @@ def make_hardshrink_out(op, diopiHardshrink):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, lambd), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, lambd, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_hardshrink_out, (self, lambd), {'out': out})
+            raise_as_the_cpu(op, error, (self, lambd), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -15774,9 +16711,10 @@ def make_hardshrink_backward(op, diopiHardshrinkBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_out, self, lambd), {})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_out, self, lambd)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_hardshrink_backward, (grad_out, self, lambd), {})
+            raise_as_the_cpu(op, error, (grad_out, self, lambd), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -15806,9 +16744,10 @@ def make_hardshrink_backward_grad_input(op, diopiHardshrinkBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_out, self, lambd), {'grad_input': grad_input})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_out, self, lambd, grad_input)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_hardshrink_backward_grad_input, (grad_out, self, lambd), {'grad_input': grad_input})
+            raise_as_the_cpu(op, error, (grad_out, self, lambd), {'grad_input': grad_input})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -15840,9 +16779,10 @@ def make_hardsigmoid(op, diopiHardsigmoid):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_hardsigmoid, (self,), {})
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -15872,9 +16812,10 @@ def make_hardsigmoid_out(op, diopiHardsigmoid):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_hardsigmoid_out, (self,), {'out': out})
+            raise_as_the_cpu(op, error, (self,), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -15898,6 +16839,9 @@ def make_hardsigmoid_(op, diopiHardsigmoidInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self,), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -15928,9 +16872,10 @@ def make_hardsigmoid_backward(op, diopiHardsigmoidBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self), {})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_hardsigmoid_backward, (grad_output, self), {})
+            raise_as_the_cpu(op, error, (grad_output, self), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -15960,9 +16905,10 @@ def make_hardsigmoid_backward_grad_input(op, diopiHardsigmoidBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self), {'grad_input': grad_input})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, grad_input)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_hardsigmoid_backward_grad_input, (grad_output, self), {'grad_input': grad_input})
+            raise_as_the_cpu(op, error, (grad_output, self), {'grad_input': grad_input})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -15994,9 +16940,10 @@ def make_hardswish(op, diopiHardswish):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_hardswish, (self,), {})
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -16026,9 +16973,10 @@ def make_hardswish_out(op, diopiHardswish):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_hardswish_out, (self,), {'out': out})
+            raise_as_the_cpu(op, error, (self,), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -16052,6 +17000,9 @@ def make_hardswish_(op, diopiHardswishInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self,), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -16082,9 +17033,10 @@ def make_hardswish_backward(op, diopiHardswishBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (grad_output, self), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_hardswish_backward, (grad_output, self), {})
+            raise_as_the_cpu(op, error, (grad_output, self), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -16116,9 +17068,10 @@ def make_hardtanh(op, diopiHardtanh):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, min_val, max_val), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, min_val, max_val)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_hardtanh, (self, min_val, max_val), {})
+            raise_as_the_cpu(op, error, (self, min_val, max_val), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -16148,9 +17101,10 @@ def make_hardtanh_out(op, diopiHardtanh):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, min_val, max_val), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, min_val, max_val, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_hardtanh_out, (self, min_val, max_val), {'out': out})
+            raise_as_the_cpu(op, error, (self, min_val, max_val), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -16174,6 +17128,9 @@ def make_hardtanh_(op, diopiHardtanhInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, min_val, max_val), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, min_val, max_val), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -16204,9 +17161,10 @@ def make_hardtanh_backward(op, diopiHardtanhBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, min_val, max_val), {})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, min_val, max_val)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_hardtanh_backward, (grad_output, self, min_val, max_val), {})
+            raise_as_the_cpu(op, error, (grad_output, self, min_val, max_val), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -16236,9 +17194,10 @@ def make_hardtanh_backward_grad_input(op, diopiHardtanhBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, min_val, max_val), {'grad_input': grad_input})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, min_val, max_val, grad_input)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_hardtanh_backward_grad_input, (grad_output, self, min_val, max_val), {'grad_input': grad_input})
+            raise_as_the_cpu(op, error, (grad_output, self, min_val, max_val), {'grad_input': grad_input})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -16270,9 +17229,10 @@ def make_heaviside(op, diopiHeaviside):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, values), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, values)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_heaviside, (self, values), {})
+            raise_as_the_cpu(op, error, (self, values), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -16302,9 +17262,10 @@ def make_heaviside_out(op, diopiHeaviside):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, values), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, values, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_heaviside_out, (self, values), {'out': out})
+            raise_as_the_cpu(op, error, (self, values), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -16328,9 +17289,10 @@ def make_heaviside_(op, diopiHeavisideInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, values), {})
             return self
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, values)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_heaviside_, (self, values), {})
+            raise_as_the_cpu(op, error, (self, values), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -16362,9 +17324,10 @@ def make_histc(op, diopiHistc):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, bins, min, max), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, bins, min, max)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_histc, (self, bins, min, max), {})
+            raise_as_the_cpu(op, error, (self, bins, min, max), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -16394,9 +17357,10 @@ def make_histc_out(op, diopiHistc):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, bins, min, max), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, bins, min, max, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_histc_out, (self, bins, min, max), {'out': out})
+            raise_as_the_cpu(op, error, (self, bins, min, max), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -16428,9 +17392,10 @@ def make_huber_loss(op, diopiHuberLoss):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, target, reduction, delta), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, target, reduction, delta)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_huber_loss, (self, target, reduction, delta), {})
+            raise_as_the_cpu(op, error, (self, target, reduction, delta), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -16460,9 +17425,10 @@ def make_huber_loss_out(op, diopiHuberLoss):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, target, reduction, delta), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, target, reduction, delta, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_huber_loss_out, (self, target, reduction, delta), {'out': out})
+            raise_as_the_cpu(op, error, (self, target, reduction, delta), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -16494,9 +17460,10 @@ def make_huber_loss_backward(op, diopiHuberLossBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, target, reduction, delta), {})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, target, reduction, delta)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_huber_loss_backward, (grad_output, self, target, reduction, delta), {})
+            raise_as_the_cpu(op, error, (grad_output, self, target, reduction, delta), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -16526,9 +17493,10 @@ def make_huber_loss_backward_out(op, diopiHuberLossBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, target, reduction, delta), {'grad_input': grad_input})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, target, reduction, delta, grad_input)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_huber_loss_backward_out, (grad_output, self, target, reduction, delta), {'grad_input': grad_input})
+            raise_as_the_cpu(op, error, (grad_output, self, target, reduction, delta), {'grad_input': grad_input})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -16560,9 +17528,10 @@ def make_hypot(op, diopiHypot):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_hypot, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -16592,9 +17561,10 @@ def make_hypot_out(op, diopiHypot):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_hypot_out, (self, other), {'out': out})
+            raise_as_the_cpu(op, error, (self, other), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -16618,9 +17588,10 @@ def make_hypot_(op, diopiHypotInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, other), {})
             return self
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_hypot_, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -16652,9 +17623,10 @@ def make_i0(op, diopiI0):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_i0, (self,), {})
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -16684,9 +17656,10 @@ def make_i0_out(op, diopiI0):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_i0_out, (self,), {'out': out})
+            raise_as_the_cpu(op, error, (self,), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -16710,6 +17683,9 @@ def make_i0_(op, diopiI0Inp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self,), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -16740,9 +17716,10 @@ def make_im2col(op, diopiIm2Col):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, kernel_size, dilation, padding, stride), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, kernel_size, dilation, padding, stride)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_im2col, (self, kernel_size, dilation, padding, stride), {})
+            raise_as_the_cpu(op, error, (self, kernel_size, dilation, padding, stride), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -16772,9 +17749,10 @@ def make_im2col_out(op, diopiIm2Col):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, kernel_size, dilation, padding, stride), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, kernel_size, dilation, padding, stride, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_im2col_out, (self, kernel_size, dilation, padding, stride), {'out': out})
+            raise_as_the_cpu(op, error, (self, kernel_size, dilation, padding, stride), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -16801,9 +17779,10 @@ def make_index_Tensor(op, diopiIndex):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, result, (self, indices), {})
             return result
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, indices)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_index_Tensor, (self, indices), {})
+            raise_as_the_cpu(op, error, (self, indices), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -16835,9 +17814,10 @@ def make_index_add(op, diopiIndexAdd):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, index, source), {'alpha': alpha})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, index, source, alpha)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_index_add, (self, dim, index, source), {'alpha': alpha})
+            raise_as_the_cpu(op, error, (self, dim, index, source), {'alpha': alpha})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -16867,9 +17847,10 @@ def make_index_add_out(op, diopiIndexAdd):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, index, source), {'alpha': alpha, 'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, index, source, alpha, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_index_add_out, (self, dim, index, source), {'alpha': alpha, 'out': out})
+            raise_as_the_cpu(op, error, (self, dim, index, source), {'alpha': alpha, 'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -16896,9 +17877,10 @@ def make_index_add_(op, diopiIndexAdd):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, dim, index, source), {'alpha': alpha})
             return self
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, index, source, alpha)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_index_add_, (self, dim, index, source), {'alpha': alpha})
+            raise_as_the_cpu(op, error, (self, dim, index, source), {'alpha': alpha})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -16930,9 +17912,10 @@ def make_index_copy(op, diopiIndexCopy):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, index, source), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, index, source)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_index_copy, (self, dim, index, source), {})
+            raise_as_the_cpu(op, error, (self, dim, index, source), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -16962,9 +17945,10 @@ def make_index_copy_out(op, diopiIndexCopy):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, index, source), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, index, source, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_index_copy_out, (self, dim, index, source), {'out': out})
+            raise_as_the_cpu(op, error, (self, dim, index, source), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -16991,9 +17975,10 @@ def make_index_copy_(op, diopiIndexCopy):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, dim, index, source), {})
             return self
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, index, source)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_index_copy_, (self, dim, index, source), {})
+            raise_as_the_cpu(op, error, (self, dim, index, source), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -17025,9 +18010,10 @@ def make_index_fill_int_Scalar(op, diopiIndexFillScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, index, value), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, index, value)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_index_fill_int_Scalar, (self, dim, index, value), {})
+            raise_as_the_cpu(op, error, (self, dim, index, value), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -17059,9 +18045,10 @@ def make_index_fill_int_Tensor(op, diopiIndexFill):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, index, value), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, index, value)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_index_fill_int_Tensor, (self, dim, index, value), {})
+            raise_as_the_cpu(op, error, (self, dim, index, value), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -17085,9 +18072,10 @@ def make_index_fill__int_Scalar(op, diopiIndexFillInpScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, dim, index, value), {})
             return self
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, index, value)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_index_fill__int_Scalar, (self, dim, index, value), {})
+            raise_as_the_cpu(op, error, (self, dim, index, value), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -17111,9 +18099,10 @@ def make_index_fill__int_Tensor(op, diopiIndexFillInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, dim, index, value), {})
             return self
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, index, value)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_index_fill__int_Tensor, (self, dim, index, value), {})
+            raise_as_the_cpu(op, error, (self, dim, index, value), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -17140,9 +18129,10 @@ def make_index_put(op, diopiIndexPut):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, result, (self, indices, values, accumulate), {})
             return result
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, indices, values, accumulate)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_index_put, (self, indices, values, accumulate), {})
+            raise_as_the_cpu(op, error, (self, indices, values, accumulate), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -17166,9 +18156,10 @@ def make_index_put_(op, diopiIndexPutInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, result, (self, indices, values, accumulate), {})
             return result
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, indices, values, accumulate)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_index_put_, (self, indices, values, accumulate), {})
+            raise_as_the_cpu(op, error, (self, indices, values, accumulate), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -17200,9 +18191,10 @@ def make_index_reduce(op, diopiIndexReduce):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, index, source, reduce), {'include_self': include_self})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, index, source, reduce, include_self)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_index_reduce, (self, dim, index, source, reduce), {'include_self': include_self})
+            raise_as_the_cpu(op, error, (self, dim, index, source, reduce), {'include_self': include_self})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -17232,9 +18224,10 @@ def make_index_reduce_out(op, diopiIndexReduce):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, index, source, reduce), {'include_self': include_self, 'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, index, source, reduce, include_self, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_index_reduce_out, (self, dim, index, source, reduce), {'include_self': include_self, 'out': out})
+            raise_as_the_cpu(op, error, (self, dim, index, source, reduce), {'include_self': include_self, 'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -17261,9 +18254,10 @@ def make_index_reduce_(op, diopiIndexReduce):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, dim, index, source, reduce), {'include_self': include_self})
             return self
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, index, source, reduce, include_self)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_index_reduce_, (self, dim, index, source, reduce), {'include_self': include_self})
+            raise_as_the_cpu(op, error, (self, dim, index, source, reduce), {'include_self': include_self})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -17295,9 +18289,10 @@ def make_index_select(op, diopiIndexSelect):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, index), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, index)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_index_select, (self, dim, index), {})
+            raise_as_the_cpu(op, error, (self, dim, index), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -17327,9 +18322,10 @@ def make_index_select_out(op, diopiIndexSelect):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, index), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, index, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_index_select_out, (self, dim, index), {'out': out})
+            raise_as_the_cpu(op, error, (self, dim, index), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -17361,9 +18357,10 @@ def make_isnan(op, diopiIsNan):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_isnan, (self,), {})
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -17395,9 +18392,10 @@ def make_isneginf(op, diopiIsNegInf):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_isneginf, (self,), {})
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -17427,9 +18425,10 @@ def make_isneginf_out(op, diopiIsNegInf):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_isneginf_out, (self,), {'out': out})
+            raise_as_the_cpu(op, error, (self,), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -17461,9 +18460,10 @@ def make_isposinf(op, diopiIsPosInf):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_isposinf, (self,), {})
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -17493,9 +18493,10 @@ def make_isposinf_out(op, diopiIsPosInf):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_isposinf_out, (self,), {'out': out})
+            raise_as_the_cpu(op, error, (self,), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -17526,9 +18527,10 @@ def make_kthvalue(op, diopiKthvalue):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (values, indices), (self, k, dim, keepdim), {})
             return (values, indices)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, k, dim, keepdim)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_kthvalue, (self, k, dim, keepdim), {})
+            raise_as_the_cpu(op, error, (self, k, dim, keepdim), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -17556,9 +18558,10 @@ def make_kthvalue_values(op, diopiKthvalue):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (values, indices), (self, k, dim, keepdim), {'values': values, 'indices': indices})
             return (values, indices)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, k, dim, keepdim, values, indices)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_kthvalue_values, (self, k, dim, keepdim), {'values': values, 'indices': indices})
+            raise_as_the_cpu(op, error, (self, k, dim, keepdim), {'values': values, 'indices': indices})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -17590,9 +18593,10 @@ def make_lcm(op, diopiLcm):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_lcm, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -17622,9 +18626,10 @@ def make_lcm_out(op, diopiLcm):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_lcm_out, (self, other), {'out': out})
+            raise_as_the_cpu(op, error, (self, other), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -17648,9 +18653,10 @@ def make_lcm_(op, diopiLcmInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, other), {})
             return self
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_lcm_, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -17682,9 +18688,10 @@ def make_le_Scalar(op, diopiLeScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_le_Scalar, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -17714,9 +18721,10 @@ def make_le_Scalar_out(op, diopiLeScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_le_Scalar_out, (self, other), {'out': out})
+            raise_as_the_cpu(op, error, (self, other), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -17751,9 +18759,10 @@ def make_le_Tensor(op, diopiLe, diopiLeScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_le_Tensor, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -17786,9 +18795,10 @@ def make_le_Tensor_out(op, diopiLe, diopiLeScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_le_Tensor_out, (self, other), {'out': out})
+            raise_as_the_cpu(op, error, (self, other), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -17815,6 +18825,9 @@ def make_le__Scalar(op, diopiLeScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, other), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -17843,6 +18856,9 @@ def make_le__Tensor(op, diopiLe, diopiLeScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, other), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -17873,9 +18889,10 @@ def make_leaky_relu(op, diopiLeakyRelu):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, negative_slope), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, negative_slope)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_leaky_relu, (self, negative_slope), {})
+            raise_as_the_cpu(op, error, (self, negative_slope), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -17905,9 +18922,10 @@ def make_leaky_relu_out(op, diopiLeakyRelu):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, negative_slope), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, negative_slope, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_leaky_relu_out, (self, negative_slope), {'out': out})
+            raise_as_the_cpu(op, error, (self, negative_slope), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -17931,6 +18949,9 @@ def make_leaky_relu_(op, diopiLeakyReluInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, negative_slope), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, negative_slope), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -17961,9 +18982,10 @@ def make_leaky_relu_backward(op, diopiLeakyReluBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, negative_slope, self_is_result), {})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, negative_slope, self_is_result)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_leaky_relu_backward, (grad_output, self, negative_slope, self_is_result), {})
+            raise_as_the_cpu(op, error, (grad_output, self, negative_slope, self_is_result), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -17993,9 +19015,10 @@ def make_leaky_relu_backward_grad_input(op, diopiLeakyReluBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, negative_slope, self_is_result), {'grad_input': grad_input})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, negative_slope, self_is_result, grad_input)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_leaky_relu_backward_grad_input, (grad_output, self, negative_slope, self_is_result), {'grad_input': grad_input})
+            raise_as_the_cpu(op, error, (grad_output, self, negative_slope, self_is_result), {'grad_input': grad_input})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -18027,9 +19050,10 @@ def make_lerp_Scalar(op, diopiLerpScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, end, weight), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, end, weight)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_lerp_Scalar, (self, end, weight), {})
+            raise_as_the_cpu(op, error, (self, end, weight), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -18059,9 +19083,10 @@ def make_lerp_Scalar_out(op, diopiLerpScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, end, weight), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, end, weight, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_lerp_Scalar_out, (self, end, weight), {'out': out})
+            raise_as_the_cpu(op, error, (self, end, weight), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -18093,9 +19118,10 @@ def make_lerp_Tensor(op, diopiLerpTensor):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, end, weight), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, end, weight)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_lerp_Tensor, (self, end, weight), {})
+            raise_as_the_cpu(op, error, (self, end, weight), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -18125,9 +19151,10 @@ def make_lerp_Tensor_out(op, diopiLerpTensor):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, end, weight), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, end, weight, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_lerp_Tensor_out, (self, end, weight), {'out': out})
+            raise_as_the_cpu(op, error, (self, end, weight), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -18154,9 +19181,10 @@ def make_lerp__Scalar(op, diopiLerpScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, end, weight), {})
             return self
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, end, weight)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_lerp__Scalar, (self, end, weight), {})
+            raise_as_the_cpu(op, error, (self, end, weight), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -18180,9 +19208,10 @@ def make_lerp__Tensor(op, diopiLerpTensorInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, end, weight), {})
             return self
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, end, weight)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_lerp__Tensor, (self, end, weight), {})
+            raise_as_the_cpu(op, error, (self, end, weight), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -18214,9 +19243,10 @@ def make_lgamma(op, diopiLgamma):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_lgamma, (self,), {})
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -18246,9 +19276,10 @@ def make_lgamma_out(op, diopiLgamma):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_lgamma_out, (self,), {'out': out})
+            raise_as_the_cpu(op, error, (self,), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -18272,6 +19303,9 @@ def make_lgamma_(op, diopiLgammaInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self,), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -18301,9 +19335,10 @@ def make_linalg_cholesky_ex(op, diopiLinalgCholeskyEx):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (L, info), (self,), {'upper': upper, 'check_errors': check_errors})
             return (L, info)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, upper, check_errors)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_linalg_cholesky_ex, (self,), {'upper': upper, 'check_errors': check_errors})
+            raise_as_the_cpu(op, error, (self,), {'upper': upper, 'check_errors': check_errors})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -18331,9 +19366,10 @@ def make_linalg_cholesky_ex_L(op, diopiLinalgCholeskyEx):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (L, info), (self,), {'upper': upper, 'check_errors': check_errors, 'L': L, 'info': info})
             return (L, info)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, upper, check_errors, L, info)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_linalg_cholesky_ex_L, (self,), {'upper': upper, 'check_errors': check_errors, 'L': L, 'info': info})
+            raise_as_the_cpu(op, error, (self,), {'upper': upper, 'check_errors': check_errors, 'L': L, 'info': info})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -18365,9 +19401,10 @@ def make_linalg_cross(op, diopiCross):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'dim': dim})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, dim)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_linalg_cross, (self, other), {'dim': dim})
+            raise_as_the_cpu(op, error, (self, other), {'dim': dim})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -18397,9 +19434,10 @@ def make_linalg_cross_out(op, diopiCross):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'dim': dim, 'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, dim, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_linalg_cross_out, (self, other), {'dim': dim, 'out': out})
+            raise_as_the_cpu(op, error, (self, other), {'dim': dim, 'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -18430,9 +19468,10 @@ def make_linalg_inv_ex(op, diopiLinalgInvEx):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (inverse, info), (A,), {'check_errors': check_errors})
             return (inverse, info)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (A, check_errors)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_linalg_inv_ex, (A,), {'check_errors': check_errors})
+            raise_as_the_cpu(op, error, (A,), {'check_errors': check_errors})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -18460,9 +19499,10 @@ def make_linalg_inv_ex_inverse(op, diopiLinalgInvEx):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (inverse, info), (A,), {'check_errors': check_errors, 'inverse': inverse, 'info': info})
             return (inverse, info)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (A, check_errors, inverse, info)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_linalg_inv_ex_inverse, (A,), {'check_errors': check_errors, 'inverse': inverse, 'info': info})
+            raise_as_the_cpu(op, error, (A,), {'check_errors': check_errors, 'inverse': inverse, 'info': info})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -18493,9 +19533,10 @@ def make_linalg_lu_factor_ex(op, diopiLinalgLuFactorEx):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (LU, pivots, info), (A,), {'pivot': pivot, 'check_errors': check_errors})
             return (LU, pivots, info)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (A, pivot, check_errors)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_linalg_lu_factor_ex, (A,), {'pivot': pivot, 'check_errors': check_errors})
+            raise_as_the_cpu(op, error, (A,), {'pivot': pivot, 'check_errors': check_errors})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -18523,9 +19564,10 @@ def make_linalg_lu_factor_ex_out(op, diopiLinalgLuFactorEx):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (LU, pivots, info), (A,), {'pivot': pivot, 'check_errors': check_errors, 'LU': LU, 'pivots': pivots, 'info': info})
             return (LU, pivots, info)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (A, pivot, check_errors, LU, pivots, info)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_linalg_lu_factor_ex_out, (A,), {'pivot': pivot, 'check_errors': check_errors, 'LU': LU, 'pivots': pivots, 'info': info})
+            raise_as_the_cpu(op, error, (A,), {'pivot': pivot, 'check_errors': check_errors, 'LU': LU, 'pivots': pivots, 'info': info})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -18557,9 +19599,10 @@ def make_linalg_lu_solve(op, diopiLinalgLuSolve):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (LU, pivots, B), {'left': left, 'adjoint': adjoint})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (LU, pivots, B, left, adjoint)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_linalg_lu_solve, (LU, pivots, B), {'left': left, 'adjoint': adjoint})
+            raise_as_the_cpu(op, error, (LU, pivots, B), {'left': left, 'adjoint': adjoint})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -18589,9 +19632,10 @@ def make_linalg_lu_solve_out(op, diopiLinalgLuSolve):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (LU, pivots, B), {'left': left, 'adjoint': adjoint, 'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (LU, pivots, B, left, adjoint, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_linalg_lu_solve_out, (LU, pivots, B), {'left': left, 'adjoint': adjoint, 'out': out})
+            raise_as_the_cpu(op, error, (LU, pivots, B), {'left': left, 'adjoint': adjoint, 'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -18622,9 +19666,10 @@ def make_linalg_qr(op, diopiLinalgQr):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (Q, R), (A, mode), {})
             return (Q, R)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (A, mode)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_linalg_qr, (A, mode), {})
+            raise_as_the_cpu(op, error, (A, mode), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -18652,9 +19697,10 @@ def make_linalg_qr_out(op, diopiLinalgQr):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (Q, R), (A, mode), {'Q': Q, 'R': R})
             return (Q, R)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (A, mode, Q, R)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_linalg_qr_out, (A, mode), {'Q': Q, 'R': R})
+            raise_as_the_cpu(op, error, (A, mode), {'Q': Q, 'R': R})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -18686,9 +19732,10 @@ def make_linalg_solve_triangular(op, diopiLinalgSolveTriangular):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, B), {'upper': upper, 'left': left, 'unitriangular': unitriangular})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, B, upper, left, unitriangular)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_linalg_solve_triangular, (self, B), {'upper': upper, 'left': left, 'unitriangular': unitriangular})
+            raise_as_the_cpu(op, error, (self, B), {'upper': upper, 'left': left, 'unitriangular': unitriangular})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -18718,9 +19765,10 @@ def make_linalg_solve_triangular_out(op, diopiLinalgSolveTriangular):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, B), {'upper': upper, 'left': left, 'unitriangular': unitriangular, 'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, B, upper, left, unitriangular, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_linalg_solve_triangular_out, (self, B), {'upper': upper, 'left': left, 'unitriangular': unitriangular, 'out': out})
+            raise_as_the_cpu(op, error, (self, B), {'upper': upper, 'left': left, 'unitriangular': unitriangular, 'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -18752,9 +19800,10 @@ def make_linalg_vector_norm(op, diopiNorm):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, ord, dim, keepdim), {'dtype': dtype})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, ord, dim, keepdim, dtype)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_linalg_vector_norm, (self, ord, dim, keepdim), {'dtype': dtype})
+            raise_as_the_cpu(op, error, (self, ord, dim, keepdim), {'dtype': dtype})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -18784,9 +19833,10 @@ def make_linalg_vector_norm_out(op, diopiNorm):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, ord, dim, keepdim), {'dtype': dtype, 'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, ord, dim, keepdim, dtype, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_linalg_vector_norm_out, (self, ord, dim, keepdim), {'dtype': dtype, 'out': out})
+            raise_as_the_cpu(op, error, (self, ord, dim, keepdim), {'dtype': dtype, 'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -18813,6 +19863,9 @@ def make_linspace_out(op, diopiLinspace):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (start, end, steps), {'out': out})
             return out
+        except Exception as error:
+            raise_as_the_cpu(op, error, (start, end, steps), {'out': out})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -18843,9 +19896,10 @@ def make_log(op, diopiLog):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_log, (self,), {})
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -18875,9 +19929,10 @@ def make_log_out(op, diopiLog):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_log_out, (self,), {'out': out})
+            raise_as_the_cpu(op, error, (self,), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -18909,9 +19964,10 @@ def make_log10(op, diopiLog10):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_log10, (self,), {})
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -18941,9 +19997,10 @@ def make_log10_out(op, diopiLog10):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_log10_out, (self,), {'out': out})
+            raise_as_the_cpu(op, error, (self,), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -18967,6 +20024,9 @@ def make_log10_(op, diopiLog10Inp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self,), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -18997,9 +20057,10 @@ def make_log1p(op, diopiLog1p):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_log1p, (self,), {})
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -19029,9 +20090,10 @@ def make_log1p_out(op, diopiLog1p):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_log1p_out, (self,), {'out': out})
+            raise_as_the_cpu(op, error, (self,), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -19055,6 +20117,9 @@ def make_log1p_(op, diopiLog1pInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self,), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -19085,9 +20150,10 @@ def make_log2(op, diopiLog2):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_log2, (self,), {})
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -19117,9 +20183,10 @@ def make_log2_out(op, diopiLog2):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_log2_out, (self,), {'out': out})
+            raise_as_the_cpu(op, error, (self,), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -19143,6 +20210,9 @@ def make_log2_(op, diopiLog2Inp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self,), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -19168,6 +20238,9 @@ def make_log_(op, diopiLog):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self,), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -19198,9 +20271,10 @@ def make_log_normal(op, diopiLogNormalInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, mean, std), {'generator': generator})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, mean, std, generator)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_log_normal, (self, mean, std), {'generator': generator})
+            raise_as_the_cpu(op, error, (self, mean, std), {'generator': generator})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -19230,9 +20304,10 @@ def make_log_normal_out(op, diopiLogNormalInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, mean, std), {'generator': generator, 'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, mean, std, generator, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_log_normal_out, (self, mean, std), {'generator': generator, 'out': out})
+            raise_as_the_cpu(op, error, (self, mean, std), {'generator': generator, 'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -19259,6 +20334,9 @@ def make_log_normal_(op, diopiLogNormalInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, mean, std), {'generator': generator})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, mean, std), {'generator': generator})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -19289,9 +20367,10 @@ def make_log_sigmoid_backward(op, diopiLogSigmoidBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, buffer), {})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, buffer)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_log_sigmoid_backward, (grad_output, self, buffer), {})
+            raise_as_the_cpu(op, error, (grad_output, self, buffer), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -19321,9 +20400,10 @@ def make_log_sigmoid_backward_grad_input(op, diopiLogSigmoidBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, buffer), {'grad_input': grad_input})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, buffer, grad_input)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_log_sigmoid_backward_grad_input, (grad_output, self, buffer), {'grad_input': grad_input})
+            raise_as_the_cpu(op, error, (grad_output, self, buffer), {'grad_input': grad_input})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -19354,9 +20434,10 @@ def make_log_sigmoid_forward(op, diopiLogSigmoidForward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (output, buffer), (self,), {})
             return (output, buffer)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_log_sigmoid_forward, (self,), {})
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -19384,9 +20465,10 @@ def make_log_sigmoid_forward_output(op, diopiLogSigmoidForward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (output, buffer), (self,), {'output': output, 'buffer': buffer})
             return (output, buffer)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, output, buffer)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_log_sigmoid_forward_output, (self,), {'output': output, 'buffer': buffer})
+            raise_as_the_cpu(op, error, (self,), {'output': output, 'buffer': buffer})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -19418,9 +20500,10 @@ def make_logaddexp(op, diopiLogaddexp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_logaddexp, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -19450,9 +20533,10 @@ def make_logaddexp_out(op, diopiLogaddexp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_logaddexp_out, (self, other), {'out': out})
+            raise_as_the_cpu(op, error, (self, other), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -19484,9 +20568,10 @@ def make_logaddexp2(op, diopiLogaddexp2):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_logaddexp2, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -19516,9 +20601,10 @@ def make_logaddexp2_out(op, diopiLogaddexp2):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_logaddexp2_out, (self, other), {'out': out})
+            raise_as_the_cpu(op, error, (self, other), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -19550,9 +20636,10 @@ def make_logical_and(op, diopiLogicalAnd):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_logical_and, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -19582,9 +20669,10 @@ def make_logical_and_out(op, diopiLogicalAnd):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_logical_and_out, (self, other), {'out': out})
+            raise_as_the_cpu(op, error, (self, other), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -19608,9 +20696,10 @@ def make_logical_and_(op, diopiLogicalAndInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, other), {})
             return self
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_logical_and_, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -19642,9 +20731,10 @@ def make_logical_not(op, diopiLogicalNot):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_logical_not, (self,), {})
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -19674,9 +20764,10 @@ def make_logical_not_out(op, diopiLogicalNot):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_logical_not_out, (self,), {'out': out})
+            raise_as_the_cpu(op, error, (self,), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -19700,6 +20791,9 @@ def make_logical_not_(op, diopiLogicalNotInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self,), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -19730,9 +20824,10 @@ def make_logical_or(op, diopiLogicalOr):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_logical_or, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -19762,9 +20857,10 @@ def make_logical_or_out(op, diopiLogicalOr):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_logical_or_out, (self, other), {'out': out})
+            raise_as_the_cpu(op, error, (self, other), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -19788,9 +20884,10 @@ def make_logical_or_(op, diopiLogicalOrInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, other), {})
             return self
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_logical_or_, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -19822,9 +20919,10 @@ def make_logical_xor(op, diopiLogicalXor):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_logical_xor, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -19854,9 +20952,10 @@ def make_logical_xor_out(op, diopiLogicalXor):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_logical_xor_out, (self, other), {'out': out})
+            raise_as_the_cpu(op, error, (self, other), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -19880,9 +20979,10 @@ def make_logical_xor_(op, diopiLogicalXorInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, other), {})
             return self
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_logical_xor_, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -19914,9 +21014,10 @@ def make_logit(op, diopiLogit):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, eps), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, eps)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_logit, (self, eps), {})
+            raise_as_the_cpu(op, error, (self, eps), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -19946,9 +21047,10 @@ def make_logit_out(op, diopiLogit):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, eps), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, eps, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_logit_out, (self, eps), {'out': out})
+            raise_as_the_cpu(op, error, (self, eps), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -19972,6 +21074,9 @@ def make_logit_(op, diopiLogitInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, eps), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, eps), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -20002,9 +21107,10 @@ def make_logit_backward(op, diopiLogitBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, eps), {})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, eps)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_logit_backward, (grad_output, self, eps), {})
+            raise_as_the_cpu(op, error, (grad_output, self, eps), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -20034,9 +21140,10 @@ def make_logit_backward_grad_input(op, diopiLogitBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, eps), {'grad_input': grad_input})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, eps, grad_input)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_logit_backward_grad_input, (grad_output, self, eps), {'grad_input': grad_input})
+            raise_as_the_cpu(op, error, (grad_output, self, eps), {'grad_input': grad_input})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -20063,6 +21170,9 @@ def make_logspace_out(op, diopiLogspace):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (start, end, steps, base), {'out': out})
             return out
+        except Exception as error:
+            raise_as_the_cpu(op, error, (start, end, steps, base), {'out': out})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -20093,9 +21203,10 @@ def make_logsumexp(op, diopiLogSumExp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, keepdim), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, keepdim)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_logsumexp, (self, dim, keepdim), {})
+            raise_as_the_cpu(op, error, (self, dim, keepdim), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -20125,9 +21236,10 @@ def make_logsumexp_out(op, diopiLogSumExp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, keepdim), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, keepdim, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_logsumexp_out, (self, dim, keepdim), {'out': out})
+            raise_as_the_cpu(op, error, (self, dim, keepdim), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -20159,9 +21271,10 @@ def make_lt_Scalar(op, diopiLtScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_lt_Scalar, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -20191,9 +21304,10 @@ def make_lt_Scalar_out(op, diopiLtScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_lt_Scalar_out, (self, other), {'out': out})
+            raise_as_the_cpu(op, error, (self, other), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -20228,9 +21342,10 @@ def make_lt_Tensor(op, diopiLt, diopiLtScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_lt_Tensor, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -20263,9 +21378,10 @@ def make_lt_Tensor_out(op, diopiLt, diopiLtScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_lt_Tensor_out, (self, other), {'out': out})
+            raise_as_the_cpu(op, error, (self, other), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -20292,6 +21408,9 @@ def make_lt__Scalar(op, diopiLtScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, other), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -20320,6 +21439,9 @@ def make_lt__Tensor(op, diopiLt, diopiLtScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, other), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -20342,9 +21464,10 @@ def make_masked_fill__Scalar(op, diopiMaskedFillInpScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, mask, value), {})
             return self
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, mask, value)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_masked_fill__Scalar, (self, mask, value), {})
+            raise_as_the_cpu(op, error, (self, mask, value), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -20368,9 +21491,10 @@ def make_masked_fill__Tensor(op, diopiMaskedFillInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, mask, value), {})
             return self
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, mask, value)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_masked_fill__Tensor, (self, mask, value), {})
+            raise_as_the_cpu(op, error, (self, mask, value), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -20402,9 +21526,10 @@ def make_masked_scatter(op, diopiMaskedScatter):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, mask, source), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, mask, source)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_masked_scatter, (self, mask, source), {})
+            raise_as_the_cpu(op, error, (self, mask, source), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -20434,9 +21559,10 @@ def make_masked_scatter_out(op, diopiMaskedScatter):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, mask, source), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, mask, source, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_masked_scatter_out, (self, mask, source), {'out': out})
+            raise_as_the_cpu(op, error, (self, mask, source), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -20460,9 +21586,10 @@ def make_masked_scatter_(op, diopiMaskedScatter):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, mask, source), {})
             return self
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, mask, source)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_masked_scatter_, (self, mask, source), {})
+            raise_as_the_cpu(op, error, (self, mask, source), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -20490,9 +21617,10 @@ def make_masked_select(op, diopiMaskedSelect):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self, mask), {})
             return out[0]
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, mask)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_masked_select, (self, mask), {})
+            raise_as_the_cpu(op, error, (self, mask), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -20524,9 +21652,10 @@ def make_max(op, diopiMaxAll):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_max, (self,), {})
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -20557,9 +21686,10 @@ def make_max_dim(op, diopiMax):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (max, max_values), (self, dim, keepdim), {})
             return (max, max_values)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, keepdim)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_max_dim, (self, dim, keepdim), {})
+            raise_as_the_cpu(op, error, (self, dim, keepdim), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -20587,9 +21717,10 @@ def make_max_dim_max(op, diopiMax):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (max, max_values), (self, dim, keepdim), {'max': max, 'max_values': max_values})
             return (max, max_values)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, keepdim, max, max_values)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_max_dim_max, (self, dim, keepdim), {'max': max, 'max_values': max_values})
+            raise_as_the_cpu(op, error, (self, dim, keepdim), {'max': max, 'max_values': max_values})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -20619,9 +21750,10 @@ def make_max_unary_out(op, diopiMaxAll):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_max_unary_out, (self,), {'out': out})
+            raise_as_the_cpu(op, error, (self,), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -20648,9 +21780,10 @@ def make_max_pool2d_with_indices(op, diopiMaxPool2dWithIndices):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, result, (self, kernel_size, stride, padding, dilation, ceil_mode), {})
             return result
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, kernel_size, stride, padding, dilation, ceil_mode)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_max_pool2d_with_indices, (self, kernel_size, stride, padding, dilation, ceil_mode), {})
+            raise_as_the_cpu(op, error, (self, kernel_size, stride, padding, dilation, ceil_mode), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -20678,9 +21811,10 @@ def make_max_pool2d_with_indices_out(op, diopiMaxPool2dWithIndices):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (out, indices), (self, kernel_size, stride, padding, dilation, ceil_mode), {'out': out, 'indices': indices})
             return (out, indices)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, kernel_size, stride, padding, dilation, ceil_mode, out, indices)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_max_pool2d_with_indices_out, (self, kernel_size, stride, padding, dilation, ceil_mode), {'out': out, 'indices': indices})
+            raise_as_the_cpu(op, error, (self, kernel_size, stride, padding, dilation, ceil_mode), {'out': out, 'indices': indices})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -20707,9 +21841,10 @@ def make_max_pool2d_with_indices_backward(op, diopiMaxPool2dBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, result, (grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices), {})
             return result
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_max_pool2d_with_indices_backward, (grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices), {})
+            raise_as_the_cpu(op, error, (grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -20739,9 +21874,10 @@ def make_max_pool2d_with_indices_backward_grad_input(op, diopiMaxPool2dBackward)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices), {'grad_input': grad_input})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices, grad_input)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_max_pool2d_with_indices_backward_grad_input, (grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices), {'grad_input': grad_input})
+            raise_as_the_cpu(op, error, (grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices), {'grad_input': grad_input})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -20772,9 +21908,10 @@ def make_max_pool3d_with_indices(op, diopiMaxPool3dWithIndices):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (out, indices), (self, kernel_size, stride, padding, dilation, ceil_mode), {})
             return (out, indices)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, kernel_size, stride, padding, dilation, ceil_mode)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_max_pool3d_with_indices, (self, kernel_size, stride, padding, dilation, ceil_mode), {})
+            raise_as_the_cpu(op, error, (self, kernel_size, stride, padding, dilation, ceil_mode), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -20802,9 +21939,10 @@ def make_max_pool3d_with_indices_out(op, diopiMaxPool3dWithIndices):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (out, indices), (self, kernel_size, stride, padding, dilation, ceil_mode), {'out': out, 'indices': indices})
             return (out, indices)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, kernel_size, stride, padding, dilation, ceil_mode, out, indices)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_max_pool3d_with_indices_out, (self, kernel_size, stride, padding, dilation, ceil_mode), {'out': out, 'indices': indices})
+            raise_as_the_cpu(op, error, (self, kernel_size, stride, padding, dilation, ceil_mode), {'out': out, 'indices': indices})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -20836,9 +21974,10 @@ def make_max_pool3d_with_indices_backward(op, diopiMaxPool3dBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices), {})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_max_pool3d_with_indices_backward, (grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices), {})
+            raise_as_the_cpu(op, error, (grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -20868,9 +22007,10 @@ def make_max_pool3d_with_indices_backward_grad_input(op, diopiMaxPool3dBackward)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices), {'grad_input': grad_input})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices, grad_input)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_max_pool3d_with_indices_backward_grad_input, (grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices), {'grad_input': grad_input})
+            raise_as_the_cpu(op, error, (grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices), {'grad_input': grad_input})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -20902,9 +22042,10 @@ def make_max_unpool2d(op, diopiMaxUnpool2d):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, indices, output_size), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, indices, output_size)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_max_unpool2d, (self, indices, output_size), {})
+            raise_as_the_cpu(op, error, (self, indices, output_size), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -20934,9 +22075,10 @@ def make_max_unpool2d_out(op, diopiMaxUnpool2d):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, indices, output_size), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, indices, output_size, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_max_unpool2d_out, (self, indices, output_size), {'out': out})
+            raise_as_the_cpu(op, error, (self, indices, output_size), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -20968,9 +22110,10 @@ def make_maximum(op, diopiMaximum):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_maximum, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -21000,9 +22143,10 @@ def make_maximum_out(op, diopiMaximum):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_maximum_out, (self, other), {'out': out})
+            raise_as_the_cpu(op, error, (self, other), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -21034,9 +22178,10 @@ def make_mean(op, diopiMean):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'dtype': dtype})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dtype)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_mean, (self,), {'dtype': dtype})
+            raise_as_the_cpu(op, error, (self,), {'dtype': dtype})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -21068,9 +22213,10 @@ def make_mean_dim(op, diopiMean):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, keepdim), {'dtype': dtype})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, keepdim, dtype)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_mean_dim, (self, dim, keepdim), {'dtype': dtype})
+            raise_as_the_cpu(op, error, (self, dim, keepdim), {'dtype': dtype})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -21100,9 +22246,10 @@ def make_mean_out(op, diopiMean):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, keepdim), {'dtype': dtype, 'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, keepdim, dtype, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_mean_out, (self, dim, keepdim), {'dtype': dtype, 'out': out})
+            raise_as_the_cpu(op, error, (self, dim, keepdim), {'dtype': dtype, 'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -21134,9 +22281,10 @@ def make_median(op, diopiMedianAll):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_median, (self,), {})
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -21167,9 +22315,10 @@ def make_median_dim(op, diopiMedian):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (values, indices), (self, dim, keepdim), {})
             return (values, indices)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, keepdim)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_median_dim, (self, dim, keepdim), {})
+            raise_as_the_cpu(op, error, (self, dim, keepdim), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -21197,9 +22346,10 @@ def make_median_dim_values(op, diopiMedian):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (values, indices), (self, dim, keepdim), {'values': values, 'indices': indices})
             return (values, indices)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, keepdim, values, indices)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_median_dim_values, (self, dim, keepdim), {'values': values, 'indices': indices})
+            raise_as_the_cpu(op, error, (self, dim, keepdim), {'values': values, 'indices': indices})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -21231,9 +22381,10 @@ def make_min(op, diopiMinAll):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_min, (self,), {})
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -21264,9 +22415,10 @@ def make_min_dim(op, diopiMin):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (min, min_indices), (self, dim, keepdim), {})
             return (min, min_indices)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, keepdim)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_min_dim, (self, dim, keepdim), {})
+            raise_as_the_cpu(op, error, (self, dim, keepdim), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -21294,9 +22446,10 @@ def make_min_dim_min(op, diopiMin):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (min, min_indices), (self, dim, keepdim), {'min': min, 'min_indices': min_indices})
             return (min, min_indices)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, keepdim, min, min_indices)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_min_dim_min, (self, dim, keepdim), {'min': min, 'min_indices': min_indices})
+            raise_as_the_cpu(op, error, (self, dim, keepdim), {'min': min, 'min_indices': min_indices})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -21326,9 +22479,10 @@ def make_min_unary_out(op, diopiMinAll):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_min_unary_out, (self,), {'out': out})
+            raise_as_the_cpu(op, error, (self,), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -21360,9 +22514,10 @@ def make_minimum(op, diopiMinimum):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_minimum, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -21392,9 +22547,10 @@ def make_minimum_out(op, diopiMinimum):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_minimum_out, (self, other), {'out': out})
+            raise_as_the_cpu(op, error, (self, other), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -21426,9 +22582,10 @@ def make_mish(op, diopiMish):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_mish, (self,), {})
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -21458,9 +22615,10 @@ def make_mish_out(op, diopiMish):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_mish_out, (self,), {'out': out})
+            raise_as_the_cpu(op, error, (self,), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -21484,6 +22642,9 @@ def make_mish_(op, diopiMishInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self,), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -21514,9 +22675,10 @@ def make_mm(op, diopiMm):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, mat2), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, mat2)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_mm, (self, mat2), {})
+            raise_as_the_cpu(op, error, (self, mat2), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -21546,9 +22708,10 @@ def make_mm_out(op, diopiMm):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, mat2), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, mat2, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_mm_out, (self, mat2), {'out': out})
+            raise_as_the_cpu(op, error, (self, mat2), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -21579,9 +22742,10 @@ def make_mode(op, diopiMode):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (values, indices), (self, dim, keepdim), {})
             return (values, indices)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, keepdim)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_mode, (self, dim, keepdim), {})
+            raise_as_the_cpu(op, error, (self, dim, keepdim), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -21609,9 +22773,10 @@ def make_mode_values(op, diopiMode):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (values, indices), (self, dim, keepdim), {'values': values, 'indices': indices})
             return (values, indices)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, keepdim, values, indices)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_mode_values, (self, dim, keepdim), {'values': values, 'indices': indices})
+            raise_as_the_cpu(op, error, (self, dim, keepdim), {'values': values, 'indices': indices})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -21643,9 +22808,10 @@ def make_mse_loss(op, diopiMSELoss):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, target, reduction), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, target, reduction)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_mse_loss, (self, target, reduction), {})
+            raise_as_the_cpu(op, error, (self, target, reduction), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -21675,9 +22841,10 @@ def make_mse_loss_out(op, diopiMSELoss):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, target, reduction), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, target, reduction, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_mse_loss_out, (self, target, reduction), {'out': out})
+            raise_as_the_cpu(op, error, (self, target, reduction), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -21709,9 +22876,10 @@ def make_mse_loss_backward(op, diopiMSELossBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, target, reduction), {})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, target, reduction)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_mse_loss_backward, (grad_output, self, target, reduction), {})
+            raise_as_the_cpu(op, error, (grad_output, self, target, reduction), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -21741,9 +22909,10 @@ def make_mse_loss_backward_grad_input(op, diopiMSELossBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, target, reduction), {'grad_input': grad_input})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, target, reduction, grad_input)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_mse_loss_backward_grad_input, (grad_output, self, target, reduction), {'grad_input': grad_input})
+            raise_as_the_cpu(op, error, (grad_output, self, target, reduction), {'grad_input': grad_input})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -21775,9 +22944,10 @@ def make_mul_Scalar(op, diopiMulScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_mul_Scalar, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -21807,9 +22977,10 @@ def make_mul_Scalar_out(op, diopiMulScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_mul_Scalar_out, (self, other), {'out': out})
+            raise_as_the_cpu(op, error, (self, other), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -21844,9 +23015,10 @@ def make_mul_Tensor(op, diopiMul, diopiMulScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_mul_Tensor, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -21879,9 +23051,10 @@ def make_mul_out(op, diopiMul, diopiMulScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_mul_out, (self, other), {'out': out})
+            raise_as_the_cpu(op, error, (self, other), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -21908,6 +23081,9 @@ def make_mul__Scalar(op, diopiMulScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, other), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -21936,6 +23112,9 @@ def make_mul__Tensor(op, diopiMul, diopiMulScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, other), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -21966,9 +23145,10 @@ def make_multi_margin_loss(op, diopiMultiMarginLoss):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, target, p, margin, weight, reduction), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, target, p, margin, weight, reduction)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_multi_margin_loss, (self, target, p, margin, weight, reduction), {})
+            raise_as_the_cpu(op, error, (self, target, p, margin, weight, reduction), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -21998,9 +23178,10 @@ def make_multi_margin_loss_out(op, diopiMultiMarginLoss):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, target, p, margin, weight, reduction), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, target, p, margin, weight, reduction, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_multi_margin_loss_out, (self, target, p, margin, weight, reduction), {'out': out})
+            raise_as_the_cpu(op, error, (self, target, p, margin, weight, reduction), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -22032,9 +23213,10 @@ def make_multi_margin_loss_backward(op, diopiMultiMarginLossBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, target, p, margin, weight, reduction), {})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, target, p, margin, weight, reduction)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_multi_margin_loss_backward, (grad_output, self, target, p, margin, weight, reduction), {})
+            raise_as_the_cpu(op, error, (grad_output, self, target, p, margin, weight, reduction), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -22064,9 +23246,10 @@ def make_multi_margin_loss_backward_grad_input(op, diopiMultiMarginLossBackward)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, target, p, margin, weight, reduction), {'grad_input': grad_input})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, target, p, margin, weight, reduction, grad_input)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_multi_margin_loss_backward_grad_input, (grad_output, self, target, p, margin, weight, reduction), {'grad_input': grad_input})
+            raise_as_the_cpu(op, error, (grad_output, self, target, p, margin, weight, reduction), {'grad_input': grad_input})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -22098,9 +23281,10 @@ def make_multilabel_margin_loss_backward(op, diopiMultilabelMarginLossBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, target, reduction, is_target), {})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, target, reduction, is_target)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_multilabel_margin_loss_backward, (grad_output, self, target, reduction, is_target), {})
+            raise_as_the_cpu(op, error, (grad_output, self, target, reduction, is_target), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -22130,9 +23314,10 @@ def make_multilabel_margin_loss_backward_grad_input(op, diopiMultilabelMarginLos
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, target, reduction, is_target), {'grad_input': grad_input})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, target, reduction, is_target, grad_input)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_multilabel_margin_loss_backward_grad_input, (grad_output, self, target, reduction, is_target), {'grad_input': grad_input})
+            raise_as_the_cpu(op, error, (grad_output, self, target, reduction, is_target), {'grad_input': grad_input})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -22163,9 +23348,10 @@ def make_multilabel_margin_loss_forward(op, diopiMultilabelMarginLoss):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (output, is_target), (self, target, reduction), {})
             return (output, is_target)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, target, reduction)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_multilabel_margin_loss_forward, (self, target, reduction), {})
+            raise_as_the_cpu(op, error, (self, target, reduction), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -22193,9 +23379,10 @@ def make_multilabel_margin_loss_forward_output(op, diopiMultilabelMarginLoss):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (output, is_target), (self, target, reduction), {'output': output, 'is_target': is_target})
             return (output, is_target)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, target, reduction, output, is_target)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_multilabel_margin_loss_forward_output, (self, target, reduction), {'output': output, 'is_target': is_target})
+            raise_as_the_cpu(op, error, (self, target, reduction), {'output': output, 'is_target': is_target})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -22227,9 +23414,10 @@ def make_multinomial(op, diopiMultinomial):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, num_samples, replacement), {'generator': generator})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, num_samples, replacement, generator)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_multinomial, (self, num_samples, replacement), {'generator': generator})
+            raise_as_the_cpu(op, error, (self, num_samples, replacement), {'generator': generator})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -22259,9 +23447,10 @@ def make_multinomial_out(op, diopiMultinomial):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, num_samples, replacement), {'generator': generator, 'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, num_samples, replacement, generator, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_multinomial_out, (self, num_samples, replacement), {'generator': generator, 'out': out})
+            raise_as_the_cpu(op, error, (self, num_samples, replacement), {'generator': generator, 'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -22293,9 +23482,10 @@ def make_mv(op, diopiMv):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, vec), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, vec)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_mv, (self, vec), {})
+            raise_as_the_cpu(op, error, (self, vec), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -22325,9 +23515,10 @@ def make_mv_out(op, diopiMv):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, vec), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, vec, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_mv_out, (self, vec), {'out': out})
+            raise_as_the_cpu(op, error, (self, vec), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -22359,9 +23550,10 @@ def make_nan_to_num(op, diopiNanToNum):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, nan, posinf, neginf), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, nan, posinf, neginf)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_nan_to_num, (self, nan, posinf, neginf), {})
+            raise_as_the_cpu(op, error, (self, nan, posinf, neginf), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -22391,9 +23583,10 @@ def make_nan_to_num_out(op, diopiNanToNum):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, nan, posinf, neginf), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, nan, posinf, neginf, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_nan_to_num_out, (self, nan, posinf, neginf), {'out': out})
+            raise_as_the_cpu(op, error, (self, nan, posinf, neginf), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -22417,6 +23610,9 @@ def make_nan_to_num_(op, diopiNanToNumInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, nan, posinf, neginf), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, nan, posinf, neginf), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -22447,9 +23643,10 @@ def make_nanmedian(op, diopiNanmedianAll):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_nanmedian, (self,), {})
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -22480,9 +23677,10 @@ def make_nanmedian_dim(op, diopiNanmedian):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (values, indices), (self, dim, keepdim), {})
             return (values, indices)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, keepdim)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_nanmedian_dim, (self, dim, keepdim), {})
+            raise_as_the_cpu(op, error, (self, dim, keepdim), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -22510,9 +23708,10 @@ def make_nanmedian_dim_values(op, diopiNanmedian):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (values, indices), (self, dim, keepdim), {'values': values, 'indices': indices})
             return (values, indices)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, keepdim, values, indices)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_nanmedian_dim_values, (self, dim, keepdim), {'values': values, 'indices': indices})
+            raise_as_the_cpu(op, error, (self, dim, keepdim), {'values': values, 'indices': indices})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -22544,9 +23743,10 @@ def make_nansum(op, diopiNansum):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, keepdim), {'dtype': dtype})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, keepdim, dtype)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_nansum, (self, dim, keepdim), {'dtype': dtype})
+            raise_as_the_cpu(op, error, (self, dim, keepdim), {'dtype': dtype})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -22576,9 +23776,10 @@ def make_nansum_out(op, diopiNansum):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, keepdim), {'dtype': dtype, 'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, keepdim, dtype, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_nansum_out, (self, dim, keepdim), {'dtype': dtype, 'out': out})
+            raise_as_the_cpu(op, error, (self, dim, keepdim), {'dtype': dtype, 'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -22605,9 +23806,10 @@ def make_native_batch_norm(op, diopiBatchNorm):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, result, (input, weight, bias, running_mean, running_var, training, momentum, eps), {})
             return result
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (input, weight, bias, running_mean, running_var, training, momentum, eps)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_native_batch_norm, (input, weight, bias, running_mean, running_var, training, momentum, eps), {})
+            raise_as_the_cpu(op, error, (input, weight, bias, running_mean, running_var, training, momentum, eps), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -22634,9 +23836,10 @@ def make_native_batch_norm_backward(op, diopiBatchNormBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, result, (grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, train, eps, output_mask), {})
             return result
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, train, eps, output_mask)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_native_batch_norm_backward, (grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, train, eps, output_mask), {})
+            raise_as_the_cpu(op, error, (grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, train, eps, output_mask), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -22667,9 +23870,10 @@ def make_native_dropout(op, diopiDropout):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (out, mask), (input, p, train), {})
             return (out, mask)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (input, p, train)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_native_dropout, (input, p, train), {})
+            raise_as_the_cpu(op, error, (input, p, train), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -22701,9 +23905,10 @@ def make_native_dropout_backward(op, diopiDropoutBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (grad_output, mask, scale), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, mask, scale)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_native_dropout_backward, (grad_output, mask, scale), {})
+            raise_as_the_cpu(op, error, (grad_output, mask, scale), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -22734,9 +23939,10 @@ def make_native_group_norm(op, diopiGroupNorm):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (out, save_mean, save_invstd), (input, weight, bias, N, C, HxW, group, eps), {})
             return (out, save_mean, save_invstd)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (input, weight, bias, N, C, HxW, group, eps)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_native_group_norm, (input, weight, bias, N, C, HxW, group, eps), {})
+            raise_as_the_cpu(op, error, (input, weight, bias, N, C, HxW, group, eps), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -22767,9 +23973,10 @@ def make_native_group_norm_backward(op, diopiGroupNormBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (grad_input, grad_weight, grad_bias), (grad_out, input, mean, rstd, weight, N, C, HxW, group, output_mask), {})
             return (grad_input, grad_weight, grad_bias)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_out, input, mean, rstd, weight, N, C, HxW, group, output_mask)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_native_group_norm_backward, (grad_out, input, mean, rstd, weight, N, C, HxW, group, output_mask), {})
+            raise_as_the_cpu(op, error, (grad_out, input, mean, rstd, weight, N, C, HxW, group, output_mask), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -22800,9 +24007,10 @@ def make_native_layer_norm(op, diopiLayerNorm):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (out, save_mean, save_invstd), (input, normalized_shape, weight, bias, eps), {})
             return (out, save_mean, save_invstd)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (input, normalized_shape, weight, bias, eps)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_native_layer_norm, (input, normalized_shape, weight, bias, eps), {})
+            raise_as_the_cpu(op, error, (input, normalized_shape, weight, bias, eps), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -22833,9 +24041,10 @@ def make_native_layer_norm_backward(op, diopiLayerNormBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (grad_input, grad_weight, grad_bias), (grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask), {})
             return (grad_input, grad_weight, grad_bias)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_native_layer_norm_backward, (grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask), {})
+            raise_as_the_cpu(op, error, (grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -22867,9 +24076,10 @@ def make_ne_Scalar(op, diopiNeScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_ne_Scalar, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -22899,9 +24109,10 @@ def make_ne_Scalar_out(op, diopiNeScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_ne_Scalar_out, (self, other), {'out': out})
+            raise_as_the_cpu(op, error, (self, other), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -22936,9 +24147,10 @@ def make_ne_Tensor(op, diopiNe, diopiNeScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_ne_Tensor, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -22971,9 +24183,10 @@ def make_ne_Tensor_out(op, diopiNe, diopiNeScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_ne_Tensor_out, (self, other), {'out': out})
+            raise_as_the_cpu(op, error, (self, other), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -23000,6 +24213,9 @@ def make_ne__Scalar(op, diopiNeScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, other), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -23028,6 +24244,9 @@ def make_ne__Tensor(op, diopiNe, diopiNeScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, other), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -23058,9 +24277,10 @@ def make_neg(op, diopiNeg):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_neg, (self,), {})
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -23090,9 +24310,10 @@ def make_neg_out(op, diopiNeg):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_neg_out, (self,), {'out': out})
+            raise_as_the_cpu(op, error, (self,), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -23119,6 +24340,9 @@ def make_neg_(op, diopiNeg):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self,), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -23149,9 +24373,10 @@ def make_nextafter(op, diopiNextafter):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_nextafter, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -23181,9 +24406,10 @@ def make_nextafter_out(op, diopiNextafter):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_nextafter_out, (self, other), {'out': out})
+            raise_as_the_cpu(op, error, (self, other), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -23207,9 +24433,10 @@ def make_nextafter_(op, diopiNextafterInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, other), {})
             return self
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_nextafter_, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -23241,9 +24468,10 @@ def make_nll_loss2d_backward(op, diopiNLLLossV2Backward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, target, weight, reduction, ignore_index, total_weight), {})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, target, weight, reduction, ignore_index, total_weight)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_nll_loss2d_backward, (grad_output, self, target, weight, reduction, ignore_index, total_weight), {})
+            raise_as_the_cpu(op, error, (grad_output, self, target, weight, reduction, ignore_index, total_weight), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -23273,9 +24501,10 @@ def make_nll_loss2d_backward_grad_input(op, diopiNLLLossV2Backward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, target, weight, reduction, ignore_index, total_weight), {'grad_input': grad_input})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, target, weight, reduction, ignore_index, total_weight, grad_input)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_nll_loss2d_backward_grad_input, (grad_output, self, target, weight, reduction, ignore_index, total_weight), {'grad_input': grad_input})
+            raise_as_the_cpu(op, error, (grad_output, self, target, weight, reduction, ignore_index, total_weight), {'grad_input': grad_input})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -23306,9 +24535,10 @@ def make_nll_loss2d_forward(op, diopiNLLLossV2):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (output, total_weight), (self, target, weight, reduction, ignore_index), {})
             return (output, total_weight)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, target, weight, reduction, ignore_index)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_nll_loss2d_forward, (self, target, weight, reduction, ignore_index), {})
+            raise_as_the_cpu(op, error, (self, target, weight, reduction, ignore_index), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -23336,9 +24566,10 @@ def make_nll_loss2d_forward_output(op, diopiNLLLossV2):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (output, total_weight), (self, target, weight, reduction, ignore_index), {'output': output, 'total_weight': total_weight})
             return (output, total_weight)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, target, weight, reduction, ignore_index, output, total_weight)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_nll_loss2d_forward_output, (self, target, weight, reduction, ignore_index), {'output': output, 'total_weight': total_weight})
+            raise_as_the_cpu(op, error, (self, target, weight, reduction, ignore_index), {'output': output, 'total_weight': total_weight})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -23370,9 +24601,10 @@ def make_nll_loss_backward(op, diopiNLLLossV2Backward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, target, weight, reduction, ignore_index, total_weight), {})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, target, weight, reduction, ignore_index, total_weight)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_nll_loss_backward, (grad_output, self, target, weight, reduction, ignore_index, total_weight), {})
+            raise_as_the_cpu(op, error, (grad_output, self, target, weight, reduction, ignore_index, total_weight), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -23402,9 +24634,10 @@ def make_nll_loss_backward_grad_input(op, diopiNLLLossV2Backward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, target, weight, reduction, ignore_index, total_weight), {'grad_input': grad_input})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, target, weight, reduction, ignore_index, total_weight, grad_input)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_nll_loss_backward_grad_input, (grad_output, self, target, weight, reduction, ignore_index, total_weight), {'grad_input': grad_input})
+            raise_as_the_cpu(op, error, (grad_output, self, target, weight, reduction, ignore_index, total_weight), {'grad_input': grad_input})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -23435,9 +24668,10 @@ def make_nll_loss_forward(op, diopiNLLLossV2):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (output, total_weight), (self, target, weight, reduction, ignore_index), {})
             return (output, total_weight)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, target, weight, reduction, ignore_index)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_nll_loss_forward, (self, target, weight, reduction, ignore_index), {})
+            raise_as_the_cpu(op, error, (self, target, weight, reduction, ignore_index), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -23465,9 +24699,10 @@ def make_nll_loss_forward_output(op, diopiNLLLossV2):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (output, total_weight), (self, target, weight, reduction, ignore_index), {'output': output, 'total_weight': total_weight})
             return (output, total_weight)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, target, weight, reduction, ignore_index, output, total_weight)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_nll_loss_forward_output, (self, target, weight, reduction, ignore_index), {'output': output, 'total_weight': total_weight})
+            raise_as_the_cpu(op, error, (self, target, weight, reduction, ignore_index), {'output': output, 'total_weight': total_weight})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -23495,9 +24730,10 @@ def make_nonzero(op, diopiNonzero):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self,), {})
             return out[0]
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_nonzero, (self,), {})
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -23529,9 +24765,10 @@ def make_norm_Scalar(op, diopiNorm):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, p), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, p)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_norm_Scalar, (self, p), {})
+            raise_as_the_cpu(op, error, (self, p), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -23563,9 +24800,10 @@ def make_norm_ScalarOpt_dim(op, diopiNorm):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, p, dim, keepdim), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, p, dim, keepdim)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_norm_ScalarOpt_dim, (self, p, dim, keepdim), {})
+            raise_as_the_cpu(op, error, (self, p, dim, keepdim), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -23595,9 +24833,10 @@ def make_norm_Scalar_out(op, diopiNorm):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, p), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, p, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_norm_Scalar_out, (self, p), {'out': out})
+            raise_as_the_cpu(op, error, (self, p), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -23627,9 +24866,10 @@ def make_norm_out(op, diopiNorm):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, p, dim, keepdim), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, p, dim, keepdim, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_norm_out, (self, p, dim, keepdim), {'out': out})
+            raise_as_the_cpu(op, error, (self, p, dim, keepdim), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -23661,9 +24901,10 @@ def make_normal_Tensor_Tensor(op, diopiNormalTensor):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (mean, std), {'generator': generator})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (mean, std, generator)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_normal_Tensor_Tensor, (mean, std), {'generator': generator})
+            raise_as_the_cpu(op, error, (mean, std), {'generator': generator})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -23693,9 +24934,10 @@ def make_normal_Tensor_Tensor_out(op, diopiNormalTensor):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (mean, std), {'generator': generator, 'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (mean, std, generator, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_normal_Tensor_Tensor_out, (mean, std), {'generator': generator, 'out': out})
+            raise_as_the_cpu(op, error, (mean, std), {'generator': generator, 'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -23727,9 +24969,10 @@ def make_normal_Tensor_float(op, diopiNormalTensorScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (mean, std), {'generator': generator})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (mean, std, generator)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_normal_Tensor_float, (mean, std), {'generator': generator})
+            raise_as_the_cpu(op, error, (mean, std), {'generator': generator})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -23759,9 +25002,10 @@ def make_normal_Tensor_float_out(op, diopiNormalTensorScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (mean, std), {'generator': generator, 'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (mean, std, generator, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_normal_Tensor_float_out, (mean, std), {'generator': generator, 'out': out})
+            raise_as_the_cpu(op, error, (mean, std), {'generator': generator, 'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -23793,9 +25037,10 @@ def make_normal_float_Tensor(op, diopiNormalScalarTensor):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (mean, std), {'generator': generator})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (mean, std, generator)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_normal_float_Tensor, (mean, std), {'generator': generator})
+            raise_as_the_cpu(op, error, (mean, std), {'generator': generator})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -23825,9 +25070,10 @@ def make_normal_float_Tensor_out(op, diopiNormalScalarTensor):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (mean, std), {'generator': generator, 'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (mean, std, generator, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_normal_float_Tensor_out, (mean, std), {'generator': generator, 'out': out})
+            raise_as_the_cpu(op, error, (mean, std), {'generator': generator, 'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -23854,6 +25100,9 @@ def make_normal_float_float_out(op, diopiNormalInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (mean, std, size), {'generator': generator, 'out': out})
             return out
+        except Exception as error:
+            raise_as_the_cpu(op, error, (mean, std, size), {'generator': generator, 'out': out})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -23882,9 +25131,10 @@ def make_normal_out(op, diopiNormalInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, mean, std), {'generator': generator, 'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, mean, std, generator, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_normal_out, (self, mean, std), {'generator': generator, 'out': out})
+            raise_as_the_cpu(op, error, (self, mean, std), {'generator': generator, 'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -23908,6 +25158,9 @@ def make_normal_(op, diopiNormalInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, mean, std), {'generator': generator})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, mean, std), {'generator': generator})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -23938,9 +25191,10 @@ def make_poisson(op, diopiPoisson):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, generator), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, generator)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_poisson, (self, generator), {})
+            raise_as_the_cpu(op, error, (self, generator), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -23970,9 +25224,10 @@ def make_poisson_out(op, diopiPoisson):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, generator), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, generator, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_poisson_out, (self, generator), {'out': out})
+            raise_as_the_cpu(op, error, (self, generator), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -24004,9 +25259,10 @@ def make_pow_Scalar(op, diopiPowScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, exponent), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, exponent)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_pow_Scalar, (self, exponent), {})
+            raise_as_the_cpu(op, error, (self, exponent), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -24036,9 +25292,10 @@ def make_pow_Scalar_out(op, diopiPowScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, exponent), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, exponent, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_pow_Scalar_out, (self, exponent), {'out': out})
+            raise_as_the_cpu(op, error, (self, exponent), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -24070,9 +25327,10 @@ def make_pow_Tensor_Scalar(op, diopiPow):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, exponent), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, exponent)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_pow_Tensor_Scalar, (self, exponent), {})
+            raise_as_the_cpu(op, error, (self, exponent), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -24102,9 +25360,10 @@ def make_pow_Tensor_Scalar_out(op, diopiPow):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, exponent), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, exponent, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_pow_Tensor_Scalar_out, (self, exponent), {'out': out})
+            raise_as_the_cpu(op, error, (self, exponent), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -24139,9 +25398,10 @@ def make_pow_Tensor_Tensor(op, diopiPowTensor, diopiPow):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, exponent), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, exponent)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_pow_Tensor_Tensor, (self, exponent), {})
+            raise_as_the_cpu(op, error, (self, exponent), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -24174,9 +25434,10 @@ def make_pow_Tensor_Tensor_out(op, diopiPowTensor, diopiPow):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, exponent), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, exponent, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_pow_Tensor_Tensor_out, (self, exponent), {'out': out})
+            raise_as_the_cpu(op, error, (self, exponent), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -24200,6 +25461,9 @@ def make_pow__Scalar(op, diopiPowInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, exponent), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, exponent), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -24225,6 +25489,9 @@ def make_pow__Tensor(op, diopiPowInpTensor, diopiPowInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, exponent), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, exponent), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -24255,9 +25522,10 @@ def make_prod(op, diopiProd):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'dtype': dtype})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dtype)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_prod, (self,), {'dtype': dtype})
+            raise_as_the_cpu(op, error, (self,), {'dtype': dtype})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -24289,9 +25557,10 @@ def make_prod_dim_int(op, diopiProd):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, keepdim), {'dtype': dtype})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, keepdim, dtype)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_prod_dim_int, (self, dim, keepdim), {'dtype': dtype})
+            raise_as_the_cpu(op, error, (self, dim, keepdim), {'dtype': dtype})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -24321,9 +25590,10 @@ def make_prod_int_out(op, diopiProd):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, keepdim), {'dtype': dtype, 'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, keepdim, dtype, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_prod_int_out, (self, dim, keepdim), {'dtype': dtype, 'out': out})
+            raise_as_the_cpu(op, error, (self, dim, keepdim), {'dtype': dtype, 'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -24353,9 +25623,10 @@ def make_prod_out(op, diopiProd):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'dtype': dtype, 'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dtype, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_prod_out, (self,), {'dtype': dtype, 'out': out})
+            raise_as_the_cpu(op, error, (self,), {'dtype': dtype, 'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -24387,9 +25658,10 @@ def make_put(op, diopiPut):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, index, source, accumulate), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, index, source, accumulate)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_put, (self, index, source, accumulate), {})
+            raise_as_the_cpu(op, error, (self, index, source, accumulate), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -24413,9 +25685,10 @@ def make_put_(op, diopiPutInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, index, source, accumulate), {})
             return self
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, index, source, accumulate)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_put_, (self, index, source, accumulate), {})
+            raise_as_the_cpu(op, error, (self, index, source, accumulate), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -24447,9 +25720,10 @@ def make_random(op, diopiRandomInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'generator': generator})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, generator)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_random, (self,), {'generator': generator})
+            raise_as_the_cpu(op, error, (self,), {'generator': generator})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -24481,9 +25755,10 @@ def make_random_from(op, diopiRandomInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, from_, to), {'generator': generator})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, from_, to, generator)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_random_from, (self, from_, to), {'generator': generator})
+            raise_as_the_cpu(op, error, (self, from_, to), {'generator': generator})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -24513,9 +25788,10 @@ def make_random_from_out(op, diopiRandomInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, from_, to), {'generator': generator, 'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, from_, to, generator, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_random_from_out, (self, from_, to), {'generator': generator, 'out': out})
+            raise_as_the_cpu(op, error, (self, from_, to), {'generator': generator, 'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -24545,9 +25821,10 @@ def make_random_out(op, diopiRandomInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'generator': generator, 'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, generator, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_random_out, (self,), {'generator': generator, 'out': out})
+            raise_as_the_cpu(op, error, (self,), {'generator': generator, 'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -24579,9 +25856,10 @@ def make_random_to(op, diopiRandomInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, to), {'generator': generator})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, to, generator)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_random_to, (self, to), {'generator': generator})
+            raise_as_the_cpu(op, error, (self, to), {'generator': generator})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -24611,9 +25889,10 @@ def make_random_to_out(op, diopiRandomInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, to), {'generator': generator, 'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, to, generator, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_random_to_out, (self, to), {'generator': generator, 'out': out})
+            raise_as_the_cpu(op, error, (self, to), {'generator': generator, 'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -24640,6 +25919,9 @@ def make_random_(op, diopiRandomInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self,), {'generator': generator})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {'generator': generator})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -24665,6 +25947,9 @@ def make_random__from(op, diopiRandomInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, from_, to), {'generator': generator})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, from_, to), {'generator': generator})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -24690,6 +25975,9 @@ def make_random__to(op, diopiRandomInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, to), {'generator': generator})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, to), {'generator': generator})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -24715,6 +26003,9 @@ def make_randperm_generator_out(op, diopiRandperm):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (n,), {'generator': generator, 'out': out})
             return out
+        except Exception as error:
+            raise_as_the_cpu(op, error, (n,), {'generator': generator, 'out': out})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -24740,6 +26031,9 @@ def make_randperm_out(op, diopiRandperm):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (n,), {'out': out})
             return out
+        except Exception as error:
+            raise_as_the_cpu(op, error, (n,), {'out': out})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -24770,9 +26064,10 @@ def make_reciprocal(op, diopiReciprocal):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_reciprocal, (self,), {})
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -24802,9 +26097,10 @@ def make_reciprocal_out(op, diopiReciprocal):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_reciprocal_out, (self,), {'out': out})
+            raise_as_the_cpu(op, error, (self,), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -24828,6 +26124,9 @@ def make_reciprocal_(op, diopiReciprocalInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self,), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -24858,9 +26157,10 @@ def make_reflection_pad1d(op, diopiPad):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, padding), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, padding)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_reflection_pad1d, (self, padding), {})
+            raise_as_the_cpu(op, error, (self, padding), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -24890,9 +26190,10 @@ def make_reflection_pad1d_out(op, diopiPad):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, padding), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, padding, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_reflection_pad1d_out, (self, padding), {'out': out})
+            raise_as_the_cpu(op, error, (self, padding), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -24924,9 +26225,10 @@ def make_reflection_pad1d_backward(op, diopiPadBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, padding), {})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, padding)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_reflection_pad1d_backward, (grad_output, self, padding), {})
+            raise_as_the_cpu(op, error, (grad_output, self, padding), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -24956,9 +26258,10 @@ def make_reflection_pad1d_backward_grad_input(op, diopiPadBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, padding), {'grad_input': grad_input})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, padding, grad_input)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_reflection_pad1d_backward_grad_input, (grad_output, self, padding), {'grad_input': grad_input})
+            raise_as_the_cpu(op, error, (grad_output, self, padding), {'grad_input': grad_input})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -24990,9 +26293,10 @@ def make_reflection_pad2d(op, diopiPad):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, padding), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, padding)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_reflection_pad2d, (self, padding), {})
+            raise_as_the_cpu(op, error, (self, padding), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -25022,9 +26326,10 @@ def make_reflection_pad2d_out(op, diopiPad):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, padding), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, padding, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_reflection_pad2d_out, (self, padding), {'out': out})
+            raise_as_the_cpu(op, error, (self, padding), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -25056,9 +26361,10 @@ def make_reflection_pad2d_backward(op, diopiPadBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, padding), {})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, padding)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_reflection_pad2d_backward, (grad_output, self, padding), {})
+            raise_as_the_cpu(op, error, (grad_output, self, padding), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -25088,9 +26394,10 @@ def make_reflection_pad2d_backward_grad_input(op, diopiPadBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, padding), {'grad_input': grad_input})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, padding, grad_input)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_reflection_pad2d_backward_grad_input, (grad_output, self, padding), {'grad_input': grad_input})
+            raise_as_the_cpu(op, error, (grad_output, self, padding), {'grad_input': grad_input})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -25122,9 +26429,10 @@ def make_reflection_pad3d(op, diopiPad):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, padding), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, padding)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_reflection_pad3d, (self, padding), {})
+            raise_as_the_cpu(op, error, (self, padding), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -25154,9 +26462,10 @@ def make_reflection_pad3d_out(op, diopiPad):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, padding), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, padding, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_reflection_pad3d_out, (self, padding), {'out': out})
+            raise_as_the_cpu(op, error, (self, padding), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -25188,9 +26497,10 @@ def make_reflection_pad3d_backward(op, diopiPadBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, padding), {})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, padding)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_reflection_pad3d_backward, (grad_output, self, padding), {})
+            raise_as_the_cpu(op, error, (grad_output, self, padding), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -25220,9 +26530,10 @@ def make_reflection_pad3d_backward_grad_input(op, diopiPadBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, padding), {'grad_input': grad_input})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, padding, grad_input)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_reflection_pad3d_backward_grad_input, (grad_output, self, padding), {'grad_input': grad_input})
+            raise_as_the_cpu(op, error, (grad_output, self, padding), {'grad_input': grad_input})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -25249,9 +26560,10 @@ def make_relu(op, diopiRelu):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, result, (self,), {})
             return result
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_relu, (self,), {})
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -25275,6 +26587,9 @@ def make_relu_(op, diopiReluInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self,), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -25305,9 +26620,10 @@ def make_remainder_Scalar(op, diopiRemainderScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_remainder_Scalar, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -25337,9 +26653,10 @@ def make_remainder_Scalar_out(op, diopiRemainderScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_remainder_Scalar_out, (self, other), {'out': out})
+            raise_as_the_cpu(op, error, (self, other), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -25374,9 +26691,10 @@ def make_remainder_Tensor(op, diopiRemainder, diopiRemainderScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_remainder_Tensor, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -25409,9 +26727,10 @@ def make_remainder_Tensor_out(op, diopiRemainder, diopiRemainderScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_remainder_Tensor_out, (self, other), {'out': out})
+            raise_as_the_cpu(op, error, (self, other), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -25435,6 +26754,9 @@ def make_remainder__Scalar(op, diopiRemainderInpScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, other), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -25460,6 +26782,9 @@ def make_remainder__Tensor(op, diopiRemainderInp, diopiRemainderInpScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, other), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -25490,9 +26815,10 @@ def make_renorm(op, diopiRenorm):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, p, dim, maxnorm), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, p, dim, maxnorm)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_renorm, (self, p, dim, maxnorm), {})
+            raise_as_the_cpu(op, error, (self, p, dim, maxnorm), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -25522,9 +26848,10 @@ def make_renorm_out(op, diopiRenorm):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, p, dim, maxnorm), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, p, dim, maxnorm, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_renorm_out, (self, p, dim, maxnorm), {'out': out})
+            raise_as_the_cpu(op, error, (self, p, dim, maxnorm), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -25551,6 +26878,9 @@ def make_renorm_(op, diopiRenorm):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, p, dim, maxnorm), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, p, dim, maxnorm), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -25581,9 +26911,10 @@ def make_repeat(op, diopiRepeat):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, repeats), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, repeats)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_repeat, (self, repeats), {})
+            raise_as_the_cpu(op, error, (self, repeats), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -25613,9 +26944,10 @@ def make_repeat_out(op, diopiRepeat):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, repeats), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, repeats, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_repeat_out, (self, repeats), {'out': out})
+            raise_as_the_cpu(op, error, (self, repeats), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -25643,9 +26975,10 @@ def make_repeat_interleave_Tensor(op, diopiRepeatInterleave):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (repeats,), {'output_size': output_size})
             return out[0]
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (repeats, output_size)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_repeat_interleave_Tensor, (repeats,), {'output_size': output_size})
+            raise_as_the_cpu(op, error, (repeats,), {'output_size': output_size})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -25677,9 +27010,10 @@ def make_replication_pad1d(op, diopiPad):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, padding), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, padding)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_replication_pad1d, (self, padding), {})
+            raise_as_the_cpu(op, error, (self, padding), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -25709,9 +27043,10 @@ def make_replication_pad1d_out(op, diopiPad):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, padding), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, padding, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_replication_pad1d_out, (self, padding), {'out': out})
+            raise_as_the_cpu(op, error, (self, padding), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -25743,9 +27078,10 @@ def make_replication_pad1d_backward(op, diopiPadBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, padding), {})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, padding)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_replication_pad1d_backward, (grad_output, self, padding), {})
+            raise_as_the_cpu(op, error, (grad_output, self, padding), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -25775,9 +27111,10 @@ def make_replication_pad1d_backward_grad_input(op, diopiPadBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, padding), {'grad_input': grad_input})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, padding, grad_input)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_replication_pad1d_backward_grad_input, (grad_output, self, padding), {'grad_input': grad_input})
+            raise_as_the_cpu(op, error, (grad_output, self, padding), {'grad_input': grad_input})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -25809,9 +27146,10 @@ def make_replication_pad2d(op, diopiPad):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, padding), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, padding)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_replication_pad2d, (self, padding), {})
+            raise_as_the_cpu(op, error, (self, padding), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -25841,9 +27179,10 @@ def make_replication_pad2d_out(op, diopiPad):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, padding), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, padding, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_replication_pad2d_out, (self, padding), {'out': out})
+            raise_as_the_cpu(op, error, (self, padding), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -25875,9 +27214,10 @@ def make_replication_pad2d_backward(op, diopiPadBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, padding), {})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, padding)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_replication_pad2d_backward, (grad_output, self, padding), {})
+            raise_as_the_cpu(op, error, (grad_output, self, padding), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -25907,9 +27247,10 @@ def make_replication_pad2d_backward_grad_input(op, diopiPadBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, padding), {'grad_input': grad_input})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, padding, grad_input)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_replication_pad2d_backward_grad_input, (grad_output, self, padding), {'grad_input': grad_input})
+            raise_as_the_cpu(op, error, (grad_output, self, padding), {'grad_input': grad_input})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -25941,9 +27282,10 @@ def make_replication_pad3d(op, diopiPad):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, padding), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, padding)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_replication_pad3d, (self, padding), {})
+            raise_as_the_cpu(op, error, (self, padding), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -25973,9 +27315,10 @@ def make_replication_pad3d_out(op, diopiPad):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, padding), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, padding, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_replication_pad3d_out, (self, padding), {'out': out})
+            raise_as_the_cpu(op, error, (self, padding), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -26007,9 +27350,10 @@ def make_replication_pad3d_backward(op, diopiPadBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, padding), {})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, padding)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_replication_pad3d_backward, (grad_output, self, padding), {})
+            raise_as_the_cpu(op, error, (grad_output, self, padding), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -26039,9 +27383,10 @@ def make_replication_pad3d_backward_grad_input(op, diopiPadBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, padding), {'grad_input': grad_input})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, padding, grad_input)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_replication_pad3d_backward_grad_input, (grad_output, self, padding), {'grad_input': grad_input})
+            raise_as_the_cpu(op, error, (grad_output, self, padding), {'grad_input': grad_input})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -26073,9 +27418,10 @@ def make_roll(op, diopiRoll):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, shifts, dims), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, shifts, dims)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_roll, (self, shifts, dims), {})
+            raise_as_the_cpu(op, error, (self, shifts, dims), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -26105,9 +27451,10 @@ def make_roll_out(op, diopiRoll):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, shifts, dims), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, shifts, dims, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_roll_out, (self, shifts, dims), {'out': out})
+            raise_as_the_cpu(op, error, (self, shifts, dims), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -26139,9 +27486,10 @@ def make_round(op, diopiRound):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_round, (self,), {})
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -26173,9 +27521,10 @@ def make_round_decimals(op, diopiRoundDecimals):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'decimals': decimals})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, decimals)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_round_decimals, (self,), {'decimals': decimals})
+            raise_as_the_cpu(op, error, (self,), {'decimals': decimals})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -26205,9 +27554,10 @@ def make_round_decimals_out(op, diopiRoundDecimals):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'decimals': decimals, 'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, decimals, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_round_decimals_out, (self,), {'decimals': decimals, 'out': out})
+            raise_as_the_cpu(op, error, (self,), {'decimals': decimals, 'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -26237,9 +27587,10 @@ def make_round_out(op, diopiRound):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_round_out, (self,), {'out': out})
+            raise_as_the_cpu(op, error, (self,), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -26263,6 +27614,9 @@ def make_round_(op, diopiRoundInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self,), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -26285,6 +27639,9 @@ def make_round__decimals(op, diopiRoundDecimalsInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self,), {'decimals': decimals})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {'decimals': decimals})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -26313,9 +27670,10 @@ def make_rrelu_with_noise_out(op, diopiRreluWithNoise):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, noise, lower, upper, training, generator), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, noise, lower, upper, training, generator, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_rrelu_with_noise_out, (self, noise, lower, upper, training, generator), {'out': out})
+            raise_as_the_cpu(op, error, (self, noise, lower, upper, training, generator), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -26342,6 +27700,9 @@ def make_rrelu_with_noise_(op, diopiRreluWithNoise):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, noise, lower, upper, training, generator), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, noise, lower, upper, training, generator), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -26372,9 +27733,10 @@ def make_rrelu_with_noise_backward(op, diopiRreluWithNoiseBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (grad_output, self, noise, lower, upper, training, self_is_result), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, noise, lower, upper, training, self_is_result)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_rrelu_with_noise_backward, (grad_output, self, noise, lower, upper, training, self_is_result), {})
+            raise_as_the_cpu(op, error, (grad_output, self, noise, lower, upper, training, self_is_result), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -26404,9 +27766,10 @@ def make_rrelu_with_noise_backward_out(op, diopiRreluWithNoiseBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (grad_output, self, noise, lower, upper, training, self_is_result), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, noise, lower, upper, training, self_is_result, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_rrelu_with_noise_backward_out, (grad_output, self, noise, lower, upper, training, self_is_result), {'out': out})
+            raise_as_the_cpu(op, error, (grad_output, self, noise, lower, upper, training, self_is_result), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -26438,9 +27801,10 @@ def make_rsqrt(op, diopiRsqrt):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_rsqrt, (self,), {})
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -26470,9 +27834,10 @@ def make_rsqrt_out(op, diopiRsqrt):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_rsqrt_out, (self,), {'out': out})
+            raise_as_the_cpu(op, error, (self,), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -26499,6 +27864,9 @@ def make_rsqrt_(op, diopiRsqrt):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self,), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -26529,9 +27897,10 @@ def make_scatter_reduce(op, diopiScatter):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, index, src), {'reduce': reduce})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, index, src, reduce)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_scatter_reduce, (self, dim, index, src), {'reduce': reduce})
+            raise_as_the_cpu(op, error, (self, dim, index, src), {'reduce': reduce})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -26561,9 +27930,10 @@ def make_scatter_reduce_out(op, diopiScatter):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, index, src), {'reduce': reduce, 'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, index, src, reduce, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_scatter_reduce_out, (self, dim, index, src), {'reduce': reduce, 'out': out})
+            raise_as_the_cpu(op, error, (self, dim, index, src), {'reduce': reduce, 'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -26595,9 +27965,10 @@ def make_scatter_src(op, diopiScatter):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, index, src), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, index, src)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_scatter_src, (self, dim, index, src), {})
+            raise_as_the_cpu(op, error, (self, dim, index, src), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -26627,9 +27998,10 @@ def make_scatter_src_out(op, diopiScatter):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, index, src), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, index, src, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_scatter_src_out, (self, dim, index, src), {'out': out})
+            raise_as_the_cpu(op, error, (self, dim, index, src), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -26661,9 +28033,10 @@ def make_scatter_value(op, diopiScatterScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, index, value), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, index, value)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_scatter_value, (self, dim, index, value), {})
+            raise_as_the_cpu(op, error, (self, dim, index, value), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -26693,9 +28066,10 @@ def make_scatter_value_out(op, diopiScatterScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, index, value), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, index, value, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_scatter_value_out, (self, dim, index, value), {'out': out})
+            raise_as_the_cpu(op, error, (self, dim, index, value), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -26727,9 +28101,10 @@ def make_scatter_value_reduce(op, diopiScatterScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, index, value), {'reduce': reduce})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, index, value, reduce)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_scatter_value_reduce, (self, dim, index, value), {'reduce': reduce})
+            raise_as_the_cpu(op, error, (self, dim, index, value), {'reduce': reduce})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -26759,9 +28134,10 @@ def make_scatter_value_reduce_out(op, diopiScatterScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, index, value), {'reduce': reduce, 'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, index, value, reduce, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_scatter_value_reduce_out, (self, dim, index, value), {'reduce': reduce, 'out': out})
+            raise_as_the_cpu(op, error, (self, dim, index, value), {'reduce': reduce, 'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -26788,9 +28164,10 @@ def make_scatter__reduce(op, diopiScatter):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, dim, index, src), {'reduce': reduce})
             return self
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, index, src, reduce)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_scatter__reduce, (self, dim, index, src), {'reduce': reduce})
+            raise_as_the_cpu(op, error, (self, dim, index, src), {'reduce': reduce})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -26817,9 +28194,10 @@ def make_scatter__src(op, diopiScatter):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, dim, index, src), {})
             return self
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, index, src)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_scatter__src, (self, dim, index, src), {})
+            raise_as_the_cpu(op, error, (self, dim, index, src), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -26846,9 +28224,10 @@ def make_scatter__value(op, diopiScatterScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, dim, index, value), {})
             return self
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, index, value)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_scatter__value, (self, dim, index, value), {})
+            raise_as_the_cpu(op, error, (self, dim, index, value), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -26875,9 +28254,10 @@ def make_scatter__value_reduce(op, diopiScatterScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, dim, index, value), {'reduce': reduce})
             return self
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, index, value, reduce)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_scatter__value_reduce, (self, dim, index, value), {'reduce': reduce})
+            raise_as_the_cpu(op, error, (self, dim, index, value), {'reduce': reduce})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -26909,9 +28289,10 @@ def make_scatter_add(op, diopiScatter):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, index, src), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, index, src)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_scatter_add, (self, dim, index, src), {})
+            raise_as_the_cpu(op, error, (self, dim, index, src), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -26941,9 +28322,10 @@ def make_scatter_add_out(op, diopiScatter):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, index, src), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, index, src, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_scatter_add_out, (self, dim, index, src), {'out': out})
+            raise_as_the_cpu(op, error, (self, dim, index, src), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -26970,9 +28352,10 @@ def make_scatter_add_(op, diopiScatter):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, dim, index, src), {})
             return self
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, index, src)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_scatter_add_, (self, dim, index, src), {})
+            raise_as_the_cpu(op, error, (self, dim, index, src), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -27004,9 +28387,10 @@ def make_scatter_reduce_two(op, diopiScatterReduce):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, index, src, reduce), {'include_self': include_self})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, index, src, reduce, include_self)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_scatter_reduce_two, (self, dim, index, src, reduce), {'include_self': include_self})
+            raise_as_the_cpu(op, error, (self, dim, index, src, reduce), {'include_self': include_self})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -27036,9 +28420,10 @@ def make_scatter_reduce_two_out(op, diopiScatterReduce):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, index, src, reduce), {'include_self': include_self, 'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, index, src, reduce, include_self, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_scatter_reduce_two_out, (self, dim, index, src, reduce), {'include_self': include_self, 'out': out})
+            raise_as_the_cpu(op, error, (self, dim, index, src, reduce), {'include_self': include_self, 'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -27065,9 +28450,10 @@ def make_scatter_reduce__two(op, diopiScatterReduce):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, dim, index, src, reduce), {'include_self': include_self})
             return self
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, index, src, reduce, include_self)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_scatter_reduce__two, (self, dim, index, src, reduce), {'include_self': include_self})
+            raise_as_the_cpu(op, error, (self, dim, index, src, reduce), {'include_self': include_self})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -27099,9 +28485,10 @@ def make_searchsorted_Tensor(op, diopiSearchsorted):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (sorted_sequence, self), {'out_int32': out_int32, 'right': right, 'side': side, 'sorter': sorter})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (sorted_sequence, self, out_int32, right, side, sorter)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_searchsorted_Tensor, (sorted_sequence, self), {'out_int32': out_int32, 'right': right, 'side': side, 'sorter': sorter})
+            raise_as_the_cpu(op, error, (sorted_sequence, self), {'out_int32': out_int32, 'right': right, 'side': side, 'sorter': sorter})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -27131,9 +28518,10 @@ def make_searchsorted_Tensor_out(op, diopiSearchsorted):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (sorted_sequence, self), {'out_int32': out_int32, 'right': right, 'side': side, 'sorter': sorter, 'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (sorted_sequence, self, out_int32, right, side, sorter, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_searchsorted_Tensor_out, (sorted_sequence, self), {'out_int32': out_int32, 'right': right, 'side': side, 'sorter': sorter, 'out': out})
+            raise_as_the_cpu(op, error, (sorted_sequence, self), {'out_int32': out_int32, 'right': right, 'side': side, 'sorter': sorter, 'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -27165,9 +28553,10 @@ def make_sgn(op, diopiSgn):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_sgn, (self,), {})
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -27197,9 +28586,10 @@ def make_sgn_out(op, diopiSgn):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_sgn_out, (self,), {'out': out})
+            raise_as_the_cpu(op, error, (self,), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -27223,6 +28613,9 @@ def make_sgn_(op, diopiSgnInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self,), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -27253,9 +28646,10 @@ def make_sigmoid(op, diopiSigmoid):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_sigmoid, (self,), {})
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -27285,9 +28679,10 @@ def make_sigmoid_out(op, diopiSigmoid):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_sigmoid_out, (self,), {'out': out})
+            raise_as_the_cpu(op, error, (self,), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -27314,6 +28709,9 @@ def make_sigmoid_(op, diopiSigmoid):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self,), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -27344,9 +28742,10 @@ def make_sigmoid_backward(op, diopiSigmoidBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, output), {})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, output)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_sigmoid_backward, (grad_output, output), {})
+            raise_as_the_cpu(op, error, (grad_output, output), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -27376,9 +28775,10 @@ def make_sigmoid_backward_grad_input(op, diopiSigmoidBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, output), {'grad_input': grad_input})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, output, grad_input)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_sigmoid_backward_grad_input, (grad_output, output), {'grad_input': grad_input})
+            raise_as_the_cpu(op, error, (grad_output, output), {'grad_input': grad_input})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -27410,9 +28810,10 @@ def make_sign(op, diopiSign):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_sign, (self,), {})
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -27442,9 +28843,10 @@ def make_sign_out(op, diopiSign):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_sign_out, (self,), {'out': out})
+            raise_as_the_cpu(op, error, (self,), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -27468,6 +28870,9 @@ def make_sign_(op, diopiSignInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self,), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -27498,9 +28903,10 @@ def make_signbit(op, diopiSignbit):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_signbit, (self,), {})
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -27530,9 +28936,10 @@ def make_signbit_out(op, diopiSignbit):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_signbit_out, (self,), {'out': out})
+            raise_as_the_cpu(op, error, (self,), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -27564,9 +28971,10 @@ def make_silu(op, diopiSilu):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_silu, (self,), {})
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -27596,9 +29004,10 @@ def make_silu_out(op, diopiSilu):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_silu_out, (self,), {'out': out})
+            raise_as_the_cpu(op, error, (self,), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -27622,6 +29031,9 @@ def make_silu_(op, diopiSiluInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self,), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -27650,9 +29062,10 @@ def make_silu_backward_grad_input(op, diopiSiluBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self), {'grad_input': grad_input})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, grad_input)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_silu_backward_grad_input, (grad_output, self), {'grad_input': grad_input})
+            raise_as_the_cpu(op, error, (grad_output, self), {'grad_input': grad_input})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -27684,9 +29097,10 @@ def make_sin(op, diopiSin):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_sin, (self,), {})
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -27716,9 +29130,10 @@ def make_sin_out(op, diopiSin):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_sin_out, (self,), {'out': out})
+            raise_as_the_cpu(op, error, (self,), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -27742,6 +29157,9 @@ def make_sin_(op, diopiSinInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self,), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -27772,9 +29190,10 @@ def make_sinc(op, diopiSinc):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_sinc, (self,), {})
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -27804,9 +29223,10 @@ def make_sinc_out(op, diopiSinc):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_sinc_out, (self,), {'out': out})
+            raise_as_the_cpu(op, error, (self,), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -27830,6 +29250,9 @@ def make_sinc_(op, diopiSincInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self,), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -27860,9 +29283,10 @@ def make_sinh(op, diopiSinh):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_sinh, (self,), {})
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -27892,9 +29316,10 @@ def make_sinh_out(op, diopiSinh):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_sinh_out, (self,), {'out': out})
+            raise_as_the_cpu(op, error, (self,), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -27918,6 +29343,9 @@ def make_sinh_(op, diopiSinhInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self,), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -27948,9 +29376,10 @@ def make_smooth_l1_loss(op, diopiSmoothL1Loss):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, target, reduction, beta), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, target, reduction, beta)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_smooth_l1_loss, (self, target, reduction, beta), {})
+            raise_as_the_cpu(op, error, (self, target, reduction, beta), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -27980,9 +29409,10 @@ def make_smooth_l1_loss_out(op, diopiSmoothL1Loss):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, target, reduction, beta), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, target, reduction, beta, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_smooth_l1_loss_out, (self, target, reduction, beta), {'out': out})
+            raise_as_the_cpu(op, error, (self, target, reduction, beta), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -28014,9 +29444,10 @@ def make_smooth_l1_loss_backward(op, diopiSmoothL1LossBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, target, reduction, beta), {})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, target, reduction, beta)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_smooth_l1_loss_backward, (grad_output, self, target, reduction, beta), {})
+            raise_as_the_cpu(op, error, (grad_output, self, target, reduction, beta), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -28046,9 +29477,10 @@ def make_smooth_l1_loss_backward_grad_input(op, diopiSmoothL1LossBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, target, reduction, beta), {'grad_input': grad_input})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, target, reduction, beta, grad_input)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_smooth_l1_loss_backward_grad_input, (grad_output, self, target, reduction, beta), {'grad_input': grad_input})
+            raise_as_the_cpu(op, error, (grad_output, self, target, reduction, beta), {'grad_input': grad_input})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -28080,9 +29512,10 @@ def make_softplus(op, diopiSoftplus):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, beta, threshold), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, beta, threshold)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_softplus, (self, beta, threshold), {})
+            raise_as_the_cpu(op, error, (self, beta, threshold), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -28112,9 +29545,10 @@ def make_softplus_out(op, diopiSoftplus):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, beta, threshold), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, beta, threshold, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_softplus_out, (self, beta, threshold), {'out': out})
+            raise_as_the_cpu(op, error, (self, beta, threshold), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -28146,9 +29580,10 @@ def make_softplus_backward(op, diopiSoftplusBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, beta, threshold), {})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, beta, threshold)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_softplus_backward, (grad_output, self, beta, threshold), {})
+            raise_as_the_cpu(op, error, (grad_output, self, beta, threshold), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -28178,9 +29613,10 @@ def make_softplus_backward_grad_input(op, diopiSoftplusBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, beta, threshold), {'grad_input': grad_input})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, beta, threshold, grad_input)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_softplus_backward_grad_input, (grad_output, self, beta, threshold), {'grad_input': grad_input})
+            raise_as_the_cpu(op, error, (grad_output, self, beta, threshold), {'grad_input': grad_input})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -28212,9 +29648,10 @@ def make_softshrink(op, diopiSoftshrink):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, lambd), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, lambd)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_softshrink, (self, lambd), {})
+            raise_as_the_cpu(op, error, (self, lambd), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -28244,9 +29681,10 @@ def make_softshrink_out(op, diopiSoftshrink):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, lambd), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, lambd, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_softshrink_out, (self, lambd), {'out': out})
+            raise_as_the_cpu(op, error, (self, lambd), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -28278,9 +29716,10 @@ def make_softshrink_backward(op, diopiSoftshrinkBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, lambd), {})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, lambd)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_softshrink_backward, (grad_output, self, lambd), {})
+            raise_as_the_cpu(op, error, (grad_output, self, lambd), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -28310,9 +29749,10 @@ def make_softshrink_backward_grad_input(op, diopiSoftshrinkBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, lambd), {'grad_input': grad_input})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, lambd, grad_input)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_softshrink_backward_grad_input, (grad_output, self, lambd), {'grad_input': grad_input})
+            raise_as_the_cpu(op, error, (grad_output, self, lambd), {'grad_input': grad_input})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -28343,9 +29783,10 @@ def make_sort(op, diopiSort):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (values, indices), (self, dim, descending), {})
             return (values, indices)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, descending)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_sort, (self, dim, descending), {})
+            raise_as_the_cpu(op, error, (self, dim, descending), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -28376,9 +29817,10 @@ def make_sort_stable(op, diopiSort):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (values, indices), (self,), {'stable': stable, 'dim': dim, 'descending': descending})
             return (values, indices)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, stable, dim, descending)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_sort_stable, (self,), {'stable': stable, 'dim': dim, 'descending': descending})
+            raise_as_the_cpu(op, error, (self,), {'stable': stable, 'dim': dim, 'descending': descending})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -28406,9 +29848,10 @@ def make_sort_values(op, diopiSort):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (values, indices), (self, dim, descending), {'values': values, 'indices': indices})
             return (values, indices)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, descending, values, indices)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_sort_values, (self, dim, descending), {'values': values, 'indices': indices})
+            raise_as_the_cpu(op, error, (self, dim, descending), {'values': values, 'indices': indices})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -28436,9 +29879,10 @@ def make_sort_values_stable(op, diopiSort):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (values, indices), (self,), {'stable': stable, 'dim': dim, 'descending': descending, 'values': values, 'indices': indices})
             return (values, indices)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, stable, dim, descending, values, indices)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_sort_values_stable, (self,), {'stable': stable, 'dim': dim, 'descending': descending, 'values': values, 'indices': indices})
+            raise_as_the_cpu(op, error, (self,), {'stable': stable, 'dim': dim, 'descending': descending, 'values': values, 'indices': indices})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -28470,9 +29914,10 @@ def make_sqrt(op, diopiSqrt):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_sqrt, (self,), {})
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -28502,9 +29947,10 @@ def make_sqrt_out(op, diopiSqrt):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_sqrt_out, (self,), {'out': out})
+            raise_as_the_cpu(op, error, (self,), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -28531,6 +29977,9 @@ def make_sqrt_(op, diopiSqrt):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self,), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -28558,6 +30007,9 @@ def make_stack(op, diopiStack):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (tensors, dim), {})
             return out
+        except Exception as error:
+            raise_as_the_cpu(op, error, (tensors, dim), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -28583,6 +30035,9 @@ def make_stack_out(op, diopiStack):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (tensors, dim), {'out': out})
             return out
+        except Exception as error:
+            raise_as_the_cpu(op, error, (tensors, dim), {'out': out})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -28613,9 +30068,10 @@ def make_std_correction(op, diopiStd):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim), {'correction': correction, 'keepdim': keepdim})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, correction, keepdim)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_std_correction, (self, dim), {'correction': correction, 'keepdim': keepdim})
+            raise_as_the_cpu(op, error, (self, dim), {'correction': correction, 'keepdim': keepdim})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -28645,9 +30101,10 @@ def make_std_correction_out(op, diopiStd):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim), {'correction': correction, 'keepdim': keepdim, 'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, correction, keepdim, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_std_correction_out, (self, dim), {'correction': correction, 'keepdim': keepdim, 'out': out})
+            raise_as_the_cpu(op, error, (self, dim), {'correction': correction, 'keepdim': keepdim, 'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -28678,9 +30135,10 @@ def make_std_mean_correction(op, diopiStdMean):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (std, mean), (self, dim), {'correction': correction, 'keepdim': keepdim})
             return (std, mean)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, correction, keepdim)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_std_mean_correction, (self, dim), {'correction': correction, 'keepdim': keepdim})
+            raise_as_the_cpu(op, error, (self, dim), {'correction': correction, 'keepdim': keepdim})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -28712,9 +30170,10 @@ def make_sub_Scalar(op, diopiSubScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other, alpha), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, alpha)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_sub_Scalar, (self, other, alpha), {})
+            raise_as_the_cpu(op, error, (self, other, alpha), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -28744,9 +30203,10 @@ def make_sub_Scalar_out(op, diopiSubScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other, alpha), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, alpha, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_sub_Scalar_out, (self, other, alpha), {'out': out})
+            raise_as_the_cpu(op, error, (self, other, alpha), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -28781,9 +30241,10 @@ def make_sub_Tensor(op, diopiSub, diopiSubScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'alpha': alpha})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, alpha)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_sub_Tensor, (self, other), {'alpha': alpha})
+            raise_as_the_cpu(op, error, (self, other), {'alpha': alpha})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -28816,9 +30277,10 @@ def make_sub_out(op, diopiSub, diopiSubScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'alpha': alpha, 'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, alpha, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_sub_out, (self, other), {'alpha': alpha, 'out': out})
+            raise_as_the_cpu(op, error, (self, other), {'alpha': alpha, 'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -28845,6 +30307,9 @@ def make_sub__Scalar(op, diopiSubScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, other, alpha), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, other, alpha), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -28873,6 +30338,9 @@ def make_sub__Tensor(op, diopiSub, diopiSubScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, other), {'alpha': alpha})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, other), {'alpha': alpha})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -28903,9 +30371,10 @@ def make_sum(op, diopiSum):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'dtype': dtype})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dtype)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_sum, (self,), {'dtype': dtype})
+            raise_as_the_cpu(op, error, (self,), {'dtype': dtype})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -28935,9 +30404,10 @@ def make_sum_IntList_out(op, diopiSum):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, keepdim), {'dtype': dtype, 'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, keepdim, dtype, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_sum_IntList_out, (self, dim, keepdim), {'dtype': dtype, 'out': out})
+            raise_as_the_cpu(op, error, (self, dim, keepdim), {'dtype': dtype, 'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -28969,9 +30439,10 @@ def make_sum_dim_IntList(op, diopiSum):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, keepdim), {'dtype': dtype})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, keepdim, dtype)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_sum_dim_IntList, (self, dim, keepdim), {'dtype': dtype})
+            raise_as_the_cpu(op, error, (self, dim, keepdim), {'dtype': dtype})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -29003,9 +30474,10 @@ def make_take(op, diopiTake):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, index), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, index)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_take, (self, index), {})
+            raise_as_the_cpu(op, error, (self, index), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -29035,9 +30507,10 @@ def make_take_out(op, diopiTake):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, index), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, index, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_take_out, (self, index), {'out': out})
+            raise_as_the_cpu(op, error, (self, index), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -29069,9 +30542,10 @@ def make_tan(op, diopiTan):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_tan, (self,), {})
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -29101,9 +30575,10 @@ def make_tan_out(op, diopiTan):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_tan_out, (self,), {'out': out})
+            raise_as_the_cpu(op, error, (self,), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -29127,6 +30602,9 @@ def make_tan_(op, diopiTanInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self,), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -29157,9 +30635,10 @@ def make_tanh(op, diopiTanh):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_tanh, (self,), {})
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -29189,9 +30668,10 @@ def make_tanh_out(op, diopiTanh):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_tanh_out, (self,), {'out': out})
+            raise_as_the_cpu(op, error, (self,), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -29218,6 +30698,9 @@ def make_tanh_(op, diopiTanh):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self,), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -29248,9 +30731,10 @@ def make_tanh_backward(op, diopiTanhBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, output), {})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, output)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_tanh_backward, (grad_output, output), {})
+            raise_as_the_cpu(op, error, (grad_output, output), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -29280,9 +30764,10 @@ def make_tanh_backward_grad_input(op, diopiTanhBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, output), {'grad_input': grad_input})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, output, grad_input)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_tanh_backward_grad_input, (grad_output, output), {'grad_input': grad_input})
+            raise_as_the_cpu(op, error, (grad_output, output), {'grad_input': grad_input})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -29314,9 +30799,10 @@ def make_threshold(op, diopiThreshold):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, threshold, value), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, threshold, value)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_threshold, (self, threshold, value), {})
+            raise_as_the_cpu(op, error, (self, threshold, value), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -29346,9 +30832,10 @@ def make_threshold_out(op, diopiThreshold):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, threshold, value), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, threshold, value, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_threshold_out, (self, threshold, value), {'out': out})
+            raise_as_the_cpu(op, error, (self, threshold, value), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -29372,6 +30859,9 @@ def make_threshold_(op, diopiThresholdInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, threshold, value), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, threshold, value), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -29397,9 +30887,10 @@ def make_threshold_backward(op, diopiThresholdBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, result, (grad_output, self, threshold), {})
             return result
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, threshold)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_threshold_backward, (grad_output, self, threshold), {})
+            raise_as_the_cpu(op, error, (grad_output, self, threshold), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -29429,9 +30920,10 @@ def make_threshold_backward_grad_input(op, diopiThresholdBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, threshold), {'grad_input': grad_input})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, self, threshold, grad_input)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_threshold_backward_grad_input, (grad_output, self, threshold), {'grad_input': grad_input})
+            raise_as_the_cpu(op, error, (grad_output, self, threshold), {'grad_input': grad_input})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -29462,9 +30954,10 @@ def make_topk(op, diopiTopk):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (values, indices), (self, k, dim, largest, sorted), {})
             return (values, indices)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, k, dim, largest, sorted)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_topk, (self, k, dim, largest, sorted), {})
+            raise_as_the_cpu(op, error, (self, k, dim, largest, sorted), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -29492,9 +30985,10 @@ def make_topk_values(op, diopiTopk):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (values, indices), (self, k, dim, largest, sorted), {'values': values, 'indices': indices})
             return (values, indices)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, k, dim, largest, sorted, values, indices)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_topk_values, (self, k, dim, largest, sorted), {'values': values, 'indices': indices})
+            raise_as_the_cpu(op, error, (self, k, dim, largest, sorted), {'values': values, 'indices': indices})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -29526,9 +31020,10 @@ def make_trace(op, diopiTrace):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_trace, (self,), {})
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -29560,9 +31055,10 @@ def make_tril(op, diopiTril):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, diagonal), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, diagonal)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_tril, (self, diagonal), {})
+            raise_as_the_cpu(op, error, (self, diagonal), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -29592,9 +31088,10 @@ def make_tril_out(op, diopiTril):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, diagonal), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, diagonal, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_tril_out, (self, diagonal), {'out': out})
+            raise_as_the_cpu(op, error, (self, diagonal), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -29621,6 +31118,9 @@ def make_tril_(op, diopiTril):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, diagonal), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, diagonal), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -29651,9 +31151,10 @@ def make_triu(op, diopiTriu):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, diagonal), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, diagonal)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_triu, (self, diagonal), {})
+            raise_as_the_cpu(op, error, (self, diagonal), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -29683,9 +31184,10 @@ def make_triu_out(op, diopiTriu):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, diagonal), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, diagonal, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_triu_out, (self, diagonal), {'out': out})
+            raise_as_the_cpu(op, error, (self, diagonal), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -29712,6 +31214,9 @@ def make_triu_(op, diopiTriu):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, diagonal), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, diagonal), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -29742,9 +31247,10 @@ def make_trunc(op, diopiTrunc):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_trunc, (self,), {})
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -29774,9 +31280,10 @@ def make_trunc_out(op, diopiTrunc):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_trunc_out, (self,), {'out': out})
+            raise_as_the_cpu(op, error, (self,), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -29800,6 +31307,9 @@ def make_trunc_(op, diopiTruncInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self,), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -29830,9 +31340,10 @@ def make_uniform(op, diopiUniformInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, from_, to), {'generator': generator})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, from_, to, generator)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_uniform, (self, from_, to), {'generator': generator})
+            raise_as_the_cpu(op, error, (self, from_, to), {'generator': generator})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -29862,9 +31373,10 @@ def make_uniform_out(op, diopiUniformInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, from_, to), {'generator': generator, 'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, from_, to, generator, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_uniform_out, (self, from_, to), {'generator': generator, 'out': out})
+            raise_as_the_cpu(op, error, (self, from_, to), {'generator': generator, 'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -29888,6 +31400,9 @@ def make_uniform_(op, diopiUniformInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, from_, to), {'generator': generator})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, from_, to), {'generator': generator})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -29916,9 +31431,10 @@ def make_unique_consecutive(op, diopiUniqueConsecutive):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (out[0], inverse[0], counts[0]), (self, return_inverse, return_counts, dim), {})
             return (out[0], inverse[0], counts[0])
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, return_inverse, return_counts, dim)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_unique_consecutive, (self, return_inverse, return_counts, dim), {})
+            raise_as_the_cpu(op, error, (self, return_inverse, return_counts, dim), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -29948,9 +31464,10 @@ def make_unique_dim(op, diopiUnique):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (out[0], inverse[0], counts[0]), (self, dim, sorted, return_inverse, return_counts), {})
             return (out[0], inverse[0], counts[0])
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, sorted, return_inverse, return_counts)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_unique_dim, (self, dim, sorted, return_inverse, return_counts), {})
+            raise_as_the_cpu(op, error, (self, dim, sorted, return_inverse, return_counts), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -29982,9 +31499,10 @@ def make_upsample_bicubic2d(op, diopiUpsampleBicubic2d):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, output_size, align_corners, scales_h, scales_w), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, output_size, align_corners, scales_h, scales_w)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_upsample_bicubic2d, (self, output_size, align_corners, scales_h, scales_w), {})
+            raise_as_the_cpu(op, error, (self, output_size, align_corners, scales_h, scales_w), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -30014,9 +31532,10 @@ def make_upsample_bicubic2d_out(op, diopiUpsampleBicubic2d):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, output_size, align_corners, scales_h, scales_w), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, output_size, align_corners, scales_h, scales_w, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_upsample_bicubic2d_out, (self, output_size, align_corners, scales_h, scales_w), {'out': out})
+            raise_as_the_cpu(op, error, (self, output_size, align_corners, scales_h, scales_w), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -30048,9 +31567,10 @@ def make_upsample_bicubic2d_backward(op, diopiUpsampleBicubic2dBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, output_size, input_size, align_corners, scales_h, scales_w), {})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, output_size, input_size, align_corners, scales_h, scales_w)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_upsample_bicubic2d_backward, (grad_output, output_size, input_size, align_corners, scales_h, scales_w), {})
+            raise_as_the_cpu(op, error, (grad_output, output_size, input_size, align_corners, scales_h, scales_w), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -30080,9 +31600,10 @@ def make_upsample_bicubic2d_backward_grad_input(op, diopiUpsampleBicubic2dBackwa
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, output_size, input_size, align_corners, scales_h, scales_w), {'grad_input': grad_input})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, output_size, input_size, align_corners, scales_h, scales_w, grad_input)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_upsample_bicubic2d_backward_grad_input, (grad_output, output_size, input_size, align_corners, scales_h, scales_w), {'grad_input': grad_input})
+            raise_as_the_cpu(op, error, (grad_output, output_size, input_size, align_corners, scales_h, scales_w), {'grad_input': grad_input})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -30114,9 +31635,10 @@ def make_upsample_bilinear2d(op, diopiUpsampleBilinear2d):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, output_size, align_corners, scales_h, scales_w), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, output_size, align_corners, scales_h, scales_w)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_upsample_bilinear2d, (self, output_size, align_corners, scales_h, scales_w), {})
+            raise_as_the_cpu(op, error, (self, output_size, align_corners, scales_h, scales_w), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -30146,9 +31668,10 @@ def make_upsample_bilinear2d_out(op, diopiUpsampleBilinear2d):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, output_size, align_corners, scales_h, scales_w), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, output_size, align_corners, scales_h, scales_w, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_upsample_bilinear2d_out, (self, output_size, align_corners, scales_h, scales_w), {'out': out})
+            raise_as_the_cpu(op, error, (self, output_size, align_corners, scales_h, scales_w), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -30180,9 +31703,10 @@ def make_upsample_bilinear2d_backward(op, diopiUpsampleBilinear2dBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, output_size, input_size, align_corners, scales_h, scales_w), {})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, output_size, input_size, align_corners, scales_h, scales_w)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_upsample_bilinear2d_backward, (grad_output, output_size, input_size, align_corners, scales_h, scales_w), {})
+            raise_as_the_cpu(op, error, (grad_output, output_size, input_size, align_corners, scales_h, scales_w), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -30212,9 +31736,10 @@ def make_upsample_bilinear2d_backward_grad_input(op, diopiUpsampleBilinear2dBack
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, output_size, input_size, align_corners, scales_h, scales_w), {'grad_input': grad_input})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, output_size, input_size, align_corners, scales_h, scales_w, grad_input)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_upsample_bilinear2d_backward_grad_input, (grad_output, output_size, input_size, align_corners, scales_h, scales_w), {'grad_input': grad_input})
+            raise_as_the_cpu(op, error, (grad_output, output_size, input_size, align_corners, scales_h, scales_w), {'grad_input': grad_input})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -30246,9 +31771,10 @@ def make_upsample_linear1d(op, diopiUpsampleLinear1d):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, output_size, align_corners, scales), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, output_size, align_corners, scales)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_upsample_linear1d, (self, output_size, align_corners, scales), {})
+            raise_as_the_cpu(op, error, (self, output_size, align_corners, scales), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -30278,9 +31804,10 @@ def make_upsample_linear1d_out(op, diopiUpsampleLinear1d):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, output_size, align_corners, scales), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, output_size, align_corners, scales, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_upsample_linear1d_out, (self, output_size, align_corners, scales), {'out': out})
+            raise_as_the_cpu(op, error, (self, output_size, align_corners, scales), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -30312,9 +31839,10 @@ def make_upsample_linear1d_backward(op, diopiUpsampleLinear1dBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, output_size, input_size, align_corners, scales), {})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, output_size, input_size, align_corners, scales)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_upsample_linear1d_backward, (grad_output, output_size, input_size, align_corners, scales), {})
+            raise_as_the_cpu(op, error, (grad_output, output_size, input_size, align_corners, scales), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -30344,9 +31872,10 @@ def make_upsample_linear1d_backward_grad_input(op, diopiUpsampleLinear1dBackward
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, output_size, input_size, align_corners, scales), {'grad_input': grad_input})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, output_size, input_size, align_corners, scales, grad_input)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_upsample_linear1d_backward_grad_input, (grad_output, output_size, input_size, align_corners, scales), {'grad_input': grad_input})
+            raise_as_the_cpu(op, error, (grad_output, output_size, input_size, align_corners, scales), {'grad_input': grad_input})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -30378,9 +31907,10 @@ def make_upsample_nearest1d(op, diopiUpsampleNearest1d):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, output_size, scales), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, output_size, scales)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_upsample_nearest1d, (self, output_size, scales), {})
+            raise_as_the_cpu(op, error, (self, output_size, scales), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -30410,9 +31940,10 @@ def make_upsample_nearest1d_out(op, diopiUpsampleNearest1d):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, output_size, scales), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, output_size, scales, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_upsample_nearest1d_out, (self, output_size, scales), {'out': out})
+            raise_as_the_cpu(op, error, (self, output_size, scales), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -30444,9 +31975,10 @@ def make_upsample_nearest1d_backward(op, diopiUpsampleNearest1dBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, output_size, input_size, scales), {})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, output_size, input_size, scales)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_upsample_nearest1d_backward, (grad_output, output_size, input_size, scales), {})
+            raise_as_the_cpu(op, error, (grad_output, output_size, input_size, scales), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -30476,9 +32008,10 @@ def make_upsample_nearest1d_backward_grad_input(op, diopiUpsampleNearest1dBackwa
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, output_size, input_size, scales), {'grad_input': grad_input})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, output_size, input_size, scales, grad_input)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_upsample_nearest1d_backward_grad_input, (grad_output, output_size, input_size, scales), {'grad_input': grad_input})
+            raise_as_the_cpu(op, error, (grad_output, output_size, input_size, scales), {'grad_input': grad_input})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -30510,9 +32043,10 @@ def make_upsample_nearest2d(op, diopiUpsampleNearest2d):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, output_size, scales_h, scales_w), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, output_size, scales_h, scales_w)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_upsample_nearest2d, (self, output_size, scales_h, scales_w), {})
+            raise_as_the_cpu(op, error, (self, output_size, scales_h, scales_w), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -30542,9 +32076,10 @@ def make_upsample_nearest2d_out(op, diopiUpsampleNearest2d):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, output_size, scales_h, scales_w), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, output_size, scales_h, scales_w, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_upsample_nearest2d_out, (self, output_size, scales_h, scales_w), {'out': out})
+            raise_as_the_cpu(op, error, (self, output_size, scales_h, scales_w), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -30576,9 +32111,10 @@ def make_upsample_nearest2d_backward(op, diopiUpsampleNearest2dBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, output_size, input_size, scales_h, scales_w), {})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, output_size, input_size, scales_h, scales_w)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_upsample_nearest2d_backward, (grad_output, output_size, input_size, scales_h, scales_w), {})
+            raise_as_the_cpu(op, error, (grad_output, output_size, input_size, scales_h, scales_w), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -30608,9 +32144,10 @@ def make_upsample_nearest2d_backward_grad_input(op, diopiUpsampleNearest2dBackwa
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, output_size, input_size, scales_h, scales_w), {'grad_input': grad_input})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, output_size, input_size, scales_h, scales_w, grad_input)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_upsample_nearest2d_backward_grad_input, (grad_output, output_size, input_size, scales_h, scales_w), {'grad_input': grad_input})
+            raise_as_the_cpu(op, error, (grad_output, output_size, input_size, scales_h, scales_w), {'grad_input': grad_input})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -30642,9 +32179,10 @@ def make_upsample_nearest3d(op, diopiUpsampleNearest3d):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, output_size, scales_d, scales_h, scales_w), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, output_size, scales_d, scales_h, scales_w)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_upsample_nearest3d, (self, output_size, scales_d, scales_h, scales_w), {})
+            raise_as_the_cpu(op, error, (self, output_size, scales_d, scales_h, scales_w), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -30674,9 +32212,10 @@ def make_upsample_nearest3d_out(op, diopiUpsampleNearest3d):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, output_size, scales_d, scales_h, scales_w), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, output_size, scales_d, scales_h, scales_w, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_upsample_nearest3d_out, (self, output_size, scales_d, scales_h, scales_w), {'out': out})
+            raise_as_the_cpu(op, error, (self, output_size, scales_d, scales_h, scales_w), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -30708,9 +32247,10 @@ def make_upsample_nearest3d_backward(op, diopiUpsampleNearest3dBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, output_size, input_size, scales_d, scales_h, scales_w), {})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, output_size, input_size, scales_d, scales_h, scales_w)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_upsample_nearest3d_backward, (grad_output, output_size, input_size, scales_d, scales_h, scales_w), {})
+            raise_as_the_cpu(op, error, (grad_output, output_size, input_size, scales_d, scales_h, scales_w), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -30740,9 +32280,10 @@ def make_upsample_nearest3d_backward_grad_input(op, diopiUpsampleNearest3dBackwa
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, output_size, input_size, scales_d, scales_h, scales_w), {'grad_input': grad_input})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, output_size, input_size, scales_d, scales_h, scales_w, grad_input)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_upsample_nearest3d_backward_grad_input, (grad_output, output_size, input_size, scales_d, scales_h, scales_w), {'grad_input': grad_input})
+            raise_as_the_cpu(op, error, (grad_output, output_size, input_size, scales_d, scales_h, scales_w), {'grad_input': grad_input})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -30774,9 +32315,10 @@ def make_upsample_trilinear3d(op, diopiUpsampleTrilinear3d):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, output_size, align_corners, scales_d, scales_h, scales_w), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, output_size, align_corners, scales_d, scales_h, scales_w)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_upsample_trilinear3d, (self, output_size, align_corners, scales_d, scales_h, scales_w), {})
+            raise_as_the_cpu(op, error, (self, output_size, align_corners, scales_d, scales_h, scales_w), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -30806,9 +32348,10 @@ def make_upsample_trilinear3d_out(op, diopiUpsampleTrilinear3d):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, output_size, align_corners, scales_d, scales_h, scales_w), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, output_size, align_corners, scales_d, scales_h, scales_w, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_upsample_trilinear3d_out, (self, output_size, align_corners, scales_d, scales_h, scales_w), {'out': out})
+            raise_as_the_cpu(op, error, (self, output_size, align_corners, scales_d, scales_h, scales_w), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -30840,9 +32383,10 @@ def make_upsample_trilinear3d_backward(op, diopiUpsampleTrilinear3dBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, output_size, input_size, align_corners, scales_d, scales_h, scales_w), {})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, output_size, input_size, align_corners, scales_d, scales_h, scales_w)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_upsample_trilinear3d_backward, (grad_output, output_size, input_size, align_corners, scales_d, scales_h, scales_w), {})
+            raise_as_the_cpu(op, error, (grad_output, output_size, input_size, align_corners, scales_d, scales_h, scales_w), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -30872,9 +32416,10 @@ def make_upsample_trilinear3d_backward_grad_input(op, diopiUpsampleTrilinear3dBa
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, output_size, input_size, align_corners, scales_d, scales_h, scales_w), {'grad_input': grad_input})
             return grad_input
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, output_size, input_size, align_corners, scales_d, scales_h, scales_w, grad_input)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_upsample_trilinear3d_backward_grad_input, (grad_output, output_size, input_size, align_corners, scales_d, scales_h, scales_w), {'grad_input': grad_input})
+            raise_as_the_cpu(op, error, (grad_output, output_size, input_size, align_corners, scales_d, scales_h, scales_w), {'grad_input': grad_input})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -30906,9 +32451,10 @@ def make_var_correction(op, diopiVar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim), {'correction': correction, 'keepdim': keepdim})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, correction, keepdim)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_var_correction, (self, dim), {'correction': correction, 'keepdim': keepdim})
+            raise_as_the_cpu(op, error, (self, dim), {'correction': correction, 'keepdim': keepdim})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -30938,9 +32484,10 @@ def make_var_correction_out(op, diopiVar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim), {'correction': correction, 'keepdim': keepdim, 'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, correction, keepdim, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_var_correction_out, (self, dim), {'correction': correction, 'keepdim': keepdim, 'out': out})
+            raise_as_the_cpu(op, error, (self, dim), {'correction': correction, 'keepdim': keepdim, 'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -30971,9 +32518,10 @@ def make_var_mean_correction(op, diopiVarMean):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (var, mean), (self, dim), {'correction': correction, 'keepdim': keepdim})
             return (var, mean)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, correction, keepdim)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_var_mean_correction, (self, dim), {'correction': correction, 'keepdim': keepdim})
+            raise_as_the_cpu(op, error, (self, dim), {'correction': correction, 'keepdim': keepdim})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -31005,9 +32553,10 @@ def make_where_self(op, diopiWhere):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (condition, self, other), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (condition, self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_where_self, (condition, self, other), {})
+            raise_as_the_cpu(op, error, (condition, self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -31037,9 +32586,10 @@ def make_where_self_out(op, diopiWhere):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (condition, self, other), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (condition, self, other, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_where_self_out, (condition, self, other), {'out': out})
+            raise_as_the_cpu(op, error, (condition, self, other), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -31069,9 +32619,10 @@ def make_xlogy_OutScalar_Other(op, diopiXlogyScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_xlogy_OutScalar_Other, (self, other), {'out': out})
+            raise_as_the_cpu(op, error, (self, other), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -31104,9 +32655,10 @@ def make_xlogy_OutTensor(op, diopiXlogy, diopiXlogyScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_xlogy_OutTensor, (self, other), {'out': out})
+            raise_as_the_cpu(op, error, (self, other), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -31138,9 +32690,10 @@ def make_xlogy_Scalar_Other(op, diopiXlogyScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_xlogy_Scalar_Other, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -31175,9 +32728,10 @@ def make_xlogy_Tensor(op, diopiXlogy, diopiXlogyScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_xlogy_Tensor, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -31201,6 +32755,9 @@ def make_xlogy__Scalar_Other(op, diopiXlogyInpScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, other), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -31226,6 +32783,9 @@ def make_xlogy__Tensor(op, diopiXlogyInp, diopiXlogyInpScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, other), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)

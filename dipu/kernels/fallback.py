@@ -109,6 +109,16 @@ CPU_SUBSTITUTES = {
 }
 
 
+def cpu_reference(name: str):
+    """The CPU op for aten op ``name`` ("add.out"): the op itself, or for a placeholder (no CPU kernel)
+    its substitute."""
+    substitute = CPU_SUBSTITUTES.get(name)
+    if substitute is not None:
+        return substitute
+    packet, overload = name.split(".") if "." in name else (name, "default")
+    return getattr(getattr(aten, packet), overload)
+
+
 def _map(fn, value):
     if isinstance(value, torch.Tensor):
         return fn(value)

@@ -7,6 +7,8 @@ status, a Python number where the schema says Tensor).
 
 from __future__ import annotations
 
+import threading
+
 import torch
 
 from dipu._core import _C
@@ -22,7 +24,7 @@ synchronize = _C.synchronize
 __all__ = ["empty", "exchange_device", "synchronize", "all_contiguous", "allocate", "allocate_strided",
            "check_inplace_shape", "contexts", "empty_strided", "resize_outputs", "CHECK_DEVICE", "DUMP_KEY",
            "DUMP_OFF", "SYNC", "call_with_numbers", "check_device", "device_of", "dump_op_args",
-           "dump_op_results", "env_get", "has_numbers", "on_failure"]
+           "dump_op_results", "env_get", "has_numbers", "on_failure", "raise_as_the_cpu"]
 
 #: One context per device index, which wrappers index instead of building one per call; filled by
 #: :func:`init_contexts` before kernels run.
@@ -178,6 +180,54 @@ def on_failure(status: int, op, args: tuple, kwargs: dict):
     text = Status(status).text if status in Status._value2member_map_ else f"unknown status {int(status)}"
     message = take_last_error()
     raise RuntimeError(f"{op.name}: {op.diopi} failed with {text}" + (f": {message}" if message else ""))
+
+
+# Note [Errors of the CPU's type]
+# A wrapper checks its arguments only as far as its shape rule, meta inference or ``impl:`` kernel
+# needs to, and those fail in their own way: a decomposition's ``assert`` (AssertionError), an index
+# out of range (IndexError), where the CPU raises ``RuntimeError: non-empty 3D or 4D (batch mode)
+# tensor expected``. User code catches the CPU's types, so every wrapper's ``except`` clause hands the
+# exception to :func:`raise_as_the_cpu`, which runs the op's CPU reference on host copies of the
+# arguments (dipu memory is never written; dipu generators and devices become the CPU's) and raises
+# the CPU's exception, type and message, if the CPU rejects them too. If the CPU accepts them, the
+# failure is dipu's own (two devices mixed, out of memory, a kernel's error) and the wrapper re-raises
+# it unchanged. Only failed calls pay for this: in Python 3.11 a try block costs nothing until
+# something raises. A CPU reference that lands in a dipu wrapper again (it should not: every tensor
+# and device is the CPU's) is not re-checked, so the check cannot recurse.
+
+_KEPT_ERRORS = (torch.OutOfMemoryError,)
+_checking = threading.local()  # .running: this thread is inside a CPU check
+
+
+def _host(value):
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu() if value.device.type == "dipu" else value
+    if isinstance(value, torch.Generator):
+        return None if value.device.type == "dipu" else value
+    if isinstance(value, torch.device):
+        return torch.device("cpu") if value.type == "dipu" else value
+    if isinstance(value, (list, tuple)):
+        return type(value)(_host(v) for v in value)
+    return value
+
+
+def raise_as_the_cpu(op, error: Exception, args: tuple, kwargs: dict) -> None:
+    """Raise the CPU's exception for these arguments, if the CPU rejects them (Note [Errors of the CPU's type]);
+    return (the caller re-raises ``error``) if it accepts them."""
+    if getattr(_checking, "running", False) or isinstance(error, _KEPT_ERRORS):
+        return
+    try:
+        reference = fallback.cpu_reference(op.name)
+        host_args, host_kwargs = _host(args), {name: _host(value) for name, value in kwargs.items()}
+    except Exception:  # no CPU reference to ask: keep dipu's error
+        return
+    _checking.running = True
+    try:
+        reference(*host_args, **host_kwargs)
+    except Exception as cpu_error:
+        raise cpu_error from None
+    finally:
+        _checking.running = False
 
 
 # Note [Python numbers in Tensor positions]

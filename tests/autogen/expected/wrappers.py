@@ -11,8 +11,8 @@ from torch import Tensor
 from dipu.kernels.support import (CHECK_DEVICE, DUMP_KEY, DUMP_OFF, SYNC, all_contiguous, allocate,
                                   allocate_strided, call_with_numbers, check_device, check_inplace_shape,
                                   contexts, device_of, dump_op_args, dump_op_results, empty, empty_strided,
-                                  env_get, exchange_device, has_numbers, on_failure, resize_outputs,
-                                  synchronize)
+                                  env_get, exchange_device, has_numbers, on_failure, raise_as_the_cpu,
+                                  resize_outputs, synchronize)
 from dipu.ops.meta_rules import contiguous_strides, elementwise_strides, format_of_strides, meta, meta_strides
 from dipu.ops.convolution import convolution as impl_dipu_ops_convolution_convolution
 from dipu.ops.shape_rules import binary as shape_binary
@@ -65,6 +65,9 @@ def make__foreach_add__ScalarList(op, diopiForeachAddInpScalarList):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self, scalars), {})
             return None
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, scalars), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -95,9 +98,10 @@ def make__log_softmax_backward_data(op, diopiLogSoftmaxBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (grad_output, output, dim, input_dtype), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, output, dim, input_dtype)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__log_softmax_backward_data, (grad_output, output, dim, input_dtype), {})
+            raise_as_the_cpu(op, error, (grad_output, output, dim, input_dtype), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -127,9 +131,10 @@ def make__log_softmax_backward_data_out(op, diopiLogSoftmaxBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (grad_output, output, dim, input_dtype), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad_output, output, dim, input_dtype, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__log_softmax_backward_data_out, (grad_output, output, dim, input_dtype), {'out': out})
+            raise_as_the_cpu(op, error, (grad_output, output, dim, input_dtype), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -161,9 +166,10 @@ def make__pdist_backward(op, diopiPdistBackward):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (grad, self, p, pdist), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (grad, self, p, pdist)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu__pdist_backward, (grad, self, p, pdist), {})
+            raise_as_the_cpu(op, error, (grad, self, p, pdist), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -198,9 +204,10 @@ def make_add_Tensor(op, diopiAdd, diopiAddScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'alpha': alpha})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, alpha)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_add_Tensor, (self, other), {'alpha': alpha})
+            raise_as_the_cpu(op, error, (self, other), {'alpha': alpha})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -233,9 +240,10 @@ def make_add_out(op, diopiAdd, diopiAddScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'alpha': alpha, 'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, alpha, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_add_out, (self, other), {'alpha': alpha, 'out': out})
+            raise_as_the_cpu(op, error, (self, other), {'alpha': alpha, 'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -265,6 +273,9 @@ def make_add__Tensor(op, diopiAdd, diopiAddScalar):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, other), {'alpha': alpha})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, other), {'alpha': alpha})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -295,9 +306,10 @@ def make_channel_shuffle(op, diopiChannelShuffle):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, groups), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, groups)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_channel_shuffle, (self, groups), {})
+            raise_as_the_cpu(op, error, (self, groups), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -324,9 +336,10 @@ def make_convolution_overrideable(op, diopiConvolution2d, diopiConvTranspose2d):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, result, (input, weight, bias, stride, padding, dilation, transposed, output_padding, groups), {})
             return result
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_convolution_overrideable, (input, weight, bias, stride, padding, dilation, transposed, output_padding, groups), {})
+            raise_as_the_cpu(op, error, (input, weight, bias, stride, padding, dilation, transposed, output_padding, groups), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -358,9 +371,10 @@ def make_div_Tensor(op, diopiDiv):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_div_Tensor, (self, other), {})
+            raise_as_the_cpu(op, error, (self, other), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -390,9 +404,10 @@ def make_div_out(op, diopiDiv):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, other, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_div_out, (self, other), {'out': out})
+            raise_as_the_cpu(op, error, (self, other), {'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -423,9 +438,10 @@ def make_native_layer_norm(op, diopiLayerNorm):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (out, save_mean, save_invstd), (input, normalized_shape, weight, bias, eps), {})
             return (out, save_mean, save_invstd)
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (input, normalized_shape, weight, bias, eps)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_native_layer_norm, (input, normalized_shape, weight, bias, eps), {})
+            raise_as_the_cpu(op, error, (input, normalized_shape, weight, bias, eps), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -453,9 +469,10 @@ def make_nonzero(op, diopiNonzero):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self,), {})
             return out[0]
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_nonzero, (self,), {})
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -479,6 +496,9 @@ def make_relu_(op, diopiReluInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self,), {})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)
@@ -507,9 +527,10 @@ def make_sum_IntList_out(op, diopiSum):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, keepdim), {'dtype': dtype, 'out': out})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, keepdim, dtype, out)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_sum_IntList_out, (self, dim, keepdim), {'dtype': dtype, 'out': out})
+            raise_as_the_cpu(op, error, (self, dim, keepdim), {'dtype': dtype, 'out': out})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -541,9 +562,10 @@ def make_sum_dim_IntList(op, diopiSum):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, keepdim), {'dtype': dtype})
             return out
-        except Exception:
+        except Exception as error:
             if has_numbers(op, (self, dim, keepdim, dtype)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_sum_dim_IntList, (self, dim, keepdim), {'dtype': dtype})
+            raise_as_the_cpu(op, error, (self, dim, keepdim), {'dtype': dtype})  # Note [Errors of the CPU's type]
             raise
         finally:
             if previous != d:
@@ -567,6 +589,9 @@ def make_uniform_(op, diopiUniformInp):
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, from_, to), {'generator': generator})
             return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self, from_, to), {'generator': generator})  # Note [Errors of the CPU's type]
+            raise
         finally:
             if previous != d:
                 exchange_device(previous)

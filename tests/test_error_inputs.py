@@ -1,0 +1,142 @@
+"""What dipu's shape inference decides before a kernel runs, against the CPU: output shapes, and the
+exceptions of invalid arguments (Note [Errors of the CPU's type] in dipu/kernels/support.py).
+
+The sweep takes every OpInfo of ``op_db`` with ``error_inputs`` (PyTorch's own catalogue of invalid
+arguments), runs each error input on the CPU and, moved to dipu, on dipu, and asserts dipu raises the
+exception type the CPU raises. Error inputs the CPU accepts (some are written for other devices) are
+not compared. Ops that still differ are in ``EXPECTED_DIFFERENCES`` with the reason; they are strict:
+an op listed there that agrees fails, so the table stays honest.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.testing._internal.common_methods_invocations import op_db
+
+import dipu  # noqa: F401  (registers the device)
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+_NO_OVERLAP_CHECK = ("out= overlapping an input (or itself): the CPU's structured kernels refuse it "
+                     "(at::assert_no_overlap, assert_no_internal_overlap); dipu's wrappers do not check memory "
+                     "overlap, so the call succeeds")
+
+#: op key -> why dipu raises another exception type than the CPU for one of its error inputs.
+EXPECTED_DIFFERENCES: dict[str, str] = {
+    **{name: _NO_OVERLAP_CHECK for name in ("bernoulli", "cat", "gather", "index_select", "kthvalue",
+                                            "masked_select", "take")},
+    "narrow_copy": "no dipu kernel: torch's composite (narrow, then clone), which CUDA runs too, raises "
+                   "IndexError for a dimension out of range where the CPU's own kernel raises RuntimeError",
+}
+
+
+def op_key(op) -> str:
+    return f"{op.name}.{op.variant_test_name}" if op.variant_test_name else op.name
+
+
+ERROR_OPS = [op for op in op_db if op.error_inputs_func is not None]
+
+
+def _to_dipu(value):
+    if isinstance(value, torch.Tensor) and value.device.type == "cpu":
+        moved = value.detach().to("dipu")
+        return moved.requires_grad_(value.requires_grad) if moved.is_floating_point() or moved.is_complex() else moved
+    if isinstance(value, (list, tuple)):
+        return type(value)(_to_dipu(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _to_dipu(v) for k, v in value.items()}
+    return value
+
+
+def _raised(op, sample):
+    """The exception type ``op`` raises on ``sample`` (None if it raises none)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            op(sample.input, *sample.args, **sample.kwargs)
+    except Exception as error:  # what is compared is the type
+        return type(error), str(error).splitlines()[0][:200] if str(error) else ""
+    return None
+
+
+def _differences(op) -> list[str]:
+    found = []
+    for error_input in op.error_inputs(device="cpu"):
+        sample = error_input.sample_input
+        on_cpu = _raised(op, sample)
+        if on_cpu is None:
+            continue
+        moved = type(sample)(_to_dipu(sample.input), args=_to_dipu(sample.args), kwargs=_to_dipu(sample.kwargs))
+        on_dipu = _raised(op, moved)
+        if on_dipu is None or on_dipu[0] is not on_cpu[0]:
+            found.append(f"CPU {on_cpu[0].__name__}: {on_cpu[1]!r}; dipu "
+                         + ("no error" if on_dipu is None else f"{on_dipu[0].__name__}: {on_dipu[1]!r}"))
+    return found
+
+
+@pytest.mark.parametrize("op", ERROR_OPS, ids=op_key)
+def test_error_inputs_raise_the_cpus_exception_type(op):
+    differences = _differences(op)
+    reason = EXPECTED_DIFFERENCES.get(op_key(op))
+    if reason is not None:
+        assert differences, f"{op_key(op)} now raises the CPU's exception types: remove it from EXPECTED_DIFFERENCES"
+        pytest.xfail(reason)
+    assert not differences, "\n".join(differences)
+
+
+def test_the_sweep_sees_error_inputs():
+    assert len(ERROR_OPS) >= 50 and not set(EXPECTED_DIFFERENCES) - {op_key(op) for op in ERROR_OPS}
+
+
+# ---- the issue's cases, by message too --------------------------------------------------------------
+
+
+def _cpu_and_dipu(function, *args, **kwargs):
+    errors = []
+    for device in ("cpu", "dipu"):
+        with pytest.raises(Exception) as info:
+            function(*_to_dipu(args) if device == "dipu" else args,
+                     **(_to_dipu(kwargs) if device == "dipu" else kwargs))
+        errors.append(info.value)
+    return errors
+
+
+@pytest.mark.parametrize("case", ["max_pool2d_1d", "cross_entropy_weight", "nll_loss_2d_target"])
+def test_invalid_arguments_raise_what_the_cpu_raises(case):
+    x = torch.randn(4, 3)
+    if case == "max_pool2d_1d":
+        cpu, on_dipu = _cpu_and_dipu(F.max_pool2d, torch.randn(3), 2)
+    elif case == "cross_entropy_weight":
+        cpu, on_dipu = _cpu_and_dipu(F.cross_entropy, x, torch.tensor([0, 1, 2, 1]), weight=torch.ones(5))
+    else:
+        cpu, on_dipu = _cpu_and_dipu(F.nll_loss, x, torch.zeros(4, 2, dtype=torch.long))
+    assert type(cpu) is RuntimeError and type(on_dipu) is RuntimeError, (cpu, on_dipu)
+    assert str(on_dipu) == str(cpu)
+
+
+def test_errors_dipu_finds_itself_stay_dipus():
+    """Arguments the CPU accepts keep dipu's error: two devices mixed."""
+    with pytest.raises(RuntimeError, match="found at least two devices, dipu:0 and dipu:1"):
+        torch.mm(torch.ones(2, 2, device="dipu"), torch.ones(2, 2, device="dipu:1"))
+
+
+# ---- output shapes the shape inference decides --------------------------------------------------------
+
+
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+@pytest.mark.parametrize("shape", [(4,), (3, 4), (0, 4)], ids=["vector", "matrix", "empty_batch"])
+def test_multilabel_margin_loss_shapes_match_the_cpu(shape, reduction):
+    torch.manual_seed(0)
+    x, target = torch.randn(shape), torch.randint(-1, shape[-1], shape)
+    expected = F.multilabel_margin_loss(x, target, reduction=reduction)
+    actual = F.multilabel_margin_loss(x.to("dipu"), target.to("dipu"), reduction=reduction)
+    assert actual.shape == expected.shape
+    if x.numel():  # the CPU kernel leaves a reduced loss over an empty batch uninitialized
+        torch.testing.assert_close(actual.cpu(), expected)
+    values, is_target = torch.ops.aten.multilabel_margin_loss_forward(x.to("dipu"), target.to("dipu"), 0)
+    cpu_values, cpu_is_target = torch.ops.aten.multilabel_margin_loss_forward(x, target, 0)
+    assert values.shape == cpu_values.shape and is_target.shape == cpu_is_target.shape
