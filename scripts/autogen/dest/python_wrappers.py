@@ -8,7 +8,8 @@ once per call into a local), checks devices (DIPU_CHECK_TENSOR_DEVICE), allocate
 shape rule (functional), resizes them (out=) or checks them (in-place), calls the DIOPI function, handles a
 failed status, synchronizes (DIPU_SYNC_EXEC_MODE) and dumps its results. A Python number where the schema
 says Tensor is retried as a tensor, at no cost to tensors (Note [Python numbers in Tensor positions] in
-dipu/hooks.py). Its helpers come from dipu.kernels.support only, its rules from dipu/ops/shape_rules.py
+dipu/kernels/support.py); any other exception is raised as the CPU raises it when the CPU rejects the
+arguments too (Note [Errors of the CPU's type], there). Its helpers come from dipu.kernels.support only, its rules from dipu/ops/shape_rules.py
 and dipu/ops/meta_rules.py. What only the debug switches and a failed status need (dumping, device checks,
 synchronizing, on_failure) is two functions of the module (``checked_args``, ``finished``) behind the same
 flag tests a wrapper made inline, so the fast path pays nothing for the shorter wrappers.
