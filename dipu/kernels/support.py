@@ -188,10 +188,11 @@ def on_failure(status: int, op, args: tuple, kwargs: dict):
 # out of range (IndexError), where the CPU raises ``RuntimeError: non-empty 3D or 4D (batch mode)
 # tensor expected``. User code catches the CPU's types, so every wrapper's ``except`` clause hands the
 # exception to :func:`raise_as_the_cpu`, which runs the op's CPU reference on host copies of the
-# arguments (dipu memory is never written; dipu generators and devices become the CPU's) and raises
-# the CPU's exception, type and message, if the CPU rejects them too. If the CPU accepts them, the
-# failure is dipu's own (two devices mixed, out of memory, a kernel's error) and the wrapper re-raises
-# it unchanged. Only failed calls pay for this: in Python 3.11 a try block costs nothing until
+# arguments (dipu memory is never written; dipu generators and devices become the CPU's) and, if the
+# CPU rejects them too with another exception type, raises the CPU's exception, type and message. Of
+# the same type, dipu's own stays (its messages name the op: ``add_.Tensor: output with shape [3]
+# doesn't match the broadcast shape [2, 3]``). If the CPU accepts them, the failure is dipu's own (two
+# devices mixed, out of memory, a kernel's error) and the wrapper re-raises it unchanged. Only failed calls pay for this: in Python 3.11 a try block costs nothing until
 # something raises. A CPU reference that lands in a dipu wrapper again (it should not: every tensor
 # and device is the CPU's) is not re-checked, so the check cannot recurse.
 
@@ -212,8 +213,8 @@ def _host(value):
 
 
 def raise_as_the_cpu(op, error: Exception, args: tuple, kwargs: dict) -> None:
-    """Raise the CPU's exception for these arguments, if the CPU rejects them (Note [Errors of the CPU's type]);
-    return (the caller re-raises ``error``) if it accepts them."""
+    """Raise the CPU's exception for these arguments if the CPU rejects them with another exception type than
+    ``error``'s (Note [Errors of the CPU's type]); else return, and the caller re-raises ``error``."""
     if getattr(_checking, "running", False) or isinstance(error, _KEPT_ERRORS):
         return
     try:
@@ -225,7 +226,8 @@ def raise_as_the_cpu(op, error: Exception, args: tuple, kwargs: dict) -> None:
     try:
         reference(*host_args, **host_kwargs)
     except Exception as cpu_error:
-        raise cpu_error from None
+        if type(cpu_error) is not type(error):
+            raise cpu_error from None
     finally:
         _checking.running = False
 
