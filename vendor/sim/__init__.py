@@ -11,6 +11,9 @@ Environment:
 - ``DIPU_SIM_NATIVE_ALIAS=0``: hide the host-memory alias, so the core copies
   through this vendor's memcpy functions (exercises the contract path; ops then
   all run through the CPU fallback, and collectives through gloo on host copies).
+- ``DIPU_SIM_EVENTS=manual``: a test mode whose streams and events complete only when the test
+  runs them (vendor/sim/manual_events.py, Note [Manual events]); ``synchronous`` (the default)
+  is the contract's default streams and events.
 """
 
 from __future__ import annotations
@@ -130,3 +133,16 @@ class SimRuntime(DeviceRuntime):
         with self._lock:
             self._pinned.pop(ptr)
         _libc.free(ptr)
+
+
+def _events_mode() -> str:
+    mode = os.environ.get("DIPU_SIM_EVENTS", "").strip() or "synchronous"
+    if mode not in ("synchronous", "manual"):
+        raise ValueError(f"DIPU_SIM_EVENTS={mode!r} must be 'synchronous' or 'manual'")
+    return mode
+
+
+# The entry point names SimRuntime; in the manual-events test mode that name is the subclass with
+# queued streams and events (Note [Manual events]), so DIPU_VENDOR stays "sim".
+if _events_mode() == "manual":
+    from .manual_events import ManualEventsSimRuntime as SimRuntime  # noqa: E402, F811
