@@ -25,6 +25,7 @@ import threading
 from dipu.runtime import MAX_DEVICES, DeviceProperties, DeviceRuntime, env_int, parse_size
 
 from .collectives import SimCommunicator
+from .manual_events import ManualEvents
 
 _libc = ctypes.CDLL(None)
 _libc.aligned_alloc.restype = ctypes.c_void_p
@@ -142,7 +143,11 @@ def _events_mode() -> str:
     return mode
 
 
+class ManualEventsSimRuntime(ManualEvents, SimRuntime):
+    """The sim vendor in the test mode DIPU_SIM_EVENTS=manual (Note [Manual events])."""
+
+
 # The entry point names SimRuntime; in the manual-events test mode that name is the subclass with
-# queued streams and events (Note [Manual events]), so DIPU_VENDOR stays "sim".
+# queued streams and events, so DIPU_VENDOR stays "sim".
 if _events_mode() == "manual":
-    from .manual_events import ManualEventsSimRuntime as SimRuntime  # noqa: E402, F811
+    SimRuntime = ManualEventsSimRuntime  # noqa: F811

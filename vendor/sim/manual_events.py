@@ -18,8 +18,6 @@ from __future__ import annotations
 import threading
 import time
 
-from . import SimRuntime
-
 
 class ManualEvent:
     """A vendor event: pending from its record until the recording stream's queue reaches it."""
@@ -48,8 +46,11 @@ class ManualStream:
         self.queue: list[tuple[str, ManualEvent, int]] = []  # ("record" | "wait", event, generation)
 
 
-class ManualEventsSimRuntime(SimRuntime):
-    """The sim vendor with queued streams and events that complete on the test's word (Note [Manual events])."""
+class ManualEvents:
+    """Queued streams and events that complete on the test's word (Note [Manual events]): mixed
+    into the sim vendor (vendor/sim/__init__.py), whose ``count`` of devices it reads."""
+
+    count: int
 
     def __init__(self):
         super().__init__()
