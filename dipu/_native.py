@@ -8,6 +8,16 @@ sources, so upgrading torch or editing csrc rebuilds it. An exclusive file
 lock serializes concurrent first imports; the build goes to a private
 directory that is renamed into place, so readers never see a half-written
 library.
+
+Note [Sanitizer builds]
+``DIPU_SANITIZE=address`` or ``DIPU_SANITIZE=thread`` builds the native core with AddressSanitizer
+or ThreadSanitizer (``-fsanitize=...``, debug info, ``-O1``, frame pointers) to find memory errors
+and data races in it (the allocator is called from every thread that frees a tensor). The
+sanitizer is part of the cache key, so a sanitized core sits beside the normal one and never
+replaces it. Python and torch are not sanitized, so the sanitizer's runtime must be loaded
+first: ``LD_PRELOAD`` names it (and libstdc++, which the runtime's interceptors resolve); see
+README "Sanitizer builds". Loading a sanitized core without its runtime fails here with that
+command rather than with the loader's message.
 """
 
 from __future__ import annotations
@@ -32,6 +42,24 @@ def _sources() -> list[Path]:
     return sorted(p for p in CSRC.iterdir() if p.suffix in (".cpp", ".h"))
 
 
+#: DIPU_SANITIZE value -> (compiler and linker flag, runtime library, its init symbol, cache key tag).
+SANITIZERS = {
+    "address": ("-fsanitize=address", "libasan.so", "__asan_init", "asan"),
+    "thread": ("-fsanitize=thread", "libtsan.so", "__tsan_init", "tsan"),
+}
+
+
+def sanitizer() -> str | None:
+    """The sanitizer named by ``DIPU_SANITIZE`` (Note [Sanitizer builds]); None when unset or empty."""
+    name = os.environ.get("DIPU_SANITIZE", "").strip().lower()
+    if not name:
+        return None
+    if name not in SANITIZERS:
+        raise ValueError(f"DIPU_SANITIZE={name!r} names no sanitizer; use one of "
+                         f"{', '.join(SANITIZERS)} (or leave it unset for the normal build)")
+    return name
+
+
 def cache_dir() -> Path:
     digest = hashlib.sha256()
     for path in _sources():
@@ -42,7 +70,7 @@ def cache_dir() -> Path:
         (torch.version.git_version or "nogit")[:10],
         f"py{sys.version_info.major}{sys.version_info.minor}",
         digest.hexdigest()[:12],
-    ])
+    ] + ([SANITIZERS[sanitizer()][3]] if sanitizer() else []))
     return cache_root() / key
 
 
@@ -79,12 +107,18 @@ def _build(target: Path) -> None:
     print(f"dipu: building the native core for torch {torch.__version__} "
           f"(first import only, about a minute)...", file=sys.stderr, flush=True)
     work = Path(tempfile.mkdtemp(prefix="build-", dir=target.parent))
+    cflags, ldflags = ["-O2", "-fvisibility=hidden"], []
+    if sanitizer():
+        flag = SANITIZERS[sanitizer()][0]
+        cflags = ["-O1", "-g", "-fno-omit-frame-pointer", "-fvisibility=hidden", flag]
+        ldflags = [flag]
     try:
         cpp_extension.load(
             name=NAME,
             sources=[str(p) for p in _sources() if p.suffix == ".cpp"],
             build_directory=str(work),
-            extra_cflags=["-O2", "-fvisibility=hidden"],
+            extra_cflags=cflags,
+            extra_ldflags=ldflags,
             # Kineto's plugin headers (Note [Device timeline]), where the torch wheel ships them.
             extra_include_paths=[str(p) for p in [Path(torch.__file__).parent / "include" / "kineto"]
                                  if p.is_dir()],
@@ -106,8 +140,27 @@ def ensure_built(target: Path, build=None) -> Path:
     return target
 
 
+def _check_sanitizer_runtime() -> None:
+    """A sanitized core needs its runtime loaded before Python (Note [Sanitizer builds])."""
+    name = sanitizer()
+    if name is None:
+        return
+    _, library, init_symbol, _ = SANITIZERS[name]
+    import ctypes
+
+    if not hasattr(ctypes.CDLL(None), init_symbol):
+        compiler = os.environ.get("CXX", "c++")
+        raise RuntimeError(
+            f"dipu: DIPU_SANITIZE={name} loads a native core built with -fsanitize={name}, whose "
+            f"runtime must be loaded before Python: run with LD_PRELOAD=\"$({compiler} "
+            f"-print-file-name={library}) $({compiler} -print-file-name=libstdc++.so)\" "
+            "(README: Sanitizer builds)"
+        )
+
+
 def load():
     """Return the native module ``dipu._C``, building it first if needed."""
+    _check_sanitizer_runtime()
     target = ensure_built(cache_dir() / f"{NAME}.so")
     spec = importlib.util.spec_from_file_location(NAME, target)
     module = importlib.util.module_from_spec(spec)

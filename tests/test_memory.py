@@ -60,16 +60,61 @@ def test_block_freed_on_one_stream_is_not_reused_on_another():
     assert z.data_ptr() == ptr
 
 
-def test_record_stream_defers_reuse_until_stream_event_completes():
+def test_record_stream_block_is_reused_once_its_event_completes():
     side = torch.dipu.Stream()
     x = torch.empty(5 * MiB, dtype=torch.uint8, device="dipu")
     ptr = x.data_ptr()
     x.record_stream(side)
     del x
-    # The simulated device runs synchronously, so the event has completed and
-    # the block becomes reusable on its own stream at the next allocation.
+    # The sim vendor's default events complete at once, so the block is reusable on its own
+    # stream at the next allocation; the deferral itself is checked under manual events below.
     y = torch.empty(5 * MiB, dtype=torch.uint8, device="dipu")
     assert y.data_ptr() == ptr
+
+
+MANUAL_EVENTS = {"DIPU_SIM_EVENTS": "manual"}  # Note [Manual events] in vendor/sim/manual_events.py
+
+
+def test_record_stream_defers_reuse_and_release_until_stream_event_completes(python):
+    code = """
+        import torch, dipu
+        MiB = 1 << 20
+
+        def state(ptr):
+            return [s["blocks"][0]["state"] for s in torch.dipu.memory_snapshot() if s["address"] == ptr]
+
+        side = torch.dipu.Stream(device=1)  # another device's stream: its event is on dipu:1
+        side_handle = dipu._C.stream_handle(side.stream_id, 1)
+        x = torch.empty(5 * MiB, dtype=torch.uint8, device="dipu")
+        ptr = x.data_ptr()
+        x.record_stream(side)
+        del x
+        assert state(ptr) == ["active_pending_free"], state(ptr)
+        # Pending: neither handed out again nor released, however often asked.
+        y = torch.empty(5 * MiB, dtype=torch.uint8, device="dipu")
+        assert y.data_ptr() != ptr
+        torch.dipu.empty_cache()
+        assert state(ptr) == ["active_pending_free"], state(ptr)
+        assert torch.dipu.memory_reserved() - torch.dipu.memory_allocated() >= 5 * MiB
+        z = torch.empty(5 * MiB, dtype=torch.uint8, device="dipu")
+        assert z.data_ptr() != ptr
+        # The side stream runs past the event: the block is reused on its own stream (y and z
+        # stay alive, so it is the only cached block that fits)...
+        assert dipu.vendor().advance(1, side_handle)
+        w = torch.empty(5 * MiB, dtype=torch.uint8, device="dipu")
+        assert w.data_ptr() == ptr, "a completed record_stream block was not reused"
+        # ...and, recorded and freed again, released by empty_cache once its event completes.
+        w.record_stream(side)
+        del w
+        torch.dipu.empty_cache()
+        assert state(ptr) == ["active_pending_free"], state(ptr)
+        torch.dipu.synchronize(1)  # waiting for the device completes its streams' events
+        torch.dipu.empty_cache()
+        assert state(ptr) == [], state(ptr)
+        assert dipu.vendor().pending_events() == 0
+        print("ok")
+    """
+    assert python(code, env=MANUAL_EVENTS).stdout.strip() == "ok"
 
 
 def test_device_from_pointer():

@@ -69,3 +69,24 @@ def test_dropout_and_bernoulli_reproducible():
     b = torch.nn.functional.dropout(x, 0.5)
     assert torch.equal(a.cpu(), b.cpu())
     assert 0 < int((a.cpu() == 0).sum()) < 100
+
+
+def test_manual_seed_seeds_the_current_device_only():
+    """As torch.cuda.manual_seed: the current device's generator, not dipu:0's."""
+    torch.dipu.manual_seed_all(100)
+    states = torch.dipu.get_rng_state_all()
+    torch.dipu.set_device(1)
+    try:
+        torch.dipu.manual_seed(5)
+        assert torch.dipu.initial_seed() == 5
+        assert not torch.equal(torch.dipu.get_rng_state(1), states[1])
+        assert torch.equal(torch.dipu.get_rng_state(0), states[0])
+        on_one = torch.randn(6, device="dipu")  # the current device: dipu:1
+        assert on_one.device == torch.device("dipu:1")
+        torch.dipu.seed()  # also the current device's
+        assert torch.equal(torch.dipu.get_rng_state(0), states[0])
+    finally:
+        torch.dipu.set_device(0)
+    torch.dipu.manual_seed(5)
+    assert torch.dipu.default_generators[1].initial_seed() != 5  # seed() above reseeded dipu:1
+    assert torch.equal(torch.randn(6, device="dipu:0").cpu(), on_one.cpu())

@@ -94,3 +94,50 @@ def test_stream_priorities_as_torch_cuda_reports_them():
         assert torch.dipu.Stream(priority=priority).priority == 0
     with pytest.raises(TypeError, match="priority must be an int"):
         torch.dipu.Stream(priority="high")
+
+
+def test_stream_order_and_event_completion_under_manual_events(python):
+    """Under events that complete only when the test runs a stream (Note [Manual events]), what
+    dipu tells the vendor is visible: a wait_stream that never reached the vendor would let s2's
+    later work complete before s1's."""
+    code = """
+        import torch, dipu
+        vendor = dipu.vendor()
+
+        def handle(stream):
+            return dipu._C.stream_handle(stream.stream_id, stream.device_index)
+
+        s1, s2 = torch.dipu.Stream(), torch.dipu.Stream()
+        before = s1.record_event()
+        assert not before.query() and not s1.query(), "an event completed before its stream ran"
+        s2.wait_stream(s1)
+        after = s2.record_event()
+        assert not vendor.advance(0, handle(s2)), "s2 ran past its wait for s1"
+        assert not after.query()
+        assert vendor.advance(0, handle(s1)) and before.query() and s1.query()
+        assert not after.query()  # s2 has not run yet...
+        assert vendor.advance(0, handle(s2)) and after.query()  # ...and now may
+
+        # Event.wait: the same through a recorded event, across devices.
+        other = torch.dipu.Stream(device=1)
+        with torch.dipu.device(1):
+            e = torch.dipu.Event()
+            e.record(other)
+        e.wait(s1)
+        f = s1.record_event()
+        assert not vendor.advance(0, handle(s1)) and not f.query()
+        f.synchronize()  # waiting on f runs what f waits for
+        assert e.query() and f.query()
+
+        # synchronize() on the current stream and on a device completes what was recorded there.
+        g = torch.dipu.Event()
+        g.record()
+        assert not g.query() and not torch.dipu.current_stream().query()
+        torch.dipu.current_stream().synchronize()
+        assert g.query()
+        h = s2.record_event()
+        torch.dipu.synchronize()
+        assert h.query() and vendor.pending_events() == 0
+        print("ok")
+    """
+    assert python(code, env={"DIPU_SIM_EVENTS": "manual"}).stdout.strip() == "ok"

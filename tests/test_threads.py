@@ -1,6 +1,10 @@
 """Current device per thread; concurrent work on several devices."""
 
+import os
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import torch
 
@@ -48,3 +52,20 @@ def test_four_threads_on_two_devices():
         t.join()
     assert not errors, errors
     assert results == {0: True, 1: True, 2: True, 3: True}
+
+
+# The allocator's thread safety: tests/allocator_stress.py's workload, each run in its own process
+# (a race aborts or crashes the process rather than failing an assert). DIPU_STRESS_RUNS and
+# DIPU_STRESS_SECONDS lengthen it for a run by hand; the defaults keep it within ~30 s.
+STRESS = Path(__file__).with_name("allocator_stress.py")
+
+
+def test_allocator_survives_threads_freeing_while_the_cache_is_emptied():
+    runs = int(os.environ.get("DIPU_STRESS_RUNS", "3"))
+    seconds = float(os.environ.get("DIPU_STRESS_SECONDS", "6"))
+    for run in range(runs):
+        proc = subprocess.run([sys.executable, str(STRESS), str(seconds)], capture_output=True, text=True,
+                              timeout=seconds + 120)
+        assert proc.returncode == 0 and "clean:" in proc.stdout, (
+            f"stress run {run + 1}/{runs} failed with exit status {proc.returncode}:\n"
+            f"{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}")

@@ -7,6 +7,16 @@
 // `pending` until an event recorded on each of those streams has completed.
 // Vendor calls are made with the allocator mutex released: they take the GIL,
 // and a thread holding the GIL may be waiting for this mutex.
+// Note [Block ownership]
+// A Block belongs to one thread at a time, or to the pools. The thread that took it from a pool
+// (or from the vendor) owns it until it is freed; the DataPtr holding it, and free() until it
+// puts the block back into `free_blocks` or `pending` under mutex_. From then on the pools own
+// it: another thread may hand it out again, or empty_cache may return it to the vendor and
+// delete it, so the freeing thread must not touch it after that insertion, even to read its
+// fields. Code that moves blocks out of the pools (pop_free, release_cached, reclaim_pending)
+// owns them from there. Breaking this rule was the crash "Device index must be -1 or
+// non-negative" under threads: free() published a block and then read block->device for the
+// profiler while empty_cache, on another thread, was deleting it.
 // Note [Memory history]
 // torch.dipu.memory._record_memory_history turns on the same bookkeeping as
 // torch.cuda's: every block remembers the stack that allocated it (a
@@ -202,40 +212,43 @@ class DipuAllocator final : public AllocatorBase {
   }
 
   void free(Block* block) {
+    // What the rest of this function needs of the block, read while this thread still owns it
+    // (Note [Block ownership]): once it is back in the free pool, another thread may reuse it or
+    // empty_cache may release and delete it.
+    const c10::DeviceIndex device = block->device;
+    void* const ptr = block->ptr;
+    const size_t size = block->size;
     std::vector<c10::Stream> uses;
     Context context = g_shutdown.load() ? nullptr : gather(kAll);
     DeviceStats after;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      active_.erase(block->ptr);
-      auto& s = pools_[block->device].stats;
-      decrease(s.allocated_bytes, block->size, static_cast<int64_t>(block->size));
-      decrease(s.active_bytes, block->size, static_cast<int64_t>(block->size));
-      decrease(s.requested_bytes, block->size, static_cast<int64_t>(block->requested));
-      decrease(s.allocation, block->size, 1);
-      decrease(s.active, block->size, 1);
-      record(block->device, Action::kFreeRequested, addr(block->ptr), block->size, block->stream,
-             context);
+      active_.erase(ptr);
+      auto& s = pools_[device].stats;
+      decrease(s.allocated_bytes, size, static_cast<int64_t>(size));
+      decrease(s.active_bytes, size, static_cast<int64_t>(size));
+      decrease(s.requested_bytes, size, static_cast<int64_t>(block->requested));
+      decrease(s.allocation, size, 1);
+      decrease(s.active, size, 1);
+      record(device, Action::kFreeRequested, addr(ptr), size, block->stream, context);
       block->context.reset();
       after = s;
       uses.swap(block->other_uses);
       if (uses.empty() && caching_) {
-        record(block->device, Action::kFreeCompleted, addr(block->ptr), block->size,
-               block->stream, context);
-        pools_[block->device].free_blocks.insert(block);
+        record(device, Action::kFreeCompleted, addr(ptr), size, block->stream, context);
+        pools_[device].free_blocks.insert(block);
+        block = nullptr;  // no longer this thread's
       }
     }
     // The process is ending, or is a forked child whose inherited memory the vendor no longer
     // serves: nothing to reuse or report, and a deleter must not fail.
     if (g_shutdown.load() || !g_initialized.load()) return;
-    report_to_profiler(block->ptr, -static_cast<int64_t>(block->size), after,
-                       c10::Device(kDipu, block->device));
-    if (uses.empty() && caching_) return;
+    report_to_profiler(ptr, -static_cast<int64_t>(size), after, c10::Device(kDipu, device));
+    if (!block) return;
     if (!caching_) {
       {
         std::lock_guard<std::mutex> lock(mutex_);
-        record(block->device, Action::kFreeCompleted, addr(block->ptr), block->size,
-               block->stream, context);
+        record(device, Action::kFreeCompleted, addr(ptr), size, block->stream, context);
       }
       release_to_vendor({block});
       return;
@@ -251,7 +264,7 @@ class DipuAllocator final : public AllocatorBase {
       }
     }
     std::lock_guard<std::mutex> lock(mutex_);
-    pools_[block->device].pending.push_back(std::move(p));
+    pools_[device].pending.push_back(std::move(p));
   }
 
   void record_stream(const c10::DataPtr& ptr, const c10::Stream& stream) {
@@ -376,7 +389,7 @@ class DipuAllocator final : public AllocatorBase {
   // The current stack if history is on at level `needed` or above; else null.
   Context gather(int needed) {
     if (when_.load() < needed || g_shutdown.load()) return nullptr;
-    return torch::CapturedTraceback::gather(/*python=*/true, /*script=*/true, cpp_frames_);
+    return torch::CapturedTraceback::gather(/*python=*/true, /*script=*/true, cpp_frames_.load());
   }
 
   // An allocation's stack goes into the trace only from RecordContext ALLOC up.
@@ -576,7 +589,7 @@ class DipuAllocator final : public AllocatorBase {
   // Note [Memory history]
   std::atomic<int> when_{kNever};
   bool trace_ = false;
-  bool cpp_frames_ = false;
+  std::atomic<bool> cpp_frames_{false};  // read by gather() outside mutex_
   size_t max_entries_ = 1;
   unsigned skip_actions_ = 0;  // bit i: Action i is not recorded
 };

@@ -11,6 +11,9 @@ Environment:
 - ``DIPU_SIM_NATIVE_ALIAS=0``: hide the host-memory alias, so the core copies
   through this vendor's memcpy functions (exercises the contract path; ops then
   all run through the CPU fallback, and collectives through gloo on host copies).
+- ``DIPU_SIM_EVENTS=manual``: a test mode whose streams and events complete only when the test
+  runs them (vendor/sim/manual_events.py, Note [Manual events]); ``synchronous`` (the default)
+  is the contract's default streams and events.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import threading
 from dipu.runtime import MAX_DEVICES, DeviceProperties, DeviceRuntime, env_int, parse_size
 
 from .collectives import SimCommunicator
+from .manual_events import ManualEvents
 
 _libc = ctypes.CDLL(None)
 _libc.aligned_alloc.restype = ctypes.c_void_p
@@ -130,3 +134,20 @@ class SimRuntime(DeviceRuntime):
         with self._lock:
             self._pinned.pop(ptr)
         _libc.free(ptr)
+
+
+def _events_mode() -> str:
+    mode = os.environ.get("DIPU_SIM_EVENTS", "").strip() or "synchronous"
+    if mode not in ("synchronous", "manual"):
+        raise ValueError(f"DIPU_SIM_EVENTS={mode!r} must be 'synchronous' or 'manual'")
+    return mode
+
+
+class ManualEventsSimRuntime(ManualEvents, SimRuntime):
+    """The sim vendor in the test mode DIPU_SIM_EVENTS=manual (Note [Manual events])."""
+
+
+# The entry point names SimRuntime; in the manual-events test mode that name is the subclass with
+# queued streams and events, so DIPU_VENDOR stays "sim".
+if _events_mode() == "manual":
+    SimRuntime = ManualEventsSimRuntime  # noqa: F811
