@@ -18,6 +18,10 @@ replaces it. Python and torch are not sanitized, so the sanitizer's runtime must
 first: ``LD_PRELOAD`` names it (and libstdc++, which the runtime's interceptors resolve); see
 README "Sanitizer builds". Loading a sanitized core without its runtime fails here with that
 command rather than with the loader's message.
+What they found (issue 20): AddressSanitizer, a heap-use-after-free in the allocator's free()
+under threads (Note [Block ownership] in dipu/csrc/allocator.cpp); ThreadSanitizer, only glibc's
+release of an exited thread's dynamic TLS (suppressed in tests/tsan.supp). Under ASan, torch's own
+C++ unwinder (memory history with stacks="all") can fault, so sanitized runs record Python stacks.
 """
 
 from __future__ import annotations
