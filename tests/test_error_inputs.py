@@ -10,6 +10,7 @@ an op listed there that agrees fails, so the table stays honest.
 
 from __future__ import annotations
 
+import re
 import warnings
 
 import pytest
@@ -21,14 +22,15 @@ import dipu  # noqa: F401  (registers the device)
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
+#: The CPU's refusals of overlapping memory, which dipu does not make (each torch adds error inputs of this kind:
+#: 2.15 has one for aminmax's two outputs); such an error input makes its op an expected failure.
+_OVERLAP = re.compile(r"overlap|refers? to a single memory location", re.IGNORECASE)
 _NO_OVERLAP_CHECK = ("out= overlapping an input (or itself): the CPU's structured kernels refuse it "
                      "(at::assert_no_overlap, assert_no_internal_overlap); dipu's wrappers do not check memory "
                      "overlap, so the call succeeds")
 
 #: op key -> why dipu raises another exception type than the CPU for one of its error inputs.
 EXPECTED_DIFFERENCES: dict[str, str] = {
-    **{name: _NO_OVERLAP_CHECK for name in ("bernoulli", "cat", "gather", "index_select", "kthvalue",
-                                            "masked_select", "take")},
     "narrow_copy": "no dipu kernel: torch's composite (narrow, then clone), which CUDA runs too, raises "
                    "IndexError for a dimension out of range where the CPU's own kernel raises RuntimeError",
 }
@@ -63,8 +65,9 @@ def _raised(op, sample):
     return None
 
 
-def _differences(op) -> list[str]:
-    found = []
+def _differences(op) -> tuple[list[str], list[str]]:
+    """What dipu raises differently from the CPU: (differences, refusals of overlapping memory dipu lacks)."""
+    found, overlaps = [], []
     for error_input in op.error_inputs(device="cpu"):
         sample = error_input.sample_input
         on_cpu = _raised(op, sample)
@@ -72,20 +75,24 @@ def _differences(op) -> list[str]:
             continue
         moved = type(sample)(_to_dipu(sample.input), args=_to_dipu(sample.args), kwargs=_to_dipu(sample.kwargs))
         on_dipu = _raised(op, moved)
-        if on_dipu is None or on_dipu[0] is not on_cpu[0]:
+        if on_dipu is None and _OVERLAP.search(on_cpu[1]):
+            overlaps.append(on_cpu[1])
+        elif on_dipu is None or on_dipu[0] is not on_cpu[0]:
             found.append(f"CPU {on_cpu[0].__name__}: {on_cpu[1]!r}; dipu "
                          + ("no error" if on_dipu is None else f"{on_dipu[0].__name__}: {on_dipu[1]!r}"))
-    return found
+    return found, overlaps
 
 
 @pytest.mark.parametrize("op", ERROR_OPS, ids=op_key)
 def test_error_inputs_raise_the_cpus_exception_type(op):
-    differences = _differences(op)
+    differences, overlaps = _differences(op)
     reason = EXPECTED_DIFFERENCES.get(op_key(op))
     if reason is not None:
         assert differences, f"{op_key(op)} now raises the CPU's exception types: remove it from EXPECTED_DIFFERENCES"
         pytest.xfail(reason)
     assert not differences, "\n".join(differences)
+    if overlaps:
+        pytest.xfail(f"{_NO_OVERLAP_CHECK}: {overlaps[0]}")
 
 
 def test_the_sweep_sees_error_inputs():
