@@ -21,7 +21,6 @@ _EXIT_GRACE_SECONDS = 0.02  # see Note [Exit after backward]
 
 # Start-up, in this order (Note [Start-up order] in dipu/_core.py):
 # 1. the vendor runtime and the native core;
-from dipu import _core  # noqa: I001
 from dipu._core import _C, vendor
 
 # 2. the device module, torch.dipu, and the tensor/module/storage methods (.dipu(), .is_dipu);

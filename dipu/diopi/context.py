@@ -15,8 +15,6 @@ from __future__ import annotations
 import enum
 import threading
 
-import torch
-
 from dipu._core import _C
 
 
