@@ -38,7 +38,7 @@ _C = _native.load()
 sys.modules["dipu._C"] = _C
 _vendor = runtime.load_vendor(load_plugin=_C.load_runtime_plugin)
 # A C plug-in's table serves the core directly (Note [Two kinds of vendor runtime]).
-_plugin = _vendor.plugin if isinstance(_vendor, runtime.PluginRuntime) else None
+_plugin = runtime.plugin_of(_vendor)
 _C.register_vendor(
     _vendor,
     _vendor.name,

@@ -346,6 +346,11 @@ class PluginRuntime(DeviceRuntime):
         self.plugin.memcpy_d2d(dst_index, dst, src_index, src, nbytes)
 
 
+def plugin_of(runtime: DeviceRuntime):
+    """The loaded C plug-in (``dipu._C.RuntimePlugin``) of a :class:`PluginRuntime`; None for a Python vendor."""
+    return runtime.plugin if isinstance(runtime, PluginRuntime) else None
+
+
 def installed_vendors() -> dict[str, metadata.EntryPoint]:
     return {ep.name: ep for ep in metadata.entry_points(group=VENDOR_GROUP)}
 
