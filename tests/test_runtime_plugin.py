@@ -18,6 +18,7 @@ import dipu
 from dipu import _native
 
 INCLUDE = _native.INCLUDE
+REFC = {"DIPU_VENDOR": "refc"}
 
 # A minimal plug-in as Paddle's CustomCPU writes one: malloc'd memory (16-byte aligned), no
 # streams or events of its own (every create leaves the handle unwritten), synchronous copies.
@@ -46,6 +47,11 @@ static C_Status copy(const C_Device d, void *dst, const void *src, size_t n) { m
 static C_Status event_noop(const C_Device d, C_Event *e) { return C_SUCCESS; }
 static C_Status event_op(const C_Device d, C_Event e) { return C_SUCCESS; }
 static C_Status record(const C_Device d, C_Stream s, C_Event e) { return C_SUCCESS; }
+static int tracing;  /* profiler sessions started minus stopped, and how many started */
+static int traced;
+int plugin_tracing(void) { return tracing * 100 + traced; }
+static C_Status trace_start(C_Profiler p, void *data) { tracing++; traced++; return C_SUCCESS; }
+static C_Status trace_stop(C_Profiler p, void *data) { tracing--; return C_SUCCESS; }
 static C_Status stats(const C_Device d, size_t *total, size_t *free_bytes) {
   *total = (size_t)1 << 30; *free_bytes = *total - live; return C_SUCCESS;
 }
@@ -59,6 +65,7 @@ void InitPlugin(CustomRuntimeParams *params) {
   t->memory_copy_h2d = copy; t->memory_copy_d2h = copy; t->memory_copy_d2d = copy;
   t->create_event = event_noop; t->record_event = record; t->destroy_event = event_op;
   t->synchronize_event = event_op; t->device_memory_stats = stats;
+  t->profiler_start_tracing = trace_start; t->profiler_stop_tracing = trace_stop;
   PLUGIN_EDIT;
 }
 """
@@ -183,6 +190,36 @@ def test_a_minimal_plugin_runs_a_model_through_the_fallback(tmp_path, python):
     """, env={"DIPU_VENDOR": str(path)})
 
 
+def test_the_profiler_runs_the_plugins_tracing_hooks(tmp_path, python):
+    path = minimal(tmp_path)
+    python(f"""
+        import ctypes, torch, dipu
+        from torch.profiler import ProfilerActivity, profile
+        plugin = ctypes.CDLL({str(path)!r})
+        x = torch.randn(8, 8).to("dipu")
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+            y = x @ x
+            assert plugin.plugin_tracing() == 101   # started once, still running
+        assert plugin.plugin_tracing() == 1         # stopped
+        assert "aten::mm" in {e.name for e in prof.events()}
+    """, env={"DIPU_VENDOR": str(path)})
+
+
+def test_a_forked_child_of_an_initialized_plugin_runtime_refuses_device_use(python):
+    python("""
+        import multiprocessing as mp, torch, dipu
+        torch.ones(1, device="dipu")              # starts refc's runtime and its stream threads
+        def child(q):
+            try:
+                torch.ones(1, device="dipu"); q.put("ran")
+            except RuntimeError as e:
+                q.put(str(e))
+        q = mp.get_context("fork").Queue()
+        p = mp.get_context("fork").Process(target=child, args=(q,)); p.start(); p.join(60)
+        assert "Cannot re-initialize dipu in forked subprocess" in q.get(timeout=5)
+    """, env=REFC)
+
+
 def test_a_failing_plugin_function_raises_and_the_process_goes_on(tmp_path, python):
     path = minimal(tmp_path, copy_status="C_ERROR")
     python("""
@@ -196,9 +233,6 @@ def test_a_failing_plugin_function_raises_and_the_process_goes_on(tmp_path, pyth
 
 
 # ---- the reference C vendor --------------------------------------------------------------------------
-
-REFC = {"DIPU_VENDOR": "refc"}
-
 
 def test_refc_reports_its_devices(python):
     python("""
