@@ -8,9 +8,22 @@ import pytest
 import dipu  # noqa: F401  (registers the device even with autoload disabled)
 
 
+#: For tests of the sim vendor itself (its name, its capacity, its methods) while the suite runs
+#: on another vendor (DIPU_VENDOR=refc pytest).
+sim_only = pytest.mark.skipif(dipu.vendor().name != "sim",
+                              reason="checks the sim vendor itself (its name, capacity or test methods)")
+
+
 def run_python(code: str, env: dict | None = None, cwd=None, check: bool = True):
-    """Run `code` in a fresh interpreter; returns the CompletedProcess."""
-    full_env = {**os.environ, **(env or {})}
+    """Run `code` in a fresh interpreter; returns the CompletedProcess.
+
+    A child given a sim switch (DIPU_SIM_*) and no vendor runs on sim, whatever vendor the suite
+    runs on: the switch is what it tests.
+    """
+    env = dict(env or {})
+    if any(name.startswith("DIPU_SIM_") for name in env):
+        env.setdefault("DIPU_VENDOR", "sim")
+    full_env = {**os.environ, **env}
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=full_env, cwd=cwd,
                           capture_output=True, text=True, timeout=300)
     if check and proc.returncode != 0:

@@ -449,7 +449,8 @@ def test_shipped_vendors_implement_the_collective_contract():
 
     collectives.check_communicator_class("sim", SimCommunicator)
     collectives.check_communicator_class("cuda", NcclCommunicator)
-    assert dipu.vendor().collectives is SimCommunicator
+    if dipu.vendor().name == "sim":
+        assert dipu.vendor().collectives is SimCommunicator
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="the NCCL path needs NVIDIA GPUs and a CUDA torch")

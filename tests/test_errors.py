@@ -3,6 +3,8 @@
 import pytest
 import torch
 
+from conftest import sim_only
+
 
 def test_mixing_dipu_with_a_cpu_tensor():
     with pytest.raises(RuntimeError, match=r"Expected all tensors to be on the same device, but found "
@@ -40,7 +42,7 @@ def test_bad_vendor_is_rejected_at_import_listing_installed_ones(python):
     proc = python("import dipu", env={"DIPU_VENDOR": "nosuch", "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"},
                   check=False)
     assert proc.returncode != 0
-    assert "DIPU_VENDOR='nosuch' names no installed dipu vendor; installed: cuda, sim" in proc.stderr
+    assert "DIPU_VENDOR='nosuch' names no installed dipu vendor; installed: cuda, refc, sim" in proc.stderr
 
 
 def test_bad_device_count_and_allocator_mode(python):
@@ -79,6 +81,7 @@ def test_missing_compiler_says_what_to_install(monkeypatch):
         _native._check_compiler()
 
 
+@sim_only
 def test_vendor_failure_names_vendor_and_method(monkeypatch):
     import dipu
 

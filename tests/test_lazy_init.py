@@ -6,6 +6,8 @@ joined with a timeout, so a hang fails the test instead of stalling it.
 
 import pytest
 
+from conftest import sim_only
+
 PRELUDE = """
 import multiprocessing, os, sys, threading, time
 import torch                     # autoloads dipu
@@ -48,6 +50,7 @@ FIRST_USES = {
 }
 
 
+@sim_only
 def test_import_starts_nothing_and_the_first_device_use_starts_the_runtime(python):
     """Each first use runs in its own forked child of a parent that has not started the runtime (which
     is itself the case of a DataLoader worker: such a child initializes on its own)."""
@@ -70,6 +73,7 @@ assert started() == (False, False)  # the children's use did not start the paren
 """)
 
 
+@sim_only
 def test_seeding_before_the_first_use_is_applied_when_the_runtime_starts(python):
     python(PRELUDE + """
 torch.dipu.manual_seed_all(1); torch.dipu.manual_seed(2); torch.dipu.manual_seed_all(3)  # queued: nothing starts
@@ -91,6 +95,7 @@ assert torch.equal(a, torch.rand(3, device="dipu").cpu())
 """)
 
 
+@sim_only
 def test_a_forked_child_of_an_initialized_parent_gets_a_clear_error(python):
     python(PRELUDE + """
 x = torch.arange(4.0, device="dipu")  # the parent starts the runtime
@@ -120,6 +125,7 @@ assert torch.equal((x + 1).cpu(), torch.arange(1.0, 5.0))  # the parent is unaff
 """, env={"DIPU_ALLOCATOR": "raw"})  # raw: a freed block would go straight back to the vendor
 
 
+@sim_only
 def test_dataloader_fork_workers_around_the_device(python):
     """Workers forked before the parent uses dipu may use it themselves; workers forked after it (the
     usual training loop) do CPU work and are not disturbed."""

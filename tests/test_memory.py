@@ -66,8 +66,10 @@ def test_record_stream_block_is_reused_once_its_event_completes():
     ptr = x.data_ptr()
     x.record_stream(side)
     del x
-    # The sim vendor's default events complete at once, so the block is reusable on its own
-    # stream at the next allocation; the deferral itself is checked under manual events below.
+    # Once the side stream has run its work (at once for sim's synchronous events; refc's worker
+    # threads need the wait) the block is reusable on its own stream at the next allocation; the
+    # deferral itself is checked under manual events below.
+    side.synchronize()
     y = torch.empty(5 * MiB, dtype=torch.uint8, device="dipu")
     assert y.data_ptr() == ptr
 

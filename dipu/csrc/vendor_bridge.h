@@ -108,7 +108,7 @@ class Runtime {
   virtual void start_tracing() = 0;
   virtual void stop_tracing() = 0;
   // A handle as dipu's Python sees it (torch.dipu.Stream's vendor handle): the Python
-  // vendor's object, or the plug-in's pointer as an int.
+  // vendor's object, or the plug-in's pointer as an int; None for a null handle.
   virtual py::object to_python(Handle handle) = 0;
 };
 constexpr size_t kMinAlignment = 64;

@@ -452,7 +452,7 @@ class PluginRuntime final : public Runtime {
   void stop_tracing() override { started().stop_tracing(); }
   py::object to_python(Handle handle) override {
     py::gil_scoped_acquire gil;
-    return py::int_(addr(handle));
+    return handle ? py::object(py::int_(addr(handle))) : py::object(py::none());
   }
 
  private:

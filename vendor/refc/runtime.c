@@ -7,6 +7,7 @@
  * completes when the worker reaches it) and waits on events. Synchronous copies wait for the
  * device's default stream first, as a legacy default stream does. Memory comes from
  * posix_memalign and is capped per device, so out-of-memory is a C_FAILED as on a real device.
+ * Events are reference-counted: a stream's queued wait on an event outlives the event's destroy.
  *
  * Environment: DIPU_REFC_DEVICE_COUNT (default 2), DIPU_REFC_MEMORY_MB (per device, default
  * 8192), DIPU_REFC_TASK_DELAY_US (each task waits this long first, default 0: widens races in
@@ -28,7 +29,20 @@ struct C_Event_st {
   pthread_mutex_t mutex;
   pthread_cond_t done;
   unsigned long recorded, completed; /* record count, and how many of those the stream reached */
+  int refs; /* the owner's, plus one per queued task naming the event: freed at zero */
 };
+
+/* Drops one reference; the last frees the event. A stream may still have to wait on an event
+ * the framework has already destroyed (its wait was queued before the destroy). */
+static void event_release(C_Event event) {
+  pthread_mutex_lock(&event->mutex);
+  int last = --event->refs == 0;
+  pthread_mutex_unlock(&event->mutex);
+  if (!last) return;
+  pthread_mutex_destroy(&event->mutex);
+  pthread_cond_destroy(&event->done);
+  free(event);
+}
 
 typedef struct Task {
   TaskKind kind;
@@ -95,8 +109,14 @@ static void run(Task *task, C_Stream stream) {
       task->callback(&device, stream, task->user_data, &status);
       break;
     }
-    case TASK_RECORD: event_complete(task->event, task->ticket); break;
-    case TASK_WAIT: event_wait(task->event, task->ticket); break;
+    case TASK_RECORD:
+      event_complete(task->event, task->ticket);
+      event_release(task->event);
+      break;
+    case TASK_WAIT:
+      event_wait(task->event, task->ticket);
+      event_release(task->event);
+      break;
     case TASK_MARK: break;
   }
 }
@@ -231,6 +251,16 @@ static C_Status deallocate(const C_Device device, void *ptr, size_t size) {
   pthread_mutex_unlock(&g.mutex);
   return C_SUCCESS;
 }
+static C_Status host_allocate(const C_Device device, void **ptr, size_t size) {
+  (void)device;
+  return posix_memalign(ptr, 64, size) == 0 ? C_SUCCESS : C_FAILED;
+}
+static C_Status host_deallocate(const C_Device device, void *ptr, size_t size) {
+  (void)device;
+  (void)size;
+  free(ptr);
+  return C_SUCCESS;
+}
 static C_Status memory_stats(const C_Device device, size_t *total, size_t *free_bytes) {
   pthread_mutex_lock(&g.mutex);
   *total = g.capacity;
@@ -308,18 +338,12 @@ static C_Status create_event(const C_Device device, C_Event *event) {
   if (!*event) return C_FAILED;
   pthread_mutex_init(&(*event)->mutex, NULL);
   pthread_cond_init(&(*event)->done, NULL);
+  (*event)->refs = 1;
   return C_SUCCESS;
 }
 static C_Status destroy_event(const C_Device device, C_Event event) {
   (void)device;
-  /* A record still queued would complete a freed event: wait for it first. */
-  pthread_mutex_lock(&event->mutex);
-  unsigned long last = event->recorded;
-  pthread_mutex_unlock(&event->mutex);
-  event_wait(event, last);
-  pthread_mutex_destroy(&event->mutex);
-  pthread_cond_destroy(&event->done);
-  free(event);
+  event_release(event); /* queued records and waits keep it alive until they have run */
   return C_SUCCESS;
 }
 static C_Status record_event(const C_Device device, C_Stream stream, C_Event event) {
@@ -327,6 +351,7 @@ static C_Status record_event(const C_Device device, C_Stream stream, C_Event eve
   if (!task) return C_FAILED;
   pthread_mutex_lock(&event->mutex);
   task->ticket = ++event->recorded;
+  event->refs++;
   pthread_mutex_unlock(&event->mutex);
   task->event = event;
   enqueue(resolve(device, stream), task);
@@ -352,6 +377,7 @@ static C_Status stream_wait_event(const C_Device device, C_Stream stream, C_Even
   if (!task) return C_FAILED;
   pthread_mutex_lock(&event->mutex);
   task->ticket = event->recorded; /* the record the stream must wait for: the latest */
+  event->refs++;
   pthread_mutex_unlock(&event->mutex);
   task->event = event;
   enqueue(resolve(device, stream), task);
@@ -388,6 +414,8 @@ void InitPlugin(CustomRuntimeParams *params) {
   t->device_memory_allocate = allocate;
   t->device_memory_deallocate = deallocate;
   t->device_memory_set = memory_set;
+  t->host_memory_allocate = host_allocate;
+  t->host_memory_deallocate = host_deallocate;
   t->memory_copy_h2d = copy;
   t->memory_copy_d2h = copy;
   t->memory_copy_d2d = copy;
