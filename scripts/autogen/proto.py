@@ -66,6 +66,7 @@ class Param:
     name: str
     kind: Kind
     optional: bool = False
+    by_pointer: bool = False  # a size list C passes as diopiSize_t* (Note [The C form of a proto function])
 
     def __str__(self) -> str:
         return f"{self.kind.value}{'?' if self.optional else ''} {self.name}"
@@ -87,8 +88,8 @@ class Function:
 
 
 def _param(kind: Kind):
-    def make(name: str, optional: bool = False) -> Param:
-        return Param(name, kind, optional)
+    def make(name: str, optional: bool = False, by_pointer: bool = False) -> Param:
+        return Param(name, kind, optional, by_pointer)
 
     return make
 
