@@ -17,11 +17,13 @@ build C arguments all read ``c_parameters``):
   goes with;
 - a Scalar is ``const diopiScalar_t*`` (NULL for None); an int ``int64_t``, a float ``double``, a bool
   ``bool``, a dtype ``diopiDtype_t``, each passed by pointer (NULL for None) when optional;
-- a size list is ``diopiSize_t`` by value (an optional one is None when its ``data`` is NULL), or
-  ``diopiSize_t*`` (NULL for None) where the proto says ``by_pointer`` (DeepLink's ``bias_sizes``);
+- a size list is ``diopiSize_t`` by value (an optional one is None when its ``data`` is NULL);
 - a string is ``const char*`` (NULL for None), a generator ``diopiGeneratorHandle_t`` (NULL: the
   device's default), a reduction ``diopiReduction_t``, a rounding mode ``diopiRoundMode_t``, a memory
-  format ``diopiMemoryFormat_t``.
+  format ``diopiMemoryFormat_t``;
+- where DeepLink's proto fixes another C type for a parameter, the proto says so (``Param.c_type``):
+  ``diopiConvolution2dBackward``'s ``bias_sizes`` is a ``diopiSize_t*`` (NULL: no bias),
+  ``diopiAmpUpdateScaleInp``'s ``growth_interval`` an ``int32_t``.
 """
 
 from __future__ import annotations
@@ -71,8 +73,8 @@ class CParam:
 
 def c_type(param: Param) -> str:
     """The C type of one proto parameter (Note [The C form of a proto function])."""
-    if param.kind == Kind.SIZE and param.by_pointer:
-        return "diopiSize_t*"
+    if param.c_type is not None:
+        return param.c_type
     if param.optional and param.kind in _POINTER_WHEN_OPTIONAL:
         return _POINTER_WHEN_OPTIONAL[param.kind]
     return _BY_VALUE[param.kind]
