@@ -39,11 +39,12 @@ from pathlib import Path
 import torch
 
 CSRC = Path(__file__).parent / "csrc"
+INCLUDE = Path(__file__).parent / "include"  # the DIOPI C headers csrc includes (diopi_rt.h)
 NAME = "dipu_C"
 
 
 def _sources() -> list[Path]:
-    return sorted(p for p in CSRC.iterdir() if p.suffix in (".cpp", ".h"))
+    return sorted(p for p in CSRC.iterdir() if p.suffix in (".cpp", ".h")) + sorted(INCLUDE.rglob("*.h"))
 
 
 #: DIPU_SANITIZE value -> (compiler and linker flag, runtime library, its init symbol, cache key tag).
