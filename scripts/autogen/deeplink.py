@@ -102,7 +102,7 @@ def compare(deeplink: dict[str, list[tuple[str, str]]]) -> list[Row]:
 
 def _verdict(ours, theirs) -> tuple[str, str]:
     if len(ours) != len(theirs):
-        extra = [n for _, n, _ in ours if n not in {m for _, m in theirs}]
+        extra = [n for _, n, is_length in ours if not is_length and n not in {m for _, m in theirs}]
         missing = [m for _, m in theirs if m not in {n for _, n, _ in ours}]
         return "count", (f"{len(ours) - 1} parameters vs {len(theirs) - 1}"
                          + (f"; only dipu: {', '.join(extra)}" if extra else "")

@@ -741,7 +741,10 @@ def aten_mismatch(function: Function, outs: list[AtenArg], inputs: list[AtenArg]
 # A C library exports its functions under the names DeepLink's proto gives them, and dipu finds them by
 # name, so where that proto spells a name otherwise than the pattern above (letter case, a suffix),
 # the function takes DeepLink's spelling. DeepLink's diopiRemainder divides a Scalar by a Tensor; the
-# Tensor-Tensor one is diopiRemainderTensor.
+# Tensor-Tensor one is diopiRemainderTensor. For the same reason diopiLinalgQR takes its outputs last, and
+# where DeepLink's namesake is another operation dipu's function has a name of its own
+# (diopiUniqueInverseCounts, diopiGridSampler, diopiCTCLossUnreduced): a C library's diopiUnique is never
+# called with arguments it does not expect. README.md lists what still differs.
 DEEPLINK_SPELLINGS = {
     "diopiForeachAddScalar": "diopiForeachaddScalar", "diopiForeachAddInpScalar": "diopiForeachaddInpScalar",
     "diopiForeachMulScalar": "diopiForeachmulScalar", "diopiForeachMulInpScalar": "diopiForeachmulInpScalar",
