@@ -39,15 +39,15 @@ from pathlib import Path
 import torch
 
 CSRC = Path(__file__).parent / "csrc"
+#: dipu's public C headers: dipu/custom_runtime.h (runtime plug-ins) and diopi/ (op libraries).
+INCLUDE = Path(__file__).parent / "include"
 NAME = "dipu_C"
 
 
-#: dipu's public C headers (vendors compile against them; the core includes them too).
-INCLUDE = Path(__file__).parent / "include"
-
-
 def _sources() -> list[Path]:
-    headers = sorted(INCLUDE.rglob("*.h")) if INCLUDE.is_dir() else []
+    # The generated prototypes (diopi/functions.h) are for op libraries; the core does not include
+    # them, so regenerating them does not rebuild it.
+    headers = [p for p in sorted(INCLUDE.rglob("*.h")) if p.name != "functions.h"]
     return sorted(p for p in CSRC.iterdir() if p.suffix in (".cpp", ".h")) + headers
 
 

@@ -23,14 +23,21 @@ def diopiConvolution2d(ctx, out, input, weight, bias, stride, padding, dilation,
     return SUCCESS
 
 
+def _bias_sizes(bias_sizes, grad_bias, channels: int):
+    """ATen needs the bias's shape exactly when it computes its gradient; DIOPI's caller may leave it out."""
+    if grad_bias is None:
+        return None
+    return list(bias_sizes) if bias_sizes is not None else [channels]
+
+
 @library.register
-def diopiConvolution2dBackward(ctx, grad_input, grad_weight, grad_bias, grad_output, input, weight, stride,
-                               padding, dilation, groups):
+def diopiConvolution2dBackward(ctx, grad_input, grad_weight, grad_bias, grad_output, input, weight, bias_sizes,
+                               stride, padding, dilation, groups):
     d = ctx.device
     x, w = alias(input, d), alias(weight, d)
     outputs = (grad_input, grad_weight, grad_bias)
     results = fast_aten.convolution_backward(
-        alias(grad_output, d), x, w, None if grad_bias is None else [w.shape[0]], stride, padding, dilation,
+        alias(grad_output, d), x, w, _bias_sizes(bias_sizes, grad_bias, w.shape[0]), stride, padding, dilation,
         False, [0] * (x.dim() - 2), groups, [o is not None for o in outputs])
     write_results(outputs, results, d)
     return SUCCESS
@@ -46,13 +53,13 @@ def diopiConvTranspose2d(ctx, out, input, weight, bias, stride, padding, output_
 
 
 @library.register
-def diopiConvTranspose2dBackward(ctx, grad_input, grad_weight, grad_bias, grad_output, input, weight, stride,
-                                 padding, dilation, output_padding, groups):
+def diopiConvTranspose2dBackward(ctx, grad_input, grad_weight, grad_bias, grad_output, input, weight,
+                                 bias_sizes, stride, padding, dilation, output_padding, groups):
     d = ctx.device
     w = alias(weight, d)
     outputs = (grad_input, grad_weight, grad_bias)
     results = fast_aten.convolution_backward(
-        alias(grad_output, d), alias(input, d), w, None if grad_bias is None else [w.shape[1] * groups], stride,
+        alias(grad_output, d), alias(input, d), w, _bias_sizes(bias_sizes, grad_bias, w.shape[1] * groups), stride,
         padding, dilation, True, output_padding, groups, [o is not None for o in outputs])
     write_results(outputs, results, d)
     return SUCCESS

@@ -18,8 +18,10 @@ def diopiEmbedding(ctx, out, weight, indices, padding_idx, scale_grad_by_freq, s
     return SUCCESS
 
 
-@library.register(aten=aten.embedding_dense_backward.out)
-def diopiEmbeddingBackward(ctx, out, grad, indices, num_weights, padding_idx, scale_grad_by_freq):
+@library.register
+def diopiEmbeddingBackward(ctx, out, grad, indices, num_weights, padding_idx, scale_grad_by_freq, sparse):
+    if sparse:  # a dense out cannot hold a sparse gradient (dipu's kernels pass False)
+        return Status.FORCE_FALLBACK
     d = ctx.device
     alias(out, d).copy_(fast_aten.embedding_dense_backward(
         alias(grad, d), alias(indices, d), num_weights, padding_idx, scale_grad_by_freq))

@@ -126,8 +126,8 @@ def diopiIndexReduce(ctx, out, input, dim, index, source, reduce, include_self):
 # ---- scatter and gather ----------------------------------------------------------------------------------
 
 
-@library.register(aten=aten.scatter.reduce_out)
-def diopiScatter(ctx, out, input, dim, index, src, reduce):
+@library.register  # DIOPI's order (src before index) is not ATen's
+def diopiScatter(ctx, out, input, dim, src, index, reduce):
     d = ctx.device
     x, i, s, o = alias(input, d), alias(index, d), alias(src, d), alias(out, d)
     if reduce is None:
@@ -139,8 +139,8 @@ def diopiScatter(ctx, out, input, dim, index, src, reduce):
     return SUCCESS
 
 
-@library.register(aten=aten.scatter.value_reduce_out)
-def diopiScatterScalar(ctx, out, input, dim, index, value, reduce):
+@library.register
+def diopiScatterScalar(ctx, out, input, dim, value, index, reduce):
     d = ctx.device
     x, i, o = alias(input, d), alias(index, d), alias(out, d)
     if reduce is None:

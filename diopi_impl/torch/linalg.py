@@ -157,8 +157,8 @@ def diopiLinalgSvd(ctx, u, s, vh, input, full_matrices, compute_uv, driver):
     return SUCCESS
 
 
-@library.register(aten=aten.linalg_qr.out)
-def diopiLinalgQr(ctx, q, r, input, mode):
+@library.register  # DIOPI's order: the outputs last
+def diopiLinalgQR(ctx, input, mode, q, r):
     d = ctx.device
     write_results((q, r), fast_aten.linalg_qr(alias(input, d), mode), d)
     return SUCCESS

@@ -138,7 +138,7 @@ def diopiMultilabelMarginLossBackward(ctx, grad_input, grad_output, input, targe
 
 
 @library.register(aten=aten._ctc_loss.out)
-def diopiCTCLoss(ctx, out, log_alpha, log_probs, targets, input_lengths, target_lengths, blank, zero_infinity):
+def diopiCTCLossUnreduced(ctx, out, log_alpha, log_probs, targets, input_lengths, target_lengths, blank, zero_infinity):
     d = ctx.device
     results = fast_aten._ctc_loss(alias(log_probs, d), alias(targets, d), input_lengths, target_lengths, blank,
                              zero_infinity)
@@ -150,7 +150,7 @@ def diopiCTCLoss(ctx, out, log_alpha, log_probs, targets, input_lengths, target_
 
 
 @library.register(aten=aten._ctc_loss_backward.out)
-def diopiCTCLossBackward(ctx, grad_input, grad_output, log_probs, targets, input_lengths, target_lengths,
+def diopiCTCLossUnreducedBackward(ctx, grad_input, grad_output, log_probs, targets, input_lengths, target_lengths,
                          neg_log_likelihood, log_alpha, blank, zero_infinity):
     d = ctx.device
     alias(grad_input, d).copy_(fast_aten._ctc_loss_backward(

@@ -79,7 +79,7 @@ def diopiGroupNorm(ctx, out, save_mean, save_invstd, input, weight, bias, num_gr
 
 
 @library.register
-def diopiGroupNormBackward(ctx, grad_input, grad_weight, grad_bias, grad_output, input, mean, rstd, weight,
+def diopiGroupNormBackward(ctx, grad_input, grad_weight, grad_bias, grad_output, input, weight, mean, rstd,
                            num_groups):
     d = ctx.device
     x = alias(input, d).contiguous()

@@ -56,7 +56,7 @@ for _name in sorted(FUNCTIONS):
 
 def _fused_adam(step):
     def kernel(ctx, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2,
-               weight_decay, eps, amsgrad, maximize, grad_scale, found_inf):
+               eps, weight_decay, amsgrad, maximize, grad_scale, found_inf):
         d = ctx.device
         step(native(params, d), native(grads, d), native(exp_avgs, d), native(exp_avg_sqs, d),
              native(max_exp_avg_sqs, d), native(state_steps, d), lr=native(lr, d), beta1=beta1, beta2=beta2,

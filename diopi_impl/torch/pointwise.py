@@ -149,6 +149,8 @@ def diopiRoundDecimalsInp(ctx, input, decimals):
 
 
 # ---- binary math: diopiX(out, input, other), diopiXScalar, diopiXInp, diopiXInpScalar --------------------
+#: Where the Tensor-Tensor function has DeepLink's name (Note [DeepLink's spellings] in dipugen.proto).
+FUNCTION_OF_TENSOR_TENSOR = {"Remainder": "diopiRemainderTensor"}
 BINARY = {  # suffix -> (Tensor out= overload, Scalar out= overload or None, in-place method or None)
     "Atan2": (aten.atan2.out, None, "atan2_"),
     "Fmod": (aten.fmod.Tensor_out, aten.fmod.Scalar_out, "fmod_"),
@@ -186,7 +188,7 @@ BINARY = {  # suffix -> (Tensor out= overload, Scalar out= overload or None, in-
     "Ge": (aten.ge.Tensor_out, aten.ge.Scalar_out, None),
 }
 for _suffix, (_tensor, _scalar, _method) in BINARY.items():
-    out_function("diopi" + _suffix, _tensor)
+    out_function(FUNCTION_OF_TENSOR_TENSOR.get(_suffix, "diopi" + _suffix), _tensor)
     if _scalar is not None:
         out_function("diopi" + _suffix + "Scalar", _scalar)
     if _method is not None:

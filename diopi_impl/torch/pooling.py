@@ -62,7 +62,7 @@ def diopiAdaptiveAvgPool2dBackward(ctx, grad_input, grad_output, input):
 
 
 @library.register(aten=aten.adaptive_max_pool2d.out)
-def diopiAdaptiveMaxPool2d(ctx, out, indices, input, output_size):
+def diopiAdaptiveMaxPool2dWithIndices(ctx, out, indices, input, output_size):
     d = ctx.device
     torch._C._nn.adaptive_max_pool2d(alias(input, d), output_size, out=(alias(out, d), alias(indices, d)))
     return SUCCESS
@@ -138,7 +138,7 @@ def diopiAdaptiveAvgPool3dBackward(ctx, grad_input, grad_output, input):
 
 
 @library.register(aten=aten.adaptive_max_pool3d.out)
-def diopiAdaptiveMaxPool3d(ctx, out, indices, input, output_size):
+def diopiAdaptiveMaxPool3dWithIndices(ctx, out, indices, input, output_size):
     d = ctx.device
     aten.adaptive_max_pool3d.out(alias(input, d), output_size, out=alias(out, d), indices=alias(indices, d))
     return SUCCESS

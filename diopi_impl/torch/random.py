@@ -30,8 +30,8 @@ def diopiNormalInp(ctx, inout, mean, std, generator):
 def diopiRandomInp(ctx, inout, from_, to, generator):
     d = ctx.device
     gen = native_generator(generator, d)
-    if from_ is None:
-        alias(inout, d).random_(generator=gen) if to is None else alias(inout, d).random_(to, generator=gen)
+    if from_ == 0 and to is None:  # random_(): the same range, drawn as the CPU's random_() draws it
+        alias(inout, d).random_(generator=gen)
     else:
         alias(inout, d).random_(from_, to, generator=gen)
     return SUCCESS
@@ -176,8 +176,8 @@ def diopiDropout(ctx, out, mask, input, p, train, generator):
     # drawing the mask as a float bernoulli of the input's shape so the random stream matches.
     d = ctx.device
     x, o, m = alias(input, d), alias(out, d), alias(mask, d)
-    if train is False or p == 0 or p == 1:  # evaluation keeps everything, whatever p
-        keep = train is False or p != 1
+    if not train or p == 0 or p == 1:  # evaluation keeps everything, whatever p
+        keep = not train or p != 1
         torch.mul(x, float(keep), out=o)
         m.fill_(keep)
         return SUCCESS

@@ -92,10 +92,10 @@ def diopiMinAll(ctx, min, input):
 
 
 @library.register
-def diopiAmax(ctx, out, input, dim):
+def diopiAmax(ctx, out, input, dim, keepdim):
     d = ctx.device
     x, o = alias(input, d), alias(out, d)
-    torch.amax(x, dim, keepdim=_keepdim(o, x), out=o)
+    torch.amax(x, dim, keepdim=keepdim, out=o)
     return SUCCESS
 
 
@@ -354,7 +354,7 @@ def diopiBucketize(ctx, out, input, boundaries, out_int32, right):
 
 
 @library.register(aten=aten.unique_dim.default)
-def diopiUnique(ctx, out, inverse, counts, input, dim, sorted, return_inverse, return_counts):
+def diopiUniqueInverseCounts(ctx, out, inverse, counts, input, dim, sorted, return_inverse, return_counts):
     x = alias(input, ctx.device)
     if dim is None:
         results = fast_aten._unique2(x, sorted, return_inverse, return_counts)

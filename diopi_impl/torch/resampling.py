@@ -176,7 +176,7 @@ def diopiUpsampleTrilinear3dBackward(ctx, grad_input, grad_output, out_size, in_
 
 
 @library.register(aten=aten.grid_sampler_2d.out)
-def diopiGridSample(ctx, out, input, grid, interpolation_mode, padding_mode, align_corners):
+def diopiGridSampler(ctx, out, input, grid, interpolation_mode, padding_mode, align_corners):
     d = ctx.device
     alias(out, d).copy_(fast_aten.grid_sampler_2d(alias(input, d), alias(grid, d), interpolation_mode, padding_mode,
                                              align_corners))
@@ -184,7 +184,7 @@ def diopiGridSample(ctx, out, input, grid, interpolation_mode, padding_mode, ali
 
 
 @library.register
-def diopiGridSampleBackward(ctx, grad_input, grad_grid, grad_output, input, grid, interpolation_mode, padding_mode,
+def diopiGridSamplerBackward(ctx, grad_input, grad_grid, grad_output, input, grid, interpolation_mode, padding_mode,
                             align_corners):
     d = ctx.device
     outputs = (grad_input, grad_grid)

@@ -18,6 +18,7 @@ from dipu.ops.attention import fused_attention as impl_dipu_ops_attention_fused_
 from dipu.ops.attention import fused_attention_backward as impl_dipu_ops_attention_fused_attention_backward
 from dipu.ops.convolution import convolution as impl_dipu_ops_convolution_convolution
 from dipu.ops.convolution import convolution_backward as impl_dipu_ops_convolution_convolution_backward
+from dipu.ops.dropout import native_dropout as impl_dipu_ops_dropout_native_dropout
 from dipu.ops.indexing import index as impl_dipu_ops_indexing_index
 from dipu.ops.indexing import index_put as impl_dipu_ops_indexing_index_put
 from dipu.ops.indexing import index_put_ as impl_dipu_ops_indexing_index_put_
@@ -43,7 +44,6 @@ from dipu.ops.shape_rules import broadcast_grad as shape_broadcast_grad
 from dipu.ops.shape_rules import cdist_backward as shape_cdist_backward
 from dipu.ops.shape_rules import compare as shape_compare
 from dipu.ops.shape_rules import divide as shape_divide
-from dipu.ops.shape_rules import dropout as shape_dropout
 from dipu.ops.shape_rules import eye as shape_eye
 from dipu.ops.shape_rules import fused_gru_cell as shape_fused_gru_cell
 from dipu.ops.shape_rules import fused_gru_cell_backward as shape_fused_gru_cell_backward
@@ -427,7 +427,6 @@ strides_nan_to_num = meta_strides(torch.ops.aten.nan_to_num.default, (), False)
 strides_nanmedian = meta_strides(torch.ops.aten.nanmedian.default, (), False)
 strides_nanmedian_dim = meta_strides(torch.ops.aten.nanmedian.dim, (), True)
 strides_nansum = meta_strides(torch.ops.aten.nansum.default, ('dtype',), False)
-strides_native_dropout = meta_strides(torch.ops.aten.native_dropout.default, (), True)
 strides_native_dropout_backward = meta_strides(torch.ops.aten.native_dropout_backward.default, (), False)
 strides_native_group_norm = meta_strides(torch.ops.aten.native_group_norm.default, (), True)
 strides_native_group_norm_backward = format_of_strides(1, True)
@@ -1200,7 +1199,7 @@ def make__cdist_forward(op, diopiCdist):
 
 
 # _ctc_loss(Tensor log_probs, Tensor targets, int[] input_lengths, int[] target_lengths, int blank=0, bool zero_infinity=False) -> (Tensor, Tensor)
-def make__ctc_loss(op, diopiCTCLoss):
+def make__ctc_loss(op, diopiCTCLossUnreduced):
     def dipu__ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, zero_infinity=False):
         try:
             d = log_probs.get_device()
@@ -1217,7 +1216,7 @@ def make__ctc_loss(op, diopiCTCLoss):
                 out, log_alpha = allocate(meta__ctc_loss(log_probs, targets, input_lengths, target_lengths, blank, zero_infinity), d)
             else:
                 out, log_alpha = allocate_strided(meta__ctc_loss(log_probs, targets, input_lengths, target_lengths, blank, zero_infinity), strides__ctc_loss(log_probs, targets, input_lengths, target_lengths, blank, zero_infinity), d)
-            status = diopiCTCLoss(contexts[d], out, log_alpha, log_probs, targets, input_lengths, target_lengths, blank, zero_infinity)
+            status = diopiCTCLossUnreduced(contexts[d], out, log_alpha, log_probs, targets, input_lengths, target_lengths, blank, zero_infinity)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (out, log_alpha), (log_probs, targets, input_lengths, target_lengths, blank, zero_infinity), {})
             return (out, log_alpha)
@@ -1234,7 +1233,7 @@ def make__ctc_loss(op, diopiCTCLoss):
 
 
 # _ctc_loss_backward(Tensor grad, Tensor log_probs, Tensor targets, int[] input_lengths, int[] target_lengths, Tensor neg_log_likelihood, Tensor log_alpha, int blank, bool zero_infinity=False) -> Tensor
-def make__ctc_loss_backward(op, diopiCTCLossBackward):
+def make__ctc_loss_backward(op, diopiCTCLossUnreducedBackward):
     def dipu__ctc_loss_backward(grad, log_probs, targets, input_lengths, target_lengths, neg_log_likelihood, log_alpha, blank, zero_infinity=False):
         try:
             d = grad.get_device()
@@ -1252,7 +1251,7 @@ def make__ctc_loss_backward(op, diopiCTCLossBackward):
                 out = empty(shape, dtype, d)
             else:
                 out = empty_strided(shape, dtype, d, strides__ctc_loss_backward(grad, log_probs, targets, input_lengths, target_lengths, neg_log_likelihood, log_alpha, blank, zero_infinity))
-            status = diopiCTCLossBackward(contexts[d], out, grad, log_probs, targets, input_lengths, target_lengths, neg_log_likelihood, log_alpha, blank, zero_infinity)
+            status = diopiCTCLossUnreducedBackward(contexts[d], out, grad, log_probs, targets, input_lengths, target_lengths, neg_log_likelihood, log_alpha, blank, zero_infinity)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (grad, log_probs, targets, input_lengths, target_lengths, neg_log_likelihood, log_alpha, blank, zero_infinity), {})
             return out
@@ -1603,7 +1602,7 @@ def make__foreach_add_List(op, diopiForeachAddList):
 
 
 # _foreach_add.Scalar(Tensor[] self, Scalar scalar) -> Tensor[]
-def make__foreach_add_Scalar(op, diopiForeachAddScalar):
+def make__foreach_add_Scalar(op, diopiForeachaddScalar):
     def dipu__foreach_add_Scalar(self, scalar):
         d = self[0].get_device()
         if d < 0:
@@ -1614,7 +1613,7 @@ def make__foreach_add_Scalar(op, diopiForeachAddScalar):
             if dump or CHECK_DEVICE:
                 checked_args(op, d, dump, (self, scalar))
             out = [None]
-            status = diopiForeachAddScalar(contexts[d], out, self, scalar)
+            status = diopiForeachaddScalar(contexts[d], out, self, scalar)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self, scalar), {})
             return out[0]
@@ -1708,7 +1707,7 @@ def make__foreach_add__List(op, diopiForeachAddInpList):
 
 
 # _foreach_add_.Scalar(Tensor(a!)[] self, Scalar scalar) -> ()
-def make__foreach_add__Scalar(op, diopiForeachAddInpScalar):
+def make__foreach_add__Scalar(op, diopiForeachaddInpScalar):
     def dipu__foreach_add__Scalar(self, scalar):
         d = self[0].get_device()
         if d < 0:
@@ -1718,7 +1717,7 @@ def make__foreach_add__Scalar(op, diopiForeachAddInpScalar):
             dump = env_get(DUMP_KEY) not in DUMP_OFF
             if dump or CHECK_DEVICE:
                 checked_args(op, d, dump, (self, scalar))
-            status = diopiForeachAddInpScalar(contexts[d], self, scalar)
+            status = diopiForeachaddInpScalar(contexts[d], self, scalar)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self, scalar), {})
             return None
@@ -4017,7 +4016,7 @@ def make__foreach_mul_List(op, diopiForeachMulList):
 
 
 # _foreach_mul.Scalar(Tensor[] self, Scalar scalar) -> Tensor[]
-def make__foreach_mul_Scalar(op, diopiForeachMulScalar):
+def make__foreach_mul_Scalar(op, diopiForeachmulScalar):
     def dipu__foreach_mul_Scalar(self, scalar):
         d = self[0].get_device()
         if d < 0:
@@ -4028,7 +4027,7 @@ def make__foreach_mul_Scalar(op, diopiForeachMulScalar):
             if dump or CHECK_DEVICE:
                 checked_args(op, d, dump, (self, scalar))
             out = [None]
-            status = diopiForeachMulScalar(contexts[d], out, self, scalar)
+            status = diopiForeachmulScalar(contexts[d], out, self, scalar)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self, scalar), {})
             return out[0]
@@ -4069,7 +4068,7 @@ def make__foreach_mul_ScalarList(op, diopiForeachMulScalarList):
 
 
 # _foreach_mul.Tensor(Tensor[] self, Tensor other) -> Tensor[]
-def make__foreach_mul_Tensor(op, diopiForeachMulTensor):
+def make__foreach_mul_Tensor(op, diopiForeachmulTensor):
     def dipu__foreach_mul_Tensor(self, other):
         d = self[0].get_device()
         if d < 0:
@@ -4080,7 +4079,7 @@ def make__foreach_mul_Tensor(op, diopiForeachMulTensor):
             if dump or CHECK_DEVICE:
                 checked_args(op, d, dump, (self, other))
             out = [None]
-            status = diopiForeachMulTensor(contexts[d], out, self, other)
+            status = diopiForeachmulTensor(contexts[d], out, self, other)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out[0], (self, other), {})
             return out[0]
@@ -4122,7 +4121,7 @@ def make__foreach_mul__List(op, diopiForeachMulInpList):
 
 
 # _foreach_mul_.Scalar(Tensor(a!)[] self, Scalar scalar) -> ()
-def make__foreach_mul__Scalar(op, diopiForeachMulInpScalar):
+def make__foreach_mul__Scalar(op, diopiForeachmulInpScalar):
     def dipu__foreach_mul__Scalar(self, scalar):
         d = self[0].get_device()
         if d < 0:
@@ -4132,7 +4131,7 @@ def make__foreach_mul__Scalar(op, diopiForeachMulInpScalar):
             dump = env_get(DUMP_KEY) not in DUMP_OFF
             if dump or CHECK_DEVICE:
                 checked_args(op, d, dump, (self, scalar))
-            status = diopiForeachMulInpScalar(contexts[d], self, scalar)
+            status = diopiForeachmulInpScalar(contexts[d], self, scalar)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self, scalar), {})
             return None
@@ -4172,7 +4171,7 @@ def make__foreach_mul__ScalarList(op, diopiForeachMulInpScalarList):
 
 
 # _foreach_mul_.Tensor(Tensor(a!)[] self, Tensor other) -> ()
-def make__foreach_mul__Tensor(op, diopiForeachMulInpTensor):
+def make__foreach_mul__Tensor(op, diopiForeachmulInpTensor):
     def dipu__foreach_mul__Tensor(self, other):
         d = self[0].get_device()
         if d < 0:
@@ -4182,7 +4181,7 @@ def make__foreach_mul__Tensor(op, diopiForeachMulInpTensor):
             dump = env_get(DUMP_KEY) not in DUMP_OFF
             if dump or CHECK_DEVICE:
                 checked_args(op, d, dump, (self, other))
-            status = diopiForeachMulInpTensor(contexts[d], self, other)
+            status = diopiForeachmulInpTensor(contexts[d], self, other)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self, other), {})
             return None
@@ -5310,7 +5309,7 @@ def make__fused_adam_(op, diopiFusedAdam):
             dump = env_get(DUMP_KEY) not in DUMP_OFF
             if dump or CHECK_DEVICE:
                 checked_args(op, d, dump, (self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf))
-            status = diopiFusedAdam(contexts[d], self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf)
+            status = diopiFusedAdam(contexts[d], self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2, eps, weight_decay, amsgrad, maximize, grad_scale, found_inf)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps), {'lr': lr, 'beta1': beta1, 'beta2': beta2, 'weight_decay': weight_decay, 'eps': eps, 'amsgrad': amsgrad, 'maximize': maximize, 'grad_scale': grad_scale, 'found_inf': found_inf})
             return None
@@ -5337,7 +5336,7 @@ def make__fused_adam__tensor_lr(op, diopiFusedAdamTensorLr):
             dump = env_get(DUMP_KEY) not in DUMP_OFF
             if dump or CHECK_DEVICE:
                 checked_args(op, d, dump, (self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf))
-            status = diopiFusedAdamTensorLr(contexts[d], self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf)
+            status = diopiFusedAdamTensorLr(contexts[d], self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2, eps, weight_decay, amsgrad, maximize, grad_scale, found_inf)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps), {'lr': lr, 'beta1': beta1, 'beta2': beta2, 'weight_decay': weight_decay, 'eps': eps, 'amsgrad': amsgrad, 'maximize': maximize, 'grad_scale': grad_scale, 'found_inf': found_inf})
             return None
@@ -5364,7 +5363,7 @@ def make__fused_adamw_(op, diopiFusedAdamW):
             dump = env_get(DUMP_KEY) not in DUMP_OFF
             if dump or CHECK_DEVICE:
                 checked_args(op, d, dump, (self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf))
-            status = diopiFusedAdamW(contexts[d], self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf)
+            status = diopiFusedAdamW(contexts[d], self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2, eps, weight_decay, amsgrad, maximize, grad_scale, found_inf)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps), {'lr': lr, 'beta1': beta1, 'beta2': beta2, 'weight_decay': weight_decay, 'eps': eps, 'amsgrad': amsgrad, 'maximize': maximize, 'grad_scale': grad_scale, 'found_inf': found_inf})
             return None
@@ -5391,7 +5390,7 @@ def make__fused_adamw__tensor_lr(op, diopiFusedAdamWTensorLr):
             dump = env_get(DUMP_KEY) not in DUMP_OFF
             if dump or CHECK_DEVICE:
                 checked_args(op, d, dump, (self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf))
-            status = diopiFusedAdamWTensorLr(contexts[d], self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf)
+            status = diopiFusedAdamWTensorLr(contexts[d], self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2, eps, weight_decay, amsgrad, maximize, grad_scale, found_inf)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps), {'lr': lr, 'beta1': beta1, 'beta2': beta2, 'weight_decay': weight_decay, 'eps': eps, 'amsgrad': amsgrad, 'maximize': maximize, 'grad_scale': grad_scale, 'found_inf': found_inf})
             return None
@@ -6624,7 +6623,7 @@ def make__thnn_fused_lstm_cell_backward_impl(op, diopiLstmCellBackward):
 
 
 # _unique2(Tensor self, bool sorted=True, bool return_inverse=False, bool return_counts=False) -> (Tensor, Tensor, Tensor)
-def make__unique2(op, diopiUnique):
+def make__unique2(op, diopiUniqueInverseCounts):
     def dipu__unique2(self, sorted=True, return_inverse=False, return_counts=False):
         try:
             d = self.get_device()
@@ -6640,7 +6639,7 @@ def make__unique2(op, diopiUnique):
             out = [None]
             inverse = [None]
             counts = [None]
-            status = diopiUnique(contexts[d], out, inverse, counts, self, None, sorted, return_inverse, return_counts)
+            status = diopiUniqueInverseCounts(contexts[d], out, inverse, counts, self, None, sorted, return_inverse, return_counts)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (out[0], inverse[0], counts[0]), (self, sorted, return_inverse, return_counts), {})
             return (out[0], inverse[0], counts[0])
@@ -7143,7 +7142,7 @@ def make_acosh_(op, diopiAcoshInp):
 
 
 # adaptive_max_pool2d(Tensor self, int[2] output_size) -> (Tensor, Tensor)
-def make_adaptive_max_pool2d(op, diopiAdaptiveMaxPool2d):
+def make_adaptive_max_pool2d(op, diopiAdaptiveMaxPool2dWithIndices):
     def dipu_adaptive_max_pool2d(self, output_size):
         try:
             d = self.get_device()
@@ -7156,7 +7155,7 @@ def make_adaptive_max_pool2d(op, diopiAdaptiveMaxPool2d):
             dump = env_get(DUMP_KEY) not in DUMP_OFF
             if dump or CHECK_DEVICE:
                 checked_args(op, d, dump, (self, output_size))
-            status, result = impl_dipu_ops_memory_format_adaptive_max_pool2d(diopiAdaptiveMaxPool2d, contexts[d], self, output_size)
+            status, result = impl_dipu_ops_memory_format_adaptive_max_pool2d(diopiAdaptiveMaxPool2dWithIndices, contexts[d], self, output_size)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, result, (self, output_size), {})
             return result
@@ -7173,7 +7172,7 @@ def make_adaptive_max_pool2d(op, diopiAdaptiveMaxPool2d):
 
 
 # adaptive_max_pool2d.out(Tensor self, int[2] output_size, *, Tensor(a!) out, Tensor(b!) indices) -> (Tensor(a!), Tensor(b!))
-def make_adaptive_max_pool2d_out(op, diopiAdaptiveMaxPool2d):
+def make_adaptive_max_pool2d_out(op, diopiAdaptiveMaxPool2dWithIndices):
     def dipu_adaptive_max_pool2d_out(self, output_size, *, out, indices):
         try:
             d = self.get_device()
@@ -7187,7 +7186,7 @@ def make_adaptive_max_pool2d_out(op, diopiAdaptiveMaxPool2d):
             if dump or CHECK_DEVICE:
                 checked_args(op, d, dump, (self, output_size, out, indices))
             resize_outputs((out, indices), meta_adaptive_max_pool2d(self, output_size))
-            status = diopiAdaptiveMaxPool2d(contexts[d], out, indices, self, output_size)
+            status = diopiAdaptiveMaxPool2dWithIndices(contexts[d], out, indices, self, output_size)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (out, indices), (self, output_size), {'out': out, 'indices': indices})
             return (out, indices)
@@ -7267,7 +7266,7 @@ def make_adaptive_max_pool2d_backward_grad_input(op, diopiAdaptiveMaxPool2dBackw
 
 
 # adaptive_max_pool3d(Tensor self, int[3] output_size) -> (Tensor, Tensor)
-def make_adaptive_max_pool3d(op, diopiAdaptiveMaxPool3d):
+def make_adaptive_max_pool3d(op, diopiAdaptiveMaxPool3dWithIndices):
     def dipu_adaptive_max_pool3d(self, output_size):
         try:
             d = self.get_device()
@@ -7284,7 +7283,7 @@ def make_adaptive_max_pool3d(op, diopiAdaptiveMaxPool3d):
                 out, indices = allocate(meta_adaptive_max_pool3d(self, output_size), d)
             else:
                 out, indices = allocate_strided(meta_adaptive_max_pool3d(self, output_size), strides_adaptive_max_pool3d(self, output_size), d)
-            status = diopiAdaptiveMaxPool3d(contexts[d], out, indices, self, output_size)
+            status = diopiAdaptiveMaxPool3dWithIndices(contexts[d], out, indices, self, output_size)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (out, indices), (self, output_size), {})
             return (out, indices)
@@ -7301,7 +7300,7 @@ def make_adaptive_max_pool3d(op, diopiAdaptiveMaxPool3d):
 
 
 # adaptive_max_pool3d.out(Tensor self, int[3] output_size, *, Tensor(a!) out, Tensor(b!) indices) -> (Tensor(a!), Tensor(b!))
-def make_adaptive_max_pool3d_out(op, diopiAdaptiveMaxPool3d):
+def make_adaptive_max_pool3d_out(op, diopiAdaptiveMaxPool3dWithIndices):
     def dipu_adaptive_max_pool3d_out(self, output_size, *, out, indices):
         try:
             d = self.get_device()
@@ -7315,7 +7314,7 @@ def make_adaptive_max_pool3d_out(op, diopiAdaptiveMaxPool3d):
             if dump or CHECK_DEVICE:
                 checked_args(op, d, dump, (self, output_size, out, indices))
             resize_outputs((out, indices), meta_adaptive_max_pool3d(self, output_size))
-            status = diopiAdaptiveMaxPool3d(contexts[d], out, indices, self, output_size)
+            status = diopiAdaptiveMaxPool3dWithIndices(contexts[d], out, indices, self, output_size)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (out, indices), (self, output_size), {'out': out, 'indices': indices})
             return (out, indices)
@@ -8334,7 +8333,7 @@ def make_amax(op, diopiAmax):
                 out = empty(shape, dtype, d)
             else:
                 out = empty_strided(shape, dtype, d, strides_amax(self, dim, keepdim))
-            status = diopiAmax(contexts[d], out, self, dim)
+            status = diopiAmax(contexts[d], out, self, dim, keepdim)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, keepdim), {})
             return out
@@ -8367,7 +8366,7 @@ def make_amax_out(op, diopiAmax):
             shape, dtype = meta_amax(self, dim, keepdim)
             if out.shape != shape:
                 out.resize_(shape)
-            status = diopiAmax(contexts[d], out, self, dim)
+            status = diopiAmax(contexts[d], out, self, dim, keepdim)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, keepdim), {'out': out})
             return out
@@ -13953,7 +13952,7 @@ def make_embedding_dense_backward(op, diopiEmbeddingBackward):
                 out = empty(shape, dtype, d)
             else:
                 out = empty_strided(shape, dtype, d, strides_embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq))
-            status = diopiEmbeddingBackward(contexts[d], out, grad_output, indices, num_weights, padding_idx, scale_grad_by_freq)
+            status = diopiEmbeddingBackward(contexts[d], out, grad_output, indices, num_weights, padding_idx, scale_grad_by_freq, False)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (grad_output, indices, num_weights, padding_idx, scale_grad_by_freq), {})
             return out
@@ -16351,7 +16350,7 @@ def make_glu_backward_grad_input(op, diopiGluBackward):
 
 
 # grid_sampler_2d(Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners) -> Tensor
-def make_grid_sampler_2d(op, diopiGridSample):
+def make_grid_sampler_2d(op, diopiGridSampler):
     def dipu_grid_sampler_2d(input, grid, interpolation_mode, padding_mode, align_corners):
         try:
             d = input.get_device()
@@ -16369,7 +16368,7 @@ def make_grid_sampler_2d(op, diopiGridSample):
                 out = empty(shape, dtype, d)
             else:
                 out = empty_strided(shape, dtype, d, strides_grid_sampler_2d(input, grid, interpolation_mode, padding_mode, align_corners))
-            status = diopiGridSample(contexts[d], out, input, grid, interpolation_mode, padding_mode, align_corners)
+            status = diopiGridSampler(contexts[d], out, input, grid, interpolation_mode, padding_mode, align_corners)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (input, grid, interpolation_mode, padding_mode, align_corners), {})
             return out
@@ -16386,7 +16385,7 @@ def make_grid_sampler_2d(op, diopiGridSample):
 
 
 # grid_sampler_2d_backward(Tensor grad_output, Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners, bool[2] output_mask) -> (Tensor, Tensor)
-def make_grid_sampler_2d_backward(op, diopiGridSampleBackward):
+def make_grid_sampler_2d_backward(op, diopiGridSamplerBackward):
     def dipu_grid_sampler_2d_backward(grad_output, input, grid, interpolation_mode, padding_mode, align_corners, output_mask):
         try:
             d = grad_output.get_device()
@@ -16403,7 +16402,7 @@ def make_grid_sampler_2d_backward(op, diopiGridSampleBackward):
                 grad_input, grad_grid = allocate(meta_grid_sampler_2d_backward(grad_output, input, grid, interpolation_mode, padding_mode, align_corners, output_mask), d)
             else:
                 grad_input, grad_grid = allocate_strided(meta_grid_sampler_2d_backward(grad_output, input, grid, interpolation_mode, padding_mode, align_corners, output_mask), strides_grid_sampler_2d_backward(grad_output, input, grid, interpolation_mode, padding_mode, align_corners, output_mask), d)
-            status = diopiGridSampleBackward(contexts[d], grad_input, grad_grid, grad_output, input, grid, interpolation_mode, padding_mode, align_corners)
+            status = diopiGridSamplerBackward(contexts[d], grad_input, grad_grid, grad_output, input, grid, interpolation_mode, padding_mode, align_corners)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (grad_input, grad_grid), (grad_output, input, grid, interpolation_mode, padding_mode, align_corners, output_mask), {})
             return (grad_input, grad_grid)
@@ -19645,7 +19644,7 @@ def make_linalg_lu_solve_out(op, diopiLinalgLuSolve):
 
 
 # linalg_qr(Tensor A, str mode="reduced") -> (Tensor Q, Tensor R)
-def make_linalg_qr(op, diopiLinalgQr):
+def make_linalg_qr(op, diopiLinalgQR):
     def dipu_linalg_qr(A, mode='reduced'):
         try:
             d = A.get_device()
@@ -19662,7 +19661,7 @@ def make_linalg_qr(op, diopiLinalgQr):
                 Q, R = allocate(meta_linalg_qr(A, mode), d)
             else:
                 Q, R = allocate_strided(meta_linalg_qr(A, mode), strides_linalg_qr(A, mode), d)
-            status = diopiLinalgQr(contexts[d], Q, R, A, mode)
+            status = diopiLinalgQR(contexts[d], A, mode, Q, R)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (Q, R), (A, mode), {})
             return (Q, R)
@@ -19679,7 +19678,7 @@ def make_linalg_qr(op, diopiLinalgQr):
 
 
 # linalg_qr.out(Tensor A, str mode="reduced", *, Tensor(a!) Q, Tensor(b!) R) -> (Tensor(a!) Q, Tensor(b!) R)
-def make_linalg_qr_out(op, diopiLinalgQr):
+def make_linalg_qr_out(op, diopiLinalgQR):
     def dipu_linalg_qr_out(A, mode='reduced', *, Q, R):
         try:
             d = A.get_device()
@@ -19693,7 +19692,7 @@ def make_linalg_qr_out(op, diopiLinalgQr):
             if dump or CHECK_DEVICE:
                 checked_args(op, d, dump, (A, mode, Q, R))
             resize_outputs((Q, R), meta_linalg_qr(A, mode))
-            status = diopiLinalgQr(contexts[d], Q, R, A, mode)
+            status = diopiLinalgQR(contexts[d], A, mode, Q, R)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (Q, R), (A, mode), {'Q': Q, 'R': R})
             return (Q, R)
@@ -23862,14 +23861,10 @@ def make_native_dropout(op, diopiDropout):
             dump = env_get(DUMP_KEY) not in DUMP_OFF
             if dump or CHECK_DEVICE:
                 checked_args(op, d, dump, (input, p, train))
-            if input.is_contiguous():
-                out, mask = allocate(shape_dropout(input, p, train), d)
-            else:
-                out, mask = allocate_strided(shape_dropout(input, p, train), strides_native_dropout(input, p, train), d)
-            status = diopiDropout(contexts[d], out, mask, input, p, train, None)
+            status, result = impl_dipu_ops_dropout_native_dropout(diopiDropout, contexts[d], input, p, train)
             if status or SYNC or dump:
-                return finished(status, op, d, dump, (out, mask), (input, p, train), {})
-            return (out, mask)
+                return finished(status, op, d, dump, result, (input, p, train), {})
+            return result
         except Exception as error:
             if has_numbers(op, (input, p, train)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_native_dropout, (input, p, train), {})
@@ -23969,7 +23964,7 @@ def make_native_group_norm_backward(op, diopiGroupNormBackward):
                 grad_input, grad_weight, grad_bias = allocate(meta_native_group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, group, output_mask), d)
             else:
                 grad_input, grad_weight, grad_bias = allocate_strided(meta_native_group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, group, output_mask), strides_native_group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, group, output_mask), d)
-            status = diopiGroupNormBackward(contexts[d], grad_input, grad_weight, grad_bias, grad_out, input, mean, rstd, weight, group)
+            status = diopiGroupNormBackward(contexts[d], grad_input, grad_weight, grad_bias, grad_out, input, weight, mean, rstd, group)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (grad_input, grad_weight, grad_bias), (grad_out, input, mean, rstd, weight, N, C, HxW, group, output_mask), {})
             return (grad_input, grad_weight, grad_bias)
@@ -25716,7 +25711,7 @@ def make_random(op, diopiRandomInp):
                 out = empty(shape, dtype, d)
             else:
                 out = empty_strided(shape, dtype, d, strides_random(self, generator))
-            status = diopiRandomInp(contexts[d], out, None, None, generator)
+            status = diopiRandomInp(contexts[d], out, 0, None, generator)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'generator': generator})
             return out
@@ -25817,7 +25812,7 @@ def make_random_out(op, diopiRandomInp):
             shape, dtype = shape_unary(self, generator)
             if out.shape != shape:
                 out.resize_(shape)
-            status = diopiRandomInp(contexts[d], out, None, None, generator)
+            status = diopiRandomInp(contexts[d], out, 0, None, generator)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'generator': generator, 'out': out})
             return out
@@ -25852,7 +25847,7 @@ def make_random_to(op, diopiRandomInp):
                 out = empty(shape, dtype, d)
             else:
                 out = empty_strided(shape, dtype, d, strides_random_to(self, to, generator))
-            status = diopiRandomInp(contexts[d], out, None, to, generator)
+            status = diopiRandomInp(contexts[d], out, 0, to, generator)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, to), {'generator': generator})
             return out
@@ -25885,7 +25880,7 @@ def make_random_to_out(op, diopiRandomInp):
             shape, dtype = shape_unary(self, to, generator)
             if out.shape != shape:
                 out.resize_(shape)
-            status = diopiRandomInp(contexts[d], out, None, to, generator)
+            status = diopiRandomInp(contexts[d], out, 0, to, generator)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, to), {'generator': generator, 'out': out})
             return out
@@ -25915,7 +25910,7 @@ def make_random_(op, diopiRandomInp):
             shape, dtype = shape_unary(self, generator)
             if shape != self.shape:
                 check_inplace_shape(op, self, shape)
-            status = diopiRandomInp(contexts[d], self, None, None, generator)
+            status = diopiRandomInp(contexts[d], self, 0, None, generator)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self,), {'generator': generator})
             return self
@@ -25971,7 +25966,7 @@ def make_random__to(op, diopiRandomInp):
             shape, dtype = shape_unary(self, to, generator)
             if shape != self.shape:
                 check_inplace_shape(op, self, shape)
-            status = diopiRandomInp(contexts[d], self, None, to, generator)
+            status = diopiRandomInp(contexts[d], self, 0, to, generator)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, to), {'generator': generator})
             return self
@@ -26666,7 +26661,7 @@ def make_remainder_Scalar_out(op, diopiRemainderScalar):
 
 
 # remainder.Tensor(Tensor self, Tensor other) -> Tensor
-def make_remainder_Tensor(op, diopiRemainder, diopiRemainderScalar):
+def make_remainder_Tensor(op, diopiRemainderTensor, diopiRemainderScalar):
     def dipu_remainder_Tensor(self, other):
         try:
             d = self.get_device()
@@ -26685,7 +26680,7 @@ def make_remainder_Tensor(op, diopiRemainder, diopiRemainderScalar):
             else:
                 out = empty_strided(shape, dtype, d, strides_remainder_Tensor(self, other))
             if isinstance(other, Tensor):
-                status = diopiRemainder(contexts[d], out, self, other)
+                status = diopiRemainderTensor(contexts[d], out, self, other)
             else:
                 status = diopiRemainderScalar(contexts[d], out, self, other)
             if status or SYNC or dump:
@@ -26704,7 +26699,7 @@ def make_remainder_Tensor(op, diopiRemainder, diopiRemainderScalar):
 
 
 # remainder.Tensor_out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)
-def make_remainder_Tensor_out(op, diopiRemainder, diopiRemainderScalar):
+def make_remainder_Tensor_out(op, diopiRemainderTensor, diopiRemainderScalar):
     def dipu_remainder_Tensor_out(self, other, *, out):
         try:
             d = self.get_device()
@@ -26721,7 +26716,7 @@ def make_remainder_Tensor_out(op, diopiRemainder, diopiRemainderScalar):
             if out.shape != shape:
                 out.resize_(shape)
             if isinstance(other, Tensor):
-                status = diopiRemainder(contexts[d], out, self, other)
+                status = diopiRemainderTensor(contexts[d], out, self, other)
             else:
                 status = diopiRemainderScalar(contexts[d], out, self, other)
             if status or SYNC or dump:
@@ -27893,7 +27888,7 @@ def make_scatter_reduce(op, diopiScatter):
                 out = empty(shape, dtype, d)
             else:
                 out = empty_strided(shape, dtype, d, strides_scatter_reduce(self, dim, index, src, reduce))
-            status = diopiScatter(contexts[d], out, self, dim, index, src, reduce)
+            status = diopiScatter(contexts[d], out, self, dim, src, index, reduce)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, index, src), {'reduce': reduce})
             return out
@@ -27926,7 +27921,7 @@ def make_scatter_reduce_out(op, diopiScatter):
             shape, dtype = shape_unary(self, dim, index, src, reduce)
             if out.shape != shape:
                 out.resize_(shape)
-            status = diopiScatter(contexts[d], out, self, dim, index, src, reduce)
+            status = diopiScatter(contexts[d], out, self, dim, src, index, reduce)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, index, src), {'reduce': reduce, 'out': out})
             return out
@@ -27961,7 +27956,7 @@ def make_scatter_src(op, diopiScatter):
                 out = empty(shape, dtype, d)
             else:
                 out = empty_strided(shape, dtype, d, strides_scatter_src(self, dim, index, src))
-            status = diopiScatter(contexts[d], out, self, dim, index, src, None)
+            status = diopiScatter(contexts[d], out, self, dim, src, index, None)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, index, src), {})
             return out
@@ -27994,7 +27989,7 @@ def make_scatter_src_out(op, diopiScatter):
             shape, dtype = shape_unary(self, dim, index, src)
             if out.shape != shape:
                 out.resize_(shape)
-            status = diopiScatter(contexts[d], out, self, dim, index, src, None)
+            status = diopiScatter(contexts[d], out, self, dim, src, index, None)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, index, src), {'out': out})
             return out
@@ -28029,7 +28024,7 @@ def make_scatter_value(op, diopiScatterScalar):
                 out = empty(shape, dtype, d)
             else:
                 out = empty_strided(shape, dtype, d, strides_scatter_value(self, dim, index, value))
-            status = diopiScatterScalar(contexts[d], out, self, dim, index, value, None)
+            status = diopiScatterScalar(contexts[d], out, self, dim, value, index, None)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, index, value), {})
             return out
@@ -28062,7 +28057,7 @@ def make_scatter_value_out(op, diopiScatterScalar):
             shape, dtype = shape_unary(self, dim, index, value)
             if out.shape != shape:
                 out.resize_(shape)
-            status = diopiScatterScalar(contexts[d], out, self, dim, index, value, None)
+            status = diopiScatterScalar(contexts[d], out, self, dim, value, index, None)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, index, value), {'out': out})
             return out
@@ -28097,7 +28092,7 @@ def make_scatter_value_reduce(op, diopiScatterScalar):
                 out = empty(shape, dtype, d)
             else:
                 out = empty_strided(shape, dtype, d, strides_scatter_value_reduce(self, dim, index, value, reduce))
-            status = diopiScatterScalar(contexts[d], out, self, dim, index, value, reduce)
+            status = diopiScatterScalar(contexts[d], out, self, dim, value, index, reduce)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, index, value), {'reduce': reduce})
             return out
@@ -28130,7 +28125,7 @@ def make_scatter_value_reduce_out(op, diopiScatterScalar):
             shape, dtype = shape_unary(self, dim, index, value, reduce)
             if out.shape != shape:
                 out.resize_(shape)
-            status = diopiScatterScalar(contexts[d], out, self, dim, index, value, reduce)
+            status = diopiScatterScalar(contexts[d], out, self, dim, value, index, reduce)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, index, value), {'reduce': reduce, 'out': out})
             return out
@@ -28160,7 +28155,7 @@ def make_scatter__reduce(op, diopiScatter):
             shape, dtype = shape_unary(self, dim, index, src, reduce)
             if shape != self.shape:
                 check_inplace_shape(op, self, shape)
-            status = diopiScatter(contexts[d], self, self, dim, index, src, reduce)
+            status = diopiScatter(contexts[d], self, self, dim, src, index, reduce)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, dim, index, src), {'reduce': reduce})
             return self
@@ -28190,7 +28185,7 @@ def make_scatter__src(op, diopiScatter):
             shape, dtype = shape_unary(self, dim, index, src)
             if shape != self.shape:
                 check_inplace_shape(op, self, shape)
-            status = diopiScatter(contexts[d], self, self, dim, index, src, None)
+            status = diopiScatter(contexts[d], self, self, dim, src, index, None)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, dim, index, src), {})
             return self
@@ -28220,7 +28215,7 @@ def make_scatter__value(op, diopiScatterScalar):
             shape, dtype = shape_unary(self, dim, index, value)
             if shape != self.shape:
                 check_inplace_shape(op, self, shape)
-            status = diopiScatterScalar(contexts[d], self, self, dim, index, value, None)
+            status = diopiScatterScalar(contexts[d], self, self, dim, value, index, None)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, dim, index, value), {})
             return self
@@ -28250,7 +28245,7 @@ def make_scatter__value_reduce(op, diopiScatterScalar):
             shape, dtype = shape_unary(self, dim, index, value, reduce)
             if shape != self.shape:
                 check_inplace_shape(op, self, shape)
-            status = diopiScatterScalar(contexts[d], self, self, dim, index, value, reduce)
+            status = diopiScatterScalar(contexts[d], self, self, dim, value, index, reduce)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, dim, index, value), {'reduce': reduce})
             return self
@@ -28285,7 +28280,7 @@ def make_scatter_add(op, diopiScatter):
                 out = empty(shape, dtype, d)
             else:
                 out = empty_strided(shape, dtype, d, strides_scatter_add(self, dim, index, src))
-            status = diopiScatter(contexts[d], out, self, dim, index, src, 'add')
+            status = diopiScatter(contexts[d], out, self, dim, src, index, 'add')
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, index, src), {})
             return out
@@ -28318,7 +28313,7 @@ def make_scatter_add_out(op, diopiScatter):
             shape, dtype = shape_unary(self, dim, index, src)
             if out.shape != shape:
                 out.resize_(shape)
-            status = diopiScatter(contexts[d], out, self, dim, index, src, 'add')
+            status = diopiScatter(contexts[d], out, self, dim, src, index, 'add')
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, index, src), {'out': out})
             return out
@@ -28348,7 +28343,7 @@ def make_scatter_add_(op, diopiScatter):
             shape, dtype = shape_unary(self, dim, index, src)
             if shape != self.shape:
                 check_inplace_shape(op, self, shape)
-            status = diopiScatter(contexts[d], self, self, dim, index, src, 'add')
+            status = diopiScatter(contexts[d], self, self, dim, src, index, 'add')
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, dim, index, src), {})
             return self
@@ -31444,7 +31439,7 @@ def make_unique_consecutive(op, diopiUniqueConsecutive):
 
 
 # unique_dim(Tensor self, int dim, bool sorted=True, bool return_inverse=False, bool return_counts=False) -> (Tensor, Tensor, Tensor)
-def make_unique_dim(op, diopiUnique):
+def make_unique_dim(op, diopiUniqueInverseCounts):
     def dipu_unique_dim(self, dim, sorted=True, return_inverse=False, return_counts=False):
         try:
             d = self.get_device()
@@ -31460,7 +31455,7 @@ def make_unique_dim(op, diopiUnique):
             out = [None]
             inverse = [None]
             counts = [None]
-            status = diopiUnique(contexts[d], out, inverse, counts, self, dim, sorted, return_inverse, return_counts)
+            status = diopiUniqueInverseCounts(contexts[d], out, inverse, counts, self, dim, sorted, return_inverse, return_counts)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (out[0], inverse[0], counts[0]), (self, dim, sorted, return_inverse, return_counts), {})
             return (out[0], inverse[0], counts[0])

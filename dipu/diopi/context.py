@@ -19,23 +19,48 @@ from dipu._core import _C
 
 
 class Status(enum.IntEnum):
+    """DIOPI's ``diopiError_t``, with its values: a C library returns them as they are."""
+
     SUCCESS = 0
     ERROR_OCCURRED = 1
-    NOT_IMPLEMENTED = 2
-    DTYPE_NOT_SUPPORTED = 3
-    FORCE_FALLBACK = 4
+    NOT_INITED = 2
+    NO_REGISTERED_STREAM_CREATE_FUNCTION = 3
+    NO_REGISTERED_STREAM_DESTROY_FUNCTION = 4
+    NO_REGISTERED_STREAM_SYNC_FUNCTION = 5
+    NO_REGISTERED_DEVICE_MEMORY_MALLOC_FUNCTION = 6
+    NO_REGISTERED_DEVICE_MEMORY_FREE_FUNCTION = 7
+    NO_REGISTERED_DEVICE_TO_DEVICE_MEMORY_COPY_FUNCTION = 8
+    NO_REGISTERED_DEVICE_TO_HOST_MEMORY_COPY_FUNCTION = 9
+    NO_REGISTERED_HOST_TO_DEVICE_MEMORY_COPY_FUNCTION = 10
+    NO_REGISTERED_GET_LAST_ERROR_FUNCTION = 11
+    FIVE_D_NOT_SUPPORTED = 12
+    NOT_IMPLEMENTED = 13
+    FORCE_FALLBACK = 14
+    DTYPE_NOT_SUPPORTED = 1000
 
     @property
     def text(self) -> str:
+        """The C enumerator's name, as DIOPI's diopirt.h spells it."""
         return _STATUS_TEXT[self]
 
 
 _STATUS_TEXT = {
     Status.SUCCESS: "diopiSuccess",
     Status.ERROR_OCCURRED: "diopiErrorOccurred",
+    Status.NOT_INITED: "diopiNotInited",
+    Status.NO_REGISTERED_STREAM_CREATE_FUNCTION: "diopiNoRegisteredStreamCreateFunction",
+    Status.NO_REGISTERED_STREAM_DESTROY_FUNCTION: "diopiNoRegisteredStreamDestoryFunction",  # DIOPI's spelling
+    Status.NO_REGISTERED_STREAM_SYNC_FUNCTION: "diopiNoRegisteredStreamSyncFunction",
+    Status.NO_REGISTERED_DEVICE_MEMORY_MALLOC_FUNCTION: "diopiNoRegisteredDeviceMemoryMallocFunction",
+    Status.NO_REGISTERED_DEVICE_MEMORY_FREE_FUNCTION: "diopiNoRegisteredDeviceMemoryFreeFunction",
+    Status.NO_REGISTERED_DEVICE_TO_DEVICE_MEMORY_COPY_FUNCTION: "diopiNoRegisteredDevice2DdeviceMemoryCopyFunction",
+    Status.NO_REGISTERED_DEVICE_TO_HOST_MEMORY_COPY_FUNCTION: "diopiNoRegisteredDevice2HostMemoryCopyFunction",
+    Status.NO_REGISTERED_HOST_TO_DEVICE_MEMORY_COPY_FUNCTION: "diopiNoRegisteredHost2DeviceMemoryCopyFunction",
+    Status.NO_REGISTERED_GET_LAST_ERROR_FUNCTION: "diopiNoRegisteredGetLastErrorFunction",
+    Status.FIVE_D_NOT_SUPPORTED: "diopi5DNotSupported",
     Status.NOT_IMPLEMENTED: "diopiNoImplement",
-    Status.DTYPE_NOT_SUPPORTED: "diopiDtypeNotSupported",
     Status.FORCE_FALLBACK: "diopiForceFallbackToCPU",
+    Status.DTYPE_NOT_SUPPORTED: "diopiDtypeNotSupported",
 }
 
 SUCCESS = Status.SUCCESS

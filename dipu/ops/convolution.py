@@ -73,12 +73,13 @@ def convolution_backward(diopi, diopi_transposed, ctx, grad_output, input, weigh
     grad_weight = empty(weight.shape, weight.dtype, d, layout) if output_mask[1] else None
     channels = weight.shape[1] * groups if transposed else weight.shape[0]
     grad_bias = _C.empty([channels], weight.dtype, d) if output_mask[2] else None
+    bias_sizes = [channels] if output_mask[2] else None  # DIOPI's sign that the forward had a bias
     if transposed:
-        status = diopi_transposed(ctx, grad_input, grad_weight, grad_bias, grad_output, input, weight, stride,
-                                  padding, dilation, output_padding, groups)
+        status = diopi_transposed(ctx, grad_input, grad_weight, grad_bias, grad_output, input, weight, bias_sizes,
+                                  stride, padding, dilation, output_padding, groups)
         return status, (grad_input, grad_weight, grad_bias)
-    status = diopi(ctx, grad_input, grad_weight, grad_bias, grad_output, input, weight, stride, padding,
-                   dilation, groups)
+    status = diopi(ctx, grad_input, grad_weight, grad_bias, grad_output, input, weight, bias_sizes, stride,
+                   padding, dilation, groups)
     return status, (grad_input, grad_weight, grad_bias)
 
 

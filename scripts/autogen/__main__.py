@@ -1,4 +1,4 @@
-"""python -m dipugen: generate dipu/_generated/ from diopi_functions.yaml.
+"""python -m dipugen: generate dipu/_generated/ from diopi_functions.yaml, and dipu's C header of the proto.
 
 Note [The generator does not import dipu]
 The generator reads the installed torch's schemas, and ``import torch`` would load dipu through the
@@ -20,6 +20,7 @@ if "torch" not in sys.modules:
 import torch  # noqa: E402
 
 from . import REFERENCE_TORCH, emit, schemas, spec  # noqa: E402
+from .dest import c_header  # noqa: E402
 
 REPO = spec.REPO
 
@@ -63,8 +64,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     for name, reason in sorted(unmatched.items()):
         print(f"not generated for torch {installed}: {reason}", file=sys.stderr)
+    header = REPO.joinpath(*c_header.PATH) if args.out is None else None  # goes with the reviewed copy
     if args.check:
         stale = emit.stale_files(out, files)
+        if header is not None and (not header.is_file() or header.read_text() != emit.c_header()):
+            stale.append(header)
         for path in stale:
             print(f"stale: {_relative(path)}", file=sys.stderr)
         if stale:
@@ -72,6 +76,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if stale else 0
     for path in emit.write(out, files):
         print(f"wrote {_relative(path)}")
+    if header is not None and (not header.is_file() or header.read_text() != emit.c_header()):
+        header.parent.mkdir(parents=True, exist_ok=True)
+        header.write_text(emit.c_header())
+        print(f"wrote {_relative(header)}")
     return 0
 
 

@@ -66,6 +66,8 @@ class Param:
     name: str
     kind: Kind
     optional: bool = False
+    # the C type where DIOPI's proto fixes another than the kind's (Note [The C form of a proto function])
+    c_type: str | None = None
 
     def __str__(self) -> str:
         return f"{self.kind.value}{'?' if self.optional else ''} {self.name}"
@@ -87,8 +89,8 @@ class Function:
 
 
 def _param(kind: Kind):
-    def make(name: str, optional: bool = False) -> Param:
-        return Param(name, kind, optional)
+    def make(name: str, optional: bool = False, c_type: str | None = None) -> Param:
+        return Param(name, kind, optional, c_type)
 
     return make
 
@@ -150,13 +152,15 @@ _DECLARATIONS = [
     Function("diopiArange", (Out("out"), Scalar("start"), Scalar("end"), Scalar("step"))),
     Function("diopiNonzero", (Alloc("out"), In("input"))),
     Function("diopiMaskedSelect", (Alloc("out"), In("input"), In("mask"))),
-    Function("diopiUnique", (
+    # not DeepLink's diopiUnique (that one fills a preallocated inverse between allocated outputs)
+    Function("diopiUniqueInverseCounts", (
         Alloc("out"), Alloc("inverse"), Alloc("counts"), In("input"), Int("dim", optional=True),
         Bool("sorted"), Bool("return_inverse"), Bool("return_counts"))),
     Function("diopiEmbedding", (
         Out("out"), In("weight"), In("indices"), Int("padding_idx"), Bool("scale_grad_by_freq"), Bool("sparse"))),
     Function("diopiEmbeddingBackward", (
-        Out("out"), In("grad"), In("indices"), Int("num_weights"), Int("padding_idx"), Bool("scale_grad_by_freq"))),
+        Out("out"), In("grad"), In("indices"), Int("num_weights"), Int("padding_idx"), Bool("scale_grad_by_freq"),
+        Bool("sparse"))),
     # ---- linear algebra ----------------------------------------------------------
     Function("diopiMm", (Out("out"), In("input"), In("mat2"))),
     Function("diopiBmm", (Out("out"), In("input"), In("mat2"))),
@@ -167,7 +171,7 @@ _DECLARATIONS = [
         Sizes("stride"), Sizes("padding"), Sizes("dilation"), Int("groups"))),
     Function("diopiConvolution2dBackward", (
         Out("grad_input", optional=True), Out("grad_weight", optional=True), Out("grad_bias", optional=True),
-        In("grad_output"), In("input"), In("weight"),
+        In("grad_output"), In("input"), In("weight"), Sizes("bias_sizes", optional=True, c_type="diopiSize_t*"),
         Sizes("stride"), Sizes("padding"), Sizes("dilation"), Int("groups"))),
     Function("diopiMaxPool2dWithIndices", (
         Out("out"), Out("indices"), In("input"),
@@ -219,7 +223,8 @@ _DECLARATIONS = [
         In("attn_bias", optional=True), In("out"), In("logsumexp"), Float("dropout_p"), Bool("is_causal"),
         Float("scale"), Gen("generator", optional=True))),
     # ---- random (generator None: the device's default generator) -------------------------
-    Function("diopiDropout", (Out("out"), Out("mask"), In("input"), Float("p"), Bool("train", optional=True), Gen("generator", optional=True))),
+    Function("diopiDropout", (
+        Out("out"), Out("mask"), In("input"), Float("p"), Bool("train"), Gen("generator", optional=True))),
     Function("diopiDropoutBackward", (Out("grad_input"), In("grad_output"), In("mask"), Float("scale"))),
     Function("diopiBernoulliScalar", (Out("out"), Float("p"), Gen("generator", optional=True))),
     Function("diopiUniformInp", (Out("inout"), Float("from_"), Float("to"), Gen("generator", optional=True))),
@@ -300,7 +305,7 @@ _DECLARATIONS = [
     # ---- coverage: reductions, sorting, indexing, joining, shape ops, nn layers and losses ----
     # reductions and scans (a reduction's output rank says whether dims are kept)
     Function("diopiProd", (Out("out"), In("input"), Int("dim", optional=True))),
-    Function("diopiAmax", (Out("out"), In("input"), Sizes("dim"))),
+    Function("diopiAmax", (Out("out"), In("input"), Sizes("dim"), Bool("keepdim"))),
     Function("diopiAmin", (Out("out"), In("input"), Sizes("dim"))),
     Function("diopiMin", (Out("min"), Out("min_indices"), In("input"), Int("dim"))),
     Function("diopiMinAll", (Out("min"), In("input"))),
@@ -344,10 +349,11 @@ _DECLARATIONS = [
     Function("diopiIndex", (Alloc("out"), In("input"), Tensors("indices"))),
     Function("diopiIndexPut", (Out("out"), In("input"), In("values"), Tensors("indices"), Bool("accumulate"))),
     Function("diopiIndexPutInp", (Out("input"), In("values"), Tensors("indices"), Bool("accumulate"))),
+    # DIOPI's order: the source before the index
     Function("diopiScatter", (
-        Out("out"), In("input"), Int("dim"), In("index"), In("src"), String("reduce", optional=True))),
+        Out("out"), In("input"), Int("dim"), In("src"), In("index"), String("reduce", optional=True))),
     Function("diopiScatterScalar", (
-        Out("out"), In("input"), Int("dim"), In("index"), Scalar("value"), String("reduce", optional=True))),
+        Out("out"), In("input"), Int("dim"), Scalar("value"), In("index"), String("reduce", optional=True))),
     Function("diopiScatterReduce", (
         Out("out"), In("input"), Int("dim"), In("index"), In("src"), String("reduce"), Bool("include_self"))),
     Function("diopiGather", (Out("out"), In("input"), Int("dim"), In("index"))),
@@ -368,7 +374,7 @@ _DECLARATIONS = [
     Function("diopiRoll", (Out("out"), In("input"), Sizes("shifts"), Sizes("dims"))),
     Function("diopiRepeat", (Out("out"), In("input"), Sizes("repeats_size"))),
     Function("diopiTril", (Out("out"), In("input"), Int("diagonal"))),
-    Function("diopiPad", (Out("out"), In("input"), Sizes("pad"), String("mode"), Scalar("value", optional=True))),
+    Function("diopiPad", (Out("out"), In("input"), Sizes("pad"), String("mode"), Float("value", optional=True))),
     Function("diopiPadBackward", (Out("grad_input"), In("grad_output"), In("input"), Sizes("pad"), String("mode"))),
     Function("diopiUpsampleNearest1d", (Out("out"), In("input"), Sizes("size"), Float("scales", optional=True))),
     Function("diopiUpsampleNearest2d", (
@@ -397,7 +403,7 @@ _DECLARATIONS = [
     Function("diopiMv", (Out("out"), In("input"), In("vec"))),
     Function("diopiAddmv", (Out("out"), In("input"), In("mat"), In("vec"), Scalar("beta"), Scalar("alpha"))),
     Function("diopiAddbmm", (Out("out"), In("input"), In("batch1"), In("batch2"), Scalar("beta"), Scalar("alpha"))),
-    Function("diopiBaddbmm", (Out("out"), In("input"), In("batch1"), In("batch2"), Scalar("beta"), Scalar("alpha"))),
+    Function("diopiBaddbmm", (Out("out"), In("input"), In("batch1"), In("batch2"), Float("beta"), Float("alpha"))),
     Function("diopiAddr", (Out("out"), In("input"), In("vec1"), In("vec2"), Scalar("beta"), Scalar("alpha"))),
     # nn layers and losses
     Function("diopiGroupNorm", (
@@ -405,8 +411,8 @@ _DECLARATIONS = [
         In("bias", optional=True), Int("num_groups"), Float("eps"))),
     Function("diopiGroupNormBackward", (
         Out("grad_input", optional=True), Out("grad_weight", optional=True), Out("grad_bias", optional=True),
-        In("grad_output"), In("input"), In("mean"), In("rstd"), In("weight", optional=True), Int("num_groups"))),
-    Function("diopiAdaptiveMaxPool2d", (Out("out"), Out("indices"), In("input"), Sizes("output_size"))),
+        In("grad_output"), In("input"), In("weight", optional=True), In("mean"), In("rstd"), Int("num_groups"))),
+    Function("diopiAdaptiveMaxPool2dWithIndices", (Out("out"), Out("indices"), In("input"), Sizes("output_size"))),
     Function("diopiAdaptiveMaxPool2dBackward", (Out("grad_input"), In("grad_output"), In("input"), In("indices"))),
     Function("diopiSmoothL1Loss", (Out("out"), In("input"), In("target"), Reduction("reduction"), Float("beta"))),
     Function("diopiSmoothL1LossBackward", (
@@ -428,8 +434,8 @@ _DECLARATIONS = [
         Sizes("output_padding"), Int("groups"), Sizes("dilation"))),
     Function("diopiConvTranspose2dBackward", (
         Out("grad_input", optional=True), Out("grad_weight", optional=True), Out("grad_bias", optional=True),
-        In("grad_output"), In("input"), In("weight"), Sizes("stride"), Sizes("padding"), Sizes("dilation"),
-        Sizes("output_padding"), Int("groups"))),
+        In("grad_output"), In("input"), In("weight"), Sizes("bias_sizes", optional=True, c_type="diopiSize_t*"),
+        Sizes("stride"), Sizes("padding"), Sizes("dilation"), Sizes("output_padding"), Int("groups"))),
     Function("diopiNansum", (Out("out"), In("input"), Sizes("dim", optional=True))),
     Function("diopiMode", (Out("values"), Out("indices"), In("input"), Int("dim"))),
     Function("diopiNanmedian", (Out("values"), Out("indices"), In("input"), Int("dim"))),
@@ -462,9 +468,10 @@ _DECLARATIONS = [
     Function("diopiUpsampleBicubic2d", (
         Out("out"), In("input"), Sizes("size"), Bool("align_corners"),
         Float("scales_h", optional=True), Float("scales_w", optional=True))),
-    Function("diopiGridSample", (
+    # not DeepLink's diopiGridSample(out, input, grid, mode), which has no padding mode or align_corners
+    Function("diopiGridSampler", (
         Out("out"), In("input"), In("grid"), Int("interpolation_mode"), Int("padding_mode"), Bool("align_corners"))),
-    Function("diopiGridSampleBackward", (
+    Function("diopiGridSamplerBackward", (
         Out("grad_input", optional=True), Out("grad_grid", optional=True), In("grad_output"), In("input"), In("grid"),
         Int("interpolation_mode"), Int("padding_mode"), Bool("align_corners"))),
     Function("diopiCdist", (Out("out"), In("x1"), In("x2"), Float("p"), Int("compute_mode", optional=True))),
@@ -522,7 +529,7 @@ _DECLARATIONS = [
     Function("diopiLinalgSvd", (
         Out("u"), Out("s"), Out("vh"), In("input"), Bool("full_matrices"), Bool("compute_uv"),
         String("driver", optional=True))),
-    Function("diopiLinalgQr", (Out("q"), Out("r"), In("input"), String("mode"))),
+    Function("diopiLinalgQR", (In("input"), String("mode"), Out("q"), Out("r"))),  # DIOPI's order: outputs last
     Function("diopiLinalgSolveEx", (
         Out("result"), Out("lu"), Out("pivots"), Out("info"), In("a"), In("b"), Bool("left"), Bool("check_errors"))),
     Function("diopiLinalgEigh", (Out("eigenvalues"), Out("eigenvectors"), In("input"), String("uplo"), Bool("compute_v"))),
@@ -533,16 +540,17 @@ _DECLARATIONS = [
     Function("diopiLinalgLuSolve", (
         Out("out"), In("lu"), In("pivots"), In("b"), Bool("left"), Bool("adjoint"))),
     # fifth batch: CTC loss, embedding-bag per-sample weights, 3-d adaptive max pooling
-    Function("diopiCTCLoss", (
+    # ATen's _ctc_loss, one loss per sample: not DeepLink's diopiCTCLoss, which reduces and takes tensor lengths
+    Function("diopiCTCLossUnreduced", (
         Out("out"), Out("log_alpha"), In("log_probs"), In("targets"), Sizes("input_lengths"), Sizes("target_lengths"),
         Int("blank"), Bool("zero_infinity"))),
-    Function("diopiCTCLossBackward", (
+    Function("diopiCTCLossUnreducedBackward", (
         Out("grad_input"), In("grad_output"), In("log_probs"), In("targets"), Sizes("input_lengths"),
         Sizes("target_lengths"), In("neg_log_likelihood"), In("log_alpha"), Int("blank"), Bool("zero_infinity"))),
     Function("diopiEmbeddingBagPerSampleWeightsBackward", (
         Out("out"), In("grad"), In("weight"), In("indices"), In("offsets"), In("offset2bag"), Int("mode"),
         Int("padding_idx"))),
-    Function("diopiAdaptiveMaxPool3d", (Out("out"), Out("indices"), In("input"), Sizes("output_size"))),
+    Function("diopiAdaptiveMaxPool3dWithIndices", (Out("out"), Out("indices"), In("input"), Sizes("output_size"))),
     Function("diopiAdaptiveMaxPool3dBackward", (Out("grad_input"), In("grad_output"), In("input"), In("indices"))),
     # sixth batch: the fused recurrent cells ATen's LSTM/GRU use on every non-CPU device, channel shuffle
     Function("diopiLstmCell", (
@@ -592,7 +600,7 @@ _DECLARATIONS = [
     *[Function(f"diopiFused{name}{suffix}", (
         OutTensors("params"), OutTensors("grads"), OutTensors("exp_avgs"), OutTensors("exp_avg_sqs"),
         OutTensors("max_exp_avg_sqs"), Tensors("state_steps"), lr, Float("beta1"), Float("beta2"),
-        Float("weight_decay"), Float("eps"), Bool("amsgrad"), Bool("maximize"),
+        Float("eps"), Float("weight_decay"), Bool("amsgrad"), Bool("maximize"),
         In("grad_scale", optional=True), In("found_inf", optional=True)))
       for name in ("Adam", "AdamW") for suffix, lr in (("", Float("lr")), ("TensorLr", In("lr")))],
     *[Function(f"diopiFusedSgd{suffix}", (
@@ -604,7 +612,7 @@ _DECLARATIONS = [
     Function("diopiAmpForeachNonFiniteCheckAndUnscaleInp", (OutTensors("scaled_grads"), Out("found_inf"), In("inv_scale"))),
     Function("diopiAmpUpdateScaleInp", (
         Out("scale"), Out("growth_tracker"), In("found_inf"), Float("growth_factor"), Float("backoff_factor"),
-        Int("growth_interval"))),
+        Int("growth_interval", c_type="int32_t"))),
     # random: more distributions, all drawing from the dipu generator
     Function("diopiNormalTensorScalar", (Out("out"), In("mean"), Float("std"), Gen("generator", optional=True))),
     Function("diopiNormalScalarTensor", (Out("out"), Float("mean"), In("std"), Gen("generator", optional=True))),
@@ -612,7 +620,7 @@ _DECLARATIONS = [
     Function("diopiBernoulli", (Out("out"), In("input"), Gen("generator", optional=True))),
     Function("diopiBernoulliTensor", (Out("out"), In("p"), Gen("generator", optional=True))),
     Function("diopiRandomInp", (
-        Out("inout"), Int("from_", optional=True), Int("to", optional=True), Gen("generator", optional=True))),
+        Out("inout"), Int("from_"), Int("to", optional=True), Gen("generator", optional=True))),
     Function("diopiExponentialInp", (Out("inout"), Float("lambd"), Gen("generator", optional=True))),
     Function("diopiGeometricInp", (Out("inout"), Float("p"), Gen("generator", optional=True))),
     Function("diopiCauchyInp", (Out("inout"), Float("median"), Float("sigma"), Gen("generator", optional=True))),
@@ -671,7 +679,7 @@ def kinds_of(base: str, is_list: bool, written: bool) -> set[Kind]:
 
 _KINDS_BY_TYPE = {
     "Tensor": {Kind.TENSOR},
-    "Scalar": {Kind.SCALAR},
+    "Scalar": {Kind.SCALAR, Kind.FLOAT},  # a double in C where DIOPI says so (diopiBaddbmm's beta)
     "int": {Kind.INT, Kind.SCALAR, Kind.REDUCTION},
     "SymInt": {Kind.INT, Kind.SCALAR},
     "float": {Kind.FLOAT, Kind.SCALAR},
@@ -728,6 +736,22 @@ def aten_mismatch(function: Function, outs: list[AtenArg], inputs: list[AtenArg]
             return f"its argument '{arg.name}' ({arg.type}) may be None, which {param} cannot take"
     return None
 
+
+# Note [DeepLink's spellings]
+# A C library exports its functions under the names DeepLink's proto gives them, and dipu finds them by
+# name, so where that proto spells a name otherwise than the pattern above (letter case, a suffix),
+# the function takes DeepLink's spelling. DeepLink's diopiRemainder divides a Scalar by a Tensor; the
+# Tensor-Tensor one is diopiRemainderTensor. For the same reason diopiLinalgQR takes its outputs last, and
+# where DeepLink's namesake is another operation dipu's function has a name of its own
+# (diopiUniqueInverseCounts, diopiGridSampler, diopiCTCLossUnreduced): a C library's diopiUnique is never
+# called with arguments it does not expect. README.md lists what still differs.
+DEEPLINK_SPELLINGS = {
+    "diopiForeachAddScalar": "diopiForeachaddScalar", "diopiForeachAddInpScalar": "diopiForeachaddInpScalar",
+    "diopiForeachMulScalar": "diopiForeachmulScalar", "diopiForeachMulInpScalar": "diopiForeachmulInpScalar",
+    "diopiForeachMulTensor": "diopiForeachmulTensor", "diopiForeachMulInpTensor": "diopiForeachmulInpTensor",
+    "diopiRemainder": "diopiRemainderTensor",
+}
+_DECLARATIONS = [dataclasses.replace(f, name=DEEPLINK_SPELLINGS.get(f.name, f.name)) for f in _DECLARATIONS]
 
 #: Every declared function by name.
 FUNCTIONS: dict[str, Function] = {f.name: f for f in _DECLARATIONS}

@@ -187,7 +187,7 @@ CASES += sweep("diopiRepeatInterleave", lambda repeats, output_size: torch.repea
 
 # ---- unique -------------------------------------------------------------------------------------------
 for ri, rc in ((False, False), (True, False), (True, True), (False, True)):
-    CASES += sweep("diopiUnique", lambda input, dim, sorted, return_inverse, return_counts: tuple(
+    CASES += sweep("diopiUniqueInverseCounts", lambda input, dim, sorted, return_inverse, return_counts: tuple(
         aten._unique2(input, sorted, return_inverse, return_counts) if dim is None
         else aten.unique_dim(input, dim, sorted, return_inverse, return_counts)),
         lambda s, l, ri=ri, rc=rc: ({"input": T(s, layout=l, low=0, high=3), "dim": d, "sorted": True,
@@ -205,10 +205,10 @@ CASES += sweep("diopiEmbedding", lambda weight, indices, padding_idx, scale_grad
     weight, indices, padding_idx, scale_grad_by_freq, sparse), lambda s, l: (
     {"weight": T((10, 4), layout=l), "indices": index(s, 10), "padding_idx": p, "scale_grad_by_freq": False,
      "sparse": False} for p in (-1, 3)), FLOAT, ((), (5,), (2, 3), (0,), (2, 2, 2)))
-CASES += sweep("diopiEmbeddingBackward", lambda grad, indices, num_weights, padding_idx, scale_grad_by_freq:
+CASES += sweep("diopiEmbeddingBackward", lambda grad, indices, num_weights, padding_idx, scale_grad_by_freq, sparse:
                aten.embedding_dense_backward(grad, indices, num_weights, padding_idx, scale_grad_by_freq),
                lambda s, l: ({"grad": T(s + (4,)), "indices": index(s, 10), "num_weights": 10, "padding_idx": p,
-                              "scale_grad_by_freq": f} for p in (-1, 3) for f in (False, True)),
+                              "scale_grad_by_freq": f, "sparse": False} for p in (-1, 3) for f in (False, True)),
                F32_64, ((), (5,), (2, 3), (0,), (2, 2, 2)))
 
 # ---- joining and shape ops ---------------------------------------------------------------------------------
@@ -316,7 +316,7 @@ CASES += sweep("diopiLinalgSvd", lambda input, full_matrices, compute_uv, driver
                                                        "driver": None}
                                                       for f, c in ((False, True), (True, True), (False, False))),
     F32_64, ((4, 4), (3, 4, 2), (2, 5), (1, 1)), rtol=1e-5, atol=1e-5)
-CASES += sweep("diopiLinalgQr", lambda input, mode: tuple(aten.linalg_qr(input, mode)), lambda s, l: (
+CASES += sweep("diopiLinalgQR", lambda input, mode: tuple(aten.linalg_qr(input, mode)), lambda s, l: (
     {"input": T(s, layout=l), "mode": m} for m in ("reduced", "complete", "r")), F32_64,
     ((4, 4), (3, 4, 2), (2, 5), (0, 3)))
 CASES += sweep("diopiLinalgSolveEx", lambda a, b, left, check_errors: tuple(aten._linalg_solve_ex(a, b, left=left)),

@@ -220,7 +220,7 @@ def _conv_args(shape, layout, grad=False):
         if grad:
             oh = (h + 2 * padding[0] - dilation[0] * (k[0] - 1) - 1) // stride[0] + 1
             ow = (w + 2 * padding[1] - dilation[1] * (k[1] - 1) - 1) // stride[1] + 1
-            yield {"grad_output": T((n, 6, oh, ow)), **args}
+            yield {"grad_output": T((n, 6, oh, ow)), "bias_sizes": [6] if bias else None, **args}
         else:
             yield {**args, "bias": T((6,)) if bias else None}
 
@@ -228,9 +228,9 @@ def _conv_args(shape, layout, grad=False):
 CASES += sweep("diopiConvolution2d", lambda input, weight, bias, stride, padding, dilation, groups: aten.convolution(
     input, weight, bias, stride, padding, dilation, False, [0, 0], groups), _conv_args, F32_64,
     CONV, rtol=1e-4, atol=1e-4)
-CASES += sweep("diopiConvolution2dBackward", lambda grad_output, input, weight, stride, padding, dilation, groups: tuple(
-    aten.convolution_backward(grad_output, input, weight, [weight.shape[0]], stride, padding, dilation, False, [0, 0],
-                              groups, [True, True, True])), lambda s, l: _conv_args(s, l, True), F32_64, CONV,
+CASES += sweep("diopiConvolution2dBackward", lambda grad_output, input, weight, bias_sizes, stride, padding, dilation,
+               groups: tuple(aten.convolution_backward(grad_output, input, weight, [weight.shape[0]], stride, padding,
+                                                       dilation, False, [0, 0], groups, [True, True, True])), lambda s, l: _conv_args(s, l, True), F32_64, CONV,
     rtol=1e-4, atol=1e-4)
 
 # ---- pooling ----------------------------------------------------------------------------------------------------
@@ -294,7 +294,7 @@ for size in ([1, 1], [3, 2], [5, 7]):
         grad_output, input), lambda shape, layout, s=size: [{"grad_output": T(shape[:-2] + tuple(s)),
                                                              "input": T(shape, layout=layout)}],
         F32_64 + (torch.bfloat16,), ADAPTIVE)
-    CASES += sweep("diopiAdaptiveMaxPool2d", lambda input, output_size: tuple(aten.adaptive_max_pool2d(input, output_size)),
+    CASES += sweep("diopiAdaptiveMaxPool2dWithIndices", lambda input, output_size: tuple(aten.adaptive_max_pool2d(input, output_size)),
                    _with(output_size=size), FLOAT, ADAPTIVE)
     CASES += sweep("diopiAdaptiveMaxPool2dBackward", lambda grad_output, input, indices: aten.adaptive_max_pool2d_backward(
         grad_output, input, indices), lambda shape, layout, s=size: [

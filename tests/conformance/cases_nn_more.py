@@ -77,10 +77,10 @@ def _grid_args(shape, layout, grad=False):
 
 
 GRID = ((2, 3, 6, 7), (1, 1, 4, 4))
-CASES += sweep("diopiGridSample", lambda input, grid, interpolation_mode, padding_mode, align_corners:
+CASES += sweep("diopiGridSampler", lambda input, grid, interpolation_mode, padding_mode, align_corners:
                aten.grid_sampler_2d(input, grid, interpolation_mode, padding_mode, align_corners), _grid_args,
                F32_64, GRID)
-CASES += sweep("diopiGridSampleBackward", lambda grad_output, input, grid, interpolation_mode, padding_mode,
+CASES += sweep("diopiGridSamplerBackward", lambda grad_output, input, grid, interpolation_mode, padding_mode,
                align_corners: tuple(aten.grid_sampler_2d_backward(grad_output, input, grid, interpolation_mode,
                                                                   padding_mode, align_corners, [True, True])),
                lambda s, l: _grid_args(s, l, True), F32_64, GRID, rtol=1e-4, atol=1e-5)
@@ -276,10 +276,10 @@ def _ctc_args(shape, layout, grad=False):
 
 
 CTC = ((6, 2, 5), (4, 1, 3), (8, 3, 6))
-CASES += sweep("diopiCTCLoss", lambda log_probs, targets, input_lengths, target_lengths, blank, zero_infinity: tuple(
+CASES += sweep("diopiCTCLossUnreduced", lambda log_probs, targets, input_lengths, target_lengths, blank, zero_infinity: tuple(
     aten._ctc_loss(log_probs, targets, input_lengths, target_lengths, blank, zero_infinity)), _ctc_args, F32_64, CTC,
     note="equal lengths")
-CASES += sweep("diopiCTCLossBackward", lambda grad_output, log_probs, targets, input_lengths, target_lengths,
+CASES += sweep("diopiCTCLossUnreducedBackward", lambda grad_output, log_probs, targets, input_lengths, target_lengths,
                neg_log_likelihood, log_alpha, blank, zero_infinity: aten._ctc_loss_backward(
                    grad_output, log_probs, targets, input_lengths, target_lengths, neg_log_likelihood, log_alpha, blank,
                    zero_infinity), lambda s, l: _ctc_args(s, l, True), F32_64, CTC, note="given forward results")
@@ -290,7 +290,7 @@ CASES += sweep("diopiEmbeddingBagPerSampleWeightsBackward", lambda grad, weight,
      "offsets": T((3,), torch.int64, low=0, high=1), "offset2bag": T(s, torch.int64, low=0, high=3), "mode": 0,
      "padding_idx": p} for p in (-1, 2)), F32_64, ((0,), (1,), (8,)))
 for size in ([1, 1, 1], [2, 3, 2], [5, 4, 7]):
-    CASES += sweep("diopiAdaptiveMaxPool3d", lambda input, output_size: tuple(aten.adaptive_max_pool3d(input, output_size)),
+    CASES += sweep("diopiAdaptiveMaxPool3dWithIndices", lambda input, output_size: tuple(aten.adaptive_max_pool3d(input, output_size)),
                    _with(output_size=size), FLOAT, VOLUMES, at_least=5)
     CASES += sweep("diopiAdaptiveMaxPool3dBackward", lambda grad_output, input, indices: aten.adaptive_max_pool3d_backward(
         grad_output, input, indices), lambda s, l, size=size: [

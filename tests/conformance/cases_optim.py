@@ -13,7 +13,7 @@ import itertools
 import torch
 
 from conformance.spec import FLOAT, Case, T
-from dipugen.proto import FUNCTIONS
+from dipugen.proto import DEEPLINK_SPELLINGS, FUNCTIONS
 
 aten = torch.ops.aten
 INT_SOME = (torch.int64, torch.int32, torch.uint8)
@@ -66,6 +66,7 @@ def _scalar(dtype):
 
 def _sweep(function, overload, build, dtypes):
     """``build(tensors, dtype) -> list of arg dicts`` for every list of LISTS and every dtype."""
+    function = DEEPLINK_SPELLINGS.get(function, function)
     params = [p for p in FUNCTIONS[function].param_names[1:] if p != "outs"]
     reference = _reference(overload, params)
     cases = []

@@ -95,8 +95,9 @@ for keep in (False, True):
         _input_and("dim", dim_lists), FLOAT, SHAPES + EMPTY, note=f"keepdim={keep}")
     CASES += sweep("diopiProd", lambda input, dim, keep=keep: torch.prod(input, dim, keepdim=keep),
                    _input_and("dim", one_dims), NUMERIC, SHAPES + EMPTY, note=f"keepdim={keep}")
-    CASES += sweep("diopiAmax", lambda input, dim, keep=keep: torch.amax(input, dim, keepdim=keep),
-                   _input_and("dim", lambda s: [[], [0], [-1]] + ([[0, -1]] if len(s) >= 2 else [])),
+    CASES += sweep("diopiAmax", lambda input, dim, keepdim: torch.amax(input, dim, keepdim=keepdim),
+                   lambda s, l, keep=keep: ({**args, "keepdim": keep} for args in _input_and(
+                       "dim", lambda s: [[], [0], [-1]] + ([[0, -1]] if len(s) >= 2 else []))(s, l)),
                    NUMERIC, SHAPES, note=f"keepdim={keep}")
     CASES += sweep("diopiAmin", lambda input, dim, keep=keep: torch.amin(input, dim, keepdim=keep),
                    _input_and("dim", lambda s: [[], [0], [-1]] + ([[0, -1]] if len(s) >= 2 else [])),

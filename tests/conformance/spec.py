@@ -27,6 +27,8 @@ from typing import Any, Callable, Mapping
 
 import torch
 
+from dipugen.proto import DEEPLINK_SPELLINGS
+
 FLOAT = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 INT = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
 ALL_NUMERIC = FLOAT + INT
@@ -103,6 +105,9 @@ class Case:
     atol: float | None = None
     seed: int = 0
     note: str = ""
+
+    def __post_init__(self):  # the family tables build names by pattern; a few take DeepLink's spelling
+        object.__setattr__(self, "function", DEEPLINK_SPELLINGS.get(self.function, self.function))
 
     @property
     def label(self) -> str:
