@@ -104,7 +104,7 @@ def _failure(code: int) -> Status:
         return Status.FORCE_FALLBACK
     message = _C.c_library_last_error()
     name = _STATUS_NAMES.get(code, "diopiNoRegistered...Function" if 3 <= code <= 11 else "an unknown status")
-    set_last_error(f"{name} ({code}) from the C library" + (f": {message}" if message else ""))
+    set_last_error(f"C status {code} ({name})" + (f", the library says: {message}" if message else ""))
     return Status.DTYPE_NOT_SUPPORTED if code == 1000 else Status.ERROR_OCCURRED
 
 
