@@ -14,23 +14,21 @@ typedef struct {
     double alpha, beta;
 } product;
 
-static void multiply(const product* pr, int64_t m, int64_t k, int64_t n, double* row) {
+static void multiply(const product* pr, int64_t m, int64_t k, int64_t n, double* row, double* packed) {
     const ref_view *a = pr->a, *b = pr->b, *c = pr->c;
     int64_t as0 = a->strides[a->ndim - 2], as1 = a->strides[a->ndim - 1];
     int64_t bs0 = b->strides[b->ndim - 2], bs1 = b->strides[b->ndim - 1];
     int64_t cs0 = c->strides[c->ndim - 2], cs1 = c->strides[c->ndim - 1];
-    bool fast_b = b->dtype == diopi_dtype_float32 && bs1 == 1;
+    /* mat2 read once into a dense row-major k x n block of doubles, whatever its strides (a transposed
+       weight is the common case), so the inner loop is a contiguous multiply-add */
+    for (int64_t p = 0; p < k; ++p)
+        for (int64_t j = 0; j < n; ++j) packed[p * n + j] = ref_load(b, pr->b_offset + p * bs0 + j * bs1);
     for (int64_t i = 0; i < m; ++i) {
         memset(row, 0, (size_t)n * sizeof(double));
         for (int64_t p = 0; p < k; ++p) {
             double x = ref_load(a, pr->a_offset + i * as0 + p * as1);
-            if (x == 0) continue;
-            if (fast_b) {
-                const float* brow = (const float*)b->data + pr->b_offset + p * bs0;
-                for (int64_t j = 0; j < n; ++j) row[j] += x * brow[j];
-            } else {
-                for (int64_t j = 0; j < n; ++j) row[j] += x * ref_load(b, pr->b_offset + p * bs0 + j * bs1);
-            }
+            const double* brow = packed + p * n;
+            for (int64_t j = 0; j < n; ++j) row[j] += x * brow[j];
         }
         for (int64_t j = 0; j < n; ++j) {
             double value = pr->alpha * row[j];
@@ -61,7 +59,7 @@ static diopiError_t matmul(diopiTensorHandle_t out, diopiConstTensorHandle_t bia
         pr.bias_strides[0] = strides[0];
         pr.bias_strides[1] = strides[1];
     }
-    double* row = malloc((size_t)(n > 0 ? n : 1) * sizeof(double));
+    double* row = malloc((size_t)(n + k * n + 1) * sizeof(double));
     if (row == NULL) return ref_error("%s: out of host memory", name);
     for (int64_t s = 0; s < batch; ++s) {
         if (batched) {
@@ -69,7 +67,7 @@ static diopiError_t matmul(diopiTensorHandle_t out, diopiConstTensorHandle_t bia
             pr.b_offset = s * b.strides[0];
             pr.c_offset = s * c.strides[0];
         }
-        multiply(&pr, m, k, n, row);
+        multiply(&pr, m, k, n, row, row + n);
     }
     free(row);
     return diopiSuccess;
