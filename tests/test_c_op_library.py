@@ -143,6 +143,26 @@ def test_a_status_error_carries_the_library_s_message(python, tmp_path):
     assert "diopiMm failed with diopiErrorOccurred" in out and "input is 2x3, mat2 is 4x2" in out, out
 
 
+def test_the_runtime_functions_answer_from_the_call(python, tmp_path):
+    """diopiNormalInp in the tiny library is a probe writing what the runtime tells it (see its source)."""
+    library = compile_library(tmp_path, "dipu")
+    code = """
+        import torch
+        base = torch.zeros(16, device="dipu:1")
+        with torch.dipu.device(1), torch.profiler.profile() as profile:
+            base[3:15].normal_()
+        print(base[3:13].tolist())
+        print(any(event.name == "tiny_probe" for event in profile.events()))
+    """
+    lines = python(code, env={"DIPU_DIOPI_IMPL": str(library)}).stdout.strip().splitlines()
+    stream_is_default, offset, nbytes, itemsize, device, state_numel, index, sparse, offset_from_pointers, \
+        recorded = eval(lines[-2])
+    assert (stream_is_default, offset, nbytes, itemsize, device, index, sparse, offset_from_pointers, recorded) == \
+        (1, 3, 64, 4, 1, 1, 0, 3, 1)
+    assert state_numel > 0  # the generator's state, read and written back
+    assert lines[-1] == "True"  # diopiRecordStart/End made a profiler range
+
+
 def import_error(python, value: str) -> str:
     """The last line of the traceback of ``import dipu`` with DIPU_DIOPI_IMPL=value."""
     proc = python("import dipu", env={"DIPU_DIOPI_IMPL": value, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}, check=False)
