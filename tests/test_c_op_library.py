@@ -226,7 +226,21 @@ def counting(function, address):
     return counted
 
 c_library.trampoline = counting
-registry.register_active()  # again, with counting trampolines
+from dipu.diopi.library import OpLibrary
+original_get = OpLibrary.get
+
+def get(self, name):  # the Python library's functions, counted too
+    function = original_get(self, name)
+    if function is None or hasattr(function, "c_address") or hasattr(function, "counted"):
+        return function
+    def counted(*args):
+        served["Python"] += 1
+        return function(*args)
+    counted.counted = True
+    return counted
+
+OpLibrary.get = get
+registry.register_active()  # again, with counting functions
 
 def train(device):
     torch.manual_seed(0)
@@ -259,11 +273,11 @@ def test_the_reference_c_library_trains_the_example_gpt_as_the_cpu(python):
     out = json.loads(python(code, env={"DIPU_DIOPI_IMPL": "ref_c"}).stdout.strip().splitlines()[-1])
     for cpu, on_dipu in zip(out["cpu"], out["dipu"]):
         assert abs(cpu - on_dipu) <= 1e-4 * abs(cpu), (out["cpu"], out["dipu"])
+    # Most calls run in C; the rest are dropout (random: the Python library's, which follows the CPU's
+    # generator) and the functions whose C form differs until the proto is DeepLink's (issue 18).
     served = out["served"]
-    assert served.get("C", 0) > 200, served
-    # dropout (random: the Python library's, to follow the CPU's generator) and what the proto does not
-    # yet spell as DeepLink does are the rest
-    assert sum(out["fallback"].values()) <= 3 * 2, out["fallback"]
+    assert served.get("C", 0) >= 0.8 * sum(served.values()), served
+    assert sum(out["fallback"].values()) <= served.get("C refused", 0), out["fallback"]
 
 
 def test_a_c_library_is_built_once_per_version_of_its_sources(tmp_path, monkeypatch):
