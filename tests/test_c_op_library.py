@@ -216,8 +216,8 @@ import dipu
 served = collections.Counter()  # how each DIOPI call was served
 make = c_library.trampoline
 
-def counting(function, address):
-    call = make(function, address)
+def counting(function, address, *last_error):
+    call = make(function, address, *last_error)
     def counted(ctx, *args):
         status = call(ctx, *args)
         served["C" if status == Status.SUCCESS else "C refused"] += 1

@@ -105,18 +105,19 @@ _STATUS_NAMES = {1: "diopiErrorOccurred", 2: "diopiNotInited", 12: "diopi5DNotSu
 _FALLBACK_CODES = (13, 14)
 
 
-def _failure(code: int) -> Status:
-    """Note [C status codes]."""
+def _failure(code: int, last_error: Callable[[], bytes | None] | None) -> Status:
+    """Note [C status codes]. ``last_error``: the library's diopiGetLastErrorString, if it has one."""
     if code in _FALLBACK_CODES:
         return Status.FORCE_FALLBACK
-    message = _C.c_library_last_error()
+    message = (last_error() or b"").decode(errors="replace") if last_error is not None else ""
     name = _STATUS_NAMES.get(code, "diopiNoRegistered...Function" if 3 <= code <= 11 else "an unknown status")
     set_last_error(f"C status {code} ({name})" + (f", the library says: {message}" if message else ""))
     return Status.DTYPE_NOT_SUPPORTED if code == 1000 else Status.ERROR_OCCURRED
 
 
-def trampoline(function: Function, address: int) -> Callable:
-    """A Python function with ``function``'s proto signature calling the C function at ``address``."""
+def trampoline(function: Function, address: int, last_error: Callable | None = None) -> Callable:
+    """A Python function with ``function``'s proto signature calling the C function at ``address``;
+    ``last_error``: its library's diopiGetLastErrorString (None if it has none)."""
     form = c_form(function)
     call = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, *(_CTYPES[c] for c in form))(address)
     sizes = [i for i, c in enumerate(form) if c == "z"]
@@ -132,7 +133,7 @@ def trampoline(function: Function, address: int) -> Callable:
             words[i] = DiopiSize.from_address(words[i])
         code = call(frame.context(), *words)
         if code:
-            return _failure(code)
+            return _failure(code, last_error)
         for k, i in enumerate(allocated):
             args[i][0] = frame.allocated(k)
         for k, i in enumerate(allocated_lists):
@@ -169,7 +170,11 @@ def load(path: str, source: str) -> dict[str, Callable]:
     except RuntimeError as error:
         raise CLibraryError(f"{source}: {error}") from None
     found = {name: _C.c_library_symbol(name) for name in FUNCTIONS}
-    functions = {name: trampoline(FUNCTIONS[name], address) for name, address in found.items() if address}
+    # Each trampoline asks its own library why a call failed, whichever library was loaded last.
+    last_error_address = _C.c_library_symbol("diopiGetLastErrorString")
+    last_error = ctypes.CFUNCTYPE(ctypes.c_char_p)(last_error_address) if last_error_address else None
+    functions = {name: trampoline(FUNCTIONS[name], address, last_error)
+                 for name, address in found.items() if address}
     if not functions:
         raise CLibraryError(f"{source}: the C op library {file} exports no DIOPI function (none of the "
                             f"{len(FUNCTIONS)} names of the proto, such as diopiAdd, is among its symbols)")
