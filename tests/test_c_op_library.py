@@ -6,6 +6,7 @@ The library (tests/c_libraries/tiny_diopi.c) does float32 add, mul, relu, mm and
 contiguous tensors, and answers diopiForceFallbackToCPU for the rest."""
 
 import json
+import re
 import os
 import shutil
 import subprocess
@@ -296,3 +297,28 @@ def test_a_c_library_is_built_once_per_version_of_its_sources(tmp_path, monkeypa
     (sources / "one.c").write_text("int diopiAnswer(void) { return }\n")
     with pytest.raises(RuntimeError, match="building the C op library answer .* failed"):
         c_build.build("answer", sources)
+
+
+def deeplink_runtime_header(tmp_path) -> str:
+    include = deeplink_headers(tmp_path)
+    if include is None:
+        pytest.skip("no snapshot of DeepLink-org/DIOPI here")
+    return (include / "diopi" / "diopirt.h").read_text()
+
+
+def test_the_runtime_abi_is_deeplink_s(tmp_path):
+    """Every enumerator of DeepLink's diopirt.h has its value in dipu's, and the native core exports
+    every runtime function DeepLink's declares (a library may call any of them)."""
+    import ctypes
+
+    from dipu import _native
+
+    theirs = deeplink_runtime_header(tmp_path)
+    ours = (DIPU_INCLUDE / "diopi" / "diopirt.h").read_text()
+    enumerator = re.compile(r"\b(diopi\w+|Contiguous|ChannelsLast\w*|Preserve)\s*=\s*(\d+)")
+    values = dict(enumerator.findall(theirs))
+    assert len(values) > 30 and values == dict(enumerator.findall(ours))
+    declared = set(re.findall(r"\b(diopi\w+)\s*\(", theirs))
+    assert len(declared) > 25  # the scan found the declarations
+    core = ctypes.CDLL(str(_native.cache_dir() / f"{_native.NAME}.so"))
+    assert sorted(name for name in declared if not hasattr(core, name)) == []
