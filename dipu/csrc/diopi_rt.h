@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+namespace pybind11 { class module_; }
+
 namespace dipu::diopi {
 
 // What a diopiContextHandle_t points to: one per call, on the caller's stack
@@ -52,8 +54,8 @@ diopiScalar_t scalar(const at::Scalar& value);
 inline diopiSize_t size(c10::IntArrayRef values) {
   return diopiSize_t{values.data(), static_cast<int64_t>(values.size())};
 }
-diopiDtype_t dtype(at::ScalarType type);   // diopi_dtype_unsupported for types DIOPI lacks
-at::ScalarType scalar_type(diopiDtype_t type);  // throws for diopi_dtype_unsupported and tfloat32
+diopiDtype_t diopi_dtype(at::ScalarType type); // diopi_dtype_unsupported for types DIOPI lacks
+at::ScalarType aten_dtype(diopiDtype_t type);  // throws for diopi_dtype_unsupported and tfloat32
 const char* status_name(diopiError_t status);
 
 // The loaded C op library (DIPU_DIOPI_IMPL=<path to .so>); see Note [Loading a C op library].
@@ -75,9 +77,12 @@ const CLibrary& load_c_library(const std::string& path);
 // True for diopiSuccess. For another status: false for diopiForceFallbackToCPU/diopiNoImplement (the caller
 // falls back); otherwise throws the c10::Error naming the DIOPI function and the library's last
 // error string.
-bool status_failed(diopiError_t status, const char* diopi_name);
+bool check_status_slow(diopiError_t status, const char* diopi_name);
 inline bool status_ok(diopiError_t status, const char* diopi_name) {
-  return status == diopiSuccess || status_failed(status, diopi_name);
+  return status == diopiSuccess || check_status_slow(status, diopi_name);
 }
+
+// The Python trampoline's call frame and the loader's functions on dipu._C (diopi_call.cpp).
+void register_diopi_python(pybind11::module_& m);
 
 }  // namespace dipu::diopi

@@ -1,6 +1,7 @@
 // The Python face of the native core: the dipu._C module. Its start-up functions wire the
 // vendor (vendor_bridge.h) to the allocator, the device guard, the hooks and the profiler.
 #include "core.h"
+#include "diopi_rt.h"
 
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <torch/csrc/utils/pybind.h>
@@ -119,4 +120,5 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("default_generator", [](int index) { return default_generator(checked(index)); });
 
   register_fallback_python(m);
+  diopi::register_diopi_python(m);  // C op libraries: Note [The Python trampoline]
 }

@@ -20,7 +20,9 @@ overrides it, which lets a developer try another library, or a test install a
 deliberately broken one, without touching the vendor. A name is looked up in
 the ``dipu.diopi_impls`` entry-point group first, then imported as the module
 ``dipu.diopi_impl.<name>``, then as a module path of its own; the entry point or module
-provides an ``OpLibrary`` (a module's ``library`` attribute).
+provides an ``OpLibrary`` (a module's ``library`` attribute). A path to a shared library, as the
+value or as what an entry point provides, names a C op library, laid over the library the vendor
+names when it comes from ``DIPU_DIOPI_IMPL`` (Note [Loading a C op library] in c_library.py).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import os
 from importlib import metadata
 from typing import Callable
 
+from dipu.diopi import c_library
 from dipu.diopi.context import Status
 from dipugen.proto import FUNCTIONS, AtenArg, aten_mismatch, kinds_of
 
@@ -161,18 +164,32 @@ def _aten_arg(arg) -> AtenArg:
     return AtenArg(arg.name, str(arg.real_type), frozenset(kinds), optional)
 
 
-def _as_library(obj, where: str) -> OpLibrary:
+def _c_library(path: str, where: str, base: Callable[[], OpLibrary] | None) -> OpLibrary:
+    """The C library at ``path`` (its functions, as trampolines) over ``base()``'s."""
+    functions = c_library.load(path, where)
+    library = OpLibrary(f"C library {path}", base=base() if base is not None else None)
+    library.functions.update(functions)  # trampolines take the proto's arguments by position
+    return library
+
+
+def _as_library(obj, where: str, base: Callable[[], OpLibrary] | None = None) -> OpLibrary:
+    path = c_library.path_of(obj)
+    if path is not None:
+        return _c_library(path, where, base)
     library = getattr(obj, "library", obj)
     if not isinstance(library, OpLibrary):
         raise TypeError(f"{where} does not provide an OpLibrary")
     return library
 
 
-def load_library(name: str) -> OpLibrary:
-    """The op library called ``name``; see Note [Choosing the op library]."""
+def load_library(name: str, base: Callable[[], OpLibrary] | None = None, source: str | None = None) -> OpLibrary:
+    """The op library called ``name``; see Note [Choosing the op library]. ``base``: what a C library
+    is laid over; ``source``: where a path came from, for the errors."""
+    if c_library.names_a_path(name):
+        return _c_library(name, source or name, base)
     for entry_point in metadata.entry_points(group=ENTRY_POINT_GROUP):
         if entry_point.name == name:
-            return _as_library(entry_point.load(), f"entry point '{name}' ({entry_point.value})")
+            return _as_library(entry_point.load(), f"entry point '{name}' ({entry_point.value})", base)
     candidates = [name] if "." in name else [f"dipu.diopi_impl.{name}", name]
     for module_name in candidates:
         try:
@@ -197,8 +214,9 @@ def load_active_library(vendor_choice: str) -> OpLibrary:
     """
     override = os.environ.get(IMPL_VAR, "").strip()
     name = override or vendor_choice
+    base = (lambda: load_library(vendor_choice)) if override and override != vendor_choice else None
     try:
-        return load_library(name)
+        return load_library(name, base, f"{IMPL_VAR}={name}" if override else None)
     except LibraryNotFound as error:
         installed = sorted({e.name for e in metadata.entry_points(group=ENTRY_POINT_GROUP)})
         source = f"{IMPL_VAR}={name}" if override else f"the vendor's op library '{name}'"

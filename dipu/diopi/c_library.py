@@ -1,0 +1,166 @@
+"""C op libraries: DIOPI functions from a shared library compiled against DIOPI's C headers.
+
+Note [Loading a C op library] (the native side is in dipu/csrc/diopi_rt.cpp)
+``DIPU_DIOPI_IMPL=/path/to/libdiopi_impl.so`` (any value ending in ``.so`` or naming a path), or an
+entry point of ``dipu.diopi_impls`` whose object is such a path (a ``str`` or ``os.PathLike``) or a
+function of no arguments returning one (so a package can build its library on first use), names a
+C library. dipu opens it (the core first makes its exported DIOPI runtime functions visible to
+it), looks up every function of the proto by name, and lays the ones it finds over the op library
+it would use otherwise (``library.load_active_library``): a C library may cover any part of the
+proto, the rest comes from that library or the CPU fallback. A missing file, a file the dynamic
+linker refuses (its reason: an unresolved symbol, a wrong architecture) and a library exporting no
+DIOPI function are refused at import, naming the file and where its name came from.
+
+Note [The Python trampoline]
+Each function found becomes a Python function with the proto's calling convention, so the
+generated Python wrappers call it as they call a Python library's, and force fallback,
+autocompare, the dumps and the status handling work unchanged. A call builds a ``_C.DiopiFrame``
+for the context's device, which turns the Python arguments into C arguments in one crossing (a
+tensor becomes the address of an ``at::Tensor`` the frame holds, a Scalar a ``diopiScalar_t``, a
+size list a ``diopiSize_t``: Note [DIOPI handles]) and owns them until the call is over; ctypes
+makes the call itself (its libffi knows how the platform passes a ``diopiSize_t`` by value), with
+the GIL released. The C form of each proto parameter (Note [The C form of a proto function]) is
+spelled as one letter per C parameter for the frame (``_FORMS``; legend in diopi_call.cpp).
+The generated C++ wrappers call the same functions without Python when no hook is on.
+
+Note [C status codes]
+A C function answers DIOPI's codes (``diopi/diopirt.h``): 0 success; ``diopiForceFallbackToCPU``
+(14) and ``diopiNoImplement`` (13, "not for these arguments": it exported the function) run the
+call on the CPU fallback; ``diopiDtypeNotSupported`` (1000) and every other code are errors, whose
+text is the code's name and value and the library's ``diopiGetLastErrorString()``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from pathlib import Path
+from typing import Callable
+
+from dipu._core import _C
+from dipu.diopi.context import SUCCESS, Status, set_last_error
+from dipugen.proto import FUNCTIONS, Function, Kind
+
+try:  # the proto's one C form (align's generator of functions.h), when this dipugen has it
+    from dipugen.dest.c_header import c_parameters as _c_parameters
+except ImportError:  # pragma: no cover - the same rules, until that generator lands
+    _c_parameters = None
+
+
+class CLibraryError(RuntimeError):
+    """A C op library that cannot be used: missing, not loadable, or exporting no DIOPI function."""
+
+
+class DiopiSize(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("len", ctypes.c_int64)]
+
+
+_LISTS = (Kind.TENSOR_LIST, Kind.TENSOR_LIST_OUT, Kind.SCALAR_LIST)
+_BY_POINTER_WHEN_OPTIONAL = (Kind.INT, Kind.FLOAT, Kind.BOOL, Kind.DTYPE)
+_FORM_LETTERS = {
+    Kind.TENSOR: "T", Kind.TENSOR_OUT: "O", Kind.TENSOR_ALLOC: "A", Kind.TENSOR_LIST: "L",
+    Kind.TENSOR_LIST_OUT: "M", Kind.SCALAR: "S", Kind.SCALAR_LIST: "R", Kind.INT: "i", Kind.FLOAT: "f",
+    Kind.BOOL: "b", Kind.SIZE: "z", Kind.STRING: "s", Kind.DTYPE: "d", Kind.GENERATOR: "g",
+    Kind.REDUCTION: "r", Kind.ROUNDING_MODE: "m", Kind.MEMORY_FORMAT: "e",
+}
+_P = ctypes.c_void_p
+_CTYPES = {
+    "T": _P, "O": _P, "A": _P, "L": _P, "M": _P, "n": ctypes.c_int64, "S": _P, "R": _P,
+    "i": ctypes.c_int64, "I": _P, "f": ctypes.c_double, "F": _P, "b": ctypes.c_bool, "B": _P,
+    "z": DiopiSize, "Z": _P, "s": _P, "d": ctypes.c_int, "D": _P, "g": _P, "r": ctypes.c_int,
+    "m": ctypes.c_int, "e": ctypes.c_int,
+}
+
+
+def c_form(function: Function) -> str:
+    """One letter per C parameter after ``ctx`` (Note [The Python trampoline])."""
+    if _c_parameters is not None:
+        return "".join("n" if p.param is None else _letter(p.param, p.type.endswith("*"))
+                       for p in _c_parameters(function)[1:])
+    letters, params = [], function.params
+    for index, param in enumerate(params):
+        by_pointer = getattr(param, "by_pointer", False) or (param.optional and param.kind in _BY_POINTER_WHEN_OPTIONAL)
+        letters.append(_letter(param, by_pointer))
+        if param.kind in _LISTS and not (index + 1 < len(params) and params[index + 1].kind in _LISTS):
+            letters.append("n")  # consecutive lists share one length, after the last of them
+    return "".join(letters)
+
+
+def _letter(param, pointer: bool) -> str:
+    letter = _FORM_LETTERS[param.kind]
+    if pointer and letter in "ifbdz":
+        return letter.upper()
+    return letter
+
+
+_STATUS_NAMES = {1: "diopiErrorOccurred", 2: "diopiNotInited", 12: "diopi5DNotSupported", 13: "diopiNoImplement",
+                 14: "diopiForceFallbackToCPU", 1000: "diopiDtypeNotSupported"}
+_FALLBACK_CODES = (13, 14)
+
+
+def _failure(code: int) -> Status:
+    """Note [C status codes]."""
+    if code in _FALLBACK_CODES:
+        return Status.FORCE_FALLBACK
+    message = _C.c_library_last_error()
+    name = _STATUS_NAMES.get(code, "diopiNoRegistered...Function" if 3 <= code <= 11 else "an unknown status")
+    set_last_error(f"C status {code} ({name})" + (f", the library says: {message}" if message else ""))
+    return Status.DTYPE_NOT_SUPPORTED if code == 1000 else Status.ERROR_OCCURRED
+
+
+def trampoline(function: Function, address: int) -> Callable:
+    """A Python function with ``function``'s proto signature calling the C function at ``address``."""
+    form = c_form(function)
+    call = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, *(_CTYPES[c] for c in form))(address)
+    sizes = [i for i, c in enumerate(form) if c == "z"]
+    python_args = [c for c in form if c != "n"]
+    allocated = [i for i, c in enumerate(python_args) if c == "A"]
+    frame_type = _C.DiopiFrame
+
+    def c_function(ctx, *args):
+        frame = frame_type(ctx.device)
+        words = frame.marshal(form, args)
+        for i in sizes:
+            words[i] = DiopiSize.from_address(words[i])
+        code = call(frame.context(), *words)
+        if code:
+            return _failure(code)
+        for k, i in enumerate(allocated):
+            args[i][0] = frame.allocated(k)
+        return SUCCESS
+
+    c_function.__name__ = c_function.__qualname__ = function.name
+    c_function.c_address = address
+    return c_function
+
+
+def names_a_path(name: str) -> bool:
+    """Whether a DIPU_DIOPI_IMPL value is a path to a C library rather than a library's name."""
+    return name.endswith(".so") or os.sep in name
+
+
+def path_of(obj) -> str | None:
+    """The C library an entry point's object names (Note [Loading a C op library]), or None."""
+    if callable(obj) and not isinstance(obj, type) and not hasattr(obj, "functions"):
+        obj = obj()
+    if isinstance(obj, (str, os.PathLike)):
+        return os.fspath(obj)
+    return None
+
+
+def load(path: str, source: str) -> dict[str, Callable]:
+    """The DIOPI functions of the C library at ``path``, as trampolines; ``source`` says where the
+    name came from (``DIPU_DIOPI_IMPL=...``, an entry point), for the errors."""
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise CLibraryError(f"{source}: the C op library {path} does not exist")
+    try:
+        _C.load_c_library(str(file.resolve()))
+    except RuntimeError as error:
+        raise CLibraryError(f"{source}: {error}") from None
+    found = {name: _C.c_library_symbol(name) for name in FUNCTIONS}
+    functions = {name: trampoline(FUNCTIONS[name], address) for name, address in found.items() if address}
+    if not functions:
+        raise CLibraryError(f"{source}: the C op library {file} exports no DIOPI function (none of the "
+                            f"{len(FUNCTIONS)} names of the proto, such as diopiAdd, is among its symbols)")
+    return functions

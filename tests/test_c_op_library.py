@@ -1,0 +1,183 @@
+"""C op libraries (dipu/diopi/c_library.py, dipu/csrc/diopi_rt.cpp): a DIOPI library written in C,
+compiled here with the machine's C compiler against DeepLink's own headers (when a snapshot of
+DeepLink-org/DIOPI is at hand) and against dipu's, loaded with DIPU_DIOPI_IMPL in fresh processes.
+
+The library (tests/c_libraries/tiny_diopi.c) does float32 add, mul, relu, mm and nonzero on
+contiguous tensors, and answers diopiForceFallbackToCPU for the rest."""
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCE = ROOT / "tests" / "c_libraries" / "tiny_diopi.c"
+DIPU_INCLUDE = ROOT / "dipu" / "include"
+# A snapshot of DeepLink-org/DIOPI (a bare git directory) where the development machine has one.
+DEEPLINK = Path(os.environ.get("DIPU_DEEPLINK_DIOPI_GIT", "/work/.mirror/DeepLink-org+DIOPI/repo"))
+COMPILER = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+TEST_VARS = ("DIPU_DIOPI_IMPL", "DIPU_DUMP_OP_ARGS", "DIPU_AUTOCOMPARE_OPS_LIST", "DIPU_FORCE_FALLBACK_OPS_LIST",
+             "DIPU_AUTOCOMPARE_VERBOSE", "DIPU_AUTOCOMPARE_STRICT")
+
+pytestmark = pytest.mark.skipif(COMPILER is None, reason="no C compiler")
+
+
+@pytest.fixture(autouse=True)
+def clean_environment(monkeypatch):
+    for var in TEST_VARS:
+        monkeypatch.delenv(var, raising=False)
+
+
+def deeplink_headers(directory: Path) -> Path | None:
+    """DeepLink's proto headers, extracted from the snapshot into ``directory`` (None without one)."""
+    if not (DEEPLINK / "HEAD").exists():
+        return None
+    for name in ("diopirt.h", "functions.h"):
+        text = subprocess.run(["git", "--git-dir", str(DEEPLINK), "show", f"HEAD:proto/include/diopi/{name}"],
+                              capture_output=True, text=True, check=True).stdout
+        (directory / "diopi").mkdir(parents=True, exist_ok=True)
+        (directory / "diopi" / name).write_text(text)
+    return directory
+
+
+def compile_library(tmp_path: Path, headers: str, source: Path = SOURCE, defines=()) -> Path:
+    """``source`` built as a shared library against ``headers``: "deeplink" or "dipu"."""
+    if headers == "deeplink":
+        include = deeplink_headers(tmp_path / "deeplink")
+        if include is None:
+            pytest.skip("no snapshot of DeepLink-org/DIOPI here (CI compiles against dipu's headers)")
+        flags = [f"-I{include}", "-DWITH_FUNCTIONS_H"]
+    else:  # dipu's diopirt.h, and the generated functions.h once there is one
+        flags = [f"-I{DIPU_INCLUDE}", "-std=c11", "-pedantic"]
+        if (DIPU_INCLUDE / "diopi" / "functions.h").exists():
+            flags.append("-DWITH_FUNCTIONS_H")
+    target = tmp_path / f"lib{source.stem}_{headers}{''.join(d.split('=')[0] for d in defines)}.so"
+    subprocess.run([COMPILER, "-shared", "-fPIC", "-O1", "-Wall", "-Werror", *flags,
+                    *(f"-D{d}" for d in defines), str(source), "-o", str(target)], check=True)
+    return target
+
+
+COMPUTE = """
+import json, torch, dipu
+torch.manual_seed(0)
+x, y, m = torch.randn(5, 6), torch.randn(5, 6), torch.randn(6, 3)
+dx, dy, dm = x.to("dipu"), y.to("dipu"), m.to("dipu")
+v = torch.tensor([0.0, 1.5, 0.0, -2.0])
+results = {
+    "add": torch.equal((dx + dy).cpu(), x + y),
+    # x + 3 * y: torch's CPU kernel may fuse the multiply-add (one rounding fewer): a few ulps apart
+    "add_alpha": torch.allclose(torch.add(dx, dy, alpha=3).cpu(), torch.add(x, y, alpha=3), rtol=1e-6, atol=1e-6),
+    "mul": torch.equal((dx * dy).cpu(), x * y),
+    "relu": torch.equal(torch.relu(dx).cpu(), torch.relu(x)),
+    "mm": torch.allclose((dx @ dm).cpu(), x @ m, rtol=1e-6, atol=1e-6),
+    "nonzero": torch.equal(torch.nonzero(v.to("dipu")).cpu(), torch.nonzero(v)),
+}
+native = dict(dipu.fallback_counts())
+results["add64"] = torch.equal((dx.double() + dy.double()).cpu(), x.double() + y.double())
+results["sub"] = torch.equal((dx - dy).cpu(), x - y)  # not in the library: the Python library's
+print(json.dumps({"results": results, "native": native, "after": dipu.fallback_counts()}))
+"""
+
+
+@pytest.mark.parametrize("headers", ["deeplink", "dipu"])
+def test_a_c_library_computes_and_leaves_the_rest_to_the_python_library_and_the_fallback(
+        python, tmp_path, headers):
+    library = compile_library(tmp_path, headers)
+    out = json.loads(python(COMPUTE, env={"DIPU_DIOPI_IMPL": str(library)}).stdout.strip().splitlines()[-1])
+    assert all(out["results"].values()), out["results"]
+    # add, mul, relu, mm and nonzero ran in C: nothing went through the CPU fallback until the
+    # float64 add, which the library answers diopiForceFallbackToCPU.
+    assert out["native"] == {}, out["native"]
+    assert out["after"] == {"add.Tensor": 1}, out["after"]
+
+
+def test_the_c_functions_are_the_ones_called(python, tmp_path):
+    """A diopiMul 1% wrong is named by autocompare; the level-1 dump names the DIOPI functions."""
+    library = compile_library(tmp_path, "dipu", defines=["MUL_FACTOR=1.01f"])
+    code = """
+        import torch, dipu
+        x = torch.rand(4, 8, device="dipu") + 1
+        with dipu.autocompare("mul.*|add.*") as run:
+            x * x; x + x
+        print("mismatched:", sorted({m.op for m in run.mismatches}))
+    """
+    out = python(code, env={"DIPU_DIOPI_IMPL": str(library)}).stdout
+    assert "mismatched: ['mul.Tensor']" in out, out
+    dump = python("import torch; x = torch.ones(3, device='dipu'); x * x; torch.relu(x)",
+                  env={"DIPU_DIOPI_IMPL": str(library), "DIPU_DUMP_OP_ARGS": "1"}).stdout
+    assert ":mul.Tensor  diopiMul" in dump and ":relu  diopiRelu" in dump, dump
+
+
+def test_a_vendor_naming_a_c_library_gets_the_fallback_for_what_it_lacks(python, tmp_path):
+    """Without a Python library under it, a function the C library lacks is the CPU fallback's."""
+    library = compile_library(tmp_path, "dipu")
+    code = f"""
+        import torch, dipu
+        from dipu._core import vendor
+        from dipu.kernels import registry
+        vendor().diopi_impl = {str(library)!r}
+        registry.register_active()
+        x = torch.tensor([1.0, -2.0], device="dipu")
+        dipu.reset_fallback_counts()
+        assert torch.equal((x + x).cpu(), torch.tensor([2.0, -4.0]))
+        assert torch.equal((x - x).cpu(), torch.zeros(2))
+        print(sorted(dipu.fallback_counts()))
+    """
+    ran_on_cpu = python(code).stdout.strip().splitlines()[-1]
+    assert ran_on_cpu in ("['sub.out']", "['sub.Tensor']"), ran_on_cpu  # sub.Tensor runs as sub.out
+
+
+def test_a_status_error_carries_the_library_s_message(python, tmp_path):
+    library = compile_library(tmp_path, "dipu")
+    code = """
+        import torch
+        try:
+            torch.mm(torch.ones(2, 3, device="dipu"), torch.ones(4, 2, device="dipu"))
+        except RuntimeError as error:
+            print(error)
+    """
+    out = python(code, env={"DIPU_DIOPI_IMPL": str(library)}).stdout
+    assert "diopiMm failed with diopiErrorOccurred" in out and "input is 2x3, mat2 is 4x2" in out, out
+
+
+def import_error(python, value: str) -> str:
+    """The last line of the traceback of ``import dipu`` with DIPU_DIOPI_IMPL=value."""
+    proc = python("import dipu", env={"DIPU_DIOPI_IMPL": value, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}, check=False)
+    assert proc.returncode != 0, proc.stdout
+    return proc.stderr.strip().splitlines()[-1]
+
+
+def test_unusable_libraries_are_refused_naming_the_file_and_the_variable(python, tmp_path):
+    missing = tmp_path / "libnothere.so"
+    assert import_error(python, str(missing)).endswith(
+        f"DIPU_DIOPI_IMPL={missing}: the C op library {missing} does not exist")
+
+    unrelated = tmp_path / "unrelated.c"
+    unrelated.write_text("int answer(void) { return 42; }\n")
+    message = import_error(python, str(compile_library(tmp_path, "dipu", unrelated)))
+    assert f"DIPU_DIOPI_IMPL={tmp_path}" in message and "exports no DIOPI function" in message, message
+
+    unresolved = tmp_path / "unresolved.c"
+    unresolved.write_text("int diopiNoSuchRuntimeFunction(void);\n"
+                          "int diopiAdd(void) { return diopiNoSuchRuntimeFunction(); }\n")
+    message = import_error(python, str(compile_library(tmp_path, "dipu", unresolved)))
+    assert "cannot load the C op library" in message and "diopiNoSuchRuntimeFunction" in message, message
+
+
+def test_the_headers_compile_as_c_and_cxx(tmp_path):
+    """dipu's diopirt.h (and functions.h when generated) is valid C11 and C++11, its asserts hold."""
+    source = tmp_path / "headers.c"
+    source.write_text("#include <diopi/diopirt.h>\n"
+                      + ("#include <diopi/functions.h>\n" if (DIPU_INCLUDE / "diopi" / "functions.h").exists() else "")
+                      + "int main(void) { return diopiForceFallbackToCPU == 14 && diopi_dtype_float32 == 9 ? 0 : 1; }\n")
+    subprocess.run([COMPILER, "-std=c11", "-Wall", "-Werror", "-pedantic", f"-I{DIPU_INCLUDE}", str(source),
+                    "-o", str(tmp_path / "c")], check=True)
+    subprocess.run([str(tmp_path / "c")], check=True)
+    cxx = shutil.which("c++")
+    if cxx:
+        subprocess.run([cxx, "-std=c++11", "-Wall", "-Werror", "-x", "c++", f"-I{DIPU_INCLUDE}", str(source),
+                        "-o", str(tmp_path / "cxx")], check=True)
+        subprocess.run([str(tmp_path / "cxx")], check=True)
