@@ -99,12 +99,16 @@ def _build(target: Path, functions: frozenset[str]) -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
+def build(functions: frozenset[str]) -> Path:
+    """The extension for a C library exporting ``functions``, built first if it is not cached."""
+    return _native.ensure_built(cache_dir(functions) / f"{NAME}.so", lambda path: _build(path, functions))
+
+
 def load(functions: frozenset[str]):
-    """The extension for the C library's ``functions``, building it first if it is not cached."""
+    """The extension for the C library's ``functions`` (:func:`build`), loaded once per process."""
     global _module
     if _module is None:
-        directory = cache_dir(functions)
-        target = _native.ensure_built(directory / f"{NAME}.so", lambda path: _build(path, functions))
+        target = build(functions)
         spec = importlib.util.spec_from_file_location(NAME, target)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
