@@ -45,6 +45,12 @@ void uninstall() {
   g_installed = nullptr;
 }
 
+// Installing overrides the Python wrappers on purpose: the dispatcher's "Overriding a previously registered
+// kernel" warning would only alarm.
+struct Quiet : c10::WarningHandler {
+  void process(const c10::Warning&) override {}
+};
+
 const c10::FunctionSchema& schema_of(const std::string& op) {
   auto dot = op.find('.');
   std::string name = "aten::" + op.substr(0, dot);
@@ -95,6 +101,8 @@ void define_module(py::module& m, const Entry* entries, size_t count) {
   }, "(op, DIOPI function) of every kernel this extension has.");
   m.def("install", [by_op](const std::vector<std::tuple<std::string, uintptr_t, py::object>>& chosen) {
     uninstall();
+    Quiet quiet;
+    c10::WarningUtils::WarningHandlerGuard quiet_guard(&quiet);
     auto installed = std::make_unique<Installed>();
     installed->library = std::make_unique<torch::Library>(
         torch::Library::IMPL, "aten", std::optional<c10::DispatchKey>(c10::DispatchKey::PrivateUse1), __FILE__,
