@@ -53,6 +53,17 @@ diopiError_t diopiAdd(diopiContextHandle_t ctx, diopiTensorHandle_t out, diopiCo
     return diopiSuccess;
 }
 
+diopiError_t diopiAddScalar(diopiContextHandle_t ctx, diopiTensorHandle_t out, diopiConstTensorHandle_t input,
+                            const diopiScalar_t* other, const diopiScalar_t* alpha) {
+    int64_t n, na; float *o = floats(out, &n), *x = floats(input, &na);
+    float v = other->stype == diopi_dtype_float64 ? (float)other->fval : (float)other->ival;
+    float a = alpha->stype == diopi_dtype_float64 ? (float)alpha->fval : (float)alpha->ival;
+    (void)ctx; ++cw_calls;
+    if (!o || !x || na != n) return diopiForceFallbackToCPU;
+    for (int64_t i = 0; i < n; ++i) o[i] = x[i] + a * v;
+    return diopiSuccess;
+}
+
 diopiError_t diopiMul(diopiContextHandle_t ctx, diopiTensorHandle_t out, diopiConstTensorHandle_t input,
                       diopiConstTensorHandle_t other) {
     int64_t n, na, nb; float *o = floats(out, &n), *x = floats(input, &na), *y = floats(other, &nb);
@@ -105,7 +116,7 @@ def clean_environment(monkeypatch):
 
 
 #: What LIBRARY exports of the proto.
-FUNCTIONS = frozenset({"diopiAdd", "diopiMul", "diopiReluInp", "diopiMm", "diopiSub"})
+FUNCTIONS = frozenset({"diopiAdd", "diopiAddScalar", "diopiMul", "diopiReluInp", "diopiMm", "diopiSub"})
 
 
 @pytest.fixture(scope="module")
@@ -204,6 +215,7 @@ dipu.reset_fallback_counts()
 r["add"] = torch.equal((dx + dy).cpu(), x + y)
 r["add_alpha"] = torch.allclose(torch.add(dx, dy, alpha=3).cpu(), torch.add(x, y, alpha=3))
 r["mul"] = torch.equal((dx * dy).cpu(), x * y)
+r["add_number"] = torch.equal((dx + 2).cpu(), x + 2)  # a wrapped number: diopiAddScalar
 r["mm"] = torch.allclose((dx @ dm).cpu(), x @ m, rtol=1e-5, atol=1e-5)
 z = dx.clone(); z.add_(dy, alpha=2); r["add_"] = torch.allclose(z.cpu(), x + 2 * y)
 out = torch.empty(0, device="dipu"); torch.add(dx, dy, out=out); r["add_out"] = torch.equal(out.cpu(), x + y)
@@ -215,7 +227,7 @@ cpp_wrappers.reset_fast_calls()
 r["float64"] = torch.equal((dx.double() + dy.double()).cpu(), x.double() + y.double())  # the library refuses
 r["broadcast"] = torch.equal((dx + dy[0]).cpu(), x + y[0])  # so it does with another shape
 r["strided"] = torch.equal((dx.t() * dy.t()).cpu(), x.t() * y.t())  # the Python path's stride rules
-r["scalar"] = torch.equal((dx * 2).cpu(), x * 2)  # a wrapped number: the Python path
+r["scalar"] = torch.equal((dx * 2).cpu(), x * 2)  # a wrapped number, no diopiMulScalar: the Python path
 r["after_refusals"] = cpp_wrappers.fast_calls()
 r["fallbacks"] = dipu.fallback_counts()
 try:
@@ -259,9 +271,9 @@ def test_the_cpp_path_serves_the_library_s_functions_with_the_python_path_s_resu
     for op in ("add.Tensor", "add.out", "add_.Tensor", "mul.Tensor", "mm", "relu_"):
         assert op in r["installed"], r["installed"]
     assert "sub.Tensor" in r["installed"]
-    for case in ("add", "add_alpha", "mul", "mm", "add_", "add_out", "relu_"):
+    for case in ("add", "add_alpha", "mul", "add_number", "mm", "add_", "add_out", "relu_"):
         assert r[case] is True, case
-    assert r["fast"] == {"add.Tensor": 2, "mul.Tensor": 1, "mm": 1, "add_.Tensor": 1, "add.out": 1, "relu_": 1}, \
+    assert r["fast"] == {"add.Tensor": 3, "mul.Tensor": 1, "mm": 1, "add_.Tensor": 1, "add.out": 1, "relu_": 1}, \
         r["fast"]
     assert r["no_fallback"] == {}, r["no_fallback"]
 

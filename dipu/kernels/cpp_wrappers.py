@@ -128,7 +128,7 @@ def install(kernels: dict, addresses: dict[str, int]) -> list[str]:
     if not addresses or not enabled():
         return []
     extension = load(frozenset(addresses))
-    chosen = [(op, addresses[diopi], kernels[op][1]) for op, diopi in extension.ops()
+    chosen = [(op, addresses[diopi], addresses.get(scalar, 0), kernels[op][1]) for op, diopi, scalar in extension.ops()
               if op in kernels and diopi in addresses]  # an op not in kernels: forced to the fallback
     with warnings.catch_warnings():  # "Overriding a previously registered kernel": the point of installing
         warnings.simplefilter("ignore", UserWarning)

@@ -37,6 +37,7 @@ void uninstall() {
   g_installed->library.reset();
   for (Kernel* kernel : g_installed->kernels) {
     kernel->function = nullptr;
+    kernel->scalar_function = nullptr;
     Py_XDECREF(static_cast<PyObject*>(kernel->python_kernel));
     kernel->python_kernel = nullptr;
     kernel->schema = nullptr;
@@ -95,11 +96,12 @@ void define_module(py::module& m, const Entry* entries, size_t count) {
   for (size_t i = 0; i < count; ++i) by_op.emplace(entries[i].op, &entries[i]);
 
   m.def("ops", [entries, count] {
-    std::vector<std::pair<std::string, std::string>> result;
-    for (size_t i = 0; i < count; ++i) result.emplace_back(entries[i].op, entries[i].kernel->diopi_name);
+    std::vector<std::tuple<std::string, std::string, std::string>> result;
+    for (size_t i = 0; i < count; ++i)
+      result.emplace_back(entries[i].op, entries[i].kernel->diopi_name, entries[i].kernel->scalar_name);
     return result;
-  }, "(op, DIOPI function) of every kernel this extension has.");
-  m.def("install", [by_op](const std::vector<std::tuple<std::string, uintptr_t, py::object>>& chosen) {
+  }, "(op, DIOPI function, scalar DIOPI function or '') of every kernel this extension has.");
+  m.def("install", [by_op](const std::vector<std::tuple<std::string, uintptr_t, uintptr_t, py::object>>& chosen) {
     uninstall();
     Quiet quiet;
     c10::WarningUtils::WarningHandlerGuard quiet_guard(&quiet);
@@ -108,7 +110,7 @@ void define_module(py::module& m, const Entry* entries, size_t count) {
         torch::Library::IMPL, "aten", std::optional<c10::DispatchKey>(c10::DispatchKey::PrivateUse1), __FILE__,
         __LINE__);
     std::vector<std::string> names;
-    for (const auto& [op, address, python_kernel] : chosen) {
+    for (const auto& [op, address, scalar_address, python_kernel] : chosen) {
       auto found = by_op.find(op);
       TORCH_CHECK(found != by_op.end(), "dipu: the C++ wrappers have no kernel for ", op);
       TORCH_CHECK(address != 0, "dipu: no C function given for ", op);
@@ -116,13 +118,14 @@ void define_module(py::module& m, const Entry* entries, size_t count) {
       kernel->schema = &schema_of(op);
       kernel->python_kernel = python_kernel.inc_ref().ptr();  // released by uninstall
       kernel->function = reinterpret_cast<void*>(address);
+      kernel->scalar_function = reinterpret_cast<void*>(scalar_address);
       installed->kernels.push_back(kernel);
       found->second->define(*installed->library);
       names.push_back(op);
     }
     g_installed = installed.release();
     return names;
-  }, "install([(op, C function address, Python wrapper), ...]): register those C++ wrappers on PrivateUse1, "
+  }, "install([(op, C function address, scalar C function address or 0, Python wrapper), ...]): register those C++ wrappers on PrivateUse1, "
      "over what is registered (replacing an earlier install); returns the ops.");
   m.def("uninstall", &uninstall, "Unregister the installed C++ wrappers.");
   m.def("fast_calls", [entries, count] {

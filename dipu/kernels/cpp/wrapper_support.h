@@ -48,10 +48,13 @@ inline bool hooks_on() {
 // One generated kernel: its op, its DIOPI function (bound at install), its Python wrapper (the path
 // every case the C++ wrapper does not handle takes) and how often the C++ path served a call.
 struct Kernel {
-  Kernel(const char* op, const char* diopi_name) : op(op), diopi_name(diopi_name) {}
+  Kernel(const char* op, const char* diopi_name, const char* scalar_name = "")
+      : op(op), diopi_name(diopi_name), scalar_name(scalar_name) {}
   const char* op;
   const char* diopi_name;
+  const char* scalar_name;  // the scalar_interface's function, for a wrapped number; "" when none
   void* function = nullptr;
+  void* scalar_function = nullptr;  // null when the library lacks it
   void* python_kernel = nullptr;  // a strong reference to the Python wrapper (a PyObject*) while installed
   const c10::FunctionSchema* schema = nullptr;
   std::atomic<int64_t> fast_calls{0};
@@ -88,6 +91,19 @@ inline bool on(const at::Tensor& t, c10::DeviceIndex device) {
 }
 inline bool on(const std::optional<at::Tensor>& t, c10::DeviceIndex device) {
   return !t.has_value() || !t->defined() || on(*t, device);
+}
+// A Python number where the schema says Tensor (Note [Wrapped numbers in C++] in dest/cpp_wrappers.py).
+inline bool is_number(const at::Tensor& t) {
+  return t.defined() && t.unsafeGetTensorImpl()->is_wrapped_number();
+}
+// The number a wrapped number holds (double, int64, bool or complex, as torch wraps them).
+inline at::Scalar number_of(const at::Tensor& t) {
+  switch (t.scalar_type()) {
+    case at::kDouble: return *t.const_data_ptr<double>();
+    case at::kLong: return *t.const_data_ptr<int64_t>();
+    case at::kBool: return *t.const_data_ptr<bool>();
+    default: return t.item();
+  }
 }
 inline bool contiguous(const at::Tensor& t) { return t.is_contiguous(); }
 inline bool contiguous(const std::optional<at::Tensor>& t) {

@@ -17,6 +17,13 @@ dipu.fallback_counts(), or the error naming the library's last error string). A 
 to answer diopiForceFallbackToCPU or an error before writing anything, so the second call sees the
 arguments the first did.
 
+Note [Wrapped numbers in C++]
+Where the schema says Tensor and the caller passed a Python number (``x.mul_(0.9)``, ``x * 2``), a C++
+kernel receives a wrapped number: a 0-dim CPU tensor. An entry with a ``scalar_interface`` for that
+argument calls its scalar function with the number as a diopiScalar_t, as the Python wrapper does; the
+shape rule sees the wrapped tensor, whose type promotion is a number's. Without a scalar function the
+call goes to the Python path.
+
 Only kernels the C++ side can serve whole are emitted (:func:`supported` says why not for the others): a
 named shape rule with a C++ twin (``meta`` shapes and the multi-output rules stay in Python), one output,
 no ``impl:`` body, no function-allocated output, and parameters of the kinds in ``_CONVERSIONS``. The rest
@@ -100,6 +107,11 @@ class CWrapper:
     locals: tuple[str, ...]  # statements before the call (converted scalars, strings)
     call_args: str
     result: str  # what the kernel returns
+    number: str  # the Tensor argument a wrapped Python number may stand in (Note [Wrapped numbers in C++])
+    scalar_function: str  # the scalar_interface's function, called for such a number
+    scalar_c_params: str
+    scalar_locals: tuple[str, ...]
+    scalar_call_args: str
 
 
 def values(kernels: list[Kernel], functions: frozenset[str] | None = None) -> dict:
@@ -134,8 +146,24 @@ def supported(kernel: Kernel) -> str | None:
         return f"returns {returns}"
     if not any(t in ("const at::Tensor &", "at::Tensor &") for t in types.values()):
         return "no tensor argument to take the device from"
-    renamed = dict(kernel.renamed)
-    for arg, param in zip(entry.interface.args, entry.interface.function.params):
+    return _unsupported_call(kernel, entry.interface, types, dict(kernel.renamed))
+
+
+def _number_arg(kernel: Kernel, types: dict[str, str]) -> str | None:
+    """The Tensor argument a wrapped number may stand in, when the C++ kernel calls the scalar function for it."""
+    scalar = kernel.entry.scalar_interface
+    if scalar is None or len(scalar.number_args) != 1 or types.get(scalar.number_args[0]) != "const at::Tensor &":
+        return None
+    if _unsupported_call(kernel, scalar, types, dict(kernel.renamed)) is not None:
+        return None
+    return scalar.number_args[0]
+
+
+def _unsupported_call(kernel: Kernel, call, types: dict[str, str], renamed: dict[str, str]) -> str | None:
+    numbers = call.number_args
+    for arg, param in zip(call.args, call.function.params):
+        if arg.name in numbers and param.kind is proto.Kind.SCALAR:
+            continue
         if param.kind not in _C_TYPES:
             return f"parameter {param.name} of kind {param.kind.value}"
         if param.optional and param.kind in (proto.Kind.INT, proto.Kind.FLOAT, proto.Kind.BOOL):
@@ -187,12 +215,50 @@ def _wrapper(kernel: Kernel) -> CWrapper:
     types = {b.argument.name: b.type for b in bindings}
     renamed = dict(kernel.renamed)
     output = kernel.outputs[0]
-    tensors = tuple(cpp(n) for n, t in types.items() if t in ("const at::Tensor &", "at::Tensor &"))
+    number = _number_arg(kernel, types)
+    tensors = tuple(cpp(n) for n, t in types.items() if t in ("const at::Tensor &", "at::Tensor &") and n != number)
     optional_tensors = tuple(cpp(n) for n, t in types.items() if t == "const ::std::optional<at::Tensor> &")
     device_arg = tensors[0]
-    locals_, call_args = [], []
     function = entry.interface.function
-    for arg, param in zip(entry.interface.args, function.params):
+    locals_, call_args = _call_values(entry.interface, types, renamed)
+    scalar_locals, scalar_call_args = _call_values(entry.scalar_interface, types, renamed) if number else ((), [])
+    contiguous = ()
+    rule = rule_args = ""
+    non_out = [cpp(a.name) for a in schema.arguments.flat_non_out]
+    if kernel.allocation in (Allocation.NEW, Allocation.RESIZE, Allocation.CHECK):
+        rule = kernel.shape.rule.name
+        rule_args = ", ".join(non_out)
+        if kernel.allocation is Allocation.NEW and kernel.strides is not None and rule not in _CONTIGUOUS_OUTPUTS:
+            contiguous = tensors + optional_tensors + ((cpp(number),) if number else ())
+    return CWrapper(
+        op=kernel.name, schema=str(schema), name=kernel.name.replace(".", "_"), function=function.name,
+        c_params=", ".join(_C_TYPES[p.kind] for p in function.params),
+        returns=signature.returns_type().cpp_type(),
+        params=", ".join(f"{b.type} {cpp(b.name)}" for b in bindings),
+        args=", ".join(cpp(b.name) for b in bindings),
+        device_arg=device_arg, tensors=tensors, optional_tensors=optional_tensors,
+        allocation=kernel.allocation.name, output=cpp(renamed.get(output, output)), rule=rule,
+        rule_args=rule_args, contiguous=contiguous, locals=tuple(locals_), call_args=", ".join(call_args),
+        result=cpp(renamed.get(output, output)), number=cpp(number) if number else "",
+        scalar_function=entry.scalar_interface.function.name if number else "",
+        scalar_c_params=", ".join(_C_TYPES[p.kind] for p in entry.scalar_interface.function.params) if number else "",
+        scalar_locals=tuple(scalar_locals), scalar_call_args=", ".join(scalar_call_args))
+
+
+#: Rules whose output the meta kernel lays out contiguously whatever the inputs' strides (the matrix products):
+#: their functional kernels need no stride rule, so non-contiguous inputs stay on the C++ path.
+_CONTIGUOUS_OUTPUTS = frozenset({"mm", "bmm", "addmm"})
+
+
+def _call_values(call, types: dict[str, str], renamed: dict[str, str]) -> tuple[list[str], list[str]]:
+    """The statements before the C call and its arguments after the context."""
+    locals_, call_args = [], []
+    for arg, param in zip(call.args, call.function.params):
+        if arg.name in call.number_args and param.kind is proto.Kind.SCALAR:
+            value = cpp(renamed.get(arg.name, arg.name))
+            locals_.append(f"const diopiScalar_t {value}_n = scalar(number_of({value}));")
+            call_args.append(f"&{value}_n")
+            continue
         if arg.name is None:
             literal = _literal(arg, param)
             if param.kind is proto.Kind.SCALAR and arg.literal is not None:
@@ -214,24 +280,7 @@ def _wrapper(kernel: Kernel) -> CWrapper:
             call_args.append(f"c_rounding_mode({value})")
         else:
             call_args.append(f"c_{helper}({value})")
-    contiguous = ()
-    rule = rule_args = ""
-    non_out = [cpp(a.name) for a in schema.arguments.flat_non_out]
-    if kernel.allocation in (Allocation.NEW, Allocation.RESIZE, Allocation.CHECK):
-        rule = kernel.shape.rule.name
-        rule_args = ", ".join(non_out)
-        if kernel.allocation is Allocation.NEW and kernel.strides is not None:
-            contiguous = tensors + optional_tensors
-    return CWrapper(
-        op=kernel.name, schema=str(schema), name=kernel.name.replace(".", "_"), function=function.name,
-        c_params=", ".join(_C_TYPES[p.kind] for p in function.params),
-        returns=signature.returns_type().cpp_type(),
-        params=", ".join(f"{b.type} {cpp(b.name)}" for b in bindings),
-        args=", ".join(cpp(b.name) for b in bindings),
-        device_arg=device_arg, tensors=tensors, optional_tensors=optional_tensors,
-        allocation=kernel.allocation.name, output=cpp(renamed.get(output, output)), rule=rule,
-        rule_args=rule_args, contiguous=contiguous, locals=tuple(locals_), call_args=", ".join(call_args),
-        result=cpp(renamed.get(output, output)))
+    return locals_, call_args
 
 
 def explain(kernels: list[Kernel]) -> dict[str, str]:
