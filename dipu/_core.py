@@ -29,7 +29,6 @@ def _allocator_mode() -> bool:
     return mode == "caching"
 
 
-_vendor = runtime.load_vendor()
 #: Whether device memory goes through the caching allocator (``DIPU_ALLOCATOR``).
 caching_allocator = _allocator_mode()
 
@@ -37,15 +36,20 @@ torch.utils.rename_privateuse1_backend("dipu")
 #: The native core (dipu/csrc), also importable as ``dipu._C``.
 _C = _native.load()
 sys.modules["dipu._C"] = _C
+_vendor = runtime.load_vendor(load_plugin=_C.load_runtime_plugin)
+# A C plug-in's table serves the core directly (Note [Two kinds of vendor runtime]).
+_plugin = runtime.plugin_of(_vendor)
 _C.register_vendor(
     _vendor,
     _vendor.name,
     _vendor.device_count(),
     _vendor.native_device_type,
-    runtime.overrides(_vendor, "host_malloc"),
+    {"host_memory_allocate", "host_memory_deallocate"} <= set(_plugin.functions()) if _plugin
+    else runtime.overrides(_vendor, "host_malloc"),
     runtime.overrides(_vendor, "set_current_stream"),
     caching_allocator,
     _vendor.native_generator,
+    _plugin,
 )
 
 

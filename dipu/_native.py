@@ -39,12 +39,16 @@ from pathlib import Path
 import torch
 
 CSRC = Path(__file__).parent / "csrc"
-INCLUDE = Path(__file__).parent / "include"  # the DIOPI C headers csrc includes (diopi_rt.h)
 NAME = "dipu_C"
 
 
+#: dipu's public C headers (vendors compile against them; the core includes them too).
+INCLUDE = Path(__file__).parent / "include"
+
+
 def _sources() -> list[Path]:
-    return sorted(p for p in CSRC.iterdir() if p.suffix in (".cpp", ".h")) + sorted(INCLUDE.rglob("*.h"))
+    headers = sorted(INCLUDE.rglob("*.h")) if INCLUDE.is_dir() else []
+    return sorted(p for p in CSRC.iterdir() if p.suffix in (".cpp", ".h")) + headers
 
 
 #: DIPU_SANITIZE value -> (compiler and linker flag, runtime library, its init symbol, cache key tag).
@@ -68,7 +72,7 @@ def sanitizer() -> str | None:
 def cache_dir() -> Path:
     digest = hashlib.sha256()
     for path in _sources():
-        digest.update(path.name.encode())
+        digest.update(str(path.relative_to(CSRC.parent)).encode())
         digest.update(path.read_bytes())
     key = "-".join([
         f"torch{torch.__version__}",

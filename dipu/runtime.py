@@ -280,22 +280,117 @@ def check_runtime_class(name: str, cls: type) -> None:
         )
 
 
+class PluginRuntime(DeviceRuntime):
+    """A vendor runtime in C: a runtime plug-in (Note [C runtime plug-ins] in dipu/csrc/vendor_plugin.cpp).
+
+    ``DIPU_VENDOR=<path to .so>`` runs a plug-in as it is: the vendor is named by the plug-in's
+    device type, keeps device memory opaque (ops run through the CPU fallback) and has no op
+    library. A packaged plug-in subclasses this class, sets :attr:`library` (the .so's path) and
+    may declare what a C table cannot say (``native_device_type``, ``diopi_impl``,
+    ``collectives``, ``compiler_backend``), then names the subclass in the ``dipu.vendors``
+    entry-point group like any vendor. The native core calls the plug-in's table directly, without
+    Python; these methods serve dipu's Python (``torch.dipu.get_device_properties``,
+    ``mem_get_info``, lifetime) and tests.
+    """
+
+    #: Path of the plug-in's shared library (a packaged plug-in sets it; may be a callable
+    #: returning the path, e.g. one that builds the library first).
+    library = None
+    diopi_impl = None
+
+    def __init__(self, plugin) -> None:
+        #: The loaded plug-in (``dipu._C.RuntimePlugin``).
+        self.plugin = plugin
+        self._sizes: dict[tuple[int, int], int] = {}
+
+    def device_count(self) -> int:
+        return self.plugin.device_count()
+
+    def initialize(self) -> None:
+        self.plugin.initialize()
+
+    def finalize(self) -> None:
+        self.plugin.finalize()
+
+    def set_device(self, index: int) -> None:
+        self.plugin.set_device(index)
+
+    def synchronize_device(self, index: int) -> None:
+        self.plugin.synchronize_device(index)
+
+    def device_properties(self, index: int) -> DeviceProperties:
+        name = " ".join(part for part in (self.plugin.device_type, self.plugin.sub_device_type) if part)
+        capability = self.plugin.compute_capability()
+        major, minor = divmod(capability, 10) if capability is not None else (1, 0)
+        return DeviceProperties(name=name, total_memory=self.plugin.mem_get_info(index)[1], major=major, minor=minor)
+
+    def mem_get_info(self, index: int) -> tuple[int, int]:
+        return tuple(self.plugin.mem_get_info(index))
+
+    def malloc(self, index: int, nbytes: int) -> int:
+        ptr = self.plugin.malloc(index, nbytes)
+        if ptr:
+            self._sizes[(index, ptr)] = nbytes  # the ABI's deallocation takes the size
+        return ptr
+
+    def free(self, index: int, ptr: int) -> None:
+        self.plugin.free(index, ptr, self._sizes.pop((index, ptr), 0))
+
+    def memcpy_h2d(self, index: int, dst: int, src: int, nbytes: int) -> None:
+        self.plugin.memcpy_h2d(index, dst, src, nbytes)
+
+    def memcpy_d2h(self, index: int, dst: int, src: int, nbytes: int) -> None:
+        self.plugin.memcpy_d2h(index, dst, src, nbytes)
+
+    def memcpy_d2d(self, dst_index: int, dst: int, src_index: int, src: int, nbytes: int) -> None:
+        self.plugin.memcpy_d2d(dst_index, dst, src_index, src, nbytes)
+
+
+def plugin_of(runtime: DeviceRuntime):
+    """The loaded C plug-in (``dipu._C.RuntimePlugin``) of a :class:`PluginRuntime`; None for a Python vendor."""
+    return runtime.plugin if isinstance(runtime, PluginRuntime) else None
+
+
 def installed_vendors() -> dict[str, metadata.EntryPoint]:
     return {ep.name: ep for ep in metadata.entry_points(group=VENDOR_GROUP)}
 
 
-def load_vendor(name: str | None = None) -> DeviceRuntime:
-    """Instantiate the vendor named by ``name`` or ``DIPU_VENDOR`` (default: sim)."""
+def is_plugin_path(name: str) -> bool:
+    """Whether a ``DIPU_VENDOR`` value names a shared library rather than an installed vendor."""
+    return os.sep in name or name.endswith(".so") or ".so." in name
+
+
+def load_vendor(name: str | None = None, load_plugin=None) -> DeviceRuntime:
+    """Instantiate the vendor named by ``name`` or ``DIPU_VENDOR`` (default: sim).
+
+    ``load_plugin(path, variable)`` loads a runtime plug-in (``dipu._C.load_runtime_plugin``); it
+    serves a path (``DIPU_VENDOR=/path/libx.so``) and packaged :class:`PluginRuntime` vendors.
+    """
     name = name or os.environ.get("DIPU_VENDOR", "").strip() or DEFAULT_VENDOR
+    if is_plugin_path(name):
+        if load_plugin is None:
+            raise RuntimeError(f"DIPU_VENDOR={name!r} names a runtime plug-in, which needs the native core")
+        runtime = PluginRuntime(load_plugin(os.path.abspath(os.path.expanduser(name)), "DIPU_VENDOR"))
+        runtime.name = runtime.plugin.device_type
+        return runtime
     vendors = installed_vendors()
     if name not in vendors:
         raise RuntimeError(
             f"DIPU_VENDOR={name!r} names no installed dipu vendor; installed: "
-            f"{', '.join(sorted(vendors)) or 'none'} (entry-point group '{VENDOR_GROUP}')"
+            f"{', '.join(sorted(vendors)) or 'none'} (entry-point group '{VENDOR_GROUP}'); "
+            "a runtime plug-in in C is named by its path (DIPU_VENDOR=/path/to/libvendor.so)"
         )
     cls = vendors[name].load()
     check_runtime_class(name, cls)
-    runtime = cls()
+    if issubclass(cls, PluginRuntime):
+        if load_plugin is None:
+            raise RuntimeError(f"dipu vendor '{name}' is a runtime plug-in, which needs the native core")
+        library = cls.library() if callable(cls.library) else cls.library
+        if not library:
+            raise TypeError(f"dipu vendor '{name}' ({cls.__module__}.{cls.__qualname__}) sets no library")
+        runtime = cls(load_plugin(os.fspath(library), f"{cls.__module__}.{cls.__qualname__}.library"))
+    else:
+        runtime = cls()
     runtime.name = name
     if runtime.collectives is not None:
         from dipu.collectives import check_communicator_class

@@ -107,7 +107,7 @@ struct FreeOrder {
 
 struct Pending {
   Block* block;
-  std::vector<std::pair<py::object*, c10::DeviceIndex>> events;
+  std::vector<std::pair<Handle, c10::DeviceIndex>> events;
 };
 
 // The allocator actions of c10::CachingDeviceAllocator::TraceEntry, by their snapshot names.
@@ -254,14 +254,10 @@ class DipuAllocator final : public AllocatorBase {
       return;
     }
     Pending p{block, {}};
-    {
-      py::gil_scoped_acquire gil;
-      for (const auto& stream : uses) {
-        py::object ev = call_vendor_locked(VendorMethod::create_event, stream.device_index(), false);
-        call_vendor_locked(VendorMethod::record_event, stream.device_index(), ev,
-                           stream_handle(stream));
-        p.events.emplace_back(new py::object(std::move(ev)), stream.device_index());
-      }
+    for (const auto& stream : uses) {
+      Handle ev = runtime().create_event(stream.device_index(), false);
+      runtime().record_event(stream.device_index(), ev, stream_native_handle(stream));
+      p.events.emplace_back(ev, stream.device_index());
     }
     std::lock_guard<std::mutex> lock(mutex_);
     pools_[device].pending.push_back(std::move(p));
@@ -380,8 +376,7 @@ class DipuAllocator final : public AllocatorBase {
   // so that older ones, where it is a plain member, still compile.
   std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) {
     check_device_index(device);
-    py::gil_scoped_acquire gil;
-    return call_vendor_locked(VendorMethod::mem_get_info, device).cast<std::pair<size_t, size_t>>();
+    return runtime().mem_get_info(device);
   }
 #endif
 
@@ -474,12 +469,7 @@ class DipuAllocator final : public AllocatorBase {
     if (!ptr) {
       bool capped = over_limit(device, size);
       int64_t device_free = 0;
-      if (!capped) {
-        py::gil_scoped_acquire gil;
-        device_free = call_vendor_locked(VendorMethod::mem_get_info, device)
-                          .cast<std::pair<int64_t, int64_t>>()
-                          .first;
-      }
+      if (!capped) device_free = static_cast<int64_t>(runtime().mem_get_info(device).first);
       DeviceStats s;
       int64_t limit;
       {
@@ -513,8 +503,7 @@ class DipuAllocator final : public AllocatorBase {
   }
 
   void* raw_malloc(c10::DeviceIndex device, size_t size) {
-    auto p = call_vendor<uintptr_t>(VendorMethod::malloc, device, size);
-    return reinterpret_cast<void*>(p);
+    return runtime().malloc(device, size);
   }
 
   void release_cached(c10::DeviceIndex device) {
@@ -531,10 +520,7 @@ class DipuAllocator final : public AllocatorBase {
 
   void release_to_vendor(const std::vector<Block*>& blocks) {
     if (blocks.empty()) return;
-    {
-      py::gil_scoped_acquire gil;
-      for (Block* b : blocks) call_vendor_locked(VendorMethod::free, b->device, addr(b->ptr));
-    }
+    for (Block* b : blocks) runtime().free(b->device, b->ptr, b->size);
     std::lock_guard<std::mutex> lock(mutex_);
     for (Block* b : blocks) {
       auto& s = pools_[b->device].stats;
@@ -556,22 +542,15 @@ class DipuAllocator final : public AllocatorBase {
     if (pending.empty()) return;
     std::vector<Pending> still;
     std::vector<Block*> done;
-    {
-      py::gil_scoped_acquire gil;
-      for (auto& p : pending) {
-        bool complete = true;
-        for (auto& [ev, dev] : p.events)
-          complete = complete && call_vendor_locked(VendorMethod::query_event, dev, *ev).cast<bool>();
-        if (!complete) {
-          still.push_back(std::move(p));
-          continue;
-        }
-        for (auto& [ev, dev] : p.events) {
-          call_vendor_locked(VendorMethod::destroy_event, dev, *ev);
-          delete ev;
-        }
-        done.push_back(p.block);
+    for (auto& p : pending) {
+      bool complete = true;
+      for (auto& [ev, dev] : p.events) complete = complete && runtime().query_event(dev, ev);
+      if (!complete) {
+        still.push_back(std::move(p));
+        continue;
       }
+      for (auto& [ev, dev] : p.events) runtime().destroy_event(dev, ev);
+      done.push_back(p.block);
     }
     std::lock_guard<std::mutex> lock(mutex_);
     auto& pool = pools_[device];
@@ -727,12 +706,15 @@ std::map<void*, size_t> g_pinned;
 
 void delete_pinned(void* ptr) {
   if (!ptr) return;
+  size_t nbytes = 0;
   {
     std::lock_guard<std::mutex> lock(g_pinned_mutex);
+    auto it = g_pinned.find(ptr);
+    if (it != g_pinned.end()) nbytes = it->second;
     g_pinned.erase(ptr);
   }
   if (g_shutdown.load() || !g_initialized.load()) return;
-  call_vendor<void>(VendorMethod::host_free, addr(ptr));
+  runtime().host_free(ptr, nbytes);
 }
 
 class PinnedAllocator final : public c10::Allocator {
@@ -740,7 +722,7 @@ class PinnedAllocator final : public c10::Allocator {
   c10::DataPtr allocate(size_t nbytes) override {
     c10::Device cpu(c10::DeviceType::CPU);
     if (nbytes == 0) return {nullptr, nullptr, &delete_pinned, cpu};
-    void* ptr = reinterpret_cast<void*>(call_vendor<uintptr_t>(VendorMethod::host_malloc, nbytes));
+    void* ptr = runtime().host_malloc(nbytes);
     TORCH_CHECK_WITH(OutOfMemoryError, ptr, "dipu: the ", vendor().name,
                      " vendor could not allocate ", format_bytes(static_cast<int64_t>(nbytes)),
                      " of pinned host memory");

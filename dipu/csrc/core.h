@@ -1,7 +1,7 @@
 // The dipu native core: everything PyTorch decides in C++ for a PrivateUse1
 // backend (allocator, device guard, hooks, metadata ops, the CPU fallback).
-// The vendor runtime itself is a Python object (see dipu/runtime.py), reached
-// only through vendor_bridge.h; the core calls it only off the hot path: cache
+// The vendor runtime (a Python DeviceRuntime or a C plug-in) is reached only
+// through vendor_bridge.h; the core calls it only off the hot path: cache
 // misses, stream/event operations and copies for vendors without a native alias
 // device.
 #pragma once
@@ -32,8 +32,8 @@ c10::Stream current_stream(c10::DeviceIndex index);
 c10::Stream exchange_stream(const c10::Stream& stream);
 // The next stream of `device`'s pool (Note [Stream ids]).
 c10::Stream pool_stream(c10::Device device, int priority);
-// The vendor handle of a stream (None for a device's default stream).
-py::object stream_handle(const c10::Stream& stream);
+// The vendor's handle of a stream (null for a device's default stream).
+Handle stream_native_handle(const c10::Stream& stream);
 void streams_init(int device_count);
 
 // ---- the caching allocator (allocator.cpp) --------------------------------

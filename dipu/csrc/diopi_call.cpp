@@ -24,6 +24,8 @@ namespace {
 //   z/Z size list by value / by pointer    s string (None: null)
 //   d/D dtype / optional dtype             g generator (None: the device's default)
 //   r reduction  m rounding mode  e memory format
+//   P allocated outputs, one per element of the function's lists (the _foreach_ functions' outs;
+//     a one-element list to fill with the list of them)
 class Frame {
  public:
   explicit Frame(int device) : ctx_(static_cast<c10::DeviceIndex>(device)) {}
@@ -45,6 +47,12 @@ class Frame {
           TORCH_CHECK(py::isinstance<py::list>(value), "DIOPI call: an allocated output takes a one-element list");
           slots_.push_back(nullptr);
           words.append(address(&slots_.back()));
+          break;
+        }
+        case 'P': {
+          TORCH_CHECK(py::isinstance<py::list>(value), "DIOPI call: allocated outputs take a one-element list");
+          pending_lists_.emplace_back(py::len(words), &slot_lists_.emplace_back());
+          words.append(0);
           break;
         }
         case 'L': case 'M': {
@@ -86,10 +94,26 @@ class Frame {
       }
     }
     TORCH_CHECK(next == args.size(), "DIOPI call: ", args.size(), " arguments for the C form '", codes, "'");
+    // Lists of allocated outputs have the length of the lists, known only now.
+    for (auto& [word, outputs] : pending_lists_) {
+      outputs->assign(static_cast<size_t>(last_length), nullptr);
+      words[word] = address(outputs->data());
+    }
     return words;
   }
 
   uintptr_t context() { return address(handle(ctx_)); }
+
+  // The tensors the library stored in the `index`-th list of allocated outputs.
+  std::vector<at::Tensor> allocated_list(size_t index) const {
+    TORCH_CHECK(index < slot_lists_.size(), "DIOPI call: no list of allocated outputs ", index);
+    std::vector<at::Tensor> result;
+    for (diopiTensorHandle_t slot : slot_lists_[index]) {
+      TORCH_CHECK(slot, "DIOPI call: the library left an allocated output of a list unset");
+      result.push_back(tensor(slot));
+    }
+    return result;
+  }
 
   // The tensor the library stored in the `index`-th allocated output (None if it stored none).
   std::optional<at::Tensor> allocated(size_t index) const {
@@ -151,6 +175,8 @@ class Frame {
   // Deques throughout: what a C argument points to never moves while the frame grows.
   std::deque<at::Tensor> tensors_;
   std::deque<diopiTensorHandle_t> slots_;
+  std::deque<std::vector<diopiTensorHandle_t>> slot_lists_;
+  std::vector<std::pair<size_t, std::vector<diopiTensorHandle_t>*>> pending_lists_;  // (word, list)
   std::deque<std::vector<diopiTensorHandle_t>> handle_lists_;
   std::deque<diopiScalar_t> scalars_;
   std::deque<std::vector<diopiScalar_t>> scalar_lists_;
@@ -171,7 +197,8 @@ void register_diopi_python(py::module& m) {
       .def(py::init<int>())
       .def("marshal", &Frame::marshal)
       .def("context", &Frame::context)
-      .def("allocated", &Frame::allocated);
+      .def("allocated", &Frame::allocated)
+      .def("allocated_list", &Frame::allocated_list);
   m.def("load_c_library", [](const std::string& path) { return reinterpret_cast<uintptr_t>(load_c_library(path).dl); });
   m.def("c_library_symbol", [](const std::string& name) -> uintptr_t {
     const CLibrary* library = c_library();

@@ -34,18 +34,6 @@
 namespace dipu::diopi {
 namespace {
 
-// TODO(issue 17): dipu::stream_native_handle(c10::Stream) (core.h) replaces this once it lands
-// on main. Until then: the default stream is null, a pool stream's handle is the vendor's Python
-// handle when that is an int (a pointer), else null.
-void* stream_native_handle_interim(const c10::Stream& stream) {
-  if (stream.id() == 0) return nullptr;
-  py::gil_scoped_acquire gil;
-  py::object vendor_handle = stream_handle(stream);
-  if (py::isinstance<py::int_>(vendor_handle))
-    return reinterpret_cast<void*>(vendor_handle.cast<uintptr_t>());
-  return nullptr;
-}
-
 std::unique_ptr<CLibrary> g_library;
 std::mutex g_library_mutex;
 
@@ -273,7 +261,7 @@ diopiError_t diopiGetCurrentDeviceIndex(diopiDeviceIndex_t* index) {
 diopiError_t diopiGetStream(diopiContextHandle_t ctx, diopiStreamHandle_t* stream) {
   if (!ctx || !stream) return diopiErrorOccurred;
   return dipu::diopi::guarded([&] {
-    *stream = dipu::diopi::stream_native_handle_interim(dipu::current_stream(context(ctx).device));
+    *stream = dipu::stream_native_handle(dipu::current_stream(context(ctx).device));
   });
 }
 

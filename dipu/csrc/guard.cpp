@@ -8,7 +8,7 @@ namespace dipu {
 namespace {
 
 struct EventRecord {
-  py::object handle;
+  Handle handle;
   c10::DeviceIndex device;
   bool timing;
 };
@@ -53,36 +53,30 @@ struct DipuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     TORCH_CHECK(device_index == -1 || device_index == stream.device_index(),
                 "Event device index ", device_index, " does not match recording stream's ",
                 "device index ", stream.device_index(), ".");
-    py::gil_scoped_acquire gil;
     auto* rec = static_cast<EventRecord*>(*event);
     if (!rec) {
       bool timing = flag == c10::EventFlag::BACKEND_DEFAULT;
-      rec = new EventRecord{
-          call_vendor_locked(VendorMethod::create_event, stream.device_index(), timing),
-          stream.device_index(), timing};
+      rec = new EventRecord{runtime().create_event(stream.device_index(), timing),
+                            stream.device_index(), timing};
       *event = rec;
     }
-    call_vendor_locked(VendorMethod::record_event, rec->device, rec->handle, stream_handle(stream));
+    runtime().record_event(rec->device, rec->handle, stream_native_handle(stream));
   }
   void block(void* event, const c10::Stream& stream) const override {
     if (!event) return;
     auto* rec = static_cast<EventRecord*>(event);
-    py::gil_scoped_acquire gil;
-    call_vendor_locked(VendorMethod::stream_wait_event, stream.device_index(),
-                       stream_handle(stream), rec->handle);
+    runtime().stream_wait_event(stream.device_index(), stream_native_handle(stream), rec->handle);
   }
   bool queryEvent(void* event) const override {
     if (!event) return true;
     auto* rec = static_cast<EventRecord*>(event);
-    py::gil_scoped_acquire gil;
-    return call_vendor_locked(VendorMethod::query_event, rec->device, rec->handle).cast<bool>();
+    return runtime().query_event(rec->device, rec->handle);
   }
   void destroyEvent(void* event, const c10::DeviceIndex) const noexcept override {
     if (!event || g_shutdown.load() || !g_initialized.load() || !Py_IsInitialized()) return;
     auto* rec = static_cast<EventRecord*>(event);
     try {
-      py::gil_scoped_acquire gil;
-      call_vendor_locked(VendorMethod::destroy_event, rec->device, rec->handle);
+      runtime().destroy_event(rec->device, rec->handle);
       delete rec;
     } catch (...) {
       // Destruction must not throw; a failed vendor destroy leaks one event.
@@ -91,8 +85,7 @@ struct DipuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   void synchronizeEvent(void* event) const override {
     if (!event) return;
     auto* rec = static_cast<EventRecord*>(event);
-    py::gil_scoped_acquire gil;
-    call_vendor_locked(VendorMethod::synchronize_event, rec->device, rec->handle);
+    runtime().synchronize_event(rec->device, rec->handle);
   }
   double elapsedTime(void* start, void* end, const c10::DeviceIndex) const override {
     TORCH_CHECK(start && end, "Both events must be recorded before calculating elapsed time.");
@@ -100,24 +93,17 @@ struct DipuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     auto* b = static_cast<EventRecord*>(end);
     TORCH_CHECK(a->timing && b->timing,
                 "Both events must be created with enable_timing=True to measure elapsed time.");
-    py::gil_scoped_acquire gil;
-    return call_vendor_locked(VendorMethod::event_elapsed_time, a->device, a->handle, b->handle)
-        .cast<double>();
+    return runtime().event_elapsed_time(a->device, a->handle, b->handle);
   }
 
   bool queryStream(const c10::Stream& stream) const override {
-    py::gil_scoped_acquire gil;
-    return call_vendor_locked(VendorMethod::query_stream, stream.device_index(),
-                              stream_handle(stream))
-        .cast<bool>();
+    return runtime().query_stream(stream.device_index(), stream_native_handle(stream));
   }
   void synchronizeStream(const c10::Stream& stream) const override {
-    py::gil_scoped_acquire gil;
-    call_vendor_locked(VendorMethod::synchronize_stream, stream.device_index(),
-                       stream_handle(stream));
+    runtime().synchronize_stream(stream.device_index(), stream_native_handle(stream));
   }
   void synchronizeDevice(const c10::DeviceIndex index) const override {
-    call_vendor<void>(VendorMethod::synchronize_device, index);
+    runtime().synchronize_device(index);
   }
   void recordDataPtrOnStream(const c10::DataPtr& ptr, const c10::Stream& stream) const override {
     record_stream(ptr, stream);

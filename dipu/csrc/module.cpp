@@ -55,9 +55,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   // call), `start_runtime` at the first device use, `forget_runtime` in a forked child.
   m.def("register_vendor", [](py::object runtime, const std::string& name, int device_count,
                    std::optional<std::string> alias_type, bool has_pinned, bool has_stream_hook,
-                   bool caching, py::object make_native_generator) {
+                   bool caching, py::object make_native_generator,
+                   py::object plugin) {
+    // Note [Two kinds of vendor runtime]: a C plug-in's table, else the Python object.
     auto v = std::make_unique<Vendor>();
-    v->runtime = std::move(runtime);
+    v->runtime = !plugin.is_none() ? plugin_runtime(plugin) : python_runtime(std::move(runtime));
     v->name = name;
     v->device_count = device_count;
     v->has_alias = alias_type.has_value();
@@ -95,9 +97,12 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     c10::impl::getDeviceGuardImpl(kDipu)->synchronizeDevice(checked(index));
   });
 
-  m.def("current_stream_handle", [](int index) { return stream_handle(current_stream(checked(index))); });
+  m.def("current_stream_handle", [](int index) {
+    return runtime().to_python(stream_native_handle(current_stream(checked(index))));
+  });
   m.def("stream_handle", [](int64_t id, int index) {
-    return stream_handle(c10::Stream(c10::Stream::UNSAFE, c10::Device(kDipu, checked(index)), id));
+    return runtime().to_python(
+        stream_native_handle(c10::Stream(c10::Stream::UNSAFE, c10::Device(kDipu, checked(index)), id)));
   });
 
   m.def("device_from_pointer", [](uintptr_t ptr) {
@@ -120,5 +125,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("default_generator", [](int index) { return default_generator(checked(index)); });
 
   register_fallback_python(m);
+  register_plugin_python(m);
   diopi::register_diopi_python(m);  // C op libraries: Note [The Python trampoline]
 }

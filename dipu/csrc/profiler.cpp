@@ -128,10 +128,11 @@ std::deque<libkineto::TraceSpan>& logged_spans() {
   return *spans;
 }
 
-void call_vendor_hook(VendorMethod method) {
-  if (g_shutdown.load()) return;
-  py::gil_scoped_acquire gil;
-  call_vendor_locked(method);
+void start_vendor_tracing() {
+  if (!g_shutdown.load()) runtime().start_tracing();
+}
+void stop_vendor_tracing() {
+  if (!g_shutdown.load()) runtime().stop_tracing();
 }
 
 class Session final : public libkineto::IActivityProfilerSession {
@@ -144,7 +145,7 @@ class Session final : public libkineto::IActivityProfilerSession {
       id_ = ++g_session;
     }
     start_ns_ = c10::getTime();
-    call_vendor_hook(VendorMethod::start_tracing);
+    start_vendor_tracing();
     g_timeline_active.store(true);
     status_ = libkineto::TraceStatus::RECORDING;
   }
@@ -152,7 +153,7 @@ class Session final : public libkineto::IActivityProfilerSession {
   void stop() override {
     g_timeline_active.store(false);
     end_ns_ = c10::getTime();
-    call_vendor_hook(VendorMethod::stop_tracing);
+    stop_vendor_tracing();
     std::lock_guard<std::mutex> lock(g_mutex);
     ops_.swap(g_timed_ops);
     status_ = libkineto::TraceStatus::PROCESSING;

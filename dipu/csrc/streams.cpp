@@ -3,13 +3,14 @@
 // caching allocator build on CUDAStream.
 //
 // Note [Stream ids]
-// Stream id 0 is each device's default stream (vendor handle None). Other ids
+// Stream id 0 is each device's default stream (vendor handle null). Other ids
 // index a per-device pool of vendor streams, created lazily and handed out
 // round-robin like CUDA's stream pool, so `torch.dipu.Stream()` in a loop does
 // not create unbounded vendor streams. Streams live until the process ends.
 #include "core.h"
 
 #include <memory>
+#include <thread>
 
 namespace dipu {
 namespace {
@@ -21,8 +22,13 @@ thread_local c10::DeviceIndex tl_device = 0;
 thread_local c10::DeviceIndex tl_vendor_device = -1;
 thread_local std::vector<c10::StreamId> tl_streams;
 
+// A slot's handle is written once, by the thread that wins the slot (kEmpty -> kFilling), and
+// read after kReady. The handle itself may be null (a plug-in may "create" null streams), so
+// the state, not the handle, says whether the slot is filled.
+enum SlotState : int { kEmpty, kFilling, kReady };
 struct StreamPool {
-  std::atomic<py::object*> handles[kStreamsPerDevice] = {};
+  Handle handles[kStreamsPerDevice] = {};
+  std::atomic<int> states[kStreamsPerDevice] = {};
   std::atomic<int> next{0};
 };
 std::unique_ptr<StreamPool[]> g_streams;  // one pool per device
@@ -35,15 +41,13 @@ c10::StreamId& current_stream_slot(c10::DeviceIndex index) {
 
 void tell_vendor_device(c10::DeviceIndex index) {
   if (tl_vendor_device == index || g_shutdown.load()) return;
-  call_vendor<void>(VendorMethod::set_device, index);
+  runtime().set_device(index);
   tl_vendor_device = index;
 }
 
 void tell_vendor_stream(const c10::Stream& stream) {
   if (!vendor().has_stream_hook || g_shutdown.load()) return;
-  py::gil_scoped_acquire gil;
-  call_vendor_locked(VendorMethod::set_current_stream, stream.device_index(),
-                     stream_handle(stream));
+  runtime().set_current_stream(stream.device_index(), stream_native_handle(stream));
 }
 
 }  // namespace
@@ -75,29 +79,32 @@ c10::Stream pool_stream(c10::Device device, int priority) {
   check_device_index(device.index());
   auto& pool = g_streams[device.index()];
   int slot = pool.next.fetch_add(1) % kStreamsPerDevice;
-  if (!pool.handles[slot].load()) {
-    py::gil_scoped_acquire gil;
-    auto* handle = new py::object(
-        call_vendor_locked(VendorMethod::create_stream, device.index(), priority));
-    py::object* expected = nullptr;
-    if (!pool.handles[slot].compare_exchange_strong(expected, handle)) {
-      // Another thread filled the slot first.
-      call_vendor_locked(VendorMethod::destroy_stream, device.index(), *handle);
-      delete handle;
+  auto& state = pool.states[slot];
+  if (state.load(std::memory_order_acquire) != kReady) {
+    // Created without a lock: the vendor call may take the GIL, which a thread waiting here
+    // could hold.
+    Handle handle = runtime().create_stream(device.index(), priority);
+    int expected = kEmpty;
+    if (state.compare_exchange_strong(expected, kFilling)) {
+      pool.handles[slot] = handle;
+      state.store(kReady, std::memory_order_release);
+    } else {
+      runtime().destroy_stream(device.index(), handle);  // another thread filled the slot first
+      while (state.load(std::memory_order_acquire) != kReady) std::this_thread::yield();
     }
   }
   return c10::Stream(c10::Stream::UNSAFE, device, slot + 1);
 }
 
-py::object stream_handle(const c10::Stream& stream) {
-  if (stream.id() == 0) return py::none();
+Handle stream_native_handle(const c10::Stream& stream) {
+  if (stream.id() == 0) return nullptr;
   check_device_index(stream.device_index());
-  py::object* handle = nullptr;
-  if (stream.id() > 0 && stream.id() <= kStreamsPerDevice)
-    handle = g_streams[stream.device_index()].handles[stream.id() - 1].load();
-  TORCH_CHECK(handle, "dipu: unknown stream id ", stream.id(), " on dipu:",
+  auto& pool = g_streams[stream.device_index()];
+  bool known = stream.id() > 0 && stream.id() <= kStreamsPerDevice &&
+               pool.states[stream.id() - 1].load(std::memory_order_acquire) == kReady;
+  TORCH_CHECK(known, "dipu: unknown stream id ", stream.id(), " on dipu:",
               static_cast<int>(stream.device_index()));
-  return *handle;
+  return pool.handles[stream.id() - 1];
 }
 
 void streams_init(int device_count) { g_streams.reset(new StreamPool[device_count]); }

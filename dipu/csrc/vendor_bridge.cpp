@@ -1,4 +1,4 @@
-// The bridge from the native core to the Python vendor runtime; see vendor_bridge.h.
+// The bridge from the native core to the vendor runtime; see vendor_bridge.h.
 #include "vendor_bridge.h"
 
 #include <cstring>
@@ -51,24 +51,9 @@ void lazy_init_slow() {
   TORCH_CHECK(error.empty(), error);
 }
 
-py::object call_vendor_raw(VendorMethod method, const py::tuple& args) {
-  const char* name = method_name(method);
-  TORCH_CHECK(!g_shutdown.load(), "dipu: vendor call ", name, " after interpreter shutdown");
-  ensure_initialized();  // every vendor call but device_count needs a started runtime
-  // Keep an exception already pending in the caller (e.g. a tensor freed while
-  // Python unwinds) from being mistaken for, or clobbered by, this call's.
-  PyObject *type, *value, *trace;
-  PyErr_Fetch(&type, &value, &trace);
-  std::string error;
-  py::object result;
-  try {
-    result = vendor().runtime.attr(name)(*args);
-  } catch (py::error_already_set& e) {
-    error = e.what();
-  }
-  PyErr_Restore(type, value, trace);
-  TORCH_CHECK(error.empty(), "dipu: vendor '", vendor().name, "' failed in ", name, ": ", error);
-  return result;
+void vendor_failed(VendorMethod method, const std::string& why) {
+  TORCH_CHECK(false, "dipu: vendor '", vendor_ready() ? vendor().name : "?", "' failed in ",
+              method_name(method), ": ", why);
 }
 
 void check_device_index(c10::DeviceIndex index) {
@@ -85,12 +70,11 @@ void copy_bytes(void* dst, c10::Device dst_dev, const void* src, c10::Device src
   if (!dst_dipu && !src_dipu) {
     std::memcpy(dst, src, nbytes);
   } else if (dst_dipu && !src_dipu) {
-    call_vendor<void>(VendorMethod::memcpy_h2d, dst_dev.index(), addr(dst), addr(src), nbytes);
+    runtime().memcpy_h2d(dst_dev.index(), dst, src, nbytes);
   } else if (!dst_dipu) {
-    call_vendor<void>(VendorMethod::memcpy_d2h, src_dev.index(), addr(dst), addr(src), nbytes);
+    runtime().memcpy_d2h(src_dev.index(), dst, src, nbytes);
   } else {
-    call_vendor<void>(VendorMethod::memcpy_d2d, dst_dev.index(), addr(dst), src_dev.index(),
-                      addr(src), nbytes);
+    runtime().memcpy_d2d(dst_dev.index(), dst, src_dev.index(), src, nbytes);
   }
 }
 

@@ -1,8 +1,9 @@
-// The bridge from the native core to the Python vendor runtime (dipu/runtime.py's DeviceRuntime):
-// the registered vendor, the start of its runtime, and every call into it (GIL, pending Python
-// errors, failures turned into c10::Errors naming the vendor and the method). It is the bottom
-// of the core: it uses no other file of dipu/csrc, and every file that talks to the vendor
-// does so through it.
+// The bridge from the native core to the vendor runtime: the registered vendor, the start of its
+// runtime, and every call into it. The runtime is either a Python object (dipu/runtime.py's
+// DeviceRuntime) or a C plug-in (dipu/include/dipu/custom_runtime.h); the core calls both through
+// one typed interface, Runtime (Note [Two kinds of vendor runtime]). It is the bottom of the
+// core: it uses no other file of dipu/csrc, and every file that talks to the vendor does so
+// through it.
 #pragma once
 
 #include <c10/core/Device.h>
@@ -61,8 +62,59 @@ enum class VendorMethod {
 // The Python name of `method`.
 const char* method_name(VendorMethod method);
 
+// Note [Two kinds of vendor runtime]
+// A vendor's runtime is a Python DeviceRuntime (vendor_python.cpp) or a C plug-in's function
+// table (vendor_plugin.cpp); the core sees only this interface, with C types: device indices,
+// pointers, byte counts and opaque handles. The Python runtime takes the GIL inside each call
+// and turns Python exceptions into c10::Errors naming the vendor and the method; the plug-in
+// runtime never takes the GIL, and releases it around calls that wait (synchronize_*), so a
+// C vendor's allocation, copy, stream and event calls cost no Python. Handles are the vendor's
+// own for a plug-in (possibly null); for a Python vendor, a heap-held py::object the runtime
+// deletes when the handle is destroyed. A null stream handle is the device's default stream
+// (Note [Stream ids]). Method names are DIPU_VENDOR_METHODS', so the two runtimes and the
+// contract (dipu/runtime.py) cannot drift apart.
+using Handle = void*;
+class Runtime {
+ public:
+  virtual ~Runtime() = default;
+  virtual void set_device(int index) = 0;
+  virtual void synchronize_device(int index) = 0;
+  // Null when the device is out of memory; otherwise aligned to at least kMinAlignment.
+  virtual void* malloc(int index, size_t nbytes) = 0;
+  virtual void free(int index, void* ptr, size_t nbytes) = 0;
+  virtual void memcpy_h2d(int index, void* dst, const void* src, size_t nbytes) = 0;
+  virtual void memcpy_d2h(int index, void* dst, const void* src, size_t nbytes) = 0;
+  virtual void memcpy_d2d(int dst_index, void* dst, int src_index, const void* src,
+                          size_t nbytes) = 0;
+  // (free, total) bytes.
+  virtual std::pair<size_t, size_t> mem_get_info(int index) = 0;
+  // Page-locked host memory: only called when Vendor::has_pinned.
+  virtual void* host_malloc(size_t nbytes) = 0;
+  virtual void host_free(void* ptr, size_t nbytes) = 0;
+  virtual Handle create_stream(int index, int priority) = 0;
+  virtual void destroy_stream(int index, Handle stream) = 0;
+  virtual void synchronize_stream(int index, Handle stream) = 0;
+  virtual bool query_stream(int index, Handle stream) = 0;
+  virtual void stream_wait_event(int index, Handle stream, Handle event) = 0;
+  // Only called when Vendor::has_stream_hook.
+  virtual void set_current_stream(int index, Handle stream) = 0;
+  virtual Handle create_event(int index, bool timing) = 0;
+  virtual void destroy_event(int index, Handle event) = 0;
+  virtual void record_event(int index, Handle event, Handle stream) = 0;
+  virtual void synchronize_event(int index, Handle event) = 0;
+  virtual bool query_event(int index, Handle event) = 0;
+  // Milliseconds between two recorded timing events.
+  virtual double event_elapsed_time(int index, Handle start, Handle end) = 0;
+  virtual void start_tracing() = 0;
+  virtual void stop_tracing() = 0;
+  // A handle as dipu's Python sees it (torch.dipu.Stream's vendor handle): the Python
+  // vendor's object, or the plug-in's pointer as an int.
+  virtual py::object to_python(Handle handle) = 0;
+};
+constexpr size_t kMinAlignment = 64;
+
 struct Vendor {
-  py::object runtime;             // the dipu.runtime.DeviceRuntime instance
+  std::unique_ptr<Runtime> runtime;
   std::string name;
   int device_count = 0;
   bool has_alias = false;         // vendor memory is addressable as `alias_type`
@@ -92,19 +144,22 @@ inline void ensure_initialized() {
   if (C10_UNLIKELY(!g_initialized.load(std::memory_order_acquire))) lazy_init_slow();
 }
 
-// Calls vendor.<method>(args...) holding the GIL, preserving any pending Python
-// exception, and turns a Python exception into a c10::Error naming the vendor.
-py::object call_vendor_raw(VendorMethod method, const py::tuple& args);
-template <typename... Args>
-py::object call_vendor_locked(VendorMethod method, Args&&... args) {
-  return call_vendor_raw(method, py::make_tuple(std::forward<Args>(args)...));
-}
-template <typename R, typename... Args>
-R call_vendor(VendorMethod method, Args&&... args) {
-  py::gil_scoped_acquire gil;
-  py::object r = call_vendor_locked(method, std::forward<Args>(args)...);
-  if constexpr (!std::is_void_v<R>) return r.cast<R>();
-}
+// The vendor's runtime; every call into the vendor goes through it.
+inline Runtime& runtime() { return *vendor().runtime; }
+
+// The Python runtime of a DeviceRuntime object (vendor_python.cpp).
+std::unique_ptr<Runtime> python_runtime(py::object device_runtime);
+// A C runtime plug-in (vendor_plugin.cpp, Note [C runtime plug-ins]): loaded from `path`, named
+// by the environment variable `variable` in errors; and the runtime that serves the core from it.
+class RuntimePlugin;
+std::shared_ptr<RuntimePlugin> load_plugin(const std::string& path, const char* variable);
+// `plugin`: a dipu._C.RuntimePlugin.
+std::unique_ptr<Runtime> plugin_runtime(const py::object& plugin);
+// dipu._C.RuntimePlugin and dipu._C.load_runtime_plugin.
+void register_plugin_python(py::module& m);
+// Turns a failed vendor call into the c10::Error every runtime raises: it names the vendor and
+// the method (Note [Two kinds of vendor runtime]).
+[[noreturn]] void vendor_failed(VendorMethod method, const std::string& why);
 inline uintptr_t addr(const void* p) { return reinterpret_cast<uintptr_t>(p); }
 
 // Fails unless `index` names one of the vendor's devices.

@@ -68,12 +68,19 @@ _CTYPES = {
     "T": _P, "O": _P, "A": _P, "L": _P, "M": _P, "n": ctypes.c_int64, "S": _P, "R": _P,
     "i": ctypes.c_int64, "I": _P, "f": ctypes.c_double, "F": _P, "b": ctypes.c_bool, "B": _P,
     "z": DiopiSize, "Z": _P, "s": _P, "d": ctypes.c_int, "D": _P, "g": _P, "r": ctypes.c_int,
-    "m": ctypes.c_int, "e": ctypes.c_int,
+    "m": ctypes.c_int, "e": ctypes.c_int, "P": _P,
 }
 
 
 def c_form(function: Function) -> str:
     """One letter per C parameter after ``ctx`` (Note [The Python trampoline])."""
+    form = _c_form(function)
+    if "A" in form and any(p.kind in _LISTS for p in function.params):
+        form = form.replace("A", "P")  # the _foreach_ functions' outs: one allocated output per element
+    return form
+
+
+def _c_form(function: Function) -> str:
     if _c_parameters is not None:
         return "".join("n" if p.param is None else _letter(p.param, p.type.endswith("*"))
                        for p in _c_parameters(function)[1:])
@@ -115,6 +122,7 @@ def trampoline(function: Function, address: int) -> Callable:
     sizes = [i for i, c in enumerate(form) if c == "z"]
     python_args = [c for c in form if c != "n"]
     allocated = [i for i, c in enumerate(python_args) if c == "A"]
+    allocated_lists = [i for i, c in enumerate(python_args) if c == "P"]
     frame_type = _C.DiopiFrame
 
     def c_function(ctx, *args):
@@ -127,6 +135,8 @@ def trampoline(function: Function, address: int) -> Callable:
             return _failure(code)
         for k, i in enumerate(allocated):
             args[i][0] = frame.allocated(k)
+        for k, i in enumerate(allocated_lists):
+            args[i][0] = frame.allocated_list(k)
         return SUCCESS
 
     c_function.__name__ = c_function.__qualname__ = function.name

@@ -14,6 +14,7 @@ diopiError_t diopiMul(diopiContextHandle_t, diopiTensorHandle_t, diopiConstTenso
 diopiError_t diopiRelu(diopiContextHandle_t, diopiTensorHandle_t, diopiConstTensorHandle_t);
 diopiError_t diopiMm(diopiContextHandle_t, diopiTensorHandle_t, diopiConstTensorHandle_t, diopiConstTensorHandle_t);
 diopiError_t diopiNonzero(diopiContextHandle_t, diopiTensorHandle_t*, diopiConstTensorHandle_t);
+diopiError_t diopiNormalInp(diopiContextHandle_t, diopiTensorHandle_t, double, double, diopiGeneratorHandle_t);
 const char* diopiGetLastErrorString(void);
 #endif
 
@@ -134,5 +135,54 @@ diopiError_t diopiNonzero(diopiContextHandle_t ctx, diopiTensorHandle_t* out, di
     int64_t* positions = (int64_t*)data;
     for (int64_t i = 0, j = 0; i < n; ++i)
         if (x[i] != 0) positions[j++] = i;
+    return diopiSuccess;
+}
+
+/* Not a normal distribution: a probe of the runtime for the tests, writing what it reads into the
+   first 10 elements of a float32 tensor (see test_the_runtime_functions_answer_from_the_call). */
+diopiError_t diopiNormalInp(diopiContextHandle_t ctx, diopiTensorHandle_t inout, double mean, double std,
+                            diopiGeneratorHandle_t generator) {
+    (void)mean;
+    (void)std;
+    int64_t n;
+    diopiDtype_t dtype;
+    diopiGetTensorNumel(inout, &n);
+    diopiGetTensorDtype(inout, &dtype);
+    if (n < 10 || dtype != diopi_dtype_float32) return diopiForceFallbackToCPU;
+    void* record = NULL;
+    diopiError_t started = diopiRecordStart("tiny_probe", &record);
+    float probe[10];
+    diopiStreamHandle_t stream = (diopiStreamHandle_t)1;
+    probe[0] = diopiGetStream(ctx, &stream) == diopiSuccess && stream == NULL; /* the default stream */
+    int64_t offset, itemsize;
+    size_t nbytes;
+    diopiGetTensorStorageOffset(inout, &offset);
+    diopiGetTensorStorageNbytes(inout, &nbytes);
+    diopiGetTensorElemSize(inout, &itemsize);
+    probe[1] = (float)offset;
+    probe[2] = (float)nbytes;
+    probe[3] = (float)itemsize;
+    diopiDevice_t device;
+    diopiGetTensorDevice(inout, &device);
+    probe[4] = (float)device;
+    diopiTensorHandle_t state = NULL;
+    int64_t state_numel = -1;
+    if (generator != NULL && diopiGeneratorGetState(ctx, generator, &state) == diopiSuccess) {
+        diopiGetTensorNumel(state, &state_numel);
+        if (diopiGeneratorSetState(generator, state) != diopiSuccess) state_numel = -2;
+    }
+    probe[5] = (float)state_numel;
+    diopiDeviceIndex_t index = -1;
+    diopiGetCurrentDeviceIndex(&index);
+    probe[6] = index;
+    bool sparse = true;
+    diopiIsTensorSparse(inout, &sparse);
+    probe[7] = sparse;
+    void *data, *storage;
+    diopiGetTensorData(inout, &data);
+    diopiGetTensorStoragePtr(inout, &storage);
+    probe[8] = (float)(((char*)data - (char*)storage) / itemsize); /* the offset again, from the pointers */
+    probe[9] = started == diopiSuccess && diopiRecordEnd(&record) == diopiSuccess && record == NULL;
+    memcpy(data, probe, sizeof probe);
     return diopiSuccess;
 }
