@@ -21,8 +21,9 @@ rounds block sizes), and the printed ratio is dipu's allocator peak over the CPU
 
 Targets: step time within 1.15x of CPU; no CPU fallbacks.
 
-The C library run (``--c-library PATH``, default ``$DIPU_BENCH_C_LIBRARY``; the reference C op library,
-diopi_impl/ref_c, is the one meant): the same table from a second process with ``DIPU_DIOPI_IMPL=PATH``,
+The C library run (``--c-library PATH`` or a name DIPU_DIOPI_IMPL accepts; default
+``$DIPU_BENCH_C_LIBRARY``, else the reference C op library ``ref_c`` when installed; ``--c-library ''``
+skips it): the same table from a second process with ``DIPU_DIOPI_IMPL=PATH``,
 and how many of a step's op calls the generated C++ wrappers served (Note [Generated C++ wrappers] in
 scripts/autogen/dest/cpp_wrappers.py); the rest took the Python wrappers (the library's trampolines, or
 the Python library it is laid over).
@@ -33,6 +34,7 @@ from __future__ import annotations
 import argparse
 import copy
 import os
+from importlib.util import find_spec
 import statistics
 import subprocess
 import sys
@@ -165,7 +167,8 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=None, help="timed steps per side (default 7)")
     parser.add_argument("--threads", type=int, default=None,
                         help="CPU intra-op threads for both sides (default: torch's); 1 is steadier on a busy machine")
-    parser.add_argument("--c-library", default=os.environ.get("DIPU_BENCH_C_LIBRARY"),
+    default_library = os.environ.get("DIPU_BENCH_C_LIBRARY") or ("ref_c" if find_spec("dipu.diopi_impl.ref_c") else "")
+    parser.add_argument("--c-library", default=default_library,
                         help="also run with this C op library (DIPU_DIOPI_IMPL) in a second process")
     parser.add_argument("--c-child", action="store_true", help=argparse.SUPPRESS)  # that process
     args = parser.parse_args()

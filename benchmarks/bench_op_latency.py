@@ -14,8 +14,9 @@ The C path columns: the same cases in a second process with a C op library (DIPU
 against the CPU there too, and the share of the case's op calls the generated C++ wrappers served
 (Note [Generated C++ wrappers] in scripts/autogen/dest/cpp_wrappers.py; the rest took the Python wrapper
 through the library's trampoline, or the Python library the C library is laid over). The library is
---c-library PATH, else $DIPU_BENCH_C_LIBRARY, else benchmarks/c_library/bench_diopi.c compiled here
-(float32 elementwise and matmul ops; the reference C library, diopi_impl/ref_c, covers more). Target: a
+--c-library PATH (or a name DIPU_DIOPI_IMPL accepts), else $DIPU_BENCH_C_LIBRARY, else the reference C
+op library (ref_c, diopi_impl/ref_c) when installed, else benchmarks/c_library/bench_diopi.c compiled
+here (float32 elementwise and matmul ops only). Target: a
 case the C++ wrappers serve whole within 1.5x of CPU, the 4-element add within 1.3x.
 """
 
@@ -185,6 +186,13 @@ def bench_library() -> Path:
     return _native.ensure_built(target, build)
 
 
+def default_c_library() -> str:
+    """The reference C op library (its entry point's name) when installed, else bench_diopi.c built."""
+    import importlib.util
+
+    return "ref_c" if importlib.util.find_spec("dipu.diopi_impl.ref_c") is not None else str(bench_library())
+
+
 def c_path(library: str, quick: bool) -> dict:
     """The C path's results, measured in a process with DIPU_DIOPI_IMPL=library."""
     env = {**os.environ, "DIPU_DIOPI_IMPL": library}
@@ -243,7 +251,7 @@ def main() -> None:
     else:
         print("CPU fallbacks: none")
     if not args.no_c_library:
-        print_c_table(results, c_path(args.c_library or str(bench_library()), args.quick))
+        print_c_table(results, c_path(args.c_library or default_c_library(), args.quick))
 
 
 if __name__ == "__main__":
