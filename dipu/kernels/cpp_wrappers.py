@@ -129,7 +129,12 @@ def install(kernels: dict, addresses: dict[str, int]) -> list[str]:
     ops. Nothing is built or loaded without a C function."""
     if not addresses or not enabled():
         return []
-    extension = load(frozenset(addresses))
+    try:
+        extension = load(frozenset(addresses))
+    except Exception as error:  # the Python wrappers serve the library all the same: slower, never wrong
+        warnings.warn(f"dipu: the C++ wrappers of the C op library could not be built or loaded, so its functions "
+                      f"run through the Python wrappers ({_ENABLE_VAR}=0 skips trying): {error}", stacklevel=2)
+        return []
     chosen = [(op, addresses[diopi], addresses.get(scalar, 0), kernels[op][1]) for op, diopi, scalar in extension.ops()
               if op in kernels and diopi in addresses]  # an op not in kernels: forced to the fallback
     with warnings.catch_warnings():  # "Overriding a previously registered kernel": the point of installing
