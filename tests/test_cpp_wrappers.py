@@ -308,3 +308,14 @@ def test_without_a_c_library_nothing_is_built_or_installed(python):
     stdout = python("import dipu\nfrom dipu.kernels import cpp_wrappers, registry\n"
                     "print(cpp_wrappers.module() is None, registry.registration.cpp_kernels)").stdout
     assert stdout.strip().splitlines()[-1] == "True []", stdout
+
+
+def test_wrappers_that_cannot_be_built_leave_the_library_to_the_python_wrappers(monkeypatch):
+    from dipu.kernels import cpp_wrappers
+
+    def broken(functions):
+        raise RuntimeError("Error building extension 'dipu_cwrap'")
+
+    monkeypatch.setattr(cpp_wrappers, "load", broken)
+    with pytest.warns(UserWarning, match="run through the Python wrappers.*Error building extension"):
+        assert cpp_wrappers.install({"add.Tensor": (None, None)}, {"diopiAdd": 1}) == []
