@@ -319,3 +319,16 @@ def test_wrappers_that_cannot_be_built_leave_the_library_to_the_python_wrappers(
     monkeypatch.setattr(cpp_wrappers, "load", broken)
     with pytest.warns(UserWarning, match="run through the Python wrappers.*Error building extension"):
         assert cpp_wrappers.install({"add.Tensor": (None, None)}, {"diopiAdd": 1}) == []
+
+
+def test_sync_mode_reaches_the_cpp_path(python, library):
+    code = """
+        import torch, dipu
+        from dipu.kernels import cpp_wrappers
+        x = torch.ones(3, device="dipu")
+        y = x + x
+        print(cpp_wrappers.module().sync(), cpp_wrappers.fast_calls().get("add.Tensor", 0), y.cpu().tolist())
+    """
+    for value, expected in (("1", "True 1 [2.0, 2.0, 2.0]"), ("0", "False 1 [2.0, 2.0, 2.0]")):
+        out = python(code, env={"DIPU_DIOPI_IMPL": str(library), "DIPU_SYNC_EXEC_MODE": value}).stdout
+        assert out.strip().splitlines()[-1] == expected, out
