@@ -230,6 +230,9 @@ r["strided"] = torch.equal((dx.t() * dy.t()).cpu(), x.t() * y.t())  # the Python
 r["scalar"] = torch.equal((dx * 2).cpu(), x * 2)  # a wrapped number, no diopiMulScalar: the Python path
 r["after_refusals"] = cpp_wrappers.fast_calls()
 r["fallbacks"] = dipu.fallback_counts()
+steps = torch.zeros((), dtype=torch.long, device="dipu")
+steps.add_(1)  # a wrapped number the library's diopiAddScalar refuses (int64): the fallback gets it as a tensor
+r["refused_number"] = steps.item() == 1
 try:
     dx - dy
     r["sub"] = "no error"
@@ -280,7 +283,7 @@ def test_the_cpp_path_serves_the_library_s_functions_with_the_python_path_s_resu
 
 def test_what_the_cpp_path_cannot_finish_the_python_wrapper_does(python, library):
     r = run_calls(python, library)
-    for case in ("float64", "broadcast", "strided", "scalar"):
+    for case in ("float64", "broadcast", "strided", "scalar", "refused_number"):
         assert r[case] is True, case
     # the refused float64 and broadcast adds ran once more through the Python wrapper, then on the CPU; so did
     # the strided mul, which the library refuses too (non-contiguous)
