@@ -1,6 +1,6 @@
 """Training-step time and peak memory of two example models, dipu vs native CPU, side by side.
 
-    python benchmarks/bench_models.py [--quick] [--reps N] [--threads N]
+    python benchmarks/bench_models.py [--quick] [--reps N] [--threads N] [--c-library PATH]
 
 Cases: the ResNet-18-shaped CNN (batch 16, 3x64x64, SGD with momentum) and the 4-layer GPT
 (d=256, seq 128, batch 8, AdamW), both from examples/models.py. A step is zero_grad, forward,
@@ -20,13 +20,23 @@ dipu figure should agree with the allocator's ``torch.dipu.max_memory_allocated`
 rounds block sizes), and the printed ratio is dipu's allocator peak over the CPU meter's peak.
 
 Targets: step time within 1.15x of CPU; no CPU fallbacks.
+
+The C library run (``--c-library PATH`` or a name DIPU_DIOPI_IMPL accepts; default
+``$DIPU_BENCH_C_LIBRARY``, else the reference C op library ``ref_c`` when installed; ``--c-library ''``
+skips it): the same table from a second process with ``DIPU_DIOPI_IMPL=PATH``,
+and how many of a step's op calls the generated C++ wrappers served (Note [Generated C++ wrappers] in
+scripts/autogen/dest/cpp_wrappers.py); the rest took the Python wrappers (the library's trampolines, or
+the Python library it is laid over).
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import os
+from importlib.util import find_spec
 import statistics
+import subprocess
 import sys
 import time
 import warnings
@@ -157,6 +167,10 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=None, help="timed steps per side (default 7)")
     parser.add_argument("--threads", type=int, default=None,
                         help="CPU intra-op threads for both sides (default: torch's); 1 is steadier on a busy machine")
+    default_library = os.environ.get("DIPU_BENCH_C_LIBRARY") or ("ref_c" if find_spec("dipu.diopi_impl.ref_c") else "")
+    parser.add_argument("--c-library", default=default_library,
+                        help="also run with this C op library (DIPU_DIOPI_IMPL) in a second process")
+    parser.add_argument("--c-child", action="store_true", help=argparse.SUPPRESS)  # that process
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -181,6 +195,31 @@ def main() -> None:
         print(f"{name:<26}{dipu_ms:>10.1f}{cpu_ms:>10.1f}{ratio:>7.2f}  {time_verdict:<18}"
               f"{dipu_peak / mib:>9.1f}{dipu_metered / mib:>11.1f}{cpu_metered / mib:>10.1f}"
               f"{dipu_peak / cpu_metered:>10.2f}{fallbacks:>6} {verdict(fallbacks == 0)}")
+        if args.c_child:
+            print(f"{'':<26}C++ wrappers served {cpp_share(dipu_case):.0%} of a step's op calls")
+    if args.c_library and not args.c_child:
+        print(f"\nwith the C op library {args.c_library} (DIPU_DIOPI_IMPL):", flush=True)
+        command = [sys.executable, __file__, "--c-child", *sys.argv[1:]]
+        subprocess.run(command, env={**os.environ, "DIPU_DIOPI_IMPL": args.c_library}, check=True)
+
+
+def cpp_share(case: TrainingCase) -> float:
+    """The share of one step's aten op calls on dipu that the C++ wrappers served."""
+    from dipu.kernels import cpp_wrappers
+
+    class Count(TorchDispatchMode):
+        calls = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            Count.calls += 1
+            return func(*args, **(kwargs or {}))
+
+    cpp_wrappers.reset_fast_calls()
+    case.step()
+    served = sum(cpp_wrappers.fast_calls().values())
+    with Count():
+        case.step()
+    return served / max(Count.calls, 1)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Per-op latency on small tensors, dipu vs native CPU, for the ops that dominate the training
 steps of examples/models.py (ResNet-18-like CNN and GPT).
 
-    python benchmarks/bench_op_latency.py [--quick]
+    python benchmarks/bench_op_latency.py [--quick] [--c-library PATH | --no-c-library]
 
 Each op runs on tensors of a few hundred elements, so the time is the per-call overhead of the
 path (dispatch, wrapper, DIOPI call, allocation) rather than arithmetic. The sim vendor runs
@@ -9,13 +9,28 @@ synchronously, so no per-call synchronize is needed. dipu and CPU calls are time
 (benchmarks/_timing.py); each op gets as many calls per round as fit a small time budget, so an
 op that is still slow on dipu does not stretch the run. Target: each tiny op within 4x of CPU. Ops that still go through the CPU
 fallback are listed after the table.
+
+The C path columns: the same cases in a second process with a C op library (DIPU_DIOPI_IMPL), timed
+against the CPU there too, and the share of the case's op calls the generated C++ wrappers served
+(Note [Generated C++ wrappers] in scripts/autogen/dest/cpp_wrappers.py; the rest took the Python wrapper
+through the library's trampoline, or the Python library the C library is laid over). The library is
+--c-library PATH (or a name DIPU_DIOPI_IMPL accepts), else $DIPU_BENCH_C_LIBRARY, else the reference C
+op library (ref_c, diopi_impl/ref_c) when installed, else benchmarks/c_library/bench_diopi.c compiled
+here (float32 elementwise and matmul ops only). Target: a
+case the C++ wrappers serve whole within 1.5x of CPU, the 4-element add within 1.3x.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
 import time
 import warnings
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -24,6 +39,9 @@ import dipu
 from _timing import interleaved, print_table
 
 TINY_OP_TARGET = 4.0
+C_PATH_TARGET = 1.5  # a case the C++ wrappers serve whole
+C_PATH_ADD4_TARGET = 1.3
+BENCH_LIBRARY = Path(__file__).parent / "c_library" / "bench_diopi.c"
 warnings.filterwarnings("ignore", message="dipu: .* has no dipu kernel")  # listed after the table
 
 
@@ -35,6 +53,7 @@ def make_inputs(device: str) -> dict:
         return torch.randn(shape, generator=generator).to(device)
 
     return {
+        "a4": randn(4), "b4": randn(4),
         "a": randn(16, 16), "b": randn(16, 16), "scratch": randn(16, 16), "vector": randn(16),
         "batch_a": randn(4, 16, 16), "batch_b": randn(4, 16, 16),
         "image": randn(2, 4, 8, 8), "kernel": randn(4, 4, 3, 3),
@@ -51,6 +70,7 @@ def op_cases(x: dict) -> dict:
     """name -> zero-argument callable running one op on the tensors in `x`."""
     a, b = x["a"], x["b"]
     return {
+        "add (4 elements)": lambda: x["a4"] + x["b4"],
         "add": lambda: a + b,
         "add_ (alpha)": lambda: x["scratch"].add_(b, alpha=0.1),
         "mul": lambda: a * b,
@@ -106,15 +126,36 @@ def calls_per_round(dipu_fn, cpu_fn, max_calls: int, round_seconds: float) -> in
     return max(5, min(max_calls, int(round_seconds / per_call)))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer calls per measurement")
-    args = parser.parse_args()
+def served_by_cpp(dipu_cases: dict) -> dict[str, float]:
+    """case name -> the share of its op calls the C++ wrappers served (Note [Generated C++ wrappers])."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from dipu.kernels import cpp_wrappers
+
+    class Count(TorchDispatchMode):
+        calls = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            Count.calls += 1
+            return func(*args, **(kwargs or {}))
+
+    shares = {}
+    for name, fn in dipu_cases.items():
+        Count.calls = 0
+        with Count():
+            fn()
+        cpp_wrappers.reset_fast_calls()
+        fn()
+        shares[name] = sum(cpp_wrappers.fast_calls().values()) / max(Count.calls, 1)
+    return shares
+
+
+def measure(quick: bool) -> tuple[dict, dict]:
+    """case -> (dipu us, cpu us), and case -> the ops it sent through the CPU fallback."""
     # Tiny ops measure per-call overhead; a second intra-op thread adds only scheduler stalls on a
     # busy machine (a parallel region waiting on a descheduled worker), on both sides alike.
     torch.set_num_threads(1)
-    max_calls, rounds, round_seconds = (200, 3, 0.01) if args.quick else (1000, 5, 0.05)
-
+    max_calls, rounds, round_seconds = (200, 3, 0.01) if quick else (1000, 5, 0.05)
     dipu_cases, cpu_cases = op_cases(make_inputs("dipu")), op_cases(make_inputs("cpu"))
     fallbacks = falling_back(dipu_cases)
     results = {}
@@ -122,6 +163,85 @@ def main() -> None:
         pair = (dipu_cases[name], cpu_cases[name])
         calls = calls_per_round(*pair, max_calls, round_seconds)
         results.update(interleaved({name: pair}, reps=calls, rounds=rounds))
+    return results, fallbacks
+
+
+def bench_library() -> Path:
+    """benchmarks/c_library/bench_diopi.c, compiled into dipu's cache (once per source)."""
+    import hashlib
+
+    from dipu import _native
+
+    source = BENCH_LIBRARY.read_bytes()
+    target = _native.cache_root() / f"bench-diopi-{hashlib.sha256(source).hexdigest()[:12]}" / "libbench_diopi.so"
+    include = Path(dipu.__file__).parent / "include"
+
+    def build(path: Path) -> None:
+        compiler = os.environ.get("CC") or shutil.which("cc") or "gcc"
+        temporary = path.with_suffix(".tmp")
+        subprocess.run([compiler, "-shared", "-fPIC", "-O2", "-std=c11", f"-I{include}", str(BENCH_LIBRARY),
+                        "-o", str(temporary), "-lm"], check=True)
+        os.replace(temporary, path)
+
+    return _native.ensure_built(target, build)
+
+
+def default_c_library() -> str:
+    """The reference C op library (its entry point's name) when installed, else bench_diopi.c built."""
+    import importlib.util
+
+    return "ref_c" if importlib.util.find_spec("dipu.diopi_impl.ref_c") is not None else str(bench_library())
+
+
+def c_path(library: str, quick: bool) -> dict:
+    """The C path's results, measured in a process with DIPU_DIOPI_IMPL=library."""
+    env = {**os.environ, "DIPU_DIOPI_IMPL": library}
+    command = [sys.executable, __file__, "--c-path-json"] + (["--quick"] if quick else [])
+    proc = subprocess.run(command, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"the C path run failed:\n{proc.stderr}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def print_c_table(python: dict, c: dict) -> None:
+    print(f"\nthe same cases with the C op library {c['library']}: Python path (the default library's Python "
+          "wrappers) vs C path (C++ wrappers -> C), each vs CPU measured beside it")
+    print(f"{'case':<28}{'py us':>8}{'ratio':>7}{'C us':>8}{'cpu us':>8}{'ratio':>7}{'C++':>6}  target")
+    met = considered = 0
+    for name, (d, cpu) in c["results"].items():
+        share = c["served"][name]
+        target = C_PATH_ADD4_TARGET if name == "add (4 elements)" else C_PATH_TARGET
+        whole = share >= 1.0 and name not in c["fallbacks"]
+        verdict = ""
+        if whole:
+            considered += 1
+            met += d / cpu <= target
+            verdict = f"<= {target:g}x  {'ok' if d / cpu <= target else 'MISSED'}"
+        py_d, py_cpu = python[name]
+        print(f"{name:<28}{py_d:>8.2f}{py_d / py_cpu:>7.2f}{d:>8.2f}{cpu:>8.2f}{d / cpu:>7.2f}{share:>6.0%}  {verdict}")
+    print(f"{met}/{considered} cases the C++ wrappers serve whole within their target")
+    if c["fallbacks"]:
+        print("C path CPU fallbacks: " + "; ".join(f"{name}: {', '.join(ops)}" for name, ops in c["fallbacks"].items()))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer calls per measurement")
+    parser.add_argument("--c-library", default=os.environ.get("DIPU_BENCH_C_LIBRARY"),
+                        help="the C op library of the C path columns (default: benchmarks/c_library/bench_diopi.c)")
+    parser.add_argument("--no-c-library", action="store_true", help="skip the C path columns")
+    parser.add_argument("--c-path-json", action="store_true", help=argparse.SUPPRESS)  # the C path's process
+    args = parser.parse_args()
+    if args.c_path_json:
+        results, fallbacks = measure(args.quick)
+        served = served_by_cpp(op_cases(make_inputs("dipu")))
+        print(json.dumps({"library": os.environ["DIPU_DIOPI_IMPL"], "results": results, "fallbacks": fallbacks,
+                          "served": served}))
+        return
+    if os.environ.get("DIPU_DIOPI_IMPL"):
+        print(f"note: DIPU_DIOPI_IMPL={os.environ['DIPU_DIOPI_IMPL']} is set: the first table measures that library")
+    results, fallbacks = measure(args.quick)
+    max_calls, rounds = (200, 3) if args.quick else (1000, 5)
     print_table(f"tiny-op latency, dipu vs CPU (median us per call; up to {max_calls} calls x {rounds} rounds)",
                 results, {name: TINY_OP_TARGET for name in results})
     missed = sum(d / c > TINY_OP_TARGET for d, c in results.values())
@@ -130,6 +250,8 @@ def main() -> None:
         print("CPU fallbacks: " + "; ".join(f"{name}: {', '.join(ops)}" for name, ops in fallbacks.items()))
     else:
         print("CPU fallbacks: none")
+    if not args.no_c_library:
+        print_c_table(results, c_path(args.c_library or default_c_library(), args.quick))
 
 
 if __name__ == "__main__":

@@ -153,7 +153,29 @@ def run(name: str, args: tuple, kwargs: dict):
     """Run op ``name`` on the CPU: through its substitute if it is a placeholder, else the core's boxed fallback."""
     if name in CPU_SUBSTITUTES:  # Note [Overrideable ops in the fallback]
         return run_on_cpu(name, args, kwargs)
-    return _C.cpu_fallback(name, args, kwargs)
+    return _C.cpu_fallback(name, *_numbers_as_tensors(name, args, kwargs))
+
+
+_NUMBERS = (bool, int, float, complex)
+
+
+def _numbers_as_tensors(name: str, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """A Python number where the schema says Tensor (torch hands wrapped numbers to Python kernels as numbers:
+    ``t.add_(1)``, whose scalar function a library may answer FORCE_FALLBACK) made the 0-dim CPU tensor the
+    boxed fallback accepts, which promotes as the wrapped number did (a 0-dim operand never sets the result's
+    dtype within its category)."""
+    if not any(isinstance(v, _NUMBERS) for v in (*args, *kwargs.values())):
+        return args, kwargs
+    schema = cpu_reference(name)._schema
+    tensor = torch._C.TensorType.get()
+
+    def convert(argument, value):
+        return torch.tensor(value) if isinstance(value, _NUMBERS) and argument.type == tensor else value
+
+    positional = [a for a in schema.arguments if not a.kwarg_only]
+    args = tuple(convert(a, v) for a, v in zip(positional, args)) + tuple(args[len(positional):])
+    named = {a.name: a for a in schema.arguments}
+    return args, {k: convert(named[k], v) if k in named else v for k, v in kwargs.items()}
 
 
 def fallback_counts() -> dict[str, int]:

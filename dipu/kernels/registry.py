@@ -10,7 +10,10 @@ which DIPU_DUMP_OP_ARGS reports once here. The rest get their wrapper, built
 by the generated factory with the library's functions bound in (a function
 the library lacks, other than the main one, is bound to a stub answering
 FORCE_FALLBACK). Placeholder ops left without a kernel get their CPU
-substitute (Note [Overrideable ops in the fallback]). All of this happens
+substitute (Note [Overrideable ops in the fallback]). Where the library's
+function is a C library's, the op's C++ wrapper is installed over its Python
+one (Note [Generated C++ wrappers] in scripts/autogen/dest/cpp_wrappers.py),
+which stays registered beneath it for the calls the C++ path hands back. All of this happens
 once, at import, so none of it costs anything per call (Note [Hooks cost
 nothing unless asked for]).
 
@@ -36,7 +39,7 @@ from dipu.kernels import generated as generated_kernels
 from dipu._core import vendor
 from dipu.diopi.context import Status
 from dipu.diopi.library import OpLibrary, load_active_library
-from dipu.kernels import fallback, switches
+from dipu.kernels import cpp_wrappers, fallback, switches
 from dipu.kernels.op import Op
 from dipu.kernels.support import init_contexts
 from dipu.kernels.switches import OpPatterns
@@ -63,6 +66,7 @@ class Registration:
         self._plain: torch.library.Library | None = None
         self._compared: torch.library.Library | None = None
         self.kernels: dict[str, tuple[Op, Callable]] = {}  # op name -> (op, plain kernel)
+        self.cpp_kernels: list[str] = []  # ops whose C++ wrapper is installed over the plain kernel
 
     def register(self, ops: tuple[Op, ...], library: OpLibrary | None, *, force_fallback: OpPatterns,
                  report_missing: bool = False, print_call_info: bool = False) -> list[str]:
@@ -89,6 +93,8 @@ class Registration:
             self._plain.impl(op.name, kernel, "PrivateUse1")
             self.kernels[op.name] = (op, kernel)
         fallback.register(self.kernels)  # Note [Overrideable ops in the fallback]
+        if library is not None and not print_call_info:
+            self.cpp_kernels = cpp_wrappers.install(self.kernels, _c_addresses(library))
         return list(self.kernels)
 
     def compare(self, selects: Callable[[str], bool], wrap: Callable) -> list[str]:
@@ -109,10 +115,28 @@ class Registration:
         if self._compared is not None:
             self._compared._destroy()
             self._compared = None
+        if not compared_only and self.cpp_kernels:
+            cpp_wrappers.uninstall()
+            self.cpp_kernels = []
         if not compared_only and self._plain is not None:
             self._plain._destroy()
             self._plain = None
             self.kernels.clear()
+
+
+def _c_addresses(library: OpLibrary) -> dict[str, int]:
+    """DIOPI function -> the address of the C function behind it, for the functions a C library gives
+    ``library`` (its trampolines carry ``c_address``: Note [The Python trampoline] in dipu/diopi/c_library.py)."""
+    names, layer = set(), library
+    while layer is not None:
+        names.update(layer.functions)
+        layer = layer.base
+    found = {}
+    for name in names:
+        address = getattr(library.get(name), "c_address", None)
+        if address:
+            found[name] = address
+    return found
 
 
 #: The process's registration (PrivateUse1 has one owner per process).

@@ -42,6 +42,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--print-call-info", action="store_true",
                         help="print '[dipu_<op>]:<op>  <diopi function>' on every call, whatever "
                              "DIPU_DUMP_OP_ARGS says; like DIPU's --print_func_call_info")
+    parser.add_argument("--cpp-wrappers", type=Path, default=None, metavar="FILE",
+                        help="also write the C++ wrappers of every kernel that can have one to FILE, for reading (dipu "
+                             "generates and compiles the ones a loaded C op library needs itself: Note [Generated C++ "
+                             "wrappers] in dest/cpp_wrappers.py)")
     args = parser.parse_args(argv)
     installed = ".".join(map(str, schemas.installed_torch()))
     reference = installed == REFERENCE_TORCH
@@ -62,6 +66,12 @@ def main(argv: list[str] | None = None) -> int:
     except spec.SpecError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
+    if args.cpp_wrappers is not None and not args.check:
+        from .dest import cpp_wrappers
+        from .kernels import expand_all
+
+        args.cpp_wrappers.write_text(cpp_wrappers.render(expand_all(entries, args.yaml.name), args.yaml.name))
+        print(f"wrote {_relative(args.cpp_wrappers)}")
     for name, reason in sorted(unmatched.items()):
         print(f"not generated for torch {installed}: {reason}", file=sys.stderr)
     header = REPO.joinpath(*c_header.PATH) if args.out is None else None  # goes with the reviewed copy

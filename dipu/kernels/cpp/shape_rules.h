@@ -1,0 +1,211 @@
+// The C++ twins of the shape rules of dipu/ops/shape_rules.py that the generated C++ wrappers use
+// (CPP_SHAPE_RULES in scripts/autogen/dest/cpp_wrappers.py lists them; tests/test_cpp_wrappers.py
+// checks each against its Python rule). A rule fills `spec` and returns true, or returns false where
+// its Python twin would raise or needs something the C++ side leaves to Python (an index out of
+// range, a matrix of the wrong rank): the wrapper then takes the Python path, which raises the
+// error the Python wrapper raises. Extra trailing arguments (alpha, dim, ...) are ignored, as the
+// Python rules' `*_` ignores them.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <ATen/ExpandUtils.h>
+
+namespace dipu::cwrap::rules {
+
+struct Spec {
+  c10::SmallVector<int64_t, 6> shape;
+  at::ScalarType dtype;
+};
+
+inline void same_shape(Spec& spec, const at::Tensor& t) { spec.shape.assign(t.sizes().begin(), t.sizes().end()); }
+
+inline at::ScalarType float_dtype(at::ScalarType dtype) {
+  return at::isFloatingType(dtype) || at::isComplexType(dtype) ? dtype
+                                                                : c10::typeMetaToScalarType(c10::get_default_dtype());
+}
+
+template <class... Rest>
+bool unary(Spec& spec, const at::Tensor& self, const Rest&...) {
+  same_shape(spec, self);
+  spec.dtype = self.scalar_type();
+  return true;
+}
+
+template <class... Rest>
+bool unary_real(Spec& spec, const at::Tensor& self, const Rest&...) {
+  same_shape(spec, self);
+  spec.dtype = at::isComplexType(self.scalar_type()) ? c10::toRealValueType(self.scalar_type()) : self.scalar_type();
+  return true;
+}
+
+template <class... Rest>
+bool unary_float(Spec& spec, const at::Tensor& self, const Rest&...) {
+  same_shape(spec, self);
+  spec.dtype = float_dtype(self.scalar_type());
+  return true;
+}
+
+template <class... Rest>
+bool unary_bool(Spec& spec, const at::Tensor& self, const Rest&...) {
+  same_shape(spec, self);
+  spec.dtype = at::kBool;
+  return true;
+}
+
+// Broadcast two shapes as torch._C._infer_size does; false where they do not broadcast.
+inline bool broadcast(Spec& spec, c10::IntArrayRef a, c10::IntArrayRef b) {
+  if (a.equals(b)) {
+    spec.shape.assign(a.begin(), a.end());
+    return true;
+  }
+  size_t n = std::max(a.size(), b.size());
+  spec.shape.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t x = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    int64_t y = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    if (x != y && x != 1 && y != 1) return false;
+    spec.shape[i] = x == 1 ? y : x;
+  }
+  return true;
+}
+
+template <class... Rest>
+bool binary(Spec& spec, const at::Tensor& self, const at::Tensor& other, const Rest&...) {
+  if (!broadcast(spec, self.sizes(), other.sizes())) return false;
+  spec.dtype = self.scalar_type() == other.scalar_type() ? self.scalar_type() : at::result_type(self, other);
+  return true;
+}
+template <class... Rest>
+bool binary(Spec& spec, const at::Tensor& self, const at::Scalar& other, const Rest&...) {
+  same_shape(spec, self);
+  spec.dtype = at::result_type(self, other);
+  return true;
+}
+
+template <class Other, class... Rest>
+bool binary_float(Spec& spec, const at::Tensor& self, const Other& other, const Rest&...) {
+  if (!binary(spec, self, other)) return false;
+  spec.dtype = float_dtype(spec.dtype);
+  return true;
+}
+
+// True division gives the default float dtype for integers; a rounding mode keeps the promoted one.
+template <class Other>
+bool divide(Spec& spec, const at::Tensor& self, const Other& other) {
+  return binary_float(spec, self, other);
+}
+template <class Other, class... Rest>
+bool divide(Spec& spec, const at::Tensor& self, const Other& other, const std::optional<c10::string_view>& mode,
+            const Rest&...) {
+  return mode.has_value() ? binary(spec, self, other) : binary_float(spec, self, other);
+}
+
+template <class... Rest>
+bool compare(Spec& spec, const at::Tensor& self, const at::Tensor& other, const Rest&...) {
+  if (!broadcast(spec, self.sizes(), other.sizes())) return false;
+  spec.dtype = at::kBool;
+  return true;
+}
+template <class... Rest>
+bool compare(Spec& spec, const at::Tensor& self, const at::Scalar&, const Rest&...) {
+  same_shape(spec, self);
+  spec.dtype = at::kBool;
+  return true;
+}
+
+// Three-way broadcast (addcmul, addcdiv); operands of mixed dtypes are left to the Python rule.
+template <class... Rest>
+bool ternary(Spec& spec, const at::Tensor& self, const at::Tensor& first, const at::Tensor& second, const Rest&...) {
+  if (first.scalar_type() != self.scalar_type() || second.scalar_type() != self.scalar_type()) return false;
+  Spec pair;
+  if (!broadcast(pair, self.sizes(), first.sizes()) || !broadcast(spec, pair.shape, second.sizes())) return false;
+  spec.dtype = self.scalar_type();
+  return true;
+}
+
+template <class... Rest>
+bool mm(Spec& spec, const at::Tensor& self, const at::Tensor& mat2, const Rest&...) {
+  if (self.dim() != 2 || mat2.dim() != 2) return false;
+  spec.shape = {self.size(0), mat2.size(1)};
+  spec.dtype = self.scalar_type();
+  return true;
+}
+
+template <class... Rest>
+bool bmm(Spec& spec, const at::Tensor& self, const at::Tensor& mat2, const Rest&...) {
+  if (self.dim() != 3 || mat2.dim() != 3) return false;
+  spec.shape = {self.size(0), self.size(1), mat2.size(2)};
+  spec.dtype = self.scalar_type();
+  return true;
+}
+
+template <class... Rest>
+bool addmm(Spec& spec, const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2, const Rest&...) {
+  if (mat1.dim() != 2 || mat2.dim() != 2) return false;
+  spec.shape = {mat1.size(0), mat2.size(1)};
+  spec.dtype = self.scalar_type();
+  return true;
+}
+
+template <class... Rest>
+bool like_self(Spec& spec, const at::Tensor&, const at::Tensor& self, const Rest&...) {
+  return unary(spec, self);
+}
+
+template <class... Rest>
+bool broadcast_grad(Spec& spec, const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
+                    const Rest&...) {
+  Spec pair;
+  if (!broadcast(pair, self.sizes(), target.sizes()) || !broadcast(spec, pair.shape, grad_output.sizes()))
+    return false;
+  spec.dtype = self.scalar_type();
+  return true;
+}
+
+// sum/mean over `dims` (all when none or empty), as _reduced_shape; false for a dim out of range.
+inline bool reduced_shape(Spec& spec, const at::Tensor& self, c10::IntArrayRef dims, bool keepdim) {
+  const int64_t ndim = self.dim();
+  c10::SmallVector<bool, 6> reduced(ndim, dims.empty());
+  for (int64_t d : dims) {
+    if (ndim == 0 ? (d < -1 || d > 0) : (d < -ndim || d >= ndim)) return false;
+    if (ndim) reduced[d < 0 ? d + ndim : d] = true;
+  }
+  spec.shape.clear();
+  for (int64_t i = 0; i < ndim; ++i) {
+    if (!reduced[i]) spec.shape.push_back(self.size(i));
+    else if (keepdim) spec.shape.push_back(1);
+  }
+  return true;
+}
+
+inline at::ScalarType reduction_dtype(const at::Tensor& self, const std::optional<at::ScalarType>& dtype) {
+  if (dtype.has_value()) return *dtype;
+  return at::isFloatingType(self.scalar_type()) || at::isComplexType(self.scalar_type()) ? self.scalar_type()
+                                                                                         : at::kLong;
+}
+
+template <class... Rest>
+bool reduction(Spec& spec, const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+               const std::optional<at::ScalarType>& dtype, const Rest&...) {
+  if (!reduced_shape(spec, self, dim.has_value() ? *dim : c10::IntArrayRef(), keepdim)) return false;
+  spec.dtype = reduction_dtype(self, dtype);
+  return true;
+}
+
+template <class... Rest>
+bool sum_all(Spec& spec, const at::Tensor& self, const std::optional<at::ScalarType>& dtype, const Rest&...) {
+  spec.shape.clear();
+  spec.dtype = reduction_dtype(self, dtype);
+  return true;
+}
+inline bool sum_all(Spec& spec, const at::Tensor& self) { return sum_all(spec, self, std::nullopt); }
+
+template <class... Rest>
+bool reduce_all(Spec& spec, const at::Tensor& self, const std::optional<at::ScalarType>& dtype, const Rest&...) {
+  spec.shape.clear();
+  spec.dtype = dtype.value_or(self.scalar_type());
+  return true;
+}
+inline bool reduce_all(Spec& spec, const at::Tensor& self) { return reduce_all(spec, self, std::nullopt); }
+
+}  // namespace dipu::cwrap::rules

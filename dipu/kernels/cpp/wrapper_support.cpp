@@ -1,0 +1,151 @@
+// The wrapper extension's module functions: installing the generated kernels over the Python wrappers
+// (Note [Generated C++ wrappers] in scripts/autogen/dest/cpp_wrappers.py) and reading their counters.
+#include "wrapper_support.h"
+
+#include <torch/csrc/Exceptions.h>
+#include <torch/csrc/autograd/python_variable.h>
+#include <torch/csrc/jit/python/pybind_utils.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include <algorithm>
+#include <cctype>
+#include <unordered_map>
+
+namespace dipu::cwrap {
+namespace {
+
+bool env_flag(const char* name) {
+  const char* text = std::getenv(name);
+  if (text == nullptr) return false;
+  std::string value(text);
+  value.erase(0, value.find_first_not_of(" \t\n"));
+  value.erase(value.find_last_not_of(" \t\n") + 1);
+  std::transform(value.begin(), value.end(), value.begin(), [](unsigned char c) { return std::tolower(c); });
+  return !(value.empty() || value == "0" || value == "false" || value == "off" || value == "no");
+}
+
+// What install() registered: one torch::Library whose destruction gives the ops back to the kernels
+// registered before it (the Python wrappers), as Note [Autocompare as a switch] describes.
+struct Installed {
+  std::unique_ptr<torch::Library> library;
+  std::vector<Kernel*> kernels;
+};
+Installed* g_installed = nullptr;
+
+void uninstall() {
+  if (g_installed == nullptr) return;
+  g_installed->library.reset();
+  for (Kernel* kernel : g_installed->kernels) {
+    kernel->function = nullptr;
+    kernel->scalar_function = nullptr;
+    Py_XDECREF(static_cast<PyObject*>(kernel->python_kernel));
+    kernel->python_kernel = nullptr;
+    kernel->schema = nullptr;
+  }
+  delete g_installed;
+  g_installed = nullptr;
+}
+
+// Installing overrides the Python wrappers on purpose: the dispatcher's "Overriding a previously registered
+// kernel" warning would only alarm.
+struct Quiet : c10::WarningHandler {
+  void process(const c10::Warning&) override {}
+};
+
+const c10::FunctionSchema& schema_of(const std::string& op) {
+  auto dot = op.find('.');
+  std::string name = "aten::" + op.substr(0, dot);
+  std::string overload = dot == std::string::npos ? "" : op.substr(dot + 1);
+  return c10::Dispatcher::singleton().findSchemaOrThrow(name.c_str(), overload.c_str()).schema();
+}
+
+}  // namespace
+
+bool g_sync = env_flag("DIPU_SYNC_EXEC_MODE");
+
+at::Tensor Kernel::call_python(torch::jit::Stack stack, bool want_tensor) {
+  TORCH_CHECK(python_kernel != nullptr && schema != nullptr, "dipu: the C++ wrapper of ", op, " is not installed");
+  py::gil_scoped_acquire gil;
+  const auto& arguments = schema->arguments();
+  py::list positional;
+  py::dict keywords;
+  for (size_t i = 0; i < stack.size() && i < arguments.size(); ++i) {
+    py::object value = torch::jit::toPyObject(std::move(stack[i]));
+    if (arguments[i].kwarg_only()) keywords[py::str(arguments[i].name())] = value;
+    else positional.append(value);
+  }
+  py::object result;
+  try {
+    result = py::reinterpret_borrow<py::object>(static_cast<PyObject*>(python_kernel))(*py::tuple(positional),
+                                                                                        **keywords);
+  } catch (py::error_already_set& error) {
+    error.restore();
+    python_error translated;
+    translated.persist();
+    throw translated;
+  }
+  if (!want_tensor) return at::Tensor();
+  TORCH_CHECK(THPVariable_Check(result.ptr()), "dipu: the Python wrapper of ", op, " returned no tensor");
+  return THPVariable_Unpack(result.ptr());
+}
+
+namespace {
+
+void define_module(py::module& m, const Entry* entries, size_t count) {
+  std::unordered_map<std::string, const Entry*> by_op;
+  for (size_t i = 0; i < count; ++i) by_op.emplace(entries[i].op, &entries[i]);
+
+  m.def("ops", [entries, count] {
+    std::vector<std::tuple<std::string, std::string, std::string>> result;
+    for (size_t i = 0; i < count; ++i)
+      result.emplace_back(entries[i].op, entries[i].kernel->diopi_name, entries[i].kernel->scalar_name);
+    return result;
+  }, "(op, DIOPI function, scalar DIOPI function or '') of every kernel this extension has.");
+  m.def("install", [by_op](const std::vector<std::tuple<std::string, uintptr_t, uintptr_t, py::object>>& chosen) {
+    uninstall();
+    Quiet quiet;
+    c10::WarningUtils::WarningHandlerGuard quiet_guard(&quiet);
+    auto installed = std::make_unique<Installed>();
+    installed->library = std::make_unique<torch::Library>(
+        torch::Library::IMPL, "aten", std::optional<c10::DispatchKey>(c10::DispatchKey::PrivateUse1), __FILE__,
+        __LINE__);
+    std::vector<std::string> names;
+    for (const auto& [op, address, scalar_address, python_kernel] : chosen) {
+      auto found = by_op.find(op);
+      TORCH_CHECK(found != by_op.end(), "dipu: the C++ wrappers have no kernel for ", op);
+      TORCH_CHECK(address != 0, "dipu: no C function given for ", op);
+      Kernel* kernel = found->second->kernel;
+      kernel->schema = &schema_of(op);
+      kernel->python_kernel = python_kernel.inc_ref().ptr();  // released by uninstall
+      kernel->function = reinterpret_cast<void*>(address);
+      kernel->scalar_function = reinterpret_cast<void*>(scalar_address);
+      installed->kernels.push_back(kernel);
+      found->second->define(*installed->library);
+      names.push_back(op);
+    }
+    g_installed = installed.release();
+    return names;
+  }, "install([(op, C function address, scalar C function address or 0, Python wrapper), ...]): register those C++ wrappers on PrivateUse1, "
+     "over what is registered (replacing an earlier install); returns the ops.");
+  m.def("uninstall", &uninstall, "Unregister the installed C++ wrappers.");
+  m.def("fast_calls", [entries, count] {
+    std::unordered_map<std::string, int64_t> counts;
+    for (size_t i = 0; i < count; ++i) {
+      int64_t n = entries[i].kernel->fast_calls.load(std::memory_order_relaxed);
+      if (n) counts.emplace(entries[i].op, n);
+    }
+    return counts;
+  }, "op -> calls the C++ path served (the Python path's calls are not counted).");
+  m.def("reset_fast_calls", [entries, count] {
+    for (size_t i = 0; i < count; ++i) entries[i].kernel->fast_calls.store(0, std::memory_order_relaxed);
+  });
+  m.def("hooks_on", &hooks_on, "Whether a run-time hook sends calls to the Python path now.");
+  m.def("sync", [] { return g_sync; });
+}
+
+}  // namespace
+}  // namespace dipu::cwrap
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  dipu::cwrap::define_module(m, dipu::cwrap::kEntries, dipu::cwrap::kEntryCount);
+}

@@ -1,0 +1,224 @@
+// What the generated C++ wrappers (Note [Generated C++ wrappers] in scripts/autogen/dest/cpp_wrappers.py)
+// use: the per-kernel state, the hook test, the Python path, the device scope, allocation and the
+// conversions of ATen values to DIOPI's C values. Built into the wrapper extension only (never into the
+// native core), so it reaches the core through torch's registries (the PrivateUse1 device guard and
+// allocator) and the inline part of diopi_rt.h: nothing here needs a symbol of the core. The generated
+// file includes no Python header (they double its compile time): the Python path and the module are in
+// wrapper_support.cpp.
+#pragma once
+
+#include "diopi_rt.h"
+
+#include <ATen/ATen.h>
+#include <ATen/EmptyTensor.h>
+#include <ATen/core/boxing/impl/boxing.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <torch/csrc/profiler/orchestration/observer.h>
+#include <torch/library.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+
+namespace dipu::cwrap {
+
+namespace diopi = ::dipu::diopi;
+constexpr auto kDipu = c10::DeviceType::PrivateUse1;
+
+// DIPU_SYNC_EXEC_MODE, read once when the extension loads, as dipu/kernels/switches.py reads it.
+extern bool g_sync;
+
+// Note [Hooks on the C++ path]
+// Force fallback and autocompare are decided by registration (dipu/kernels/registry.py): a forced op
+// never gets a kernel, and a compared op's overlay is registered over the C++ wrapper, so neither
+// costs the C++ path anything. The two hooks that switch on at run time without a registration are
+// tested on every call: DIPU_DUMP_OP_ARGS (read from the process environment, which os.environ
+// writes through, with the Python wrappers' idea of "off": unset, empty or "0") and the profiler
+// (whose device timeline the Python path's exchange_device feeds). Either sends the call to the
+// Python wrapper.
+inline bool hooks_on() {
+  const char* dump = std::getenv("DIPU_DUMP_OP_ARGS");
+  if (dump != nullptr && dump[0] != '\0' && !(dump[0] == '0' && dump[1] == '\0')) return true;
+  return torch::profiler::impl::profilerEnabled();
+}
+
+// One generated kernel: its op, its DIOPI function (bound at install), its Python wrapper (the path
+// every case the C++ wrapper does not handle takes) and how often the C++ path served a call.
+struct Kernel {
+  Kernel(const char* op, const char* diopi_name, const char* scalar_name = "")
+      : op(op), diopi_name(diopi_name), scalar_name(scalar_name) {}
+  const char* op;
+  const char* diopi_name;
+  const char* scalar_name;  // the scalar_interface's function, for a wrapped number; "" when none
+  void* function = nullptr;
+  void* scalar_function = nullptr;  // null when the library lacks it
+  void* python_kernel = nullptr;  // a strong reference to the Python wrapper (a PyObject*) while installed
+  const c10::FunctionSchema* schema = nullptr;
+  std::atomic<int64_t> fast_calls{0};
+
+  bool fast_path() const { return function != nullptr && !hooks_on(); }
+
+  // After a successful call: count it (a relaxed load and store: an approximate count under races
+  // costs nothing on the hot path) and synchronize in sync mode.
+  void finished(c10::DeviceIndex device) {
+    fast_calls.store(fast_calls.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    if (C10_UNLIKELY(g_sync)) c10::impl::getDeviceGuardImpl(kDipu)->synchronizeDevice(device);
+  }
+
+  // The Python wrapper's answer for these arguments (schema order), boxed as the dispatcher boxes them.
+  template <class... Args>
+  at::Tensor python_tensor(const Args&... args) {
+    return call_python(c10::impl::boxArgs<Args...>(args...), /*want_tensor=*/true);
+  }
+  template <class... Args>
+  void python(const Args&... args) {
+    call_python(c10::impl::boxArgs<Args...>(args...), /*want_tensor=*/false);
+  }
+
+ private:
+  // Takes the GIL and calls the Python wrapper, keyword-only arguments by name; a Python exception
+  // keeps its type (python_error carries it back through the dispatcher). wrapper_support.cpp.
+  at::Tensor call_python(torch::jit::Stack stack, bool want_tensor);
+};
+
+// ---- arguments ----------------------------------------------------------------------------------
+
+inline bool on(const at::Tensor& t, c10::DeviceIndex device) {
+  return t.defined() && t.device().type() == kDipu && t.device().index() == device;
+}
+inline bool on(const std::optional<at::Tensor>& t, c10::DeviceIndex device) {
+  return !t.has_value() || !t->defined() || on(*t, device);
+}
+// A Python number where the schema says Tensor (Note [Wrapped numbers in C++] in dest/cpp_wrappers.py).
+inline bool is_number(const at::Tensor& t) {
+  return t.defined() && t.unsafeGetTensorImpl()->is_wrapped_number();
+}
+// The number a wrapped number holds (double, int64, bool or complex, as torch wraps them).
+inline at::Scalar number_of(const at::Tensor& t) {
+  switch (t.scalar_type()) {
+    case at::kDouble: return *t.const_data_ptr<double>();
+    case at::kLong: return *t.const_data_ptr<int64_t>();
+    case at::kBool: return *t.const_data_ptr<bool>();
+    default: return t.item();
+  }
+}
+inline bool contiguous(const at::Tensor& t) { return t.is_contiguous(); }
+inline bool contiguous(const std::optional<at::Tensor>& t) {
+  return !t.has_value() || !t->defined() || t->is_contiguous();
+}
+
+// The device guard of a kernel: dipu:device current for the call, the previous device back after.
+class DeviceScope {
+ public:
+  explicit DeviceScope(c10::DeviceIndex device) : impl_(c10::impl::getDeviceGuardImpl(kDipu)) {
+    previous_ = impl_->getDevice().index();
+    if (previous_ != device) impl_->uncheckedSetDevice(c10::Device(kDipu, device));
+    device_ = device;
+  }
+  ~DeviceScope() {
+    if (previous_ != device_) impl_->uncheckedSetDevice(c10::Device(kDipu, previous_));
+  }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  const c10::impl::DeviceGuardImplInterface* impl_;
+  c10::DeviceIndex previous_, device_;
+};
+
+// A new contiguous output from the caching allocator (the core registers it for PrivateUse1), on the
+// current device, which the kernel's DeviceScope has made `device`.
+inline at::Tensor empty(c10::IntArrayRef shape, at::ScalarType dtype) {
+  static c10::Allocator* allocator = c10::GetAllocator(kDipu);
+  return at::detail::empty_generic(shape, allocator, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), dtype,
+                                   std::nullopt);
+}
+
+inline diopiConstTensorHandle_t c_in(const at::Tensor& t) { return diopi::handle(t); }
+inline diopiConstTensorHandle_t c_in(const std::optional<at::Tensor>& t) {
+  return t.has_value() ? diopi::handle(*t) : nullptr;
+}
+inline diopiTensorHandle_t c_out(at::Tensor& t) { return diopi::handle(t); }
+// An output the schema does not annotate (``writes:``): DIOPI writes it, as the Python wrapper lets it.
+inline diopiTensorHandle_t c_out(const at::Tensor& t) { return diopi::handle(const_cast<at::Tensor&>(t)); }
+
+// Note [Scalars in C calls]: floating scalars travel as float64, integral ones as int64 and bools as
+// bool with ival 0/1, as the core's diopi::scalar does (written here again, inline, because the
+// wrapper extension links no symbol of the core).
+inline diopiScalar_t scalar(const at::Scalar& value) {
+  diopiScalar_t result{};
+  if (value.isFloatingPoint()) {
+    result.stype = diopi_dtype_float64;
+    result.fval = value.toDouble();
+  } else if (value.isBoolean()) {
+    result.stype = diopi_dtype_bool;
+    result.ival = value.toBool() ? 1 : 0;
+  } else {
+    TORCH_CHECK(value.isIntegral(false), "dipu: a complex scalar cannot cross the DIOPI C ABI");
+    result.stype = diopi_dtype_int64;
+    result.ival = value.toLong();
+  }
+  return result;
+}
+class ScalarArg {
+ public:
+  explicit ScalarArg(const at::Scalar& value) : value_(scalar(value)), present_(true) {}
+  explicit ScalarArg(const std::optional<at::Scalar>& value)
+      : value_(value.has_value() ? scalar(*value) : diopiScalar_t{}), present_(value.has_value()) {}
+  const diopiScalar_t* get() const { return present_ ? &value_ : nullptr; }
+
+ private:
+  diopiScalar_t value_;
+  bool present_;
+};
+
+// A NUL-terminated copy of a string argument (string_view need not be terminated).
+class TextArg {
+ public:
+  explicit TextArg(c10::string_view text) : text_(text), present_(true) {}
+  explicit TextArg(const std::optional<c10::string_view>& text)
+      : text_(text.has_value() ? std::string(*text) : std::string()), present_(text.has_value()) {}
+  const char* get() const { return present_ ? text_.c_str() : nullptr; }
+
+ private:
+  std::string text_;
+  bool present_;
+};
+
+inline int64_t c_integer(int64_t value) { return value; }
+inline int64_t c_integer(const c10::SymInt& value) { return value.guard_int(__FILE__, __LINE__); }
+inline double c_real(double value) { return value; }
+inline bool c_boolean(bool value) { return value; }
+inline diopiSize_t c_sizes(c10::IntArrayRef values) { return diopi::size(values); }
+inline diopiSize_t c_sizes(at::OptionalIntArrayRef values) {
+  return values.has_value() ? diopi::size(*values) : diopiSize_t{nullptr, 0};
+}
+inline diopiSize_t c_sizes(c10::SymIntArrayRef values) { return diopi::size(C10_AS_INTARRAYREF_SLOW(values)); }
+inline diopiSize_t c_sizes(at::OptionalSymIntArrayRef values) {
+  return values.has_value() ? c_sizes(*values) : diopiSize_t{nullptr, 0};
+}
+inline diopiReduction_t c_reduction(int64_t value) { return static_cast<diopiReduction_t>(value); }
+inline diopiRoundMode_t c_rounding_mode(const std::optional<c10::string_view>& mode) {
+  if (!mode.has_value()) return RoundModeNone;
+  if (*mode == "trunc") return RoundModeTrunc;
+  TORCH_CHECK(*mode == "floor", "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '",
+              *mode, "'");
+  return RoundModeFloor;
+}
+
+// ---- the extension's table ------------------------------------------------------------------------
+
+struct Entry {
+  const char* op;
+  Kernel* kernel;
+  void (*define)(torch::Library&);
+};
+
+// The generated file's table of its kernels.
+extern const Entry kEntries[];
+extern const size_t kEntryCount;
+
+}  // namespace dipu::cwrap

@@ -1,0 +1,157 @@
+"""The C++ wrappers of a C op library: generated, compiled and cached like the native core, installed over the
+Python wrappers (Note [Generated C++ wrappers] in scripts/autogen/dest/cpp_wrappers.py).
+
+Note [C++ wrapper cache]
+Only a process with a C op library builds anything here. The extension holds a wrapper for each kernel
+the C++ side supports whose DIOPI function the library exports, so its text depends on the installed
+torch's schemas, the spec and generator (the same inputs as Note [Generated code per torch version]),
+the C++ support files (dipu/kernels/cpp, diopi_rt.h, diopirt.h) and the set of functions the library
+exports. The cache key hashes exactly those, so finding a built extension costs no generation (loading
+the spec takes seconds); a miss generates the text, keeps it beside the library (cpp_wrappers.cpp, for
+reading) and compiles it with torch.utils.cpp_extension under the native core's lock and atomic rename
+(dipu/_native.py's ``ensure_built``). The text is a pure function of the hashed inputs, so this key
+names the generated text as well as its hash would. Build time, measured on the 2-core development
+machine under a load of about 10 (wall / CPU): the reference C library's 85 kernels 2m50s / 46 s, every
+one of the 515 kernels the C++ side supports 3m28s / 87 s, a test library's 25 about 1m50s / 42 s; most
+of it is ATen's headers, so the generated file includes no Python header (wrapper_support.cpp has them).
+
+DIPU_CPP_WRAPPERS=0 keeps every op on the Python wrappers (for comparing the two paths, and as an escape
+hatch); DIPU_CHECK_TENSOR_DEVICE and the generator's --print-call-info, which the C++ wrappers do not
+implement, do the same.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import shutil
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+import torch
+
+from dipu import _native
+from dipu.kernels import switches
+
+NAME = "dipu_cwrap"
+SUPPORT = Path(__file__).parent / "cpp"
+_INCLUDES = (SUPPORT, Path(__file__).parent.parent / "csrc", Path(__file__).parent.parent / "include")
+_ENABLE_VAR = "DIPU_CPP_WRAPPERS"
+
+#: The loaded extension (None until a C library asks for it).
+_module = None
+
+
+def enabled() -> bool:
+    """Whether C++ wrappers may be installed (Note [C++ wrapper cache], last paragraph)."""
+    text = os.environ.get(_ENABLE_VAR, "1").strip().lower()
+    return text not in ("0", "false", "off", "no") and not switches.CHECK_DEVICE
+
+
+def _inputs() -> list[tuple[str, bytes]]:
+    from dipugen import spec
+
+    generator = Path(importlib.util.find_spec("dipugen").origin).parent
+    files = [*generator.rglob("*.py"), *generator.glob("templates/*.j2"), spec.REPO / "diopi_functions.yaml",
+             *sorted(SUPPORT.iterdir()), *(d / "diopi_rt.h" for d in _INCLUDES[1:2]),
+             *sorted((_INCLUDES[2] / "diopi").glob("*.h"))]
+    return [(path.name, path.read_bytes()) for path in sorted(files) if path.is_file()]
+
+
+def cache_dir(functions: frozenset[str]) -> Path:
+    """The directory of the extension for this torch, these inputs and this set of C functions."""
+    digest = hashlib.sha256()
+    for name, data in _inputs():
+        digest.update(name.encode())
+        digest.update(data)
+    digest.update("\n".join(sorted(functions)).encode())
+    return _native.cache_root() / "-".join([
+        "cwrap", f"torch{torch.__version__}", (torch.version.git_version or "nogit")[:10],
+        f"py{sys.version_info.major}{sys.version_info.minor}", digest.hexdigest()[:12]])
+
+
+def generate(functions: frozenset[str] | None) -> str:
+    """The text of the C++ wrappers of the kernels whose DIOPI function is in ``functions`` (None: all)."""
+    from dipugen import kernels, spec
+    from dipugen.dest import cpp_wrappers
+
+    yaml_path = spec.REPO / "diopi_functions.yaml"
+    entries, _ = spec.load_lenient(yaml_path)
+    return cpp_wrappers.render(kernels.expand_all(entries, yaml_path.name), yaml_path.name, functions)
+
+
+def _build(target: Path, functions: frozenset[str]) -> None:
+    from torch.utils import cpp_extension
+
+    print(f"dipu: building the C++ wrappers of the C op library for torch {torch.__version__} "
+          "(once per library and torch)...", file=sys.stderr, flush=True)
+    work = Path(tempfile.mkdtemp(prefix="build-", dir=target.parent))
+    try:
+        source = work / "cpp_wrappers.cpp"
+        source.write_text(generate(functions))
+        cpp_extension.load(
+            name=NAME, sources=[str(source), str(SUPPORT / "wrapper_support.cpp")], build_directory=str(work),
+            extra_cflags=["-O2", "-fvisibility=hidden"], extra_include_paths=[str(p) for p in _INCLUDES],
+            verbose=False, is_python_module=True)
+        shutil.copy(source, target.parent / source.name)
+        os.replace(next(work.glob(f"{NAME}*.so")), target)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def build(functions: frozenset[str]) -> Path:
+    """The extension for a C library exporting ``functions``, built first if it is not cached."""
+    return _native.ensure_built(cache_dir(functions) / f"{NAME}.so", lambda path: _build(path, functions))
+
+
+def load(functions: frozenset[str]):
+    """The extension for the C library's ``functions`` (:func:`build`), loaded once per process."""
+    global _module
+    if _module is None:
+        target = build(functions)
+        spec = importlib.util.spec_from_file_location(NAME, target)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        _module = module
+    return _module
+
+
+def module():
+    """The loaded extension, or None (no C library, or its wrappers not installed)."""
+    return _module
+
+
+def install(kernels: dict, addresses: dict[str, int]) -> list[str]:
+    """Install the C++ wrapper over the Python one for each registered op (``kernels``: op name -> (Op, Python
+    wrapper)) whose DIOPI function is a C function (``addresses``: DIOPI name -> its address); returns those
+    ops. Nothing is built or loaded without a C function."""
+    if not addresses or not enabled():
+        return []
+    try:
+        extension = load(frozenset(addresses))
+    except Exception as error:  # the Python wrappers serve the library all the same: slower, never wrong
+        warnings.warn(f"dipu: the C++ wrappers of the C op library could not be built or loaded, so its functions "
+                      f"run through the Python wrappers ({_ENABLE_VAR}=0 skips trying): {error}", stacklevel=2)
+        return []
+    chosen = [(op, addresses[diopi], addresses.get(scalar, 0), kernels[op][1]) for op, diopi, scalar in extension.ops()
+              if op in kernels and diopi in addresses]  # an op not in kernels: forced to the fallback
+    with warnings.catch_warnings():  # "Overriding a previously registered kernel": the point of installing
+        warnings.simplefilter("ignore", UserWarning)
+        return extension.install(chosen)
+
+
+def uninstall() -> None:
+    if _module is not None:
+        _module.uninstall()
+
+
+def fast_calls() -> dict[str, int]:
+    """Op -> calls the C++ wrappers served without Python (empty without a C library)."""
+    return dict(_module.fast_calls()) if _module is not None else {}
+
+
+def reset_fast_calls() -> None:
+    if _module is not None:
+        _module.reset_fast_calls()

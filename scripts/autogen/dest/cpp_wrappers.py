@@ -1,0 +1,310 @@
+"""The C++ wrappers (cpp_wrappers.cpp): typed PrivateUse1 kernels calling a C op library's functions directly.
+
+Note [Generated C++ wrappers]
+When a C op library is loaded (DIPU_DIOPI_IMPL), the Python wrappers (Note [Generated wrappers] in
+python_wrappers.py) already serve its functions through the core's trampoline; these wrappers are the fast
+path beside them: unboxed kernels with no Python on the way, registered over the Python wrappers for the ops
+whose DIOPI function the library exports. Per call a C++ wrapper does what its Python twin does on its fast
+path: takes the device of its first tensor, guards it, works out the output's shape and dtype with the C++
+twin of its shape rule (dipu/kernels/cpp/shape_rules.h), allocates it from the caching allocator, calls the
+C function and synchronizes in DIPU_SYNC_EXEC_MODE. Everything else goes to the Python wrapper (the kernel's
+``python`` path, the same call through the trampoline): a hook switched on (DIPU_DUMP_OP_ARGS, the profiler),
+an argument that is not a tensor on that device (a wrapped Python number, a CPU scalar), a non-contiguous
+input of a functional kernel (the Python stride rules lay out its output), an in-place shape mismatch, a
+shape rule's precondition failing (a matrix that is not 2-D), and a status other than success: the Python
+wrapper calls the function again and owns what a failed status means (the CPU fallback, counted in
+dipu.fallback_counts(), or the error naming the library's last error string). A DIOPI function is required
+to answer diopiForceFallbackToCPU or an error before writing anything, so the second call sees the
+arguments the first did.
+
+Note [Wrapped numbers in C++]
+Where the schema says Tensor and the caller passed a Python number (``x.mul_(0.9)``, ``x * 2``), a C++
+kernel receives a wrapped number: a 0-dim CPU tensor. An entry with a ``scalar_interface`` for that
+argument calls its scalar function with the number as a diopiScalar_t, as the Python wrapper does; the
+shape rule sees the wrapped tensor, whose type promotion is a number's. Without a scalar function the
+call goes to the Python path.
+
+Only kernels the C++ side can serve whole are emitted (:func:`supported` says why not for the others): a
+named shape rule with a C++ twin (``meta`` shapes and the multi-output rules stay in Python), one output,
+no ``impl:`` body, no function-allocated output, and parameters of the kinds in ``_CONVERSIONS``. The rest
+keep their Python wrapper, which calls the same C function: slower, never wrong.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import keyword
+
+from torchgen import local
+from torchgen.api.types import DispatcherSignature
+from torchgen.model import FunctionSchema
+
+from .. import proto
+from ..model import Allocation, CallArg, Kernel
+
+TEMPLATE = "cpp_wrappers.cpp.j2"
+
+#: Shape rules with a C++ twin in dipu/kernels/cpp/shape_rules.h (each one output).
+CPP_SHAPE_RULES = frozenset({
+    "unary", "unary_real", "unary_float", "unary_bool", "binary", "binary_float", "divide", "compare", "ternary",
+    "mm", "bmm", "addmm", "like_self", "broadcast_grad", "reduction", "sum_all", "reduce_all",
+})
+
+#: The C type of each proto kind the wrappers pass, as dipu's functions.h declares it (Note [The C form of a
+#: proto function] in dest/c_header.py), and the helper of wrapper_support.h that converts an ATen value,
+#: by the dispatcher's C++ type of the argument.
+_C_TYPES = {
+    proto.Kind.TENSOR: "diopiConstTensorHandle_t",
+    proto.Kind.TENSOR_OUT: "diopiTensorHandle_t",
+    proto.Kind.SCALAR: "const diopiScalar_t*",
+    proto.Kind.INT: "int64_t",
+    proto.Kind.FLOAT: "double",
+    proto.Kind.BOOL: "bool",
+    proto.Kind.SIZE: "diopiSize_t",
+    proto.Kind.STRING: "const char*",
+    proto.Kind.ROUNDING_MODE: "diopiRoundMode_t",
+    proto.Kind.REDUCTION: "diopiReduction_t",
+}
+_CONVERSIONS = {
+    proto.Kind.TENSOR: {"const at::Tensor &": "in", "at::Tensor &": "in", "at::Tensor": "in",
+                        "const ::std::optional<at::Tensor> &": "in"},
+    proto.Kind.TENSOR_OUT: {"at::Tensor &": "out", "at::Tensor": "out", "const at::Tensor &": "out"},
+    proto.Kind.SCALAR: {"const at::Scalar &": "scalar", "const ::std::optional<at::Scalar> &": "scalar"},
+    proto.Kind.INT: {"int64_t": "integer", "c10::SymInt": "integer"},
+    proto.Kind.FLOAT: {"double": "real"},
+    proto.Kind.BOOL: {"bool": "boolean"},
+    proto.Kind.SIZE: {"at::IntArrayRef": "sizes", "at::OptionalIntArrayRef": "sizes",
+                      "c10::SymIntArrayRef": "sizes", "at::OptionalSymIntArrayRef": "sizes"},
+    proto.Kind.STRING: {"c10::string_view": "text", "::std::optional<c10::string_view>": "text"},
+    proto.Kind.ROUNDING_MODE: {"::std::optional<c10::string_view>": "rounding_mode"},
+    proto.Kind.REDUCTION: {"int64_t": "reduction"},
+}
+#: Literals of the spec (``None``, numbers) by kind: the C++ expression of the C value.
+_LITERAL_NONE = {proto.Kind.TENSOR: "nullptr", proto.Kind.SCALAR: "nullptr", proto.Kind.STRING: "nullptr",
+                 proto.Kind.SIZE: "diopiSize_t{nullptr, 0}", proto.Kind.ROUNDING_MODE: "RoundModeNone"}
+
+
+@dataclasses.dataclass(frozen=True)
+class CWrapper:
+    """What the template prints for one kernel."""
+
+    op: str  # "add.Tensor"
+    schema: str
+    name: str  # "add_Tensor"
+    function: str  # "diopiAdd"
+    c_params: str  # the function pointer's parameter types after the context
+    returns: str  # the dispatcher's C++ return type
+    params: str  # the kernel's C++ parameters
+    args: str  # its arguments, for the Python path
+    device_arg: str  # the tensor whose device the kernel runs on
+    tensors: tuple[str, ...]  # Tensor inputs that must be on that device (optional ones when present)
+    optional_tensors: tuple[str, ...]
+    allocation: str
+    output: str  # the output's name ("out", "self")
+    rule: str  # "binary"
+    rule_args: str
+    contiguous: tuple[str, ...]  # tensors that must be contiguous for a contiguous output
+    locals: tuple[str, ...]  # statements before the call (converted scalars, strings)
+    call_args: str
+    result: str  # what the kernel returns
+    number: str  # the Tensor argument a wrapped Python number may stand in (Note [Wrapped numbers in C++])
+    scalar_function: str  # the scalar_interface's function, called for such a number
+    scalar_c_params: str
+    scalar_locals: tuple[str, ...]
+    scalar_call_args: str
+
+
+def values(kernels: list[Kernel], functions: frozenset[str] | None = None) -> dict:
+    """The template's values: a wrapper for each supported kernel whose DIOPI function is in ``functions``
+    (None: every supported kernel)."""
+    with local.parametrize(use_const_ref_for_mutable_tensors=False, use_ilistref_for_tensor_lists=False):
+        wrappers = [_wrapper(k) for k in kernels
+                    if (functions is None or k.entry.function.name in functions) and supported(k) is None]
+    return dict(wrappers=wrappers)
+
+
+def supported(kernel: Kernel) -> str | None:
+    """None when the kernel gets a C++ wrapper; else why it keeps only its Python one."""
+    entry = kernel.entry
+    if entry.impl is not None:
+        return "an impl: body"
+    if entry.interface is None:
+        return "no interface call"
+    if kernel.allocation in (Allocation.NEW, Allocation.RESIZE, Allocation.CHECK):
+        if kernel.shape is None or kernel.shape.rule is None:
+            return "its shapes come from the meta kernel"
+        if kernel.shape.rule.name not in CPP_SHAPE_RULES:
+            return f"shape rule {kernel.shape.rule.name} has no C++ twin"
+    elif kernel.allocation is not Allocation.NONE:
+        return "the function allocates its outputs"
+    if len(kernel.outputs) != 1:
+        return "several outputs"
+    with local.parametrize(use_const_ref_for_mutable_tensors=False, use_ilistref_for_tensor_lists=False):
+        types = _cpp_types(kernel.schema)
+        returns = DispatcherSignature.from_schema(kernel.schema).returns_type().cpp_type()
+    if returns not in ("at::Tensor", "at::Tensor &"):
+        return f"returns {returns}"
+    if not any(t in ("const at::Tensor &", "at::Tensor &") for t in types.values()):
+        return "no tensor argument to take the device from"
+    return _unsupported_call(kernel, entry.interface, types, dict(kernel.renamed))
+
+
+def _number_arg(kernel: Kernel, types: dict[str, str]) -> str | None:
+    """The Tensor argument a wrapped number may stand in, when the C++ kernel calls the scalar function for it."""
+    scalar = kernel.entry.scalar_interface
+    if scalar is None or len(scalar.number_args) != 1 or types.get(scalar.number_args[0]) != "const at::Tensor &":
+        return None
+    if _unsupported_call(kernel, scalar, types, dict(kernel.renamed)) is not None:
+        return None
+    return scalar.number_args[0]
+
+
+def _unsupported_call(kernel: Kernel, call, types: dict[str, str], renamed: dict[str, str]) -> str | None:
+    numbers = call.number_args
+    for arg, param in zip(call.args, call.function.params):
+        if arg.name in numbers and param.kind is proto.Kind.SCALAR:
+            continue
+        if param.kind not in _C_TYPES:
+            return f"parameter {param.name} of kind {param.kind.value}"
+        if param.optional and param.kind in (proto.Kind.INT, proto.Kind.FLOAT, proto.Kind.BOOL):
+            return f"optional parameter {param.name} passed by pointer"
+        if arg.name is None:
+            if _literal(arg, param) is None:
+                return f"literal {arg.literal!r} for {param.name}"
+            continue
+        name = renamed.get(arg.name, arg.name)
+        if name in kernel.outputs and name not in types:
+            continue  # a new output: a local at::Tensor
+        if _CONVERSIONS[param.kind].get(types.get(name, "")) is None:
+            return f"argument {name} ({types.get(name)}) for {param.kind.value} {param.name}"
+    return None
+
+
+def _cpp_types(schema: FunctionSchema) -> dict[str, str]:
+    return {b.argument.name: b.type for b in DispatcherSignature.from_schema(schema).arguments()}
+
+
+def cpp(name: str) -> str:
+    """A schema argument's C++ name (``default`` and the like are C++ keywords)."""
+    return name + "_" if name in _CPP_KEYWORDS or keyword.iskeyword(name) else name
+
+
+_CPP_KEYWORDS = frozenset({"default", "new", "delete", "template", "this", "operator", "register", "union",
+                           "int", "float", "double", "char", "bool", "long", "short", "signed", "unsigned"})
+
+
+def _literal(arg: CallArg, param: proto.Param) -> str | None:
+    value = arg.literal
+    if value is None:
+        return _LITERAL_NONE.get(param.kind)
+    if isinstance(value, bool):
+        return {proto.Kind.BOOL: "true" if value else "false"}.get(param.kind)
+    if isinstance(value, int) and param.kind in (proto.Kind.INT, proto.Kind.FLOAT):
+        return f"int64_t{{{value}}}" if param.kind is proto.Kind.INT else f"{float(value)!r}"
+    if isinstance(value, float) and param.kind is proto.Kind.FLOAT:
+        return repr(value)
+    if isinstance(value, (int, float)) and param.kind is proto.Kind.SCALAR:
+        return f"at::Scalar(int64_t{{{value}}})" if isinstance(value, int) else f"at::Scalar({value!r})"
+    return None
+
+
+def _wrapper(kernel: Kernel) -> CWrapper:
+    schema, entry = kernel.schema, kernel.entry
+    signature = DispatcherSignature.from_schema(schema)
+    bindings = signature.arguments()
+    types = {b.argument.name: b.type for b in bindings}
+    renamed = dict(kernel.renamed)
+    output = kernel.outputs[0]
+    number = _number_arg(kernel, types)
+    tensors = tuple(cpp(n) for n, t in types.items() if t in ("const at::Tensor &", "at::Tensor &") and n != number)
+    optional_tensors = tuple(cpp(n) for n, t in types.items() if t == "const ::std::optional<at::Tensor> &")
+    device_arg = tensors[0]
+    function = entry.interface.function
+    locals_, call_args = _call_values(entry.interface, types, renamed)
+    scalar_locals, scalar_call_args = _call_values(entry.scalar_interface, types, renamed) if number else ((), [])
+    contiguous = ()
+    rule = rule_args = ""
+    non_out = [cpp(a.name) for a in schema.arguments.flat_non_out]
+    if kernel.allocation in (Allocation.NEW, Allocation.RESIZE, Allocation.CHECK):
+        rule = kernel.shape.rule.name
+        rule_args = ", ".join(non_out)
+        if kernel.allocation is Allocation.NEW and kernel.strides is not None and rule not in _CONTIGUOUS_OUTPUTS:
+            contiguous = tensors + optional_tensors + ((cpp(number),) if number else ())
+    return CWrapper(
+        op=kernel.name, schema=str(schema), name=kernel.name.replace(".", "_"), function=function.name,
+        c_params=", ".join(_C_TYPES[p.kind] for p in function.params),
+        returns=signature.returns_type().cpp_type(),
+        params=", ".join(f"{b.type} {cpp(b.name)}" for b in bindings),
+        args=", ".join(cpp(b.name) for b in bindings),
+        device_arg=device_arg, tensors=tensors, optional_tensors=optional_tensors,
+        allocation=kernel.allocation.name, output=cpp(renamed.get(output, output)), rule=rule,
+        rule_args=rule_args, contiguous=contiguous, locals=tuple(locals_), call_args=", ".join(call_args),
+        result=cpp(renamed.get(output, output)), number=cpp(number) if number else "",
+        scalar_function=entry.scalar_interface.function.name if number else "",
+        scalar_c_params=", ".join(_C_TYPES[p.kind] for p in entry.scalar_interface.function.params) if number else "",
+        scalar_locals=tuple(scalar_locals), scalar_call_args=", ".join(scalar_call_args))
+
+
+#: Rules whose output the meta kernel lays out contiguously whatever the inputs' strides (the matrix products):
+#: their functional kernels need no stride rule, so non-contiguous inputs stay on the C++ path.
+_CONTIGUOUS_OUTPUTS = frozenset({"mm", "bmm", "addmm"})
+
+
+def _call_values(call, types: dict[str, str], renamed: dict[str, str]) -> tuple[list[str], list[str]]:
+    """The statements before the C call and its arguments after the context."""
+    locals_, call_args = [], []
+    for arg, param in zip(call.args, call.function.params):
+        if arg.name in call.number_args and param.kind is proto.Kind.SCALAR:
+            value = cpp(renamed.get(arg.name, arg.name))
+            locals_.append(f"const diopiScalar_t {value}_n = scalar(number_of({value}));")
+            call_args.append(f"&{value}_n")
+            continue
+        if arg.name is None:
+            literal = _literal(arg, param)
+            if param.kind is proto.Kind.SCALAR and arg.literal is not None:
+                locals_.append(f"diopiScalar_t {param.name}_c = scalar({literal});")
+                call_args.append(f"&{param.name}_c")
+            else:
+                call_args.append(literal)
+            continue
+        name = renamed.get(arg.name, arg.name)
+        value = cpp(name)
+        helper = "out" if name not in types else _CONVERSIONS[param.kind][types[name]]
+        if helper == "scalar":
+            locals_.append(f"ScalarArg {value}_c({value});")
+            call_args.append(f"{value}_c.get()")
+        elif helper == "text":
+            locals_.append(f"TextArg {value}_c({value});")
+            call_args.append(f"{value}_c.get()")
+        elif helper == "rounding_mode":
+            call_args.append(f"c_rounding_mode({value})")
+        else:
+            call_args.append(f"c_{helper}({value})")
+    return locals_, call_args
+
+
+def explain(kernels: list[Kernel]) -> dict[str, str]:
+    """Kernel name -> why it has no C++ wrapper, for the kernels that have none."""
+    reasons = {}
+    for kernel in kernels:
+        reason = supported(kernel)
+        if reason is not None:
+            reasons[kernel.name] = reason
+    return reasons
+
+
+
+
+def render(kernels: list[Kernel], source: str, functions: frozenset[str] | None = None) -> str:
+    """The text of cpp_wrappers.cpp for ``kernels`` (see :func:`values`)."""
+    import jinja2
+
+    from ..emit import TEMPLATES
+
+    environment = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True, autoescape=False)
+    return environment.get_template(TEMPLATE).render(source=source, **values(kernels, functions))
+
+
+__all__ = ["CPP_SHAPE_RULES", "TEMPLATE", "explain", "render", "supported", "values"]

@@ -1,0 +1,337 @@
+"""The generated C++ wrappers (Note [Generated C++ wrappers] in scripts/autogen/dest/cpp_wrappers.py): what the
+emitter writes, and, with a C op library compiled here, that the C++ path serves the calls it should, gives
+the Python path's results, hands failures and hooks to the Python wrappers, and stays out of the way when
+switched off. The C library is built from the source below with the machine's C compiler against dipu's
+diopirt.h; the processes that load it are fresh (DIPU_DIOPI_IMPL is read at import). The first one builds the
+wrapper extension (cached afterwards, Note [C++ wrapper cache])."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DIPU_INCLUDE = ROOT / "dipu" / "include"
+COMPILER = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+TEST_VARS = ("DIPU_DIOPI_IMPL", "DIPU_DUMP_OP_ARGS", "DIPU_AUTOCOMPARE_OPS_LIST", "DIPU_FORCE_FALLBACK_OPS_LIST",
+             "DIPU_CPP_WRAPPERS", "DIPU_SYNC_EXEC_MODE", "DIPU_CHECK_TENSOR_DEVICE")
+
+# float32, contiguous, one shape for every operand; anything else: diopiForceFallbackToCPU. diopiSub always
+# fails with a message; calls counts the calls that reached the library.
+LIBRARY = r"""
+#include <diopi/diopirt.h>
+#include <stdio.h>
+
+static char last_error[128];
+const char* diopiGetLastErrorString(void) { return last_error; }
+long long cw_calls = 0;
+
+static float* floats(diopiConstTensorHandle_t t, int64_t* numel) {
+    diopiDtype_t dtype; diopiSize_t shape, stride; const void* data; int64_t expected = 1;
+    diopiGetTensorDtype(t, &dtype); diopiGetTensorShape(t, &shape); diopiGetTensorStride(t, &stride);
+    if (dtype != diopi_dtype_float32) return NULL;
+    for (int64_t d = shape.len - 1; d >= 0; --d) {
+        if (shape.data[d] != 1 && stride.data[d] != expected) return NULL;
+        expected *= shape.data[d];
+    }
+    diopiGetTensorNumel(t, numel); diopiGetTensorDataConst(t, &data);
+    return (float*)data;
+}
+
+diopiError_t diopiAdd(diopiContextHandle_t ctx, diopiTensorHandle_t out, diopiConstTensorHandle_t input,
+                      diopiConstTensorHandle_t other, const diopiScalar_t* alpha) {
+    int64_t n, na, nb; float *o = floats(out, &n), *x = floats(input, &na), *y = floats(other, &nb);
+    float a = alpha->stype == diopi_dtype_float64 ? (float)alpha->fval : (float)alpha->ival;
+    (void)ctx; ++cw_calls;
+    if (!o || !x || !y || na != n || nb != n) return diopiForceFallbackToCPU;
+    for (int64_t i = 0; i < n; ++i) o[i] = x[i] + a * y[i];
+    return diopiSuccess;
+}
+
+diopiError_t diopiAddScalar(diopiContextHandle_t ctx, diopiTensorHandle_t out, diopiConstTensorHandle_t input,
+                            const diopiScalar_t* other, const diopiScalar_t* alpha) {
+    int64_t n, na; float *o = floats(out, &n), *x = floats(input, &na);
+    float v = other->stype == diopi_dtype_float64 ? (float)other->fval : (float)other->ival;
+    float a = alpha->stype == diopi_dtype_float64 ? (float)alpha->fval : (float)alpha->ival;
+    (void)ctx; ++cw_calls;
+    if (!o || !x || na != n) return diopiForceFallbackToCPU;
+    for (int64_t i = 0; i < n; ++i) o[i] = x[i] + a * v;
+    return diopiSuccess;
+}
+
+diopiError_t diopiMul(diopiContextHandle_t ctx, diopiTensorHandle_t out, diopiConstTensorHandle_t input,
+                      diopiConstTensorHandle_t other) {
+    int64_t n, na, nb; float *o = floats(out, &n), *x = floats(input, &na), *y = floats(other, &nb);
+    (void)ctx; ++cw_calls;
+    if (!o || !x || !y || na != n || nb != n) return diopiForceFallbackToCPU;
+    for (int64_t i = 0; i < n; ++i) o[i] = x[i] * y[i];
+    return diopiSuccess;
+}
+
+diopiError_t diopiReluInp(diopiContextHandle_t ctx, diopiTensorHandle_t input) {
+    int64_t n; float* x = floats(input, &n);
+    (void)ctx; ++cw_calls;
+    if (!x) return diopiForceFallbackToCPU;
+    for (int64_t i = 0; i < n; ++i) x[i] = x[i] > 0 ? x[i] : 0;
+    return diopiSuccess;
+}
+
+diopiError_t diopiMm(diopiContextHandle_t ctx, diopiTensorHandle_t out, diopiConstTensorHandle_t input,
+                     diopiConstTensorHandle_t mat2) {
+    int64_t n, na, nb; float *o = floats(out, &n), *a = floats(input, &na), *b = floats(mat2, &nb);
+    diopiSize_t sa, sb;
+    (void)ctx; ++cw_calls;
+    if (!o || !a || !b) return diopiForceFallbackToCPU;
+    diopiGetTensorShape(input, &sa); diopiGetTensorShape(mat2, &sb);
+    int64_t rows = sa.data[0], inner = sa.data[1], cols = sb.data[1];
+    for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < cols; ++j) {
+            float sum = 0;
+            for (int64_t k = 0; k < inner; ++k) sum += a[i * inner + k] * b[k * cols + j];
+            o[i * cols + j] = sum;
+        }
+    return diopiSuccess;
+}
+
+diopiError_t diopiSub(diopiContextHandle_t ctx, diopiTensorHandle_t out, diopiConstTensorHandle_t input,
+                      diopiConstTensorHandle_t other, const diopiScalar_t* alpha) {
+    (void)ctx; (void)out; (void)input; (void)other; (void)alpha; ++cw_calls;
+    snprintf(last_error, sizeof last_error, "sub refuses on purpose");
+    return diopiErrorOccurred;
+}
+"""
+
+pytestmark = pytest.mark.skipif(COMPILER is None, reason="no C compiler")
+
+
+@pytest.fixture(autouse=True)
+def clean_environment(monkeypatch):
+    for var in TEST_VARS:
+        monkeypatch.delenv(var, raising=False)
+
+
+#: What LIBRARY exports of the proto.
+FUNCTIONS = frozenset({"diopiAdd", "diopiAddScalar", "diopiMul", "diopiReluInp", "diopiMm", "diopiSub"})
+
+
+@pytest.fixture(scope="module")
+def library(tmp_path_factory) -> Path:
+    """LIBRARY, compiled; and its wrapper extension built here, where no subprocess timeout applies (the first
+    build takes minutes on a busy machine; later ones find it in the cache)."""
+    from dipu.kernels import cpp_wrappers
+
+    cpp_wrappers.build(FUNCTIONS)
+    directory = tmp_path_factory.mktemp("cwrap")
+    source = directory / "cwrap_diopi.c"
+    source.write_text(LIBRARY)
+    target = directory / "libcwrap_diopi.so"
+    subprocess.run([COMPILER, "-shared", "-fPIC", "-O1", "-Wall", "-Werror", "-std=c11", f"-I{DIPU_INCLUDE}",
+                    str(source), "-o", str(target)], check=True)
+    return target
+
+
+# ---- the emitter -----------------------------------------------------------------------------------------
+
+SPEC = """
+- op: add.out
+  interface: diopiAdd(ctx, out, self, other, alpha)
+  scalar_interface: diopiAddScalar(ctx, out, self, other, alpha)
+  shape: binary
+- op: mm.out
+  interface: diopiMm(ctx, out, self, mat2)
+  shape: mm
+- op: relu_
+  interface: diopiReluInp(ctx, self)
+- op: addmv.out
+  interface: diopiAddmv(ctx, out, self, mat, vec, beta, alpha)
+"""
+
+
+def emitted(tmp_path, functions=None):
+    """The emitter's text for SPEC, with the generator's own kernels and templates."""
+    code = f"""
+        import sys
+        from pathlib import Path
+        from dipugen import kernels, spec
+        from dipugen.dest import cpp_wrappers
+        path = Path({str(tmp_path / 'spec.yaml')!r})
+        found = kernels.expand_all(spec.load(path), path.name)
+        sys.stdout.write(cpp_wrappers.render(found, path.name, {functions!r}))
+        print("\\n//REASONS " + repr(sorted(cpp_wrappers.explain(found).items())))
+    """
+    (tmp_path / "spec.yaml").write_text(SPEC)
+    env = {**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True,
+                          check=True, cwd=ROOT).stdout
+
+
+def test_the_emitter_writes_one_typed_kernel_per_supported_kernel(tmp_path):
+    text = emitted(tmp_path)
+    registered = [line.split('"')[1] for line in text.splitlines() if "TORCH_FN(" in line]
+    # add.out makes its functional and in-place siblings; addmv's shapes come from its meta kernel, except the
+    # in-place one's, which needs none (trusted, as its Python wrapper trusts it)
+    assert registered == ["add.Tensor", "add.out", "add_.Tensor", "addmv_", "mm", "mm.out", "relu_"], registered
+    assert "('addmv', 'its shapes come from the meta kernel')" in text
+    assert "('addmv.out', 'its shapes come from the meta kernel')" in text
+    functional = text[text.index("at::Tensor dipu_add_Tensor("):text.index("// add.out(")]
+    # the dispatcher's C++ signature, the C++ shape rule, a new output, the C call with C values, status
+    assert "(const at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha)" in functional
+    assert "rules::binary(spec, self, other, alpha)" in functional
+    assert "at::Tensor out = empty(spec.shape, spec.dtype);" in functional
+    assert "(diopi::handle(ctx), c_out(out), c_in(self), c_in(other), alpha_c.get())" in functional
+    assert "if (C10_UNLIKELY(status != diopiSuccess))" in functional
+    # the function pointer's C types are those of dipu's functions.h
+    assert ("using add_Tensor_fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, "
+            "diopiConstTensorHandle_t, diopiConstTensorHandle_t, const diopiScalar_t*);") in text
+    out_kernel = text[text.index("at::Tensor & dipu_add_out("):text.index("// add_.Tensor(")]
+    assert "out.resize_(spec.shape)" in out_kernel and "return out;" in out_kernel
+    inplace = text[text.index("at::Tensor & dipu_add__Tensor("):text.index("// mm(")]
+    assert "self.sizes() != c10::IntArrayRef(spec.shape)" in inplace  # a mismatch goes to the Python wrapper
+    assert "c_out(self), c_in(self)" in inplace
+
+
+def test_the_emitter_writes_only_what_the_library_provides(tmp_path):
+    text = emitted(tmp_path, frozenset({"diopiMm"}))
+    registered = [line.split('"')[1] for line in text.splitlines() if "TORCH_FN(" in line]
+    assert registered == ["mm", "mm.out"], registered
+
+
+# ---- the C++ path, with a C library ------------------------------------------------------------------
+
+CALLS = """
+import contextlib, io, json, os, torch, dipu
+from dipu.kernels import cpp_wrappers, registry
+torch.manual_seed(0)
+x, y, m = torch.randn(5, 6), torch.randn(5, 6), torch.randn(6, 3)
+dx, dy, dm = x.to("dipu"), y.to("dipu"), m.to("dipu")
+r = {"installed": sorted(registry.registration.cpp_kernels)}
+cpp_wrappers.reset_fast_calls()
+dipu.reset_fallback_counts()
+r["add"] = torch.equal((dx + dy).cpu(), x + y)
+r["add_alpha"] = torch.allclose(torch.add(dx, dy, alpha=3).cpu(), torch.add(x, y, alpha=3))
+r["mul"] = torch.equal((dx * dy).cpu(), x * y)
+r["add_number"] = torch.equal((dx + 2).cpu(), x + 2)  # a wrapped number: diopiAddScalar
+r["mm"] = torch.allclose((dx @ dm).cpu(), x @ m, rtol=1e-5, atol=1e-5)
+z = dx.clone(); z.add_(dy, alpha=2); r["add_"] = torch.allclose(z.cpu(), x + 2 * y)
+out = torch.empty(0, device="dipu"); torch.add(dx, dy, out=out); r["add_out"] = torch.equal(out.cpu(), x + y)
+z = dx.clone(); z.relu_(); r["relu_"] = torch.equal(z.cpu(), x.relu())
+r["fast"] = cpp_wrappers.fast_calls()
+r["no_fallback"] = dipu.fallback_counts()
+
+cpp_wrappers.reset_fast_calls()
+r["float64"] = torch.equal((dx.double() + dy.double()).cpu(), x.double() + y.double())  # the library refuses
+r["broadcast"] = torch.equal((dx + dy[0]).cpu(), x + y[0])  # so it does with another shape
+r["strided"] = torch.equal((dx.t() * dy.t()).cpu(), x.t() * y.t())  # the Python path's stride rules
+r["scalar"] = torch.equal((dx * 2).cpu(), x * 2)  # a wrapped number, no diopiMulScalar: the Python path
+r["after_refusals"] = cpp_wrappers.fast_calls()
+r["fallbacks"] = dipu.fallback_counts()
+steps = torch.zeros((), dtype=torch.long, device="dipu")
+steps.add_(1)  # a wrapped number the library's diopiAddScalar refuses (int64): the fallback gets it as a tensor
+r["refused_number"] = steps.item() == 1
+try:
+    dx - dy
+    r["sub"] = "no error"
+except RuntimeError as error:
+    r["sub"] = str(error)
+
+def fast_while(hook):
+    cpp_wrappers.reset_fast_calls()
+    with hook:
+        ok = torch.equal((dx + dy).cpu(), x + y)
+    return ok, cpp_wrappers.fast_calls().get("add.Tensor", 0)
+
+@contextlib.contextmanager
+def dumping():
+    os.environ["DIPU_DUMP_OP_ARGS"] = "1"
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(printed):
+            yield
+    finally:
+        del os.environ["DIPU_DUMP_OP_ARGS"]
+        r["dumped"] = printed.getvalue()
+
+r["dump"] = fast_while(dumping())
+r["autocompare"] = fast_while(dipu.autocompare("add.*"))
+r["profiler"] = fast_while(torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]))
+r["after_hooks"] = fast_while(contextlib.nullcontext())
+print(json.dumps(r))
+"""
+
+
+def run_calls(python, library, **env) -> dict:
+    stdout = python(CALLS, env={"DIPU_DIOPI_IMPL": str(library), **env}).stdout
+    return json.loads(stdout.strip().splitlines()[-1])
+
+
+def test_the_cpp_path_serves_the_library_s_functions_with_the_python_path_s_results(python, library):
+    r = run_calls(python, library)
+    for op in ("add.Tensor", "add.out", "add_.Tensor", "mul.Tensor", "mm", "relu_"):
+        assert op in r["installed"], r["installed"]
+    assert "sub.Tensor" in r["installed"]
+    for case in ("add", "add_alpha", "mul", "add_number", "mm", "add_", "add_out", "relu_"):
+        assert r[case] is True, case
+    assert r["fast"] == {"add.Tensor": 3, "mul.Tensor": 1, "mm": 1, "add_.Tensor": 1, "add.out": 1, "relu_": 1}, \
+        r["fast"]
+    assert r["no_fallback"] == {}, r["no_fallback"]
+
+
+def test_what_the_cpp_path_cannot_finish_the_python_wrapper_does(python, library):
+    r = run_calls(python, library)
+    for case in ("float64", "broadcast", "strided", "scalar", "refused_number"):
+        assert r[case] is True, case
+    # the refused float64 and broadcast adds ran once more through the Python wrapper, then on the CPU; so did
+    # the strided mul, which the library refuses too (non-contiguous)
+    assert r["after_refusals"] == {}, r["after_refusals"]
+    assert r["fallbacks"] == {"add.Tensor": 2, "mul.Tensor": 1}, r["fallbacks"]
+    assert "diopiSub failed" in r["sub"] and "sub refuses on purpose" in r["sub"], r["sub"]
+
+
+def test_a_hook_switched_on_at_run_time_routes_through_the_python_wrapper(python, library):
+    r = run_calls(python, library)
+    assert r["dump"] == [True, 0], r["dump"]
+    assert "[dipu_add_Tensor]:add.Tensor  diopiAdd" in r["dumped"], r["dumped"]
+    assert r["autocompare"] == [True, 0], r["autocompare"]
+    assert r["profiler"] == [True, 0], r["profiler"]
+    assert r["after_hooks"] == [True, 1], r["after_hooks"]  # and back on the C++ path once they are off
+
+
+def test_switched_off_every_op_takes_the_python_wrapper(python, library):
+    r = run_calls(python, library, DIPU_CPP_WRAPPERS="0")
+    assert r["installed"] == [] and r["fast"] == {}, r
+    assert all(r[case] is True for case in ("add", "mul", "mm", "add_", "add_out", "relu_", "float64"))
+
+
+def test_without_a_c_library_nothing_is_built_or_installed(python):
+    stdout = python("import dipu\nfrom dipu.kernels import cpp_wrappers, registry\n"
+                    "print(cpp_wrappers.module() is None, registry.registration.cpp_kernels)").stdout
+    assert stdout.strip().splitlines()[-1] == "True []", stdout
+
+
+def test_wrappers_that_cannot_be_built_leave_the_library_to_the_python_wrappers(monkeypatch):
+    from dipu.kernels import cpp_wrappers
+
+    def broken(functions):
+        raise RuntimeError("Error building extension 'dipu_cwrap'")
+
+    monkeypatch.setattr(cpp_wrappers, "load", broken)
+    with pytest.warns(UserWarning, match="run through the Python wrappers.*Error building extension"):
+        assert cpp_wrappers.install({"add.Tensor": (None, None)}, {"diopiAdd": 1}) == []
+
+
+def test_sync_mode_reaches_the_cpp_path(python, library):
+    code = """
+        import torch, dipu
+        from dipu.kernels import cpp_wrappers
+        x = torch.ones(3, device="dipu")
+        y = x + x
+        print(cpp_wrappers.module().sync(), cpp_wrappers.fast_calls().get("add.Tensor", 0), y.cpu().tolist())
+    """
+    for value, expected in (("1", "True 1 [2.0, 2.0, 2.0]"), ("0", "False 1 [2.0, 2.0, 2.0]")):
+        out = python(code, env={"DIPU_DIOPI_IMPL": str(library), "DIPU_SYNC_EXEC_MODE": value}).stdout
+        assert out.strip().splitlines()[-1] == expected, out
