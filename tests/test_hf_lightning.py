@@ -14,6 +14,7 @@ import json
 
 import pytest
 import torch
+from conftest import run_python
 
 
 def _needs(*modules: str):
@@ -38,11 +39,9 @@ def _result(proc) -> dict:
 # Hugging Face Trainer
 
 HF_TRAINER = """
-import json, sys, tempfile, torch
+import json, tempfile, torch
 from torch.utils.data import Dataset
 from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
-
-USE_CPU, BATCH, PRECISION = {use_cpu!r}, {batch!r}, {precision!r}
 
 class Tokens(Dataset):
     def __init__(self):
@@ -52,34 +51,46 @@ class Tokens(Dataset):
     def __getitem__(self, i):
         return {{"input_ids": self.ids[i], "labels": self.ids[i]}}
 
-torch.manual_seed(0)
-config = GPT2Config(vocab_size=64, n_positions=16, n_embd=32, n_layer=1, n_head=2,
-                    resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)  # no dropout: the CPU's and dipu's RNGs differ
-model = GPT2LMHeadModel(config)
-seen = set()  # (dtype of an MLP's output, device) inside the forward pass
-model.transformer.h[0].mlp.register_forward_hook(lambda m, i, out: seen.add((str(out.dtype), str(out.device))))
-with tempfile.TemporaryDirectory() as out:
-    args = TrainingArguments(output_dir=out, max_steps=4, per_device_train_batch_size=BATCH, logging_steps=1,
-                             report_to=[], save_strategy="no", use_cpu=USE_CPU, seed=0, dataloader_num_workers=0,
-                             disable_tqdm=True, **({{PRECISION: True}} if PRECISION else {{}}))
-    trainer = Trainer(model=model, args=args, train_dataset=Tokens())
-    trainer.train()
-losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
-print("RESULT", json.dumps({{"losses": losses, "n_gpu": args.n_gpu, "device": str(args.device),
-                             "wrapper": type(trainer.model_wrapped).__name__, "seen": sorted(map(list, seen))}}))
+def train(use_cpu, batch, precision):
+    torch.manual_seed(0)
+    config = GPT2Config(vocab_size=64, n_positions=16, n_embd=32, n_layer=1, n_head=2,
+                        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)  # no dropout: the CPU's and dipu's RNGs differ
+    model = GPT2LMHeadModel(config)
+    seen = set()  # (dtype of an MLP's output, device) inside the forward pass
+    model.transformer.h[0].mlp.register_forward_hook(lambda m, i, out: seen.add((str(out.dtype), str(out.device))))
+    with tempfile.TemporaryDirectory() as out:
+        args = TrainingArguments(output_dir=out, max_steps=4, per_device_train_batch_size=batch, logging_steps=1,
+                                 report_to=[], save_strategy="no", use_cpu=use_cpu, seed=0, dataloader_num_workers=0,
+                                 disable_tqdm=True, **({{precision: True}} if precision else {{}}))
+        trainer = Trainer(model=model, args=args, train_dataset=Tokens())
+        trainer.train()
+    return {{"losses": [entry["loss"] for entry in trainer.state.log_history if "loss" in entry],
+            "n_gpu": args.n_gpu, "device": str(args.device), "wrapper": type(trainer.model_wrapped).__name__,
+            "seen": sorted(map(list, seen))}}
+
+
+print("RESULT", json.dumps([train(*run) for run in {runs!r}]))
 """
 
 
-def _hf(python, *, use_cpu: bool, batch: int, precision: str | None = None, env: dict) -> dict:
-    return _result(python(HF_TRAINER.format(use_cpu=use_cpu, batch=batch, precision=precision), env=env))
+def _hf(runs: list[tuple[bool, int, str | None]], env: dict) -> list[dict]:
+    """Trainer runs (use_cpu, per-device batch, None/"bf16"/"fp16") in one interpreter."""
+    return _result(run_python(HF_TRAINER.format(runs=runs), env=env))
+
+
+@pytest.fixture(scope="module")
+def hf_on_the_cpu() -> dict:
+    """The CPU's Trainer runs, fp32 and bf16, batch 8: both tests' references, from one interpreter."""
+    fp32, bf16 = _hf([(True, 8, None), (True, 8, "bf16")], env=OFFLINE)
+    return {"fp32": fp32, "bf16": bf16}
 
 
 @_needs("transformers", "accelerate")
-def test_hugging_face_trainer_under_mock_cuda_matches_the_cpu(python):
+def test_hugging_face_trainer_under_mock_cuda_matches_the_cpu(hf_on_the_cpu):
     """fp32 on both simulated devices: Trainer sees two GPUs and wraps the model in nn.DataParallel
     (batch 4 per device), which must give the CPU's losses for one batch of 8."""
-    cpu = _hf(python, use_cpu=True, batch=8, env=OFFLINE)
-    dipu = _hf(python, use_cpu=False, batch=4, env=MOCK)
+    cpu = hf_on_the_cpu["fp32"]
+    [dipu] = _hf([(False, 4, None)], env=MOCK)
     assert dipu["n_gpu"] == 2 and dipu["device"] == "cuda:0" and dipu["wrapper"] == "DataParallel", dipu
     assert {device for _, device in dipu["seen"]} == {"dipu:0", "dipu:1"}, dipu["seen"]
     assert len(cpu["losses"]) == 4
@@ -87,13 +98,12 @@ def test_hugging_face_trainer_under_mock_cuda_matches_the_cpu(python):
 
 
 @_needs("transformers", "accelerate")
-def test_hugging_face_trainer_mixed_precision_under_mock_cuda(python):
+def test_hugging_face_trainer_mixed_precision_under_mock_cuda(hf_on_the_cpu):
     """bf16=True and fp16=True on one device (with DataParallel, Trainer itself skips autocast):
     the forward pass runs in the reduced type on dipu; bf16 gives the CPU's bf16 losses."""
     one_device = {**MOCK, "DIPU_SIM_DEVICE_COUNT": "1"}
-    cpu = _hf(python, use_cpu=True, batch=8, precision="bf16", env=OFFLINE)
-    bf16 = _hf(python, use_cpu=False, batch=8, precision="bf16", env=one_device)
-    fp16 = _hf(python, use_cpu=False, batch=8, precision="fp16", env=one_device)
+    cpu = hf_on_the_cpu["bf16"]
+    bf16, fp16 = _hf([(False, 8, "bf16"), (False, 8, "fp16")], env=one_device)
     assert bf16["n_gpu"] == 1 and bf16["wrapper"] == "GPT2LMHeadModel", bf16
     assert bf16["seen"] == [["torch.bfloat16", "dipu:0"]], bf16["seen"]
     assert fp16["seen"] == [["torch.float16", "dipu:0"]], fp16["seen"]
