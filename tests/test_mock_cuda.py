@@ -289,6 +289,10 @@ def test_data_parallel_splits_the_batch_over_dipu_devices(python):
         for mine, theirs in zip(parallel.module.inner.parameters(), cpu.parameters()):
             assert mine.grad.device == torch.device("dipu", 0)
             torch.testing.assert_close(mine.grad.cpu(), theirs.grad)
+        # the replicas run in threads, under the autocast state the caller's torch.autocast("cuda") set
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            seen.clear()
+            assert parallel(x.cuda()).dtype != torch.float32 and len(seen) == 2
         # an input still on the CPU is scattered from the host; output_device=-1 gathers on the CPU
         host = torch.nn.DataParallel(copy.deepcopy(cpu).cuda(), output_device=-1)(x)
         assert host.device.type == "cpu"
