@@ -42,7 +42,8 @@ convolution.register_fake_layouts()  # Note [Convolution layouts under fake tens
 _generated = registry.register_active()
 autocompare.switch_on(every=_generated is not None and _generated.AUTOCOMPARE_ALL)
 
-# 4. the integrations: torch.distributed (the dicl backend), torch.compile, mock CUDA.
+# 4. the integrations: torch.distributed (the dicl backend), torch.compile, mock CUDA, Lightning's
+#    accelerator="dipu" (registered when Lightning is imported; Note [Lightning accelerator]).
 if torch.distributed.is_available():
     from dipu import distributed  # noqa: E402
 
@@ -55,6 +56,8 @@ if vendor().compiler_backend is None:  # Note [torch.compile without a compiler]
 
     compile_without_compiler.install()
 
+from dipu import lightning_accelerator  # noqa: E402
+lightning_accelerator.install()
 if mock_cuda.requested():  # DIPU_MOCK_CUDA=1: cuda spellings mean dipu (Note [Mock CUDA])
     mock_cuda.install()
 

@@ -13,14 +13,14 @@ A script written for CUDA names the device in four ways, and each is redirected 
   (``is_available``, ``device_count``, ``synchronize``, ``Stream``, ``Event``, ``stream``,
   ``manual_seed``, ``memory_allocated``, ...), so the dipu device module answers.
 - ``torch.autocast("cuda")``, ``torch.amp.autocast("cuda")``, ``torch.cuda.amp.autocast()`` and
-  ``torch.amp.GradScaler("cuda")``/``torch.cuda.amp.GradScaler()``: the device type is mapped.
+  ``torch.amp.GradScaler("cuda")``/``torch.cuda.amp.GradScaler()``: the device type is mapped; so is the
+  autocast state's ("cuda" or no device, CUDA's default, in ``torch.is_autocast_enabled``/``get_autocast_dtype``).
 - device arguments of those ``torch.cuda`` functions and classes (``set_device``, ``device``, ``Stream``,
   ``memory_allocated``, ``get_device_capability``, ...): they parse their device with dipu's
   ``_get_device_index``, which the mock tells to take device type ``"cuda"`` as dipu, so
   ``torch.device("cuda:1")``, ``"cuda"`` and indices work in every one of them, present and future, as
   in torch.cuda.
-- ``nn.DataParallel`` is refused at construction with a message: torch's scatter/gather/broadcast
-  (``torch._C._scatter`` and siblings) exist only in a CUDA build and only for CUDA tensors.
+- ``nn.DataParallel`` splits its work over dipu devices (Note [DataParallel over dipu devices]).
 - ``Tensor.is_cuda`` answers True for dipu tensors (``x.device.type`` stays ``"dipu"``).
 - ``torch.distributed``: the backend name ``"nccl"`` means dipu's ``"dicl"`` in ``init_process_group``,
   ``new_group`` (and so ``new_subgroups``) and ``init_device_mesh``'s ``backend_override``, also inside
@@ -170,6 +170,15 @@ def _mapped_autocast(base):
     return autocast
 
 
+def _autocast_state(query):
+    """``torch.is_autocast_enabled``/``get_autocast_dtype`` with "cuda", and no device (which means CUDA), as dipu."""
+    @functools.wraps(query)
+    def mapped(device_type=_CUDA):
+        return query(to_dipu(device_type))
+
+    return mapped
+
+
 def _cuda_amp_autocast(base):
     class autocast(base):  # noqa: N801  torch.cuda.amp.autocast(enabled, dtype, cache_enabled)
         def __init__(self, enabled=True, dtype=torch.float16, cache_enabled=True):
@@ -188,22 +197,58 @@ def _mapped_grad_scaler(base, default_device=None):
     return GradScaler
 
 
-DATA_PARALLEL_REFUSAL = (
-    "torch.nn.DataParallel cannot run on dipu devices under DIPU_MOCK_CUDA: it scatters inputs, replicates the "
-    "module and gathers outputs with torch._C._scatter, _broadcast_coalesced and _gather, which a CPU build of "
-    "torch lacks and a CUDA build implements for CUDA tensors only. Use DistributedDataParallel "
-    "(init_process_group(\"nccl\") means dipu's dicl) or leave the module unwrapped on one device.")
+def _dipu_device(device) -> torch.device:
+    """A device of ``torch.nn.parallel.comm``'s arguments (index, -1 for the CPU, None for the current one) as dipu's."""
+    if device is None:
+        return torch.device(_TYPE, torch.dipu.current_device())
+    if isinstance(device, int):
+        return torch.device("cpu") if device < 0 else torch.device(_TYPE, device)
+    return torch.device(to_dipu(device))
 
 
-def _refusing_data_parallel_init(init):
-    """DataParallel's ``__init__``, refusing where it would split work over devices (Note [Mock CUDA])."""
+# Note [DataParallel over dipu devices]
+# nn.DataParallel does its work in torch.nn.parallel.comm, whose scatter, gather and broadcast call
+# torch._C._scatter, _gather and _broadcast_coalesced: a CUDA build has them for CUDA tensors only, a CPU
+# build not at all. What they compute is plain copies, so under the mock they are tensor copies between
+# dipu devices (the comm functions' contracts: a tuple per call, gather's -1 meaning the CPU). The rest of
+# DataParallel (replicate, parallel_apply on torch.accelerator's streams, reduce_add) already goes
+# through dipu; only its source device, named "cuda" because torch.cuda.is_available(), is renamed.
+def _broadcast_coalesced(tensors, devices, buffer_size=10485760):
+    return [[tensor.to(_dipu_device(device)) for tensor in tensors] for device in devices]
+
+
+def _scatter(tensor, devices=None, chunk_sizes=None, dim=0, streams=None, *, out=None):
+    if out is not None:
+        raise NotImplementedError("torch.nn.parallel.comm.scatter(out=...) is not mapped to dipu (DIPU_MOCK_CUDA)")
+    if devices is None:
+        raise ValueError("torch.nn.parallel.comm.scatter: devices must be given")
+    chunks = tensor.split(list(chunk_sizes), dim) if chunk_sizes is not None else tensor.chunk(len(devices), dim)
+    return tuple(chunk.to(_dipu_device(device)) for chunk, device in zip(chunks, devices))
+
+
+def _gather(tensors, dim=0, destination=None, *, out=None):
+    if out is not None:
+        raise NotImplementedError("torch.nn.parallel.comm.gather(out=...) is not mapped to dipu (DIPU_MOCK_CUDA)")
+    target = _dipu_device(destination)
+    return torch.cat([tensor.to(target) for tensor in tensors], dim)
+
+
+def _dipu_data_parallel_init(init):
+    """DataParallel's ``__init__`` with its source device named dipu (Note [DataParallel over dipu devices])."""
     @functools.wraps(init)
-    def refusing(self, *args, **kwargs):
+    def renamed(self, *args, **kwargs):
         init(self, *args, **kwargs)
-        if self.device_ids:
-            raise RuntimeError(DATA_PARALLEL_REFUSAL)
+        if getattr(self, "src_device_obj", None) is not None:
+            self.src_device_obj = torch.device(to_dipu(self.src_device_obj))
 
-    return refusing
+    return renamed
+
+
+def _install_data_parallel() -> None:
+    from torch.nn.parallel import comm
+
+    comm.broadcast_coalesced, comm.scatter, comm.gather = _broadcast_coalesced, _scatter, _gather
+    torch.nn.DataParallel.__init__ = _dipu_data_parallel_init(torch.nn.DataParallel.__init__)
 
 
 def _is_cuda(tensor) -> bool:
@@ -233,8 +278,12 @@ def install() -> None:
     torch.cuda.amp.autocast = _cuda_amp_autocast(torch.amp.autocast_mode.autocast)
     torch.amp.GradScaler = torch.amp.grad_scaler.GradScaler = _mapped_grad_scaler(torch.amp.grad_scaler.GradScaler)
     torch.cuda.amp.GradScaler = _mapped_grad_scaler(torch.amp.grad_scaler.GradScaler, _TYPE)
+    # nn.DataParallel's replicas run under torch.is_autocast_enabled(), the no-device (CUDA) form
+    torch.is_autocast_enabled = _autocast_state(torch.is_autocast_enabled)
+    torch.get_autocast_dtype = _autocast_state(torch.get_autocast_dtype)
+    torch.get_autocast_gpu_dtype = functools.partial(torch.get_autocast_dtype, _TYPE)
 
-    torch.nn.DataParallel.__init__ = _refusing_data_parallel_init(torch.nn.DataParallel.__init__)
+    _install_data_parallel()
     torch.Tensor.is_cuda = property(_is_cuda, doc="True for cuda and (DIPU_MOCK_CUDA) dipu tensors.")
     _install_distributed()
 

@@ -31,9 +31,7 @@ EXPECTED_FAILURES = {
     ('nn.functional.scaled_dot_product_attention', 'float32', 'backward'): ('sdpa_dropout_rounding', 10),
     ('sparse.sampled_addmm', 'complex64', 'forward'): ('sparse', 0),
     ('sparse.sampled_addmm', 'float32', 'backward'): ('sparse', 0),
-    ('sparse.sampled_addmm', 'float32', 'forward'): ('sparse', 0),
     ('to_sparse', 'complex64', 'forward'): ('sparse', 0),
     ('to_sparse', 'float16', 'forward'): ('sparse', 0),
     ('to_sparse', 'float32', 'backward'): ('sparse', 0),
-    ('to_sparse', 'float32', 'forward'): ('sparse', 0),
 }

@@ -260,14 +260,44 @@ def test_every_mapped_function_takes_every_device_spelling(python):
     """, env=MOCK)
 
 
-def test_data_parallel_is_refused_with_the_reason(python):
-    proc = python("""
+def test_data_parallel_splits_the_batch_over_dipu_devices(python):
+    """nn.DataParallel over dipu:0 and dipu:1 (Note [DataParallel over dipu devices]): each replica gets
+    its half of the batch on its own device, and outputs and gradients equal one CPU module's."""
+    python("""
         import torch
-        torch.nn.DataParallel(torch.nn.Linear(4, 2).cuda())
-    """, env=MOCK, check=False)
-    assert proc.returncode != 0
-    assert "RuntimeError: torch.nn.DataParallel cannot run on dipu devices under DIPU_MOCK_CUDA" in proc.stderr
-    assert "torch._C._scatter" in proc.stderr and "DistributedDataParallel" in proc.stderr
+        torch.manual_seed(0)
+        cpu = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU(), torch.nn.Linear(3, 2))
+        seen = []
+        class Recording(torch.nn.Module):
+            def __init__(self, inner):
+                super().__init__()
+                self.inner = inner
+            def forward(self, x):
+                seen.append((x.device, x.shape[0]))
+                return self.inner(x)
+        import copy
+        parallel = torch.nn.DataParallel(Recording(copy.deepcopy(cpu)).cuda())
+        assert parallel.device_ids == [0, 1]
+        x = torch.randn(6, 4)
+        out = parallel(x.cuda())
+        assert out.device == torch.device("dipu", 0), out.device
+        assert sorted(seen, key=str) == [(torch.device("dipu", 0), 3), (torch.device("dipu", 1), 3)], seen
+        out.square().sum().backward()
+        expected = cpu(x)
+        expected.square().sum().backward()
+        torch.testing.assert_close(out.cpu(), expected)
+        for mine, theirs in zip(parallel.module.inner.parameters(), cpu.parameters()):
+            assert mine.grad.device == torch.device("dipu", 0)
+            torch.testing.assert_close(mine.grad.cpu(), theirs.grad)
+        # the replicas run in threads, under the autocast state the caller's torch.autocast("cuda") set
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            seen.clear()
+            assert parallel(x.cuda()).dtype != torch.float32 and len(seen) == 2
+        # an input still on the CPU is scattered from the host; output_device=-1 gathers on the CPU
+        host = torch.nn.DataParallel(copy.deepcopy(cpu).cuda(), output_device=-1)(x)
+        assert host.device.type == "cpu"
+        torch.testing.assert_close(host, expected.detach())
+    """, env=MOCK)
 
 
 def test_cuda_spelled_example_trains_as_train_py(python):

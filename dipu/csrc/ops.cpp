@@ -21,7 +21,9 @@
 #include <torch/csrc/jit/python/pybind_utils.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <iostream>
+#include <memory>
 #include <mutex>
 #include <unordered_map>
 
@@ -288,7 +290,9 @@ void substitute_generators(const c10::FunctionSchema& schema, torch::jit::Stack*
   }
 }
 
-void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+// What every CPU fallback does before running the op: refuse views, count and
+// announce the call, check devices, substitute generators. Returns the dipu device.
+std::optional<c10::Device> begin_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   std::string name = op_name(op);
   const auto& schema = op.schema();
   for (const auto& ret : schema.returns()) {
@@ -311,7 +315,104 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
                "(set DIPU_LOG_FALLBACK_INFO=1 to log every call)");
   }
   substitute_generators(schema, stack, device);
+  return device;
+}
+
+void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  begin_fallback(op, stack);
   at::native::cpu_fallback(op, stack, /*error_on_views=*/true);
+}
+
+// Note [Sparse CPU fallback]
+// torch's CPU fallback redispatches to the dense CPU key, which has no kernel for a
+// sparse argument. For an op on sparse dipu tensors (Note [Sparse tensors on
+// dipu] in sparse.cpp) the arguments are moved to the CPU instead (`.cpu()` copies
+// a sparse tensor's indices and values) and the op is called again, so the
+// dispatcher picks the CPU's kernel for the arguments' layouts. An argument the op
+// writes (in-place and out=) gets the CPU's new contents back with copy_, dense or
+// sparse, and is what the op returns; every other result is moved to the device.
+void sparse_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  std::optional<c10::Device> device = begin_fallback(op, stack);
+  const auto& schema = op.schema();
+  const size_t count = schema.arguments().size();
+  const size_t begin = stack->size() - count;
+  auto to_cpu = [](const at::Tensor& t) { return t.defined() && on_dipu(t) ? t.cpu() : t; };
+  std::vector<std::pair<at::Tensor, at::Tensor>> written;  // (the dipu argument, its CPU copy)
+  for (size_t i = 0; i < count; ++i) {
+    c10::IValue& v = (*stack)[begin + i];
+    if (v.isTensor()) {
+      at::Tensor original = v.toTensor();
+      at::Tensor host = to_cpu(original);
+      const c10::AliasInfo* alias = schema.arguments()[i].alias_info();
+      if (alias && alias->isWrite() && original.defined() && on_dipu(original)) written.emplace_back(original, host);
+      v = host;
+    } else if (v.isTensorList()) {
+      std::vector<at::Tensor> hosts;
+      for (const at::Tensor& t : v.toTensorVector()) hosts.push_back(to_cpu(t));
+      v = hosts;
+    } else if (v.isList()) {
+      c10::List<std::optional<at::Tensor>> hosts;
+      bool optional_tensors = true;
+      for (const auto& e : v.toListRef()) {
+        if (e.isTensor()) hosts.push_back(to_cpu(e.toTensor()));
+        else if (e.isNone()) hosts.push_back(std::nullopt);
+        else optional_tensors = false;
+      }
+      if (optional_tensors && !v.toListRef().empty()) v = hosts;
+    } else if (v.isDevice() && v.toDevice().type() == kDipu) {
+      v = c10::Device(c10::kCPU);
+    }
+  }
+  op.callBoxed(stack);
+  for (auto& [original, host] : written) {
+    at::Tensor target = original;
+    target.copy_(host);
+  }
+  const size_t results = schema.returns().size();
+  for (size_t i = stack->size() - results; i < stack->size(); ++i) {
+    c10::IValue& v = (*stack)[i];
+    if (!v.isTensor() || !v.toTensor().defined()) continue;
+    const at::Tensor& result = v.toTensor();
+    auto same = std::find_if(written.begin(), written.end(),
+                             [&](const auto& pair) { return pair.second.is_same(result); });
+    if (same != written.end()) v = same->first;
+    else if (device && result.device().is_cpu()) v = result.to(*device);
+  }
+}
+
+// Which sparse ops reach the sparse fallback. A backend fallback is the last
+// choice of the dispatcher: ATen's composite kernels come first, and for sparse
+// arguments they are wrong (a CompositeImplicitAutograd `abs` allocates a dense
+// result, a structured op's CompositeExplicitAutogradNonFunctional kernel asks its
+// out= variant for a compressed result, `isinf` calls ops the CPU has no sparse
+// kernel for). So every op the CPU has a sparse kernel for (SparseCPU,
+// SparseCsrCPU), and dipu none, is sent to the sparse fallback by name; views are
+// left to their composite kernels (the fallback cannot return a view).
+void register_sparse_fallbacks() {
+  static std::vector<std::unique_ptr<torch::Library>> libraries;
+  if (!libraries.empty()) return;
+  const std::pair<c10::DispatchKey, c10::DispatchKey> keys[] = {
+      {c10::DispatchKey::SparseCPU, c10::DispatchKey::SparsePrivateUse1},
+      {c10::DispatchKey::SparseCsrCPU, c10::DispatchKey::SparseCsrPrivateUse1}};
+  auto& dispatcher = c10::Dispatcher::singleton();
+  const auto names = dispatcher.getAllOpNames();
+  for (const auto& [cpu_key, dipu_key] : keys) {
+    libraries.push_back(std::make_unique<torch::Library>(torch::Library::IMPL, "aten", dipu_key,
+                                                         __FILE__, __LINE__));
+    for (const c10::OperatorName& name : names) {
+      if (name.name.rfind("aten::", 0) != 0) continue;
+      auto op = dispatcher.findOp(name);
+      if (!op || !op->hasKernelForDispatchKey(cpu_key) || op->hasKernelForDispatchKey(dipu_key)) continue;
+      bool view = false;
+      for (const auto& ret : op->schema().returns())
+        view = view || (ret.alias_info() && !ret.alias_info()->isWrite());
+      if (view) continue;
+      std::string unqualified = name.name.substr(6);
+      if (!name.overload_name.empty()) unqualified += "." + name.overload_name;
+      libraries.back()->impl(unqualified.c_str(),
+                             torch::CppFunction::makeFromBoxedFunction<&sparse_cpu_fallback>());
+    }
+  }
 }
 
 py::object python_cpu_fallback(const std::string& qualified, const py::tuple& args,
@@ -358,6 +459,7 @@ at::Tensor native_alias(const at::Tensor& t) {
 void register_fallback_python(py::module& m) {
   const char* log = std::getenv("DIPU_LOG_FALLBACK_INFO");
   g_log_every_fallback = log && std::string(log) == "1";
+  register_sparse_fallbacks();
   m.def("cpu_fallback", &python_cpu_fallback,
         "Run an aten op through the boxed CPU fallback: cpu_fallback('add.out', args, kwargs)");
   m.def("fallback_counts", [] {
@@ -425,6 +527,15 @@ TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());
+}
+
+// Sparse tensors: every op without a structural kernel in sparse.cpp runs on the
+// CPU (Note [Sparse CPU fallback]).
+TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&sparse_cpu_fallback>());
+}
+TORCH_LIBRARY_IMPL(_, SparseCsrPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&sparse_cpu_fallback>());
 }
 
 }  // namespace dipu
