@@ -212,7 +212,9 @@ def _dipu_device(device) -> torch.device:
 # build not at all. What they compute is plain copies, so under the mock they are tensor copies between
 # dipu devices (the comm functions' contracts: a tuple per call, gather's -1 meaning the CPU). The rest of
 # DataParallel (replicate, parallel_apply on torch.accelerator's streams, reduce_add) already goes
-# through dipu; only its source device, named "cuda" because torch.cuda.is_available(), is renamed.
+# through dipu; only its source device, named "cuda" because torch.cuda.is_available(), is renamed. On
+# a CUDA build, reduce_add asks torch.cuda.nccl.is_available(), which sees the mock's is_cuda on dipu
+# tensors and would hand them to NCCL: it answers False for dipu tensors, so the sum is dipu's adds.
 def _broadcast_coalesced(tensors, devices, buffer_size=10485760):
     return [[tensor.to(_dipu_device(device)) for tensor in tensors] for device in devices]
 
@@ -244,10 +246,21 @@ def _dipu_data_parallel_init(init):
     return renamed
 
 
+def _without_dipu_tensors(is_available):
+    @functools.wraps(is_available)
+    def nccl_is_available(tensors):
+        tensors = list(tensors)
+        return not any(tensor.device.type == _TYPE for tensor in tensors) and is_available(tensors)
+
+    return nccl_is_available
+
+
 def _install_data_parallel() -> None:
+    from torch.cuda import nccl
     from torch.nn.parallel import comm
 
     comm.broadcast_coalesced, comm.scatter, comm.gather = _broadcast_coalesced, _scatter, _gather
+    nccl.is_available = _without_dipu_tensors(nccl.is_available)
     torch.nn.DataParallel.__init__ = _dipu_data_parallel_init(torch.nn.DataParallel.__init__)
 
 
