@@ -13,8 +13,9 @@
  * Required by dipu (checked at load, one error names every missing one): set_device,
  * get_device, get_device_count, get_device_list, device_memory_allocate,
  * device_memory_deallocate, create_event, record_event, destroy_event, synchronize_event,
- * and the three synchronous copies memory_copy_h2d/d2h/d2d. Everything else is optional; see
- * README "A vendor runtime in C" for the defaults dipu uses where a function is null.
+ * and the synchronous copies memory_copy_h2d and memory_copy_d2h. Everything else is optional; see
+ * README "A vendor runtime in C" for the defaults dipu uses where a function is null. dipu calls
+ * the table from any thread, without a lock of its own: the functions must be thread-safe.
  * Every function returns C_SUCCESS or a failure; dipu turns a failure into a Python
  * exception naming the function (torch.OutOfMemoryError for allocation).
  */
