@@ -1,4 +1,5 @@
-"""Building a C op library from its sources with the machine's C compiler, cached like the native core.
+"""Building a C library (an op library, or a vendor's runtime plug-in such as vendor/refc) from its
+sources with the machine's C compiler, cached like the native core.
 
 Note [C op library cache]
 ``build(name, source_dir)`` compiles every ``*.c`` of ``source_dir`` (with its ``*.h``, dipu's
@@ -21,13 +22,13 @@ from pathlib import Path
 from dipu import _native
 
 INCLUDE = Path(__file__).resolve().parents[1] / "include"
-FLAGS = ["-shared", "-fPIC", "-O2", "-std=c11", "-Wall", "-Wno-unused-parameter"]
+FLAGS = ["-shared", "-fPIC", "-pthread", "-O2", "-std=c11", "-Wall", "-Wno-unused-parameter"]
 
 
 def compiler() -> str:
     name = os.environ.get("CC", "cc")
     if shutil.which(name) is None:
-        raise RuntimeError(f"dipu: building a C op library needs a C compiler, and '{name}' was not found "
+        raise RuntimeError(f"dipu: building a C library needs a C compiler, and '{name}' was not found "
                            "(install gcc or clang, or point CC at one)")
     return name
 

@@ -14,38 +14,15 @@ widens races in tests).
 
 from __future__ import annotations
 
-import hashlib
-import os
-import shutil
-import subprocess
 from pathlib import Path
 
-from dipu._native import INCLUDE, cache_root, ensure_built
+from dipu.diopi.c_build import build
 from dipu.runtime import PluginRuntime
-
-SOURCE = Path(__file__).with_name("runtime.c")
-
-
-def _compile(target: Path) -> None:
-    compiler = os.environ.get("CC", "cc")
-    if shutil.which(compiler) is None:
-        raise RuntimeError(f"dipu vendor 'refc': building its runtime needs a C compiler, and '{compiler}' "
-                           "was not found (set CC)")
-    partial = target.with_suffix(".partial")
-    command = [compiler, "-std=c11", "-O2", "-shared", "-fPIC", "-pthread", f"-I{INCLUDE}",
-               str(SOURCE), "-o", str(partial)]
-    result = subprocess.run(command, capture_output=True, text=True)
-    if result.returncode != 0:
-        raise RuntimeError(f"dipu vendor 'refc': compiling {SOURCE} failed:\n{' '.join(command)}\n{result.stderr}")
-    os.replace(partial, target)
 
 
 def library() -> Path:
-    """The built plug-in, compiled once per source and header text."""
-    digest = hashlib.sha256(SOURCE.read_bytes())
-    digest.update((INCLUDE / "dipu" / "custom_runtime.h").read_bytes())
-    return ensure_built(cache_root() / f"refc-{digest.hexdigest()[:12]}" / "librefc.so",
-                                _compile)
+    """The built plug-in, compiled once per source and header text (Note [C op library cache])."""
+    return build("refc", Path(__file__).parent)
 
 
 class RefCRuntime(PluginRuntime):
