@@ -11,7 +11,9 @@ data, checked against the first tensor input). For such a function ``get``
 returns a guard that answers ``FORCE_FALLBACK`` for other dtypes, so the
 generated kernel runs the op through the CPU fallback instead of failing. (A
 kernel that itself answers ``DTYPE_NOT_SUPPORTED`` reports an error: it claimed
-a dtype it cannot handle.)
+a dtype it cannot handle.) A scalar function (``diopiAddScalar``) may declare
+dtypes too: the Python number it refused reaches the CPU fallback as a 0-dim
+tensor (dipu/kernels/fallback.py), so ``steps.add_(1)`` on int64 still runs.
 Functions without a declaration pay nothing: ``get`` returns them as they are.
 
 Note [Choosing the op library]
