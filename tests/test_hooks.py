@@ -261,3 +261,26 @@ def test_sync_mode_keeps_results_correct():
         print(hooks.SYNC, (a * a).sum().item())
     """, env={"DIPU_SYNC_EXEC_MODE": "1"}).stdout
     assert out == "True 14.0\n"
+
+
+def test_an_exception_in_a_diopi_function_names_the_op_and_function(tmp_path):
+    (tmp_path / "raising_ops.py").write_text(textwrap.dedent("""
+        from dipu.diopi import OpLibrary
+        from dipu.diopi_impl.torch import library as reference
+
+        library = OpLibrary("raising", base=reference)
+
+        @library.register
+        def diopiMul(ctx, out, input, other):
+            raise ValueError("the vendor's own failure")
+    """))
+    out = run("""
+        import torch, dipu
+        x = torch.ones(3, device="dipu")
+        try:
+            x * x
+        except ValueError as error:
+            print(error, error.__notes__)
+    """, env={"PYTHONPATH": str(tmp_path), "DIPU_DIOPI_IMPL": "raising_ops"}).stdout
+    assert out.splitlines() == ["the vendor's own failure ['dipu: raised in the kernel of mul.Tensor (dipu_mul_Tensor, "
+                                "DIOPI function diopiMul)']"]

@@ -215,9 +215,15 @@ def _host(value):
 
 def raise_as_the_cpu(op, error: Exception, args: tuple, kwargs: dict) -> None:
     """Raise the CPU's exception for these arguments if the CPU rejects them with another exception type than
-    ``error``'s (Note [Errors of the CPU's type]); else return, and the caller re-raises ``error``."""
-    if getattr(_checking, "running", False) or isinstance(error, _KEPT_ERRORS):
-        return
+    ``error``'s (Note [Errors of the CPU's type]); else return, and the caller re-raises ``error``, noted
+    with the op and the DIOPI function it was in (an op library's own exception says neither)."""
+    if not getattr(_checking, "running", False) and not isinstance(error, _KEPT_ERRORS):
+        _raise_if_the_cpu_differs(op, error, args, kwargs)
+    function = op.diopi_for({**dict(zip(op.arg_names, args)), **kwargs})
+    error.add_note(f"dipu: raised in the kernel of {op.name} ({op.wrapper_name}, DIOPI function {function})")
+
+
+def _raise_if_the_cpu_differs(op, error: Exception, args: tuple, kwargs: dict) -> None:
     try:
         reference = fallback.cpu_reference(op.name)
         host_args, host_kwargs = _host(args), {name: _host(value) for name, value in kwargs.items()}
