@@ -45,6 +45,50 @@ static void softmax_line(const int64_t* offsets, void* context) {
     }
 }
 
+/* Fast path of along_dim (Note [Reference C library fast paths]): contiguous float32 tensors, the
+   dimension the last one, so each line is a contiguous row; exp is ref_expf and the row's sums are in
+   double. The forward writes exp(x - max) into the output before scaling it, so an output that is its
+   own input (log-softmax needs x again) takes the general path. */
+static bool rows_dense(const ref_view* views, int count, int64_t dim, int kind) {
+    int64_t n = views[0].ndim ? views[0].sizes[views[0].ndim - 1] : 1;
+    if (views[0].ndim && dim != views[0].ndim - 1) return false;
+    for (int k = 0; k < count; ++k)
+        if (!ref_dense_f32(&views[k], views[0].numel)) return false;
+    if (kind == 1 && views[0].data == views[1].data) return false;
+    int64_t rows = n ? views[0].numel / n : 0;
+    for (int64_t r = 0; r < rows; ++r) {
+        float* y = (float*)views[0].data + r * n;
+        const float* x = (const float*)views[1].data + r * n;
+        if (kind >= 2) { /* x the output's gradient, o the forward's output */
+            const float* o = (const float*)views[2].data + r * n;
+            double dot = 0;
+            for (int64_t i = 0; i < n; ++i) dot += kind == 2 ? (double)x[i] * o[i] : x[i];
+            if (kind == 2)
+                for (int64_t i = 0; i < n; ++i) y[i] = (float)(o[i] * ((double)x[i] - dot));
+            else
+                for (int64_t i = 0; i < n; ++i) y[i] = (float)(x[i] - (double)ref_expf(o[i]) * dot);
+            continue;
+        }
+        float max = -INFINITY;
+        for (int64_t i = 0; i < n; ++i)
+            if (x[i] > max || x[i] != x[i]) max = x[i];
+        for (int64_t i = 0; i < n; ++i) y[i] = ref_expf(x[i] - max);
+        double partial[4] = {0, 0, 0, 0};
+        int64_t i = 0;
+        for (; i + 4 <= n; i += 4)
+            for (int j = 0; j < 4; ++j) partial[j] += y[i + j];
+        for (; i < n; ++i) partial[0] += y[i];
+        double sum = (partial[0] + partial[1]) + (partial[2] + partial[3]);
+        if (kind == 0) {
+            for (int64_t j = 0; j < n; ++j) y[j] = (float)(y[j] / sum);
+        } else {
+            double log_sum = log(sum);
+            for (int64_t j = 0; j < n; ++j) y[j] = (float)((double)x[j] - max - log_sum);
+        }
+    }
+    return true;
+}
+
 static diopiError_t along_dim(diopiTensorHandle_t out, diopiConstTensorHandle_t a, diopiConstTensorHandle_t b,
                               int64_t dim, int kind) {
     ref_view views[3];
@@ -65,6 +109,7 @@ static diopiError_t along_dim(diopiTensorHandle_t out, diopiConstTensorHandle_t 
     }
     if (dim < 0) dim += ndim;
     if (dim < 0 || dim >= ndim) return ref_error("softmax: dim %lld is out of range", (long long)dim);
+    if (rows_dense(views, count, dim, kind)) return diopiSuccess;
     lines l = {views, count, views[0].sizes[dim], {0, 0, 0}, kind};
     int64_t shape[REF_MAX_DIMS], strides[3][REF_MAX_DIMS];
     for (int k = 0; k < count; ++k) {
