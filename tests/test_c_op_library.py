@@ -45,15 +45,16 @@ def deeplink_headers(directory: Path) -> Path | None:
 
 
 def compile_library(tmp_path: Path, headers: str, source: Path = SOURCE, defines=()) -> Path:
-    """``source`` built as a shared library against ``headers``: "deeplink" or "dipu"."""
+    """``source`` built as a shared library against ``headers``: "deeplink", "dipu" or "plain" (dipu's
+    diopirt.h alone, for a library declaring its functions itself)."""
     if headers == "deeplink":
         include = deeplink_headers(tmp_path / "deeplink")
         if include is None:
             pytest.skip("no snapshot of DeepLink-org/DIOPI here (CI compiles against dipu's headers)")
         flags = [f"-I{include}", "-DWITH_FUNCTIONS_H"]
-    else:  # dipu's diopirt.h, and the generated functions.h once there is one
+    else:  # dipu's diopirt.h, and the generated functions.h once there is one ("plain": diopirt.h only)
         flags = [f"-I{DIPU_INCLUDE}", "-std=c11", "-pedantic"]
-        if (DIPU_INCLUDE / "diopi" / "functions.h").exists():
+        if headers == "dipu" and (DIPU_INCLUDE / "diopi" / "functions.h").exists():
             flags.append("-DWITH_FUNCTIONS_H")
     target = tmp_path / f"lib{source.stem}_{headers}{''.join(d.split('=')[0] for d in defines)}.so"
     subprocess.run([COMPILER, "-shared", "-fPIC", "-O1", "-Wall", "-Werror", *flags,
@@ -202,6 +203,39 @@ def test_the_headers_compile_as_c_and_cxx(tmp_path):
         subprocess.run([cxx, "-std=c++11", "-Wall", "-Werror", "-x", "c++", f"-I{DIPU_INCLUDE}", str(source),
                         "-o", str(tmp_path / "cxx")], check=True)
         subprocess.run([str(tmp_path / "cxx")], check=True)
+
+
+FUSED_ADAMW = """
+import ctypes, json, torch, dipu
+calls = ctypes.c_longlong.in_dll(ctypes.CDLL({library!r}), "fused_adamw_calls")
+
+def step(device, amp):
+    lists = [[torch.full((3,), value, device=device)] for value in (1.0, 2.0, 0.0, 0.0)]
+    steps = [torch.ones((), device=device)]  # the optimizer counts the step before calling it
+    scaler = dict(grad_scale=torch.tensor(2.0, device=device), found_inf=torch.tensor(0.0, device=device))
+    torch._fused_adamw_(*lists, [], steps, lr=0.1, beta1=0.9, beta2=0.999, weight_decay=0.01, eps=1e-8,
+                        amsgrad=False, maximize=False, **(scaler if amp else {{}}))
+    return lists[0][0].cpu()
+
+r = {{}}
+for amp in (False, True):
+    before = calls.value
+    same = torch.equal(step("dipu", amp), step("cpu", amp))
+    r[f"amp={{amp}}"] = [calls.value - before, same]
+r["fallback"] = dipu.fallback_counts()
+print(json.dumps(r))
+"""
+
+
+def test_a_deeplink_fused_adamw_is_not_called_under_amp(python, tmp_path):
+    """A DeepLink-form diopiFusedAdamW would ignore grad_scale and found_inf: with them, the CPU fallback takes
+    the step instead (Note [diopiFusedAdamW under AMP]); without them, the library is called."""
+    library = compile_library(tmp_path, "plain", ROOT / "tests" / "c_libraries" / "deeplink_fused_adamw.c")
+    out = json.loads(python(FUSED_ADAMW.format(library=str(library)), env={"DIPU_DIOPI_IMPL": str(library)})
+                     .stdout.strip().splitlines()[-1])
+    assert out["amp=False"] == [1, True], out
+    assert out["amp=True"] == [0, True], out
+    assert out["fallback"] == {"_fused_adamw_": 2}, out
 
 
 # ---- the reference C op library (diopi_impl/ref_c, DIPU_DIOPI_IMPL=ref_c) ---------------------------
