@@ -335,3 +335,73 @@ def test_sync_mode_reaches_the_cpp_path(python, library):
     for value, expected in (("1", "True 1 [2.0, 2.0, 2.0]"), ("0", "False 1 [2.0, 2.0, 2.0]")):
         out = python(code, env={"DIPU_DIOPI_IMPL": str(library), "DIPU_SYNC_EXEC_MODE": value}).stdout
         assert out.strip().splitlines()[-1] == expected, out
+
+
+# ---- several outputs, and the activations that were impl kernels, with the reference C library ------------
+
+REF_C_CALLS = """
+import contextlib, io, json, os, torch, torch.nn.functional as F, dipu
+from dipu.kernels import cpp_wrappers
+torch.manual_seed(0)
+x, w, b, g = torch.randn(4, 6, 8), torch.randn(8), torch.randn(8), torch.randn(4, 6, 8)
+r = {}
+
+def layer_norm(device, affine, input_grad):
+    xx = x.to(device).detach().requires_grad_(input_grad)  # leaves on either device
+    ww, bb = (w.to(device).detach().requires_grad_(), b.to(device).detach().requires_grad_()) if affine else (None, None)
+    y = F.layer_norm(xx, (8,), ww, bb)
+    y.backward(g.to(device))
+    return [None if t is None else t.detach().cpu() for t in (y, xx.grad, ww if ww is None else ww.grad,
+                                                              bb if bb is None else bb.grad)]
+
+def compare(cpu, on_dipu):  # ref_c computes in double: within float32 rounding of the CPU's
+    return [a is None and d is None or a is not None and d is not None and
+            torch.allclose(a, d, rtol=1e-5, atol=1e-5) for a, d in zip(cpu, on_dipu)]
+
+def fast(names):
+    return {op: n for op, n in cpp_wrappers.fast_calls().items() if any(name in op for name in names)}
+
+cpp_wrappers.reset_fast_calls()
+for affine, input_grad in ((True, True), (True, False), (False, True)):
+    r[f"affine={affine} input_grad={input_grad}"] = compare(layer_norm("cpu", affine, input_grad),
+                                                             layer_norm("dipu", affine, input_grad))
+r["fast"] = fast(["layer_norm"])
+cpp_wrappers.reset_fast_calls()
+os.environ["DIPU_DUMP_OP_ARGS"] = "1"
+with contextlib.redirect_stdout(io.StringIO()) as printed:
+    r["dumped_same"] = compare(layer_norm("cpu", True, True), layer_norm("dipu", True, True))
+del os.environ["DIPU_DUMP_OP_ARGS"]
+r["dumped"] = [line for line in printed.getvalue().splitlines() if "layer_norm" in line]
+r["fast_while_dumping"] = fast(["layer_norm"])
+strided = x.transpose(0, 1).to("dipu")  # the Python path lays out its outputs
+r["strided"] = torch.allclose(F.layer_norm(strided, (8,)).cpu(), F.layer_norm(x.transpose(0, 1), (8,)), atol=1e-5)
+
+cpp_wrappers.reset_fast_calls()
+xr = torch.randn(5, 6, requires_grad=True)
+dxr = xr.detach().to("dipu").requires_grad_()
+torch.relu(dxr).backward(g[0, :5, :6].to("dipu"))
+torch.relu(xr).backward(g[0, :5, :6])
+r["relu"] = [torch.equal(torch.relu(dxr).cpu(), torch.relu(xr)), torch.equal(dxr.grad.cpu(), xr.grad)]
+r["relu_fast"] = fast(["relu", "threshold"])
+channels_last = torch.randn(2, 3, 4, 5).to(memory_format=torch.channels_last)
+y = torch.relu(channels_last.to("dipu"))
+r["relu_channels_last"] = [y.is_contiguous(memory_format=torch.channels_last), torch.equal(y.cpu(), channels_last.relu())]
+print(json.dumps(r))
+"""
+
+
+def test_layer_norm_and_relu_take_the_cpp_path_with_the_reference_c_library(python):
+    """native_layer_norm and its backward (several outputs, Note [Several outputs in C++]) and relu and
+    threshold_backward (once impl kernels) are served by C++ wrappers: the CPU's results, an absent weight's
+    gradient None as on the CPU, the hooks and a strided input through the Python wrapper."""
+    r = json.loads(python(REF_C_CALLS, env={"DIPU_DIOPI_IMPL": "ref_c"}).stdout.strip().splitlines()[-1])
+    for case in ("affine=True input_grad=True", "affine=True input_grad=False", "affine=False input_grad=True"):
+        assert r[case] == [True] * 4, (case, r[case])
+    assert r["fast"] == {"native_layer_norm": 3, "native_layer_norm_backward": 3}, r["fast"]
+    assert r["dumped_same"] == [True] * 4 and r["fast_while_dumping"] == {}, r
+    assert any("diopiLayerNorm " in line or line.endswith("diopiLayerNorm") for line in r["dumped"]), r["dumped"]
+    assert any("diopiLayerNormBackward" in line for line in r["dumped"]), r["dumped"]
+    assert r["strided"] is True
+    assert r["relu"] == [True, True], r["relu"]
+    assert r["relu_fast"] == {"relu": 2, "threshold_backward": 1}, r["relu_fast"]
+    assert r["relu_channels_last"] == [True, True], r["relu_channels_last"]
