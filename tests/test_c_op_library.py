@@ -319,6 +319,55 @@ def test_the_reference_c_library_trains_the_example_gpt_as_the_cpu(python):
     assert sum(out["fallback"].values()) <= served.get("C refused", 0), out["fallback"]
 
 
+FAST_PATHS = """
+import json, torch, dipu
+torch.manual_seed(0)
+def both(fn, *tensors):
+    return fn(*tensors), fn(*(t.to("dipu") for t in tensors)).cpu()
+def exact(fn, *tensors):
+    cpu, on_dipu = both(fn, *tensors)
+    return torch.equal(cpu, on_dipu)
+def close(fn, *tensors, rtol):
+    cpu, on_dipu = both(fn, *tensors)
+    return torch.allclose(cpu, on_dipu, rtol=rtol, atol=rtol * cpu.abs().max().item())
+a, b, c = torch.randn(37, 70), torch.randn(37, 70), torch.randn(70, 19)
+r = {
+    # one correctly rounded float operation: the dense loops give the CPU's bits
+    "add": exact(torch.add, a, b), "sub": exact(torch.sub, a, b), "mul": exact(torch.mul, a, b),
+    "div": exact(torch.div, a, b), "relu": exact(torch.relu, a),
+    # ref_c's sqrt is correctly rounded (numpy's bits); the CPU's vectorized one is not always: 1 ulp
+    "sqrt": close(torch.sqrt, a.abs(), rtol=2.4e-7),
+    "masked_fill": exact(lambda x, m: x.masked_fill(m, -1.5), a, a > 0.3),
+    # float accumulation over k = 70 (and the tile's remainders: 37 rows, 19 columns; a transposed mat2)
+    "mm": close(torch.mm, a, c, rtol=1e-5),
+    "mm_transposed": close(lambda x, y: x @ y.t(), a, b, rtol=1e-5),
+    "bmm": close(torch.bmm, a.view(1, 37, 70).expand(3, 37, 70).contiguous(), c.expand(3, 70, 19).contiguous(), rtol=1e-5),
+    "addmm": close(lambda bias, x, y: torch.addmm(bias, x, y), c[0], a, c, rtol=1e-5),
+    # ref_expf within 1.1 ulp, sums in double
+    "softmax": close(lambda x: torch.softmax(x * 8, -1), a, rtol=1e-5),
+    "log_softmax": close(lambda x: torch.log_softmax(x * 8, -1), a, rtol=1e-5),
+    "softmax_masked": close(lambda x: torch.softmax(x.masked_fill(x > 1, float("-inf")), -1), a, rtol=1e-5),
+    # block reductions in double: all, leading, trailing and middle dims
+    "sum": close(torch.sum, a, rtol=1e-6),
+    "sum_0": close(lambda x: x.sum(0), a, rtol=1e-6),
+    "mean_1": close(lambda x: x.mean(1), a, rtol=1e-6),
+    "sum_middle": close(lambda x: x.view(37, 7, 10).sum(1), a, rtol=1e-6),
+}
+r["fallback"] = dipu.fallback_counts()
+print(json.dumps(r))
+"""
+
+
+def test_the_reference_c_library_s_fast_paths_give_the_cpu_s_results(python):
+    """Contiguous float32 operands take ref_c's float loops (Note [Reference C library fast paths]): exactly the
+    CPU's result where one float operation is correctly rounded; float GEMM accumulation within 1e-5 of the
+    largest value (about sqrt(70) float32 ulps is 5e-7); softmax within 1e-5 (ref_expf is within 1.1 ulp);
+    sums within 1e-6 (double accumulators against the CPU's float ones)."""
+    out = json.loads(python(FAST_PATHS, env={"DIPU_DIOPI_IMPL": "ref_c"}).stdout.strip().splitlines()[-1])
+    assert out.pop("fallback") == {}
+    assert [case for case, ok in out.items() if not ok] == [], out
+
+
 def test_a_c_library_is_built_once_per_version_of_its_sources(tmp_path, monkeypatch):
     from dipu.diopi import c_build
 
