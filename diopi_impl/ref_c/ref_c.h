@@ -2,7 +2,8 @@
    double precision, broadcasting walks, and the library's last error.
 
    Note [Reference C library numerics]
-   Every kernel reads its elements as double, computes in double and rounds once when it stores.
+   Every kernel reads its elements as double, computes in double and rounds once when it stores,
+   except the float32 fast paths that compute in float as the CPU does (next note).
    For one +, -, *, / or sqrt of float32 operands that gives the correctly rounded float32 result
    (double has more than 2 * 24 + 2 bits), so those agree with torch's CPU bit for bit unless torch
    fuses a multiply-add; longer computations (exp, tanh, erf, sums, matrix products, norms) are at
@@ -17,12 +18,13 @@
    flags say why each is safe). Where one float32 operation is correctly rounded (+, -, *, /, sqrt,
    comparisons) the float loop gives exactly what the double computation rounded once gives (double
    rounding is innocuous for these: 53 >= 2 * 24 + 2 bits), so those stay bit-identical to the strided
-   path. Three kernels compute in float where the CPU does, and differ from the double path by float
-   rounding: matrix products (ATen's float GEMM accumulates in float too: error about sqrt(k) ulps of
-   the largest product, k the inner size), softmax and log-softmax (ref_expf below, within 1.1 ulp of
-   exp, where ATen's vectorized exp is within 1 ulp; the row sum is accumulated in double), and nothing
-   else: sums, means, norms and layer norm keep their double accumulators, which cost nothing
-   measurable at these sizes once the loops are plain. */
+   path. Two families compute in float where the CPU does, and differ from the double path by float
+   rounding only: matrix products (ATen's float GEMM accumulates in float too: an error of about
+   sqrt(k) ulps of the largest product, k the inner size) and softmax/log-softmax and their backwards
+   (ref_expf below, within 1.1 ulp of exp, where ATen's vectorized exp is within 1 ulp; row sums stay
+   in double). Sums, means and layer norm keep their double accumulators on float pointers: at these
+   sizes that costs nothing measurable once the loops are plain. tests/test_c_op_library.py checks
+   each fast path against the CPU with these bounds. */
 #ifndef DIPU_REF_C_H_
 #define DIPU_REF_C_H_
 
