@@ -152,8 +152,8 @@ SPEC = """
 """
 
 
-def emitted(tmp_path, functions=None):
-    """The emitter's text for SPEC, with the generator's own kernels and templates."""
+def emitted(tmp_path, functions=None, spec_text=SPEC):
+    """The emitter's text for ``spec_text``, with the generator's own kernels and templates."""
     code = f"""
         import sys
         from pathlib import Path
@@ -164,7 +164,7 @@ def emitted(tmp_path, functions=None):
         sys.stdout.write(cpp_wrappers.render(found, path.name, {functions!r}))
         print("\\n//REASONS " + repr(sorted(cpp_wrappers.explain(found).items())))
     """
-    (tmp_path / "spec.yaml").write_text(SPEC)
+    (tmp_path / "spec.yaml").write_text(spec_text)
     env = {**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True,
                           check=True, cwd=ROOT).stdout
@@ -199,6 +199,41 @@ def test_the_emitter_writes_only_what_the_library_provides(tmp_path):
     text = emitted(tmp_path, frozenset({"diopiMm"}))
     registered = [line.split('"')[1] for line in text.splitlines() if "TORCH_FN(" in line]
     assert registered == ["mm", "mm.out"], registered
+
+
+SEVERAL_OUTPUTS = """
+- op: native_layer_norm
+  interface: diopiLayerNorm(ctx, out, save_mean, save_invstd, input, weight, bias, normalized_shape, eps)
+  returns: [out, save_mean, save_invstd]
+  shape: native_layer_norm
+- op: native_layer_norm_backward
+  interface: diopiLayerNormBackward(ctx, grad_input, grad_weight, grad_bias, grad_out, input, weight, bias, mean, rstd, normalized_shape)
+  strides: contiguous
+  unused: [output_mask]
+  returns: [grad_input, grad_weight, grad_bias]
+- op: native_group_norm
+  interface: diopiGroupNorm(ctx, out, save_mean, save_invstd, input, weight, bias, group, eps)
+  unused: [N, C, HxW]
+  returns: [out, save_mean, save_invstd]
+  shape: native_group_norm
+"""
+
+
+def test_the_emitter_writes_kernels_with_several_outputs_where_a_cpp_rule_gives_their_shapes(tmp_path):
+    """Note [Several outputs in C++]: one Spec per output, an unwanted one undefined (NULL to C), the tuple
+    returned; native_layer_norm_backward's meta shapes through its C++ twin; group norm (no C++ rule) not."""
+    text = emitted(tmp_path, spec_text=SEVERAL_OUTPUTS)
+    registered = [line.split('"')[1] for line in text.splitlines() if "TORCH_FN(" in line]
+    assert registered == ["native_layer_norm", "native_layer_norm_backward"], registered
+    assert "('native_group_norm', 'shape rule native_group_norm has no C++ twin')" in text
+    backward = text[text.index("dipu_native_layer_norm_backward("):]
+    assert "rules::native_layer_norm_backward(specs, grad_out, input, normalized_shape" in backward
+    assert "at::Tensor grad_weight = specs[1].wanted ? empty(specs[1].shape, specs[1].dtype) : at::Tensor();" in backward
+    assert "c_out(grad_input), c_out(grad_weight), c_out(grad_bias), c_in(grad_out)" in backward
+    assert "return ::std::tuple<at::Tensor,at::Tensor,at::Tensor>(grad_input, grad_weight, grad_bias);" in backward
+    assert "k.python_tensors(grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask)" in backward
+    forward = text[text.index("dipu_native_layer_norm("):text.index("// native_layer_norm_backward(")]
+    assert "contiguous(input) && contiguous(weight) && contiguous(bias)" in forward  # else its stride rule
 
 
 # ---- the C++ path, with a C library ------------------------------------------------------------------
