@@ -45,15 +45,16 @@ def deeplink_headers(directory: Path) -> Path | None:
 
 
 def compile_library(tmp_path: Path, headers: str, source: Path = SOURCE, defines=()) -> Path:
-    """``source`` built as a shared library against ``headers``: "deeplink" or "dipu"."""
+    """``source`` built as a shared library against ``headers``: "deeplink", "dipu" or "plain" (dipu's
+    diopirt.h alone, for a library declaring its functions itself)."""
     if headers == "deeplink":
         include = deeplink_headers(tmp_path / "deeplink")
         if include is None:
             pytest.skip("no snapshot of DeepLink-org/DIOPI here (CI compiles against dipu's headers)")
         flags = [f"-I{include}", "-DWITH_FUNCTIONS_H"]
-    else:  # dipu's diopirt.h, and the generated functions.h once there is one
+    else:  # dipu's diopirt.h, and the generated functions.h once there is one ("plain": diopirt.h only)
         flags = [f"-I{DIPU_INCLUDE}", "-std=c11", "-pedantic"]
-        if (DIPU_INCLUDE / "diopi" / "functions.h").exists():
+        if headers == "dipu" and (DIPU_INCLUDE / "diopi" / "functions.h").exists():
             flags.append("-DWITH_FUNCTIONS_H")
     target = tmp_path / f"lib{source.stem}_{headers}{''.join(d.split('=')[0] for d in defines)}.so"
     subprocess.run([COMPILER, "-shared", "-fPIC", "-O1", "-Wall", "-Werror", *flags,
@@ -204,6 +205,39 @@ def test_the_headers_compile_as_c_and_cxx(tmp_path):
         subprocess.run([str(tmp_path / "cxx")], check=True)
 
 
+FUSED_ADAMW = """
+import ctypes, json, torch, dipu
+calls = ctypes.c_longlong.in_dll(ctypes.CDLL({library!r}), "fused_adamw_calls")
+
+def step(device, amp):
+    lists = [[torch.full((3,), value, device=device)] for value in (1.0, 2.0, 0.0, 0.0)]
+    steps = [torch.ones((), device=device)]  # the optimizer counts the step before calling it
+    scaler = dict(grad_scale=torch.tensor(2.0, device=device), found_inf=torch.tensor(0.0, device=device))
+    torch._fused_adamw_(*lists, [], steps, lr=0.1, beta1=0.9, beta2=0.999, weight_decay=0.01, eps=1e-8,
+                        amsgrad=False, maximize=False, **(scaler if amp else {{}}))
+    return lists[0][0].cpu()
+
+r = {{}}
+for amp in (False, True):
+    before = calls.value
+    same = torch.equal(step("dipu", amp), step("cpu", amp))
+    r[f"amp={{amp}}"] = [calls.value - before, same]
+r["fallback"] = dipu.fallback_counts()
+print(json.dumps(r))
+"""
+
+
+def test_a_deeplink_fused_adamw_is_not_called_under_amp(python, tmp_path):
+    """A DeepLink-form diopiFusedAdamW would ignore grad_scale and found_inf: with them, the CPU fallback takes
+    the step instead (Note [diopiFusedAdamW under AMP]); without them, the library is called."""
+    library = compile_library(tmp_path, "plain", ROOT / "tests" / "c_libraries" / "deeplink_fused_adamw.c")
+    out = json.loads(python(FUSED_ADAMW.format(library=str(library)), env={"DIPU_DIOPI_IMPL": str(library)})
+                     .stdout.strip().splitlines()[-1])
+    assert out["amp=False"] == [1, True], out
+    assert out["amp=True"] == [0, True], out
+    assert out["fallback"] == {"_fused_adamw_": 2}, out
+
+
 # ---- the reference C op library (diopi_impl/ref_c, DIPU_DIOPI_IMPL=ref_c) ---------------------------
 GPT_STEPS = """
 import collections, json, sys, torch
@@ -283,6 +317,55 @@ def test_the_reference_c_library_trains_the_example_gpt_as_the_cpu(python):
     in_c = served.get("C", 0) + served.get("C via C++ wrappers", 0)
     assert in_c >= 0.8 * sum(served.values()), served
     assert sum(out["fallback"].values()) <= served.get("C refused", 0), out["fallback"]
+
+
+FAST_PATHS = """
+import json, torch, dipu
+torch.manual_seed(0)
+def both(fn, *tensors):
+    return fn(*tensors), fn(*(t.to("dipu") for t in tensors)).cpu()
+def exact(fn, *tensors):
+    cpu, on_dipu = both(fn, *tensors)
+    return torch.equal(cpu, on_dipu)
+def close(fn, *tensors, rtol):
+    cpu, on_dipu = both(fn, *tensors)
+    return torch.allclose(cpu, on_dipu, rtol=rtol, atol=rtol * cpu.abs().max().item())
+a, b, c = torch.randn(37, 70), torch.randn(37, 70), torch.randn(70, 19)
+r = {
+    # one correctly rounded float operation: the dense loops give the CPU's bits
+    "add": exact(torch.add, a, b), "sub": exact(torch.sub, a, b), "mul": exact(torch.mul, a, b),
+    "div": exact(torch.div, a, b), "relu": exact(torch.relu, a),
+    # ref_c's sqrt is correctly rounded (numpy's bits); the CPU's vectorized one is not always: 1 ulp
+    "sqrt": close(torch.sqrt, a.abs(), rtol=2.4e-7),
+    "masked_fill": exact(lambda x, m: x.masked_fill(m, -1.5), a, a > 0.3),
+    # float accumulation over k = 70 (and the tile's remainders: 37 rows, 19 columns; a transposed mat2)
+    "mm": close(torch.mm, a, c, rtol=1e-5),
+    "mm_transposed": close(lambda x, y: x @ y.t(), a, b, rtol=1e-5),
+    "bmm": close(torch.bmm, a.view(1, 37, 70).expand(3, 37, 70).contiguous(), c.expand(3, 70, 19).contiguous(), rtol=1e-5),
+    "addmm": close(lambda bias, x, y: torch.addmm(bias, x, y), c[0], a, c, rtol=1e-5),
+    # ref_expf within 1.1 ulp, sums in double
+    "softmax": close(lambda x: torch.softmax(x * 8, -1), a, rtol=1e-5),
+    "log_softmax": close(lambda x: torch.log_softmax(x * 8, -1), a, rtol=1e-5),
+    "softmax_masked": close(lambda x: torch.softmax(x.masked_fill(x > 1, float("-inf")), -1), a, rtol=1e-5),
+    # block reductions in double: all, leading, trailing and middle dims
+    "sum": close(torch.sum, a, rtol=1e-6),
+    "sum_0": close(lambda x: x.sum(0), a, rtol=1e-6),
+    "mean_1": close(lambda x: x.mean(1), a, rtol=1e-6),
+    "sum_middle": close(lambda x: x.view(37, 7, 10).sum(1), a, rtol=1e-6),
+}
+r["fallback"] = dipu.fallback_counts()
+print(json.dumps(r))
+"""
+
+
+def test_the_reference_c_library_s_fast_paths_give_the_cpu_s_results(python):
+    """Contiguous float32 operands take ref_c's float loops (Note [Reference C library fast paths]): exactly the
+    CPU's result where one float operation is correctly rounded; float GEMM accumulation within 1e-5 of the
+    largest value (about sqrt(70) float32 ulps is 5e-7); softmax within 1e-5 (ref_expf is within 1.1 ulp);
+    sums within 1e-6 (double accumulators against the CPU's float ones)."""
+    out = json.loads(python(FAST_PATHS, env={"DIPU_DIOPI_IMPL": "ref_c"}).stdout.strip().splitlines()[-1])
+    assert out.pop("fallback") == {}
+    assert [case for case, ok in out.items() if not ok] == [], out
 
 
 def test_a_c_library_is_built_once_per_version_of_its_sources(tmp_path, monkeypatch):

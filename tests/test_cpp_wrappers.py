@@ -152,8 +152,8 @@ SPEC = """
 """
 
 
-def emitted(tmp_path, functions=None):
-    """The emitter's text for SPEC, with the generator's own kernels and templates."""
+def emitted(tmp_path, functions=None, spec_text=SPEC):
+    """The emitter's text for ``spec_text``, with the generator's own kernels and templates."""
     code = f"""
         import sys
         from pathlib import Path
@@ -164,7 +164,7 @@ def emitted(tmp_path, functions=None):
         sys.stdout.write(cpp_wrappers.render(found, path.name, {functions!r}))
         print("\\n//REASONS " + repr(sorted(cpp_wrappers.explain(found).items())))
     """
-    (tmp_path / "spec.yaml").write_text(SPEC)
+    (tmp_path / "spec.yaml").write_text(spec_text)
     env = {**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True,
                           check=True, cwd=ROOT).stdout
@@ -199,6 +199,41 @@ def test_the_emitter_writes_only_what_the_library_provides(tmp_path):
     text = emitted(tmp_path, frozenset({"diopiMm"}))
     registered = [line.split('"')[1] for line in text.splitlines() if "TORCH_FN(" in line]
     assert registered == ["mm", "mm.out"], registered
+
+
+SEVERAL_OUTPUTS = """
+- op: native_layer_norm
+  interface: diopiLayerNorm(ctx, out, save_mean, save_invstd, input, weight, bias, normalized_shape, eps)
+  returns: [out, save_mean, save_invstd]
+  shape: native_layer_norm
+- op: native_layer_norm_backward
+  interface: diopiLayerNormBackward(ctx, grad_input, grad_weight, grad_bias, grad_out, input, weight, bias, mean, rstd, normalized_shape)
+  strides: contiguous
+  unused: [output_mask]
+  returns: [grad_input, grad_weight, grad_bias]
+- op: native_group_norm
+  interface: diopiGroupNorm(ctx, out, save_mean, save_invstd, input, weight, bias, group, eps)
+  unused: [N, C, HxW]
+  returns: [out, save_mean, save_invstd]
+  shape: native_group_norm
+"""
+
+
+def test_the_emitter_writes_kernels_with_several_outputs_where_a_cpp_rule_gives_their_shapes(tmp_path):
+    """Note [Several outputs in C++]: one Spec per output, an unwanted one undefined (NULL to C), the tuple
+    returned; native_layer_norm_backward's meta shapes through its C++ twin; group norm (no C++ rule) not."""
+    text = emitted(tmp_path, spec_text=SEVERAL_OUTPUTS)
+    registered = [line.split('"')[1] for line in text.splitlines() if "TORCH_FN(" in line]
+    assert registered == ["native_layer_norm", "native_layer_norm_backward"], registered
+    assert "('native_group_norm', 'shape rule native_group_norm has no C++ twin')" in text
+    backward = text[text.index("dipu_native_layer_norm_backward("):]
+    assert "rules::native_layer_norm_backward(specs, grad_out, input, normalized_shape" in backward
+    assert "at::Tensor grad_weight = specs[1].wanted ? empty(specs[1].shape, specs[1].dtype) : at::Tensor();" in backward
+    assert "c_out(grad_input), c_out(grad_weight), c_out(grad_bias), c_in(grad_out)" in backward
+    assert "return ::std::tuple<at::Tensor,at::Tensor,at::Tensor>(grad_input, grad_weight, grad_bias);" in backward
+    assert "k.python_tensors(grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask)" in backward
+    forward = text[text.index("dipu_native_layer_norm("):text.index("// native_layer_norm_backward(")]
+    assert "contiguous(input) && contiguous(weight) && contiguous(bias)" in forward  # else its stride rule
 
 
 # ---- the C++ path, with a C library ------------------------------------------------------------------
@@ -335,3 +370,73 @@ def test_sync_mode_reaches_the_cpp_path(python, library):
     for value, expected in (("1", "True 1 [2.0, 2.0, 2.0]"), ("0", "False 1 [2.0, 2.0, 2.0]")):
         out = python(code, env={"DIPU_DIOPI_IMPL": str(library), "DIPU_SYNC_EXEC_MODE": value}).stdout
         assert out.strip().splitlines()[-1] == expected, out
+
+
+# ---- several outputs, and the activations that were impl kernels, with the reference C library ------------
+
+REF_C_CALLS = """
+import contextlib, io, json, os, torch, torch.nn.functional as F, dipu
+from dipu.kernels import cpp_wrappers
+torch.manual_seed(0)
+x, w, b, g = torch.randn(4, 6, 8), torch.randn(8), torch.randn(8), torch.randn(4, 6, 8)
+r = {}
+
+def layer_norm(device, affine, input_grad):
+    xx = x.to(device).detach().requires_grad_(input_grad)  # leaves on either device
+    ww, bb = (w.to(device).detach().requires_grad_(), b.to(device).detach().requires_grad_()) if affine else (None, None)
+    y = F.layer_norm(xx, (8,), ww, bb)
+    y.backward(g.to(device))
+    return [None if t is None else t.detach().cpu() for t in (y, xx.grad, ww if ww is None else ww.grad,
+                                                              bb if bb is None else bb.grad)]
+
+def compare(cpu, on_dipu):  # ref_c computes in double: within float32 rounding of the CPU's
+    return [a is None and d is None or a is not None and d is not None and
+            torch.allclose(a, d, rtol=1e-5, atol=1e-5) for a, d in zip(cpu, on_dipu)]
+
+def fast(names):
+    return {op: n for op, n in cpp_wrappers.fast_calls().items() if any(name in op for name in names)}
+
+cpp_wrappers.reset_fast_calls()
+for affine, input_grad in ((True, True), (True, False), (False, True)):
+    r[f"affine={affine} input_grad={input_grad}"] = compare(layer_norm("cpu", affine, input_grad),
+                                                             layer_norm("dipu", affine, input_grad))
+r["fast"] = fast(["layer_norm"])
+cpp_wrappers.reset_fast_calls()
+os.environ["DIPU_DUMP_OP_ARGS"] = "1"
+with contextlib.redirect_stdout(io.StringIO()) as printed:
+    r["dumped_same"] = compare(layer_norm("cpu", True, True), layer_norm("dipu", True, True))
+del os.environ["DIPU_DUMP_OP_ARGS"]
+r["dumped"] = [line for line in printed.getvalue().splitlines() if "layer_norm" in line]
+r["fast_while_dumping"] = fast(["layer_norm"])
+strided = x.transpose(0, 1).to("dipu")  # the Python path lays out its outputs
+r["strided"] = torch.allclose(F.layer_norm(strided, (8,)).cpu(), F.layer_norm(x.transpose(0, 1), (8,)), atol=1e-5)
+
+cpp_wrappers.reset_fast_calls()
+xr = torch.randn(5, 6, requires_grad=True)
+dxr = xr.detach().to("dipu").requires_grad_()
+torch.relu(dxr).backward(g[0, :5, :6].to("dipu"))
+torch.relu(xr).backward(g[0, :5, :6])
+r["relu"] = [torch.equal(torch.relu(dxr).cpu(), torch.relu(xr)), torch.equal(dxr.grad.cpu(), xr.grad)]
+r["relu_fast"] = fast(["relu", "threshold"])
+channels_last = torch.randn(2, 3, 4, 5).to(memory_format=torch.channels_last)
+y = torch.relu(channels_last.to("dipu"))
+r["relu_channels_last"] = [y.is_contiguous(memory_format=torch.channels_last), torch.equal(y.cpu(), channels_last.relu())]
+print(json.dumps(r))
+"""
+
+
+def test_layer_norm_and_relu_take_the_cpp_path_with_the_reference_c_library(python):
+    """native_layer_norm and its backward (several outputs, Note [Several outputs in C++]) and relu and
+    threshold_backward (once impl kernels) are served by C++ wrappers: the CPU's results, an absent weight's
+    gradient None as on the CPU, the hooks and a strided input through the Python wrapper."""
+    r = json.loads(python(REF_C_CALLS, env={"DIPU_DIOPI_IMPL": "ref_c"}).stdout.strip().splitlines()[-1])
+    for case in ("affine=True input_grad=True", "affine=True input_grad=False", "affine=False input_grad=True"):
+        assert r[case] == [True] * 4, (case, r[case])
+    assert r["fast"] == {"native_layer_norm": 3, "native_layer_norm_backward": 3}, r["fast"]
+    assert r["dumped_same"] == [True] * 4 and r["fast_while_dumping"] == {}, r
+    assert any("diopiLayerNorm " in line or line.endswith("diopiLayerNorm") for line in r["dumped"]), r["dumped"]
+    assert any("diopiLayerNormBackward" in line for line in r["dumped"]), r["dumped"]
+    assert r["strided"] is True
+    assert r["relu"] == [True, True], r["relu"]
+    assert r["relu_fast"] == {"relu": 2, "threshold_backward": 1}, r["relu_fast"]
+    assert r["relu_channels_last"] == [True, True], r["relu_channels_last"]

@@ -45,6 +45,50 @@ static void softmax_line(const int64_t* offsets, void* context) {
     }
 }
 
+/* Fast path of along_dim (Note [Reference C library fast paths]): contiguous float32 tensors, the
+   dimension the last one, so each line is a contiguous row; exp is ref_expf and the row's sums are in
+   double. The forward writes exp(x - max) into the output before scaling it, so an output that is its
+   own input (log-softmax needs x again) takes the general path. */
+static bool rows_dense(const ref_view* views, int count, int64_t dim, int kind) {
+    int64_t n = views[0].ndim ? views[0].sizes[views[0].ndim - 1] : 1;
+    if (views[0].ndim && dim != views[0].ndim - 1) return false;
+    for (int k = 0; k < count; ++k)
+        if (!ref_dense_f32(&views[k], views[0].numel)) return false;
+    if (kind == 1 && views[0].data == views[1].data) return false;
+    int64_t rows = n ? views[0].numel / n : 0;
+    for (int64_t r = 0; r < rows; ++r) {
+        float* y = (float*)views[0].data + r * n;
+        const float* x = (const float*)views[1].data + r * n;
+        if (kind >= 2) { /* x the output's gradient, o the forward's output */
+            const float* o = (const float*)views[2].data + r * n;
+            double dot = 0;
+            for (int64_t i = 0; i < n; ++i) dot += kind == 2 ? (double)x[i] * o[i] : x[i];
+            if (kind == 2)
+                for (int64_t i = 0; i < n; ++i) y[i] = (float)(o[i] * ((double)x[i] - dot));
+            else
+                for (int64_t i = 0; i < n; ++i) y[i] = (float)(x[i] - (double)ref_expf(o[i]) * dot);
+            continue;
+        }
+        float max = -INFINITY;
+        for (int64_t i = 0; i < n; ++i)
+            if (x[i] > max || x[i] != x[i]) max = x[i];
+        for (int64_t i = 0; i < n; ++i) y[i] = ref_expf(x[i] - max);
+        double partial[4] = {0, 0, 0, 0};
+        int64_t i = 0;
+        for (; i + 4 <= n; i += 4)
+            for (int j = 0; j < 4; ++j) partial[j] += y[i + j];
+        for (; i < n; ++i) partial[0] += y[i];
+        double sum = (partial[0] + partial[1]) + (partial[2] + partial[3]);
+        if (kind == 0) {
+            for (int64_t j = 0; j < n; ++j) y[j] = (float)(y[j] / sum);
+        } else {
+            double log_sum = log(sum);
+            for (int64_t j = 0; j < n; ++j) y[j] = (float)((double)x[j] - max - log_sum);
+        }
+    }
+    return true;
+}
+
 static diopiError_t along_dim(diopiTensorHandle_t out, diopiConstTensorHandle_t a, diopiConstTensorHandle_t b,
                               int64_t dim, int kind) {
     ref_view views[3];
@@ -65,6 +109,7 @@ static diopiError_t along_dim(diopiTensorHandle_t out, diopiConstTensorHandle_t 
     }
     if (dim < 0) dim += ndim;
     if (dim < 0 || dim >= ndim) return ref_error("softmax: dim %lld is out of range", (long long)dim);
+    if (rows_dense(views, count, dim, kind)) return diopiSuccess;
     lines l = {views, count, views[0].sizes[dim], {0, 0, 0}, kind};
     int64_t shape[REF_MAX_DIMS], strides[3][REF_MAX_DIMS];
     for (int k = 0; k < count; ++k) {
@@ -107,6 +152,43 @@ static bool contiguous_floats(diopiConstTensorHandle_t t, ref_view* v, int64_t n
     return ref_view_of(t, v) && ref_is_floating(v->dtype) && ref_is_contiguous(v) && (numel < 0 || v->numel == numel);
 }
 
+/* Sum of n floats, and of their squared distances from `center`, in double (four partial sums each). */
+static double row_sum(const float* x, int64_t n, double center, bool squares) {
+    double partial[4] = {0, 0, 0, 0};
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        for (int j = 0; j < 4; ++j) {
+            double v = (double)x[i + j] - center;
+            partial[j] += squares ? v * v : v;
+        }
+    for (; i < n; ++i) {
+        double v = (double)x[i] - center;
+        partial[0] += squares ? v * v : v;
+    }
+    return (partial[0] + partial[1]) + (partial[2] + partial[3]);
+}
+
+/* Layer norm over float32 rows (Note [Reference C library fast paths]): the general loop below with float
+   pointers instead of ref_load/ref_store, the same double arithmetic. */
+static void layer_norm_f32(const ref_view* x, const ref_view* y, const ref_view* mean, const ref_view* rstd,
+                           const ref_view* w, const ref_view* b, int64_t rows, int64_t n, double eps) {
+    const float *weight = w ? (const float*)w->data : NULL, *bias = b ? (const float*)b->data : NULL;
+    for (int64_t r = 0; r < rows; ++r) {
+        const float* in = (const float*)x->data + r * n;
+        float* out = (float*)y->data + r * n;
+        double mu = row_sum(in, n, 0, false) / n;
+        double inv = 1 / sqrt(row_sum(in, n, mu, true) / n + eps);
+        for (int64_t i = 0; i < n; ++i) {
+            double v = ((double)in[i] - mu) * inv;
+            if (weight) v *= weight[i];
+            if (bias) v += bias[i];
+            out[i] = (float)v;
+        }
+        ((float*)mean->data)[r] = (float)mu;
+        ((float*)rstd->data)[r] = (float)inv;
+    }
+}
+
 diopiError_t diopiLayerNorm(diopiContextHandle_t ctx, diopiTensorHandle_t out, diopiTensorHandle_t save_mean,
                             diopiTensorHandle_t save_invstd, diopiConstTensorHandle_t input,
                             diopiConstTensorHandle_t weight, diopiConstTensorHandle_t bias,
@@ -121,6 +203,12 @@ diopiError_t diopiLayerNorm(diopiContextHandle_t ctx, diopiTensorHandle_t out, d
         !contiguous_floats(save_invstd, &rstd, rows) || (weight && !contiguous_floats(weight, &w, n)) ||
         (bias && !contiguous_floats(bias, &b, n)))
         return REF_FALLBACK;
+    if (x.dtype == diopi_dtype_float32 && y.dtype == diopi_dtype_float32 && mean.dtype == diopi_dtype_float32 &&
+        rstd.dtype == diopi_dtype_float32 && (!weight || w.dtype == diopi_dtype_float32) &&
+        (!bias || b.dtype == diopi_dtype_float32)) {
+        layer_norm_f32(&x, &y, &mean, &rstd, weight ? &w : NULL, bias ? &b : NULL, rows, n, eps);
+        return diopiSuccess;
+    }
     for (int64_t r = 0; r < rows; ++r) {
         double sum = 0, squares = 0;
         for (int64_t i = 0; i < n; ++i) sum += ref_load(&x, r * n + i);
@@ -162,7 +250,33 @@ diopiError_t diopiLayerNormBackward(diopiContextHandle_t ctx, diopiTensorHandle_
         return REF_FALLBACK;
     double* sums = calloc((size_t)(2 * n + 1), sizeof(double)); /* grad_weight, grad_bias accumulators */
     if (sums == NULL) return ref_error("diopiLayerNormBackward: out of host memory");
-    for (int64_t r = 0; r < rows; ++r) {
+    bool f32 = x.dtype == diopi_dtype_float32 && dy.dtype == diopi_dtype_float32 && mu.dtype == diopi_dtype_float32 &&
+               inv.dtype == diopi_dtype_float32 && (!weight || w.dtype == diopi_dtype_float32) &&
+               (!grad_input || dx.dtype == diopi_dtype_float32);
+    for (int64_t r = 0; f32 && r < rows; ++r) { /* the loop below on float pointers (fast paths note) */
+        const float *in = (const float*)x.data + r * n, *g = (const float*)dy.data + r * n;
+        const float* gamma = weight ? (const float*)w.data : NULL;
+        double m = ((const float*)mu.data)[r], s = ((const float*)inv.data)[r], mean_g = 0, mean_gx = 0;
+        for (int64_t i = 0; i < n; ++i) {
+            double xhat = (in[i] - m) * s, gi = g[i];
+            sums[i] += gi * xhat;
+            sums[n + i] += gi;
+            if (gamma) gi *= gamma[i];
+            mean_g += gi;
+            mean_gx += gi * xhat;
+        }
+        mean_g /= n;
+        mean_gx /= n;
+        if (grad_input) {
+            float* out = (float*)dx.data + r * n;
+            for (int64_t i = 0; i < n; ++i) {
+                double xhat = (in[i] - m) * s, gi = g[i];
+                if (gamma) gi *= gamma[i];
+                out[i] = (float)(s * (gi - mean_g - xhat * mean_gx));
+            }
+        }
+    }
+    for (int64_t r = 0; !f32 && r < rows; ++r) {
         double m = ref_load(&mu, r), s = ref_load(&inv, r), mean_g = 0, mean_gx = 0;
         for (int64_t i = 0; i < n; ++i) {
             double xhat = (ref_load(&x, r * n + i) - m) * s, g = ref_load(&dy, r * n + i);

@@ -25,64 +25,90 @@ static double mul_scalar(const double* x, const void* p) { return x[0] * ((const
 static double divide(const double* x, const void* p) { (void)p; return x[0] / x[1]; }
 static double div_scalar(const double* x, const void* p) { return x[0] / ((const binary_params*)p)->other; }
 
+/* Dense float32 loops (Note [Reference C library fast paths]): each computes what its ref_elementwise
+   twin above computes, in float where one correctly rounded float operation gives the same result, else
+   in double rounded once, as the twin does. */
+#define REF_DENSE_LOOP(name, expression)                                                              \
+    static void name(float* y, const float* const* x, int64_t n, const void* p) {                     \
+        const binary_params* params = (const binary_params*)p;                                        \
+        (void)params;                                                                                 \
+        const float* a = x[0]; /* may be y: in place */                                                        \
+        const float* b = x[1];                                                                            \
+        (void)b;                                                                                      \
+        for (int64_t i = 0; i < n; ++i) y[i] = (expression);                                          \
+    }
+REF_DENSE_LOOP(add_dense, params->alpha == 1 ? a[i] + b[i] : (float)((double)a[i] + params->alpha * b[i]))
+REF_DENSE_LOOP(sub_dense, params->alpha == 1 ? a[i] - b[i] : (float)((double)a[i] - params->alpha * b[i]))
+REF_DENSE_LOOP(add_scalar_dense, (float)((double)a[i] + params->alpha * params->other))
+REF_DENSE_LOOP(sub_scalar_dense, (float)((double)a[i] - params->alpha * params->other))
+REF_DENSE_LOOP(mul_dense, a[i] * b[i])
+REF_DENSE_LOOP(mul_scalar_dense, (float)((double)a[i] * params->other))
+REF_DENSE_LOOP(div_dense, a[i] / b[i])
+REF_DENSE_LOOP(div_scalar_dense, (float)((double)a[i] / params->other))
+REF_DENSE_LOOP(neg_dense, -a[i])
+REF_DENSE_LOOP(sqrt_dense, sqrtf(a[i]))
+REF_DENSE_LOOP(rsqrt_dense, (float)(1 / sqrt((double)a[i])))
+REF_DENSE_LOOP(relu_dense, a[i] > 0 ? a[i] : (a[i] != a[i] ? a[i] : 0.0f))
+REF_DENSE_LOOP(threshold_backward_dense, (double)b[i] <= params->other ? 0.0f : a[i])
+
 /* The float result of a binary op; integer outputs go to the fallback (see the file's comment). */
 static diopiError_t binary(diopiTensorHandle_t out, diopiConstTensorHandle_t input, diopiConstTensorHandle_t other,
-                           ref_elementwise fn, binary_params params) {
+                           ref_elementwise fn, ref_dense_loop dense, binary_params params) {
     diopiDtype_t dtype;
     diopiGetTensorDtype(out, &dtype);
     if (!ref_is_floating(dtype)) return REF_FALLBACK;
     diopiConstTensorHandle_t inputs[2] = {input, other};
-    return ref_map(out, other ? 2 : 1, inputs, fn, &params);
+    return ref_map_dense(out, other ? 2 : 1, inputs, fn, dense, &params);
 }
 
 diopiError_t diopiAdd(diopiContextHandle_t ctx, diopiTensorHandle_t out, diopiConstTensorHandle_t input,
                       diopiConstTensorHandle_t other, const diopiScalar_t* alpha) {
     (void)ctx;
-    return binary(out, input, other, add, (binary_params){ref_scalar(alpha, 1), 0});
+    return binary(out, input, other, add, add_dense, (binary_params){ref_scalar(alpha, 1), 0});
 }
 
 diopiError_t diopiAddScalar(diopiContextHandle_t ctx, diopiTensorHandle_t out, diopiConstTensorHandle_t input,
                             const diopiScalar_t* other, const diopiScalar_t* alpha) {
     (void)ctx;
-    return binary(out, input, NULL, add_scalar, (binary_params){ref_scalar(alpha, 1), ref_scalar(other, 0)});
+    return binary(out, input, NULL, add_scalar, add_scalar_dense, (binary_params){ref_scalar(alpha, 1), ref_scalar(other, 0)});
 }
 
 diopiError_t diopiSub(diopiContextHandle_t ctx, diopiTensorHandle_t out, diopiConstTensorHandle_t input,
                       diopiConstTensorHandle_t other, const diopiScalar_t* alpha) {
     (void)ctx;
-    return binary(out, input, other, sub, (binary_params){ref_scalar(alpha, 1), 0});
+    return binary(out, input, other, sub, sub_dense, (binary_params){ref_scalar(alpha, 1), 0});
 }
 
 diopiError_t diopiSubScalar(diopiContextHandle_t ctx, diopiTensorHandle_t out, diopiConstTensorHandle_t input,
                             const diopiScalar_t* other, const diopiScalar_t* alpha) {
     (void)ctx;
-    return binary(out, input, NULL, sub_scalar, (binary_params){ref_scalar(alpha, 1), ref_scalar(other, 0)});
+    return binary(out, input, NULL, sub_scalar, sub_scalar_dense, (binary_params){ref_scalar(alpha, 1), ref_scalar(other, 0)});
 }
 
 diopiError_t diopiMul(diopiContextHandle_t ctx, diopiTensorHandle_t out, diopiConstTensorHandle_t input,
                       diopiConstTensorHandle_t other) {
     (void)ctx;
-    return binary(out, input, other, mul, (binary_params){1, 0});
+    return binary(out, input, other, mul, mul_dense, (binary_params){1, 0});
 }
 
 diopiError_t diopiMulScalar(diopiContextHandle_t ctx, diopiTensorHandle_t out, diopiConstTensorHandle_t input,
                             const diopiScalar_t* other) {
     (void)ctx;
-    return binary(out, input, NULL, mul_scalar, (binary_params){1, ref_scalar(other, 1)});
+    return binary(out, input, NULL, mul_scalar, mul_scalar_dense, (binary_params){1, ref_scalar(other, 1)});
 }
 
 diopiError_t diopiDiv(diopiContextHandle_t ctx, diopiTensorHandle_t out, diopiConstTensorHandle_t input,
                       diopiConstTensorHandle_t other, diopiRoundMode_t rounding_mode) {
     (void)ctx;
     if (rounding_mode != RoundModeNone) return REF_FALLBACK;
-    return binary(out, input, other, divide, (binary_params){1, 0});
+    return binary(out, input, other, divide, div_dense, (binary_params){1, 0});
 }
 
 diopiError_t diopiDivScalar(diopiContextHandle_t ctx, diopiTensorHandle_t out, diopiConstTensorHandle_t input,
                             const diopiScalar_t* other, diopiRoundMode_t rounding_mode) {
     (void)ctx;
     if (rounding_mode != RoundModeNone) return REF_FALLBACK;
-    return binary(out, input, NULL, div_scalar, (binary_params){1, ref_scalar(other, 1)});
+    return binary(out, input, NULL, div_scalar, div_scalar_dense, (binary_params){1, ref_scalar(other, 1)});
 }
 
 /* ---- unary ---------------------------------------------------------------------------------- */
@@ -95,19 +121,19 @@ static double tanh_(const double* x, const void* p) { (void)p; return tanh(x[0])
 static double sigmoid(const double* x, const void* p) { (void)p; return 1 / (1 + exp(-x[0])); }
 static double relu(const double* x, const void* p) { (void)p; return x[0] > 0 ? x[0] : (x[0] != x[0] ? x[0] : 0); }
 
-#define REF_UNARY(name, fn)                                                                            \
+#define REF_UNARY(name, fn, dense)                                                                     \
     diopiError_t name(diopiContextHandle_t ctx, diopiTensorHandle_t out, diopiConstTensorHandle_t input) { \
         (void)ctx;                                                                                     \
-        return binary(out, input, NULL, fn, (binary_params){1, 0});                                    \
+        return binary(out, input, NULL, fn, dense, (binary_params){1, 0});                             \
     }
-REF_UNARY(diopiNeg, neg)
-REF_UNARY(diopiExp, exp_)
-REF_UNARY(diopiLog, log_)
-REF_UNARY(diopiSqrt, sqrt_)
-REF_UNARY(diopiRsqrt, rsqrt_)
-REF_UNARY(diopiTanh, tanh_)
-REF_UNARY(diopiSigmoid, sigmoid)
-REF_UNARY(diopiRelu, relu)
+REF_UNARY(diopiNeg, neg, neg_dense)
+REF_UNARY(diopiExp, exp_, NULL)
+REF_UNARY(diopiLog, log_, NULL)
+REF_UNARY(diopiSqrt, sqrt_, sqrt_dense)
+REF_UNARY(diopiRsqrt, rsqrt_, rsqrt_dense)
+REF_UNARY(diopiTanh, tanh_, NULL)
+REF_UNARY(diopiSigmoid, sigmoid, NULL)
+REF_UNARY(diopiRelu, relu, relu_dense)
 
 diopiError_t diopiReluInp(diopiContextHandle_t ctx, diopiTensorHandle_t input) {
     return diopiRelu(ctx, input, input);
@@ -121,7 +147,7 @@ diopiError_t diopiThresholdBackward(diopiContextHandle_t ctx, diopiTensorHandle_
                                     diopiConstTensorHandle_t grad_output, diopiConstTensorHandle_t input,
                                     const diopiScalar_t* threshold) {
     (void)ctx;
-    return binary(grad_input, grad_output, input, threshold_backward, (binary_params){1, ref_scalar(threshold, 0)});
+    return binary(grad_input, grad_output, input, threshold_backward, threshold_backward_dense, (binary_params){1, ref_scalar(threshold, 0)});
 }
 
 /* gelu: x * Phi(x), exactly (erf) or with torch's tanh approximation. */
@@ -159,7 +185,7 @@ diopiError_t diopiGelu(diopiContextHandle_t ctx, diopiTensorHandle_t out, diopiC
     (void)ctx;
     int kind = gelu_kind(approximate);
     if (kind < 0) return ref_error("diopiGelu: approximate must be 'none' or 'tanh', not '%s'", approximate);
-    return binary(out, input, NULL, kind ? gelu_tanh : gelu_erf, (binary_params){1, 0});
+    return binary(out, input, NULL, kind ? gelu_tanh : gelu_erf, NULL, (binary_params){1, 0});
 }
 
 diopiError_t diopiGeluBackward(diopiContextHandle_t ctx, diopiTensorHandle_t grad_input,
@@ -168,7 +194,7 @@ diopiError_t diopiGeluBackward(diopiContextHandle_t ctx, diopiTensorHandle_t gra
     (void)ctx;
     int kind = gelu_kind(approximate);
     if (kind < 0) return ref_error("diopiGeluBackward: approximate must be 'none' or 'tanh', not '%s'", approximate);
-    return binary(grad_input, grad_output, input, kind ? gelu_tanh_backward : gelu_erf_backward,
+    return binary(grad_input, grad_output, input, kind ? gelu_tanh_backward : gelu_erf_backward, NULL,
                   (binary_params){1, 0});
 }
 
@@ -183,6 +209,15 @@ diopiError_t diopiMaskedFillInpScalar(diopiContextHandle_t ctx, diopiTensorHandl
     diopiDtype_t dtype;
     diopiGetTensorDtype(input, &dtype);
     if (!ref_is_floating(dtype) && dtype != diopi_dtype_bool) return REF_FALLBACK;
+    ref_view x, m;
+    if (ref_view_of(input, &x) && ref_view_of(mask, &m) && ref_dense_f32(&x, x.numel) && m.dtype == diopi_dtype_bool &&
+        m.ndim == x.ndim && m.numel == x.numel && ref_is_contiguous(&m)) { /* Note [Reference C library fast paths] */
+        float* y = (float*)x.data;
+        const bool* where = (const bool*)m.data;
+        float fill = (float)params.other;
+        for (int64_t i = 0; i < x.numel; ++i) y[i] = where[i] ? fill : y[i];
+        return diopiSuccess;
+    }
     return ref_map(input, 2, inputs, masked_fill, &params);
 }
 
@@ -191,7 +226,7 @@ static double scaled_mask(const double* x, const void* p) { return x[0] * x[1] *
 diopiError_t diopiDropoutBackward(diopiContextHandle_t ctx, diopiTensorHandle_t grad_input,
                                   diopiConstTensorHandle_t grad_output, diopiConstTensorHandle_t mask, double scale) {
     (void)ctx;
-    return binary(grad_input, grad_output, mask, scaled_mask, (binary_params){1, scale});
+    return binary(grad_input, grad_output, mask, scaled_mask, NULL, (binary_params){1, scale});
 }
 
 diopiError_t diopiArange(diopiContextHandle_t ctx, diopiTensorHandle_t out, const diopiScalar_t* start,

@@ -145,8 +145,8 @@ static void map_one(const int64_t* offsets, void* context) {
     ref_store(&s->views[s->count], offsets[s->count], s->fn(inputs, s->params));
 }
 
-diopiError_t ref_map(diopiTensorHandle_t out, int count, const diopiConstTensorHandle_t* inputs, ref_elementwise fn,
-                     const void* params) {
+diopiError_t ref_map_dense(diopiTensorHandle_t out, int count, const diopiConstTensorHandle_t* inputs,
+                           ref_elementwise fn, ref_dense_loop dense_loop, const void* params) {
     ref_view views[8];
     int64_t strides[8][REF_MAX_DIMS];
     if (count > 7 || !ref_view_of(out, &views[count])) return REF_FALLBACK;
@@ -155,16 +155,20 @@ diopiError_t ref_map(diopiTensorHandle_t out, int count, const diopiConstTensorH
         if (!ref_view_of(inputs[k], &views[k]) || !ref_broadcast_strides(&views[k], o->sizes, o->ndim, strides[k]))
             return REF_FALLBACK;
     memcpy(strides[count], o->strides, sizeof strides[count]);
-    /* Fast path: every operand contiguous, of out's shape, float32. */
-    bool dense = ref_is_contiguous(o) && o->dtype == diopi_dtype_float32;
-    for (int k = 0; k < count && dense; ++k)
-        dense = views[k].numel == o->numel && ref_is_contiguous(&views[k]) && views[k].dtype == diopi_dtype_float32 &&
-                views[k].ndim == o->ndim;
+    /* Fast path: every operand contiguous, of out's shape, float32 (Note [Reference C library fast paths]). */
+    bool dense = ref_dense_f32(o, o->numel);
+    for (int k = 0; k < count && dense; ++k) dense = ref_dense_f32(&views[k], o->numel) && views[k].ndim == o->ndim;
     if (dense) {
         float* y = (float*)o->data;
+        const float* x[8];
+        for (int k = 0; k < count; ++k) x[k] = (const float*)views[k].data;
+        if (dense_loop != NULL) {
+            dense_loop(y, x, o->numel, params);
+            return diopiSuccess;
+        }
         double in[8];
         for (int64_t i = 0; i < o->numel; ++i) {
-            for (int k = 0; k < count; ++k) in[k] = ((const float*)views[k].data)[i];
+            for (int k = 0; k < count; ++k) in[k] = x[k][i];
             y[i] = (float)fn(in, params);
         }
         return diopiSuccess;
@@ -172,4 +176,9 @@ diopiError_t ref_map(diopiTensorHandle_t out, int count, const diopiConstTensorH
     map_state state = {views, count, fn, params};
     ref_walk(o->sizes, o->ndim, count + 1, strides, map_one, &state);
     return diopiSuccess;
+}
+
+diopiError_t ref_map(diopiTensorHandle_t out, int count, const diopiConstTensorHandle_t* inputs, ref_elementwise fn,
+                     const void* params) {
+    return ref_map_dense(out, count, inputs, fn, NULL, params);
 }

@@ -2974,7 +2974,7 @@ OPS = (
        outputs=('self',), kind="inplace", entry="threshold_", tensor_inputs=()),
     Op("threshold_backward", "diopiThresholdBackward", ('diopiThresholdBackward',), w.make_threshold_backward,
        arg_names=('grad_output', 'self', 'threshold'), written=(),
-       outputs=('grad_input',), kind="functional", entry="threshold_backward", tensor_inputs=('grad_output', 'self')),
+       outputs=('grad_input',), kind="functional", entry="threshold_backward.grad_input", tensor_inputs=('grad_output', 'self')),
     Op("threshold_backward.grad_input", "diopiThresholdBackward", ('diopiThresholdBackward',), w.make_threshold_backward_grad_input,
        arg_names=('grad_output', 'self', 'threshold', 'grad_input'), written=('grad_input',),
        outputs=('grad_input',), kind="out", entry="threshold_backward.grad_input", tensor_inputs=('grad_output', 'self')),

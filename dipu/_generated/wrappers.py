@@ -32,8 +32,6 @@ from dipu.ops.memory_format import max_pool2d_with_indices as impl_dipu_ops_memo
 from dipu.ops.memory_format import max_pool2d_with_indices_backward as impl_dipu_ops_memory_format_max_pool2d_with_indices_backward
 from dipu.ops.memory_format import native_batch_norm as impl_dipu_ops_memory_format_native_batch_norm
 from dipu.ops.memory_format import native_batch_norm_backward as impl_dipu_ops_memory_format_native_batch_norm_backward
-from dipu.ops.memory_format import relu as impl_dipu_ops_memory_format_relu
-from dipu.ops.memory_format import threshold_backward as impl_dipu_ops_memory_format_threshold_backward
 from dipu.ops.shape_rules import addmm as shape_addmm
 from dipu.ops.shape_rules import arange as shape_arange
 from dipu.ops.shape_rules import arange_end as shape_arange_end
@@ -462,6 +460,7 @@ strides_reflection_pad2d = format_of_strides(0, False)
 strides_reflection_pad2d_backward = format_of_strides(1, False)
 strides_reflection_pad3d = format_of_strides(0, False)
 strides_reflection_pad3d_backward = format_of_strides(1, False)
+strides_relu = meta_strides(torch.ops.aten.relu.default, (), False)
 strides_remainder_Scalar = elementwise_strides()
 strides_remainder_Tensor = elementwise_strides()
 strides_renorm = meta_strides(torch.ops.aten.renorm.default, (), False)
@@ -514,6 +513,7 @@ strides_tan = elementwise_strides()
 strides_tanh = elementwise_strides()
 strides_tanh_backward = meta_strides(torch.ops.aten.tanh_backward.default, (), False)
 strides_threshold = meta_strides(torch.ops.aten.threshold.default, (), False)
+strides_threshold_backward = meta_strides(torch.ops.aten.threshold_backward.default, (), False)
 strides_topk = meta_strides(torch.ops.aten.topk.default, (), True)
 strides_trace = meta_strides(torch.ops.aten.trace.default, (), False)
 strides_tril = meta_strides(torch.ops.aten.tril.default, (), False)
@@ -26551,10 +26551,15 @@ def make_relu(op, diopiRelu):
             dump = env_get(DUMP_KEY) not in DUMP_OFF
             if dump or CHECK_DEVICE:
                 checked_args(op, d, dump, (self,))
-            status, result = impl_dipu_ops_memory_format_relu(diopiRelu, contexts[d], self)
+            shape, dtype = shape_unary(self)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_relu(self))
+            status = diopiRelu(contexts[d], out, self)
             if status or SYNC or dump:
-                return finished(status, op, d, dump, result, (self,), {})
-            return result
+                return finished(status, op, d, dump, out, (self,), {})
+            return out
         except Exception as error:
             if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_relu, (self,), {})
@@ -30878,10 +30883,15 @@ def make_threshold_backward(op, diopiThresholdBackward):
             dump = env_get(DUMP_KEY) not in DUMP_OFF
             if dump or CHECK_DEVICE:
                 checked_args(op, d, dump, (grad_output, self, threshold))
-            status, result = impl_dipu_ops_memory_format_threshold_backward(diopiThresholdBackward, contexts[d], grad_output, self, threshold)
+            shape, dtype = shape_unary(grad_output, self, threshold)
+            if grad_output.is_contiguous() and self.is_contiguous():
+                grad_input = empty(shape, dtype, d)
+            else:
+                grad_input = empty_strided(shape, dtype, d, strides_threshold_backward(grad_output, self, threshold))
+            status = diopiThresholdBackward(contexts[d], grad_input, grad_output, self, threshold)
             if status or SYNC or dump:
-                return finished(status, op, d, dump, result, (grad_output, self, threshold), {})
-            return result
+                return finished(status, op, d, dump, grad_input, (grad_output, self, threshold), {})
+            return grad_input
         except Exception as error:
             if has_numbers(op, (grad_output, self, threshold)):  # Note [Python numbers in Tensor positions]
                 return call_with_numbers(op, dipu_threshold_backward, (grad_output, self, threshold), {})

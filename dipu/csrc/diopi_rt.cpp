@@ -6,7 +6,7 @@
 // Python trampoline's frame in diopi_call.cpp) owns until the call returns; the runtime functions
 // read it through that pointer and never copy it, so a handle costs nothing to make. A context
 // handle is the address of the call's dipu::diopi::Context: the device the call runs on, and the
-// tensors diopiRequireTensor/Buffer made for it, which it keeps alive (in a deque: growing it never
+// tensors diopiRequireTensor/Buffer made for it, which it keeps alive (in a list: growing it never
 // moves the tensors already handed out) until the caller has taken the results. The stream is not
 // stored: it is the thread's current stream on that device when the library asks, which is the
 // stream the call runs on. A generator handle is the address of an at::Generator the caller owns.

@@ -8,7 +8,7 @@
 #include <ATen/ATen.h>
 #include <c10/core/Stream.h>
 
-#include <deque>
+#include <list>
 #include <string>
 #include <vector>
 
@@ -18,16 +18,19 @@ namespace dipu::diopi {
 
 // What a diopiContextHandle_t points to: one per call, on the caller's stack
 // (`Context ctx(device_index);`). It keeps what diopiRequireTensor/Buffer made alive until the
-// caller has taken the call's results (a deque, so the handles given out stay valid as it grows).
+// caller has taken the call's results. Lists, not deques: the handles given out stay valid as a list
+// grows too, and an empty std::list allocates nothing, where libstdc++'s deque allocates its map and a
+// first block on construction (about 100 ns for the two per C call, measured: most calls require
+// nothing).
 struct Context {
   explicit Context(c10::DeviceIndex device) : device(device) {}
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
 
   c10::DeviceIndex device;
-  std::deque<at::Tensor> required;
+  std::list<at::Tensor> required;
   // Tensors the runtime handed out that are not the caller's (generator states).
-  std::deque<at::Tensor> held;
+  std::list<at::Tensor> held;
 };
 
 inline diopiContextHandle_t handle(Context& ctx) { return reinterpret_cast<diopiContextHandle_t>(&ctx); }

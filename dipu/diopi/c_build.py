@@ -22,7 +22,20 @@ from pathlib import Path
 from dipu import _native
 
 INCLUDE = Path(__file__).resolve().parents[1] / "include"
-FLAGS = ["-shared", "-fPIC", "-pthread", "-O2", "-std=c11", "-Wall", "-Wno-unused-parameter"]
+#: Note [C library compiler flags]
+#: The build is cached and may be shared across machines, so nothing targets this machine's CPU
+#: (no -march=native: the baseline of the architecture, SSE2 on x86-64). Each optimization flag keeps
+#: IEEE semantics (NaN, infinities, signed zeros, rounding), unlike -ffast-math:
+#:   -O3                  vectorizes and unswitches loops; changes no value.
+#:   -fno-trapping-math   lets a loop with ``c ? a : b`` selects be if-converted and vectorized. It assumes
+#:                        no one reads or traps on the floating-point exception flags (fenv), which neither
+#:                        torch nor a DIOPI caller does; every computed value is the same.
+#:   -fno-math-errno      lets sqrt compile to the instruction (and vectorize) instead of a call that also
+#:                        sets errno for a negative argument; the value, NaN included, is the same.
+#:   -ffp-contract=off    no fused multiply-adds the source does not write: the same rounding from every
+#:                        compiler and architecture (gcc's default in ISO C mode, not clang's).
+FLAGS = ["-shared", "-fPIC", "-pthread", "-O3", "-fno-trapping-math", "-fno-math-errno", "-ffp-contract=off",
+         "-std=c11", "-Wall", "-Wno-unused-parameter"]
 
 
 def compiler() -> str:

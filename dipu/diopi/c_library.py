@@ -28,6 +28,18 @@ A C function answers DIOPI's codes (``diopi/diopirt.h``): 0 success; ``diopiForc
 (14) and ``diopiNoImplement`` (13, "not for these arguments": it exported the function) run the
 call on the CPU fallback; ``diopiDtypeNotSupported`` (1000) and every other code are errors, whose
 text is the code's name and value and the library's ``diopiGetLastErrorString()``.
+
+Note [diopiFusedAdamW under AMP]
+dipu's ``diopiFusedAdamW`` takes ``grad_scale`` and ``found_inf`` after DeepLink's last parameter
+(``maximize``): ATen's ``_fused_adamw_`` unscales the gradients and skips the step on an inf when a
+GradScaler passes them, and DeepLink's function has no way to be told. A library compiled against
+DeepLink's header still receives the first parameters right (the platform C conventions, SysV x86-64
+and AAPCS64, let a caller pass arguments a callee does not declare, and a const and a non-const handle
+are one type to the ABI), but would ignore the two and step with scaled gradients. dipu cannot tell
+which header a library was compiled against, so a C library's ``diopiFusedAdamW`` is called only
+without them (NULL, no GradScaler); with them the call answers ``diopiForceFallbackToCPU`` for it
+and the CPU fallback takes the step (counted in ``dipu.fallback_counts()``): right with a library of
+either kind, slower only under AMP.
 """
 
 from __future__ import annotations
@@ -145,6 +157,26 @@ def trampoline(function: Function, address: int, last_error: Callable | None = N
     return c_function
 
 
+#: C functions whose DeepLink namesake lacks trailing parameters dipu passes, and those parameters
+#: (Note [diopiFusedAdamW under AMP]).
+_UNKNOWN_TO_DEEPLINK = {"diopiFusedAdamW": ("grad_scale", "found_inf")}
+
+
+def _without(function: Function, c_function: Callable, parameters: tuple[str, ...]) -> Callable:
+    """``c_function``, answering force-fallback when any of ``parameters`` is given (not None)."""
+    positions = [i for i, param in enumerate(function.params) if param.name in parameters]
+    assert len(positions) == len(parameters), (function.name, parameters)
+
+    def guarded(ctx, *args):
+        for i in positions:
+            if args[i] is not None:
+                return Status.FORCE_FALLBACK
+        return c_function(ctx, *args)
+
+    guarded.__name__ = guarded.__qualname__ = function.name
+    return guarded  # no c_address: the C++ wrappers would bypass the guard
+
+
 def names_a_path(name: str) -> bool:
     """Whether a DIPU_DIOPI_IMPL value is a path to a C library rather than a library's name."""
     return name.endswith(".so") or os.sep in name
@@ -175,6 +207,9 @@ def load(path: str, source: str) -> dict[str, Callable]:
     last_error = ctypes.CFUNCTYPE(ctypes.c_char_p)(last_error_address) if last_error_address else None
     functions = {name: trampoline(FUNCTIONS[name], address, last_error)
                  for name, address in found.items() if address}
+    for name, parameters in _UNKNOWN_TO_DEEPLINK.items():
+        if name in functions:
+            functions[name] = _without(FUNCTIONS[name], functions[name], parameters)
     if not functions:
         raise CLibraryError(f"{source}: the C op library {file} exports no DIOPI function (none of the "
                             f"{len(FUNCTIONS)} names of the proto, such as diopiAdd, is among its symbols)")

@@ -10,11 +10,14 @@
 #include <ATen/ATen.h>
 #include <ATen/ExpandUtils.h>
 
+#include <array>
+
 namespace dipu::cwrap::rules {
 
 struct Spec {
   c10::SmallVector<int64_t, 6> shape;
   at::ScalarType dtype;
+  bool wanted = true;  // false: an output the caller did not ask for (Note [Several outputs in C++])
 };
 
 inline void same_shape(Spec& spec, const at::Tensor& t) { spec.shape.assign(t.sizes().begin(), t.sizes().end()); }
@@ -207,5 +210,63 @@ bool reduce_all(Spec& spec, const at::Tensor& self, const std::optional<at::Scal
   return true;
 }
 inline bool reduce_all(Spec& spec, const at::Tensor& self) { return reduce_all(spec, self, std::nullopt); }
+
+// ---- several outputs (Note [Several outputs in C++] in scripts/autogen/dest/cpp_wrappers.py) -------------
+
+// The statistics' dtype of a normalization: float32 when a parameter's dtype differs from the input's
+// (mixed precision), else the input's (_statistics_dtype).
+inline at::ScalarType statistics_dtype(const at::Tensor& input, const std::optional<at::Tensor>& weight,
+                                       const std::optional<at::Tensor>& bias) {
+  for (const auto* param : {&weight, &bias})
+    if (param->has_value() && (*param)->defined() && (*param)->scalar_type() != input.scalar_type()) return at::kFloat;
+  return input.scalar_type();
+}
+
+// The trailing dims of `input` are `normalized_shape`; false (the Python path raises) otherwise.
+template <class Sizes>
+bool normalized_axis(const at::Tensor& input, const Sizes& normalized_shape, int64_t& axis) {
+  axis = input.dim() - static_cast<int64_t>(normalized_shape.size());
+  if (axis < 0) return false;
+  for (size_t i = 0; i < normalized_shape.size(); ++i)
+    if (input.sizes()[axis + i] != c10::SymInt(normalized_shape[i]).guard_int(__FILE__, __LINE__)) return false;
+  return true;
+}
+
+// (out, mean, rstd): the input's shape and dtype, and [*leading dims, 1 per normalized dim] in the
+// statistics' dtype.
+template <class Sizes, class... Rest>
+bool native_layer_norm(std::array<Spec, 3>& specs, const at::Tensor& input, const Sizes& normalized_shape,
+                       const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias, const Rest&...) {
+  int64_t axis;
+  if (!normalized_axis(input, normalized_shape, axis)) return false;
+  same_shape(specs[0], input);
+  specs[0].dtype = input.scalar_type();
+  specs[1].shape.assign(input.sizes().begin(), input.sizes().begin() + axis);
+  specs[1].shape.resize(input.dim(), 1);
+  specs[1].dtype = statistics_dtype(input, weight, bias);
+  specs[2] = specs[1];
+  return true;
+}
+
+// The meta kernel's (grad_input, grad_weight, grad_bias): each in the shape and dtype of input, weight and
+// bias, wanted where output_mask says and the parameter is present (the meta kernel's None for an absent
+// one). An empty input (ATen gives zeros there, not an empty tensor) is left to the Python path.
+template <class Sizes, class Mask>
+bool native_layer_norm_backward(std::array<Spec, 3>& specs, const at::Tensor& grad_out, const at::Tensor& input,
+                                const Sizes& normalized_shape, const at::Tensor& mean, const at::Tensor& rstd,
+                                const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
+                                const Mask& output_mask) {
+  int64_t axis;
+  if (!normalized_axis(input, normalized_shape, axis) || input.numel() == 0 || !grad_out.sizes().equals(input.sizes()))
+    return false;
+  const at::Tensor* sources[3] = {&input, weight.has_value() ? &*weight : nullptr, bias.has_value() ? &*bias : nullptr};
+  for (size_t i = 0; i < 3; ++i) {
+    specs[i].wanted = output_mask[i] && sources[i] != nullptr && sources[i]->defined();
+    if (!specs[i].wanted) continue;
+    same_shape(specs[i], *sources[i]);
+    specs[i].dtype = sources[i]->scalar_type();
+  }
+  return true;
+}
 
 }  // namespace dipu::cwrap::rules

@@ -63,10 +63,14 @@ const c10::FunctionSchema& schema_of(const std::string& op) {
 
 bool g_sync = env_flag("DIPU_SYNC_EXEC_MODE");
 
-at::Tensor Kernel::call_python(torch::jit::Stack stack, bool want_tensor) {
-  TORCH_CHECK(python_kernel != nullptr && schema != nullptr, "dipu: the C++ wrapper of ", op, " is not installed");
-  py::gil_scoped_acquire gil;
-  const auto& arguments = schema->arguments();
+namespace {
+
+// Calls the kernel's Python wrapper (the GIL held), keyword-only arguments by name; a Python exception
+// keeps its type (python_error carries it back through the dispatcher).
+py::object call_wrapper(const Kernel& kernel, torch::jit::Stack stack) {
+  TORCH_CHECK(kernel.python_kernel != nullptr && kernel.schema != nullptr, "dipu: the C++ wrapper of ", kernel.op,
+              " is not installed");
+  const auto& arguments = kernel.schema->arguments();
   py::list positional;
   py::dict keywords;
   for (size_t i = 0; i < stack.size() && i < arguments.size(); ++i) {
@@ -74,19 +78,41 @@ at::Tensor Kernel::call_python(torch::jit::Stack stack, bool want_tensor) {
     if (arguments[i].kwarg_only()) keywords[py::str(arguments[i].name())] = value;
     else positional.append(value);
   }
-  py::object result;
   try {
-    result = py::reinterpret_borrow<py::object>(static_cast<PyObject*>(python_kernel))(*py::tuple(positional),
-                                                                                        **keywords);
+    return py::reinterpret_borrow<py::object>(static_cast<PyObject*>(kernel.python_kernel))(*py::tuple(positional),
+                                                                                             **keywords);
   } catch (py::error_already_set& error) {
     error.restore();
     python_error translated;
     translated.persist();
     throw translated;
   }
+}
+
+}  // namespace
+
+at::Tensor Kernel::call_python(torch::jit::Stack stack, bool want_tensor) {
+  py::gil_scoped_acquire gil;
+  py::object result = call_wrapper(*this, std::move(stack));
   if (!want_tensor) return at::Tensor();
   TORCH_CHECK(THPVariable_Check(result.ptr()), "dipu: the Python wrapper of ", op, " returned no tensor");
   return THPVariable_Unpack(result.ptr());
+}
+
+std::vector<at::Tensor> Kernel::call_python_tuple(torch::jit::Stack stack) {
+  py::gil_scoped_acquire gil;
+  py::object result = call_wrapper(*this, std::move(stack));
+  TORCH_CHECK(PyTuple_Check(result.ptr()), "dipu: the Python wrapper of ", op, " returned no tuple");
+  std::vector<at::Tensor> tensors;
+  for (py::handle item : result) {
+    if (item.is_none()) {
+      tensors.emplace_back();
+      continue;
+    }
+    TORCH_CHECK(THPVariable_Check(item.ptr()), "dipu: the Python wrapper of ", op, " returned a non-tensor");
+    tensors.push_back(THPVariable_Unpack(item.ptr()));
+  }
+  return tensors;
 }
 
 namespace {

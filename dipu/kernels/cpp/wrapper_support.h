@@ -22,6 +22,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace dipu::cwrap {
 
@@ -77,11 +78,18 @@ struct Kernel {
   void python(const Args&... args) {
     call_python(c10::impl::boxArgs<Args...>(args...), /*want_tensor=*/false);
   }
+  // The tensors of the tuple the Python wrapper returns, None as an undefined tensor (Note [Several
+  // outputs in C++] in dest/cpp_wrappers.py).
+  template <class... Args>
+  std::vector<at::Tensor> python_tensors(const Args&... args) {
+    return call_python_tuple(c10::impl::boxArgs<Args...>(args...));
+  }
 
  private:
   // Takes the GIL and calls the Python wrapper, keyword-only arguments by name; a Python exception
   // keeps its type (python_error carries it back through the dispatcher). wrapper_support.cpp.
   at::Tensor call_python(torch::jit::Stack stack, bool want_tensor);
+  std::vector<at::Tensor> call_python_tuple(torch::jit::Stack stack);
 };
 
 // ---- arguments ----------------------------------------------------------------------------------

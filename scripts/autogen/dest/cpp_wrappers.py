@@ -24,10 +24,18 @@ argument calls its scalar function with the number as a diopiScalar_t, as the Py
 shape rule sees the wrapped tensor, whose type promotion is a number's. Without a scalar function the
 call goes to the Python path.
 
+Note [Several outputs in C++]
+A functional kernel returning several tensors (native_layer_norm and its backward) gets a C++ wrapper when
+its rule has a C++ twin filling one Spec per output (CPP_MULTI_RULES); an output the caller did not ask
+for (output_mask) is an undefined tensor, passed to C as the null handle and returned as None, as the
+Python wrapper does. Its Python path calls the Python wrapper and unpacks the tuple it returns. An entry
+whose shapes come from the meta kernel gets one only where a C++ rule stands in for that kernel
+(CPP_META_TWINS; tests/test_cpp_wrappers.py checks each against the meta kernel).
+
 Only kernels the C++ side can serve whole are emitted (:func:`supported` says why not for the others): a
-named shape rule with a C++ twin (``meta`` shapes and the multi-output rules stay in Python), one output,
-no ``impl:`` body, no function-allocated output, and parameters of the kinds in ``_CONVERSIONS``. The rest
-keep their Python wrapper, which calls the same C function: slower, never wrong.
+named shape rule with a C++ twin (``meta`` shapes stay in Python but for CPP_META_TWINS), one output or a
+rule of CPP_MULTI_RULES, no ``impl:`` body, no function-allocated output, and parameters of the kinds in
+``_CONVERSIONS``. The rest keep their Python wrapper, which calls the same C function: slower, never wrong.
 """
 
 from __future__ import annotations
@@ -40,7 +48,7 @@ from torchgen.api.types import DispatcherSignature
 from torchgen.model import FunctionSchema
 
 from .. import proto
-from ..model import Allocation, CallArg, Kernel
+from ..model import Allocation, CallArg, Kernel, StrideRule
 
 TEMPLATE = "cpp_wrappers.cpp.j2"
 
@@ -48,7 +56,12 @@ TEMPLATE = "cpp_wrappers.cpp.j2"
 CPP_SHAPE_RULES = frozenset({
     "unary", "unary_real", "unary_float", "unary_bool", "binary", "binary_float", "divide", "compare", "ternary",
     "mm", "bmm", "addmm", "like_self", "broadcast_grad", "reduction", "sum_all", "reduce_all",
+    "native_layer_norm",
 })
+#: Ops whose spec takes their shapes from the meta kernel and whose C++ rule of the same name stands in for it.
+CPP_META_TWINS = frozenset({"native_layer_norm_backward"})
+#: Rules (of either table) filling one Spec per output of a kernel with several (Note [Several outputs in C++]).
+CPP_MULTI_RULES = frozenset({"native_layer_norm", "native_layer_norm_backward"})
 
 #: The C type of each proto kind the wrappers pass, as dipu's functions.h declares it (Note [The C form of a
 #: proto function] in dest/c_header.py), and the helper of wrapper_support.h that converts an ATen value,
@@ -112,6 +125,7 @@ class CWrapper:
     scalar_c_params: str
     scalar_locals: tuple[str, ...]
     scalar_call_args: str
+    outputs: tuple[str, ...] = ()  # with several outputs (Note [Several outputs in C++]): their names
 
 
 def values(kernels: list[Kernel], functions: frozenset[str] | None = None) -> dict:
@@ -130,23 +144,37 @@ def supported(kernel: Kernel) -> str | None:
         return "an impl: body"
     if entry.interface is None:
         return "no interface call"
+    rule = _rule(kernel)
     if kernel.allocation in (Allocation.NEW, Allocation.RESIZE, Allocation.CHECK):
-        if kernel.shape is None or kernel.shape.rule is None:
+        if rule is None:
             return "its shapes come from the meta kernel"
-        if kernel.shape.rule.name not in CPP_SHAPE_RULES:
-            return f"shape rule {kernel.shape.rule.name} has no C++ twin"
+        if rule not in CPP_SHAPE_RULES and rule not in CPP_META_TWINS:
+            return f"shape rule {rule} has no C++ twin"
     elif kernel.allocation is not Allocation.NONE:
         return "the function allocates its outputs"
-    if len(kernel.outputs) != 1:
+    several = len(kernel.outputs) != 1
+    if several and (rule not in CPP_MULTI_RULES or kernel.allocation is not Allocation.NEW):
         return "several outputs"
     with local.parametrize(use_const_ref_for_mutable_tensors=False, use_ilistref_for_tensor_lists=False):
         types = _cpp_types(kernel.schema)
         returns = DispatcherSignature.from_schema(kernel.schema).returns_type().cpp_type()
-    if returns not in ("at::Tensor", "at::Tensor &"):
+    if returns != (_tuple_of(len(kernel.outputs)) if several else returns) or (
+            not several and returns not in ("at::Tensor", "at::Tensor &")):
         return f"returns {returns}"
     if not any(t in ("const at::Tensor &", "at::Tensor &") for t in types.values()):
         return "no tensor argument to take the device from"
     return _unsupported_call(kernel, entry.interface, types, dict(kernel.renamed))
+
+
+def _rule(kernel: Kernel) -> str | None:
+    """The name of the kernel's shape rule (a C++ twin of the meta kernel for CPP_META_TWINS), None for meta."""
+    if kernel.shape is not None and kernel.shape.rule is not None:
+        return kernel.shape.rule.name
+    return kernel.name if kernel.name in CPP_META_TWINS else None
+
+
+def _tuple_of(count: int) -> str:
+    return f"::std::tuple<{','.join(['at::Tensor'] * count)}>"
 
 
 def _number_arg(kernel: Kernel, types: dict[str, str]) -> str | None:
@@ -226,9 +254,10 @@ def _wrapper(kernel: Kernel) -> CWrapper:
     rule = rule_args = ""
     non_out = [cpp(a.name) for a in schema.arguments.flat_non_out]
     if kernel.allocation in (Allocation.NEW, Allocation.RESIZE, Allocation.CHECK):
-        rule = kernel.shape.rule.name
+        rule = _rule(kernel)
         rule_args = ", ".join(non_out)
-        if kernel.allocation is Allocation.NEW and kernel.strides is not None and rule not in _CONTIGUOUS_OUTPUTS:
+        if (kernel.allocation is Allocation.NEW and kernel.strides is not None and rule not in _CONTIGUOUS_OUTPUTS
+                and kernel.strides.rule is not StrideRule.CONTIGUOUS):
             contiguous = tensors + optional_tensors + ((cpp(number),) if number else ())
     return CWrapper(
         op=kernel.name, schema=str(schema), name=kernel.name.replace(".", "_"), function=function.name,
@@ -242,7 +271,8 @@ def _wrapper(kernel: Kernel) -> CWrapper:
         result=cpp(renamed.get(output, output)), number=cpp(number) if number else "",
         scalar_function=entry.scalar_interface.function.name if number else "",
         scalar_c_params=", ".join(_C_TYPES[p.kind] for p in entry.scalar_interface.function.params) if number else "",
-        scalar_locals=tuple(scalar_locals), scalar_call_args=", ".join(scalar_call_args))
+        scalar_locals=tuple(scalar_locals), scalar_call_args=", ".join(scalar_call_args),
+        outputs=tuple(cpp(o) for o in kernel.outputs) if len(kernel.outputs) > 1 else ())
 
 
 #: Rules whose output the meta kernel lays out contiguously whatever the inputs' strides (the matrix products):
@@ -307,4 +337,4 @@ def render(kernels: list[Kernel], source: str, functions: frozenset[str] | None 
     return environment.get_template(TEMPLATE).render(source=source, **values(kernels, functions))
 
 
-__all__ = ["CPP_SHAPE_RULES", "TEMPLATE", "explain", "render", "supported", "values"]
+__all__ = ["CPP_META_TWINS", "CPP_MULTI_RULES", "CPP_SHAPE_RULES", "TEMPLATE", "explain", "render", "supported", "values"]
