@@ -3,9 +3,9 @@
 Note [Memory formats of outputs]
 Generated wrappers allocate outputs in the strides the CPU kernel would give them (Note [Output strides] in
 dipu/ops/meta_rules.py: TensorIterator strides for pointwise ops, meta kernels for the rest). The CPU kernels of convolution, batch
-norm and the 2d pools instead allocate in ``input.suggest_memory_format()``, and TensorIterator ops
-such as relu follow their input's strides, so a channels_last network stays channels_last from layer
-to layer. The functional schemas of those ops are ``impl:`` kernels here: they take their shapes from
+norm and the 2d pools instead allocate in ``input.suggest_memory_format()``, so a channels_last network
+stays channels_last from layer to layer (TensorIterator ops such as relu follow their input's strides
+through the generated wrappers' stride rules). The functional schemas of those ops are ``impl:`` kernels here: they take their shapes from
 the op's shape rule (``dipu.ops.shape_rules``), allocate each output in the input's memory format and call
 the DIOPI function with it. Contiguous inputs (the common case) cost one ``is_contiguous`` more than a
 generated wrapper. out= variants keep the layout of the tensors they are given, as in ATen.
@@ -134,28 +134,3 @@ def adaptive_max_pool2d(diopi, ctx, self, output_size):
 def adaptive_max_pool2d_backward(diopi, ctx, grad_output, self, indices):
     grad_input = empty(self.shape, self.dtype, ctx.device, memory_format(self))
     return diopi(ctx, grad_input, grad_output, self, indices), grad_input
-
-
-# ---- relu: a TensorIterator op, whose output follows its input's strides ---------------------------------
-
-
-def _like(d: int, *tensors: torch.Tensor) -> torch.Tensor:
-    """An output shaped like ``tensors[0]`` in the stride order TensorIterator picks: that of the first
-    operand that is not broadcast (a zero stride leaves the choice to the next one, as in ATen)."""
-    first = tensors[0]
-    for tensor in tensors:
-        if tensor.is_contiguous():
-            break
-        if 0 not in tensor.stride():
-            return torch.empty_like(tensor, dtype=first.dtype)  # dense: the same strides
-    return _C.empty(list(first.shape), first.dtype, d)
-
-
-def relu(diopi, ctx, self):
-    out = _like(ctx.device, self)
-    return diopi(ctx, out, self), out
-
-
-def threshold_backward(diopi, ctx, grad_output, self, threshold):
-    grad_input = _like(ctx.device, grad_output, self)
-    return diopi(ctx, grad_input, grad_output, self, threshold), grad_input
