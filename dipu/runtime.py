@@ -90,8 +90,11 @@ class DeviceRuntime(abc.ABC):
     #: tensors on it, and the torch op library computes on them. ``None`` means
     #: device memory is opaque: copies go through the memcpy methods.
     native_device_type: str | None = None
-    #: The DIOPI op library (entry point in ``dipu.diopi_impls``) serving this vendor.
-    diopi_impl: str = "torch"
+    #: The DIOPI op library (entry point in ``dipu.diopi_impls``, or a module) serving this vendor;
+    #: ``None``: a runtime only, every op on the CPU fallback. Left at its default, it is the torch
+    #: library where memory has a :attr:`native_device_type` to compute on, and ``None`` where it is
+    #: opaque (see :func:`op_library_of`).
+    diopi_impl: str | None = "torch"
     #: The vendor's communication library: a :class:`dipu.collectives.Communicator`
     #: subclass (see Note [Collective contract]), checked when the vendor loads.
     #: ``None``: ``torch.distributed`` still works on dipu tensors, through gloo
@@ -346,6 +349,25 @@ class PluginRuntime(DeviceRuntime):
         self.plugin.memcpy_d2d(dst_index, dst, src_index, src, nbytes)
 
 
+def op_library_of(runtime: DeviceRuntime) -> str | None:
+    """The op library ``runtime`` asks for: its :attr:`~DeviceRuntime.diopi_impl`, except that the default
+    torch library, which computes on zero-copy aliases of device memory, is no library at all for a vendor
+    whose memory is opaque (no ``native_device_type``): such a vendor starts on the CPU fallback rather
+    than failing at its first op. Naming the torch library explicitly there is an error."""
+    choice = runtime.diopi_impl
+    if choice != "torch" or runtime.native_device_type is not None:
+        return choice
+    explicit = "diopi_impl" in vars(runtime) or any(
+        "diopi_impl" in vars(cls) for cls in type(runtime).__mro__ if cls is not DeviceRuntime)
+    if explicit:
+        raise TypeError(
+            f"dipu vendor '{runtime.name}' ({type(runtime).__module__}.{type(runtime).__qualname__}) names the "
+            "op library 'torch', which computes on zero-copy aliases of device memory, but sets no "
+            "native_device_type (its memory is opaque): set native_device_type if torch can address the "
+            "memory, or diopi_impl = None (every op on the CPU fallback) or your own op library")
+    return None
+
+
 def plugin_of(runtime: DeviceRuntime):
     """The loaded C plug-in (``dipu._C.RuntimePlugin``) of a :class:`PluginRuntime`; None for a Python vendor."""
     return runtime.plugin if isinstance(runtime, PluginRuntime) else None
@@ -377,8 +399,10 @@ def load_vendor(name: str | None = None, load_plugin=None) -> DeviceRuntime:
     if name not in vendors:
         raise RuntimeError(
             f"DIPU_VENDOR={name!r} names no installed dipu vendor; installed: "
-            f"{', '.join(sorted(vendors)) or 'none'} (entry-point group '{VENDOR_GROUP}'); "
-            "a runtime plug-in in C is named by its path (DIPU_VENDOR=/path/to/libvendor.so)"
+            f"{', '.join(sorted(vendors)) or 'none'} (entry-point group '{VENDOR_GROUP}'; a package's "
+            "entry points are read when it is installed: after adding or renaming one, run pip install "
+            "again, `pip install -e .` included); a runtime plug-in in C is named by its path "
+            "(DIPU_VENDOR=/path/to/libvendor.so)"
         )
     cls = vendors[name].load()
     check_runtime_class(name, cls)

@@ -1,4 +1,4 @@
-"""Python numbers where a schema says Tensor (Note [Python numbers in Tensor positions], dipu/hooks.py).
+"""Python numbers where a schema says Tensor (Note [Python numbers in Tensor positions], dipu/kernels/support.py).
 
 torch hands Python kernels wrapped numbers as plain numbers: `torch.add(2, x)`, `2 - x`, and C++
 composites such as rsub or multilabel_soft_margin_loss. Every generated wrapper accepts them in any
@@ -70,3 +70,31 @@ def test_errors_unrelated_to_numbers_are_unchanged():
         XI.to("dipu").mul_(2.5)
     with pytest.raises(RuntimeError, match="must match the size of tensor b"):
         torch.add(torch.ones(3, device="dipu"), torch.ones(4, device="dipu"))
+
+
+FLOAT_ONLY_SCALAR_ADD = """
+import torch
+from dipu.diopi import OpLibrary
+from dipu.diopi_impl.torch import library as reference
+
+library = OpLibrary("float_scalar_add", base=reference)
+library.register(reference.functions["diopiAddScalar"], dtypes=(torch.float32,))
+"""
+
+
+def test_a_scalar_function_refusing_a_dtype_falls_back_with_the_number(tmp_path, python):
+    # The dtype guard of a scalar function answers FORCE_FALLBACK for int64: the CPU fallback then gets
+    # the Python number (a Tensor parameter of add_.Tensor) as a 0-dim tensor, as BatchNorm's
+    # num_batches_tracked.add_(1) needs in every training step.
+    (tmp_path / "float_scalar_add.py").write_text(FLOAT_ONLY_SCALAR_ADD)
+    out = python("""
+        import torch, dipu
+        steps = torch.zeros(3, dtype=torch.long, device="dipu")
+        steps.add_(1)
+        steps += 2
+        print(steps.cpu().tolist(), (steps + 1).dtype)
+        bn = torch.nn.BatchNorm1d(4).to("dipu")
+        bn(torch.randn(8, 4, device="dipu")).sum().backward()
+        print(int(bn.num_batches_tracked), dipu.fallback_counts().get("add_.Tensor", 0) > 0)
+    """, env={"DIPU_DIOPI_IMPL": "float_scalar_add", "PYTHONPATH": str(tmp_path)}).stdout
+    assert out.splitlines() == ["[3, 3, 3] torch.int64", "1 True"]

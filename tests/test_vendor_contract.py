@@ -131,6 +131,27 @@ class _Minimal(DeviceRuntime):
     def memcpy_d2d(self, dst_index, dst, src_index, src, nbytes): pass
 
 
+def test_the_default_op_library_needs_addressable_memory():
+    # Opaque memory (no native_device_type) and the default library: a runtime only, not a failure at the
+    # first op; the torch library named explicitly there is refused, naming the way out.
+    assert runtime.op_library_of(_Minimal()) is None
+
+    class Addressable(_Minimal):
+        native_device_type = "cpu"
+
+    class NamesTorch(_Minimal):
+        diopi_impl = "torch"
+
+    class OwnLibrary(_Minimal):
+        diopi_impl = "mine"
+
+    assert runtime.op_library_of(Addressable()) == "torch"
+    assert runtime.op_library_of(OwnLibrary()) == "mine"
+    with pytest.raises(TypeError, match="names the op library 'torch', which computes on zero-copy aliases of "
+                                        "device memory, but sets no native_device_type"):
+        runtime.op_library_of(NamesTorch())
+
+
 def test_default_streams_and_events_are_synchronous():
     runtime.check_runtime_class("minimal", _Minimal)
     vendor = _Minimal()

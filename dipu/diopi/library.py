@@ -11,7 +11,9 @@ data, checked against the first tensor input). For such a function ``get``
 returns a guard that answers ``FORCE_FALLBACK`` for other dtypes, so the
 generated kernel runs the op through the CPU fallback instead of failing. (A
 kernel that itself answers ``DTYPE_NOT_SUPPORTED`` reports an error: it claimed
-a dtype it cannot handle.)
+a dtype it cannot handle.) A scalar function (``diopiAddScalar``) may declare
+dtypes too: the Python number it refused reaches the CPU fallback as a 0-dim
+tensor (dipu/kernels/fallback.py), so ``steps.add_(1)`` on int64 still runs.
 Functions without a declaration pay nothing: ``get`` returns them as they are.
 
 Note [Choosing the op library]
@@ -203,18 +205,22 @@ def load_library(name: str, base: Callable[[], OpLibrary] | None = None, source:
                           f"no module {' or '.join(candidates)})")
 
 
-def active_library_name(vendor_choice: str) -> str:
+def active_library_name(vendor_choice: str | None) -> str | None:
+    """What ``DIPU_DIOPI_IMPL`` names, else ``vendor_choice`` (None: a runtime-only vendor, no override)."""
     return os.environ.get(IMPL_VAR, "").strip() or vendor_choice
 
 
-def load_active_library(vendor_choice: str) -> OpLibrary:
+def load_active_library(vendor_choice: str | None) -> OpLibrary:
     """The library ``DIPU_DIOPI_IMPL`` names, else the vendor's; see Note [Choosing the op library].
 
     A name that finds nothing is reported with where it came from and the entry points installed.
     """
     override = os.environ.get(IMPL_VAR, "").strip()
     name = override or vendor_choice
-    base = (lambda: load_library(vendor_choice)) if override and override != vendor_choice else None
+    if not name:
+        raise LibraryNotFound(f"the vendor has no op library and {IMPL_VAR} names none")
+    base = (lambda: load_library(vendor_choice)) if vendor_choice and override and override != vendor_choice \
+        else None
     try:
         return load_library(name, base, f"{IMPL_VAR}={name}" if override else None)
     except LibraryNotFound as error:

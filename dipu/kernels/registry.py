@@ -5,8 +5,9 @@ For each generated op, in order: ``register: false`` in the spec skips it; an
 op whose name or spec entry matches DIPU_FORCE_FALLBACK_OPS_LIST (unless
 ``fallback: false``) is left to the core's CPU fallback (``add.out`` covers
 ``add.Tensor`` and ``add_.Tensor``, which the ``add.out`` entry generates);
-an op whose DIOPI function the active library lacks is left to it too,
-which DIPU_DUMP_OP_ARGS reports once here. The rest get their wrapper, built
+an op whose DIOPI function the active library lacks is left to it too
+(DIPU_DUMP_OP_ARGS says how many in one line; ``python -m dipu --missing``
+lists them). The rest get their wrapper, built
 by the generated factory with the library's functions bound in (a function
 the library lacks, other than the main one, is bound to a stub answering
 FORCE_FALLBACK). Placeholder ops left without a kernel get their CPU
@@ -37,8 +38,9 @@ import torch
 
 from dipu.kernels import generated as generated_kernels
 from dipu._core import vendor
+from dipu.runtime import op_library_of
 from dipu.diopi.context import Status
-from dipu.diopi.library import OpLibrary, load_active_library
+from dipu.diopi.library import OpLibrary, active_library_name, load_active_library
 from dipu.kernels import cpp_wrappers, fallback, switches
 from dipu.kernels.op import Op
 from dipu.kernels.support import init_contexts
@@ -67,6 +69,8 @@ class Registration:
         self._compared: torch.library.Library | None = None
         self.kernels: dict[str, tuple[Op, Callable]] = {}  # op name -> (op, plain kernel)
         self.cpp_kernels: list[str] = []  # ops whose C++ wrapper is installed over the plain kernel
+        self.library: OpLibrary | None = None  # the op library the kernels call; None: every op on the fallback
+        self.missing: dict[str, list[str]] = {}  # DIOPI function the library lacks -> the ops left to the fallback
 
     def register(self, ops: tuple[Op, ...], library: OpLibrary | None, *, force_fallback: OpPatterns,
                  report_missing: bool = False, print_call_info: bool = False) -> list[str]:
@@ -77,21 +81,27 @@ class Registration:
         self._drop(compared_only=False)
         fallback.unregister()
         init_contexts()
+        self.library = library
         self._plain = torch.library.Library("aten", "IMPL")
+        missing: dict[str, list[str]] = {}  # DIOPI function the library lacks -> the ops that need it
         for op in ops if library is not None else ():
             if not op.register or op.fallback and (force_fallback.matches(op.name) or
                                                    op.entry and force_fallback.matches(op.entry)):
                 continue
             functions = [library.get(name) for name in op.functions]
             if functions[0] is None:
-                if report_missing:
-                    print(f"{op.diopi} is not yet implemented, {op.name} will be fallback to cpu", flush=True)
+                missing.setdefault(op.diopi, []).append(op.name)
                 continue
             kernel = op.make(op, *(fn or _force_fallback for fn in functions))
             if print_call_info:
                 kernel = _with_call_info(kernel, op)
             self._plain.impl(op.name, kernel, "PrivateUse1")
             self.kernels[op.name] = (op, kernel)
+        self.missing = missing
+        if report_missing and missing:
+            print(f"dipu: the op library '{library.name}' lacks {len(missing)} of the DIOPI functions the spec "
+                  f"calls; their {sum(map(len, missing.values()))} ops run on the CPU fallback "
+                  "(`python -m dipu --missing` lists them)", flush=True)
         fallback.register(self.kernels)  # Note [Overrideable ops in the fallback]
         if library is not None and not print_call_info:
             self.cpp_kernels = cpp_wrappers.install(self.kernels, _c_addresses(library))
@@ -152,8 +162,8 @@ def register_active():
     """Register the generated kernels with the active op library (the vendor's, or DIPU_DIOPI_IMPL's), the
     debug switches as the environment sets them; a vendor without an op library gets only the CPU fallback.
     Returns the generated package (None without an op library)."""
-    choice = vendor().diopi_impl
-    if choice is None:
+    choice = op_library_of(vendor())
+    if active_library_name(choice) is None:
         registration.register((), None, force_fallback=OpPatterns([]))
         return None
     try:

@@ -139,7 +139,7 @@ def dump_op_args(op, args: tuple) -> None:
     """Print one op call before it runs (DIPU_DUMP_OP_ARGS 1: name, 2: arguments, 3: their values)."""
     level = dump_level()
     if level:
-        lines = [f"[{op.wrapper_name}]:{op.name}  {op.diopi}"]
+        lines = [f"[{op.wrapper_name}]:{op.name}  {op.diopi_for(dict(zip(op.arg_names, args)))}"]
         if level >= 2:
             lines += _dump_lines(op, op.arg_names, args, level)
         print("\n".join(lines), flush=True)
@@ -179,7 +179,8 @@ def on_failure(status: int, op, args: tuple, kwargs: dict):
         return result
     text = Status(status).text if status in Status._value2member_map_ else f"unknown status {int(status)}"
     message = take_last_error()
-    raise RuntimeError(f"{op.name}: {op.diopi} failed with {text}" + (f": {message}" if message else ""))
+    function = op.diopi_for({**dict(zip(op.arg_names, args)), **kwargs})
+    raise RuntimeError(f"{op.name}: {function} failed with {text}" + (f": {message}" if message else ""))
 
 
 # Note [Errors of the CPU's type]

@@ -22,7 +22,9 @@ class Row:
     outputs: tuple[str, ...]
     kind: str
     entry: str
-    tensor_inputs: tuple[str, ...]  # see Note [Python numbers in Tensor positions] in dipu/hooks.py
+    tensor_inputs: tuple[str, ...]  # see Note [Python numbers in Tensor positions] in dipu/kernels/support.py
+    number_args: tuple[str, ...]  # arguments whose being a Python number selects the scalar function
+    scalar_diopi: str  # that function ("" without a scalar_interface)
     off: tuple[str, ...]  # the flags (autocompare, fallback, register) the entry turns off
 
 
@@ -45,4 +47,6 @@ def _row(kernel: Kernel) -> Row:
         factory="make_" + kernel.name.replace(".", "_"),
         arg_names=tuple(a.name for a in kernel.schema.arguments.flat_all), written=kernel.written,
         outputs=kernel.outputs, kind=kernel.variant.value, entry=entry.name, tensor_inputs=kernel.tensor_inputs,
+        number_args=kernel.number_args,
+        scalar_diopi=entry.scalar_interface.function.name if entry.scalar_interface is not None else "",
         off=tuple(flag for flag in ("autocompare", "fallback", "register") if not getattr(entry, flag)))

@@ -1,0 +1,132 @@
+"""``python -m dipu``: what a bug report needs to say about this installation.
+
+Versions, the vendor (and its plug-in for a runtime in C), its devices, the op library and how much
+of the DIOPI proto it implements, the native core's cache, and the DIPU_* variables set. Every
+section is printed even when another fails: the failure is reported in its place, since a broken
+installation is when this is run. ``--missing`` lists, per DIOPI function the op library lacks, the
+ops that run on the CPU fallback because of it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+from importlib import metadata
+
+import torch
+
+from dipu import _native
+from dipu._core import vendor
+from dipu.kernels.registry import registration
+from dipu.runtime import plugin_of
+from dipugen.proto import FUNCTIONS
+
+
+def _version(package: str) -> str:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def implemented(library) -> set[str]:
+    """The DIOPI functions of the proto ``library`` implements, its base libraries' included."""
+    names = set()
+    while library is not None:
+        names.update(library.functions)
+        library = library.base
+    return names & set(FUNCTIONS)
+
+
+def _versions() -> list[str]:
+    build = f"CUDA {torch.version.cuda}" if torch.version.cuda else "CPU"
+    return [f"dipu {_version('dipu')} ({os.path.dirname(__file__)})",
+            f"torch {torch.__version__} ({build} build), Python {platform.python_version()}, "
+            f"{platform.system()} {platform.machine()}"]
+
+
+def _vendor() -> list[str]:
+    runtime = vendor()
+    cls = type(runtime)
+    lines = [f"vendor: {runtime.name} ({cls.__module__}.{cls.__qualname__})"]
+    plugin = plugin_of(runtime)
+    if plugin is not None:
+        major, minor, patch = plugin.version
+        lines.append(f"  runtime plug-in in C: {plugin.path} (device type {plugin.device_type}, "
+                     f"ABI {major}.{minor}.{patch}, {len(plugin.functions())} functions)")
+    lines.append(f"  memory: {'addressable as ' + runtime.native_device_type if runtime.native_device_type else 'opaque'}"
+                 f"; collectives: {runtime.collectives.__name__ if runtime.collectives else 'gloo on host copies'}"
+                 f"; torch.compile: {runtime.compiler_backend or 'no compiler (aot_eager through dipu kernels)'}")
+    return lines
+
+
+def _devices() -> list[str]:
+    count = torch.dipu.device_count()
+    lines = [f"devices: {count}"]
+    for index in range(count):
+        props = torch.dipu.get_device_properties(index)
+        free, total = torch.dipu.mem_get_info(index)
+        lines.append(f"  dipu:{index}: {props.name}, capability {props.major}.{props.minor}, "
+                     f"{props.multi_processor_count} processors, {total / 2**30:.1f} GiB "
+                     f"({free / 2**30:.1f} GiB free)")
+    return lines
+
+
+def _op_library() -> list[str]:
+    library = registration.library
+    if library is None:
+        return ["op library: none (a runtime only: every op runs on the CPU fallback)"]
+    names = implemented(library)
+    layers, layer = [], library
+    while layer is not None:
+        layers.append(f"{layer.name} ({len(set(layer.functions) & set(FUNCTIONS))} functions)")
+        layer = layer.base
+    lines = [f"op library: {' over '.join(layers)}"]
+    missing = registration.missing
+    lines += [f"  implements {len(names)} of the {len(FUNCTIONS)} DIOPI functions of the proto "
+              f"({100 * len(names) / len(FUNCTIONS):.0f}%)",
+              f"  aten kernels registered: {len(registration.kernels)}, "
+              f"{len(registration.cpp_kernels)} of them through generated C++ wrappers",
+              f"  {sum(map(len, missing.values()))} ops run on the CPU fallback for want of {len(missing)} "
+              "DIOPI functions (--missing lists them)" if missing else
+              "  every DIOPI function the spec calls is there"]
+    return lines
+
+
+def _missing() -> list[str]:
+    lines = ["DIOPI functions the op library lacks, and the ops that run on the CPU fallback for it:"]
+    for function, ops in sorted(registration.missing.items(), key=lambda item: (-len(item[1]), item[0])):
+        lines.append(f"  {function}: {', '.join(sorted(ops))}")
+    return lines if registration.missing else ["the op library lacks none of the DIOPI functions the spec calls"]
+
+
+def _environment() -> list[str]:
+    lines = [f"native core: {_native.cache_dir()}"
+             + (f" (sanitizer: {_native.sanitizer()})" if _native.sanitizer() else "")]
+    variables = sorted((k, v) for k, v in os.environ.items() if k.startswith("DIPU_"))
+    lines.append("DIPU_* variables: " + ("none set" if not variables else ""))
+    lines += [f"  {k}={v}" for k, v in variables]
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m dipu", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--missing", action="store_true",
+                        help="list the DIOPI functions the op library lacks and the ops waiting for each")
+    args = parser.parse_args(argv)
+    sections = [_versions, _vendor, _devices, _op_library, _environment] + ([_missing] if args.missing else [])
+    failed = False
+    for section in sections:
+        try:
+            lines = section()
+        except Exception as error:  # report it in its place and go on: see the module docstring
+            failed = True
+            lines = [f"{section.__name__.strip('_')}: failed: {type(error).__name__}: {error}"]
+        print("\n".join(lines))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

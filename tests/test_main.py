@@ -1,0 +1,63 @@
+"""`python -m dipu`: what a user pastes into a bug report, and the op library's gaps it lists."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import torch
+
+import dipu
+from dipugen.proto import FUNCTIONS
+
+PARTIAL_LIBRARY = """
+from dipu.diopi import OpLibrary
+from dipu.diopi_impl.torch import library as reference
+
+library = OpLibrary("partial")
+for name, function in reference.functions.items():
+    if name not in ("diopiAdd", "diopiMul"):
+        library.register(function)
+"""
+
+
+def dipu_main(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "dipu", *args], capture_output=True, text=True, timeout=300,
+                          env=env)
+
+
+def test_reports_versions_vendor_devices_library_and_variables():
+    env = {**os.environ, "DIPU_SYNC_EXEC_MODE": "1"}
+    proc = dipu_main(env=env)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("dipu ") and dipu.__file__.rsplit("/", 1)[0] in lines[0]
+    assert lines[1].startswith(f"torch {torch.__version__} ")
+    assert lines[2].startswith(f"vendor: {dipu.vendor().name} ")
+    count = torch.dipu.device_count()
+    assert f"devices: {count}" in lines
+    name = torch.dipu.get_device_properties(count - 1).name
+    assert any(line.startswith(f"  dipu:{count - 1}: {name}, ") for line in lines), proc.stdout
+    assert "  DIPU_SYNC_EXEC_MODE=1" in lines
+    assert any(line.startswith("native core: ") for line in lines)
+
+
+def test_lists_what_a_partial_op_library_lacks(tmp_path):
+    (tmp_path / "partial_ops.py").write_text(textwrap.dedent(PARTIAL_LIBRARY))
+    env = {**os.environ, "DIPU_DIOPI_IMPL": "partial_ops", "PYTHONPATH": str(tmp_path)}
+    proc = dipu_main("--missing", env=env)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    total = len(FUNCTIONS)
+    assert f"op library: partial ({total - 2} functions)" in lines
+    assert f"  implements {total - 2} of the {total} DIOPI functions of the proto ({100 * (total - 2) / total:.0f}%)" \
+        in lines
+    assert "  6 ops run on the CPU fallback for want of 2 DIOPI functions (--missing lists them)" in lines
+    assert lines[-2:] == ["  diopiAdd: add.Tensor, add.out, add_.Tensor", "  diopiMul: mul.Tensor, mul.out, mul_.Tensor"]
+
+
+def test_a_runtime_only_vendor_says_so():
+    proc = dipu_main(env={**os.environ, "DIPU_VENDOR": "sim", "DIPU_SIM_NATIVE_ALIAS": "0"})
+    assert proc.returncode == 0, proc.stderr
+    assert "op library: none (a runtime only: every op runs on the CPU fallback)" in proc.stdout.splitlines()
+    assert "  memory: opaque; " in proc.stdout
