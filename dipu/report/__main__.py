@@ -8,11 +8,13 @@ into DIR/report.json and DIR/report.html, prints the report's top lines and exit
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+from dipu import autocompare
 from dipu.report import compare, merge
 
 REPORT_VAR = "DIPU_REPORT"
@@ -59,6 +61,9 @@ def run(output: Path, command: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # This process imported dipu only as the package around dipu.report: it runs no op, so the switches
+    # the command is run with say nothing about it (no autocompare summary of its own).
+    atexit.unregister(autocompare.print_summary)
     parser = _parser()
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command

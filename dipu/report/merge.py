@@ -229,7 +229,9 @@ def summary_lines(report: dict, top: int = 5) -> list[str]:
     lines.append("  by category: " + "; ".join(parts) if parts else "  by category: no dipu op ran")
     coverage = report.get("coverage")
     if coverage:
-        lines.append(f"  proto coverage: {coverage['library']} implements {coverage['implemented']} of "
+        library = (f"op library {coverage['library']}" if coverage["library"]
+                   else "no op library (a runtime-only vendor)")
+        lines.append(f"  proto coverage: {library} implements {coverage['implemented']} of "
                      f"{coverage['total']} DIOPI functions")
     nexts = report["write_next"][:top]
     if nexts:
