@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from dipu import autocompare
-from dipu.report import compare, merge
+from dipu.report import compare, files, merge
 
 REPORT_VAR = "DIPU_REPORT"
 
@@ -36,7 +36,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def run(output: Path, command: list[str]) -> int:
     try:
-        directory = merge.writable_directory(output, "-o")
+        directory = files.writable_directory(output, "-o")
     except ValueError as error:
         print(f"python -m dipu.report: {error}", file=sys.stderr)
         return 2
@@ -50,7 +50,7 @@ def run(output: Path, command: list[str]) -> int:
         return 127
     except KeyboardInterrupt:
         status = 130
-    report = merge.merge_directory(directory)
+    report = files.merge_directory(directory)
     if not report["processes"]:
         print(f"dipu run report: no dipu process reported (did the command import dipu or torch?); "
               f"{directory / 'report.html'} is empty", file=sys.stderr)
