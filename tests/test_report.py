@@ -348,6 +348,34 @@ def test_self_time_excludes_dipu_children_and_threads_are_counted():
     assert not dipu._C.op_stats_enabled()
 
 
+def test_a_non_dipu_frame_passes_its_dipu_children_up():
+    """outer(dipu tensor) -> middle(CPU tensor: not a dipu op) -> neg and to(dipu): outer's self time excludes
+    the dipu ops below middle, which itself is not counted."""
+    library = torch.library.Library("dipu_report_test", "DEF")
+    try:
+        library.define("outer(Tensor x) -> Tensor")
+        library.define("middle(Tensor x) -> Tensor")
+        ops = torch.ops.dipu_report_test
+        library.impl("middle", lambda x: x.to("dipu").neg(), "CompositeImplicitAutograd")
+        library.impl("outer", lambda x: ops.middle(x.cpu()), "CompositeImplicitAutograd")
+        x = torch.ones(8, device="dipu")
+        ops.outer(x)
+        dipu._C.op_stats_reset()
+        dipu._C.op_stats_enable()
+        try:
+            ops.outer(x)
+        finally:
+            dipu._C.op_stats_disable()
+    finally:
+        library._destroy()
+    stats = {name: dict(zip(("calls", "inclusive", "self"), value)) for name, value in dipu._C.op_stats().items()}
+    outer = stats["dipu_report_test::outer"]
+    assert "dipu_report_test::middle" not in stats
+    # outer's dipu children: x.cpu() and, below middle, x.to("dipu") (both to.dtype_layout) and neg
+    assert stats["to.dtype_layout"]["calls"] == 2 and stats["neg"]["calls"] == 1
+    assert outer["inclusive"] - outer["self"] == stats["to.dtype_layout"]["inclusive"] + stats["neg"]["inclusive"]
+
+
 # ---- merging, from records -------------------------------------------------------------------------
 
 
