@@ -398,7 +398,12 @@ def _register_summary() -> None:
     global _summary_registered
     if not _summary_registered:
         _summary_registered = True
-        atexit.register(lambda: print(_process.summary(), flush=True))
+        atexit.register(print_summary)
+
+
+def print_summary() -> None:
+    """The summary at exit (Note [Autocompare output])."""
+    print(_process.summary(), flush=True)
 
 
 # ---- Python API: dipu.autocompare(...) ------------------------------------------------------------

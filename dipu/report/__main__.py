@@ -8,12 +8,14 @@ into DIR/report.json and DIR/report.html, prints the report's top lines and exit
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-from dipu.report import compare, merge
+from dipu import autocompare
+from dipu.report import compare, files, merge
 
 REPORT_VAR = "DIPU_REPORT"
 
@@ -34,7 +36,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def run(output: Path, command: list[str]) -> int:
     try:
-        directory = merge.writable_directory(output, "-o")
+        directory = files.writable_directory(output, "-o")
     except ValueError as error:
         print(f"python -m dipu.report: {error}", file=sys.stderr)
         return 2
@@ -48,7 +50,7 @@ def run(output: Path, command: list[str]) -> int:
         return 127
     except KeyboardInterrupt:
         status = 130
-    report = merge.merge_directory(directory)
+    report = files.merge_directory(directory)
     if not report["processes"]:
         print(f"dipu run report: no dipu process reported (did the command import dipu or torch?); "
               f"{directory / 'report.html'} is empty", file=sys.stderr)
@@ -59,6 +61,9 @@ def run(output: Path, command: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # This process imported dipu only as the package around dipu.report: it runs no op, so the switches
+    # the command is run with say nothing about it (no autocompare summary of its own).
+    atexit.unregister(autocompare.print_summary)
     parser = _parser()
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command

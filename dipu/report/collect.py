@@ -4,7 +4,7 @@ Note [One file per process]
 Every dipu process of a run (each torchrun rank, each spawned worker) writes its own
 ``DIR/processes/<host>-<pid>.json`` at exit, through atexit, which also runs when the program raised;
 then, holding a lock on the directory, it merges all process files there into ``DIR/report.json`` and
-``DIR/report.html`` (dipu/report/merge.py). So the report is whole after the last process exits, whether
+``DIR/report.html`` (dipu/report/files.py). So the report is whole after the last process exits, whether
 or not ``python -m dipu.report`` started the run; the CLI merges once more at the end. A process that
 ends with ``os._exit`` (or a signal) runs no atexit handler and writes nothing.
 The process file holds everything only the live process knows: the per-op host times of the native core
@@ -28,7 +28,7 @@ from dipu._core import _C, vendor
 from dipu.kernels import fallback
 from dipu.kernels.registry import registration
 from dipu.kernels.switches import force_fallback_patterns
-from dipu.report import coverage, merge
+from dipu.report import coverage, files, merge
 
 REPORT_VAR = "DIPU_REPORT"
 
@@ -41,7 +41,7 @@ def requested_directory() -> Path | None:
     text = os.environ.get(REPORT_VAR, "").strip()
     if not text:
         return None
-    return merge.writable_directory(Path(text), f"{REPORT_VAR}={text!r}")
+    return files.writable_directory(Path(text), f"{REPORT_VAR}={text!r}")
 
 
 def _is_the_report_cli() -> bool:
@@ -66,8 +66,8 @@ def _write_at_exit() -> None:
         _C.op_stats_disable()
         record = process_record()
         directory = _state["directory"]
-        merge.write_process_file(directory, record)
-        merge.merge_directory(directory)
+        files.write_process_file(directory, record)
+        files.merge_directory(directory)
     except Exception as error:  # never turn a finished program into a failing one
         print(f"dipu: {REPORT_VAR}: could not write the run report: {type(error).__name__}: {error}",
               file=sys.stderr, flush=True)

@@ -6,9 +6,11 @@ Read in a live dipu process (the kernels registered), by the run report and by a
 from __future__ import annotations
 
 import sys
+import warnings
 
 from dipu._core import vendor
 from dipu.diopi.library import OpLibrary, load_active_library
+from dipu.kernels import generated as generated_kernels
 from dipugen.proto import FUNCTIONS, family_of
 
 _library: list = []  # [the active OpLibrary or None], once looked up
@@ -42,9 +44,14 @@ def implementing_layer(library: OpLibrary | None, name: str) -> str | None:
 
 
 def generated_ops() -> tuple:
-    """The generated ops (dipu/_generated's OPS; empty for a vendor without an op library)."""
+    """The generated ops (dipu/_generated's OPS), loaded here when registration did not (a vendor without an
+    op library), so the report still says which DIOPI function each op needs."""
     generated = sys.modules.get("dipu._generated")
-    return tuple(getattr(generated, "OPS", ()))
+    if generated is None:
+        with warnings.catch_warnings():  # import warned about ops that do not fit this torch, if it loaded them
+            warnings.simplefilter("ignore")
+            generated = generated_kernels.load()
+    return tuple(generated.OPS)
 
 
 def ops_by_function() -> dict[str, list[str]]:

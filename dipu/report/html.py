@@ -135,8 +135,9 @@ def _coverage_section(coverage: dict | None) -> str:
     by_family: dict[str, list] = {}
     for name, function in coverage["functions"].items():
         by_family.setdefault(function["family"], []).append((name, function))
-    parts = [f"<h2>Proto coverage</h2><p>Op library <b>{escape(str(coverage['library']))}</b> "
-             f"(layers: {escape(' over '.join(coverage['layers']))}) implements {coverage['implemented']} of "
+    library = (f"Op library <b>{escape(coverage['library'])}</b> (layers: {escape(' over '.join(coverage['layers']))})"
+               if coverage["library"] else "No op library (a runtime-only vendor)")
+    parts = [f"<h2>Proto coverage</h2><p>{library} implements {coverage['implemented']} of "
              f"{coverage['total']} DIOPI functions.</p>"]
     for family, functions in sorted(by_family.items(), key=lambda item: item[0]):
         done = sum(f["implemented"] for _, f in functions)

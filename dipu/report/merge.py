@@ -1,16 +1,10 @@
-"""Merging the process files of a run into one report, and the report's short text summary.
+"""Merging the process records of a run into one report, and the report's short text summary.
 
-Needs no live dipu state: it reads JSON and writes JSON and HTML (dipu/report/html.py).
+Needs no live dipu state and touches no file (dipu/report/files.py reads and writes them).
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import json
-import os
-import tempfile
-from pathlib import Path
 
 #: The report's format version. Bump it when a field changes meaning; --compare says what it cannot
 #: compare across versions (dipu/report/compare.py).
@@ -20,64 +14,6 @@ SCHEMA = 1
 CATEGORIES = ("native", "refused", "fallback", "forced fallback", "core", "composite", "other")
 #: The categories whose ops ran (at least partly) on the CPU through the fallback.
 ON_CPU = ("refused", "fallback", "forced fallback")
-
-
-def writable_directory(directory: Path, what: str) -> Path:
-    """``directory``, created if missing, after checking a file can be written there; else a ValueError
-    naming ``what`` (the variable or option that gave it)."""
-    directory = directory.expanduser().absolute()
-    try:
-        (directory / "processes").mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=directory / "processes", prefix=".probe-"):
-            pass
-    except OSError as error:
-        raise ValueError(f"{what}: cannot write the run report in {directory}: "
-                         f"{error.strerror or error}") from None
-    return directory
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-")
-    with os.fdopen(handle, "w") as file:
-        file.write(text)
-    os.replace(temporary, path)
-
-
-def write_process_file(directory: Path, record: dict) -> Path:
-    path = directory / "processes" / f"{record['host']}-{record['pid']}.json"
-    _write_atomically(path, json.dumps(record, indent=1, sort_keys=True))
-    return path
-
-
-def read_process_files(directory: Path) -> list[dict]:
-    records = []
-    for path in sorted((directory / "processes").glob("*.json")):
-        try:
-            records.append(json.loads(path.read_text()))
-        except (OSError, ValueError):
-            continue  # a file being replaced right now is read at the next merge
-    return records
-
-
-@contextlib.contextmanager
-def _locked(directory: Path):
-    with open(directory / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-
-
-def merge_directory(directory: Path) -> dict:
-    """Merge ``directory``'s process files and (re)write report.json and report.html there."""
-    from dipu.report import html
-
-    with _locked(directory):
-        report = merge(read_process_files(directory))
-        _write_atomically(directory / "report.json", json.dumps(report, indent=1, sort_keys=True))
-        _write_atomically(directory / "report.html", html.render(report))
-    return report
 
 
 # ---- merging ---------------------------------------------------------------------------------------
@@ -223,13 +159,15 @@ def summary_lines(report: dict, top: int = 5) -> list[str]:
     lines = [f"dipu run report: {len(ops)} ops touched dipu in {len(processes)} process(es), "
              f"{sum(op['calls'] for op in ops.values())} calls, "
              f"{_ms(sum(op['self_ns'] for op in ops.values()))} host time in dipu ops "
-             f"(vendor {report.get('vendor')}, op library {report.get('op_library')}; device time not measured)"]
+             f"(vendor {report.get('vendor')}, op library {report.get('op_library') or 'none'}; device time not measured)"]
     parts = [f"{category} {c['ops']} ops / {c['calls']} calls / {c['time_share']:.0%} of the time"
              for category, c in report["categories"].items() if c["ops"]]
     lines.append("  by category: " + "; ".join(parts) if parts else "  by category: no dipu op ran")
     coverage = report.get("coverage")
     if coverage:
-        lines.append(f"  proto coverage: {coverage['library']} implements {coverage['implemented']} of "
+        library = (f"op library {coverage['library']}" if coverage["library"]
+                   else "no op library (a runtime-only vendor)")
+        lines.append(f"  proto coverage: {library} implements {coverage['implemented']} of "
                      f"{coverage['total']} DIOPI functions")
     nexts = report["write_next"][:top]
     if nexts:
