@@ -86,6 +86,20 @@ def diopiAdd(ctx, out, input, other, alpha):
 """
 
 
+# diopiNeg for float32 only (Note [Declared dtypes]): float64 calls answer FORCE_FALLBACK.
+FLOAT_NEG = """
+import torch
+from dipu.diopi import OpLibrary
+from dipu.diopi_impl.torch import library as reference
+
+library = OpLibrary("float_neg", base=reference)
+
+@library.register(dtypes=(torch.float32,))
+def diopiNeg(ctx, out, input):
+    return reference.get("diopiNeg")(ctx, out, input)
+"""
+
+
 @pytest.fixture(autouse=True)
 def clean_environment(monkeypatch):
     for var in CLEARED:
@@ -187,10 +201,28 @@ def test_a_forced_fallback_list_is_reported_as_such(forced_run):
     assert not forced & {op for item in report["write_next"] for op in item["ops"]}
 
 
+def test_a_kernel_that_answers_force_fallback_is_refused(tmp_path):
+    code = ("import json, torch, dipu\n"
+            "torch.ones(3, device='dipu').neg()\n"
+            "torch.ones(3, device='dipu', dtype=torch.float64).neg()\n"
+            "print('FALLBACK ' + json.dumps(dipu.fallback_counts()))\n")
+    result = report_run(tmp_path / "report", [sys.executable, script(tmp_path, code)],
+                        library_env(tmp_path, "float_neg", FLOAT_NEG))
+    assert result.returncode == 0, result.stderr
+    report = load(tmp_path / "report")
+    neg = report["ops"]["neg"]
+    assert (neg["category"], neg["calls"], neg["fallback_calls"]) == ("refused", 2, 1)
+    assert fallback_seen(result.stdout) == {"neg": 1}
+    item = next(item for item in report["write_next"] if item["name"] == "diopiNeg")
+    assert item["ops"] == ["neg"] and item["action"].startswith("implemented, but answered FORCE_FALLBACK")
+
+
 def test_compare_shows_what_moved_to_dipu(forced_run, plain_run, tmp_path):
     old, new = forced_run[1], plain_run[1]
     lines = compare(old, new)
-    moved = lines[lines.index(next(l for l in lines if l.startswith("moved from the CPU fallback"))) + 1:]
+    start = lines.index(next(line for line in lines if line.startswith("moved from the CPU fallback")))
+    end = lines.index(next(line for line in lines if line.startswith("moved back to the CPU fallback")))
+    moved = lines[start + 1:end]
     assert "  convolution_overrideable: forced fallback -> native" in moved
     # a report of another schema: said, and the ops still compared
     other = {**old, "schema": merge.SCHEMA + 1}
@@ -228,7 +260,13 @@ def test_autocompare_names_the_wrong_kernel_in_the_report(tmp_path):
     assert [n for n, op in compared["ops"].items() if op["mismatches"]] == ["gelu_backward"]
     assert sum(op["calls"] for op in compared["ops"].values()) == compared["calls"] > 20
     assert compared["never_ran"] == []  # the faulty library's one function ran
-    assert report["coverage"]["layers"] == ["faulty_gelu", "torch"]
+    coverage = report["coverage"]
+    assert coverage["layers"] == ["faulty_gelu", "torch"]
+    from dipu.diopi_impl.torch import library as reference
+
+    assert coverage["implemented"] == len(set(reference.functions) | {"diopiGeluBackward"})
+    assert coverage["functions"]["diopiGeluBackward"]["layer"] == "faulty_gelu"
+    assert coverage["functions"]["diopiGelu"]["layer"] == "torch"
     assert "first mismatch: call #" in result.stdout and "gelu_backward" in result.stdout
     html = (tmp_path / "report" / "report.html").read_text()
     assert '<tr class="first"><td>gelu_backward</td>' in html

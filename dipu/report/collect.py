@@ -55,7 +55,7 @@ def start() -> None:
     directory = requested_directory()
     if directory is None or _is_the_report_cli() or _state:
         return
-    _state.update(directory=directory, started=time.time(), fallback_baseline=fallback.fallback_counts())
+    _state.update(directory=directory, started=time.time())
     _C.op_stats_reset()
     _C.op_stats_enable()
     atexit.register(_write_at_exit)
@@ -74,16 +74,10 @@ def _write_at_exit() -> None:
 
 
 def _fallback_calls() -> dict[str, int]:
-    """Calls through the CPU fallback since collection started (a program may reset the counts itself,
-    as examples/train.py does: then the counts since that reset)."""
-    baseline = _state.get("fallback_baseline", {})
-    calls = {}
-    for name, count in fallback.fallback_counts().items():
-        before = baseline.get(name, 0)
-        delta = count - before if count >= before else count
-        if delta:
-            calls[name] = delta
-    return calls
+    """Calls through the CPU fallback: since import, when collection started (or since the program last
+    reset the counts, as examples/train.py does; an op that fell back only before such a reset then looks
+    native, its kernel registered, or as another category)."""
+    return {name: count for name, count in fallback.fallback_counts().items() if count}
 
 
 def _has_kernel(name: str, key: str) -> bool:
