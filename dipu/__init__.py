@@ -41,6 +41,10 @@ from dipu.ops import convolution  # noqa: E402
 convolution.register_fake_layouts()  # Note [Convolution layouts under fake tensors]
 _generated = registry.register_active()
 autocompare.switch_on(every=_generated is not None and _generated.AUTOCOMPARE_ALL)
+if os.environ.get("DIPU_REPORT"):  # the run report (dipu/report); nothing is imported or paid without it
+    from dipu.report import collect  # noqa: E402
+
+    collect.start()
 
 # 4. the integrations: torch.distributed (the dicl backend), torch.compile, mock CUDA, Lightning's
 #    accelerator="dipu" (registered when Lightning is imported; Note [Lightning accelerator]).

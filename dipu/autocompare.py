@@ -92,6 +92,7 @@ class Results:
 
     calls: int = 0
     ops: set = dataclasses.field(default_factory=set)
+    op_calls: dict = dataclasses.field(default_factory=dict)  # op -> compared calls
     mismatches: list = dataclasses.field(default_factory=list)
     reference_failures: dict = dataclasses.field(default_factory=dict)  # op -> error text
 
@@ -99,17 +100,87 @@ class Results:
     def first_mismatch(self) -> Mismatch | None:
         return self.mismatches[0] if self.mismatches else None
 
+    def mismatch_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for mismatch in self.mismatches:
+            counts[mismatch.op] = counts.get(mismatch.op, 0) + 1
+        return counts
+
     def summary(self) -> str:
+        """Note [What autocompare checked]
+        A summary that says "0 mismatches" is only as good as what ran: a wrong kernel that was never called
+        is never compared. So the summary names the DIOPI function beside each ATen op
+        (``mul_.Scalar -> diopiMulScalar``) and lists the functions of the active op library (its top
+        layer: the library a vendor or DIPU_DIOPI_IMPL chose, not the ones it lays over) that no compared
+        call reached."""
         text = f"autocompare: {len(self.ops)} ops compared in {self.calls} calls, {len(self.mismatches)} mismatches"
         if self.mismatches:
-            counts: dict[str, int] = {}
-            for mismatch in self.mismatches:
-                counts[mismatch.op] = counts.get(mismatch.op, 0) + 1
-            text += " (" + ", ".join(f"{op} x{n}" for op, n in counts.items()) + ")"
+            text += " (" + ", ".join(f"{_with_diopi(op)} x{n}" for op, n in self.mismatch_counts().items()) + ")"
             text += f"; first mismatch at {self.first_mismatch}"
         if self.reference_failures:
             text += f"; no CPU reference for {', '.join(sorted(self.reference_failures))}"
+        library, never = never_ran(self)
+        if never:
+            shown = ", ".join(never[:NEVER_RAN_SHOWN]) + (f" and {len(never) - NEVER_RAN_SHOWN} more"
+                                                           if len(never) > NEVER_RAN_SHOWN else "")
+            text += (f"; {len(never)} functions of op library '{library}' never ran under autocompare "
+                     f"(not called, or their ops not compared): {shown}")
         return text
+
+
+NEVER_RAN_SHOWN = 20  # functions named in the summary's never-ran list
+
+
+def _with_diopi(op_name: str) -> str:
+    """``mul_.Scalar -> diopiMulScalar``: the op and the DIOPI function its kernel calls."""
+    entry = registration.kernels.get(op_name)
+    return f"{op_name} -> {entry[0].diopi}" if entry else op_name
+
+
+def ran_functions(results: Results) -> set[str]:
+    """The DIOPI functions the compared calls of ``results`` reached (each compared op's functions)."""
+    found = set()
+    for name in results.op_calls:
+        entry = registration.kernels.get(name)
+        if entry:
+            found.update(entry[0].functions)
+    return found
+
+
+def never_ran(results: Results) -> tuple[str | None, list[str]]:
+    """(the active library's name, its top layer's functions no compared call of ``results`` reached);
+    see Note [What autocompare checked]."""
+    from dipu.report.coverage import active_library
+
+    library = active_library()
+    if library is None:
+        return None, []
+    return library.name, sorted(set(library.functions) - ran_functions(results))
+
+
+def _mismatch_record(mismatch: Mismatch | None) -> dict | None:
+    if mismatch is None:
+        return None
+    return {**dataclasses.asdict(mismatch), "text": str(mismatch)}
+
+
+def as_record(results: Results) -> dict:
+    """``results`` as the run report stores them (dipu/report)."""
+    counts = results.mismatch_counts()
+    firsts: dict[str, Mismatch] = {}
+    for mismatch in results.mismatches:
+        firsts.setdefault(mismatch.op, mismatch)
+    ops = {}
+    for name in sorted(results.ops):
+        entry = registration.kernels.get(name)
+        ops[name] = {"calls": results.op_calls.get(name, 0), "mismatches": counts.get(name, 0),
+                     "diopi": entry[0].diopi if entry else None,
+                     "first_mismatch": _mismatch_record(firsts.get(name))}
+    library, never = never_ran(results)
+    return {"calls": results.calls, "mismatches": len(results.mismatches), "ops": ops,
+            "first_mismatch": _mismatch_record(results.first_mismatch), "library": library,
+            "never_ran": never, "ran": sorted(ran_functions(results)),
+            "reference_failures": dict(results.reference_failures)}
 
 
 _process = Results()
@@ -209,6 +280,7 @@ class _Call:
         for results in _active:
             results.calls += 1
             results.ops.add(op.name)
+            results.op_calls[op.name] = results.op_calls.get(op.name, 0) + 1
 
     def check(self, label: str, actual, expected) -> None:
         if isinstance(expected, (list, tuple)) and isinstance(actual, (list, tuple)) and len(actual) == len(expected):
@@ -326,7 +398,12 @@ def _register_summary() -> None:
     global _summary_registered
     if not _summary_registered:
         _summary_registered = True
-        atexit.register(lambda: print(_process.summary(), flush=True))
+        atexit.register(print_summary)
+
+
+def print_summary() -> None:
+    """The summary at exit (Note [Autocompare output])."""
+    print(_process.summary(), flush=True)
 
 
 # ---- Python API: dipu.autocompare(...) ------------------------------------------------------------
@@ -334,6 +411,11 @@ def _register_summary() -> None:
 
 #: The generator's --autocompare-all: every op is compared, in blocks too (set by :func:`switch_on`).
 _every = False
+
+
+def switched_on() -> bool:
+    """Whether autocompare compares some ops in this process outside ``dipu.autocompare`` blocks."""
+    return _summary_registered
 
 
 def switch_on(every: bool = False) -> None:

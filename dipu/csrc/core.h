@@ -75,6 +75,8 @@ bool is_pinned_pointer(const void* ptr);
 at::Tensor native_alias(const at::Tensor& t);
 void register_fallback_python(py::module& m);
 void register_fast_calls(py::module& m);
+// ---- per-op host times for the run report (op_stats.cpp) --------------------
+void register_op_stats_python(py::module& m);
 
 // ---- the device timeline of the profiler (profiler.cpp) --------------------
 // True while a profiler session records the device timeline (Note [Device timeline]).

@@ -126,5 +126,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
 
   register_fallback_python(m);
   register_plugin_python(m);
+  register_op_stats_python(m);  // the run report's per-op times: Note [Op statistics]
   diopi::register_diopi_python(m);  // C op libraries: Note [The Python trampoline]
 }

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import re
 
 
 class Kind(enum.Enum):
@@ -756,3 +757,39 @@ _DECLARATIONS = [dataclasses.replace(f, name=DEEPLINK_SPELLINGS.get(f.name, f.na
 #: Every declared function by name.
 FUNCTIONS: dict[str, Function] = {f.name: f for f in _DECLARATIONS}
 assert len(FUNCTIONS) == len(_DECLARATIONS), "a DIOPI function is declared twice"
+
+# Note [Function families]
+# The run report (dipu/report) shows the proto's coverage by family. A family is the first of these
+# rules whose pattern matches the whole name; the last takes what is left (pointwise math,
+# comparisons, logical and bitwise functions).
+FAMILY_RULES = (
+    ("foreach", r"diopiForeach.*"),
+    ("optimizers and AMP", r"diopi(Fused|Amp).*"),
+    ("attention", r"diopiScaledDotProductAttention.*"),
+    ("random", r"diopi(Dropout|Bernoulli|Uniform|Normal|Random|Exponential|Geometric|Cauchy|LogNormal|Randperm"
+               r"|Multinomial|Poisson|Binomial|StandardGamma|SampleDirichlet|DirichletGrad|RreluWithNoise).*"),
+    ("recurrent", r"diopi(LstmCell|GruCell).*"),
+    ("convolution", r"diopi(Convolution|ConvTranspose|Im2Col|Col2Im).*"),
+    ("pooling", r"diopi.*(Pool|Unpool).*"),
+    ("normalization", r"diopi(BatchNorm|LayerNorm|GroupNorm|WeightNorm|Renorm).*"),
+    ("losses", r"diopi.*(Loss|BCE).*"),
+    ("embedding", r"diopiEmbedding.*"),
+    ("resampling and padding", r"diopi(Upsample|GridSampler|Pad).*"),
+    ("linear algebra", r"diopi(Mm|Bmm|Addmm|Dot|Mv|Addmv|Addbmm|Baddbmm|Addr|Linalg|Cdist|Pdist|Cross|Trace).*"),
+    ("activations", r"diopi(Relu|Gelu|Softmax|LogSoftmax|Threshold|Silu|Hardswish|Hardsigmoid|Mish|Hardtanh"
+                    r"|LeakyRelu|Elu|Softplus|Softshrink|Hardshrink|Glu|LogSigmoid|Logit|Sigmoid|Tanh).*"),
+    ("reductions and scans", r"diopi(Sum|Mean|Max|MaxAll|Min|MinAll|Prod|Amax|Amin|Argmax|Argmin|Any|All|Norm|Var"
+                             r"|Std|VarMean|StdMean|LogSumExp|Cumsum|Cumprod|Cummax|Cummin|Median|MedianAll"
+                             r"|Aminmax|CountNonzero|Histc|Bincount|Nansum|Mode|Nanmedian|NanmedianAll"
+                             r"|Logcumsumexp)"),
+    ("sorting and searching", r"diopi(Sort|Topk|Kthvalue|Searchsorted|Bucketize|Unique).*"),
+    ("indexing", r"diopi(Index|Scatter|Gather|Masked|Take|Put|Nonzero|Where).*"),
+    ("joining and shape", r"diopi(Cat|Stack|Flip|Roll|Repeat|Tril|Triu|ChannelShuffle).*"),
+    ("creation", r"diopi(Arange|Linspace|Logspace|Eye).*"),
+    ("pointwise", r".*"),
+)
+
+
+def family_of(name: str) -> str:
+    """The family of DIOPI function ``name``; see Note [Function families]."""
+    return next(family for family, pattern in FAMILY_RULES if re.fullmatch(pattern, name))
