@@ -376,3 +376,15 @@ def test_wrappers_check_written_memory_before_the_kernel():
     x = torch.arange(6., device="dipu")
     with pytest.raises(RuntimeError, match="some elements of the input tensor"):  # a number where the schema says Tensor
         check_written_memory(AddOut, (x[1:],), (x[:5],), (x[:5], 2), {"out": x[1:]})
+
+    class IndexSelectOut:
+        name = "index_select.out"
+
+    index = torch.tensor([0, 1, 2, 3, 4, 5])
+    cpu_x = torch.arange(6.)
+    with pytest.raises(RuntimeError) as cpu:  # at::assert_no_overlap: the output may not even be the input itself
+        torch.index_select(cpu_x, 0, index, out=cpu_x)
+    args = (x, 0, index.to("dipu"))
+    with pytest.raises(RuntimeError) as mine:
+        check_written_memory(IndexSelectOut, (x,), args, args, {"out": x})
+    assert str(mine.value) == str(cpu.value)
