@@ -388,3 +388,24 @@ def test_wrappers_check_written_memory_before_the_kernel():
     with pytest.raises(RuntimeError) as mine:
         check_written_memory(IndexSelectOut, (x,), args, args, {"out": x})
     assert str(mine.value) == str(cpu.value)
+
+
+def test_the_overlap_probe_draws_no_random_numbers():
+    """A random op's probe draws from a throwaway generator: neither the CPU's nor dipu's generators move."""
+    from dipu.kernels.support import check_written_memory
+
+    class BernoulliOut:
+        name = "bernoulli.out"
+
+    x = torch.full((6,), 0.5, device="dipu")
+    cpu_state, dipu_state = torch.get_rng_state(), torch.dipu.get_rng_state()
+    for generator in (None, torch.Generator(device="dipu").manual_seed(1)):
+        generator_state = generator.get_state() if generator is not None else None
+        kwargs = {"generator": generator, "out": x[1:]}
+        with pytest.raises(RuntimeError, match="single memory location"):
+            check_written_memory(BernoulliOut, (x[1:],), (x[:5],), (x[:5],), kwargs)
+        check_written_memory(BernoulliOut, (x,), (x,), (x,), {"generator": generator, "out": x})  # allowed
+        if generator is not None:
+            assert torch.equal(generator.get_state(), generator_state)
+    assert torch.equal(torch.get_rng_state(), cpu_state) and torch.equal(torch.dipu.get_rng_state(), dipu_state)
+    assert torch.equal(x.cpu(), torch.full((6,), 0.5))

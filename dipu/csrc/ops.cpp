@@ -10,7 +10,6 @@
 #include "core.h"
 #include "overlap.h"
 
-#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/ops/_reshape_alias_native.h>
@@ -254,14 +253,6 @@ std::string op_name(const c10::OperatorHandle& op) {
   return n.overload_name.empty() ? name : name + "." + n.overload_name;
 }
 
-bool is_optional_generator(const c10::Argument& arg) {
-  const auto& t = arg.type();
-  if (t->kind() == c10::TypeKind::GeneratorType) return true;
-  if (auto opt = t->cast<c10::OptionalType>())
-    return opt->getElementType()->kind() == c10::TypeKind::GeneratorType;
-  return false;
-}
-
 // Checks that tensor arguments live on one dipu device (0-dim CPU tensors are
 // scalars and may mix, as on CUDA; index lists may be on the CPU, as on CUDA),
 // and returns that device.
@@ -441,15 +432,6 @@ void register_sparse_fallbacks() {
   }
 }
 
-c10::OperatorHandle find_op(const std::string& qualified) {
-  std::string name = qualified.find("::") == std::string::npos ? "aten::" + qualified : qualified;
-  auto dot = name.find('.', name.find("::"));
-  std::string base = dot == std::string::npos ? name : name.substr(0, dot);
-  std::string overload = dot == std::string::npos ? "" : name.substr(dot + 1);
-  if (overload == "default") overload = "";
-  return c10::Dispatcher::singleton().findSchemaOrThrow(base.c_str(), overload.c_str());
-}
-
 py::object python_cpu_fallback(const std::string& qualified, const py::tuple& args,
                                const py::dict& kwargs) {
   auto op = find_op(qualified);
@@ -460,31 +442,6 @@ py::object python_cpu_fallback(const std::string& qualified, const py::tuple& ar
     cpu_fallback(op, &stack);
   }
   return torch::jit::createPyObjectForStack(std::move(stack));
-}
-
-// A generated wrapper's check before its DIOPI function runs on overlapping memory: the op on host
-// replicas that overlap as the arguments do, for the CPU's error (Note [Overlapping memory]). Random
-// ops draw from a throwaway generator, so the probe leaves every generator's state alone.
-void python_overlap_probe(const std::string& qualified, const py::tuple& args, const py::dict& kwargs) {
-  auto op = find_op(qualified);
-  torch::jit::Stack stack = torch::jit::createStackForSchema(
-      op.schema(), args, py::reinterpret_borrow<py::kwargs>(kwargs), std::nullopt);
-  py::gil_scoped_release no_gil;
-  const auto& arguments = op.schema().arguments();
-  auto device = check_devices(op_name(op), torch::jit::last(stack, arguments.size()));
-  for (size_t i = 0; i < arguments.size(); ++i)
-    if (is_optional_generator(arguments[i])) stack[stack.size() - arguments.size() + i] = at::detail::createCPUGenerator();
-  run_on_host_replicas(op, &stack, device, /*write_back=*/false);
-}
-
-std::vector<at::Tensor> tensors_in(const py::handle& values) {
-  std::vector<at::Tensor> found;
-  for (const py::handle& value : values) {
-    if (THPVariable_Check(value.ptr())) found.push_back(THPVariable_Unpack(value.ptr()));
-    else if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value))
-      for (at::Tensor& t : tensors_in(value)) found.push_back(std::move(t));
-  }
-  return found;
 }
 
 // Note [Functional ops the CPU runs whole]
@@ -560,11 +517,7 @@ void register_fallback_python(py::module& m) {
   register_sparse_fallbacks();
   m.def("cpu_fallback", &python_cpu_fallback,
         "Run an aten op through the boxed CPU fallback: cpu_fallback('add.out', args, kwargs)");
-  m.def("overlap_probe", &python_overlap_probe,
-        "Run an aten op on host replicas that overlap as its dipu arguments do, for the CPU's error");
-  m.def("written_memory_overlaps", [](const py::sequence& written, const py::sequence& inputs) {
-    return written_tensors_overlap(tensors_in(written), tensors_in(inputs));
-  }, "Whether a written tensor overlaps itself or shares bytes with an input (Note [Overlapping memory])");
+  register_overlap_python(m);
   m.def("route_whole_ops_to_fallback", &route_whole_ops_to_fallback,
         "Send ops ATen would run through their out= variant whole to the fallback (Note [Functional ops the CPU runs whole])");
   m.def("unroute_whole_ops", [] { g_whole_ops.reset(); });

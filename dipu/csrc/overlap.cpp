@@ -14,17 +14,20 @@
 //   strides: the CPU kernel sees the memory as the user made it, raises what it
 //   raises and computes what it computes, and the spans written come back.
 // - A generated wrapper calls its DIOPI function directly, and a library computes
-//   whatever overlapping memory gives it. A wrapper asks `written_tensors_overlap`
+//   whatever overlapping memory gives it. A wrapper asks `_C.written_memory_overlaps`
 //   first (cheap: metadata only) and, when memory overlaps, runs the op on host
 //   replicas as a probe whose error, if any, is the call's (dipu.kernels.support
-//   .check_written_memory). One tensor passed twice (`out=x` with input `x`) is
-//   left to the library there: the DIOPI contract allows an output to be an input.
+//   .check_written_memory). One tensor both written and read (`out=x` with input
+//   `x`) counts as overlap there too: ops calling at::assert_no_overlap (cat,
+//   index_select, gather, take) refuse it, and only the probe can tell which.
 // Neither path costs anything but the metadata check when no memory overlaps.
 #include "overlap.h"
 
 #include "core.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/MemoryOverlap.h>
+#include <torch/csrc/jit/python/pybind_utils.h>
 
 #include <algorithm>
 #include <limits>
@@ -93,7 +96,66 @@ struct Replica {
   at::Tensor host;  // bytes [begin, end) of the storage
 };
 
+std::vector<at::Tensor> tensors_in(const py::handle& values) {
+  std::vector<at::Tensor> found;
+  for (const py::handle& value : values) {
+    if (THPVariable_Check(value.ptr())) found.push_back(THPVariable_Unpack(value.ptr()));
+    else if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value))
+      for (at::Tensor& t : tensors_in(value)) found.push_back(std::move(t));
+  }
+  return found;
+}
+
+// Whether the dipu tensors of `written` overlap themselves, one another or those of `inputs`.
+bool written_tensors_overlap(const py::sequence& written, const py::sequence& inputs) {
+  std::vector<std::pair<at::Tensor, bool>> tensors;
+  for (const at::Tensor& t : tensors_in(written))
+    if (on_dipu(t)) tensors.emplace_back(t, true);
+  if (tensors.empty()) return false;
+  for (const at::Tensor& t : tensors_in(inputs))
+    if (on_dipu(t)) tensors.emplace_back(t, false);
+  return overlaps(tensors, /*same_tensor_counts=*/true);
+}
+
+// A generated wrapper's check before its DIOPI function runs on overlapping memory: the op on host
+// replicas that overlap as the arguments do, for the CPU's error. Random ops draw from a throwaway
+// generator, so the probe leaves every generator's state alone.
+void overlap_probe(const std::string& qualified, const py::tuple& args, const py::dict& kwargs) {
+  auto op = find_op(qualified);
+  torch::jit::Stack stack = torch::jit::createStackForSchema(
+      op.schema(), args, py::reinterpret_borrow<py::kwargs>(kwargs), std::nullopt);
+  py::gil_scoped_release no_gil;
+  const auto& arguments = op.schema().arguments();
+  for (size_t i = 0; i < arguments.size(); ++i)
+    if (is_optional_generator(arguments[i])) stack[stack.size() - arguments.size() + i] = at::detail::createCPUGenerator();
+  run_on_host_replicas(op, &stack, std::nullopt, /*write_back=*/false);
+}
+
 }  // namespace
+
+c10::OperatorHandle find_op(const std::string& qualified) {
+  std::string name = qualified.find("::") == std::string::npos ? "aten::" + qualified : qualified;
+  auto dot = name.find('.', name.find("::"));
+  std::string base = dot == std::string::npos ? name : name.substr(0, dot);
+  std::string overload = dot == std::string::npos ? "" : name.substr(dot + 1);
+  if (overload == "default") overload = "";
+  return c10::Dispatcher::singleton().findSchemaOrThrow(base.c_str(), overload.c_str());
+}
+
+bool is_optional_generator(const c10::Argument& arg) {
+  const auto& t = arg.type();
+  if (t->kind() == c10::TypeKind::GeneratorType) return true;
+  if (auto opt = t->cast<c10::OptionalType>())
+    return opt->getElementType()->kind() == c10::TypeKind::GeneratorType;
+  return false;
+}
+
+void register_overlap_python(py::module& m) {
+  m.def("overlap_probe", &overlap_probe,
+        "Run an aten op on host replicas that overlap as its dipu arguments do, for the CPU's error");
+  m.def("written_memory_overlaps", &written_tensors_overlap,
+        "Whether a written tensor overlaps itself or shares bytes with an input (Note [Overlapping memory])");
+}
 
 bool writes_overlapping_memory(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args,
                                bool same_tensor_counts) {
@@ -107,15 +169,6 @@ bool writes_overlapping_memory(const c10::FunctionSchema& schema, c10::ArrayRef<
   return any_written && overlaps(tensors, same_tensor_counts);
 }
 
-bool written_tensors_overlap(const std::vector<at::Tensor>& written, const std::vector<at::Tensor>& inputs) {
-  std::vector<std::pair<at::Tensor, bool>> tensors;
-  for (const at::Tensor& t : written)
-    if (on_dipu(t)) tensors.emplace_back(t, true);
-  if (tensors.empty()) return false;
-  for (const at::Tensor& t : inputs)
-    if (on_dipu(t)) tensors.emplace_back(t, false);
-  return overlaps(tensors, /*same_tensor_counts=*/false);
-}
 
 void run_on_host_replicas(const c10::OperatorHandle& op, torch::jit::Stack* stack,
                           std::optional<c10::Device> device, bool write_back) {

@@ -4,6 +4,7 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
+#include <torch/csrc/utils/pybind.h>
 
 #include <optional>
 
@@ -17,9 +18,11 @@ namespace dipu {
 bool writes_overlapping_memory(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args,
                                bool same_tensor_counts);
 
-// The same question for tensors a Python wrapper names: `written` and `inputs` are sequences of
-// tensors (nested lists and None allowed).
-bool written_tensors_overlap(const std::vector<at::Tensor>& written, const std::vector<at::Tensor>& inputs);
+// The aten op (or custom op) a name like "add.out" or "ns::op" names.
+c10::OperatorHandle find_op(const std::string& qualified);
+
+// Whether an op's argument is a Generator or an optional one.
+bool is_optional_generator(const c10::Argument& arg);
 
 // Runs `op` (its arguments on `stack`) on the CPU over host replicas that share memory exactly as
 // the dipu arguments do, so the CPU kernel checks and computes as it would on the CPU. With
@@ -28,5 +31,8 @@ bool written_tensors_overlap(const std::vector<at::Tensor>& written, const std::
 // written back and the results are dropped (a probe: only its error matters).
 void run_on_host_replicas(const c10::OperatorHandle& op, torch::jit::Stack* stack,
                           std::optional<c10::Device> device, bool write_back);
+
+// _C.written_memory_overlaps and _C.overlap_probe, for dipu.kernels.support.check_written_memory.
+void register_overlap_python(py::module& m);
 
 }  // namespace dipu

@@ -282,14 +282,5 @@ def check_written_memory(op, written: tuple, inputs: tuple, args: tuple, kwargs:
     Costs a metadata check when nothing overlaps; only an overlap runs the op on host replicas. One tensor both
     written and read (``out=x`` with input ``x``) counts too: ops that call ``at::assert_no_overlap`` (cat,
     index_select, gather, take, ...) refuse it, and only the probe tells which."""
-    if _C.written_memory_overlaps(written, inputs) or any(
-            w is i for w in _flat(written) if w is not None for i in _flat(inputs)):
+    if _C.written_memory_overlaps(written, inputs):
         _C.overlap_probe(op.name, *fallback._numbers_as_tensors(op.name, args, kwargs))
-
-
-def _flat(values):
-    for value in values:
-        if isinstance(value, (list, tuple)):
-            yield from value
-        else:
-            yield value
