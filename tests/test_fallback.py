@@ -128,7 +128,8 @@ def test_factory_ops_follow_their_device_argument():
     assert dipu._C.cpu_fallback("randperm", (6,), {"device": "dipu:1"}).device == torch.device("dipu:1")
 
 
-def test_fallback_is_counted_and_warns_once_per_op(capfd):
+def test_fallback_is_counted_and_warns_once_for_all_ops(capfd):
+    """Note [One fallback warning]: the first op to fall back is announced, with what happens to the others."""
     # Whether the warning of a custom op reaches stderr through the C++ handler (torch 2.13) or becomes a
     # Python UserWarning (torch 2.15 calls custom ops under PyTorch's Python warning handler), it is given once.
     def told(call) -> str:
@@ -140,9 +141,48 @@ def test_fallback_is_counted_and_warns_once_per_op(capfd):
 
     dipu.reset_fallback_counts()
     x = torch.rand(4, device="dipu")
-    assert "dipu: dipu_test::scale has no dipu kernel; it runs on the CPU" in told(lambda: ops.scale(x, 2.0))
+    first = told(lambda: ops.scale(x, 2.0))
+    assert "dipu: dipu_test::scale has no dipu kernel; it runs on the CPU through the fallback, as will every " \
+           "other op without one" in first and "dipu.fallback_counts()" in first
     assert "has no dipu kernel" not in told(lambda: ops.scale(x, 2.0))  # the second call is silent
-    assert dipu.fallback_counts() == {"dipu_test::scale": 2}
+    assert "has no dipu kernel" not in told(lambda: ops.extrema(x))  # and so is another op
+    assert dipu.fallback_counts() == {"dipu_test::scale": 2, "dipu_test::extrema": 1}
+    dipu.reset_fallback_counts()  # re-arms the warning
+    assert "dipu: dipu_test::extrema has no dipu kernel" in told(lambda: ops.extrema(x))
+
+
+_RUNTIME_ONLY = {"DIPU_SIM_NATIVE_ALIAS": "0"}  # sim without its op library: every op falls back
+
+
+def test_printing_a_tensor_on_a_runtime_only_vendor_warns_once(python):
+    """Printing runs a dozen ops (abs, ne, masked_select, min, max, ceil, div, ...), all on the fallback there."""
+    err = python("""
+        import torch, dipu
+        x = torch.randn(3, 4, device="dipu")  # normal_ falls back: the one warning
+        print(x)
+        assert len(dipu.fallback_counts()) > 10, dipu.fallback_counts()
+    """, env=_RUNTIME_ONLY).stderr
+    assert err.count("has no dipu kernel") == 1, err
+
+
+def test_the_fallback_gives_no_warning_the_cpu_does_not(python):
+    """mse_loss has only an out=-calling composite outside the CPU and CUDA; run through the fallback as its out=
+    variant, the CPU's mse_loss.out warned "An output with one or more elements was resized since it had shape []"
+    (Note [Functional ops the CPU runs whole])."""
+    proc = python("""
+        import warnings
+        import torch, dipu
+        import torch.nn.functional as F
+        a, b = torch.randn(3, 4), torch.randn(3, 4)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for reduction in ("mean", "sum", "none"):
+                loss = F.mse_loss(a.to("dipu"), b.to("dipu"), reduction=reduction)
+                assert torch.equal(loss.cpu(), F.mse_loss(a, b, reduction=reduction)), reduction
+        print("\\n".join(str(w.message) for w in caught))
+        assert "mse_loss" in dipu.fallback_counts(), dipu.fallback_counts()
+    """, env=_RUNTIME_ONLY)
+    assert "resized" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
 
 
 def test_log_every_call(python):
@@ -245,3 +285,127 @@ def test_fused_attention_placeholder_matches_the_math_path(mask):
     kernel = torch.ops.aten._scaled_dot_product_fused_attention_overrideable(*d, dropout_p=0.5)[0]
     torch.testing.assert_close(substitute.cpu(), kernel.cpu())
     assert (substitute.cpu() - out.cpu()).abs().max() > 0.1  # something was dropped
+
+
+# ---- overlapping memory (Note [Overlapping memory] in dipu/csrc/overlap.cpp) ----
+
+
+def _cpu_and_dipu(call):
+    """``call(x, y)`` on the CPU and on dipu, each on 0..5 and six ones: (error or None, x after) per device."""
+    outcomes = []
+    for device in ("cpu", "dipu"):
+        x, y = torch.arange(6.).to(device), torch.ones(6).to(device)
+        try:
+            call(x, y)
+            outcomes.append((None, x.cpu()))
+        except RuntimeError as error:
+            outcomes.append((str(error), x.cpu()))
+    return outcomes
+
+
+@pytest.mark.parametrize("case", ["partial", "internal", "full", "disjoint", "inplace_partial"])
+def test_the_fallback_sees_overlapping_memory_as_the_cpu_does(case):
+    """Host copies hid overlap: the CPU's refusals (partial, internal) and its results where it accepts (full
+    overlap, disjoint parts of one storage) now come from the CPU kernel on memory laid out as on dipu."""
+    call = {
+        "partial": lambda x, y: ops.scale.out(x[:5], 2.0, out=x[1:]),
+        "internal": lambda x, y: ops.scale.out(y[:3], 2.0, out=x[:1].expand(3)),
+        "full": lambda x, y: ops.scale.out(x, 2.0, out=x),
+        "disjoint": lambda x, y: ops.scale.out(x[:3], 2.0, out=x[3:]),
+        "inplace_partial": lambda x, y: ops.scale_(x[1:].as_strided((3,), (2,)), 2.0),  # no overlap: computes
+    }[case]
+    (cpu_error, cpu_x), (dipu_error, dipu_x) = _cpu_and_dipu(call)
+    assert dipu_error == cpu_error
+    assert (cpu_error is not None) == (case in ("partial", "internal"))
+    if cpu_error:
+        assert "refer" in cpu_error and "single memory location" in cpu_error
+    assert torch.equal(dipu_x, cpu_x)
+
+
+def test_forced_fallback_of_aten_ops_refuses_overlap_as_the_cpu_does(python):
+    """aten ops on the fallback: each op's own rule (add: partial overlap refused; cat: any overlap; sum.out: none)."""
+    python("""
+        import torch, dipu
+        cases = {
+            "add": lambda x, y: torch.add(x[:5], y[:5], out=x[1:]),
+            "add_same": lambda x, y: torch.add(x, y, out=x),
+            "cat": lambda x, y: torch.cat([x[:3], y[:3]], out=x),
+            "sum": lambda x, y: torch.sum(x.view(2, 3), 0, out=x[1:4]),
+        }
+        for name, call in cases.items():
+            seen = []
+            for device in ("cpu", "dipu"):
+                x, y = torch.arange(6.).to(device), torch.ones(6).to(device)
+                try:
+                    call(x, y)
+                    seen.append(("ok", x.cpu().tolist()))
+                except RuntimeError as error:
+                    seen.append((str(error), x.cpu().tolist()))
+            assert seen[0] == seen[1], (name, seen)
+        assert set(dipu.fallback_counts()) >= {"add.out", "cat.out", "sum.IntList_out"}, dipu.fallback_counts()
+    """, env={"DIPU_FORCE_FALLBACK_OPS_LIST": "add.out,cat.out,sum.IntList_out"})
+
+
+def test_wrappers_check_written_memory_before_the_kernel():
+    """dipu.kernels.support.check_written_memory, which generated out= and in-place wrappers call before their DIOPI
+    function: the CPU's error for overlapping memory, nothing when memory is apart or one tensor is passed twice."""
+    from dipu.kernels.support import check_written_memory
+
+    class AddOut:
+        name = "add.out"
+
+    outs = {"partial": lambda t: t[1:], "internal": lambda t: t[:1].expand(5), "same_memory": lambda t: t[:5],
+            "apart": lambda t: torch.empty(5, device=t.device)}
+    errors = {}
+    for case, make_out in outs.items():
+        for device in ("cpu", "dipu"):
+            x, y = torch.arange(6.).to(device), torch.ones(6).to(device)
+            args, out = (x[:5], y[:5]), make_out(x)
+            try:
+                if device == "cpu":
+                    torch.add(*args, out=out)
+                else:
+                    check_written_memory(AddOut, (out,), args, args, {"out": out})
+                    assert torch.equal(x.cpu(), torch.arange(6.))  # a probe writes nothing
+                errors[case, device] = None
+            except RuntimeError as error:
+                errors[case, device] = str(error)
+        assert errors[case, "dipu"] == errors[case, "cpu"], case
+    assert errors["partial", "cpu"] and errors["internal", "cpu"]
+    assert errors["same_memory", "cpu"] is None and errors["apart", "cpu"] is None
+    x = torch.arange(6., device="dipu")
+    with pytest.raises(RuntimeError, match="some elements of the input tensor"):  # a number where the schema says Tensor
+        check_written_memory(AddOut, (x[1:],), (x[:5],), (x[:5], 2), {"out": x[1:]})
+
+    class IndexSelectOut:
+        name = "index_select.out"
+
+    index = torch.tensor([0, 1, 2, 3, 4, 5])
+    cpu_x = torch.arange(6.)
+    with pytest.raises(RuntimeError) as cpu:  # at::assert_no_overlap: the output may not even be the input itself
+        torch.index_select(cpu_x, 0, index, out=cpu_x)
+    args = (x, 0, index.to("dipu"))
+    with pytest.raises(RuntimeError) as mine:
+        check_written_memory(IndexSelectOut, (x,), args, args, {"out": x})
+    assert str(mine.value) == str(cpu.value)
+
+
+def test_the_overlap_probe_draws_no_random_numbers():
+    """A random op's probe draws from a throwaway generator: neither the CPU's nor dipu's generators move."""
+    from dipu.kernels.support import check_written_memory
+
+    class BernoulliOut:
+        name = "bernoulli.out"
+
+    x = torch.full((6,), 0.5, device="dipu")
+    cpu_state, dipu_state = torch.get_rng_state(), torch.dipu.get_rng_state()
+    for generator in (None, torch.Generator(device="dipu").manual_seed(1)):
+        generator_state = generator.get_state() if generator is not None else None
+        kwargs = {"generator": generator, "out": x[1:]}
+        with pytest.raises(RuntimeError, match="single memory location"):
+            check_written_memory(BernoulliOut, (x[1:],), (x[:5],), (x[:5],), kwargs)
+        check_written_memory(BernoulliOut, (x,), (x,), (x,), {"generator": generator, "out": x})  # allowed
+        if generator is not None:
+            assert torch.equal(generator.get_state(), generator_state)
+    assert torch.equal(torch.get_rng_state(), cpu_state) and torch.equal(torch.dipu.get_rng_state(), dipu_state)
+    assert torch.equal(x.cpu(), torch.full((6,), 0.5))

@@ -8,6 +8,7 @@
 // one gets the contract path: byte copies through its memcpy functions, staged
 // through a host image of the strided span when layouts or dtypes differ.
 #include "core.h"
+#include "overlap.h"
 
 #include <ATen/EmptyTensor.h>
 #include <ATen/native/CPUFallback.h>
@@ -26,6 +27,7 @@
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace dipu {
 namespace {
@@ -226,18 +228,29 @@ std::mutex g_fallback_mutex;
 std::unordered_map<std::string, int64_t> g_fallback_counts;
 bool g_log_every_fallback = false;
 
+// Note [One fallback warning]
+// On a vendor with few kernels (a runtime-only one has none) nearly every op falls
+// back: printing one tensor alone runs a dozen ops (abs, ne, masked_select, min,
+// max, ceil, div, ...), and a warning per op buried the user's output. So only the
+// first op to fall back is announced, saying that the others go the same way
+// unannounced; dipu.fallback_counts() lists them all and DIPU_LOG_FALLBACK_INFO=1
+// logs every call. reset_fallback_counts() re-arms the warning. The Python
+// fallback of the placeholder ops (dipu/kernels/fallback.py) shares the flag.
+std::atomic<bool> g_fallback_announced{false};
+
+// True once per process (or per reset_fallback_counts): the caller warns.
+bool announce_fallback() { return !g_fallback_announced.exchange(true); }
+
+std::string fallback_announcement(const std::string& name) {
+  return "dipu: " + name + " has no dipu kernel; it runs on the CPU through the fallback, as will every other "
+         "op without one, unannounced (dipu.fallback_counts() lists them; set DIPU_LOG_FALLBACK_INFO=1 to log "
+         "every call)";
+}
+
 std::string op_name(const c10::OperatorHandle& op) {
   const auto& n = op.operator_name();
   std::string name = n.name.rfind("aten::", 0) == 0 ? n.name.substr(6) : n.name;
   return n.overload_name.empty() ? name : name + "." + n.overload_name;
-}
-
-bool is_optional_generator(const c10::Argument& arg) {
-  const auto& t = arg.type();
-  if (t->kind() == c10::TypeKind::GeneratorType) return true;
-  if (auto opt = t->cast<c10::OptionalType>())
-    return opt->getElementType()->kind() == c10::TypeKind::GeneratorType;
-  return false;
 }
 
 // Checks that tensor arguments live on one dipu device (0-dim CPU tensors are
@@ -301,25 +314,29 @@ std::optional<c10::Device> begin_fallback(const c10::OperatorHandle& op, torch::
                 " is a view operator without a dipu kernel; the CPU fallback cannot return a view "
                 "of dipu memory (the core implements aten's dense views in dipu/csrc/ops.cpp)");
   }
-  bool first;
   {
     std::lock_guard<std::mutex> lock(g_fallback_mutex);
-    first = g_fallback_counts[name]++ == 0;
+    g_fallback_counts[name]++;
   }
   auto args = torch::jit::last(*stack, schema.arguments().size());
   auto device = check_devices(name, args);
   if (g_log_every_fallback) {
     std::cerr << "dipu: fallback to cpu: " << name << std::endl;
-  } else if (first) {
-    TORCH_WARN("dipu: ", name, " has no dipu kernel; it runs on the CPU through the fallback "
-               "(set DIPU_LOG_FALLBACK_INFO=1 to log every call)");
+  } else if (announce_fallback()) {
+    TORCH_WARN(fallback_announcement(name));
   }
   substitute_generators(schema, stack, device);
   return device;
 }
 
 void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  begin_fallback(op, stack);
+  std::optional<c10::Device> device = begin_fallback(op, stack);
+  // Host copies would hide memory the op writes and reads at once (Note [Overlapping memory]).
+  if (writes_overlapping_memory(op.schema(), torch::jit::last(*stack, op.schema().arguments().size()),
+                                /*same_tensor_counts=*/true)) {
+    run_on_host_replicas(op, stack, device, /*write_back=*/true);
+    return;
+  }
   at::native::cpu_fallback(op, stack, /*error_on_views=*/true);
 }
 
@@ -417,12 +434,7 @@ void register_sparse_fallbacks() {
 
 py::object python_cpu_fallback(const std::string& qualified, const py::tuple& args,
                                const py::dict& kwargs) {
-  std::string name = qualified.find("::") == std::string::npos ? "aten::" + qualified : qualified;
-  auto dot = name.find('.', name.find("::"));
-  std::string base = dot == std::string::npos ? name : name.substr(0, dot);
-  std::string overload = dot == std::string::npos ? "" : name.substr(dot + 1);
-  if (overload == "default") overload = "";
-  auto op = c10::Dispatcher::singleton().findSchemaOrThrow(base.c_str(), overload.c_str());
+  auto op = find_op(qualified);
   torch::jit::Stack stack = torch::jit::createStackForSchema(
       op.schema(), args, py::reinterpret_borrow<py::kwargs>(kwargs), std::nullopt);
   {
@@ -430,6 +442,49 @@ py::object python_cpu_fallback(const std::string& qualified, const py::tuple& ar
     cpu_fallback(op, &stack);
   }
   return torch::jit::createPyObjectForStack(std::move(stack));
+}
+
+// Note [Functional ops the CPU runs whole]
+// For some ops ATen gives other backends only a CompositeExplicitAutogradNonFunctional
+// kernel that allocates the output and calls the out= variant (mse_loss, the
+// structured special functions, pixel_shuffle, ...), while the CPU has a kernel of its
+// own. Without a dipu kernel, such an op would reach the fallback as its out= variant,
+// with an output the CPU never sees in that op: mse_loss.out then warns "An output
+// with one or more elements was resized since it had shape []", which the CPU's
+// mse_loss does not. So once dipu's kernels are registered (dipu/kernels/fallback.py
+// `register`), every such op is sent whole to the fallback, unless dipu has a kernel
+// for one of its variants (`X.out`, `X_`): the composite reaches that kernel.
+std::unique_ptr<torch::Library> g_whole_ops;
+
+std::vector<std::string> route_whole_ops_to_fallback() {
+  g_whole_ops.reset();
+  auto& dispatcher = c10::Dispatcher::singleton();
+  const auto names = dispatcher.getAllOpNames();
+  auto family = [](const std::string& name) {  // aten::add_ and aten::add -> aten::add
+    return !name.empty() && name.back() == '_' ? name.substr(0, name.size() - 1) : name;
+  };
+  std::unordered_set<std::string> served;  // families with a dipu kernel
+  for (const c10::OperatorName& name : names) {
+    auto op = dispatcher.findOp(name);
+    if (op && op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) served.insert(family(name.name));
+  }
+  std::vector<std::string> routed;
+  for (const c10::OperatorName& name : names) {
+    if (name.name.rfind("aten::", 0) != 0 || served.count(family(name.name))) continue;
+    auto op = dispatcher.findOp(name);
+    if (!op || !op->hasKernelForDispatchKey(c10::DispatchKey::CPU) ||
+        !op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional))
+      continue;
+    bool view = false;
+    for (const auto& ret : op->schema().returns())
+      view = view || (ret.alias_info() && !ret.alias_info()->isWrite());
+    if (!view) routed.push_back(op_name(*op));
+  }
+  g_whole_ops = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1,
+                                                 __FILE__, __LINE__);
+  for (const std::string& name : routed)
+    g_whole_ops->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());
+  return routed;
 }
 
 }  // namespace
@@ -462,6 +517,12 @@ void register_fallback_python(py::module& m) {
   register_sparse_fallbacks();
   m.def("cpu_fallback", &python_cpu_fallback,
         "Run an aten op through the boxed CPU fallback: cpu_fallback('add.out', args, kwargs)");
+  register_overlap_python(m);
+  m.def("route_whole_ops_to_fallback", &route_whole_ops_to_fallback,
+        "Send ops ATen would run through their out= variant whole to the fallback (Note [Functional ops the CPU runs whole])");
+  m.def("unroute_whole_ops", [] { g_whole_ops.reset(); });
+  m.def("announce_fallback", &announce_fallback, "True once until reset_fallback_counts (Note [One fallback warning])");
+  m.def("fallback_announcement", &fallback_announcement);
   m.def("fallback_counts", [] {
     std::lock_guard<std::mutex> lock(g_fallback_mutex);
     return g_fallback_counts;
@@ -469,6 +530,7 @@ void register_fallback_python(py::module& m) {
   m.def("reset_fallback_counts", [] {
     std::lock_guard<std::mutex> lock(g_fallback_mutex);
     g_fallback_counts.clear();
+    g_fallback_announced = false;
   });
 }
 

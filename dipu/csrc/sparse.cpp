@@ -16,12 +16,22 @@
 // CompositeImplicitAutograd or CompositeExplicitAutograd kernels serve (to_dense,
 // the construction of compressed tensors, `_to_copy`, embedding's sparse
 // backward) never reach the fallback.
+//
+// Note [Sparse views]
+// The fallback cannot return a view (Note [Sparse CPU fallback] in ops.cpp), and the
+// dense composite kernels of permute or unsqueeze call as_strided, which a sparse
+// tensor lacks. ATen's sparse kernels of the view ops the CPU has
+// (_sparse_broadcast_to, which torch.masked broadcasts its mask with; permute,
+// unsqueeze, view_as_real/complex on COO; select on compressed layouts) only
+// rebuild the structure from its parts with dense ops, so they are registered here
+// as they are: their parts are dipu tensors, which dense dipu kernels serve.
 #include <ATen/ATen.h>
 #include <ATen/ops/_coalesced_native.h>
 #include <ATen/ops/_dimI_native.h>
 #include <ATen/ops/_dimV_native.h>
 #include <ATen/ops/_indices_native.h>
 #include <ATen/ops/_nnz_native.h>
+#include <ATen/ops/_sparse_broadcast_to_native.h>
 #include <ATen/ops/_sparse_coo_tensor_with_dims_and_tensors_native.h>
 #include <ATen/ops/_sparse_coo_tensor_with_dims_native.h>
 #include <ATen/ops/_values_native.h>
@@ -34,12 +44,17 @@
 #include <ATen/ops/empty_native.h>
 #include <ATen/ops/indices_native.h>
 #include <ATen/ops/is_coalesced_native.h>
+#include <ATen/ops/permute_native.h>
 #include <ATen/ops/resize_native.h>
 #include <ATen/ops/row_indices_native.h>
+#include <ATen/ops/select_native.h>
 #include <ATen/ops/sparse_dim_native.h>
 #include <ATen/ops/sparse_resize_and_clear_native.h>
 #include <ATen/ops/sparse_resize_native.h>
+#include <ATen/ops/unsqueeze_native.h>
 #include <ATen/ops/values_native.h>
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real_native.h>
 #include <ATen/ops/zero_native.h>
 #include <torch/library.h>
 
@@ -66,6 +81,15 @@ TORCH_LIBRARY_IMPL(aten, SparsePrivateUse1, m) {
   m.impl("zero_", TORCH_FN(at::native::zero_sparse_));
   m.impl("copy_", TORCH_FN(at::native::copy_sparse_wrapper_));
   m.impl("copy_sparse_to_sparse_", TORCH_FN(at::native::copy_sparse_));
+  m.impl("_sparse_broadcast_to", TORCH_FN(at::native::sparse_broadcast_to));
+  m.impl("permute", TORCH_FN(at::native::permute_sparse_coo));
+  m.impl("unsqueeze", TORCH_FN(at::native::unsqueeze_sparse));
+  m.impl("view_as_real", TORCH_FN(at::native::view_as_real_sparse));
+  m.impl("view_as_complex", TORCH_FN(at::native::view_as_complex_sparse));
+}
+
+at::Tensor select_compressed(const at::Tensor& self, int64_t dim, c10::SymInt index) {
+  return at::native::select_sparse_csr(self, dim, index.guard_int(__FILE__, __LINE__));
 }
 
 TORCH_LIBRARY_IMPL(aten, SparseCsrPrivateUse1, m) {
@@ -81,6 +105,7 @@ TORCH_LIBRARY_IMPL(aten, SparseCsrPrivateUse1, m) {
   m.impl("resize_", TORCH_FN(at::native::resize_sparse_csr_));
   m.impl("zero_", TORCH_FN(at::native::zero_sparse_csr_));
   m.impl("copy_", TORCH_FN(at::native::copy_sparse_compressed_));
+  m.impl("select.int", TORCH_FN(select_compressed));
 }
 
 }  // namespace dipu

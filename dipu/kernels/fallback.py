@@ -136,9 +136,8 @@ def run_on_cpu(name: str, args: tuple, kwargs: dict):
     counts[name] += 1
     if os.environ.get("DIPU_LOG_FALLBACK_INFO") == "1":
         print(f"dipu: fallback to cpu: {name}", file=sys.stderr)
-    elif counts[name] == 1:
-        warnings.warn(f"dipu: {name} has no dipu kernel; it runs on the CPU through the fallback "
-                      "(set DIPU_LOG_FALLBACK_INFO=1 to log every call)", stacklevel=2)
+    elif counts[name] == 1 and _C.announce_fallback():  # Note [One fallback warning] in dipu/csrc/ops.cpp
+        warnings.warn(_C.fallback_announcement(name), stacklevel=2)
     device = torch.device("dipu", device_of(*args, *kwargs.values()))
     host = lambda t: t.detach().cpu()  # noqa: E731
     previous = _C.exchange_device(device.index)  # a substitute drawing random numbers uses this device's generator
@@ -206,13 +205,16 @@ def register(registered) -> None:
     global _library
     if _library is not None:
         _library._destroy()
+    _C.unroute_whole_ops()
     _library = torch.library.Library("aten", "IMPL")
     for name in CPU_SUBSTITUTES.keys() - set(registered):
         _library.impl(name, _fallback_kernel(name), "PrivateUse1")
+    _C.route_whole_ops_to_fallback()  # Note [Functional ops the CPU runs whole] in dipu/csrc/ops.cpp
 
 
 def unregister() -> None:
     global _library
+    _C.unroute_whole_ops()
     if _library is not None:
         _library._destroy()
         _library = None

@@ -280,3 +280,14 @@ def call_with_numbers(op, kernel, args: tuple, kwargs: dict):
         values[name] = torch.tensor(values[name], dtype=dtype, device=device)
     positional = len(args)
     return kernel(*(values[n] for n in names[:positional]), **{n: values[n] for n in names[positional:]})
+
+
+def check_written_memory(op, written: tuple, inputs: tuple, args: tuple, kwargs: dict) -> None:
+    """Raise what the CPU raises when the tensors the op writes (``written``: out= or in-place self) overlap
+    themselves or share memory with an input (``inputs``), before the DIOPI function computes on them; see
+    Note [Overlapping memory] in dipu/csrc/overlap.cpp. ``args``/``kwargs``: the call, as the wrapper got it.
+    Costs a metadata check when nothing overlaps; only an overlap runs the op on host replicas. One tensor both
+    written and read (``out=x`` with input ``x``) counts too: ops that call ``at::assert_no_overlap`` (cat,
+    index_select, gather, take, ...) refuse it, and only the probe tells which."""
+    if _C.written_memory_overlaps(written, inputs):
+        _C.overlap_probe(op.name, *fallback._numbers_as_tensors(op.name, args, kwargs))
