@@ -10,6 +10,7 @@ from torch import Tensor
 
 from dipu.kernels.support import (CHECK_DEVICE, DUMP_KEY, DUMP_OFF, SYNC, all_contiguous, allocate,
                                   allocate_strided, call_with_numbers, check_device, check_inplace_shape,
+                                  check_written_memory,
                                   contexts, device_of, dump_op_args, dump_op_results, empty, empty_strided,
                                   env_get, exchange_device, has_numbers, on_failure, raise_as_the_cpu,
                                   resize_outputs, synchronize)
@@ -859,6 +860,7 @@ def make__adaptive_avg_pool2d_out(op, diopiAdaptiveAvgPool2d):
             shape, dtype = meta__adaptive_avg_pool2d(self, output_size)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, output_size), {'out': out})
             status = diopiAdaptiveAvgPool2d(contexts[d], out, self, output_size)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, output_size), {'out': out})
@@ -922,6 +924,7 @@ def make__adaptive_avg_pool2d_backward_out(op, diopiAdaptiveAvgPool2dBackward):
             shape, dtype = shape_like_self(grad_output, self)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (grad_output, self), (grad_output, self), {'out': out})
             status = diopiAdaptiveAvgPool2dBackward(contexts[d], out, grad_output, self)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (grad_output, self), {'out': out})
@@ -990,6 +993,7 @@ def make__adaptive_avg_pool3d_out(op, diopiAdaptiveAvgPool3d):
             shape, dtype = meta__adaptive_avg_pool3d(self, output_size)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, output_size), {'out': out})
             status = diopiAdaptiveAvgPool3d(contexts[d], out, self, output_size)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, output_size), {'out': out})
@@ -1058,6 +1062,7 @@ def make__adaptive_avg_pool3d_backward_out(op, diopiAdaptiveAvgPool3dBackward):
             shape, dtype = shape_like_self(grad_output, self)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (grad_output, self), (grad_output, self), {'out': out})
             status = diopiAdaptiveAvgPool3dBackward(contexts[d], out, grad_output, self)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (grad_output, self), {'out': out})
@@ -1319,6 +1324,7 @@ def make__dirichlet_grad_out(op, diopiDirichletGrad):
             shape, dtype = shape_unary(x, alpha, total)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (x, alpha, total), (x, alpha, total), {'out': out})
             status = diopiDirichletGrad(contexts[d], out, x, alpha, total)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (x, alpha, total), {'out': out})
@@ -5536,6 +5542,7 @@ def make__linalg_det_result(op, diopiLinalgDet):
             if dump or CHECK_DEVICE:
                 checked_args(op, d, dump, (A, result, LU, pivots))
             resize_outputs((result, LU, pivots), meta__linalg_det(A))
+            check_written_memory(op, (result, LU, pivots), (A,), (A,), {'result': result, 'LU': LU, 'pivots': pivots})
             status = diopiLinalgDet(contexts[d], result, LU, pivots, A)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (result, LU, pivots), (A,), {'result': result, 'LU': LU, 'pivots': pivots})
@@ -5601,6 +5608,7 @@ def make__linalg_eigh_eigenvalues(op, diopiLinalgEigh):
             if dump or CHECK_DEVICE:
                 checked_args(op, d, dump, (A, UPLO, compute_v, eigenvalues, eigenvectors))
             resize_outputs((eigenvalues, eigenvectors), meta__linalg_eigh(A, UPLO, compute_v))
+            check_written_memory(op, (eigenvalues, eigenvectors), (A,), (A, UPLO, compute_v), {'eigenvalues': eigenvalues, 'eigenvectors': eigenvectors})
             status = diopiLinalgEigh(contexts[d], eigenvalues, eigenvectors, A, UPLO, compute_v)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (eigenvalues, eigenvectors), (A, UPLO, compute_v), {'eigenvalues': eigenvalues, 'eigenvectors': eigenvectors})
@@ -5666,6 +5674,7 @@ def make__linalg_slogdet_sign(op, diopiLinalgSlogdet):
             if dump or CHECK_DEVICE:
                 checked_args(op, d, dump, (A, sign, logabsdet, LU, pivots))
             resize_outputs((sign, logabsdet, LU, pivots), meta__linalg_slogdet(A))
+            check_written_memory(op, (sign, logabsdet, LU, pivots), (A,), (A,), {'sign': sign, 'logabsdet': logabsdet, 'LU': LU, 'pivots': pivots})
             status = diopiLinalgSlogdet(contexts[d], sign, logabsdet, LU, pivots, A)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (sign, logabsdet, LU, pivots), (A,), {'sign': sign, 'logabsdet': logabsdet, 'LU': LU, 'pivots': pivots})
@@ -5731,6 +5740,7 @@ def make__linalg_solve_ex_result(op, diopiLinalgSolveEx):
             if dump or CHECK_DEVICE:
                 checked_args(op, d, dump, (A, B, left, check_errors, result, LU, pivots, info))
             resize_outputs((result, LU, pivots, info), meta__linalg_solve_ex(A, B, left, check_errors))
+            check_written_memory(op, (result, LU, pivots, info), (A, B), (A, B), {'left': left, 'check_errors': check_errors, 'result': result, 'LU': LU, 'pivots': pivots, 'info': info})
             status = diopiLinalgSolveEx(contexts[d], result, LU, pivots, info, A, B, left, check_errors)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (result, LU, pivots, info), (A, B), {'left': left, 'check_errors': check_errors, 'result': result, 'LU': LU, 'pivots': pivots, 'info': info})
@@ -5796,6 +5806,7 @@ def make__linalg_svd_U(op, diopiLinalgSvd):
             if dump or CHECK_DEVICE:
                 checked_args(op, d, dump, (A, full_matrices, compute_uv, driver, U, S, Vh))
             resize_outputs((U, S, Vh), meta__linalg_svd(A, full_matrices, compute_uv, driver))
+            check_written_memory(op, (U, S, Vh), (A,), (A, full_matrices, compute_uv), {'driver': driver, 'U': U, 'S': S, 'Vh': Vh})
             status = diopiLinalgSvd(contexts[d], U, S, Vh, A, full_matrices, compute_uv, driver)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (U, S, Vh), (A, full_matrices, compute_uv), {'driver': driver, 'U': U, 'S': S, 'Vh': Vh})
@@ -5864,6 +5875,7 @@ def make__log_softmax_out(op, diopiLogSoftmax):
             shape, dtype = shape_unary(self, dim, half_to_float)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, dim, half_to_float), {'out': out})
             status = diopiLogSoftmax(contexts[d], out, self, dim)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, half_to_float), {'out': out})
@@ -5932,6 +5944,7 @@ def make__log_softmax_backward_data_out(op, diopiLogSoftmaxBackward):
             shape, dtype = shape_unary(grad_output, output, dim, input_dtype)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (grad_output, output), (grad_output, output, dim, input_dtype), {'out': out})
             status = diopiLogSoftmaxBackward(contexts[d], out, grad_output, output, dim)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (grad_output, output, dim, input_dtype), {'out': out})
@@ -6000,6 +6013,7 @@ def make__logcumsumexp_out(op, diopiLogcumsumexp):
             shape, dtype = shape_unary(self, dim)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, dim), {'out': out})
             status = diopiLogcumsumexp(contexts[d], out, self, dim)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim), {'out': out})
@@ -6138,6 +6152,7 @@ def make__sample_dirichlet_out(op, diopiSampleDirichlet):
             shape, dtype = shape_unary(self, generator)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, generator), {'out': out})
             status = diopiSampleDirichlet(contexts[d], out, self, generator)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, generator), {'out': out})
@@ -6266,6 +6281,7 @@ def make__softmax_out(op, diopiSoftmax):
             shape, dtype = shape_unary(self, dim, half_to_float)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, dim, half_to_float), {'out': out})
             status = diopiSoftmax(contexts[d], out, self, dim)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, half_to_float), {'out': out})
@@ -6334,6 +6350,7 @@ def make__softmax_backward_data_out(op, diopiSoftmaxBackward):
             shape, dtype = shape_unary(grad_output, output, dim, input_dtype)
             if grad_input.shape != shape:
                 grad_input.resize_(shape)
+            check_written_memory(op, (grad_input,), (grad_output, output), (grad_output, output, dim, input_dtype), {'grad_input': grad_input})
             status = diopiSoftmaxBackward(contexts[d], grad_input, grad_output, output, dim)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, output, dim, input_dtype), {'grad_input': grad_input})
@@ -6402,6 +6419,7 @@ def make__standard_gamma_out(op, diopiStandardGamma):
             shape, dtype = shape_unary(self, generator)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, generator), {'out': out})
             status = diopiStandardGamma(contexts[d], out, self, generator)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, generator), {'out': out})
@@ -6470,6 +6488,7 @@ def make__standard_gamma_grad_out(op, diopiStandardGammaGrad):
             shape, dtype = shape_unary(self, output)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, output), (self, output), {'out': out})
             status = diopiStandardGammaGrad(contexts[d], out, self, output)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, output), {'out': out})
@@ -6707,6 +6726,7 @@ def make__upsample_nearest_exact2d_out(op, diopiUpsampleNearestExact2d):
             shape, dtype = meta__upsample_nearest_exact2d(self, output_size, scales_h, scales_w)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, output_size, scales_h, scales_w), {'out': out})
             status = diopiUpsampleNearestExact2d(contexts[d], out, self, output_size, scales_h, scales_w)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, output_size, scales_h, scales_w), {'out': out})
@@ -6775,6 +6795,7 @@ def make__upsample_nearest_exact2d_backward_grad_input(op, diopiUpsampleNearestE
             shape, dtype = meta__upsample_nearest_exact2d_backward(grad_output, output_size, input_size, scales_h, scales_w)
             if grad_input.shape != shape:
                 grad_input.resize_(shape)
+            check_written_memory(op, (grad_input,), (grad_output,), (grad_output, output_size, input_size, scales_h, scales_w), {'grad_input': grad_input})
             status = diopiUpsampleNearestExact2dBackward(contexts[d], grad_input, grad_output, output_size, input_size, scales_h, scales_w)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, output_size, input_size, scales_h, scales_w), {'grad_input': grad_input})
@@ -6911,6 +6932,7 @@ def make_abs_out(op, diopiAbs):
             shape, dtype = shape_unary_real(self)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self,), {'out': out})
             status = diopiAbs(contexts[d], out, self)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
@@ -7007,6 +7029,7 @@ def make_acos_out(op, diopiAcos):
             shape, dtype = shape_unary_float(self)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self,), {'out': out})
             status = diopiAcos(contexts[d], out, self)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
@@ -7100,6 +7123,7 @@ def make_acosh_out(op, diopiAcosh):
             shape, dtype = shape_unary_float(self)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self,), {'out': out})
             status = diopiAcosh(contexts[d], out, self)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
@@ -7186,6 +7210,7 @@ def make_adaptive_max_pool2d_out(op, diopiAdaptiveMaxPool2dWithIndices):
             if dump or CHECK_DEVICE:
                 checked_args(op, d, dump, (self, output_size, out, indices))
             resize_outputs((out, indices), meta_adaptive_max_pool2d(self, output_size))
+            check_written_memory(op, (out, indices), (self,), (self, output_size), {'out': out, 'indices': indices})
             status = diopiAdaptiveMaxPool2dWithIndices(contexts[d], out, indices, self, output_size)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (out, indices), (self, output_size), {'out': out, 'indices': indices})
@@ -7249,6 +7274,7 @@ def make_adaptive_max_pool2d_backward_grad_input(op, diopiAdaptiveMaxPool2dBackw
             shape, dtype = shape_like_self(grad_output, self, indices)
             if grad_input.shape != shape:
                 grad_input.resize_(shape)
+            check_written_memory(op, (grad_input,), (grad_output, self, indices), (grad_output, self, indices), {'grad_input': grad_input})
             status = diopiAdaptiveMaxPool2dBackward(contexts[d], grad_input, grad_output, self, indices)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, indices), {'grad_input': grad_input})
@@ -7314,6 +7340,7 @@ def make_adaptive_max_pool3d_out(op, diopiAdaptiveMaxPool3dWithIndices):
             if dump or CHECK_DEVICE:
                 checked_args(op, d, dump, (self, output_size, out, indices))
             resize_outputs((out, indices), meta_adaptive_max_pool3d(self, output_size))
+            check_written_memory(op, (out, indices), (self,), (self, output_size), {'out': out, 'indices': indices})
             status = diopiAdaptiveMaxPool3dWithIndices(contexts[d], out, indices, self, output_size)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (out, indices), (self, output_size), {'out': out, 'indices': indices})
@@ -7382,6 +7409,7 @@ def make_adaptive_max_pool3d_backward_grad_input(op, diopiAdaptiveMaxPool3dBackw
             shape, dtype = shape_like_self(grad_output, self, indices)
             if grad_input.shape != shape:
                 grad_input.resize_(shape)
+            check_written_memory(op, (grad_input,), (grad_output, self, indices), (grad_output, self, indices), {'grad_input': grad_input})
             status = diopiAdaptiveMaxPool3dBackward(contexts[d], grad_input, grad_output, self, indices)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, indices), {'grad_input': grad_input})
@@ -7450,6 +7478,7 @@ def make_add_Scalar_out(op, diopiAddScalar):
             shape, dtype = shape_binary(self, other, alpha)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, other, alpha), {'out': out})
             status = diopiAddScalar(contexts[d], out, self, other, alpha)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other, alpha), {'out': out})
@@ -7521,6 +7550,7 @@ def make_add_out(op, diopiAdd, diopiAddScalar):
             shape, dtype = shape_binary(self, other, alpha)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, other), (self, other), {'alpha': alpha, 'out': out})
             if isinstance(other, Tensor):
                 status = diopiAdd(contexts[d], out, self, other, alpha)
             else:
@@ -7651,6 +7681,7 @@ def make_addbmm_out(op, diopiAddbmm):
             shape, dtype = meta_addbmm(self, batch1, batch2, beta, alpha)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, batch1, batch2), (self, batch1, batch2), {'beta': beta, 'alpha': alpha, 'out': out})
             status = diopiAddbmm(contexts[d], out, self, batch1, batch2, beta, alpha)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, batch1, batch2), {'beta': beta, 'alpha': alpha, 'out': out})
@@ -7746,6 +7777,7 @@ def make_addcdiv_out(op, diopiAddcdiv):
             shape, dtype = shape_ternary(self, tensor1, tensor2, value)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, tensor1, tensor2), (self, tensor1, tensor2), {'value': value, 'out': out})
             status = diopiAddcdiv(contexts[d], out, self, tensor1, tensor2, value)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, tensor1, tensor2), {'value': value, 'out': out})
@@ -7844,6 +7876,7 @@ def make_addcmul_out(op, diopiAddcmul):
             shape, dtype = shape_ternary(self, tensor1, tensor2, value)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, tensor1, tensor2), (self, tensor1, tensor2), {'value': value, 'out': out})
             status = diopiAddcmul(contexts[d], out, self, tensor1, tensor2, value)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, tensor1, tensor2), {'value': value, 'out': out})
@@ -7942,6 +7975,7 @@ def make_addmm_out(op, diopiAddmm):
             shape, dtype = shape_addmm(self, mat1, mat2, beta, alpha)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, mat1, mat2), (self, mat1, mat2), {'beta': beta, 'alpha': alpha, 'out': out})
             status = diopiAddmm(contexts[d], out, self, mat1, mat2, beta, alpha)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, mat1, mat2), {'beta': beta, 'alpha': alpha, 'out': out})
@@ -8040,6 +8074,7 @@ def make_addmv_out(op, diopiAddmv):
             shape, dtype = meta_addmv(self, mat, vec, beta, alpha)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, mat, vec), (self, mat, vec), {'beta': beta, 'alpha': alpha, 'out': out})
             status = diopiAddmv(contexts[d], out, self, mat, vec, beta, alpha)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, mat, vec), {'beta': beta, 'alpha': alpha, 'out': out})
@@ -8135,6 +8170,7 @@ def make_addr_out(op, diopiAddr):
             shape, dtype = meta_addr(self, vec1, vec2, beta, alpha)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, vec1, vec2), (self, vec1, vec2), {'beta': beta, 'alpha': alpha, 'out': out})
             status = diopiAddr(contexts[d], out, self, vec1, vec2, beta, alpha)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, vec1, vec2), {'beta': beta, 'alpha': alpha, 'out': out})
@@ -8230,6 +8266,7 @@ def make_all_all_out(op, diopiAll):
             shape, dtype = meta_all(self)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self,), {'out': out})
             status = diopiAll(contexts[d], out, self, None)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
@@ -8298,6 +8335,7 @@ def make_all_out(op, diopiAll):
             shape, dtype = meta_all_dim(self, dim, keepdim)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, dim, keepdim), {'out': out})
             status = diopiAll(contexts[d], out, self, dim)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, keepdim), {'out': out})
@@ -8366,6 +8404,7 @@ def make_amax_out(op, diopiAmax):
             shape, dtype = meta_amax(self, dim, keepdim)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, dim, keepdim), {'out': out})
             status = diopiAmax(contexts[d], out, self, dim, keepdim)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, keepdim), {'out': out})
@@ -8434,6 +8473,7 @@ def make_amin_out(op, diopiAmin):
             shape, dtype = meta_amin(self, dim, keepdim)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, dim, keepdim), {'out': out})
             status = diopiAmin(contexts[d], out, self, dim)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, keepdim), {'out': out})
@@ -8499,6 +8539,7 @@ def make_aminmax_out(op, diopiAminmax):
             if dump or CHECK_DEVICE:
                 checked_args(op, d, dump, (self, dim, keepdim, min, max))
             resize_outputs((min, max), meta_aminmax(self, dim, keepdim))
+            check_written_memory(op, (min, max), (self,), (self,), {'dim': dim, 'keepdim': keepdim, 'min': min, 'max': max})
             status = diopiAminmax(contexts[d], min, max, self, dim)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (min, max), (self,), {'dim': dim, 'keepdim': keepdim, 'min': min, 'max': max})
@@ -8567,6 +8608,7 @@ def make_any_all_out(op, diopiAny):
             shape, dtype = meta_any(self)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self,), {'out': out})
             status = diopiAny(contexts[d], out, self, None)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
@@ -8635,6 +8677,7 @@ def make_any_out(op, diopiAny):
             shape, dtype = meta_any_dim(self, dim, keepdim)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, dim, keepdim), {'out': out})
             status = diopiAny(contexts[d], out, self, dim)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, keepdim), {'out': out})
@@ -8665,6 +8708,7 @@ def make_arange_out(op, diopiArange):
             shape, dtype = shape_arange_end(end)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (), (end,), {'out': out})
             status = diopiArange(contexts[d], out, 0, end, 1)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (end,), {'out': out})
@@ -8693,6 +8737,7 @@ def make_arange_start_out(op, diopiArange):
             shape, dtype = shape_arange(start, end, step)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (), (start, end, step), {'out': out})
             status = diopiArange(contexts[d], out, start, end, step)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (start, end, step), {'out': out})
@@ -8759,6 +8804,7 @@ def make_argmax_out(op, diopiArgmax):
             shape, dtype = meta_argmax(self, dim, keepdim)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, dim, keepdim), {'out': out})
             status = diopiArgmax(contexts[d], out, self, dim, keepdim)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, keepdim), {'out': out})
@@ -8827,6 +8873,7 @@ def make_argmin_out(op, diopiArgmin):
             shape, dtype = meta_argmin(self, dim, keepdim)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, dim, keepdim), {'out': out})
             status = diopiArgmin(contexts[d], out, self, dim, keepdim)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, keepdim), {'out': out})
@@ -8895,6 +8942,7 @@ def make_asin_out(op, diopiAsin):
             shape, dtype = shape_unary_float(self)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self,), {'out': out})
             status = diopiAsin(contexts[d], out, self)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
@@ -8988,6 +9036,7 @@ def make_asinh_out(op, diopiAsinh):
             shape, dtype = shape_unary_float(self)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self,), {'out': out})
             status = diopiAsinh(contexts[d], out, self)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
@@ -9081,6 +9130,7 @@ def make_atan_out(op, diopiAtan):
             shape, dtype = shape_unary_float(self)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self,), {'out': out})
             status = diopiAtan(contexts[d], out, self)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
@@ -9149,6 +9199,7 @@ def make_atan2_out(op, diopiAtan2):
             shape, dtype = shape_binary_float(self, other)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, other), (self, other), {'out': out})
             status = diopiAtan2(contexts[d], out, self, other)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
@@ -9269,6 +9320,7 @@ def make_atanh_out(op, diopiAtanh):
             shape, dtype = shape_unary_float(self)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self,), {'out': out})
             status = diopiAtanh(contexts[d], out, self)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
@@ -9357,6 +9409,7 @@ def make_avg_pool2d_out(op, diopiAvgPool2d):
             shape, dtype = meta_avg_pool2d(self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override), {'out': out})
             status = diopiAvgPool2d(contexts[d], out, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override), {'out': out})
@@ -9420,6 +9473,7 @@ def make_avg_pool2d_backward_grad_input(op, diopiAvgPool2dBackward):
             shape, dtype = shape_like_self(grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
             if grad_input.shape != shape:
                 grad_input.resize_(shape)
+            check_written_memory(op, (grad_input,), (grad_output, self), (grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override), {'grad_input': grad_input})
             status = diopiAvgPool2dBackward(contexts[d], grad_input, grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override), {'grad_input': grad_input})
@@ -9488,6 +9542,7 @@ def make_avg_pool3d_out(op, diopiAvgPool3d):
             shape, dtype = meta_avg_pool3d(self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override), {'out': out})
             status = diopiAvgPool3d(contexts[d], out, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override), {'out': out})
@@ -9556,6 +9611,7 @@ def make_avg_pool3d_backward_grad_input(op, diopiAvgPool3dBackward):
             shape, dtype = shape_like_self(grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
             if grad_input.shape != shape:
                 grad_input.resize_(shape)
+            check_written_memory(op, (grad_input,), (grad_output, self), (grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override), {'grad_input': grad_input})
             status = diopiAvgPool3dBackward(contexts[d], grad_input, grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override), {'grad_input': grad_input})
@@ -9624,6 +9680,7 @@ def make_baddbmm_out(op, diopiBaddbmm):
             shape, dtype = meta_baddbmm(self, batch1, batch2, beta, alpha)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, batch1, batch2), (self, batch1, batch2), {'beta': beta, 'alpha': alpha, 'out': out})
             status = diopiBaddbmm(contexts[d], out, self, batch1, batch2, beta, alpha)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, batch1, batch2), {'beta': beta, 'alpha': alpha, 'out': out})
@@ -9754,6 +9811,7 @@ def make_bernoulli_Tensor_out(op, diopiBernoulliTensor):
             shape, dtype = shape_unary(self, p, generator)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, p), (self, p), {'generator': generator, 'out': out})
             status = diopiBernoulliTensor(contexts[d], out, p, generator)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, p), {'generator': generator, 'out': out})
@@ -9787,6 +9845,7 @@ def make_bernoulli_float_out(op, diopiBernoulliScalar):
             shape, dtype = shape_unary(self, p, generator)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, p), {'generator': generator, 'out': out})
             status = diopiBernoulliScalar(contexts[d], out, p, generator)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, p), {'generator': generator, 'out': out})
@@ -9820,6 +9879,7 @@ def make_bernoulli_out(op, diopiBernoulli):
             shape, dtype = shape_unary(self, generator)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self,), {'generator': generator, 'out': out})
             status = diopiBernoulli(contexts[d], out, self, generator)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'generator': generator, 'out': out})
@@ -9978,6 +10038,7 @@ def make_binary_cross_entropy_out(op, diopiBCELoss):
             shape, dtype = meta_binary_cross_entropy(self, target, weight, reduction)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, target, weight), (self, target, weight, reduction), {'out': out})
             status = diopiBCELoss(contexts[d], out, self, target, weight, reduction)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, target, weight, reduction), {'out': out})
@@ -10046,6 +10107,7 @@ def make_binary_cross_entropy_backward_grad_input(op, diopiBCELossBackward):
             shape, dtype = shape_like_self(grad_output, self, target, weight, reduction)
             if grad_input.shape != shape:
                 grad_input.resize_(shape)
+            check_written_memory(op, (grad_input,), (grad_output, self, target, weight), (grad_output, self, target, weight, reduction), {'grad_input': grad_input})
             status = diopiBCELossBackward(contexts[d], grad_input, grad_output, self, target, weight, reduction)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, target, weight, reduction), {'grad_input': grad_input})
@@ -10180,6 +10242,7 @@ def make_binomial_out(op, diopiBinomial):
             shape, dtype = shape_binary(count, prob, generator)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (count, prob), (count, prob, generator), {'out': out})
             status = diopiBinomial(contexts[d], out, count, prob, generator)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (count, prob, generator), {'out': out})
@@ -10248,6 +10311,7 @@ def make_bitwise_and_Scalar_out(op, diopiBitwiseAndScalar):
             shape, dtype = shape_binary(self, other)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, other), {'out': out})
             status = diopiBitwiseAndScalar(contexts[d], out, self, other)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
@@ -10319,6 +10383,7 @@ def make_bitwise_and_Tensor_out(op, diopiBitwiseAnd, diopiBitwiseAndScalar):
             shape, dtype = shape_binary(self, other)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, other), (self, other), {'out': out})
             if isinstance(other, Tensor):
                 status = diopiBitwiseAnd(contexts[d], out, self, other)
             else:
@@ -10481,6 +10546,7 @@ def make_bitwise_left_shift_Tensor_Scalar_out(op, diopiBitwiseLeftShiftScalar):
             shape, dtype = shape_binary(self, other)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, other), {'out': out})
             status = diopiBitwiseLeftShiftScalar(contexts[d], out, self, other)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
@@ -10514,6 +10580,7 @@ def make_bitwise_left_shift_Tensor_out(op, diopiBitwiseLeftShift, diopiBitwiseLe
             shape, dtype = shape_binary(self, other)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, other), (self, other), {'out': out})
             if isinstance(other, Tensor):
                 status = diopiBitwiseLeftShift(contexts[d], out, self, other)
             else:
@@ -10638,6 +10705,7 @@ def make_bitwise_not_out(op, diopiBitwiseNot):
             shape, dtype = shape_unary(self)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self,), {'out': out})
             status = diopiBitwiseNot(contexts[d], out, self)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
@@ -10731,6 +10799,7 @@ def make_bitwise_or_Scalar_out(op, diopiBitwiseOrScalar):
             shape, dtype = shape_binary(self, other)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, other), {'out': out})
             status = diopiBitwiseOrScalar(contexts[d], out, self, other)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
@@ -10802,6 +10871,7 @@ def make_bitwise_or_Tensor_out(op, diopiBitwiseOr, diopiBitwiseOrScalar):
             shape, dtype = shape_binary(self, other)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, other), (self, other), {'out': out})
             if isinstance(other, Tensor):
                 status = diopiBitwiseOr(contexts[d], out, self, other)
             else:
@@ -10964,6 +11034,7 @@ def make_bitwise_right_shift_Tensor_Scalar_out(op, diopiBitwiseRightShiftScalar)
             shape, dtype = shape_binary(self, other)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, other), {'out': out})
             status = diopiBitwiseRightShiftScalar(contexts[d], out, self, other)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
@@ -10997,6 +11068,7 @@ def make_bitwise_right_shift_Tensor_out(op, diopiBitwiseRightShift, diopiBitwise
             shape, dtype = shape_binary(self, other)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, other), (self, other), {'out': out})
             if isinstance(other, Tensor):
                 status = diopiBitwiseRightShift(contexts[d], out, self, other)
             else:
@@ -11121,6 +11193,7 @@ def make_bitwise_xor_Scalar_out(op, diopiBitwiseXorScalar):
             shape, dtype = shape_binary(self, other)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, other), {'out': out})
             status = diopiBitwiseXorScalar(contexts[d], out, self, other)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
@@ -11192,6 +11265,7 @@ def make_bitwise_xor_Tensor_out(op, diopiBitwiseXor, diopiBitwiseXorScalar):
             shape, dtype = shape_binary(self, other)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, other), (self, other), {'out': out})
             if isinstance(other, Tensor):
                 status = diopiBitwiseXor(contexts[d], out, self, other)
             else:
@@ -11316,6 +11390,7 @@ def make_bmm_out(op, diopiBmm):
             shape, dtype = shape_bmm(self, mat2)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, mat2), (self, mat2), {'out': out})
             status = diopiBmm(contexts[d], out, self, mat2)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, mat2), {'out': out})
@@ -11384,6 +11459,7 @@ def make_bucketize_Tensor_out(op, diopiBucketize):
             shape, dtype = meta_bucketize_Tensor(self, boundaries, out_int32, right)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, boundaries), (self, boundaries), {'out_int32': out_int32, 'right': right, 'out': out})
             status = diopiBucketize(contexts[d], out, self, boundaries, out_int32, right)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, boundaries), {'out_int32': out_int32, 'right': right, 'out': out})
@@ -11444,6 +11520,7 @@ def make_cat_out(op, diopiCat):
             shape, dtype = meta_cat(tensors, dim)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (tensors,), (tensors, dim), {'out': out})
             status = diopiCat(contexts[d], out, tensors, dim)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (tensors, dim), {'out': out})
@@ -11510,6 +11587,7 @@ def make_cauchy_out(op, diopiCauchyInp):
             shape, dtype = shape_unary(self, median, sigma, generator)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, median, sigma), {'generator': generator, 'out': out})
             status = diopiCauchyInp(contexts[d], out, median, sigma, generator)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, median, sigma), {'generator': generator, 'out': out})
@@ -11606,6 +11684,7 @@ def make_ceil_out(op, diopiCeil):
             shape, dtype = shape_unary(self)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self,), {'out': out})
             status = diopiCeil(contexts[d], out, self)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
@@ -11769,6 +11848,7 @@ def make_clamp_Tensor_out(op, diopiClamp):
             shape, dtype = meta_clamp_Tensor(self, min, max)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, min, max), (self, min, max), {'out': out})
             status = diopiClamp(contexts[d], out, self, min, max)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, min, max), {'out': out})
@@ -11802,6 +11882,7 @@ def make_clamp_out(op, diopiClampScalar):
             shape, dtype = meta_clamp(self, min, max)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, min, max), {'out': out})
             status = diopiClampScalar(contexts[d], out, self, min, max)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, min, max), {'out': out})
@@ -11957,6 +12038,7 @@ def make_clamp_max_Tensor_out(op, diopiClampMax):
             shape, dtype = shape_binary(self, max)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, max), (self, max), {'out': out})
             status = diopiClampMax(contexts[d], out, self, max)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, max), {'out': out})
@@ -11990,6 +12072,7 @@ def make_clamp_max_out(op, diopiClampMaxScalar):
             shape, dtype = shape_binary(self, max)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, max), {'out': out})
             status = diopiClampMaxScalar(contexts[d], out, self, max)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, max), {'out': out})
@@ -12145,6 +12228,7 @@ def make_clamp_min_Tensor_out(op, diopiClampMin):
             shape, dtype = shape_binary(self, min)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, min), (self, min), {'out': out})
             status = diopiClampMin(contexts[d], out, self, min)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, min), {'out': out})
@@ -12178,6 +12262,7 @@ def make_clamp_min_out(op, diopiClampMinScalar):
             shape, dtype = shape_binary(self, min)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, min), {'out': out})
             status = diopiClampMinScalar(contexts[d], out, self, min)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, min), {'out': out})
@@ -12298,6 +12383,7 @@ def make_col2im_out(op, diopiCol2Im):
             shape, dtype = meta_col2im(self, output_size, kernel_size, dilation, padding, stride)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, output_size, kernel_size, dilation, padding, stride), {'out': out})
             status = diopiCol2Im(contexts[d], out, self, output_size, kernel_size, dilation, padding, stride)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, output_size, kernel_size, dilation, padding, stride), {'out': out})
@@ -12366,6 +12452,7 @@ def make_constant_pad_nd_out(op, diopiPad):
             shape, dtype = meta_constant_pad_nd(self, pad, value)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, pad, value), {'out': out})
             status = diopiPad(contexts[d], out, self, pad, 'constant', value)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, pad, value), {'out': out})
@@ -12494,6 +12581,7 @@ def make_copysign_Scalar_out(op, diopiCopysignScalar):
             shape, dtype = shape_binary_float(self, other)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, other), {'out': out})
             status = diopiCopysignScalar(contexts[d], out, self, other)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
@@ -12565,6 +12653,7 @@ def make_copysign_out(op, diopiCopysign, diopiCopysignScalar):
             shape, dtype = shape_binary_float(self, other)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, other), (self, other), {'out': out})
             if isinstance(other, Tensor):
                 status = diopiCopysign(contexts[d], out, self, other)
             else:
@@ -12689,6 +12778,7 @@ def make_cos_out(op, diopiCos):
             shape, dtype = shape_unary_float(self)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self,), {'out': out})
             status = diopiCos(contexts[d], out, self)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
@@ -12782,6 +12872,7 @@ def make_cosh_out(op, diopiCosh):
             shape, dtype = shape_unary_float(self)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self,), {'out': out})
             status = diopiCosh(contexts[d], out, self)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
@@ -12907,6 +12998,7 @@ def make_cummax_out(op, diopiCummax):
             if dump or CHECK_DEVICE:
                 checked_args(op, d, dump, (self, dim, values, indices))
             resize_outputs((values, indices), meta_cummax(self, dim))
+            check_written_memory(op, (values, indices), (self,), (self, dim), {'values': values, 'indices': indices})
             status = diopiCummax(contexts[d], values, indices, self, dim)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (values, indices), (self, dim), {'values': values, 'indices': indices})
@@ -12972,6 +13064,7 @@ def make_cummin_out(op, diopiCummin):
             if dump or CHECK_DEVICE:
                 checked_args(op, d, dump, (self, dim, values, indices))
             resize_outputs((values, indices), meta_cummin(self, dim))
+            check_written_memory(op, (values, indices), (self,), (self, dim), {'values': values, 'indices': indices})
             status = diopiCummin(contexts[d], values, indices, self, dim)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (values, indices), (self, dim), {'values': values, 'indices': indices})
@@ -13040,6 +13133,7 @@ def make_cumprod_out(op, diopiCumprod):
             shape, dtype = meta_cumprod(self, dim, dtype)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, dim), {'dtype': dtype, 'out': out})
             status = diopiCumprod(contexts[d], out, self, dim)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim), {'dtype': dtype, 'out': out})
@@ -13133,6 +13227,7 @@ def make_cumsum_out(op, diopiCumsum):
             shape, dtype = meta_cumsum(self, dim, dtype)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, dim), {'dtype': dtype, 'out': out})
             status = diopiCumsum(contexts[d], out, self, dim)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim), {'dtype': dtype, 'out': out})
@@ -13226,6 +13321,7 @@ def make_digamma_out(op, diopiDigamma):
             shape, dtype = shape_unary_float(self)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self,), {'out': out})
             status = diopiDigamma(contexts[d], out, self)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
@@ -13354,6 +13450,7 @@ def make_div_Scalar_mode_out(op, diopiDivScalar):
             shape, dtype = shape_divide(self, other, rounding_mode)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, other), {'rounding_mode': rounding_mode, 'out': out})
             status = diopiDivScalar(contexts[d], out, self, other, rounding_mode)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'rounding_mode': rounding_mode, 'out': out})
@@ -13387,6 +13484,7 @@ def make_div_Scalar_out(op, diopiDivScalar):
             shape, dtype = shape_divide(self, other)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, other), {'out': out})
             status = diopiDivScalar(contexts[d], out, self, other, None)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
@@ -13496,6 +13594,7 @@ def make_div_out(op, diopiDiv, diopiDivScalar):
             shape, dtype = shape_divide(self, other)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, other), (self, other), {'out': out})
             if isinstance(other, Tensor):
                 status = diopiDiv(contexts[d], out, self, other, None)
             else:
@@ -13532,6 +13631,7 @@ def make_div_out_mode(op, diopiDiv, diopiDivScalar):
             shape, dtype = shape_divide(self, other, rounding_mode)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, other), (self, other), {'rounding_mode': rounding_mode, 'out': out})
             if isinstance(other, Tensor):
                 status = diopiDiv(contexts[d], out, self, other, rounding_mode)
             else:
@@ -13721,6 +13821,7 @@ def make_dot_out(op, diopiDot):
             shape, dtype = meta_dot(self, tensor)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, tensor), (self, tensor), {'out': out})
             status = diopiDot(contexts[d], out, self, tensor)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, tensor), {'out': out})
@@ -13789,6 +13890,7 @@ def make_elu_out(op, diopiElu):
             shape, dtype = shape_unary(self, alpha, scale, input_scale)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, alpha, scale, input_scale), {'out': out})
             status = diopiElu(contexts[d], out, self, alpha, scale, input_scale)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, alpha, scale, input_scale), {'out': out})
@@ -13882,6 +13984,7 @@ def make_elu_backward_grad_input(op, diopiEluBackward):
             shape, dtype = shape_unary(grad_output, alpha, scale, input_scale, is_result, self_or_result)
             if grad_input.shape != shape:
                 grad_input.resize_(shape)
+            check_written_memory(op, (grad_input,), (grad_output, self_or_result), (grad_output, alpha, scale, input_scale, is_result, self_or_result), {'grad_input': grad_input})
             status = diopiEluBackward(contexts[d], grad_input, grad_output, self_or_result, alpha, scale, input_scale, is_result)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, alpha, scale, input_scale, is_result, self_or_result), {'grad_input': grad_input})
@@ -14047,6 +14150,7 @@ def make_eq_Scalar_out(op, diopiEqScalar):
             shape, dtype = shape_compare(self, other)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, other), {'out': out})
             status = diopiEqScalar(contexts[d], out, self, other)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
@@ -14118,6 +14222,7 @@ def make_eq_Tensor_out(op, diopiEq, diopiEqScalar):
             shape, dtype = shape_compare(self, other)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, other), (self, other), {'out': out})
             if isinstance(other, Tensor):
                 status = diopiEq(contexts[d], out, self, other)
             else:
@@ -14248,6 +14353,7 @@ def make_erf_out(op, diopiErf):
             shape, dtype = shape_unary_float(self)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self,), {'out': out})
             status = diopiErf(contexts[d], out, self)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
@@ -14341,6 +14447,7 @@ def make_erfc_out(op, diopiErfc):
             shape, dtype = shape_unary_float(self)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self,), {'out': out})
             status = diopiErfc(contexts[d], out, self)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
@@ -14434,6 +14541,7 @@ def make_erfinv_out(op, diopiErfinv):
             shape, dtype = shape_unary_float(self)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self,), {'out': out})
             status = diopiErfinv(contexts[d], out, self)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
@@ -14527,6 +14635,7 @@ def make_exp_out(op, diopiExp):
             shape, dtype = shape_unary_float(self)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self,), {'out': out})
             status = diopiExp(contexts[d], out, self)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
@@ -14595,6 +14704,7 @@ def make_exp2_out(op, diopiExp2):
             shape, dtype = shape_unary_float(self)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self,), {'out': out})
             status = diopiExp2(contexts[d], out, self)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
@@ -14716,6 +14826,7 @@ def make_expm1_out(op, diopiExpm1):
             shape, dtype = shape_unary_float(self)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self,), {'out': out})
             status = diopiExpm1(contexts[d], out, self)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
@@ -14809,6 +14920,7 @@ def make_exponential_out(op, diopiExponentialInp):
             shape, dtype = shape_unary(self, lambd, generator)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, lambd), {'generator': generator, 'out': out})
             status = diopiExponentialInp(contexts[d], out, lambd, generator)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, lambd), {'generator': generator, 'out': out})
@@ -14867,6 +14979,7 @@ def make_eye_m_out(op, diopiEye):
             shape, dtype = shape_eye(n, m)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (), (n, m), {'out': out})
             status = diopiEye(contexts[d], out, n, m)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (n, m), {'out': out})
@@ -14895,6 +15008,7 @@ def make_eye_out(op, diopiEye):
             shape, dtype = shape_eye(n)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (), (n,), {'out': out})
             status = diopiEye(contexts[d], out, n, n)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (n,), {'out': out})
@@ -14961,6 +15075,7 @@ def make_flip_out(op, diopiFlip):
             shape, dtype = shape_unary(self, dims)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, dims), {'out': out})
             status = diopiFlip(contexts[d], out, self, dims)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dims), {'out': out})
@@ -15029,6 +15144,7 @@ def make_floor_out(op, diopiFloor):
             shape, dtype = shape_unary(self)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self,), {'out': out})
             status = diopiFloor(contexts[d], out, self)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
@@ -15122,6 +15238,7 @@ def make_floor_divide_out(op, diopiFloorDivide):
             shape, dtype = shape_binary(self, other)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, other), (self, other), {'out': out})
             status = diopiFloorDivide(contexts[d], out, self, other)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
@@ -15217,6 +15334,7 @@ def make_fmax_out(op, diopiFmax):
             shape, dtype = shape_binary(self, other)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, other), (self, other), {'out': out})
             status = diopiFmax(contexts[d], out, self, other)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
@@ -15285,6 +15403,7 @@ def make_fmin_out(op, diopiFmin):
             shape, dtype = shape_binary(self, other)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, other), (self, other), {'out': out})
             status = diopiFmin(contexts[d], out, self, other)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
@@ -15353,6 +15472,7 @@ def make_fmod_Scalar_out(op, diopiFmodScalar):
             shape, dtype = shape_binary(self, other)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, other), {'out': out})
             status = diopiFmodScalar(contexts[d], out, self, other)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
@@ -15424,6 +15544,7 @@ def make_fmod_Tensor_out(op, diopiFmod, diopiFmodScalar):
             shape, dtype = shape_binary(self, other)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, other), (self, other), {'out': out})
             if isinstance(other, Tensor):
                 status = diopiFmod(contexts[d], out, self, other)
             else:
@@ -15548,6 +15669,7 @@ def make_frac_out(op, diopiFrac):
             shape, dtype = shape_unary(self)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self,), {'out': out})
             status = diopiFrac(contexts[d], out, self)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
@@ -15641,6 +15763,7 @@ def make_gather_out(op, diopiGather):
             shape, dtype = meta_gather(self, dim, index, sparse_grad)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, index), (self, dim, index), {'sparse_grad': sparse_grad, 'out': out})
             status = diopiGather(contexts[d], out, self, dim, index)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, index), {'sparse_grad': sparse_grad, 'out': out})
@@ -15709,6 +15832,7 @@ def make_gcd_out(op, diopiGcd):
             shape, dtype = shape_binary(self, other)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, other), (self, other), {'out': out})
             status = diopiGcd(contexts[d], out, self, other)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
@@ -15804,6 +15928,7 @@ def make_ge_Scalar_out(op, diopiGeScalar):
             shape, dtype = shape_compare(self, other)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, other), {'out': out})
             status = diopiGeScalar(contexts[d], out, self, other)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
@@ -15875,6 +16000,7 @@ def make_ge_Tensor_out(op, diopiGe, diopiGeScalar):
             shape, dtype = shape_compare(self, other)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, other), (self, other), {'out': out})
             if isinstance(other, Tensor):
                 status = diopiGe(contexts[d], out, self, other)
             else:
@@ -16005,6 +16131,7 @@ def make_gelu_out(op, diopiGelu):
             shape, dtype = shape_unary(self, approximate)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self,), {'approximate': approximate, 'out': out})
             status = diopiGelu(contexts[d], out, self, approximate)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'approximate': approximate, 'out': out})
@@ -16101,6 +16228,7 @@ def make_gelu_backward_grad_input(op, diopiGeluBackward):
             shape, dtype = shape_unary(grad_output, self, approximate)
             if grad_input.shape != shape:
                 grad_input.resize_(shape)
+            check_written_memory(op, (grad_input,), (grad_output, self), (grad_output, self), {'approximate': approximate, 'grad_input': grad_input})
             status = diopiGeluBackward(contexts[d], grad_input, grad_output, self, approximate)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self), {'approximate': approximate, 'grad_input': grad_input})
@@ -16169,6 +16297,7 @@ def make_geometric_out(op, diopiGeometricInp):
             shape, dtype = shape_unary(self, p, generator)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, p), {'generator': generator, 'out': out})
             status = diopiGeometricInp(contexts[d], out, p, generator)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, p), {'generator': generator, 'out': out})
@@ -16265,6 +16394,7 @@ def make_glu_out(op, diopiGlu):
             shape, dtype = meta_glu(self, dim)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, dim), {'out': out})
             status = diopiGlu(contexts[d], out, self, dim)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim), {'out': out})
@@ -16333,6 +16463,7 @@ def make_glu_backward_grad_input(op, diopiGluBackward):
             shape, dtype = shape_like_self(grad_output, self, dim)
             if grad_input.shape != shape:
                 grad_input.resize_(shape)
+            check_written_memory(op, (grad_input,), (grad_output, self), (grad_output, self, dim), {'grad_input': grad_input})
             status = diopiGluBackward(contexts[d], grad_input, grad_output, self, dim)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, dim), {'grad_input': grad_input})
@@ -16470,6 +16601,7 @@ def make_gt_Scalar_out(op, diopiGtScalar):
             shape, dtype = shape_compare(self, other)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, other), {'out': out})
             status = diopiGtScalar(contexts[d], out, self, other)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
@@ -16541,6 +16673,7 @@ def make_gt_Tensor_out(op, diopiGt, diopiGtScalar):
             shape, dtype = shape_compare(self, other)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, other), (self, other), {'out': out})
             if isinstance(other, Tensor):
                 status = diopiGt(contexts[d], out, self, other)
             else:
@@ -16671,6 +16804,7 @@ def make_hardshrink_out(op, diopiHardshrink):
             shape, dtype = shape_unary(self, lambd)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, lambd), {'out': out})
             status = diopiHardshrink(contexts[d], out, self, lambd)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, lambd), {'out': out})
@@ -16739,6 +16873,7 @@ def make_hardshrink_backward_grad_input(op, diopiHardshrinkBackward):
             shape, dtype = shape_unary(grad_out, self, lambd)
             if grad_input.shape != shape:
                 grad_input.resize_(shape)
+            check_written_memory(op, (grad_input,), (grad_out, self), (grad_out, self, lambd), {'grad_input': grad_input})
             status = diopiHardshrinkBackward(contexts[d], grad_input, grad_out, self, lambd)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_out, self, lambd), {'grad_input': grad_input})
@@ -16807,6 +16942,7 @@ def make_hardsigmoid_out(op, diopiHardsigmoid):
             shape, dtype = shape_unary(self)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self,), {'out': out})
             status = diopiHardsigmoid(contexts[d], out, self)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
@@ -16900,6 +17036,7 @@ def make_hardsigmoid_backward_grad_input(op, diopiHardsigmoidBackward):
             shape, dtype = shape_unary(grad_output, self)
             if grad_input.shape != shape:
                 grad_input.resize_(shape)
+            check_written_memory(op, (grad_input,), (grad_output, self), (grad_output, self), {'grad_input': grad_input})
             status = diopiHardsigmoidBackward(contexts[d], grad_input, grad_output, self)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self), {'grad_input': grad_input})
@@ -16968,6 +17105,7 @@ def make_hardswish_out(op, diopiHardswish):
             shape, dtype = shape_unary(self)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self,), {'out': out})
             status = diopiHardswish(contexts[d], out, self)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
@@ -17096,6 +17234,7 @@ def make_hardtanh_out(op, diopiHardtanh):
             shape, dtype = shape_unary(self, min_val, max_val)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, min_val, max_val), {'out': out})
             status = diopiHardtanh(contexts[d], out, self, min_val, max_val)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, min_val, max_val), {'out': out})
@@ -17189,6 +17328,7 @@ def make_hardtanh_backward_grad_input(op, diopiHardtanhBackward):
             shape, dtype = shape_unary(grad_output, self, min_val, max_val)
             if grad_input.shape != shape:
                 grad_input.resize_(shape)
+            check_written_memory(op, (grad_input,), (grad_output, self), (grad_output, self, min_val, max_val), {'grad_input': grad_input})
             status = diopiHardtanhBackward(contexts[d], grad_input, grad_output, self, min_val, max_val)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, min_val, max_val), {'grad_input': grad_input})
@@ -17257,6 +17397,7 @@ def make_heaviside_out(op, diopiHeaviside):
             shape, dtype = shape_binary(self, values)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, values), (self, values), {'out': out})
             status = diopiHeaviside(contexts[d], out, self, values)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, values), {'out': out})
@@ -17352,6 +17493,7 @@ def make_histc_out(op, diopiHistc):
             shape, dtype = meta_histc(self, bins, min, max)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, bins, min, max), {'out': out})
             status = diopiHistc(contexts[d], out, self, bins, min, max)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, bins, min, max), {'out': out})
@@ -17420,6 +17562,7 @@ def make_huber_loss_out(op, diopiHuberLoss):
             shape, dtype = meta_huber_loss(self, target, reduction, delta)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, target), (self, target, reduction, delta), {'out': out})
             status = diopiHuberLoss(contexts[d], out, self, target, reduction, delta)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, target, reduction, delta), {'out': out})
@@ -17488,6 +17631,7 @@ def make_huber_loss_backward_out(op, diopiHuberLossBackward):
             shape, dtype = shape_broadcast_grad(grad_output, self, target, reduction, delta)
             if grad_input.shape != shape:
                 grad_input.resize_(shape)
+            check_written_memory(op, (grad_input,), (grad_output, self, target), (grad_output, self, target, reduction, delta), {'grad_input': grad_input})
             status = diopiHuberLossBackward(contexts[d], grad_input, grad_output, self, target, reduction, delta)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, target, reduction, delta), {'grad_input': grad_input})
@@ -17556,6 +17700,7 @@ def make_hypot_out(op, diopiHypot):
             shape, dtype = shape_binary(self, other)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, other), (self, other), {'out': out})
             status = diopiHypot(contexts[d], out, self, other)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
@@ -17651,6 +17796,7 @@ def make_i0_out(op, diopiI0):
             shape, dtype = shape_unary_float(self)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self,), {'out': out})
             status = diopiI0(contexts[d], out, self)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
@@ -17744,6 +17890,7 @@ def make_im2col_out(op, diopiIm2Col):
             shape, dtype = meta_im2col(self, kernel_size, dilation, padding, stride)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, kernel_size, dilation, padding, stride), {'out': out})
             status = diopiIm2Col(contexts[d], out, self, kernel_size, dilation, padding, stride)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, kernel_size, dilation, padding, stride), {'out': out})
@@ -17842,6 +17989,7 @@ def make_index_add_out(op, diopiIndexAdd):
             shape, dtype = shape_unary(self, dim, index, source, alpha)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, index, source), (self, dim, index, source), {'alpha': alpha, 'out': out})
             status = diopiIndexAdd(contexts[d], out, self, dim, index, source, alpha)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, index, source), {'alpha': alpha, 'out': out})
@@ -17940,6 +18088,7 @@ def make_index_copy_out(op, diopiIndexCopy):
             shape, dtype = shape_unary(self, dim, index, source)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, index, source), (self, dim, index, source), {'out': out})
             status = diopiIndexCopy(contexts[d], out, self, dim, index, source)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, index, source), {'out': out})
@@ -18219,6 +18368,7 @@ def make_index_reduce_out(op, diopiIndexReduce):
             shape, dtype = shape_unary(self, dim, index, source, reduce, include_self)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, index, source), (self, dim, index, source, reduce), {'include_self': include_self, 'out': out})
             status = diopiIndexReduce(contexts[d], out, self, dim, index, source, reduce, include_self)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, index, source, reduce), {'include_self': include_self, 'out': out})
@@ -18317,6 +18467,7 @@ def make_index_select_out(op, diopiIndexSelect):
             shape, dtype = meta_index_select(self, dim, index)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, index), (self, dim, index), {'out': out})
             status = diopiIndexSelect(contexts[d], out, self, dim, index)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, index), {'out': out})
@@ -18420,6 +18571,7 @@ def make_isneginf_out(op, diopiIsNegInf):
             shape, dtype = shape_unary_bool(self)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self,), {'out': out})
             status = diopiIsNegInf(contexts[d], out, self)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
@@ -18488,6 +18640,7 @@ def make_isposinf_out(op, diopiIsPosInf):
             shape, dtype = shape_unary_bool(self)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self,), {'out': out})
             status = diopiIsPosInf(contexts[d], out, self)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
@@ -18553,6 +18706,7 @@ def make_kthvalue_values(op, diopiKthvalue):
             if dump or CHECK_DEVICE:
                 checked_args(op, d, dump, (self, k, dim, keepdim, values, indices))
             resize_outputs((values, indices), meta_kthvalue(self, k, dim, keepdim))
+            check_written_memory(op, (values, indices), (self,), (self, k, dim, keepdim), {'values': values, 'indices': indices})
             status = diopiKthvalue(contexts[d], values, indices, self, k, dim)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (values, indices), (self, k, dim, keepdim), {'values': values, 'indices': indices})
@@ -18621,6 +18775,7 @@ def make_lcm_out(op, diopiLcm):
             shape, dtype = shape_binary(self, other)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, other), (self, other), {'out': out})
             status = diopiLcm(contexts[d], out, self, other)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
@@ -18716,6 +18871,7 @@ def make_le_Scalar_out(op, diopiLeScalar):
             shape, dtype = shape_compare(self, other)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, other), {'out': out})
             status = diopiLeScalar(contexts[d], out, self, other)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
@@ -18787,6 +18943,7 @@ def make_le_Tensor_out(op, diopiLe, diopiLeScalar):
             shape, dtype = shape_compare(self, other)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, other), (self, other), {'out': out})
             if isinstance(other, Tensor):
                 status = diopiLe(contexts[d], out, self, other)
             else:
@@ -18917,6 +19074,7 @@ def make_leaky_relu_out(op, diopiLeakyRelu):
             shape, dtype = shape_unary(self, negative_slope)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, negative_slope), {'out': out})
             status = diopiLeakyRelu(contexts[d], out, self, negative_slope)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, negative_slope), {'out': out})
@@ -19010,6 +19168,7 @@ def make_leaky_relu_backward_grad_input(op, diopiLeakyReluBackward):
             shape, dtype = shape_unary(grad_output, self, negative_slope, self_is_result)
             if grad_input.shape != shape:
                 grad_input.resize_(shape)
+            check_written_memory(op, (grad_input,), (grad_output, self), (grad_output, self, negative_slope, self_is_result), {'grad_input': grad_input})
             status = diopiLeakyReluBackward(contexts[d], grad_input, grad_output, self, negative_slope, self_is_result)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, negative_slope, self_is_result), {'grad_input': grad_input})
@@ -19078,6 +19237,7 @@ def make_lerp_Scalar_out(op, diopiLerpScalar):
             shape, dtype = shape_binary(self, end, weight)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, end), (self, end, weight), {'out': out})
             status = diopiLerpScalar(contexts[d], out, self, end, weight)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, end, weight), {'out': out})
@@ -19146,6 +19306,7 @@ def make_lerp_Tensor_out(op, diopiLerpTensor):
             shape, dtype = shape_ternary(self, end, weight)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, end, weight), (self, end, weight), {'out': out})
             status = diopiLerpTensor(contexts[d], out, self, end, weight)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, end, weight), {'out': out})
@@ -19271,6 +19432,7 @@ def make_lgamma_out(op, diopiLgamma):
             shape, dtype = shape_unary_float(self)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self,), {'out': out})
             status = diopiLgamma(contexts[d], out, self)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
@@ -19361,6 +19523,7 @@ def make_linalg_cholesky_ex_L(op, diopiLinalgCholeskyEx):
             if dump or CHECK_DEVICE:
                 checked_args(op, d, dump, (self, upper, check_errors, L, info))
             resize_outputs((L, info), meta_linalg_cholesky_ex(self, upper, check_errors))
+            check_written_memory(op, (L, info), (self,), (self,), {'upper': upper, 'check_errors': check_errors, 'L': L, 'info': info})
             status = diopiLinalgCholeskyEx(contexts[d], L, info, self, upper, check_errors)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (L, info), (self,), {'upper': upper, 'check_errors': check_errors, 'L': L, 'info': info})
@@ -19429,6 +19592,7 @@ def make_linalg_cross_out(op, diopiCross):
             shape, dtype = meta_linalg_cross(self, other, dim)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, other), (self, other), {'dim': dim, 'out': out})
             status = diopiCross(contexts[d], out, self, other, dim)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'dim': dim, 'out': out})
@@ -19494,6 +19658,7 @@ def make_linalg_inv_ex_inverse(op, diopiLinalgInvEx):
             if dump or CHECK_DEVICE:
                 checked_args(op, d, dump, (A, check_errors, inverse, info))
             resize_outputs((inverse, info), meta_linalg_inv_ex(A, check_errors))
+            check_written_memory(op, (inverse, info), (A,), (A,), {'check_errors': check_errors, 'inverse': inverse, 'info': info})
             status = diopiLinalgInvEx(contexts[d], inverse, info, A, check_errors)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (inverse, info), (A,), {'check_errors': check_errors, 'inverse': inverse, 'info': info})
@@ -19559,6 +19724,7 @@ def make_linalg_lu_factor_ex_out(op, diopiLinalgLuFactorEx):
             if dump or CHECK_DEVICE:
                 checked_args(op, d, dump, (A, pivot, check_errors, LU, pivots, info))
             resize_outputs((LU, pivots, info), meta_linalg_lu_factor_ex(A, pivot, check_errors))
+            check_written_memory(op, (LU, pivots, info), (A,), (A,), {'pivot': pivot, 'check_errors': check_errors, 'LU': LU, 'pivots': pivots, 'info': info})
             status = diopiLinalgLuFactorEx(contexts[d], LU, pivots, info, A, pivot, check_errors)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (LU, pivots, info), (A,), {'pivot': pivot, 'check_errors': check_errors, 'LU': LU, 'pivots': pivots, 'info': info})
@@ -19627,6 +19793,7 @@ def make_linalg_lu_solve_out(op, diopiLinalgLuSolve):
             shape, dtype = meta_linalg_lu_solve(LU, pivots, B, left, adjoint)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (LU, pivots, B), (LU, pivots, B), {'left': left, 'adjoint': adjoint, 'out': out})
             status = diopiLinalgLuSolve(contexts[d], out, LU, pivots, B, left, adjoint)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (LU, pivots, B), {'left': left, 'adjoint': adjoint, 'out': out})
@@ -19692,6 +19859,7 @@ def make_linalg_qr_out(op, diopiLinalgQR):
             if dump or CHECK_DEVICE:
                 checked_args(op, d, dump, (A, mode, Q, R))
             resize_outputs((Q, R), meta_linalg_qr(A, mode))
+            check_written_memory(op, (Q, R), (A,), (A, mode), {'Q': Q, 'R': R})
             status = diopiLinalgQR(contexts[d], A, mode, Q, R)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (Q, R), (A, mode), {'Q': Q, 'R': R})
@@ -19760,6 +19928,7 @@ def make_linalg_solve_triangular_out(op, diopiLinalgSolveTriangular):
             shape, dtype = meta_linalg_solve_triangular(self, B, upper, left, unitriangular)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, B), (self, B), {'upper': upper, 'left': left, 'unitriangular': unitriangular, 'out': out})
             status = diopiLinalgSolveTriangular(contexts[d], out, self, B, upper, left, unitriangular)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, B), {'upper': upper, 'left': left, 'unitriangular': unitriangular, 'out': out})
@@ -19828,6 +19997,7 @@ def make_linalg_vector_norm_out(op, diopiNorm):
             shape, dtype = meta_linalg_vector_norm(self, ord, dim, keepdim, dtype)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, ord, dim, keepdim), {'dtype': dtype, 'out': out})
             status = diopiNorm(contexts[d], out, self, ord, dim)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, ord, dim, keepdim), {'dtype': dtype, 'out': out})
@@ -19858,6 +20028,7 @@ def make_linspace_out(op, diopiLinspace):
             shape, dtype = shape_linspace(start, end, steps)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (), (start, end, steps), {'out': out})
             status = diopiLinspace(contexts[d], out, start, end, steps)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (start, end, steps), {'out': out})
@@ -19924,6 +20095,7 @@ def make_log_out(op, diopiLog):
             shape, dtype = shape_unary_float(self)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self,), {'out': out})
             status = diopiLog(contexts[d], out, self)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
@@ -19992,6 +20164,7 @@ def make_log10_out(op, diopiLog10):
             shape, dtype = shape_unary_float(self)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self,), {'out': out})
             status = diopiLog10(contexts[d], out, self)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
@@ -20085,6 +20258,7 @@ def make_log1p_out(op, diopiLog1p):
             shape, dtype = shape_unary_float(self)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self,), {'out': out})
             status = diopiLog1p(contexts[d], out, self)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
@@ -20178,6 +20352,7 @@ def make_log2_out(op, diopiLog2):
             shape, dtype = shape_unary_float(self)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self,), {'out': out})
             status = diopiLog2(contexts[d], out, self)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
@@ -20299,6 +20474,7 @@ def make_log_normal_out(op, diopiLogNormalInp):
             shape, dtype = shape_unary(self, mean, std, generator)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, mean, std), {'generator': generator, 'out': out})
             status = diopiLogNormalInp(contexts[d], out, mean, std, generator)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, mean, std), {'generator': generator, 'out': out})
@@ -20395,6 +20571,7 @@ def make_log_sigmoid_backward_grad_input(op, diopiLogSigmoidBackward):
             shape, dtype = shape_unary(grad_output, self, buffer)
             if grad_input.shape != shape:
                 grad_input.resize_(shape)
+            check_written_memory(op, (grad_input,), (grad_output, self, buffer), (grad_output, self, buffer), {'grad_input': grad_input})
             status = diopiLogSigmoidBackward(contexts[d], grad_input, grad_output, self, buffer)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, buffer), {'grad_input': grad_input})
@@ -20460,6 +20637,7 @@ def make_log_sigmoid_forward_output(op, diopiLogSigmoidForward):
             if dump or CHECK_DEVICE:
                 checked_args(op, d, dump, (self, output, buffer))
             resize_outputs((output, buffer), meta_log_sigmoid_forward(self))
+            check_written_memory(op, (output, buffer), (self,), (self,), {'output': output, 'buffer': buffer})
             status = diopiLogSigmoidForward(contexts[d], output, buffer, self)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (output, buffer), (self,), {'output': output, 'buffer': buffer})
@@ -20528,6 +20706,7 @@ def make_logaddexp_out(op, diopiLogaddexp):
             shape, dtype = shape_binary_float(self, other)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, other), (self, other), {'out': out})
             status = diopiLogaddexp(contexts[d], out, self, other)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
@@ -20596,6 +20775,7 @@ def make_logaddexp2_out(op, diopiLogaddexp2):
             shape, dtype = shape_binary_float(self, other)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, other), (self, other), {'out': out})
             status = diopiLogaddexp2(contexts[d], out, self, other)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
@@ -20664,6 +20844,7 @@ def make_logical_and_out(op, diopiLogicalAnd):
             shape, dtype = shape_compare(self, other)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, other), (self, other), {'out': out})
             status = diopiLogicalAnd(contexts[d], out, self, other)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
@@ -20759,6 +20940,7 @@ def make_logical_not_out(op, diopiLogicalNot):
             shape, dtype = shape_unary_bool(self)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self,), {'out': out})
             status = diopiLogicalNot(contexts[d], out, self)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
@@ -20852,6 +21034,7 @@ def make_logical_or_out(op, diopiLogicalOr):
             shape, dtype = shape_compare(self, other)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, other), (self, other), {'out': out})
             status = diopiLogicalOr(contexts[d], out, self, other)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
@@ -20947,6 +21130,7 @@ def make_logical_xor_out(op, diopiLogicalXor):
             shape, dtype = shape_compare(self, other)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, other), (self, other), {'out': out})
             status = diopiLogicalXor(contexts[d], out, self, other)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
@@ -21042,6 +21226,7 @@ def make_logit_out(op, diopiLogit):
             shape, dtype = shape_unary_float(self, eps)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, eps), {'out': out})
             status = diopiLogit(contexts[d], out, self, eps)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, eps), {'out': out})
@@ -21135,6 +21320,7 @@ def make_logit_backward_grad_input(op, diopiLogitBackward):
             shape, dtype = shape_unary(grad_output, self, eps)
             if grad_input.shape != shape:
                 grad_input.resize_(shape)
+            check_written_memory(op, (grad_input,), (grad_output, self), (grad_output, self, eps), {'grad_input': grad_input})
             status = diopiLogitBackward(contexts[d], grad_input, grad_output, self, eps)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, eps), {'grad_input': grad_input})
@@ -21165,6 +21351,7 @@ def make_logspace_out(op, diopiLogspace):
             shape, dtype = shape_linspace(start, end, steps, base)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (), (start, end, steps, base), {'out': out})
             status = diopiLogspace(contexts[d], out, start, end, steps, base)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (start, end, steps, base), {'out': out})
@@ -21231,6 +21418,7 @@ def make_logsumexp_out(op, diopiLogSumExp):
             shape, dtype = meta_logsumexp(self, dim, keepdim)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, dim, keepdim), {'out': out})
             status = diopiLogSumExp(contexts[d], out, self, dim)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, keepdim), {'out': out})
@@ -21299,6 +21487,7 @@ def make_lt_Scalar_out(op, diopiLtScalar):
             shape, dtype = shape_compare(self, other)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, other), {'out': out})
             status = diopiLtScalar(contexts[d], out, self, other)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
@@ -21370,6 +21559,7 @@ def make_lt_Tensor_out(op, diopiLt, diopiLtScalar):
             shape, dtype = shape_compare(self, other)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, other), (self, other), {'out': out})
             if isinstance(other, Tensor):
                 status = diopiLt(contexts[d], out, self, other)
             else:
@@ -21554,6 +21744,7 @@ def make_masked_scatter_out(op, diopiMaskedScatter):
             shape, dtype = meta_masked_scatter(self, mask, source)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, mask, source), (self, mask, source), {'out': out})
             status = diopiMaskedScatter(contexts[d], out, self, mask, source)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, mask, source), {'out': out})
@@ -21712,6 +21903,7 @@ def make_max_dim_max(op, diopiMax):
             if dump or CHECK_DEVICE:
                 checked_args(op, d, dump, (self, dim, keepdim, max, max_values))
             resize_outputs((max, max_values), shape_max_dim(self, dim, keepdim))
+            check_written_memory(op, (max, max_values), (self,), (self, dim, keepdim), {'max': max, 'max_values': max_values})
             status = diopiMax(contexts[d], max, max_values, self, dim)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (max, max_values), (self, dim, keepdim), {'max': max, 'max_values': max_values})
@@ -21745,6 +21937,7 @@ def make_max_unary_out(op, diopiMaxAll):
             shape, dtype = shape_reduce_all(self)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self,), {'out': out})
             status = diopiMaxAll(contexts[d], out, self)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
@@ -21806,6 +21999,7 @@ def make_max_pool2d_with_indices_out(op, diopiMaxPool2dWithIndices):
             if dump or CHECK_DEVICE:
                 checked_args(op, d, dump, (self, kernel_size, stride, padding, dilation, ceil_mode, out, indices))
             resize_outputs((out, indices), meta_max_pool2d_with_indices(self, kernel_size, stride, padding, dilation, ceil_mode))
+            check_written_memory(op, (out, indices), (self,), (self, kernel_size, stride, padding, dilation, ceil_mode), {'out': out, 'indices': indices})
             status = diopiMaxPool2dWithIndices(contexts[d], out, indices, self, kernel_size, stride, padding, dilation, ceil_mode)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (out, indices), (self, kernel_size, stride, padding, dilation, ceil_mode), {'out': out, 'indices': indices})
@@ -21869,6 +22063,7 @@ def make_max_pool2d_with_indices_backward_grad_input(op, diopiMaxPool2dBackward)
             shape, dtype = shape_like_self(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices)
             if grad_input.shape != shape:
                 grad_input.resize_(shape)
+            check_written_memory(op, (grad_input,), (grad_output, self, indices), (grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices), {'grad_input': grad_input})
             status = diopiMaxPool2dBackward(contexts[d], grad_input, grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices), {'grad_input': grad_input})
@@ -21934,6 +22129,7 @@ def make_max_pool3d_with_indices_out(op, diopiMaxPool3dWithIndices):
             if dump or CHECK_DEVICE:
                 checked_args(op, d, dump, (self, kernel_size, stride, padding, dilation, ceil_mode, out, indices))
             resize_outputs((out, indices), meta_max_pool3d_with_indices(self, kernel_size, stride, padding, dilation, ceil_mode))
+            check_written_memory(op, (out, indices), (self,), (self, kernel_size, stride, padding, dilation, ceil_mode), {'out': out, 'indices': indices})
             status = diopiMaxPool3dWithIndices(contexts[d], out, indices, self, kernel_size, stride, padding, dilation, ceil_mode)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (out, indices), (self, kernel_size, stride, padding, dilation, ceil_mode), {'out': out, 'indices': indices})
@@ -22002,6 +22198,7 @@ def make_max_pool3d_with_indices_backward_grad_input(op, diopiMaxPool3dBackward)
             shape, dtype = shape_like_self(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices)
             if grad_input.shape != shape:
                 grad_input.resize_(shape)
+            check_written_memory(op, (grad_input,), (grad_output, self, indices), (grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices), {'grad_input': grad_input})
             status = diopiMaxPool3dBackward(contexts[d], grad_input, grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices), {'grad_input': grad_input})
@@ -22070,6 +22267,7 @@ def make_max_unpool2d_out(op, diopiMaxUnpool2d):
             shape, dtype = meta_max_unpool2d(self, indices, output_size)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, indices), (self, indices, output_size), {'out': out})
             status = diopiMaxUnpool2d(contexts[d], out, self, indices, output_size)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, indices, output_size), {'out': out})
@@ -22138,6 +22336,7 @@ def make_maximum_out(op, diopiMaximum):
             shape, dtype = shape_binary(self, other)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, other), (self, other), {'out': out})
             status = diopiMaximum(contexts[d], out, self, other)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
@@ -22241,6 +22440,7 @@ def make_mean_out(op, diopiMean):
             shape, dtype = shape_reduction(self, dim, keepdim, dtype)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, dim, keepdim), {'dtype': dtype, 'out': out})
             status = diopiMean(contexts[d], out, self, dim)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, keepdim), {'dtype': dtype, 'out': out})
@@ -22341,6 +22541,7 @@ def make_median_dim_values(op, diopiMedian):
             if dump or CHECK_DEVICE:
                 checked_args(op, d, dump, (self, dim, keepdim, values, indices))
             resize_outputs((values, indices), shape_max_dim(self, dim, keepdim))
+            check_written_memory(op, (values, indices), (self,), (self, dim, keepdim), {'values': values, 'indices': indices})
             status = diopiMedian(contexts[d], values, indices, self, dim)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (values, indices), (self, dim, keepdim), {'values': values, 'indices': indices})
@@ -22441,6 +22642,7 @@ def make_min_dim_min(op, diopiMin):
             if dump or CHECK_DEVICE:
                 checked_args(op, d, dump, (self, dim, keepdim, min, min_indices))
             resize_outputs((min, min_indices), shape_max_dim(self, dim, keepdim))
+            check_written_memory(op, (min, min_indices), (self,), (self, dim, keepdim), {'min': min, 'min_indices': min_indices})
             status = diopiMin(contexts[d], min, min_indices, self, dim)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (min, min_indices), (self, dim, keepdim), {'min': min, 'min_indices': min_indices})
@@ -22474,6 +22676,7 @@ def make_min_unary_out(op, diopiMinAll):
             shape, dtype = shape_reduce_all(self)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self,), {'out': out})
             status = diopiMinAll(contexts[d], out, self)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
@@ -22542,6 +22745,7 @@ def make_minimum_out(op, diopiMinimum):
             shape, dtype = shape_binary(self, other)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, other), (self, other), {'out': out})
             status = diopiMinimum(contexts[d], out, self, other)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
@@ -22610,6 +22814,7 @@ def make_mish_out(op, diopiMish):
             shape, dtype = shape_unary(self)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self,), {'out': out})
             status = diopiMish(contexts[d], out, self)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
@@ -22703,6 +22908,7 @@ def make_mm_out(op, diopiMm):
             shape, dtype = shape_mm(self, mat2)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, mat2), (self, mat2), {'out': out})
             status = diopiMm(contexts[d], out, self, mat2)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, mat2), {'out': out})
@@ -22768,6 +22974,7 @@ def make_mode_values(op, diopiMode):
             if dump or CHECK_DEVICE:
                 checked_args(op, d, dump, (self, dim, keepdim, values, indices))
             resize_outputs((values, indices), shape_max_dim(self, dim, keepdim))
+            check_written_memory(op, (values, indices), (self,), (self, dim, keepdim), {'values': values, 'indices': indices})
             status = diopiMode(contexts[d], values, indices, self, dim)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (values, indices), (self, dim, keepdim), {'values': values, 'indices': indices})
@@ -22836,6 +23043,7 @@ def make_mse_loss_out(op, diopiMSELoss):
             shape, dtype = meta_mse_loss(self, target, reduction)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, target), (self, target, reduction), {'out': out})
             status = diopiMSELoss(contexts[d], out, self, target, reduction)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, target, reduction), {'out': out})
@@ -22904,6 +23112,7 @@ def make_mse_loss_backward_grad_input(op, diopiMSELossBackward):
             shape, dtype = shape_broadcast_grad(grad_output, self, target, reduction)
             if grad_input.shape != shape:
                 grad_input.resize_(shape)
+            check_written_memory(op, (grad_input,), (grad_output, self, target), (grad_output, self, target, reduction), {'grad_input': grad_input})
             status = diopiMSELossBackward(contexts[d], grad_input, grad_output, self, target, reduction)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, target, reduction), {'grad_input': grad_input})
@@ -22972,6 +23181,7 @@ def make_mul_Scalar_out(op, diopiMulScalar):
             shape, dtype = shape_binary(self, other)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, other), {'out': out})
             status = diopiMulScalar(contexts[d], out, self, other)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
@@ -23043,6 +23253,7 @@ def make_mul_out(op, diopiMul, diopiMulScalar):
             shape, dtype = shape_binary(self, other)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, other), (self, other), {'out': out})
             if isinstance(other, Tensor):
                 status = diopiMul(contexts[d], out, self, other)
             else:
@@ -23173,6 +23384,7 @@ def make_multi_margin_loss_out(op, diopiMultiMarginLoss):
             shape, dtype = meta_multi_margin_loss(self, target, p, margin, weight, reduction)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, target, weight), (self, target, p, margin, weight, reduction), {'out': out})
             status = diopiMultiMarginLoss(contexts[d], out, self, target, p, margin, weight, reduction)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, target, p, margin, weight, reduction), {'out': out})
@@ -23241,6 +23453,7 @@ def make_multi_margin_loss_backward_grad_input(op, diopiMultiMarginLossBackward)
             shape, dtype = shape_like_self(grad_output, self, target, p, margin, weight, reduction)
             if grad_input.shape != shape:
                 grad_input.resize_(shape)
+            check_written_memory(op, (grad_input,), (grad_output, self, target, weight), (grad_output, self, target, p, margin, weight, reduction), {'grad_input': grad_input})
             status = diopiMultiMarginLossBackward(contexts[d], grad_input, grad_output, self, target, p, margin, weight, reduction)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, target, p, margin, weight, reduction), {'grad_input': grad_input})
@@ -23309,6 +23522,7 @@ def make_multilabel_margin_loss_backward_grad_input(op, diopiMultilabelMarginLos
             shape, dtype = shape_like_self(grad_output, self, target, reduction, is_target)
             if grad_input.shape != shape:
                 grad_input.resize_(shape)
+            check_written_memory(op, (grad_input,), (grad_output, self, target, is_target), (grad_output, self, target, reduction, is_target), {'grad_input': grad_input})
             status = diopiMultilabelMarginLossBackward(contexts[d], grad_input, grad_output, self, target, reduction, is_target)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, target, reduction, is_target), {'grad_input': grad_input})
@@ -23374,6 +23588,7 @@ def make_multilabel_margin_loss_forward_output(op, diopiMultilabelMarginLoss):
             if dump or CHECK_DEVICE:
                 checked_args(op, d, dump, (self, target, reduction, output, is_target))
             resize_outputs((output, is_target), shape_multilabel_margin_loss(self, target, reduction))
+            check_written_memory(op, (output, is_target), (self, target), (self, target, reduction), {'output': output, 'is_target': is_target})
             status = diopiMultilabelMarginLoss(contexts[d], output, is_target, self, target, reduction)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (output, is_target), (self, target, reduction), {'output': output, 'is_target': is_target})
@@ -23442,6 +23657,7 @@ def make_multinomial_out(op, diopiMultinomial):
             shape, dtype = shape_multinomial(self, num_samples, replacement, generator)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, num_samples, replacement), {'generator': generator, 'out': out})
             status = diopiMultinomial(contexts[d], out, self, num_samples, replacement, generator)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, num_samples, replacement), {'generator': generator, 'out': out})
@@ -23510,6 +23726,7 @@ def make_mv_out(op, diopiMv):
             shape, dtype = meta_mv(self, vec)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, vec), (self, vec), {'out': out})
             status = diopiMv(contexts[d], out, self, vec)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, vec), {'out': out})
@@ -23578,6 +23795,7 @@ def make_nan_to_num_out(op, diopiNanToNum):
             shape, dtype = shape_unary(self, nan, posinf, neginf)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, nan, posinf, neginf), {'out': out})
             status = diopiNanToNum(contexts[d], out, self, nan, posinf, neginf)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, nan, posinf, neginf), {'out': out})
@@ -23703,6 +23921,7 @@ def make_nanmedian_dim_values(op, diopiNanmedian):
             if dump or CHECK_DEVICE:
                 checked_args(op, d, dump, (self, dim, keepdim, values, indices))
             resize_outputs((values, indices), shape_max_dim(self, dim, keepdim))
+            check_written_memory(op, (values, indices), (self,), (self, dim, keepdim), {'values': values, 'indices': indices})
             status = diopiNanmedian(contexts[d], values, indices, self, dim)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (values, indices), (self, dim, keepdim), {'values': values, 'indices': indices})
@@ -23771,6 +23990,7 @@ def make_nansum_out(op, diopiNansum):
             shape, dtype = meta_nansum(self, dim, keepdim, dtype)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, dim, keepdim), {'dtype': dtype, 'out': out})
             status = diopiNansum(contexts[d], out, self, dim)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, keepdim), {'dtype': dtype, 'out': out})
@@ -24100,6 +24320,7 @@ def make_ne_Scalar_out(op, diopiNeScalar):
             shape, dtype = shape_compare(self, other)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, other), {'out': out})
             status = diopiNeScalar(contexts[d], out, self, other)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
@@ -24171,6 +24392,7 @@ def make_ne_Tensor_out(op, diopiNe, diopiNeScalar):
             shape, dtype = shape_compare(self, other)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, other), (self, other), {'out': out})
             if isinstance(other, Tensor):
                 status = diopiNe(contexts[d], out, self, other)
             else:
@@ -24301,6 +24523,7 @@ def make_neg_out(op, diopiNeg):
             shape, dtype = shape_unary(self)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self,), {'out': out})
             status = diopiNeg(contexts[d], out, self)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
@@ -24397,6 +24620,7 @@ def make_nextafter_out(op, diopiNextafter):
             shape, dtype = shape_binary(self, other)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, other), (self, other), {'out': out})
             status = diopiNextafter(contexts[d], out, self, other)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
@@ -24492,6 +24716,7 @@ def make_nll_loss2d_backward_grad_input(op, diopiNLLLossV2Backward):
             shape, dtype = shape_like_self(grad_output, self, target, weight, reduction, ignore_index, total_weight)
             if grad_input.shape != shape:
                 grad_input.resize_(shape)
+            check_written_memory(op, (grad_input,), (grad_output, self, target, weight, total_weight), (grad_output, self, target, weight, reduction, ignore_index, total_weight), {'grad_input': grad_input})
             status = diopiNLLLossV2Backward(contexts[d], grad_input, grad_output, self, target, weight, total_weight, reduction, ignore_index)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, target, weight, reduction, ignore_index, total_weight), {'grad_input': grad_input})
@@ -24557,6 +24782,7 @@ def make_nll_loss2d_forward_output(op, diopiNLLLossV2):
             if dump or CHECK_DEVICE:
                 checked_args(op, d, dump, (self, target, weight, reduction, ignore_index, output, total_weight))
             resize_outputs((output, total_weight), meta_nll_loss2d_forward(self, target, weight, reduction, ignore_index))
+            check_written_memory(op, (output, total_weight), (self, target, weight), (self, target, weight, reduction, ignore_index), {'output': output, 'total_weight': total_weight})
             status = diopiNLLLossV2(contexts[d], output, total_weight, self, target, weight, reduction, ignore_index)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (output, total_weight), (self, target, weight, reduction, ignore_index), {'output': output, 'total_weight': total_weight})
@@ -24625,6 +24851,7 @@ def make_nll_loss_backward_grad_input(op, diopiNLLLossV2Backward):
             shape, dtype = shape_like_self(grad_output, self, target, weight, reduction, ignore_index, total_weight)
             if grad_input.shape != shape:
                 grad_input.resize_(shape)
+            check_written_memory(op, (grad_input,), (grad_output, self, target, weight, total_weight), (grad_output, self, target, weight, reduction, ignore_index, total_weight), {'grad_input': grad_input})
             status = diopiNLLLossV2Backward(contexts[d], grad_input, grad_output, self, target, weight, total_weight, reduction, ignore_index)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, target, weight, reduction, ignore_index, total_weight), {'grad_input': grad_input})
@@ -24690,6 +24917,7 @@ def make_nll_loss_forward_output(op, diopiNLLLossV2):
             if dump or CHECK_DEVICE:
                 checked_args(op, d, dump, (self, target, weight, reduction, ignore_index, output, total_weight))
             resize_outputs((output, total_weight), meta_nll_loss_forward(self, target, weight, reduction, ignore_index))
+            check_written_memory(op, (output, total_weight), (self, target, weight), (self, target, weight, reduction, ignore_index), {'output': output, 'total_weight': total_weight})
             status = diopiNLLLossV2(contexts[d], output, total_weight, self, target, weight, reduction, ignore_index)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (output, total_weight), (self, target, weight, reduction, ignore_index), {'output': output, 'total_weight': total_weight})
@@ -24824,6 +25052,7 @@ def make_norm_Scalar_out(op, diopiNorm):
             shape, dtype = meta_norm_Scalar(self, p)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, p), {'out': out})
             status = diopiNorm(contexts[d], out, self, p, None)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, p), {'out': out})
@@ -24857,6 +25086,7 @@ def make_norm_out(op, diopiNorm):
             shape, dtype = meta_norm_ScalarOpt_dim(self, p, dim, keepdim)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, p, dim, keepdim), {'out': out})
             status = diopiNorm(contexts[d], out, self, p, dim)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, p, dim, keepdim), {'out': out})
@@ -24925,6 +25155,7 @@ def make_normal_Tensor_Tensor_out(op, diopiNormalTensor):
             shape, dtype = shape_binary(mean, std, generator)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (mean, std), (mean, std), {'generator': generator, 'out': out})
             status = diopiNormalTensor(contexts[d], out, mean, std, generator)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (mean, std), {'generator': generator, 'out': out})
@@ -24993,6 +25224,7 @@ def make_normal_Tensor_float_out(op, diopiNormalTensorScalar):
             shape, dtype = shape_unary(mean, std, generator)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (mean,), (mean, std), {'generator': generator, 'out': out})
             status = diopiNormalTensorScalar(contexts[d], out, mean, std, generator)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (mean, std), {'generator': generator, 'out': out})
@@ -25061,6 +25293,7 @@ def make_normal_float_Tensor_out(op, diopiNormalScalarTensor):
             shape, dtype = shape_like_self(mean, std, generator)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (std,), (mean, std), {'generator': generator, 'out': out})
             status = diopiNormalScalarTensor(contexts[d], out, mean, std, generator)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (mean, std), {'generator': generator, 'out': out})
@@ -25091,6 +25324,7 @@ def make_normal_float_float_out(op, diopiNormalInp):
             shape, dtype = shape_sized_float(mean, std, size, generator)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (), (mean, std, size), {'generator': generator, 'out': out})
             status = diopiNormalInp(contexts[d], out, mean, std, generator)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (mean, std, size), {'generator': generator, 'out': out})
@@ -25122,6 +25356,7 @@ def make_normal_out(op, diopiNormalInp):
             shape, dtype = shape_unary(self, mean, std, generator)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, mean, std), {'generator': generator, 'out': out})
             status = diopiNormalInp(contexts[d], out, mean, std, generator)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, mean, std), {'generator': generator, 'out': out})
@@ -25215,6 +25450,7 @@ def make_poisson_out(op, diopiPoisson):
             shape, dtype = shape_unary(self, generator)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, generator), {'out': out})
             status = diopiPoisson(contexts[d], out, self, generator)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, generator), {'out': out})
@@ -25283,6 +25519,7 @@ def make_pow_Scalar_out(op, diopiPowScalar):
             shape, dtype = meta_pow_Scalar(self, exponent)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (exponent,), (self, exponent), {'out': out})
             status = diopiPowScalar(contexts[d], out, self, exponent)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, exponent), {'out': out})
@@ -25351,6 +25588,7 @@ def make_pow_Tensor_Scalar_out(op, diopiPow):
             shape, dtype = shape_binary(self, exponent)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, exponent), {'out': out})
             status = diopiPow(contexts[d], out, self, exponent)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, exponent), {'out': out})
@@ -25422,6 +25660,7 @@ def make_pow_Tensor_Tensor_out(op, diopiPowTensor, diopiPow):
             shape, dtype = shape_binary(self, exponent)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, exponent), (self, exponent), {'out': out})
             if isinstance(exponent, Tensor):
                 status = diopiPowTensor(contexts[d], out, self, exponent)
             else:
@@ -25581,6 +25820,7 @@ def make_prod_int_out(op, diopiProd):
             shape, dtype = meta_prod_dim_int(self, dim, keepdim, dtype)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, dim, keepdim), {'dtype': dtype, 'out': out})
             status = diopiProd(contexts[d], out, self, dim)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, keepdim), {'dtype': dtype, 'out': out})
@@ -25614,6 +25854,7 @@ def make_prod_out(op, diopiProd):
             shape, dtype = meta_prod(self, dtype)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self,), {'dtype': dtype, 'out': out})
             status = diopiProd(contexts[d], out, self, None)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'dtype': dtype, 'out': out})
@@ -25779,6 +26020,7 @@ def make_random_from_out(op, diopiRandomInp):
             shape, dtype = shape_unary(self, from_, to, generator)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, from_, to), {'generator': generator, 'out': out})
             status = diopiRandomInp(contexts[d], out, from_, to, generator)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, from_, to), {'generator': generator, 'out': out})
@@ -25812,6 +26054,7 @@ def make_random_out(op, diopiRandomInp):
             shape, dtype = shape_unary(self, generator)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self,), {'generator': generator, 'out': out})
             status = diopiRandomInp(contexts[d], out, 0, None, generator)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'generator': generator, 'out': out})
@@ -25880,6 +26123,7 @@ def make_random_to_out(op, diopiRandomInp):
             shape, dtype = shape_unary(self, to, generator)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, to), {'generator': generator, 'out': out})
             status = diopiRandomInp(contexts[d], out, 0, to, generator)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, to), {'generator': generator, 'out': out})
@@ -25994,6 +26238,7 @@ def make_randperm_generator_out(op, diopiRandperm):
             shape, dtype = shape_randperm(n, generator)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (), (n,), {'generator': generator, 'out': out})
             status = diopiRandperm(contexts[d], out, n, generator)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (n,), {'generator': generator, 'out': out})
@@ -26022,6 +26267,7 @@ def make_randperm_out(op, diopiRandperm):
             shape, dtype = shape_randperm(n)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (), (n,), {'out': out})
             status = diopiRandperm(contexts[d], out, n, None)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (n,), {'out': out})
@@ -26088,6 +26334,7 @@ def make_reciprocal_out(op, diopiReciprocal):
             shape, dtype = shape_unary_float(self)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self,), {'out': out})
             status = diopiReciprocal(contexts[d], out, self)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
@@ -26181,6 +26428,7 @@ def make_reflection_pad1d_out(op, diopiPad):
             shape, dtype = meta_reflection_pad1d(self, padding)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, padding), {'out': out})
             status = diopiPad(contexts[d], out, self, padding, 'reflect', None)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, padding), {'out': out})
@@ -26249,6 +26497,7 @@ def make_reflection_pad1d_backward_grad_input(op, diopiPadBackward):
             shape, dtype = shape_like_self(grad_output, self, padding)
             if grad_input.shape != shape:
                 grad_input.resize_(shape)
+            check_written_memory(op, (grad_input,), (grad_output, self), (grad_output, self, padding), {'grad_input': grad_input})
             status = diopiPadBackward(contexts[d], grad_input, grad_output, self, padding, 'reflect')
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, padding), {'grad_input': grad_input})
@@ -26317,6 +26566,7 @@ def make_reflection_pad2d_out(op, diopiPad):
             shape, dtype = meta_reflection_pad2d(self, padding)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, padding), {'out': out})
             status = diopiPad(contexts[d], out, self, padding, 'reflect', None)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, padding), {'out': out})
@@ -26385,6 +26635,7 @@ def make_reflection_pad2d_backward_grad_input(op, diopiPadBackward):
             shape, dtype = shape_like_self(grad_output, self, padding)
             if grad_input.shape != shape:
                 grad_input.resize_(shape)
+            check_written_memory(op, (grad_input,), (grad_output, self), (grad_output, self, padding), {'grad_input': grad_input})
             status = diopiPadBackward(contexts[d], grad_input, grad_output, self, padding, 'reflect')
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, padding), {'grad_input': grad_input})
@@ -26453,6 +26704,7 @@ def make_reflection_pad3d_out(op, diopiPad):
             shape, dtype = meta_reflection_pad3d(self, padding)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, padding), {'out': out})
             status = diopiPad(contexts[d], out, self, padding, 'reflect', None)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, padding), {'out': out})
@@ -26521,6 +26773,7 @@ def make_reflection_pad3d_backward_grad_input(op, diopiPadBackward):
             shape, dtype = shape_like_self(grad_output, self, padding)
             if grad_input.shape != shape:
                 grad_input.resize_(shape)
+            check_written_memory(op, (grad_input,), (grad_output, self), (grad_output, self, padding), {'grad_input': grad_input})
             status = diopiPadBackward(contexts[d], grad_input, grad_output, self, padding, 'reflect')
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, padding), {'grad_input': grad_input})
@@ -26649,6 +26902,7 @@ def make_remainder_Scalar_out(op, diopiRemainderScalar):
             shape, dtype = shape_binary(self, other)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, other), {'out': out})
             status = diopiRemainderScalar(contexts[d], out, self, other)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
@@ -26720,6 +26974,7 @@ def make_remainder_Tensor_out(op, diopiRemainderTensor, diopiRemainderScalar):
             shape, dtype = shape_binary(self, other)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, other), (self, other), {'out': out})
             if isinstance(other, Tensor):
                 status = diopiRemainderTensor(contexts[d], out, self, other)
             else:
@@ -26844,6 +27099,7 @@ def make_renorm_out(op, diopiRenorm):
             shape, dtype = shape_unary(self, p, dim, maxnorm)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, p, dim, maxnorm), {'out': out})
             status = diopiRenorm(contexts[d], out, self, p, dim, maxnorm)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, p, dim, maxnorm), {'out': out})
@@ -26940,6 +27196,7 @@ def make_repeat_out(op, diopiRepeat):
             shape, dtype = meta_repeat(self, repeats)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, repeats), {'out': out})
             status = diopiRepeat(contexts[d], out, self, repeats)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, repeats), {'out': out})
@@ -27039,6 +27296,7 @@ def make_replication_pad1d_out(op, diopiPad):
             shape, dtype = meta_replication_pad1d(self, padding)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, padding), {'out': out})
             status = diopiPad(contexts[d], out, self, padding, 'replicate', None)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, padding), {'out': out})
@@ -27107,6 +27365,7 @@ def make_replication_pad1d_backward_grad_input(op, diopiPadBackward):
             shape, dtype = shape_like_self(grad_output, self, padding)
             if grad_input.shape != shape:
                 grad_input.resize_(shape)
+            check_written_memory(op, (grad_input,), (grad_output, self), (grad_output, self, padding), {'grad_input': grad_input})
             status = diopiPadBackward(contexts[d], grad_input, grad_output, self, padding, 'replicate')
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, padding), {'grad_input': grad_input})
@@ -27175,6 +27434,7 @@ def make_replication_pad2d_out(op, diopiPad):
             shape, dtype = meta_replication_pad2d(self, padding)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, padding), {'out': out})
             status = diopiPad(contexts[d], out, self, padding, 'replicate', None)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, padding), {'out': out})
@@ -27243,6 +27503,7 @@ def make_replication_pad2d_backward_grad_input(op, diopiPadBackward):
             shape, dtype = shape_like_self(grad_output, self, padding)
             if grad_input.shape != shape:
                 grad_input.resize_(shape)
+            check_written_memory(op, (grad_input,), (grad_output, self), (grad_output, self, padding), {'grad_input': grad_input})
             status = diopiPadBackward(contexts[d], grad_input, grad_output, self, padding, 'replicate')
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, padding), {'grad_input': grad_input})
@@ -27311,6 +27572,7 @@ def make_replication_pad3d_out(op, diopiPad):
             shape, dtype = meta_replication_pad3d(self, padding)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, padding), {'out': out})
             status = diopiPad(contexts[d], out, self, padding, 'replicate', None)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, padding), {'out': out})
@@ -27379,6 +27641,7 @@ def make_replication_pad3d_backward_grad_input(op, diopiPadBackward):
             shape, dtype = shape_like_self(grad_output, self, padding)
             if grad_input.shape != shape:
                 grad_input.resize_(shape)
+            check_written_memory(op, (grad_input,), (grad_output, self), (grad_output, self, padding), {'grad_input': grad_input})
             status = diopiPadBackward(contexts[d], grad_input, grad_output, self, padding, 'replicate')
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, padding), {'grad_input': grad_input})
@@ -27447,6 +27710,7 @@ def make_roll_out(op, diopiRoll):
             shape, dtype = shape_unary(self, shifts, dims)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, shifts, dims), {'out': out})
             status = diopiRoll(contexts[d], out, self, shifts, dims)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, shifts, dims), {'out': out})
@@ -27550,6 +27814,7 @@ def make_round_decimals_out(op, diopiRoundDecimals):
             shape, dtype = shape_unary(self, decimals)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self,), {'decimals': decimals, 'out': out})
             status = diopiRoundDecimals(contexts[d], out, self, decimals)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'decimals': decimals, 'out': out})
@@ -27583,6 +27848,7 @@ def make_round_out(op, diopiRound):
             shape, dtype = shape_unary(self)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self,), {'out': out})
             status = diopiRound(contexts[d], out, self)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
@@ -27666,6 +27932,7 @@ def make_rrelu_with_noise_out(op, diopiRreluWithNoise):
             shape, dtype = shape_unary(self, noise, lower, upper, training, generator)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, noise), (self, noise, lower, upper, training, generator), {'out': out})
             status = diopiRreluWithNoise(contexts[d], out, noise, self, lower, upper, training, generator)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, noise, lower, upper, training, generator), {'out': out})
@@ -27762,6 +28029,7 @@ def make_rrelu_with_noise_backward_out(op, diopiRreluWithNoiseBackward):
             shape, dtype = shape_like_self(grad_output, self, noise, lower, upper, training, self_is_result)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (grad_output, self, noise), (grad_output, self, noise, lower, upper, training, self_is_result), {'out': out})
             status = diopiRreluWithNoiseBackward(contexts[d], out, grad_output, self, noise, lower, upper, training, self_is_result)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (grad_output, self, noise, lower, upper, training, self_is_result), {'out': out})
@@ -27830,6 +28098,7 @@ def make_rsqrt_out(op, diopiRsqrt):
             shape, dtype = shape_unary_float(self)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self,), {'out': out})
             status = diopiRsqrt(contexts[d], out, self)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
@@ -27926,6 +28195,7 @@ def make_scatter_reduce_out(op, diopiScatter):
             shape, dtype = shape_unary(self, dim, index, src, reduce)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, index, src), (self, dim, index, src), {'reduce': reduce, 'out': out})
             status = diopiScatter(contexts[d], out, self, dim, src, index, reduce)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, index, src), {'reduce': reduce, 'out': out})
@@ -27994,6 +28264,7 @@ def make_scatter_src_out(op, diopiScatter):
             shape, dtype = shape_unary(self, dim, index, src)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, index, src), (self, dim, index, src), {'out': out})
             status = diopiScatter(contexts[d], out, self, dim, src, index, None)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, index, src), {'out': out})
@@ -28062,6 +28333,7 @@ def make_scatter_value_out(op, diopiScatterScalar):
             shape, dtype = shape_unary(self, dim, index, value)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, index), (self, dim, index, value), {'out': out})
             status = diopiScatterScalar(contexts[d], out, self, dim, value, index, None)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, index, value), {'out': out})
@@ -28130,6 +28402,7 @@ def make_scatter_value_reduce_out(op, diopiScatterScalar):
             shape, dtype = shape_unary(self, dim, index, value, reduce)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, index), (self, dim, index, value), {'reduce': reduce, 'out': out})
             status = diopiScatterScalar(contexts[d], out, self, dim, value, index, reduce)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, index, value), {'reduce': reduce, 'out': out})
@@ -28318,6 +28591,7 @@ def make_scatter_add_out(op, diopiScatter):
             shape, dtype = shape_unary(self, dim, index, src)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, index, src), (self, dim, index, src), {'out': out})
             status = diopiScatter(contexts[d], out, self, dim, src, index, 'add')
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, index, src), {'out': out})
@@ -28416,6 +28690,7 @@ def make_scatter_reduce_two_out(op, diopiScatterReduce):
             shape, dtype = shape_unary(self, dim, index, src, reduce, include_self)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, index, src), (self, dim, index, src, reduce), {'include_self': include_self, 'out': out})
             status = diopiScatterReduce(contexts[d], out, self, dim, index, src, reduce, include_self)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, index, src, reduce), {'include_self': include_self, 'out': out})
@@ -28514,6 +28789,7 @@ def make_searchsorted_Tensor_out(op, diopiSearchsorted):
             shape, dtype = meta_searchsorted_Tensor(sorted_sequence, self, out_int32, right, side, sorter)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (sorted_sequence, self, sorter), (sorted_sequence, self), {'out_int32': out_int32, 'right': right, 'side': side, 'sorter': sorter, 'out': out})
             status = diopiSearchsorted(contexts[d], out, sorted_sequence, self, out_int32, right, side, sorter)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (sorted_sequence, self), {'out_int32': out_int32, 'right': right, 'side': side, 'sorter': sorter, 'out': out})
@@ -28582,6 +28858,7 @@ def make_sgn_out(op, diopiSgn):
             shape, dtype = shape_unary(self)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self,), {'out': out})
             status = diopiSgn(contexts[d], out, self)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
@@ -28675,6 +28952,7 @@ def make_sigmoid_out(op, diopiSigmoid):
             shape, dtype = shape_unary_float(self)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self,), {'out': out})
             status = diopiSigmoid(contexts[d], out, self)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
@@ -28771,6 +29049,7 @@ def make_sigmoid_backward_grad_input(op, diopiSigmoidBackward):
             shape, dtype = shape_unary(grad_output, output)
             if grad_input.shape != shape:
                 grad_input.resize_(shape)
+            check_written_memory(op, (grad_input,), (grad_output, output), (grad_output, output), {'grad_input': grad_input})
             status = diopiSigmoidBackward(contexts[d], grad_input, grad_output, output)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, output), {'grad_input': grad_input})
@@ -28839,6 +29118,7 @@ def make_sign_out(op, diopiSign):
             shape, dtype = shape_unary(self)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self,), {'out': out})
             status = diopiSign(contexts[d], out, self)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
@@ -28932,6 +29212,7 @@ def make_signbit_out(op, diopiSignbit):
             shape, dtype = shape_unary_bool(self)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self,), {'out': out})
             status = diopiSignbit(contexts[d], out, self)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
@@ -29000,6 +29281,7 @@ def make_silu_out(op, diopiSilu):
             shape, dtype = shape_unary(self)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self,), {'out': out})
             status = diopiSilu(contexts[d], out, self)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
@@ -29058,6 +29340,7 @@ def make_silu_backward_grad_input(op, diopiSiluBackward):
             shape, dtype = shape_unary(grad_output, self)
             if grad_input.shape != shape:
                 grad_input.resize_(shape)
+            check_written_memory(op, (grad_input,), (grad_output, self), (grad_output, self), {'grad_input': grad_input})
             status = diopiSiluBackward(contexts[d], grad_input, grad_output, self)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self), {'grad_input': grad_input})
@@ -29126,6 +29409,7 @@ def make_sin_out(op, diopiSin):
             shape, dtype = shape_unary_float(self)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self,), {'out': out})
             status = diopiSin(contexts[d], out, self)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
@@ -29219,6 +29503,7 @@ def make_sinc_out(op, diopiSinc):
             shape, dtype = shape_unary_float(self)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self,), {'out': out})
             status = diopiSinc(contexts[d], out, self)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
@@ -29312,6 +29597,7 @@ def make_sinh_out(op, diopiSinh):
             shape, dtype = shape_unary_float(self)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self,), {'out': out})
             status = diopiSinh(contexts[d], out, self)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
@@ -29405,6 +29691,7 @@ def make_smooth_l1_loss_out(op, diopiSmoothL1Loss):
             shape, dtype = meta_smooth_l1_loss(self, target, reduction, beta)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, target), (self, target, reduction, beta), {'out': out})
             status = diopiSmoothL1Loss(contexts[d], out, self, target, reduction, beta)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, target, reduction, beta), {'out': out})
@@ -29473,6 +29760,7 @@ def make_smooth_l1_loss_backward_grad_input(op, diopiSmoothL1LossBackward):
             shape, dtype = shape_broadcast_grad(grad_output, self, target, reduction, beta)
             if grad_input.shape != shape:
                 grad_input.resize_(shape)
+            check_written_memory(op, (grad_input,), (grad_output, self, target), (grad_output, self, target, reduction, beta), {'grad_input': grad_input})
             status = diopiSmoothL1LossBackward(contexts[d], grad_input, grad_output, self, target, reduction, beta)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, target, reduction, beta), {'grad_input': grad_input})
@@ -29541,6 +29829,7 @@ def make_softplus_out(op, diopiSoftplus):
             shape, dtype = shape_unary(self, beta, threshold)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, beta, threshold), {'out': out})
             status = diopiSoftplus(contexts[d], out, self, beta, threshold)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, beta, threshold), {'out': out})
@@ -29609,6 +29898,7 @@ def make_softplus_backward_grad_input(op, diopiSoftplusBackward):
             shape, dtype = shape_unary(grad_output, self, beta, threshold)
             if grad_input.shape != shape:
                 grad_input.resize_(shape)
+            check_written_memory(op, (grad_input,), (grad_output, self), (grad_output, self, beta, threshold), {'grad_input': grad_input})
             status = diopiSoftplusBackward(contexts[d], grad_input, grad_output, self, beta, threshold)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, beta, threshold), {'grad_input': grad_input})
@@ -29677,6 +29967,7 @@ def make_softshrink_out(op, diopiSoftshrink):
             shape, dtype = shape_unary(self, lambd)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, lambd), {'out': out})
             status = diopiSoftshrink(contexts[d], out, self, lambd)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, lambd), {'out': out})
@@ -29745,6 +30036,7 @@ def make_softshrink_backward_grad_input(op, diopiSoftshrinkBackward):
             shape, dtype = shape_unary(grad_output, self, lambd)
             if grad_input.shape != shape:
                 grad_input.resize_(shape)
+            check_written_memory(op, (grad_input,), (grad_output, self), (grad_output, self, lambd), {'grad_input': grad_input})
             status = diopiSoftshrinkBackward(contexts[d], grad_input, grad_output, self, lambd)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, lambd), {'grad_input': grad_input})
@@ -29844,6 +30136,7 @@ def make_sort_values(op, diopiSort):
             if dump or CHECK_DEVICE:
                 checked_args(op, d, dump, (self, dim, descending, values, indices))
             resize_outputs((values, indices), meta_sort(self, dim, descending))
+            check_written_memory(op, (values, indices), (self,), (self, dim, descending), {'values': values, 'indices': indices})
             status = diopiSort(contexts[d], values, indices, self, dim, descending, None)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (values, indices), (self, dim, descending), {'values': values, 'indices': indices})
@@ -29875,6 +30168,7 @@ def make_sort_values_stable(op, diopiSort):
             if dump or CHECK_DEVICE:
                 checked_args(op, d, dump, (self, stable, dim, descending, values, indices))
             resize_outputs((values, indices), meta_sort_stable(self, stable, dim, descending))
+            check_written_memory(op, (values, indices), (self,), (self,), {'stable': stable, 'dim': dim, 'descending': descending, 'values': values, 'indices': indices})
             status = diopiSort(contexts[d], values, indices, self, dim, descending, stable)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (values, indices), (self,), {'stable': stable, 'dim': dim, 'descending': descending, 'values': values, 'indices': indices})
@@ -29943,6 +30237,7 @@ def make_sqrt_out(op, diopiSqrt):
             shape, dtype = shape_unary_float(self)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self,), {'out': out})
             status = diopiSqrt(contexts[d], out, self)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
@@ -30031,6 +30326,7 @@ def make_stack_out(op, diopiStack):
             shape, dtype = meta_stack(tensors, dim)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (tensors,), (tensors, dim), {'out': out})
             status = diopiStack(contexts[d], out, tensors, dim)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (tensors, dim), {'out': out})
@@ -30097,6 +30393,7 @@ def make_std_correction_out(op, diopiStd):
             shape, dtype = meta_std_correction(self, dim, correction, keepdim)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, dim), {'correction': correction, 'keepdim': keepdim, 'out': out})
             status = diopiStd(contexts[d], out, self, dim, correction)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim), {'correction': correction, 'keepdim': keepdim, 'out': out})
@@ -30199,6 +30496,7 @@ def make_sub_Scalar_out(op, diopiSubScalar):
             shape, dtype = shape_binary(self, other, alpha)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, other, alpha), {'out': out})
             status = diopiSubScalar(contexts[d], out, self, other, alpha)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other, alpha), {'out': out})
@@ -30270,6 +30568,7 @@ def make_sub_out(op, diopiSub, diopiSubScalar):
             shape, dtype = shape_binary(self, other, alpha)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, other), (self, other), {'alpha': alpha, 'out': out})
             if isinstance(other, Tensor):
                 status = diopiSub(contexts[d], out, self, other, alpha)
             else:
@@ -30400,6 +30699,7 @@ def make_sum_IntList_out(op, diopiSum):
             shape, dtype = shape_reduction(self, dim, keepdim, dtype)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, dim, keepdim), {'dtype': dtype, 'out': out})
             status = diopiSum(contexts[d], out, self, dim)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, keepdim), {'dtype': dtype, 'out': out})
@@ -30503,6 +30803,7 @@ def make_take_out(op, diopiTake):
             shape, dtype = meta_take(self, index)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, index), (self, index), {'out': out})
             status = diopiTake(contexts[d], out, self, index)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, index), {'out': out})
@@ -30571,6 +30872,7 @@ def make_tan_out(op, diopiTan):
             shape, dtype = shape_unary_float(self)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self,), {'out': out})
             status = diopiTan(contexts[d], out, self)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
@@ -30664,6 +30966,7 @@ def make_tanh_out(op, diopiTanh):
             shape, dtype = shape_unary_float(self)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self,), {'out': out})
             status = diopiTanh(contexts[d], out, self)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
@@ -30760,6 +31063,7 @@ def make_tanh_backward_grad_input(op, diopiTanhBackward):
             shape, dtype = shape_unary(grad_output, output)
             if grad_input.shape != shape:
                 grad_input.resize_(shape)
+            check_written_memory(op, (grad_input,), (grad_output, output), (grad_output, output), {'grad_input': grad_input})
             status = diopiTanhBackward(contexts[d], grad_input, grad_output, output)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, output), {'grad_input': grad_input})
@@ -30828,6 +31132,7 @@ def make_threshold_out(op, diopiThreshold):
             shape, dtype = shape_unary(self, threshold, value)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, threshold, value), {'out': out})
             status = diopiThreshold(contexts[d], out, self, threshold, value)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, threshold, value), {'out': out})
@@ -30921,6 +31226,7 @@ def make_threshold_backward_grad_input(op, diopiThresholdBackward):
             shape, dtype = shape_unary(grad_output, self, threshold)
             if grad_input.shape != shape:
                 grad_input.resize_(shape)
+            check_written_memory(op, (grad_input,), (grad_output, self), (grad_output, self, threshold), {'grad_input': grad_input})
             status = diopiThresholdBackward(contexts[d], grad_input, grad_output, self, threshold)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, self, threshold), {'grad_input': grad_input})
@@ -30986,6 +31292,7 @@ def make_topk_values(op, diopiTopk):
             if dump or CHECK_DEVICE:
                 checked_args(op, d, dump, (self, k, dim, largest, sorted, values, indices))
             resize_outputs((values, indices), meta_topk(self, k, dim, largest, sorted))
+            check_written_memory(op, (values, indices), (self,), (self, k, dim, largest, sorted), {'values': values, 'indices': indices})
             status = diopiTopk(contexts[d], values, indices, self, k, dim, largest, sorted)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, (values, indices), (self, k, dim, largest, sorted), {'values': values, 'indices': indices})
@@ -31089,6 +31396,7 @@ def make_tril_out(op, diopiTril):
             shape, dtype = shape_unary(self, diagonal)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, diagonal), {'out': out})
             status = diopiTril(contexts[d], out, self, diagonal)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, diagonal), {'out': out})
@@ -31185,6 +31493,7 @@ def make_triu_out(op, diopiTriu):
             shape, dtype = shape_unary(self, diagonal)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, diagonal), {'out': out})
             status = diopiTriu(contexts[d], out, self, diagonal)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, diagonal), {'out': out})
@@ -31281,6 +31590,7 @@ def make_trunc_out(op, diopiTrunc):
             shape, dtype = shape_unary(self)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self,), {'out': out})
             status = diopiTrunc(contexts[d], out, self)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
@@ -31374,6 +31684,7 @@ def make_uniform_out(op, diopiUniformInp):
             shape, dtype = shape_unary(self, from_, to, generator)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, from_, to), {'generator': generator, 'out': out})
             status = diopiUniformInp(contexts[d], out, from_, to, generator)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, from_, to), {'generator': generator, 'out': out})
@@ -31533,6 +31844,7 @@ def make_upsample_bicubic2d_out(op, diopiUpsampleBicubic2d):
             shape, dtype = meta_upsample_bicubic2d(self, output_size, align_corners, scales_h, scales_w)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, output_size, align_corners, scales_h, scales_w), {'out': out})
             status = diopiUpsampleBicubic2d(contexts[d], out, self, output_size, align_corners, scales_h, scales_w)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, output_size, align_corners, scales_h, scales_w), {'out': out})
@@ -31601,6 +31913,7 @@ def make_upsample_bicubic2d_backward_grad_input(op, diopiUpsampleBicubic2dBackwa
             shape, dtype = meta_upsample_bicubic2d_backward(grad_output, output_size, input_size, align_corners, scales_h, scales_w)
             if grad_input.shape != shape:
                 grad_input.resize_(shape)
+            check_written_memory(op, (grad_input,), (grad_output,), (grad_output, output_size, input_size, align_corners, scales_h, scales_w), {'grad_input': grad_input})
             status = diopiUpsampleBicubic2dBackward(contexts[d], grad_input, grad_output, output_size, input_size, align_corners, scales_h, scales_w)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, output_size, input_size, align_corners, scales_h, scales_w), {'grad_input': grad_input})
@@ -31669,6 +31982,7 @@ def make_upsample_bilinear2d_out(op, diopiUpsampleBilinear2d):
             shape, dtype = meta_upsample_bilinear2d(self, output_size, align_corners, scales_h, scales_w)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, output_size, align_corners, scales_h, scales_w), {'out': out})
             status = diopiUpsampleBilinear2d(contexts[d], out, self, output_size, align_corners, scales_h, scales_w)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, output_size, align_corners, scales_h, scales_w), {'out': out})
@@ -31737,6 +32051,7 @@ def make_upsample_bilinear2d_backward_grad_input(op, diopiUpsampleBilinear2dBack
             shape, dtype = meta_upsample_bilinear2d_backward(grad_output, output_size, input_size, align_corners, scales_h, scales_w)
             if grad_input.shape != shape:
                 grad_input.resize_(shape)
+            check_written_memory(op, (grad_input,), (grad_output,), (grad_output, output_size, input_size, align_corners, scales_h, scales_w), {'grad_input': grad_input})
             status = diopiUpsampleBilinear2dBackward(contexts[d], grad_input, grad_output, output_size, input_size, align_corners, scales_h, scales_w)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, output_size, input_size, align_corners, scales_h, scales_w), {'grad_input': grad_input})
@@ -31805,6 +32120,7 @@ def make_upsample_linear1d_out(op, diopiUpsampleLinear1d):
             shape, dtype = meta_upsample_linear1d(self, output_size, align_corners, scales)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, output_size, align_corners, scales), {'out': out})
             status = diopiUpsampleLinear1d(contexts[d], out, self, output_size, align_corners, scales)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, output_size, align_corners, scales), {'out': out})
@@ -31873,6 +32189,7 @@ def make_upsample_linear1d_backward_grad_input(op, diopiUpsampleLinear1dBackward
             shape, dtype = meta_upsample_linear1d_backward(grad_output, output_size, input_size, align_corners, scales)
             if grad_input.shape != shape:
                 grad_input.resize_(shape)
+            check_written_memory(op, (grad_input,), (grad_output,), (grad_output, output_size, input_size, align_corners, scales), {'grad_input': grad_input})
             status = diopiUpsampleLinear1dBackward(contexts[d], grad_input, grad_output, output_size, input_size, align_corners, scales)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, output_size, input_size, align_corners, scales), {'grad_input': grad_input})
@@ -31941,6 +32258,7 @@ def make_upsample_nearest1d_out(op, diopiUpsampleNearest1d):
             shape, dtype = meta_upsample_nearest1d(self, output_size, scales)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, output_size, scales), {'out': out})
             status = diopiUpsampleNearest1d(contexts[d], out, self, output_size, scales)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, output_size, scales), {'out': out})
@@ -32009,6 +32327,7 @@ def make_upsample_nearest1d_backward_grad_input(op, diopiUpsampleNearest1dBackwa
             shape, dtype = meta_upsample_nearest1d_backward(grad_output, output_size, input_size, scales)
             if grad_input.shape != shape:
                 grad_input.resize_(shape)
+            check_written_memory(op, (grad_input,), (grad_output,), (grad_output, output_size, input_size, scales), {'grad_input': grad_input})
             status = diopiUpsampleNearest1dBackward(contexts[d], grad_input, grad_output, output_size, input_size, scales)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, output_size, input_size, scales), {'grad_input': grad_input})
@@ -32077,6 +32396,7 @@ def make_upsample_nearest2d_out(op, diopiUpsampleNearest2d):
             shape, dtype = meta_upsample_nearest2d(self, output_size, scales_h, scales_w)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, output_size, scales_h, scales_w), {'out': out})
             status = diopiUpsampleNearest2d(contexts[d], out, self, output_size, scales_h, scales_w)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, output_size, scales_h, scales_w), {'out': out})
@@ -32145,6 +32465,7 @@ def make_upsample_nearest2d_backward_grad_input(op, diopiUpsampleNearest2dBackwa
             shape, dtype = meta_upsample_nearest2d_backward(grad_output, output_size, input_size, scales_h, scales_w)
             if grad_input.shape != shape:
                 grad_input.resize_(shape)
+            check_written_memory(op, (grad_input,), (grad_output,), (grad_output, output_size, input_size, scales_h, scales_w), {'grad_input': grad_input})
             status = diopiUpsampleNearest2dBackward(contexts[d], grad_input, grad_output, output_size, input_size, scales_h, scales_w)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, output_size, input_size, scales_h, scales_w), {'grad_input': grad_input})
@@ -32213,6 +32534,7 @@ def make_upsample_nearest3d_out(op, diopiUpsampleNearest3d):
             shape, dtype = meta_upsample_nearest3d(self, output_size, scales_d, scales_h, scales_w)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, output_size, scales_d, scales_h, scales_w), {'out': out})
             status = diopiUpsampleNearest3d(contexts[d], out, self, output_size, scales_d, scales_h, scales_w)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, output_size, scales_d, scales_h, scales_w), {'out': out})
@@ -32281,6 +32603,7 @@ def make_upsample_nearest3d_backward_grad_input(op, diopiUpsampleNearest3dBackwa
             shape, dtype = meta_upsample_nearest3d_backward(grad_output, output_size, input_size, scales_d, scales_h, scales_w)
             if grad_input.shape != shape:
                 grad_input.resize_(shape)
+            check_written_memory(op, (grad_input,), (grad_output,), (grad_output, output_size, input_size, scales_d, scales_h, scales_w), {'grad_input': grad_input})
             status = diopiUpsampleNearest3dBackward(contexts[d], grad_input, grad_output, output_size, input_size, scales_d, scales_h, scales_w)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, output_size, input_size, scales_d, scales_h, scales_w), {'grad_input': grad_input})
@@ -32349,6 +32672,7 @@ def make_upsample_trilinear3d_out(op, diopiUpsampleTrilinear3d):
             shape, dtype = meta_upsample_trilinear3d(self, output_size, align_corners, scales_d, scales_h, scales_w)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, output_size, align_corners, scales_d, scales_h, scales_w), {'out': out})
             status = diopiUpsampleTrilinear3d(contexts[d], out, self, output_size, align_corners, scales_d, scales_h, scales_w)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, output_size, align_corners, scales_d, scales_h, scales_w), {'out': out})
@@ -32417,6 +32741,7 @@ def make_upsample_trilinear3d_backward_grad_input(op, diopiUpsampleTrilinear3dBa
             shape, dtype = meta_upsample_trilinear3d_backward(grad_output, output_size, input_size, align_corners, scales_d, scales_h, scales_w)
             if grad_input.shape != shape:
                 grad_input.resize_(shape)
+            check_written_memory(op, (grad_input,), (grad_output,), (grad_output, output_size, input_size, align_corners, scales_d, scales_h, scales_w), {'grad_input': grad_input})
             status = diopiUpsampleTrilinear3dBackward(contexts[d], grad_input, grad_output, output_size, input_size, align_corners, scales_d, scales_h, scales_w)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, grad_input, (grad_output, output_size, input_size, align_corners, scales_d, scales_h, scales_w), {'grad_input': grad_input})
@@ -32485,6 +32810,7 @@ def make_var_correction_out(op, diopiVar):
             shape, dtype = meta_var_correction(self, dim, correction, keepdim)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, dim), {'correction': correction, 'keepdim': keepdim, 'out': out})
             status = diopiVar(contexts[d], out, self, dim, correction)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim), {'correction': correction, 'keepdim': keepdim, 'out': out})
@@ -32587,6 +32913,7 @@ def make_where_self_out(op, diopiWhere):
             shape, dtype = shape_where(condition, self, other)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (condition, self, other), (condition, self, other), {'out': out})
             status = diopiWhere(contexts[d], out, condition, self, other)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (condition, self, other), {'out': out})
@@ -32620,6 +32947,7 @@ def make_xlogy_OutScalar_Other(op, diopiXlogyScalar):
             shape, dtype = shape_binary_float(self, other)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, other), {'out': out})
             status = diopiXlogyScalar(contexts[d], out, self, other)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
@@ -32653,6 +32981,7 @@ def make_xlogy_OutTensor(op, diopiXlogy, diopiXlogyScalar):
             shape, dtype = shape_binary_float(self, other)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, other), (self, other), {'out': out})
             if isinstance(other, Tensor):
                 status = diopiXlogy(contexts[d], out, self, other)
             else:

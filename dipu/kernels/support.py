@@ -22,7 +22,7 @@ exchange_device = _C.exchange_device
 synchronize = _C.synchronize
 
 __all__ = ["empty", "exchange_device", "synchronize", "all_contiguous", "allocate", "allocate_strided",
-           "check_inplace_shape", "contexts", "empty_strided", "resize_outputs", "CHECK_DEVICE", "DUMP_KEY",
+           "check_inplace_shape", "check_written_memory", "contexts", "empty_strided", "resize_outputs", "CHECK_DEVICE", "DUMP_KEY",
            "DUMP_OFF", "SYNC", "call_with_numbers", "check_device", "device_of", "dump_op_args",
            "dump_op_results", "env_get", "has_numbers", "on_failure", "raise_as_the_cpu"]
 
@@ -215,28 +215,33 @@ def _host(value):
 
 def raise_as_the_cpu(op, error: Exception, args: tuple, kwargs: dict) -> None:
     """Raise the CPU's exception for these arguments if the CPU rejects them with another exception type than
-    ``error``'s (Note [Errors of the CPU's type]); else return, and the caller re-raises ``error``, noted
-    with the op and the DIOPI function it was in (an op library's own exception says neither)."""
-    if not getattr(_checking, "running", False) and not isinstance(error, _KEPT_ERRORS):
-        _raise_if_the_cpu_differs(op, error, args, kwargs)
-    function = op.diopi_for({**dict(zip(op.arg_names, args)), **kwargs})
-    error.add_note(f"dipu: raised in the kernel of {op.name} ({op.wrapper_name}, DIOPI function {function})")
+    ``error``'s (Note [Errors of the CPU's type]); else return, and the caller re-raises ``error``. When the CPU
+    does not reject them, the failure is dipu's or the op library's own, and ``error`` gets a note naming the op
+    and the DIOPI function it was in (a library's own exception says neither)."""
+    if getattr(_checking, "running", False) or isinstance(error, _KEPT_ERRORS) or \
+            _the_cpu_accepts(op, error, args, kwargs):
+        function = op.diopi_for({**dict(zip(op.arg_names, args)), **kwargs})
+        error.add_note(f"dipu: raised in the kernel of {op.name} ({op.wrapper_name}, DIOPI function {function})")
 
 
-def _raise_if_the_cpu_differs(op, error: Exception, args: tuple, kwargs: dict) -> None:
+def _the_cpu_accepts(op, error: Exception, args: tuple, kwargs: dict) -> bool:
+    """Whether the CPU runs the op on host copies of these arguments; raises its exception if it rejects them
+    with another type than ``error``'s."""
     try:
         reference = fallback.cpu_reference(op.name)
         host_args, host_kwargs = _host(args), {name: _host(value) for name, value in kwargs.items()}
-    except Exception:  # no CPU reference to ask: keep dipu's error
-        return
+    except Exception:  # no CPU reference to ask: the error is dipu's
+        return True
     _checking.running = True
     try:
         reference(*host_args, **host_kwargs)
     except Exception as cpu_error:
         if type(cpu_error) is not type(error):
             raise cpu_error from None
+        return False
     finally:
         _checking.running = False
+    return True
 
 
 # Note [Python numbers in Tensor positions]

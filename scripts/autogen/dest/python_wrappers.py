@@ -5,7 +5,9 @@ A wrapper is built by a factory (``make_add_out(op, diopiAdd, diopiAddScalar)``)
 library's functions when the kernels are registered, so a call pays for closure reads, not for lookups.
 Per call a wrapper: guards the device of its first tensor, dumps its arguments (DIPU_DUMP_OP_ARGS, read
 once per call into a local), checks devices (DIPU_CHECK_TENSOR_DEVICE), allocates its outputs from a
-shape rule (functional), resizes them (out=) or checks them (in-place), calls the DIOPI function, handles a
+shape rule (functional), resizes them (out=) or checks them (in-place), refuses out= memory that overlaps
+as the CPU does (``check_written_memory``, Note [Overlapping memory] in dipu/csrc/overlap.cpp), calls the
+DIOPI function, handles a
 failed status, synchronizes (DIPU_SYNC_EXEC_MODE) and dumps its results. A Python number where the schema
 says Tensor is retried as a tensor, at no cost to tensors (Note [Python numbers in Tensor positions] in
 dipu/kernels/support.py); any other exception is raised as the CPU raises it when the CPU rejects the
@@ -26,7 +28,7 @@ import keyword
 from torchgen.model import Argument, BaseTy, BaseType, FunctionSchema, ListType, OptionalType
 
 from ..kernels import is_tensor_list
-from ..model import Allocation, Call, Kernel, SpecError, StrideRule, op_name
+from ..model import Allocation, Call, Kernel, SpecError, StrideRule, Variant, op_name
 from ..shape_rules import RUNTIME_MODULE
 
 TEMPLATE = "wrappers.py.j2"
@@ -65,6 +67,7 @@ class Wrapper:
     branches: tuple[Branch, ...]  # the DIOPI calls; empty for impl kernels
     impl_call: str
     result: str
+    overlap_check: str  # "" but for out= kernels: check_written_memory(op, outputs, tensor inputs, ...)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,20 +150,27 @@ def _wrapper(kernel: Kernel, imports: set, meta_rules: set, rules: set) -> Wrapp
             result = returned[0] if len(returned) == 1 else f"({', '.join(returned)})"
 
     device_expr, device_args, device_arg = _device(schema)
+    fallback_args = _tuple(py(a.name) for a in schema.arguments.flat_positional) \
+        if schema.arguments.flat_positional else "()"
+    fallback_kwargs = "{" + ", ".join(f"{a.name!r}: {a.name}" for a in list(schema.arguments.flat_kwarg_only)
+                                      + list(schema.arguments.out)) + "}"
+    overlap_check = ""
+    if kernel.variant is Variant.OUT:
+        inputs = [py(a.name) for a in schema.arguments.flat_non_out if "Tensor" in str(a.type)]
+        overlap_check = (f"check_written_memory(op, {_tuple(py(a.name) for a in schema.arguments.out)}, "
+                         f"{_tuple(inputs) if inputs else '()'}, {fallback_args}, {fallback_kwargs})")
     return Wrapper(
         schema=str(schema), factory=f"make_{suffix}", wrapper=f"dipu_{suffix}",
         factory_params=", ".join(("op", *(f.name for f in kernel.functions))),
         signature=_signature(schema), device_expr=device_expr, device_args=device_args,
         number_guard=device_arg in kernel.tensor_inputs,
         args_tuple=_tuple(py(a.name) for a in schema.arguments.flat_all),
-        fallback_args=_tuple(py(a.name) for a in schema.arguments.flat_positional)
-        if schema.arguments.flat_positional else "()",
-        fallback_kwargs="{" + ", ".join(f"{a.name!r}: {a.name}" for a in list(schema.arguments.flat_kwarg_only)
-                                        + list(schema.arguments.out)) + "}",
+        fallback_args=fallback_args, fallback_kwargs=fallback_kwargs,
         retries_numbers=bool(kernel.tensor_inputs),
         allocation=kernel.allocation.name, outputs=kernel.outputs, shape_call=shape_call,
         contiguous_test=_contiguous_test(schema, kernel.number_args) if kernel.strides is not None else "",
-        strides_call=strides_call, branches=branches, impl_call=impl_call, result=result)
+        strides_call=strides_call, branches=branches, impl_call=impl_call, result=result,
+        overlap_check=overlap_check)
 
 
 def _tuple(names) -> str:

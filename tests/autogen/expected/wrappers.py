@@ -10,6 +10,7 @@ from torch import Tensor
 
 from dipu.kernels.support import (CHECK_DEVICE, DUMP_KEY, DUMP_OFF, SYNC, all_contiguous, allocate,
                                   allocate_strided, call_with_numbers, check_device, check_inplace_shape,
+                                  check_written_memory,
                                   contexts, device_of, dump_op_args, dump_op_results, empty, empty_strided,
                                   env_get, exchange_device, has_numbers, on_failure, raise_as_the_cpu,
                                   resize_outputs, synchronize)
@@ -127,6 +128,7 @@ def make__log_softmax_backward_data_out(op, diopiLogSoftmaxBackward):
             shape, dtype = shape_unary(grad_output, output, dim, input_dtype)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (grad_output, output), (grad_output, output, dim, input_dtype), {'out': out})
             status = diopiLogSoftmaxBackward(contexts[d], out, grad_output, output, dim)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (grad_output, output, dim, input_dtype), {'out': out})
@@ -233,6 +235,7 @@ def make_add_out(op, diopiAdd, diopiAddScalar):
             shape, dtype = shape_binary(self, other, alpha)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, other), (self, other), {'alpha': alpha, 'out': out})
             if isinstance(other, Tensor):
                 status = diopiAdd(contexts[d], out, self, other, alpha)
             else:
@@ -400,6 +403,7 @@ def make_div_out(op, diopiDiv):
             shape, dtype = shape_divide(self, other)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self, other), (self, other), {'out': out})
             status = diopiDiv(contexts[d], out, self, other, None)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
@@ -523,6 +527,7 @@ def make_sum_IntList_out(op, diopiSum):
             shape, dtype = shape_reduction(self, dim, keepdim, dtype)
             if out.shape != shape:
                 out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self, dim, keepdim), {'dtype': dtype, 'out': out})
             status = diopiSum(contexts[d], out, self, dim)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, keepdim), {'dtype': dtype, 'out': out})
