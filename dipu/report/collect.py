@@ -116,7 +116,7 @@ def op_records() -> dict[str, dict]:
     records = {}
     for name in sorted(set(stats) | set(fallback_calls)):
         calls, inclusive, self_ns = stats.get(name, (fallback_calls.get(name, 0), 0, 0))
-        falls = min(fallback_calls.get(name, 0), calls) if calls else fallback_calls.get(name, 0)
+        falls = fallback_calls.get(name, 0)
         category = categorize(name, falls, specs, forced)
         op = specs.get(name)
         records[name] = {
