@@ -15,8 +15,9 @@
 // frames) stays in the op's self time, while its copies to and from the device are dipu ops of
 // their own, and the self times of all dipu ops add up to the host time spent in dipu ops.
 // The totals live in one map per thread, each behind its own mutex, which only a reader ever
-// contends for (measured against one shared map in tests/test_report.py's overhead check; the
-// per-thread lock costs the same as no lock when uncontended).
+// contends for: recording never waits for another thread (one shared map would make the main
+// thread and autograd's device thread take turns on every op; that variant was not measured).
+// Measured on a tiny dipu add (2 busy cores, sim vendor): 5.4 us per call off, 5.9 us on.
 // Ops are keyed by the address of their schema's name: each overload's schema owns its own
 // string, which lives as long as the operator is registered; the printable name is built once, on
 // the first call of each op on each thread.

@@ -143,6 +143,7 @@ def process_record() -> dict:
     """Everything this process contributes to the report (Note [One file per process])."""
     library = coverage.active_library()
     error = getattr(sys, "last_value", None)  # set when the program ended with an uncaught exception
+    started = _state.get("started", time.time())
     return {
         "schema": merge.SCHEMA,
         "kind": "process",
@@ -151,8 +152,8 @@ def process_record() -> dict:
         "rank": _env_int("RANK"),
         "world_size": _env_int("WORLD_SIZE"),
         "argv": list(sys.argv),
-        "started": datetime.datetime.fromtimestamp(_state.get("started", time.time()), datetime.timezone.utc).isoformat(),
-        "wall_s": time.time() - _state.get("started", time.time()),
+        "started": datetime.datetime.fromtimestamp(started, datetime.timezone.utc).isoformat(),
+        "wall_s": time.time() - started,
         "error": f"{type(error).__name__}: {error}" if error is not None else None,
         "torch": torch.__version__,
         "vendor": vendor().name,
