@@ -355,6 +355,20 @@ def test_every_process_of_a_run_reports_and_ranks_are_kept(tmp_path):
     assert report["ops"]["neg"]["calls"] == 3 and report["ops"]["neg"]["per_process"] == {"rank 0": 1, "rank 1": 2}
 
 
+@pytest.mark.skipif(shutil.which("torchrun") is None, reason="no torchrun")
+def test_under_torchrun_every_rank_reports(tmp_path):
+    command = ["torchrun", "--nproc-per-node", "2", str(EXAMPLES / "train_ddp.py"), "--epochs", "1", "--steps", "2"]
+    result = report_run(tmp_path / "report", command)
+    assert result.returncode == 0, result.stderr
+    report = load(tmp_path / "report")
+    # the ranks, and not the launcher (it loads dipu through torch's autoload but runs no dipu op)
+    assert [p["label"] for p in report["processes"]] == ["rank 0", "rank 1"]
+    assert all(p["calls"] > 100 for p in report["processes"])
+    assert report["ops"]["addmm"]["per_process"].keys() == {"rank 0", "rank 1"}
+    # DDP's reducer records ranges of its own (FUNCTION scope, no operator): not ops
+    assert not [name for name, op in report["ops"].items() if op["category"] == "other"]
+
+
 # ---- the native core's statistics, in this process ---------------------------------------------
 
 

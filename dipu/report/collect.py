@@ -65,6 +65,8 @@ def _write_at_exit() -> None:
     try:
         _C.op_stats_disable()
         record = process_record()
+        if not record["ops"] and not record["autocompare"]:
+            return  # a process that ran no dipu op (torchrun's launcher, through torch's autoload) adds nothing
         directory = _state["directory"]
         files.write_process_file(directory, record)
         files.merge_directory(directory)
