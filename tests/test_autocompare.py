@@ -244,12 +244,15 @@ def test_verbose_prints_every_output_and_the_skipped_random_ops(python):
         torch.empty(3, device="dipu").bernoulli_(0.5)
     """, env={"DIPU_AUTOCOMPARE_OPS_LIST": "add.out, add.Tensor, bernoulli_.float",
               "DIPU_AUTOCOMPARE_VERBOSE": "1"}).stdout
-    assert out.splitlines() == [
+    *lines, summary = out.splitlines()
+    assert lines == [
         "autocompare:    bernoulli_.float: skipped (autocompare: false, e.g. a random op)",
         "autocompare:    add.out out: allclose",
         "autocompare:    add.Tensor out: allclose",
-        "autocompare: 2 ops compared in 2 calls, 0 mismatches",
     ]
+    assert summary.startswith("autocompare: 2 ops compared in 2 calls, 0 mismatches; ")
+    assert " functions of op library 'torch' never ran under autocompare" in summary  # diopiAdd ran
+    assert ": diopiAbs, " in summary and " diopiAdd," not in summary
 
 
 def test_wrong_values_and_a_mutated_input_are_reported(python, tmp_path):
@@ -267,7 +270,8 @@ def test_wrong_values_and_a_mutated_input_are_reported(python, tmp_path):
         f"autocompare: first mismatch at {first}",
         "autocompare:    abs self: not_close, call #2, the op modified this input",
         "training goes on",
-        f"autocompare: 2 ops compared in 2 calls, 2 mismatches (neg x1, abs x1); first mismatch at {first}",
+        f"autocompare: 2 ops compared in 2 calls, 2 mismatches (neg -> diopiNeg x1, abs -> diopiAbs x1); "
+        f"first mismatch at {first}",
     ]
 
 
@@ -292,7 +296,10 @@ def test_repeated_mismatches_of_one_op_are_counted_not_printed(python, tmp_path)
     assert sum("not_close" in line for line in lines) == autocompare.PRINT_LIMIT
     assert "autocompare:    neg: further mismatches of this op are counted, not printed " \
            "(DIPU_AUTOCOMPARE_VERBOSE=1 prints all)" in lines
-    assert lines[-1].startswith("autocompare: 1 ops compared in 15 calls, 15 mismatches (neg x15)")
+    assert lines[-1].startswith("autocompare: 1 ops compared in 15 calls, 15 mismatches (neg -> diopiNeg x15)")
+    # Note [What autocompare checked]: the library's wrong abs was never called, and the summary says so
+    assert lines[-1].endswith("; 1 functions of op library 'broken' never ran under autocompare "
+                              "(not called, or their ops not compared): diopiAbs")
 
 
 def test_an_input_aliasing_the_written_argument_is_not_reported_modified():

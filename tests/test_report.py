@@ -18,6 +18,7 @@ import torch
 import dipu
 from dipu.report import merge
 from dipu.report.compare import compare
+from dipu.report.compare import load as load_report
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
@@ -354,6 +355,20 @@ def test_every_process_of_a_run_reports_and_ranks_are_kept(tmp_path):
     assert report["ops"]["neg"]["calls"] == 3 and report["ops"]["neg"]["per_process"] == {"rank 0": 1, "rank 1": 2}
 
 
+@pytest.mark.skipif(shutil.which("torchrun") is None, reason="no torchrun")
+def test_under_torchrun_every_rank_reports(tmp_path):
+    command = ["torchrun", "--nproc-per-node", "2", str(EXAMPLES / "train_ddp.py"), "--epochs", "1", "--steps", "2"]
+    result = report_run(tmp_path / "report", command)
+    assert result.returncode == 0, result.stderr
+    report = load(tmp_path / "report")
+    # the ranks, and not the launcher (it loads dipu through torch's autoload but runs no dipu op)
+    assert [p["label"] for p in report["processes"]] == ["rank 0", "rank 1"]
+    assert all(p["calls"] > 100 for p in report["processes"])
+    assert report["ops"]["addmm"]["per_process"].keys() == {"rank 0", "rank 1"}
+    # DDP's reducer records ranges of its own (FUNCTION scope, no operator): not ops
+    assert not [name for name, op in report["ops"].items() if op["category"] == "other"]
+
+
 # ---- the native core's statistics, in this process ---------------------------------------------
 
 
@@ -379,7 +394,8 @@ def test_self_time_excludes_dipu_children_and_threads_are_counted():
     stats = {name: dict(zip(("calls", "inclusive", "self"), value)) for name, value in dipu._C.op_stats().items()}
     assert "add.Tensor" not in stats and "ones" not in stats and stats["neg"]["calls"] == 1
     # a frame's children time is exactly what its direct dipu children took
-    assert stats["linear"]["inclusive"] - stats["linear"]["self"] == stats["t"]["inclusive"] + stats["matmul"]["inclusive"]
+    linear = stats["linear"]
+    assert linear["inclusive"] - linear["self"] == stats["t"]["inclusive"] + stats["matmul"]["inclusive"]
     assert stats["matmul"]["inclusive"] - stats["matmul"]["self"] == stats["mm"]["inclusive"]
     # the sim's mm computes on CPU tensors (not dipu frames): that work stays in mm's self time
     assert stats["mm"]["self"] > stats["empty_strided"]["inclusive"] and stats["linear"]["calls"] == 1
@@ -437,13 +453,23 @@ def test_write_next_ranks_missing_functions_by_fallback_time():
            "mul.Scalar": _op("fallback", 1, 3000, 1, ["diopiMulScalar"]),
            "add.Tensor": _op("refused", 4, 4000, 1, ["diopiAdd"]),
            "frobnicate": _op("fallback", 1, 500, 1, in_spec=False)}
-    report = merge.merge([_record(0, ops, coverage), _record(1, {"mul.Tensor": _op("fallback", 1, 1000, 1, ["diopiMul"])})])
+    other_rank = {"mul.Tensor": _op("fallback", 1, 1000, 1, ["diopiMul"])}
+    report = merge.merge([_record(0, ops, coverage), _record(1, other_rank)])
     ranked = [(item["name"], item["time_ns"]) for item in report["write_next"]]
     assert ranked == [("diopiMul", 7000), ("diopiMulScalar", 3000), ("diopiAdd", 1000), ("frobnicate", 500)]
     assert report["write_next"][-1]["action"].startswith("add a spec entry")
     assert report["ops"]["mul.Tensor"]["per_process"] == {"rank 0": 2, "rank 1": 1}
     assert report["coverage"]["families"] == {"pointwise": {"implemented": 1, "total": 3}}
     assert report["categories"]["fallback"]["calls"] == 6
+
+
+def test_compare_refuses_what_is_not_a_report(tmp_path):
+    (tmp_path / "process.json").write_text(json.dumps({"schema": merge.SCHEMA, "kind": "process"}))
+    (tmp_path / "broken.json").write_text("{")
+    for name, message in (("process.json", "is not a dipu run report"), ("broken.json", "is not JSON"),
+                          ("missing.json", "cannot read")):
+        with pytest.raises(ValueError, match=message):
+            load_report(tmp_path / name)
 
 
 # ---- the HTML, in a real browser --------------------------------------------------------------------
@@ -456,11 +482,13 @@ def test_the_html_is_self_contained(plain_run):
         assert remote not in html.replace('xmlns="http://www.w3.org/2000/svg"', ""), remote
 
 
-@pytest.mark.skipif(not CHROMIUM.exists(), reason="no /usr/bin/chromium (apt-get install chromium) to open the report in")
+@pytest.mark.skipif(not CHROMIUM.exists(),
+                    reason="no /usr/bin/chromium (apt-get install chromium) to open the report in")
 def test_the_report_opens_in_chromium(plain_run, tmp_path):
     png = tmp_path / "report.png"
     command = [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-               "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}",
+               "--disable-component-update", "--disable-sync", "--no-first-run",
+               f"--user-data-dir={tmp_path / 'profile'}",
                f"--screenshot={png}", "--window-size=1400,2400", (plain_run[2] / "report.html").as_uri()]
     subprocess.run(command, capture_output=True, timeout=120)
     keep = os.environ.get("DIPU_REPORT_SCREENSHOT")  # to look at it: DIPU_REPORT_SCREENSHOT=/tmp/shot.png

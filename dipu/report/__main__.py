@@ -52,7 +52,7 @@ def run(output: Path, command: list[str]) -> int:
         status = 130
     report = files.merge_directory(directory)
     if not report["processes"]:
-        print(f"dipu run report: no dipu process reported (did the command import dipu or torch?); "
+        print(f"dipu run report: no process ran a dipu op (did the command import dipu or torch?); "
               f"{directory / 'report.html'} is empty", file=sys.stderr)
     else:
         print("\n".join(merge.summary_lines(report)))

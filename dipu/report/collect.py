@@ -65,6 +65,8 @@ def _write_at_exit() -> None:
     try:
         _C.op_stats_disable()
         record = process_record()
+        if not record["ops"] and not record["autocompare"]:
+            return  # a process that ran no dipu op (torchrun's launcher, through torch's autoload) adds nothing
         directory = _state["directory"]
         files.write_process_file(directory, record)
         files.merge_directory(directory)
@@ -116,7 +118,7 @@ def op_records() -> dict[str, dict]:
     records = {}
     for name in sorted(set(stats) | set(fallback_calls)):
         calls, inclusive, self_ns = stats.get(name, (fallback_calls.get(name, 0), 0, 0))
-        falls = min(fallback_calls.get(name, 0), calls) if calls else fallback_calls.get(name, 0)
+        falls = fallback_calls.get(name, 0)
         category = categorize(name, falls, specs, forced)
         op = specs.get(name)
         records[name] = {
@@ -143,6 +145,7 @@ def process_record() -> dict:
     """Everything this process contributes to the report (Note [One file per process])."""
     library = coverage.active_library()
     error = getattr(sys, "last_value", None)  # set when the program ended with an uncaught exception
+    started = _state.get("started", time.time())
     return {
         "schema": merge.SCHEMA,
         "kind": "process",
@@ -151,8 +154,8 @@ def process_record() -> dict:
         "rank": _env_int("RANK"),
         "world_size": _env_int("WORLD_SIZE"),
         "argv": list(sys.argv),
-        "started": datetime.datetime.fromtimestamp(_state.get("started", time.time()), datetime.timezone.utc).isoformat(),
-        "wall_s": time.time() - _state.get("started", time.time()),
+        "started": datetime.datetime.fromtimestamp(started, datetime.timezone.utc).isoformat(),
+        "wall_s": time.time() - started,
         "error": f"{type(error).__name__}: {error}" if error is not None else None,
         "torch": torch.__version__,
         "vendor": vendor().name,

@@ -68,13 +68,18 @@ def _cells(*values, classes: str = "") -> str:
 # ---- charts ----------------------------------------------------------------------------------------
 
 
+def _svg_head(title: str, width: int, height: int) -> str:
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
+            f'aria-label="{escape(title)}"><text x="0" y="16" font-weight="bold" font-size="14">'
+            f'{escape(title)}</text>')
+
+
 def bar_chart(title: str, bars: list[tuple[str, float, str, str]], width: int = 520) -> str:
     """Horizontal bars: (label, value, color, value text) each, scaled to the largest."""
     row, label_width, top = 24, 150, 28
     largest = max((value for _, value, _, _ in bars), default=0) or 1
     height = top + row * max(len(bars), 1) + 8
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
-             f'aria-label="{escape(title)}"><text x="0" y="16" font-weight="bold" font-size="14">{escape(title)}</text>']
+    parts = [_svg_head(title, width, height)]
     span = width - label_width - 110
     for index, (label, value, color, text) in enumerate(bars):
         y = top + index * row
@@ -93,8 +98,7 @@ def stacked_chart(title: str, rows: list[tuple[str, int, int]], width: int = 560
     row, label_width, top = 22, 170, 28
     height = top + row * max(len(rows), 1) + 8
     span = width - label_width - 90
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
-             f'aria-label="{escape(title)}"><text x="0" y="16" font-weight="bold" font-size="14">{escape(title)}</text>']
+    parts = [_svg_head(title, width, height)]
     for index, (label, done, total) in enumerate(rows):
         y = top + index * row
         filled = span * done / total if total else 0

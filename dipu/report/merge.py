@@ -159,7 +159,8 @@ def summary_lines(report: dict, top: int = 5) -> list[str]:
     lines = [f"dipu run report: {len(ops)} ops touched dipu in {len(processes)} process(es), "
              f"{sum(op['calls'] for op in ops.values())} calls, "
              f"{_ms(sum(op['self_ns'] for op in ops.values()))} host time in dipu ops "
-             f"(vendor {report.get('vendor')}, op library {report.get('op_library') or 'none'}; device time not measured)"]
+             f"(vendor {report.get('vendor')}, op library {report.get('op_library') or 'none'}; "
+             f"device time not measured)"]
     parts = [f"{category} {c['ops']} ops / {c['calls']} calls / {c['time_share']:.0%} of the time"
              for category, c in report["categories"].items() if c["ops"]]
     lines.append("  by category: " + "; ".join(parts) if parts else "  by category: no dipu op ran")
