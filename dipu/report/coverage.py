@@ -8,22 +8,15 @@ from __future__ import annotations
 import sys
 import warnings
 
-from dipu._core import vendor
-from dipu.diopi.library import OpLibrary, load_active_library
+from dipu.diopi.library import OpLibrary
+from dipu.kernels.registry import registration
 from dipu.kernels import generated as generated_kernels
 from dipugen.proto import FUNCTIONS, family_of
 
-_library: list = []  # [the active OpLibrary or None], once looked up
-
-
 def active_library() -> OpLibrary | None:
     """The op library the kernels were registered with (None: a vendor without one, every op on the CPU
-    fallback). Looked up as registration did (Note [Choosing the op library]): modules and entry points are
-    imported once, so this finds the same objects."""
-    if not _library:
-        choice = vendor().diopi_impl
-        _library.append(None if choice is None else load_active_library(choice))
-    return _library[0]
+    fallback)."""
+    return registration.library
 
 
 def layers(library: OpLibrary | None) -> list[OpLibrary]:
