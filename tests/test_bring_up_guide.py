@@ -109,6 +109,8 @@ def _run(command: str, cwd: Path, env: dict) -> tuple[int, str]:
     return process.returncode, output.decode(errors="replace")
 
 
+#: DIPU_GUIDE_RECORD=<file>: record every command's output there instead of checking it (for updating the guide).
+RECORD = os.environ.get("DIPU_GUIDE_RECORD")
 _EXPORT = re.compile(r"^export ([A-Za-z_][A-Za-z0-9_]*)=(\S*)$")
 
 
@@ -171,6 +173,12 @@ def test_every_command_of_the_guide(tmp_path):
         start = time.perf_counter()
         status, output = _run(step.command, work, env)
         timings.append((time.perf_counter() - start, step.line))
+        if RECORD:  # updating the guide: every step's output, matched or not, and no stop
+            with open(RECORD, "a") as record:
+                matched = status == 0 and output_matches(step.expected, output)
+                record.write(f"==== {GUIDE.name}:{step.line} status {status} {'ok' if matched else 'DIFFERS'}\n"
+                             f"$ {step.command}\n{output}\n")
+            continue
         assert status == 0, f"{GUIDE.name}:{step.line}: `{step.command}` exited with {status}:\n{output[-4000:]}"
         assert output_matches(step.expected, output), mismatch_report(step, output)
     print("slowest guide commands (s, line):", sorted(timings, reverse=True)[:5])

@@ -206,16 +206,21 @@ def test_a_kernel_that_answers_force_fallback_is_refused(tmp_path):
     code = ("import json, torch, dipu\n"
             "torch.ones(3, device='dipu').neg()\n"
             "torch.ones(3, device='dipu', dtype=torch.float64).neg()\n"
+            "x = torch.ones(3, device='dipu', dtype=torch.float64)\n"
+            "torch.neg(x, out=torch.empty_like(x))\n"
             "print('FALLBACK ' + json.dumps(dipu.fallback_counts()))\n")
     result = report_run(tmp_path / "report", [sys.executable, script(tmp_path, code)],
                         library_env(tmp_path, "float_neg", FLOAT_NEG))
     assert result.returncode == 0, result.stderr
     report = load(tmp_path / "report")
-    neg = report["ops"]["neg"]
-    assert (neg["category"], neg["calls"], neg["fallback_calls"]) == ("refused", 2, 1)
-    assert fallback_seen(result.stdout) == {"neg": 1}
+    neg, neg_out = report["ops"]["neg"], report["ops"]["neg.out"]
+    # every call refused: refused; some calls refused: native, the refusals counted
+    assert (neg_out["category"], neg_out["calls"], neg_out["fallback_calls"]) == ("refused", 1, 1)
+    assert (neg["category"], neg["calls"], neg["fallback_calls"]) == ("native", 2, 1)
+    assert fallback_seen(result.stdout) == {"neg": 1, "neg.out": 1}
     item = next(item for item in report["write_next"] if item["name"] == "diopiNeg")
-    assert item["ops"] == ["neg"] and item["action"].startswith("implemented, but answered FORCE_FALLBACK")
+    assert item["ops"] == ["neg", "neg.out"] and item["action"].startswith("implemented, but answered FORCE_FALLBACK")
+    assert item["fallback_calls"] == 2
 
 
 def test_compare_shows_what_moved_to_dipu(forced_run, plain_run, tmp_path):

@@ -13,8 +13,9 @@ Note [How an op ran]
 Each op gets one category, checked against real runs (tests/test_report.py):
 - ``native``: a generated kernel is registered for it (``registration.kernels``; its ``kernel`` field says
   ``C++`` when the op's generated C++ wrapper serves it, Note [Generated C++ wrappers]);
-- ``refused``: a kernel is registered, yet calls of it reached the CPU fallback (the library's function,
-  or the dtype guard of Note [Declared dtypes], answered FORCE_FALLBACK);
+- ``refused``: a kernel is registered, yet every call of it reached the CPU fallback (the library's
+  function, or the dtype guard of Note [Declared dtypes], answered FORCE_FALLBACK); a kernel that refused
+  only some calls stays ``native``, its ``fallback_calls`` counting the refusals;
 - ``fallback``: no kernel; it ran through the CPU fallback (``dipu.fallback_counts()``);
 - ``forced fallback``: the same, because DIPU_FORCE_FALLBACK_OPS_LIST matched the op or its spec entry;
 - ``core``: the native core's own PrivateUse1 kernel (views, metadata, copies, empty; dipu/csrc/ops.cpp);

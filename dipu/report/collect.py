@@ -89,11 +89,13 @@ def _has_kernel(name: str, key: str) -> bool:
         return False
 
 
-def categorize(name: str, fallback_calls: int, specs: dict, forced) -> str:
-    """How op ``name`` ran on dipu (the categories of dipu/report/__init__.py)."""
+def categorize(name: str, calls: int, fallback_calls: int, specs: dict, forced) -> str:
+    """How op ``name`` ran on dipu (the categories of dipu/report/__init__.py). A registered kernel that
+    refused only some calls (BatchNorm's int64 ``num_batches_tracked.add_(1)`` among float adds) is native;
+    its ``fallback_calls`` say how many it refused."""
     registered = name in registration.kernels
     if registered:
-        return "refused" if fallback_calls else "native"
+        return "refused" if fallback_calls and fallback_calls >= calls else "native"
     if fallback_calls:
         op = specs.get(name)
         if op is not None and op.fallback and (forced.matches(name) or op.entry and forced.matches(op.entry)):
@@ -119,7 +121,7 @@ def op_records() -> dict[str, dict]:
     for name in sorted(set(stats) | set(fallback_calls)):
         calls, inclusive, self_ns = stats.get(name, (fallback_calls.get(name, 0), 0, 0))
         falls = fallback_calls.get(name, 0)
-        category = categorize(name, falls, specs, forced)
+        category = categorize(name, calls, falls, specs, forced)
         op = specs.get(name)
         records[name] = {
             "calls": calls, "inclusive_ns": inclusive, "self_ns": self_ns, "fallback_calls": falls,

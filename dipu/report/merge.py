@@ -117,18 +117,20 @@ def _merge_autocompare(records: list) -> dict | None:
 
 def write_next(ops: dict, coverage: dict | None) -> list[dict]:
     """What to implement next, ranked by the host time the ops spent on the CPU because of it: DIOPI
-    functions the library lacks (their ops' fallback time), functions that answered FORCE_FALLBACK, and
+    functions the library lacks (their ops' fallback time), functions that answered FORCE_FALLBACK (for
+    some calls or all: only the refused share of an op's time counts), and
     ops the spec does not cover ("add a spec entry")."""
     functions = coverage["functions"] if coverage else {}
     items: dict[str, dict] = {}
     for name, op in ops.items():
-        if op["category"] not in ("fallback", "refused"):
+        refused = op["category"] == "refused" or op["category"] == "native" and op["fallback_calls"]
+        if op["category"] != "fallback" and not refused:
             continue
         share = op["fallback_calls"] / op["calls"] if op["calls"] else 1.0
         time_ns = int(op["self_ns"] * share)
         if not op["in_spec"]:
             key, what, action = f"op:{name}", name, "add a spec entry (diopi_functions.yaml) and a DIOPI function"
-        elif op["category"] == "refused":
+        elif refused:
             key, what = f"fn:{op['diopi']}", op["diopi"]
             action = "implemented, but answered FORCE_FALLBACK (e.g. a dtype it does not declare)"
         else:
