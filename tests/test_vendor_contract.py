@@ -152,6 +152,15 @@ def test_the_default_op_library_needs_addressable_memory():
         runtime.op_library_of(NamesTorch())
 
 
+def test_an_op_library_that_cannot_reach_the_memory_fails_at_import(python):
+    proc = python("import dipu", check=False, env={"DIPU_SIM_NATIVE_ALIAS": "0", "DIPU_DIOPI_IMPL": "torch"})
+    assert proc.returncode != 0
+    assert proc.stderr.splitlines()[-1] == (
+        "RuntimeError: op library 'torch' computes on zero-copy aliases of device memory, and vendor 'sim' has none "
+        "(no native_device_type): choose another op library (DIPU_DIOPI_IMPL, or the vendor's diopi_impl; None runs "
+        "every op on the CPU fallback)")
+
+
 def test_default_streams_and_events_are_synchronous():
     runtime.check_runtime_class("minimal", _Minimal)
     vendor = _Minimal()

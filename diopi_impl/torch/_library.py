@@ -3,4 +3,4 @@ package re-exports it, so neither imports the other back."""
 
 from dipu.diopi import OpLibrary
 
-library = OpLibrary("torch")
+library = OpLibrary("torch", native_alias=True)  # its kernels compute with ATen on native_alias views

@@ -51,14 +51,29 @@ class OpLibrary:
     """A named set of DIOPI function implementations.
 
     ``base``: a library to take functions from when this one lacks them, so a
-    vendor can override a few functions of another library.
+    vendor can override a few functions of another library. ``vendor``: the one
+    vendor whose memory its kernels reach (None: any); ``native_alias``: its
+    kernels compute on ``native_alias`` views, so they need a vendor whose memory
+    torch can address (a ``native_device_type``). :meth:`cannot_run_on` reads both.
     """
 
-    def __init__(self, name: str, base: OpLibrary | None = None):
+    def __init__(self, name: str, base: OpLibrary | None = None, *, vendor: str | None = None,
+                 native_alias: bool = False):
         self.name = name
         self.base = base
+        self.vendor = vendor
+        self.native_alias = native_alias
         self.functions: dict[str, Callable] = {}
         self.dtypes: dict[str, frozenset] = {}
+
+    def cannot_run_on(self, runtime) -> str | None:
+        """Why this library's kernels cannot run on vendor ``runtime`` (None: they can)."""
+        if self.vendor is not None and self.vendor != runtime.name:
+            return f"op library '{self.name}' computes on vendor '{self.vendor}' memory only"
+        if self.native_alias and runtime.native_device_type is None:
+            return (f"op library '{self.name}' computes on zero-copy aliases of device memory, and vendor "
+                    f"'{runtime.name}' has none (no native_device_type)")
+        return None
 
     def register(self, fn: Callable | None = None, *, dtypes=None, aten=None):
         """Decorator: ``@library.register`` or ``@library.register(dtypes=(torch.float32, ...))``.

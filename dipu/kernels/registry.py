@@ -170,6 +170,13 @@ def register_active():
         library = load_active_library(choice)
     except ImportError as error:
         raise RuntimeError(f"cannot load the DIOPI op library: {error}") from error
+    layer = library
+    while layer is not None:  # a library whose kernels cannot reach this vendor's memory fails here, not at an op
+        reason = layer.cannot_run_on(vendor())
+        if reason:
+            raise RuntimeError(f"{reason}: choose another op library (DIPU_DIOPI_IMPL, or the vendor's "
+                               "diopi_impl; None runs every op on the CPU fallback)")
+        layer = layer.base
     generated = generated_kernels.load()
     registration.register(generated.OPS, library, force_fallback=switches.force_fallback_patterns(),
                           report_missing=switches.dump_level() > 0, print_call_info=generated.PRINT_CALL_INFO)

@@ -30,9 +30,8 @@ import torch
 from dipu.diopi import SUCCESS, OpLibrary, Status, set_last_error
 from dipu_toy.runtime import ToyRuntime
 
-library = OpLibrary("toy")
-#: The library computes on the toy vendor's memory only; tests/test_conformance.py runs it there alone.
-library.vendor = "toy"
+#: The library computes on the toy vendor's memory only: tests/test_conformance.py runs it there alone.
+library = OpLibrary("toy", vendor="toy")
 
 FLOATS = (torch.float32, torch.float64)
 WRONG_VAR = "DIPU_TOY_WRONG"
