@@ -19,6 +19,7 @@ import dipu
 from dipu.report import merge
 from dipu.report.compare import compare
 from dipu.report.compare import load as load_report
+from test_autocompare import FAULTY_GELU  # the torch op library with diopiGeluBackward 1% wrong
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
@@ -40,21 +41,6 @@ loss = F.cross_entropy(model(images), labels)
 loss.backward()
 optimizer.step()
 print("FALLBACK " + json.dumps(dipu.fallback_counts()))
-"""
-
-# The torch op library with diopiGeluBackward 1% wrong (as tests/test_autocompare.py makes it).
-FAULTY_GELU = """
-from dipu import _C
-from dipu.diopi import OpLibrary
-from dipu.diopi_impl.torch import library as reference
-
-library = OpLibrary("faulty_gelu", base=reference)
-
-@library.register
-def diopiGeluBackward(ctx, grad_input, grad_output, input, approximate):
-    status = reference.get("diopiGeluBackward")(ctx, grad_input, grad_output, input, approximate)
-    _C.alias(grad_input, ctx.device).mul_(1.01)
-    return status
 """
 
 GPT_STEP = f"""
