@@ -92,9 +92,9 @@ class DeviceRuntime(abc.ABC):
     native_device_type: str | None = None
     #: The DIOPI op library (entry point in ``dipu.diopi_impls``, or a module) serving this vendor;
     #: ``None``: a runtime only, every op on the CPU fallback. Left at its default, it is the torch
-    #: library where memory has a :attr:`native_device_type` to compute on, and ``None`` where it is
-    #: opaque (see :func:`op_library_of`).
-    diopi_impl: str | None = "torch"
+    #: library in C++ (``torch_cpp``, laid over the Python ``torch`` library) where memory has a
+    #: :attr:`native_device_type` to compute on, and ``None`` where it is opaque (see :func:`op_library_of`).
+    diopi_impl: str | None = "torch_cpp"
     #: The vendor's communication library: a :class:`dipu.collectives.Communicator`
     #: subclass (see Note [Collective contract]), checked when the vendor loads.
     #: ``None``: ``torch.distributed`` still works on dipu tensors, through gloo
@@ -349,20 +349,24 @@ class PluginRuntime(DeviceRuntime):
         self.plugin.memcpy_d2d(dst_index, dst, src_index, src, nbytes)
 
 
+#: The op libraries that compute on zero-copy aliases of device memory (the Python one and its C++ twin).
+ALIAS_LIBRARIES = ("torch", "torch_cpp")
+
+
 def op_library_of(runtime: DeviceRuntime) -> str | None:
     """The op library ``runtime`` asks for: its :attr:`~DeviceRuntime.diopi_impl`, except that the default
     torch library, which computes on zero-copy aliases of device memory, is no library at all for a vendor
     whose memory is opaque (no ``native_device_type``): such a vendor starts on the CPU fallback rather
     than failing at its first op. Naming the torch library explicitly there is an error."""
     choice = runtime.diopi_impl
-    if choice != "torch" or runtime.native_device_type is not None:
+    if choice not in ALIAS_LIBRARIES or runtime.native_device_type is not None:
         return choice
     explicit = "diopi_impl" in vars(runtime) or any(
         "diopi_impl" in vars(cls) for cls in type(runtime).__mro__ if cls is not DeviceRuntime)
     if explicit:
         raise TypeError(
             f"dipu vendor '{runtime.name}' ({type(runtime).__module__}.{type(runtime).__qualname__}) names the "
-            "op library 'torch', which computes on zero-copy aliases of device memory, but sets no "
+            f"op library '{choice}', which computes on zero-copy aliases of device memory, but sets no "
             "native_device_type (its memory is opaque): set native_device_type if torch can address the "
             "memory, or diopi_impl = None (every op on the CPU fallback) or your own op library")
     return None

@@ -125,7 +125,7 @@ def library(tmp_path_factory) -> Path:
     build takes minutes on a busy machine; later ones find it in the cache)."""
     from dipu.kernels import cpp_wrappers
 
-    cpp_wrappers.build(FUNCTIONS)
+    cpp_wrappers.build()
     directory = tmp_path_factory.mktemp("cwrap")
     source = directory / "cwrap_diopi.c"
     source.write_text(LIBRARY)

@@ -65,6 +65,9 @@ class OpLibrary:
         self.native_alias = native_alias
         self.functions: dict[str, Callable] = {}
         self.dtypes: dict[str, frozenset] = {}
+        #: DIOPI function -> the ATen overload it applies (``register(aten=...)``), from which the C++ twin of
+        #: this library is generated (Note [The ATen library in C++] in scripts/autogen/dest/aten_library.py).
+        self.aten: dict[str, object] = {}
 
     def cannot_run_on(self, runtime) -> str | None:
         """Why this library's kernels cannot run on vendor ``runtime`` (None: they can)."""
@@ -96,11 +99,12 @@ class OpLibrary:
                 f"op library '{self.name}': {name}({', '.join(params)}) does not match "
                 f"the DIOPI proto {name}({', '.join(declared.param_names)})"
             )
-        if aten is not None:
-            _check_aten(self.name, declared, aten)
+        overload = _check_aten(self.name, declared, aten) if aten is not None else None
         if name in self.functions:
             raise TypeError(f"op library '{self.name}': {name} is registered twice")
         self.functions[name] = fn
+        if overload is not None:
+            self.aten[name] = overload
         if dtypes is not None:
             if not any(p.kind.is_tensor and not p.kind.is_output for p in declared.params):
                 raise TypeError(f"op library '{self.name}': {name} declares dtypes but has no tensor input")
@@ -143,7 +147,7 @@ def _dtype_guard(fn: Callable, declared, dtypes: frozenset) -> Callable:
     return guarded
 
 
-def _check_aten(library: str, declared, aten) -> None:
+def _check_aten(library: str, declared, aten):
     """Note [Table-made functions are checked against ATen]
     A function made from a table (one closure applying an ATen op, given the proto's signature) would
     pass the signature check by construction. What can drift is the pairing of the proto declaration
@@ -161,7 +165,7 @@ def _check_aten(library: str, declared, aten) -> None:
         inputs = [arg for a, arg in args if arg not in outs]
         problem = aten_mismatch(declared, outs, inputs, len(schema.returns))
         if problem is None:
-            return
+            return overload  # the one it applies
         problems.append(f"{schema.name}.{schema.overload_name or 'default'} {problem}")
     raise TypeError(f"op library '{library}': {declared} does not fit the ATen op it applies: {'; '.join(problems)}")
 

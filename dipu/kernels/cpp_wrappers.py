@@ -2,18 +2,18 @@
 Python wrappers (Note [Generated C++ wrappers] in scripts/autogen/dest/cpp_wrappers.py).
 
 Note [C++ wrapper cache]
-Only a process with a C op library builds anything here. The extension holds a wrapper for each kernel
-the C++ side supports whose DIOPI function the library exports, so its text depends on the installed
-torch's schemas, the spec and generator (the same inputs as Note [Generated code per torch version]),
-the C++ support files (dipu/kernels/cpp, diopi_rt.h, diopirt.h) and the set of functions the library
-exports. The cache key hashes exactly those, so finding a built extension costs no generation (loading
+Only a process with a C op library (the default torch_cpp included) builds anything here. The extension
+holds a wrapper for every kernel the C++ side supports, whichever library a process loads: a kernel is
+installed where the library exports its DIOPI function, so one build per torch serves every C library
+(the torch library in C++, ref_c, a vendor's, a test's) instead of one build per set of exported
+functions. Its text depends on the installed torch's schemas, the spec and generator (the same inputs as
+Note [Generated code per torch version]) and the C++ support files (dipu/kernels/cpp, diopi_rt.h,
+diopirt.h); the cache key hashes exactly those, so finding a built extension costs no generation (loading
 the spec takes seconds); a miss generates the text, keeps it beside the library (cpp_wrappers.cpp, for
 reading) and compiles it with torch.utils.cpp_extension under the native core's lock and atomic rename
-(dipu/_native.py's ``ensure_built``). The text is a pure function of the hashed inputs, so this key
-names the generated text as well as its hash would. Build time, measured on the 2-core development
-machine under a load of about 10 (wall / CPU): the reference C library's 85 kernels 2m50s / 46 s, every
-one of the 515 kernels the C++ side supports 3m28s / 87 s, a test library's 25 about 1m50s / 42 s; most
-of it is ATen's headers, so the generated file includes no Python header (wrapper_support.cpp has them).
+(dipu/_native.py's ``ensure_built``). Build time of the whole extension, measured on the 2-core
+development machine: README "The C++ op library". Most of it is ATen's headers, so the generated file
+includes no Python header (wrapper_support.cpp has them).
 
 DIPU_CPP_WRAPPERS=0 keeps every op on the Python wrappers (for comparing the two paths, and as an escape
 hatch); DIPU_CHECK_TENSOR_DEVICE and the generator's --print-call-info, which the C++ wrappers do not
@@ -60,13 +60,12 @@ def _inputs() -> list[tuple[str, bytes]]:
     return [(path.name, path.read_bytes()) for path in sorted(files) if path.is_file()]
 
 
-def cache_dir(functions: frozenset[str]) -> Path:
-    """The directory of the extension for this torch, these inputs and this set of C functions."""
+def cache_dir() -> Path:
+    """The directory of the extension for this torch and these inputs (Note [C++ wrapper cache])."""
     digest = hashlib.sha256()
     for name, data in _inputs():
         digest.update(name.encode())
         digest.update(data)
-    digest.update("\n".join(sorted(functions)).encode())
     return _native.cache_root() / "-".join([
         "cwrap", f"torch{torch.__version__}", (torch.version.git_version or "nogit")[:10],
         f"py{sys.version_info.major}{sys.version_info.minor}", digest.hexdigest()[:12]])
@@ -82,15 +81,15 @@ def generate(functions: frozenset[str] | None) -> str:
     return cpp_wrappers.render(kernels.expand_all(entries, yaml_path.name), yaml_path.name, functions)
 
 
-def _build(target: Path, functions: frozenset[str]) -> None:
+def _build(target: Path) -> None:
     from torch.utils import cpp_extension
 
-    print(f"dipu: building the C++ wrappers of the C op library for torch {torch.__version__} "
-          "(once per library and torch)...", file=sys.stderr, flush=True)
+    print(f"dipu: building the C++ wrappers for torch {torch.__version__} (once per torch)...", file=sys.stderr,
+          flush=True)
     work = Path(tempfile.mkdtemp(prefix="build-", dir=target.parent))
     try:
         source = work / "cpp_wrappers.cpp"
-        source.write_text(generate(functions))
+        source.write_text(generate(None))
         cpp_extension.load(
             name=NAME, sources=[str(source), str(SUPPORT / "wrapper_support.cpp")], build_directory=str(work),
             extra_cflags=["-O2", "-fvisibility=hidden"], extra_include_paths=[str(p) for p in _INCLUDES],
@@ -101,16 +100,16 @@ def _build(target: Path, functions: frozenset[str]) -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def build(functions: frozenset[str]) -> Path:
-    """The extension for a C library exporting ``functions``, built first if it is not cached."""
-    return _native.ensure_built(cache_dir(functions) / f"{NAME}.so", lambda path: _build(path, functions))
+def build() -> Path:
+    """The extension, built first if it is not cached."""
+    return _native.ensure_built(cache_dir() / f"{NAME}.so", _build)
 
 
-def load(functions: frozenset[str]):
-    """The extension for the C library's ``functions`` (:func:`build`), loaded once per process."""
+def load():
+    """The extension (:func:`build`), loaded once per process."""
     global _module
     if _module is None:
-        target = build(functions)
+        target = build()
         spec = importlib.util.spec_from_file_location(NAME, target)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
@@ -130,7 +129,7 @@ def install(kernels: dict, addresses: dict[str, int]) -> list[str]:
     if not addresses or not enabled():
         return []
     try:
-        extension = load(frozenset(addresses))
+        extension = load()
     except Exception as error:  # the Python wrappers serve the library all the same: slower, never wrong
         warnings.warn(f"dipu: the C++ wrappers of the C op library could not be built or loaded, so its functions "
                       f"run through the Python wrappers ({_ENABLE_VAR}=0 skips trying): {error}", stacklevel=2)

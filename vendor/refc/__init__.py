@@ -28,5 +28,5 @@ def library() -> Path:
 class RefCRuntime(PluginRuntime):
     library = staticmethod(library)
     native_device_type = "cpu"
-    diopi_impl = "torch"
+    diopi_impl = "torch_cpp"
     compiler_backend = "cpp"  # device memory is host memory: inductor's C++ kernels run on it

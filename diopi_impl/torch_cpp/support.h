@@ -1,0 +1,129 @@
+// What the generated functions of the torch_cpp op library use (Note [The ATen library in C++] in
+// scripts/autogen/dest/aten_library.py): native aliases of DIOPI handles, conversions of DIOPI's C values to
+// ATen's, and the guard that keeps every C++ exception inside the library.
+#pragma once
+
+#include <diopi/diopirt.h>
+
+#include <ATen/ATen.h>
+#include <c10/core/StorageImpl.h>
+#include <c10/core/TensorImpl.h>
+
+#include <exception>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dipu::torch_cpp {
+
+// The device type of the native aliases (the vendor's native_device_type), set once after loading.
+extern c10::DeviceType g_alias_type;
+// What the last call that failed on this thread said (diopiGetLastErrorString).
+extern thread_local std::string g_last_error;
+
+// A tensor handle is the address of an at::Tensor the caller owns for the call (Note [DIOPI handles] in
+// dipu/csrc/diopi_rt.cpp): the same contract DeepLink's DIPU gives its libraries.
+inline const at::Tensor& tensor(diopiConstTensorHandle_t h) { return *reinterpret_cast<const at::Tensor*>(h); }
+
+// Note [Native aliases in C++]
+// The tensor of the alias device over the same memory, sizes, strides and offset as the dipu tensor t, and
+// with its conjugate and negative bits, as the core's native_alias makes it. Unlike the core's, it does
+// not own the memory: it lives only for the call, while the caller holds t. A tensor already on another
+// device (a wrapped Python number, a CPU step count) passes through, as alias_tensors lets it in Python.
+inline at::Tensor alias_of(const at::Tensor& t) {
+  if (!t.defined() || t.device().type() != c10::DeviceType::PrivateUse1) return t;
+  const c10::Storage& storage = t.storage();
+  const c10::Device device(g_alias_type, g_alias_type == c10::DeviceType::CPU ? -1 : t.device().index());
+  auto impl = c10::make_intrusive<c10::StorageImpl>(
+      c10::StorageImpl::use_byte_size_t(), storage.nbytes(),
+      c10::DataPtr(const_cast<void*>(storage.data()), device), /*allocator=*/nullptr, /*resizable=*/false);
+  at::Tensor result = at::detail::make_tensor<c10::TensorImpl>(
+      c10::Storage(std::move(impl)), c10::DispatchKeySet(c10::computeDispatchKey(std::nullopt, at::kStrided, device)),
+      t.dtype());
+  result.unsafeGetTensorImpl()->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
+  if (t.is_conj()) result._set_conj(true);
+  if (t.is_neg()) result._set_neg(true);
+  return result;
+}
+inline at::Tensor alias_of(diopiConstTensorHandle_t h) { return h == nullptr ? at::Tensor() : alias_of(tensor(h)); }
+inline std::optional<at::Tensor> optional_alias(diopiConstTensorHandle_t h) {
+  return h == nullptr ? std::nullopt : std::optional<at::Tensor>(alias_of(tensor(h)));
+}
+inline std::vector<at::Tensor> aliases_of(const diopiConstTensorHandle_t* hs, int64_t n) {
+  std::vector<at::Tensor> result;
+  result.reserve(n);
+  for (int64_t i = 0; i < n; ++i) result.push_back(alias_of(hs[i]));
+  return result;
+}
+inline std::vector<at::Tensor> aliases_of(const diopiTensorHandle_t* hs, int64_t n) {
+  return aliases_of(reinterpret_cast<const diopiConstTensorHandle_t*>(hs), n);
+}
+
+// Note [Scalars in C calls] in dipu/csrc: floats as float64, integers as int64, bools as bool.
+inline at::Scalar scalar(const diopiScalar_t* s) {
+  switch (s->stype) {
+    case diopi_dtype_float64: case diopi_dtype_float32: case diopi_dtype_float16: case diopi_dtype_bfloat16:
+      return at::Scalar(s->fval);
+    case diopi_dtype_bool: return at::Scalar(s->ival != 0);
+    default: return at::Scalar(static_cast<int64_t>(s->ival));
+  }
+}
+inline std::optional<at::Scalar> optional_scalar(const diopiScalar_t* s) {
+  return s == nullptr ? std::nullopt : std::optional<at::Scalar>(scalar(s));
+}
+inline std::vector<at::Scalar> scalars(const diopiScalar_t* s, int64_t n) {
+  std::vector<at::Scalar> result;
+  result.reserve(n);
+  for (int64_t i = 0; i < n; ++i) result.push_back(scalar(s + i));
+  return result;
+}
+
+// An absent optional size list is {nullptr, 0} (c_sizes in dipu/kernels/cpp/wrapper_support.h).
+inline at::IntArrayRef sizes(diopiSize_t s) { return at::IntArrayRef(s.data, static_cast<size_t>(s.len)); }
+inline at::OptionalIntArrayRef optional_sizes(diopiSize_t s) {
+  return s.data == nullptr && s.len == 0 ? at::OptionalIntArrayRef() : at::OptionalIntArrayRef(sizes(s));
+}
+inline c10::SymIntArrayRef sym_sizes(diopiSize_t s) { return c10::fromIntArrayRefSlow(sizes(s)); }
+inline at::OptionalSymIntArrayRef optional_sym_sizes(diopiSize_t s) {
+  return s.data == nullptr && s.len == 0 ? at::OptionalSymIntArrayRef() : at::OptionalSymIntArrayRef(sym_sizes(s));
+}
+
+template <class T>
+inline std::optional<T> optional_value(const T* p) { return p == nullptr ? std::nullopt : std::optional<T>(*p); }
+inline std::optional<c10::string_view> optional_text(const char* p) {
+  return p == nullptr ? std::nullopt : std::optional<c10::string_view>(c10::string_view(p));
+}
+inline std::optional<c10::string_view> rounding_mode(diopiRoundMode_t mode) {
+  switch (mode) {
+    case RoundModeTrunc: return c10::string_view("trunc");
+    case RoundModeFloor: return c10::string_view("floor");
+    default: return std::nullopt;
+  }
+}
+at::ScalarType dtype(diopiDtype_t type);
+inline std::optional<at::ScalarType> optional_dtype(const diopiDtype_t* p) {
+  return p == nullptr ? std::nullopt : std::optional<at::ScalarType>(dtype(*p));
+}
+
+// Note [Exceptions in the C++ library]
+// Nothing may unwind into a C caller. An ATen kernel that throws is refusing these arguments (a shape, a
+// dtype its CPU or CUDA kernel lacks) before it writes anything: the library answers
+// diopiForceFallbackToCPU, so the CPU fallback runs the op and raises the CPU's own error, with its exact
+// type and text, where the arguments are wrong, as the Python torch library lets ATen's exception through.
+// The message is kept for diopiGetLastErrorString and the fallback is counted (dipu.fallback_counts()).
+template <class Body>
+inline diopiError_t guarded(Body&& body) noexcept {
+  try {
+    body();
+    return diopiSuccess;
+  } catch (const c10::Error& error) {
+    g_last_error = error.what_without_backtrace();
+  } catch (const std::exception& error) {
+    g_last_error = error.what();
+  } catch (...) {
+    g_last_error = "an exception of unknown type";
+  }
+  return diopiForceFallbackToCPU;
+}
+
+}  // namespace dipu::torch_cpp

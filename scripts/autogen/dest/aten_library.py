@@ -1,0 +1,180 @@
+"""The torch op library in C++ (aten_library.cpp): each DIOPI function the Python ``torch`` library pairs
+with one ATen overload, as a C function calling that overload through ``at::_ops``.
+
+Note [The ATen library in C++]
+Most functions of the Python ``torch`` op library (diopi_impl/torch) alias their handles as tensors of
+the vendor's ``native_device_type`` and apply one ATen overload, and they say which
+(``library.register(..., aten=...)``, every table-made function: Note [Table-made functions] in
+diopi_impl/torch/_table.py); ``OpLibrary.aten`` records the overload each applies. This emitter turns
+that pairing into C++: ``diopiAdd(ctx, out, input, other, alpha)`` makes the native aliases (Note [Native
+aliases in C++] in diopi_impl/torch_cpp/support.h), converts DIOPI's C values to the overload's C++ types
+and calls ``at::_ops::add_out::call``. The functions have the C ABI of dipu/include/diopi/functions.h
+(the generated file includes it, so the compiler checks every definition against its declaration), so the
+result is an ordinary C op library: dipu loads it as it loads ref_c, lays it over the Python library, and
+the generated C++ wrappers call it without Python (Note [Generated C++ wrappers] in cpp_wrappers.py).
+
+The pairing is read from the loaded Python library, not from this generator's own data, so the C++
+library applies exactly what the Python reference applies and a function added to a table is in the next
+build. A pairing the C++ side cannot call (a function that allocates its outputs, a parameter kind
+without a conversion here) is left out, and its Python function keeps serving it: :func:`explain` says
+why for each.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from torchgen.model import BaseTy, BaseType, FunctionSchema, ListType, OptionalType
+
+from .. import proto
+from ..proto import Function, Kind
+from .c_header import c_parameters
+
+TEMPLATE = "aten_library.cpp.j2"
+
+
+class Unsupported(Exception):
+    """A pairing the C++ library cannot call; its text says why."""
+
+
+@dataclasses.dataclass(frozen=True)
+class CFunction:
+    """What the template prints for one DIOPI function."""
+
+    name: str  # "diopiAdd"
+    schema: str  # the ATen overload applied
+    header: str  # "add" (ATen/ops/add_ops.h)
+    parameters: str  # the C parameters after the context
+    locals: tuple[str, ...]  # the written tensors' aliases, lists
+    call: str  # at::_ops::add_out::call(...)
+
+
+def values(pairings: list[tuple[Function, str]]) -> dict:
+    """The template's values: a C function for each (DIOPI function, ATen schema) pairing it can call."""
+    functions = []
+    for function, schema in sorted(pairings, key=lambda p: p[0].name):
+        try:
+            functions.append(_function(function, FunctionSchema.parse(schema)))
+        except Unsupported:
+            continue
+    return dict(functions=functions, headers=sorted({f.header for f in functions}))
+
+
+def explain(pairings: list[tuple[Function, str]]) -> dict[str, str]:
+    """DIOPI function -> why the C++ library leaves it to the Python one, for those it leaves."""
+    reasons = {}
+    for function, schema in pairings:
+        try:
+            _function(function, FunctionSchema.parse(schema))
+        except Unsupported as why:
+            reasons[function.name] = str(why)
+    return reasons
+
+
+def _function(function: Function, schema: FunctionSchema) -> CFunction:
+    if any(p.kind is Kind.TENSOR_ALLOC for p in function.params):
+        raise Unsupported("it allocates its outputs")
+    arguments = schema.arguments
+    outs = list(arguments.out)
+    inputs = [a for a in arguments.flat_all if a not in outs]
+    params = list(function.params)
+    if len(params) != len(outs) + len(inputs):
+        raise Unsupported("its parameters do not take the overload's arguments one by one")
+    lengths = {p.param.name: name for p, name in _list_lengths(function)}
+    by_name, locals_ = {}, []
+    for param, arg in zip(params, outs + inputs):
+        expression, local = _convert(param, arg.type, lengths.get(param.name), arg.is_write)
+        if local:
+            locals_.append(f"auto {param.name}_a = {expression};")
+            expression = f"{param.name}_a"
+        by_name[arg.name] = expression
+    call_args = [by_name[a.name] for a in arguments.flat_all]
+    name = schema.name.unambiguous_name()
+    return CFunction(
+        name=function.name, schema=str(schema), header=schema.name.name.base,
+        parameters=", ".join(str(p) for p in c_parameters(function)[1:]), locals=tuple(locals_),
+        call=f"at::_ops::{name}::call({', '.join(call_args)})")
+
+
+def _list_lengths(function: Function):
+    """(C parameter of a list, the name of the length that follows its run of lists)."""
+    run = []
+    for c_param in c_parameters(function)[1:]:
+        if c_param.param is None:
+            yield from ((p, c_param.name) for p in run)
+            run = []
+        elif c_param.param.kind in (Kind.TENSOR_LIST, Kind.TENSOR_LIST_OUT, Kind.SCALAR_LIST):
+            run.append(c_param)
+
+
+def _convert(param: proto.Param, aten_type, length: str | None, written: bool) -> tuple[str, bool]:
+    """The C++ expression passing ``param`` as an argument of ``aten_type``, and whether it must be a local
+    (a written tensor binds to ``at::Tensor&``; a list's vector must outlive the call)."""
+    name, kind = param.name, param.kind
+    optional = isinstance(aten_type, OptionalType)
+    base = aten_type.elem if optional else aten_type
+    if isinstance(base, ListType):
+        element = base.elem
+        if element == BaseType(BaseTy.Tensor) and kind in (Kind.TENSOR_LIST, Kind.TENSOR_LIST_OUT) and not optional:
+            return f"tc::aliases_of({name}, {length})", True
+        if element == BaseType(BaseTy.Scalar) and kind is Kind.SCALAR_LIST and not optional:
+            return f"tc::scalars({name}, {length})", True
+        if element in (BaseType(BaseTy.int), BaseType(BaseTy.SymInt)) and kind is Kind.SIZE:
+            sym = "sym_" if element == BaseType(BaseTy.SymInt) else ""
+            return (f"tc::optional_{sym}sizes({name})" if optional else f"tc::{sym}sizes({name})"), False
+        raise Unsupported(f"{param} as {aten_type}")
+    if not isinstance(base, BaseType):
+        raise Unsupported(f"{param} as {aten_type}")
+    ty = base.name
+    if ty is BaseTy.Tensor and kind in (Kind.TENSOR, Kind.TENSOR_OUT):
+        if optional:
+            return f"tc::optional_alias({name})", False
+        return f"tc::alias_of({name})", written
+    if optional and not param.optional and ty is not BaseTy.Tensor:
+        optional_of = {BaseTy.Scalar: "at::Scalar", BaseTy.int: "int64_t", BaseTy.SymInt: "c10::SymInt",
+                       BaseTy.float: "double", BaseTy.bool: "bool"}.get(ty)
+        if optional_of is not None:  # a value always given where ATen would take None
+            value, _ = _convert(param, base, length, written)
+            return f"::std::optional<{optional_of}>({value})", False
+    if ty is BaseTy.Scalar:
+        if kind is Kind.SCALAR:
+            return (f"tc::optional_scalar({name})" if param.optional else f"tc::scalar({name})"), False
+        if kind in (Kind.FLOAT, Kind.INT) and not param.optional:
+            return f"at::Scalar({name})", False
+    if ty in (BaseTy.int, BaseTy.SymInt):
+        if kind is Kind.INT:
+            return (f"tc::optional_value({name})" if param.optional else name), False
+        if kind is Kind.REDUCTION and not optional:
+            return f"static_cast<int64_t>({name})", False
+        if kind is Kind.SCALAR and not param.optional:
+            return f"tc::scalar({name}).toLong()", False
+    if ty is BaseTy.float:
+        if kind is Kind.FLOAT:
+            return (f"tc::optional_value({name})" if param.optional else name), False
+        if kind is Kind.SCALAR and not param.optional:
+            return f"tc::scalar({name}).toDouble()", False
+    if ty is BaseTy.bool and kind is Kind.BOOL:
+        return (f"tc::optional_value({name})" if param.optional else name), False
+    if ty is BaseTy.str:
+        if kind is Kind.ROUNDING_MODE and optional:
+            return f"tc::rounding_mode({name})", False
+        if kind is Kind.STRING:
+            return (f"tc::optional_text({name})" if optional else f"c10::string_view({name})"), False
+    if ty is BaseTy.ScalarType and kind is Kind.DTYPE:
+        return (f"tc::optional_dtype({name})" if param.optional else f"tc::dtype({name})"), False
+    raise Unsupported(f"{param} as {aten_type}")
+
+
+def render(pairings: list[tuple[Function, str]], source: str) -> str:
+    """The text of aten_library.cpp for ``pairings`` (see :func:`values`)."""
+    import jinja2
+
+    from ..emit import TEMPLATES
+
+    environment = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True, autoescape=False)
+    return environment.get_template(TEMPLATE).render(source=source, **values(pairings))
+
+
+__all__ = ["TEMPLATE", "explain", "render", "values"]
