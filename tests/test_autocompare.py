@@ -344,3 +344,33 @@ def test_a_wrong_kernel_on_aliased_arguments_is_still_named(python, tmp_path):
     """, env=library_path(tmp_path, "off_by_one_sub", OFF_BY_ONE_SUB)).stdout
     assert "autocompare:    sub_.Tensor self: not_close, call #1" in out
     assert out.splitlines()[-1] == "[('sub_.Tensor', 'self')]"
+
+
+# The torch op library with max.dim's values right and its indices wrong: every output is compared, not the first.
+WRONG_MAX_INDICES = """
+from dipu import _C
+from dipu.diopi import OpLibrary
+from dipu.diopi_impl.torch import library as reference
+
+library = OpLibrary("wrong_max_indices", base=reference)
+
+@library.register
+def diopiMax(ctx, max, max_indices, input, dim):
+    status = reference.get("diopiMax")(ctx, max, max_indices, input, dim)
+    _C.alias(max_indices, ctx.device).add_(1)
+    return status
+"""
+
+
+def test_a_wrong_second_output_is_named(python, tmp_path):
+    out = python("""
+        import torch, dipu
+        x = torch.tensor([[1.0, 5.0, 2.0], [7.0, 0.0, 3.0]], device="dipu")
+        with dipu.autocompare("max.*") as run:
+            values, indices = torch.max(x, dim=1)
+        print("mismatched:", sorted({(m.op, m.output) for m in run.mismatches}))
+        print("values:", values.cpu().tolist())
+    """, env=library_path(tmp_path, "wrong_max_indices", WRONG_MAX_INDICES)).stdout
+    assert "values: [5.0, 7.0]" in out, out
+    (mismatched,) = [line for line in out.splitlines() if line.startswith("mismatched:")]
+    assert "max_values" in mismatched and "'max')" not in mismatched, mismatched

@@ -18,6 +18,8 @@ struct Spec {
   c10::SmallVector<int64_t, 6> shape;
   at::ScalarType dtype;
   bool wanted = true;  // false: an output the caller did not ask for (Note [Several outputs in C++])
+  c10::SmallVector<int64_t, 6> strides;  // the meta kernel's, where strided (Note [Meta shapes in C++])
+  bool strided = false;
 };
 
 inline void same_shape(Spec& spec, const at::Tensor& t) { spec.shape.assign(t.sizes().begin(), t.sizes().end()); }

@@ -8,6 +8,7 @@
 #pragma once
 
 #include "diopi_rt.h"
+#include "shape_rules.h"
 
 #include <ATen/ATen.h>
 #include <ATen/EmptyTensor.h>
@@ -21,6 +22,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <tuple>
 #include <string>
 #include <vector>
 
@@ -59,8 +61,10 @@ struct Kernel {
   void* python_kernel = nullptr;  // a strong reference to the Python wrapper (a PyObject*) while installed
   const c10::FunctionSchema* schema = nullptr;
   std::atomic<int64_t> fast_calls{0};
+  // Set when the op turned out to have no meta kernel (Note [Meta shapes in C++]): the Python path for good.
+  std::atomic<bool> no_meta{false};
 
-  bool fast_path() const { return function != nullptr && !hooks_on(); }
+  bool fast_path() const { return function != nullptr && !no_meta.load(std::memory_order_relaxed) && !hooks_on(); }
 
   // After a successful call: count it (a relaxed load and store: an approximate count under races
   // costs nothing on the hot path) and synchronize in sync mode.
@@ -113,6 +117,16 @@ inline at::Scalar number_of(const at::Tensor& t) {
     default: return t.item();
   }
 }
+// Note [Tensor lists in C++] in dest/cpp_wrappers.py: the first element's device, -1 when there is none.
+inline c10::DeviceIndex device_of(at::TensorList list) {
+  return !list.empty() && list[0].defined() && list[0].device().type() == kDipu ? list[0].device().index() : -1;
+}
+inline bool on(at::TensorList list, c10::DeviceIndex device) {
+  if (list.empty()) return false;
+  for (const at::Tensor& t : list)
+    if (!on(t, device)) return false;
+  return true;
+}
 inline bool contiguous(const at::Tensor& t) { return t.is_contiguous(); }
 inline bool contiguous(const std::optional<at::Tensor>& t) {
   return !t.has_value() || !t->defined() || t->is_contiguous();
@@ -143,6 +157,55 @@ inline at::Tensor empty(c10::IntArrayRef shape, at::ScalarType dtype) {
   static c10::Allocator* allocator = c10::GetAllocator(kDipu);
   return at::detail::empty_generic(shape, allocator, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), dtype,
                                    std::nullopt);
+}
+
+// A new output laid out as the meta kernel laid it out (Note [Meta shapes in C++]); undefined when unwanted.
+inline at::Tensor empty(const rules::Spec& spec) {
+  if (!spec.wanted) return at::Tensor();
+  if (!spec.strided) return empty(spec.shape, spec.dtype);
+  static c10::Allocator* allocator = c10::GetAllocator(kDipu);
+  return at::detail::empty_strided_generic(spec.shape, spec.strides, allocator,
+                                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), spec.dtype);
+}
+
+// The meta twin of a tensor argument: same sizes, strides and dtype, no memory; a CPU tensor (a wrapped
+// number, a CPU scalar) passes as it is, as the meta kernels take it beside meta tensors.
+inline at::Tensor meta(const at::Tensor& t) {
+  if (!t.defined() || t.device().type() != kDipu) return t;
+  return at::detail::empty_strided_meta(t.sizes(), t.strides(), t.scalar_type());
+}
+inline std::optional<at::Tensor> meta(const std::optional<at::Tensor>& t) {
+  return t.has_value() ? std::optional<at::Tensor>(meta(*t)) : std::nullopt;
+}
+
+inline void fill_spec(rules::Spec& spec, const at::Tensor& result) {
+  spec.wanted = result.defined();
+  if (!spec.wanted) return;
+  spec.shape.assign(result.sizes().begin(), result.sizes().end());
+  spec.strides.assign(result.strides().begin(), result.strides().end());
+  spec.strided = !result.is_contiguous();
+  spec.dtype = result.scalar_type();
+}
+template <size_t N>
+inline void fill_specs(std::array<rules::Spec, N>& specs, const at::Tensor& result) { fill_spec(specs[0], result); }
+template <size_t N, class... Ts>
+inline void fill_specs(std::array<rules::Spec, N>& specs, const std::tuple<Ts...>& results) {
+  size_t i = 0;
+  std::apply([&](const auto&... r) { (fill_spec(specs[i++], r), ...); }, results);
+}
+
+// The outputs' specs from the kernel's own op on meta twins (Note [Meta shapes in C++]); false where the
+// meta kernel refuses the arguments (the Python path raises the error), or there is none (for good).
+template <size_t N, class MetaCall>
+bool meta_specs(Kernel& k, std::array<rules::Spec, N>& specs, MetaCall&& call) {
+  try {
+    fill_specs(specs, call());
+    return true;
+  } catch (const c10::NotImplementedError&) {
+    k.no_meta.store(true, std::memory_order_relaxed);
+  } catch (const std::exception&) {
+  }
+  return false;
 }
 
 inline diopiConstTensorHandle_t c_in(const at::Tensor& t) { return diopi::handle(t); }
@@ -208,6 +271,43 @@ inline diopiSize_t c_sizes(c10::SymIntArrayRef values) { return diopi::size(C10_
 inline diopiSize_t c_sizes(at::OptionalSymIntArrayRef values) {
   return values.has_value() ? c_sizes(*values) : diopiSize_t{nullptr, 0};
 }
+// An optional number DIOPI takes by pointer: the address of the kernel's own value, NULL for None.
+template <class T>
+inline const T* pointer_to(const std::optional<T>& value) { return value.has_value() ? &*value : nullptr; }
+
+// A Tensor[] as the array of handles DIOPI takes (the elements' addresses: the list outlives the call),
+// as a const or a written list, whichever the function declares.
+class HandleList {
+ public:
+  explicit HandleList(at::TensorList list) {
+    handles_.reserve(list.size());
+    for (const at::Tensor& t : list) handles_.push_back(const_cast<at::Tensor*>(&t));
+  }
+  struct Data {
+    void** p;
+    operator diopiTensorHandle_t*() const { return reinterpret_cast<diopiTensorHandle_t*>(p); }
+    operator diopiConstTensorHandle_t*() const { return static_cast<diopiConstTensorHandle_t*>(static_cast<void*>(p)); }
+  };
+  Data data() { return Data{handles_.data()}; }
+  int64_t size() const { return static_cast<int64_t>(handles_.size()); }
+
+ private:
+  std::vector<void*> handles_;
+};
+
+class ScalarList {
+ public:
+  explicit ScalarList(at::ArrayRef<at::Scalar> list) {
+    values_.reserve(list.size());
+    for (const at::Scalar& value : list) values_.push_back(scalar(value));
+  }
+  const diopiScalar_t* data() const { return values_.data(); }
+  int64_t size() const { return static_cast<int64_t>(values_.size()); }
+
+ private:
+  std::vector<diopiScalar_t> values_;
+};
+
 inline diopiReduction_t c_reduction(int64_t value) { return static_cast<diopiReduction_t>(value); }
 inline diopiRoundMode_t c_rounding_mode(const std::optional<c10::string_view>& mode) {
   if (!mode.has_value()) return RoundModeNone;

@@ -32,6 +32,22 @@ Python wrapper does. Its Python path calls the Python wrapper and unpacks the tu
 whose shapes come from the meta kernel gets one only where a C++ rule stands in for that kernel
 (CPP_META_TWINS; tests/test_cpp_wrappers.py checks each against the meta kernel).
 
+Note [Meta shapes in C++]
+A functional kernel whose spec takes its shapes from the meta kernel (no named rule, 214 kernels) gets a
+C++ wrapper too: it calls its own op through ``at::_ops`` on meta twins of its tensors (same sizes, strides
+and dtypes, no memory) and allocates each output with the sizes, strides and dtype the meta kernel chose,
+which are the CPU's (TensorIterator's memory-format rules included). A kernel whose meta kernel throws
+(the arguments are wrong, or the op has none) takes the Python path for that call, which raises the
+error the Python wrapper raises; one with no meta kernel at all is sent there for good after its first
+call.
+
+Note [Tensor lists in C++]
+The in-place ``_foreach_`` kernels (Tensor[] arguments, nothing returned) get C++ wrappers: the device is
+the first tensor's, every element must be on it (else the Python path), and each list reaches C as an
+array of handles followed by the run's shared length, as functions.h declares it. Only ``at::TensorList``
+kernels: an op that torch declares with ``ITensorListRef`` (``cat``) would need the kernel's exact C++
+signature, which the schema alone does not give.
+
 Only kernels the C++ side can serve whole are emitted (:func:`supported` says why not for the others): a
 named shape rule with a C++ twin (``meta`` shapes stay in Python but for CPP_META_TWINS), one output or a
 rule of CPP_MULTI_RULES, no ``impl:`` body, no function-allocated output, and parameters of the kinds in
@@ -49,6 +65,7 @@ from torchgen.model import FunctionSchema
 
 from .. import proto
 from ..model import Allocation, CallArg, Kernel, StrideRule
+from .c_header import c_parameters
 
 TEMPLATE = "cpp_wrappers.cpp.j2"
 
@@ -77,7 +94,11 @@ _C_TYPES = {
     proto.Kind.STRING: "const char*",
     proto.Kind.ROUNDING_MODE: "diopiRoundMode_t",
     proto.Kind.REDUCTION: "diopiReduction_t",
+    proto.Kind.TENSOR_LIST: "diopiConstTensorHandle_t*",
+    proto.Kind.TENSOR_LIST_OUT: "diopiTensorHandle_t*",
+    proto.Kind.SCALAR_LIST: "const diopiScalar_t*",
 }
+_LISTS = (proto.Kind.TENSOR_LIST, proto.Kind.TENSOR_LIST_OUT, proto.Kind.SCALAR_LIST)
 _CONVERSIONS = {
     proto.Kind.TENSOR: {"const at::Tensor &": "in", "at::Tensor &": "in", "at::Tensor": "in",
                         "const ::std::optional<at::Tensor> &": "in"},
@@ -91,7 +112,13 @@ _CONVERSIONS = {
     proto.Kind.STRING: {"c10::string_view": "text", "::std::optional<c10::string_view>": "text"},
     proto.Kind.ROUNDING_MODE: {"::std::optional<c10::string_view>": "rounding_mode"},
     proto.Kind.REDUCTION: {"int64_t": "reduction"},
+    proto.Kind.TENSOR_LIST: {"at::TensorList": "list"},
+    proto.Kind.TENSOR_LIST_OUT: {"at::TensorList": "list"},
+    proto.Kind.SCALAR_LIST: {"at::ArrayRef<at::Scalar>": "scalar_list"},
 }
+_TENSOR_TYPES = ("const at::Tensor &", "at::Tensor &")
+#: Optional numbers DIOPI takes by pointer (NULL for None): the address of the kernel's own optional's value.
+_BY_POINTER = frozenset({"::std::optional<int64_t>", "::std::optional<double>", "::std::optional<bool>"})
 #: Literals of the spec (``None``, numbers) by kind: the C++ expression of the C value.
 _LITERAL_NONE = {proto.Kind.TENSOR: "nullptr", proto.Kind.SCALAR: "nullptr", proto.Kind.STRING: "nullptr",
                  proto.Kind.SIZE: "diopiSize_t{nullptr, 0}", proto.Kind.ROUNDING_MODE: "RoundModeNone"}
@@ -126,6 +153,8 @@ class CWrapper:
     scalar_locals: tuple[str, ...]
     scalar_call_args: str
     outputs: tuple[str, ...] = ()  # with several outputs (Note [Several outputs in C++]): their names
+    lists: tuple[str, ...] = ()  # Tensor[] arguments whose elements must be on the device (Note [Tensor lists in C++])
+    meta_call: str = ""  # the op on meta twins of its tensors, for kernels with meta shapes (Note [Meta shapes in C++])
 
 
 def values(kernels: list[Kernel], functions: frozenset[str] | None = None) -> dict:
@@ -146,23 +175,28 @@ def supported(kernel: Kernel) -> str | None:
         return "no interface call"
     rule = _rule(kernel)
     if kernel.allocation in (Allocation.NEW, Allocation.RESIZE, Allocation.CHECK):
-        if rule is None:
+        if rule is None and kernel.allocation is not Allocation.NEW:
             return "its shapes come from the meta kernel"
-        if rule not in CPP_SHAPE_RULES and rule not in CPP_META_TWINS:
+        if rule is not None and rule not in CPP_SHAPE_RULES and rule not in CPP_META_TWINS:
             return f"shape rule {rule} has no C++ twin"
     elif kernel.allocation is not Allocation.NONE:
         return "the function allocates its outputs"
     several = len(kernel.outputs) != 1
-    if several and (rule not in CPP_MULTI_RULES or kernel.allocation is not Allocation.NEW):
+    if several and (rule not in CPP_MULTI_RULES and rule is not None or kernel.allocation is not Allocation.NEW):
         return "several outputs"
     with local.parametrize(use_const_ref_for_mutable_tensors=False, use_ilistref_for_tensor_lists=False):
         types = _cpp_types(kernel.schema)
         returns = DispatcherSignature.from_schema(kernel.schema).returns_type().cpp_type()
-    if returns != (_tuple_of(len(kernel.outputs)) if several else returns) or (
-            not several and returns not in ("at::Tensor", "at::Tensor &")):
+    void = returns == "void" and kernel.allocation is Allocation.NONE
+    if not void and (returns != (_tuple_of(len(kernel.outputs)) if several else returns) or (
+            not several and returns not in ("at::Tensor", "at::Tensor &"))):
         return f"returns {returns}"
-    if not any(t in ("const at::Tensor &", "at::Tensor &") for t in types.values()):
+    if not any(t in _TENSOR_TYPES or t == "at::TensorList" for t in types.values()):
         return "no tensor argument to take the device from"
+    if rule is None and kernel.allocation is Allocation.NEW:
+        unknown = [t for t in types.values() if "Tensor" in t and t not in _META_TWINS]
+        if unknown:
+            return f"meta shapes with an argument of type {unknown[0]}"
     return _unsupported_call(kernel, entry.interface, types, dict(kernel.renamed))
 
 
@@ -194,7 +228,8 @@ def _unsupported_call(kernel: Kernel, call, types: dict[str, str], renamed: dict
             continue
         if param.kind not in _C_TYPES:
             return f"parameter {param.name} of kind {param.kind.value}"
-        if param.optional and param.kind in (proto.Kind.INT, proto.Kind.FLOAT, proto.Kind.BOOL):
+        if param.optional and param.kind in (proto.Kind.INT, proto.Kind.FLOAT, proto.Kind.BOOL) and \
+                arg.name is not None and types.get(renamed.get(arg.name, arg.name)) not in _BY_POINTER:
             return f"optional parameter {param.name} passed by pointer"
         if arg.name is None:
             if _literal(arg, param) is None:
@@ -203,6 +238,8 @@ def _unsupported_call(kernel: Kernel, call, types: dict[str, str], renamed: dict
         name = renamed.get(arg.name, arg.name)
         if name in kernel.outputs and name not in types:
             continue  # a new output: a local at::Tensor
+        if param.optional and types.get(name) in _BY_POINTER:
+            continue
         if _CONVERSIONS[param.kind].get(types.get(name, "")) is None:
             return f"argument {name} ({types.get(name)}) for {param.kind.value} {param.name}"
     return None
@@ -244,16 +281,21 @@ def _wrapper(kernel: Kernel) -> CWrapper:
     renamed = dict(kernel.renamed)
     output = kernel.outputs[0]
     number = _number_arg(kernel, types)
-    tensors = tuple(cpp(n) for n, t in types.items() if t in ("const at::Tensor &", "at::Tensor &") and n != number)
+    tensors = tuple(cpp(n) for n, t in types.items() if t in _TENSOR_TYPES and n != number)
     optional_tensors = tuple(cpp(n) for n, t in types.items() if t == "const ::std::optional<at::Tensor> &")
-    device_arg = tensors[0]
+    lists = tuple(cpp(n) for n, t in types.items() if t == "at::TensorList")
+    device_arg = f"{tensors[0]}.device().index()" if tensors else f"device_of({lists[0]})"
     function = entry.interface.function
     locals_, call_args = _call_values(entry.interface, types, renamed)
     scalar_locals, scalar_call_args = _call_values(entry.scalar_interface, types, renamed) if number else ((), [])
     contiguous = ()
     rule = rule_args = ""
     non_out = [cpp(a.name) for a in schema.arguments.flat_non_out]
-    if kernel.allocation in (Allocation.NEW, Allocation.RESIZE, Allocation.CHECK):
+    meta_call = ""
+    if kernel.allocation in (Allocation.NEW, Allocation.RESIZE, Allocation.CHECK) and _rule(kernel) is None:
+        meta_args = [f"meta({cpp(b.name)})" if b.type in _META_TWINS else cpp(b.name) for b in bindings]
+        meta_call = f"at::_ops::{schema.name.unambiguous_name()}::call({', '.join(meta_args)})"
+    elif kernel.allocation in (Allocation.NEW, Allocation.RESIZE, Allocation.CHECK):
         rule = _rule(kernel)
         rule_args = ", ".join(non_out)
         if (kernel.allocation is Allocation.NEW and kernel.strides is not None and rule not in _CONTIGUOUS_OUTPUTS
@@ -261,7 +303,7 @@ def _wrapper(kernel: Kernel) -> CWrapper:
             contiguous = tensors + optional_tensors + ((cpp(number),) if number else ())
     return CWrapper(
         op=kernel.name, schema=str(schema), name=kernel.name.replace(".", "_"), function=function.name,
-        c_params=", ".join(_C_TYPES[p.kind] for p in function.params),
+        c_params=", ".join(p.type for p in c_parameters(function)[1:]),
         returns=signature.returns_type().cpp_type(),
         params=", ".join(f"{b.type} {cpp(b.name)}" for b in bindings),
         args=", ".join(cpp(b.name) for b in bindings),
@@ -270,10 +312,14 @@ def _wrapper(kernel: Kernel) -> CWrapper:
         rule_args=rule_args, contiguous=contiguous, locals=tuple(locals_), call_args=", ".join(call_args),
         result=cpp(renamed.get(output, output)), number=cpp(number) if number else "",
         scalar_function=entry.scalar_interface.function.name if number else "",
-        scalar_c_params=", ".join(_C_TYPES[p.kind] for p in entry.scalar_interface.function.params) if number else "",
+        scalar_c_params=", ".join(p.type for p in c_parameters(entry.scalar_interface.function)[1:]) if number else "",
         scalar_locals=tuple(scalar_locals), scalar_call_args=", ".join(scalar_call_args),
-        outputs=tuple(cpp(o) for o in kernel.outputs) if len(kernel.outputs) > 1 else ())
+        outputs=tuple(cpp(o) for o in kernel.outputs) if len(kernel.outputs) > 1 else (), lists=lists,
+        meta_call=meta_call)
 
+
+#: Argument types a meta twin stands in for (Note [Meta shapes in C++]): the rest pass as they are.
+_META_TWINS = frozenset({"const at::Tensor &", "at::Tensor &", "const ::std::optional<at::Tensor> &"})
 
 #: Rules whose output the meta kernel lays out contiguously whatever the inputs' strides (the matrix products):
 #: their functional kernels need no stride rule, so non-contiguous inputs stay on the C++ path.
@@ -283,7 +329,19 @@ _CONTIGUOUS_OUTPUTS = frozenset({"mm", "bmm", "addmm"})
 def _call_values(call, types: dict[str, str], renamed: dict[str, str]) -> tuple[list[str], list[str]]:
     """The statements before the C call and its arguments after the context."""
     locals_, call_args = [], []
-    for arg, param in zip(call.args, call.function.params):
+    params = call.function.params
+    run = None  # the first list of the run of lists being passed: the run's length is its size
+    for index, (arg, param) in enumerate(zip(call.args, params)):
+        if param.kind in _LISTS:
+            value = cpp(renamed.get(arg.name, arg.name))
+            helper = "ScalarList" if param.kind is proto.Kind.SCALAR_LIST else "HandleList"
+            locals_.append(f"{helper} {value}_c({value});")
+            call_args.append(f"{value}_c.data()")
+            run = run or value
+            if index + 1 == len(params) or params[index + 1].kind not in _LISTS:
+                call_args.append(f"{run}_c.size()")
+                run = None
+            continue
         if arg.name in call.number_args and param.kind is proto.Kind.SCALAR:
             value = cpp(renamed.get(arg.name, arg.name))
             locals_.append(f"const diopiScalar_t {value}_n = scalar(number_of({value}));")
@@ -299,6 +357,9 @@ def _call_values(call, types: dict[str, str], renamed: dict[str, str]) -> tuple[
             continue
         name = renamed.get(arg.name, arg.name)
         value = cpp(name)
+        if param.optional and types.get(name) in _BY_POINTER:
+            call_args.append(f"pointer_to({value})")
+            continue
         helper = "out" if name not in types else _CONVERSIONS[param.kind][types[name]]
         if helper == "scalar":
             locals_.append(f"ScalarArg {value}_c({value});")
