@@ -130,7 +130,7 @@ def test_the_same_step_without_the_fault_reports_nothing_but_the_summary(python)
     assert lines[0] == "step done"
     assert lines[1].startswith("autocompare: ") and " calls, 0 mismatches; " in lines[1]
     # the reference library's functions this step never reached are counted, and the first few named
-    assert " functions of op library 'torch' never ran under autocompare (not called, or their ops not compared): " \
+    assert " functions of op library 'torch_cpp' never ran under autocompare (not called, or their ops not compared): " \
         "diopiAbs, " in lines[1]
     assert len(lines) == 2
 
