@@ -173,11 +173,16 @@ def emitted(tmp_path, functions=None, spec_text=SPEC):
 def test_the_emitter_writes_one_typed_kernel_per_supported_kernel(tmp_path):
     text = emitted(tmp_path)
     registered = [line.split('"')[1] for line in text.splitlines() if "TORCH_FN(" in line]
-    # add.out makes its functional and in-place siblings; addmv's shapes come from its meta kernel, except the
-    # in-place one's, which needs none (trusted, as its Python wrapper trusts it)
-    assert registered == ["add.Tensor", "add.out", "add_.Tensor", "addmv_", "mm", "mm.out", "relu_"], registered
-    assert "('addmv', 'its shapes come from the meta kernel')" in text
+    # add.out makes its functional and in-place siblings; addmv's shapes come from its meta kernel, called from
+    # C++ for the functional one (Note [Meta shapes in C++]), not for the out= one; the in-place one needs none
+    # (trusted, as its Python wrapper trusts it)
+    assert registered == ["add.Tensor", "add.out", "add_.Tensor", "addmv", "addmv_", "mm", "mm.out", "relu_"], \
+        registered
     assert "('addmv.out', 'its shapes come from the meta kernel')" in text
+    addmv = text[text.index("at::Tensor dipu_addmv("):text.index("// addmv_(")]
+    assert ("meta_specs(kern, specs, [&] { return at::_ops::addmv::call(meta(self), meta(mat), meta(vec), beta, "
+            "alpha); })") in addmv
+    assert "at::Tensor out = empty(specs[0]);" in addmv
     functional = text[text.index("at::Tensor dipu_add_Tensor("):text.index("// add.out(")]
     # the dispatcher's C++ signature, the C++ shape rule, a new output, the C call with C values, status
     assert "(const at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha)" in functional
@@ -231,7 +236,7 @@ def test_the_emitter_writes_kernels_with_several_outputs_where_a_cpp_rule_gives_
     assert "at::Tensor grad_weight = specs[1].wanted ? empty(specs[1].shape, specs[1].dtype) : at::Tensor();" in backward
     assert "c_out(grad_input), c_out(grad_weight), c_out(grad_bias), c_in(grad_out)" in backward
     assert "return ::std::tuple<at::Tensor,at::Tensor,at::Tensor>(grad_input, grad_weight, grad_bias);" in backward
-    assert "k.python_tensors(grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask)" in backward
+    assert "kern.python_tensors(grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask)" in backward
     forward = text[text.index("dipu_native_layer_norm("):text.index("// native_layer_norm_backward(")]
     assert "contiguous(input) && contiguous(weight) && contiguous(bias)" in forward  # else its stride rule
 
@@ -262,7 +267,7 @@ cpp_wrappers.reset_fast_calls()
 r["float64"] = torch.equal((dx.double() + dy.double()).cpu(), x.double() + y.double())  # the library refuses
 r["broadcast"] = torch.equal((dx + dy[0]).cpu(), x + y[0])  # so it does with another shape
 r["strided"] = torch.equal((dx.t() * dy.t()).cpu(), x.t() * y.t())  # the Python path's stride rules
-r["scalar"] = torch.equal((dx * 2).cpu(), x * 2)  # a wrapped number, no diopiMulScalar: the Python path
+r["scalar"] = torch.equal((dx * 2).cpu(), x * 2)  # a wrapped number: the C++ torch library's diopiMulScalar
 r["after_refusals"] = cpp_wrappers.fast_calls()
 r["fallbacks"] = dipu.fallback_counts()
 steps = torch.zeros((), dtype=torch.long, device="dipu")
@@ -321,8 +326,9 @@ def test_what_the_cpp_path_cannot_finish_the_python_wrapper_does(python, library
     for case in ("float64", "broadcast", "strided", "scalar", "refused_number"):
         assert r[case] is True, case
     # the refused float64 and broadcast adds ran once more through the Python wrapper, then on the CPU; so did
-    # the strided mul, which the library refuses too (non-contiguous)
-    assert r["after_refusals"] == {}, r["after_refusals"]
+    # the strided mul, which the library refuses too (non-contiguous); x * 2 is diopiMulScalar, which the library
+    # lacks and the C++ torch library beneath it has: the C++ path with that library's function
+    assert r["after_refusals"] == {"mul.Tensor": 1}, r["after_refusals"]
     assert r["fallbacks"] == {"add.Tensor": 2, "mul.Tensor": 1}, r["fallbacks"]
     assert "diopiSub failed" in r["sub"] and "sub refuses on purpose" in r["sub"], r["sub"]
 
@@ -343,15 +349,17 @@ def test_switched_off_every_op_takes_the_python_wrapper(python, library):
 
 
 def test_without_a_c_library_nothing_is_built_or_installed(python):
+    """The Python torch library alone (DIPU_DIOPI_IMPL=torch, the reference): no C function, no C++ wrapper."""
     stdout = python("import dipu\nfrom dipu.kernels import cpp_wrappers, registry\n"
-                    "print(cpp_wrappers.module() is None, registry.registration.cpp_kernels)").stdout
+                    "print(cpp_wrappers.module() is None, registry.registration.cpp_kernels)",
+                    env={"DIPU_DIOPI_IMPL": "torch"}).stdout
     assert stdout.strip().splitlines()[-1] == "True []", stdout
 
 
 def test_wrappers_that_cannot_be_built_leave_the_library_to_the_python_wrappers(monkeypatch):
     from dipu.kernels import cpp_wrappers
 
-    def broken(functions):
+    def broken():
         raise RuntimeError("Error building extension 'dipu_cwrap'")
 
     monkeypatch.setattr(cpp_wrappers, "load", broken)

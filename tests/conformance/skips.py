@@ -27,3 +27,7 @@ SKIPS["torch"].update({
     for name in _FUNCTIONS
     if name.startswith("diopiFused") or name == "diopiAmpForeachNonFiniteCheckAndUnscaleInp"
 })
+
+# The C++ torch library applies the same ATen overloads as the Python one (Note [The ATen library in C++]):
+# what cannot be given random inputs there cannot here either.
+SKIPS["torch_cpp"] = dict(SKIPS["torch"])
