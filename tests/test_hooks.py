@@ -242,7 +242,7 @@ def test_unknown_op_library_names_the_variable():
     assert proc.stderr.splitlines()[-1] == (
         "dipu.diopi.library.LibraryNotFound: DIPU_DIOPI_IMPL=nowhere: no DIOPI op library named 'nowhere' "
         "(no entry point in 'dipu.diopi_impls', no module dipu.diopi_impl.nowhere or nowhere); "
-        "installed entry points: ref_c, torch")
+        "installed entry points: ref_c, torch, torch_cpp")
 
 
 def test_check_tensor_device_names_the_argument():

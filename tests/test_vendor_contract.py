@@ -145,7 +145,7 @@ def test_the_default_op_library_needs_addressable_memory():
     class OwnLibrary(_Minimal):
         diopi_impl = "mine"
 
-    assert runtime.op_library_of(Addressable()) == "torch"
+    assert runtime.op_library_of(Addressable()) == "torch_cpp"
     assert runtime.op_library_of(OwnLibrary()) == "mine"
     with pytest.raises(TypeError, match="names the op library 'torch', which computes on zero-copy aliases of "
                                         "device memory, but sets no native_device_type"):

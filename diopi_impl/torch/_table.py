@@ -40,7 +40,7 @@ def _register(name: str, function: Callable, aten_op) -> None:
     function.__name__ = function.__qualname__ = name
     function.__signature__ = inspect.Signature(
         [inspect.Parameter(p, inspect.Parameter.POSITIONAL_OR_KEYWORD) for p in FUNCTIONS[name].param_names])
-    library.register(function, aten=aten_op)
+    library.register(function, aten=aten_op, direct=True)
 
 
 def _alias(value, d):

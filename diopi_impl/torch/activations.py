@@ -22,14 +22,14 @@ for _suffix, _op in (("Silu", "silu"), ("Hardswish", "hardswish"), ("Hardsigmoid
     inplace_function("diopi" + _suffix + "Inp", _op + "_")
 
 
-@library.register(aten=aten.relu.out)
+@library.register(aten=aten.relu.out, direct=True)
 def diopiRelu(ctx, out, input):
     d = ctx.device
     torch.clamp_min(alias(input, d), 0, out=alias(out, d))  # torch.relu has no out=
     return SUCCESS
 
 
-@library.register(aten=aten.relu_.default)
+@library.register(aten=aten.relu_.default, direct=True)
 def diopiReluInp(ctx, input):
     torch.relu_(alias(input, ctx.device))
     return SUCCESS
@@ -48,7 +48,7 @@ for _suffix, _op, _inplace in (("Hardtanh", "hardtanh", True), ("LeakyRelu", "le
 out_function("diopiLogSigmoidForward", aten.log_sigmoid_forward.output, ("output", "buffer"))
 
 
-@library.register(aten=aten.gelu.out)
+@library.register(aten=aten.gelu.out, direct=True)
 def diopiGelu(ctx, out, input, approximate):
     d = ctx.device
     torch._C._nn.gelu(alias(input, d), approximate=approximate, out=alias(out, d))
@@ -68,7 +68,7 @@ for _suffix, _overload in (
     out_function(f"diopi{_suffix}Backward", _overload, ("grad_input",))
 
 
-@library.register(aten=aten.gelu_backward.grad_input)
+@library.register(aten=aten.gelu_backward.grad_input, direct=True)
 def diopiGeluBackward(ctx, grad_input, grad_output, input, approximate):
     d = ctx.device
     torch.ops.aten.gelu_backward.grad_input(
@@ -136,7 +136,7 @@ def diopiRreluWithNoise(ctx, out, noise, input, lower, upper, training, generato
     return SUCCESS
 
 
-@library.register(aten=aten.rrelu_with_noise_backward.out)
+@library.register(aten=aten.rrelu_with_noise_backward.out, direct=True)
 def diopiRreluWithNoiseBackward(ctx, grad_input, grad_output, input, noise, lower, upper, training, self_is_result):
     d = ctx.device
     torch.ops.aten.rrelu_with_noise_backward.out(alias(grad_output, d), alias(input, d), alias(noise, d), lower,

@@ -65,14 +65,14 @@ def diopiConvTranspose2dBackward(ctx, grad_input, grad_weight, grad_bias, grad_o
     return SUCCESS
 
 
-@library.register(aten=aten.im2col.out)
+@library.register(aten=aten.im2col.out, direct=True)
 def diopiIm2Col(ctx, out, input, kernel_size, dilation, padding, stride):
     d = ctx.device
     aten.im2col.out(alias(input, d), kernel_size, dilation, padding, stride, out=alias(out, d))
     return SUCCESS
 
 
-@library.register(aten=aten.col2im.out)
+@library.register(aten=aten.col2im.out, direct=True)
 def diopiCol2Im(ctx, out, input, output_size, kernel_size, dilation, padding, stride):
     d = ctx.device
     aten.col2im.out(alias(input, d), output_size, kernel_size, dilation, padding, stride, out=alias(out, d))

@@ -28,7 +28,7 @@ def diopiEmbeddingBackward(ctx, out, grad, indices, num_weights, padding_idx, sc
     return SUCCESS
 
 
-@library.register(aten=aten.embedding_renorm_.default)
+@library.register(aten=aten.embedding_renorm_.default, direct=True)
 def diopiEmbeddingRenormInp(ctx, inout, indices, max_norm, norm_type):
     d = ctx.device
     fast_aten.embedding_renorm_(alias(inout, d), alias(indices, d), max_norm, norm_type)

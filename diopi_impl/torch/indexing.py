@@ -66,21 +66,21 @@ def diopiIndexPutInp(ctx, input, values, indices, accumulate):
 # ---- index_* ---------------------------------------------------------------------------------------------
 
 
-@library.register(aten=aten.index_select.out)
+@library.register(aten=aten.index_select.out, direct=True)
 def diopiIndexSelect(ctx, out, input, dim, index):
     d = ctx.device
     torch.index_select(alias(input, d), dim, alias(index, d), out=alias(out, d))
     return SUCCESS
 
 
-@library.register(aten=aten.index_add.out)
+@library.register(aten=aten.index_add.out, direct=True)
 def diopiIndexAdd(ctx, out, input, dim, index, source, alpha):
     d = ctx.device
     torch.index_add(alias(input, d), dim, alias(index, d), alias(source, d), alpha=alpha, out=alias(out, d))
     return SUCCESS
 
 
-@library.register(aten=aten.index_copy.out)
+@library.register(aten=aten.index_copy.out, direct=True)
 def diopiIndexCopy(ctx, out, input, dim, index, source):
     d = ctx.device
     torch.index_copy(alias(input, d), dim, alias(index, d), alias(source, d), out=alias(out, d))
@@ -101,21 +101,21 @@ def diopiIndexFillScalar(ctx, out, input, dim, index, value):
     return SUCCESS
 
 
-@library.register(aten=aten.index_fill_.int_Tensor)
+@library.register(aten=aten.index_fill_.int_Tensor, direct=True)
 def diopiIndexFillInp(ctx, input, dim, index, value):
     d = ctx.device
     alias(input, d).index_fill_(dim, alias(index, d), _value(value, d))
     return SUCCESS
 
 
-@library.register(aten=aten.index_fill_.int_Scalar)
+@library.register(aten=aten.index_fill_.int_Scalar, direct=True)
 def diopiIndexFillInpScalar(ctx, input, dim, index, value):
     d = ctx.device
     alias(input, d).index_fill_(dim, alias(index, d), value)
     return SUCCESS
 
 
-@library.register(aten=aten.index_reduce.out)
+@library.register(aten=aten.index_reduce.out, direct=True)
 def diopiIndexReduce(ctx, out, input, dim, index, source, reduce, include_self):
     d = ctx.device
     torch.index_reduce(alias(input, d), dim, alias(index, d), alias(source, d), reduce, include_self=include_self,
@@ -150,7 +150,7 @@ def diopiScatterScalar(ctx, out, input, dim, value, index, reduce):
     return SUCCESS
 
 
-@library.register(aten=aten.scatter_reduce.two_out)
+@library.register(aten=aten.scatter_reduce.two_out, direct=True)
 def diopiScatterReduce(ctx, out, input, dim, index, src, reduce, include_self):
     d = ctx.device
     torch.scatter_reduce(alias(input, d), dim, alias(index, d), alias(src, d), reduce, include_self=include_self,
@@ -168,14 +168,14 @@ def diopiGather(ctx, out, input, dim, index):
 # ---- masks -----------------------------------------------------------------------------------------------
 
 
-@library.register(aten=aten.masked_fill_.Tensor)
+@library.register(aten=aten.masked_fill_.Tensor, direct=True)
 def diopiMaskedFillInp(ctx, input, mask, value):
     d = ctx.device
     alias(input, d).masked_fill_(alias(mask, d), alias(value, d))
     return SUCCESS
 
 
-@library.register(aten=aten.masked_fill_.Scalar)
+@library.register(aten=aten.masked_fill_.Scalar, direct=True)
 def diopiMaskedFillInpScalar(ctx, input, mask, value):
     d = ctx.device
     alias(input, d).masked_fill_(alias(mask, d), value)
@@ -205,7 +205,7 @@ def diopiNonzero(ctx, out, input):
 # ---- take and put, repeat_interleave ---------------------------------------------------------------------
 
 
-@library.register(aten=aten.take.out)
+@library.register(aten=aten.take.out, direct=True)
 def diopiTake(ctx, out, input, index):
     d = ctx.device
     torch.take(alias(input, d), alias(index, d), out=alias(out, d))
@@ -219,7 +219,7 @@ def diopiPut(ctx, out, input, index, source, accumulate):
     return SUCCESS
 
 
-@library.register(aten=aten.put_.default)
+@library.register(aten=aten.put_.default, direct=True)
 def diopiPutInp(ctx, input, index, source, accumulate):
     d = ctx.device
     alias(input, d).put_(alias(index, d), alias(source, d), accumulate)

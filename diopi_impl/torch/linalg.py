@@ -13,35 +13,35 @@ aten = torch.ops.aten
 # ---- products --------------------------------------------------------------------------------------------
 
 
-@library.register(aten=aten.mm.out)
+@library.register(aten=aten.mm.out, direct=True)
 def diopiMm(ctx, out, input, mat2):
     d = ctx.device
     torch.mm(alias(input, d), alias(mat2, d), out=alias(out, d))
     return SUCCESS
 
 
-@library.register(aten=aten.bmm.out)
+@library.register(aten=aten.bmm.out, direct=True)
 def diopiBmm(ctx, out, input, mat2):
     d = ctx.device
     torch.bmm(alias(input, d), alias(mat2, d), out=alias(out, d))
     return SUCCESS
 
 
-@library.register(aten=aten.addmm.out)
+@library.register(aten=aten.addmm.out, direct=True)
 def diopiAddmm(ctx, out, input, mat1, mat2, beta, alpha):
     d = ctx.device
     torch.addmm(alias(input, d), alias(mat1, d), alias(mat2, d), beta=beta, alpha=alpha, out=alias(out, d))
     return SUCCESS
 
 
-@library.register(aten=aten.dot.out)
+@library.register(aten=aten.dot.out, direct=True)
 def diopiDot(ctx, out, input, other):
     d = ctx.device
     torch.dot(alias(input, d), alias(other, d), out=alias(out, d))
     return SUCCESS
 
 
-@library.register(aten=aten.mv.out)
+@library.register(aten=aten.mv.out, direct=True)
 def diopiMv(ctx, out, input, vec):
     d = ctx.device
     torch.mv(alias(input, d), alias(vec, d), out=alias(out, d))
@@ -59,28 +59,28 @@ def diopiAddmv(ctx, out, input, mat, vec, beta, alpha):
     return SUCCESS
 
 
-@library.register(aten=aten.addbmm.out)
+@library.register(aten=aten.addbmm.out, direct=True)
 def diopiAddbmm(ctx, out, input, batch1, batch2, beta, alpha):
     d = ctx.device
     torch.addbmm(alias(input, d), alias(batch1, d), alias(batch2, d), beta=beta, alpha=alpha, out=alias(out, d))
     return SUCCESS
 
 
-@library.register(aten=aten.baddbmm.out)
+@library.register(aten=aten.baddbmm.out, direct=True)
 def diopiBaddbmm(ctx, out, input, batch1, batch2, beta, alpha):
     d = ctx.device
     torch.baddbmm(alias(input, d), alias(batch1, d), alias(batch2, d), beta=beta, alpha=alpha, out=alias(out, d))
     return SUCCESS
 
 
-@library.register(aten=aten.addr.out)
+@library.register(aten=aten.addr.out, direct=True)
 def diopiAddr(ctx, out, input, vec1, vec2, beta, alpha):
     d = ctx.device
     torch.addr(alias(input, d), alias(vec1, d), alias(vec2, d), beta=beta, alpha=alpha, out=alias(out, d))
     return SUCCESS
 
 
-@library.register(aten=aten.linalg_cross.out)
+@library.register(aten=aten.linalg_cross.out, direct=True)
 def diopiCross(ctx, out, input, other, dim):
     d = ctx.device
     torch.linalg.cross(alias(input, d), alias(other, d), dim=dim, out=alias(out, d))

@@ -43,7 +43,7 @@ def diopiMSELoss(ctx, out, input, target, reduction):
     return SUCCESS
 
 
-@library.register(aten=aten.mse_loss_backward.grad_input)
+@library.register(aten=aten.mse_loss_backward.grad_input, direct=True)
 def diopiMSELossBackward(ctx, grad_input, grad_output, input, target, reduction):
     d = ctx.device
     aten.mse_loss_backward.grad_input(alias(grad_output, d), alias(input, d), alias(target, d), reduction,
@@ -58,7 +58,7 @@ def diopiSmoothL1Loss(ctx, out, input, target, reduction, beta):
     return SUCCESS
 
 
-@library.register(aten=aten.smooth_l1_loss_backward.grad_input)
+@library.register(aten=aten.smooth_l1_loss_backward.grad_input, direct=True)
 def diopiSmoothL1LossBackward(ctx, grad_input, grad_output, input, target, reduction, beta):
     d = ctx.device
     aten.smooth_l1_loss_backward.grad_input(alias(grad_output, d), alias(input, d), alias(target, d), reduction,
@@ -73,7 +73,7 @@ def diopiHuberLoss(ctx, out, input, target, reduction, delta):
     return SUCCESS
 
 
-@library.register(aten=aten.huber_loss_backward.out)
+@library.register(aten=aten.huber_loss_backward.out, direct=True)
 def diopiHuberLossBackward(ctx, grad_input, grad_output, input, target, reduction, delta):
     d = ctx.device
     aten.huber_loss_backward.out(alias(grad_output, d), alias(input, d), alias(target, d), reduction, delta,
@@ -89,7 +89,7 @@ def diopiBCELoss(ctx, out, input, target, weight, reduction):
     return SUCCESS
 
 
-@library.register(aten=aten.binary_cross_entropy_backward.grad_input)
+@library.register(aten=aten.binary_cross_entropy_backward.grad_input, direct=True)
 def diopiBCELossBackward(ctx, grad_input, grad_output, input, target, weight, reduction):
     d = ctx.device
     aten.binary_cross_entropy_backward.grad_input(alias(grad_output, d), alias(input, d), alias(target, d),
@@ -113,7 +113,7 @@ def diopiMultiMarginLoss(ctx, out, input, target, p, margin, weight, reduction):
     return SUCCESS
 
 
-@library.register(aten=aten.multi_margin_loss_backward.grad_input)
+@library.register(aten=aten.multi_margin_loss_backward.grad_input, direct=True)
 def diopiMultiMarginLossBackward(ctx, grad_input, grad_output, input, target, p, margin, weight, reduction):
     d = ctx.device
     aten.multi_margin_loss_backward.grad_input(alias(grad_output, d), alias(input, d), alias(target, d), p, margin,
@@ -121,7 +121,7 @@ def diopiMultiMarginLossBackward(ctx, grad_input, grad_output, input, target, p,
     return SUCCESS
 
 
-@library.register(aten=aten.multilabel_margin_loss_forward.output)
+@library.register(aten=aten.multilabel_margin_loss_forward.output, direct=True)
 def diopiMultilabelMarginLoss(ctx, out, is_target, input, target, reduction):
     d = ctx.device
     aten.multilabel_margin_loss_forward.output(alias(input, d), alias(target, d), reduction, output=alias(out, d),
@@ -129,7 +129,7 @@ def diopiMultilabelMarginLoss(ctx, out, is_target, input, target, reduction):
     return SUCCESS
 
 
-@library.register(aten=aten.multilabel_margin_loss_backward.grad_input)
+@library.register(aten=aten.multilabel_margin_loss_backward.grad_input, direct=True)
 def diopiMultilabelMarginLossBackward(ctx, grad_input, grad_output, input, target, reduction, is_target):
     d = ctx.device
     aten.multilabel_margin_loss_backward.grad_input(alias(grad_output, d), alias(input, d), alias(target, d),

@@ -111,7 +111,7 @@ def diopiWeightNormBackward(ctx, grad_v, grad_g, grad_w, saved_v, saved_g, saved
     return SUCCESS
 
 
-@library.register(aten=aten.renorm.out)
+@library.register(aten=aten.renorm.out, direct=True)
 def diopiRenorm(ctx, out, input, p, dim, maxnorm):
     d = ctx.device
     torch.renorm(alias(input, d), p, dim, maxnorm, out=alias(out, d))

@@ -113,14 +113,14 @@ for _name, _kernel, _aten in (
 # ---- AMP -------------------------------------------------------------------------------------------------
 
 
-@library.register(aten=aten._amp_foreach_non_finite_check_and_unscale_.default)
+@library.register(aten=aten._amp_foreach_non_finite_check_and_unscale_.default, direct=True)
 def diopiAmpForeachNonFiniteCheckAndUnscaleInp(ctx, scaled_grads, found_inf, inv_scale):
     d = ctx.device
     torch._amp_foreach_non_finite_check_and_unscale_(native(scaled_grads, d), alias(found_inf, d), alias(inv_scale, d))
     return SUCCESS
 
 
-@library.register(aten=aten._amp_update_scale_.default)
+@library.register(aten=aten._amp_update_scale_.default, direct=True)
 def diopiAmpUpdateScaleInp(ctx, scale, growth_tracker, found_inf, growth_factor, backoff_factor, growth_interval):
     d = ctx.device
     torch._amp_update_scale_(alias(scale, d), alias(growth_tracker, d), alias(found_inf, d), growth_factor,

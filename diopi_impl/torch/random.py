@@ -12,14 +12,14 @@ aten = torch.ops.aten
 # ---- in place: fill a tensor with draws --------------------------------------------------------------------
 
 
-@library.register(aten=aten.uniform_.default)
+@library.register(aten=aten.uniform_.default, direct=True)
 def diopiUniformInp(ctx, inout, from_, to, generator):
     d = ctx.device
     alias(inout, d).uniform_(from_, to, generator=native_generator(generator, d))
     return SUCCESS
 
 
-@library.register(aten=aten.normal_.default)
+@library.register(aten=aten.normal_.default, direct=True)
 def diopiNormalInp(ctx, inout, mean, std, generator):
     d = ctx.device
     alias(inout, d).normal_(mean, std, generator=native_generator(generator, d))
@@ -37,42 +37,42 @@ def diopiRandomInp(ctx, inout, from_, to, generator):
     return SUCCESS
 
 
-@library.register(aten=aten.exponential_.default)
+@library.register(aten=aten.exponential_.default, direct=True)
 def diopiExponentialInp(ctx, inout, lambd, generator):
     d = ctx.device
     alias(inout, d).exponential_(lambd, generator=native_generator(generator, d))
     return SUCCESS
 
 
-@library.register(aten=aten.geometric_.default)
+@library.register(aten=aten.geometric_.default, direct=True)
 def diopiGeometricInp(ctx, inout, p, generator):
     d = ctx.device
     alias(inout, d).geometric_(p, generator=native_generator(generator, d))
     return SUCCESS
 
 
-@library.register(aten=aten.cauchy_.default)
+@library.register(aten=aten.cauchy_.default, direct=True)
 def diopiCauchyInp(ctx, inout, median, sigma, generator):
     d = ctx.device
     alias(inout, d).cauchy_(median, sigma, generator=native_generator(generator, d))
     return SUCCESS
 
 
-@library.register(aten=aten.log_normal_.default)
+@library.register(aten=aten.log_normal_.default, direct=True)
 def diopiLogNormalInp(ctx, inout, mean, std, generator):
     d = ctx.device
     alias(inout, d).log_normal_(mean, std, generator=native_generator(generator, d))
     return SUCCESS
 
 
-@library.register(aten=aten.bernoulli_.float)
+@library.register(aten=aten.bernoulli_.float, direct=True)
 def diopiBernoulliScalar(ctx, out, p, generator):
     d = ctx.device
     alias(out, d).bernoulli_(p, generator=native_generator(generator, d))
     return SUCCESS
 
 
-@library.register(aten=aten.bernoulli_.Tensor)
+@library.register(aten=aten.bernoulli_.Tensor, direct=True)
 def diopiBernoulliTensor(ctx, out, p, generator):
     d = ctx.device
     alias(out, d).bernoulli_(alias(p, d), generator=native_generator(generator, d))
@@ -82,42 +82,42 @@ def diopiBernoulliTensor(ctx, out, p, generator):
 # ---- out= ------------------------------------------------------------------------------------------------
 
 
-@library.register(aten=aten.bernoulli.out)
+@library.register(aten=aten.bernoulli.out, direct=True)
 def diopiBernoulli(ctx, out, input, generator):
     d = ctx.device
     torch.bernoulli(alias(input, d), generator=native_generator(generator, d), out=alias(out, d))
     return SUCCESS
 
 
-@library.register(aten=aten.normal.Tensor_float_out)
+@library.register(aten=aten.normal.Tensor_float_out, direct=True)
 def diopiNormalTensorScalar(ctx, out, mean, std, generator):
     d = ctx.device
     torch.normal(alias(mean, d), std, generator=native_generator(generator, d), out=alias(out, d))
     return SUCCESS
 
 
-@library.register(aten=aten.normal.float_Tensor_out)
+@library.register(aten=aten.normal.float_Tensor_out, direct=True)
 def diopiNormalScalarTensor(ctx, out, mean, std, generator):
     d = ctx.device
     torch.normal(mean, alias(std, d), generator=native_generator(generator, d), out=alias(out, d))
     return SUCCESS
 
 
-@library.register(aten=aten.normal.Tensor_Tensor_out)
+@library.register(aten=aten.normal.Tensor_Tensor_out, direct=True)
 def diopiNormalTensor(ctx, out, mean, std, generator):
     d = ctx.device
     torch.normal(alias(mean, d), alias(std, d), generator=native_generator(generator, d), out=alias(out, d))
     return SUCCESS
 
 
-@library.register(aten=aten.randperm.generator_out)
+@library.register(aten=aten.randperm.generator_out, direct=True)
 def diopiRandperm(ctx, out, n, generator):
     d = ctx.device
     torch.randperm(n, generator=native_generator(generator, d), out=alias(out, d))
     return SUCCESS
 
 
-@library.register(aten=aten.multinomial.out)
+@library.register(aten=aten.multinomial.out, direct=True)
 def diopiMultinomial(ctx, out, input, num_samples, replacement, generator):
     d = ctx.device
     torch.multinomial(alias(input, d), num_samples, replacement, generator=native_generator(generator, d),
@@ -146,7 +146,7 @@ def diopiStandardGamma(ctx, out, input, generator):
     return SUCCESS
 
 
-@library.register(aten=aten._standard_gamma_grad.out)
+@library.register(aten=aten._standard_gamma_grad.out, direct=True)
 def diopiStandardGammaGrad(ctx, grad_input, input, output):
     d = ctx.device
     torch.ops.aten._standard_gamma_grad.out(alias(input, d), alias(output, d), out=alias(grad_input, d))
@@ -160,7 +160,7 @@ def diopiSampleDirichlet(ctx, out, input, generator):
     return SUCCESS
 
 
-@library.register(aten=aten._dirichlet_grad.out)
+@library.register(aten=aten._dirichlet_grad.out, direct=True)
 def diopiDirichletGrad(ctx, grad_input, x, alpha, total):
     d = ctx.device
     torch.ops.aten._dirichlet_grad.out(alias(x, d), alias(alpha, d), alias(total, d), out=alias(grad_input, d))
@@ -187,7 +187,7 @@ def diopiDropout(ctx, out, mask, input, p, train, generator):
     return SUCCESS
 
 
-@library.register(aten=aten.native_dropout_backward.out)
+@library.register(aten=aten.native_dropout_backward.out, direct=True)
 def diopiDropoutBackward(ctx, grad_input, grad_output, mask, scale):
     d = ctx.device
     torch.ops.aten.native_dropout_backward.out(alias(grad_output, d), alias(mask, d), scale, out=alias(grad_input, d))

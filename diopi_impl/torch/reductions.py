@@ -115,14 +115,14 @@ def diopiAminmax(ctx, min, max, input, dim):
     return SUCCESS
 
 
-@library.register(aten=aten.argmax.out)
+@library.register(aten=aten.argmax.out, direct=True)
 def diopiArgmax(ctx, out, input, dim, keepdim):
     d = ctx.device
     torch.argmax(alias(input, d), dim, keepdim, out=alias(out, d))
     return SUCCESS
 
 
-@library.register(aten=aten.argmin.out)
+@library.register(aten=aten.argmin.out, direct=True)
 def diopiArgmin(ctx, out, input, dim, keepdim):
     d = ctx.device
     torch.argmin(alias(input, d), dim, keepdim, out=alias(out, d))
@@ -256,7 +256,7 @@ def diopiTrace(ctx, out, input):
     return SUCCESS
 
 
-@library.register(aten=aten.histc.out)
+@library.register(aten=aten.histc.out, direct=True)
 def diopiHistc(ctx, out, input, bins, min, max):
     d = ctx.device
     torch.histc(alias(input, d), bins, min, max, out=alias(out, d))
@@ -290,21 +290,21 @@ def diopiCumprod(ctx, out, input, dim):
     return SUCCESS
 
 
-@library.register(aten=aten.cummax.out)
+@library.register(aten=aten.cummax.out, direct=True)
 def diopiCummax(ctx, values, indices, input, dim):
     d = ctx.device
     torch.cummax(alias(input, d), dim, out=(alias(values, d), alias(indices, d)))
     return SUCCESS
 
 
-@library.register(aten=aten.cummin.out)
+@library.register(aten=aten.cummin.out, direct=True)
 def diopiCummin(ctx, values, indices, input, dim):
     d = ctx.device
     torch.cummin(alias(input, d), dim, out=(alias(values, d), alias(indices, d)))
     return SUCCESS
 
 
-@library.register(aten=aten._logcumsumexp.out)
+@library.register(aten=aten._logcumsumexp.out, direct=True)
 def diopiLogcumsumexp(ctx, out, input, dim):
     d = ctx.device
     aten._logcumsumexp.out(alias(input, d), dim, out=alias(out, d))
@@ -322,7 +322,7 @@ def diopiSort(ctx, values, indices, input, dim, descending, stable):
     return SUCCESS
 
 
-@library.register(aten=aten.topk.values)
+@library.register(aten=aten.topk.values, direct=True)
 def diopiTopk(ctx, values, indices, input, k, dim, largest, sorted):
     d = ctx.device
     torch.topk(alias(input, d), k, dim, largest, sorted, out=(alias(values, d), alias(indices, d)))
@@ -346,7 +346,7 @@ def diopiSearchsorted(ctx, out, sorted_sequence, values, out_int32, right, side,
     return SUCCESS
 
 
-@library.register(aten=aten.bucketize.Tensor_out)
+@library.register(aten=aten.bucketize.Tensor_out, direct=True)
 def diopiBucketize(ctx, out, input, boundaries, out_int32, right):
     d = ctx.device
     torch.bucketize(alias(input, d), alias(boundaries, d), out_int32=out_int32, right=right, out=alias(out, d))

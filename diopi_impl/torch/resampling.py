@@ -48,14 +48,14 @@ def diopiPadBackward(ctx, grad_input, grad_output, input, pad, mode):
 # ---- up-sampling -----------------------------------------------------------------------------------------
 
 
-@library.register(aten=aten.upsample_nearest1d.out)
+@library.register(aten=aten.upsample_nearest1d.out, direct=True)
 def diopiUpsampleNearest1d(ctx, out, input, size, scales):
     d = ctx.device
     aten.upsample_nearest1d.out(alias(input, d), size, scales, out=alias(out, d))
     return SUCCESS
 
 
-@library.register(aten=aten.upsample_nearest1d_backward.grad_input)
+@library.register(aten=aten.upsample_nearest1d_backward.grad_input, direct=True)
 def diopiUpsampleNearest1dBackward(ctx, grad_input, grad_output, out_size, in_size, scales):
     d = ctx.device
     aten.upsample_nearest1d_backward.grad_input(alias(grad_output, d), out_size, in_size, scales,
@@ -63,14 +63,14 @@ def diopiUpsampleNearest1dBackward(ctx, grad_input, grad_output, out_size, in_si
     return SUCCESS
 
 
-@library.register(aten=aten.upsample_nearest2d.out)
+@library.register(aten=aten.upsample_nearest2d.out, direct=True)
 def diopiUpsampleNearest2d(ctx, out, input, size, scales_h, scales_w):
     d = ctx.device
     aten.upsample_nearest2d.out(alias(input, d), size, scales_h, scales_w, out=alias(out, d))
     return SUCCESS
 
 
-@library.register(aten=aten.upsample_nearest2d_backward.grad_input)
+@library.register(aten=aten.upsample_nearest2d_backward.grad_input, direct=True)
 def diopiUpsampleNearest2dBackward(ctx, grad_input, grad_output, out_size, in_size, scales_h, scales_w):
     d = ctx.device
     aten.upsample_nearest2d_backward.grad_input(alias(grad_output, d), out_size, in_size, scales_h, scales_w,
@@ -78,14 +78,14 @@ def diopiUpsampleNearest2dBackward(ctx, grad_input, grad_output, out_size, in_si
     return SUCCESS
 
 
-@library.register(aten=aten._upsample_nearest_exact2d.out)
+@library.register(aten=aten._upsample_nearest_exact2d.out, direct=True)
 def diopiUpsampleNearestExact2d(ctx, out, input, size, scales_h, scales_w):
     d = ctx.device
     aten._upsample_nearest_exact2d.out(alias(input, d), size, scales_h, scales_w, out=alias(out, d))
     return SUCCESS
 
 
-@library.register(aten=aten._upsample_nearest_exact2d_backward.grad_input)
+@library.register(aten=aten._upsample_nearest_exact2d_backward.grad_input, direct=True)
 def diopiUpsampleNearestExact2dBackward(ctx, grad_input, grad_output, out_size, in_size, scales_h, scales_w):
     d = ctx.device
     aten._upsample_nearest_exact2d_backward.grad_input(alias(grad_output, d), out_size, in_size, scales_h, scales_w,
@@ -93,14 +93,14 @@ def diopiUpsampleNearestExact2dBackward(ctx, grad_input, grad_output, out_size, 
     return SUCCESS
 
 
-@library.register(aten=aten.upsample_nearest3d.out)
+@library.register(aten=aten.upsample_nearest3d.out, direct=True)
 def diopiUpsampleNearest3d(ctx, out, input, size, scales_d, scales_h, scales_w):
     d = ctx.device
     aten.upsample_nearest3d.out(alias(input, d), size, scales_d, scales_h, scales_w, out=alias(out, d))
     return SUCCESS
 
 
-@library.register(aten=aten.upsample_nearest3d_backward.grad_input)
+@library.register(aten=aten.upsample_nearest3d_backward.grad_input, direct=True)
 def diopiUpsampleNearest3dBackward(ctx, grad_input, grad_output, out_size, in_size, scales_d, scales_h, scales_w):
     d = ctx.device
     aten.upsample_nearest3d_backward.grad_input(alias(grad_output, d), out_size, in_size, scales_d, scales_h,
@@ -108,14 +108,14 @@ def diopiUpsampleNearest3dBackward(ctx, grad_input, grad_output, out_size, in_si
     return SUCCESS
 
 
-@library.register(aten=aten.upsample_linear1d.out)
+@library.register(aten=aten.upsample_linear1d.out, direct=True)
 def diopiUpsampleLinear1d(ctx, out, input, size, align_corners, scales):
     d = ctx.device
     aten.upsample_linear1d.out(alias(input, d), size, align_corners, scales, out=alias(out, d))
     return SUCCESS
 
 
-@library.register(aten=aten.upsample_linear1d_backward.grad_input)
+@library.register(aten=aten.upsample_linear1d_backward.grad_input, direct=True)
 def diopiUpsampleLinear1dBackward(ctx, grad_input, grad_output, out_size, in_size, align_corners, scales):
     d = ctx.device
     aten.upsample_linear1d_backward.grad_input(alias(grad_output, d), out_size, in_size, align_corners, scales,
@@ -123,14 +123,14 @@ def diopiUpsampleLinear1dBackward(ctx, grad_input, grad_output, out_size, in_siz
     return SUCCESS
 
 
-@library.register(aten=aten.upsample_bilinear2d.out)
+@library.register(aten=aten.upsample_bilinear2d.out, direct=True)
 def diopiUpsampleBilinear2d(ctx, out, input, size, align_corners, scales_h, scales_w):
     d = ctx.device
     aten.upsample_bilinear2d.out(alias(input, d), size, align_corners, scales_h, scales_w, out=alias(out, d))
     return SUCCESS
 
 
-@library.register(aten=aten.upsample_bilinear2d_backward.grad_input)
+@library.register(aten=aten.upsample_bilinear2d_backward.grad_input, direct=True)
 def diopiUpsampleBilinear2dBackward(ctx, grad_input, grad_output, out_size, in_size, align_corners, scales_h,
                                    scales_w):
     d = ctx.device
@@ -139,14 +139,14 @@ def diopiUpsampleBilinear2dBackward(ctx, grad_input, grad_output, out_size, in_s
     return SUCCESS
 
 
-@library.register(aten=aten.upsample_bicubic2d.out)
+@library.register(aten=aten.upsample_bicubic2d.out, direct=True)
 def diopiUpsampleBicubic2d(ctx, out, input, size, align_corners, scales_h, scales_w):
     d = ctx.device
     aten.upsample_bicubic2d.out(alias(input, d), size, align_corners, scales_h, scales_w, out=alias(out, d))
     return SUCCESS
 
 
-@library.register(aten=aten.upsample_bicubic2d_backward.grad_input)
+@library.register(aten=aten.upsample_bicubic2d_backward.grad_input, direct=True)
 def diopiUpsampleBicubic2dBackward(ctx, grad_input, grad_output, out_size, in_size, align_corners, scales_h,
                                    scales_w):
     d = ctx.device
@@ -155,7 +155,7 @@ def diopiUpsampleBicubic2dBackward(ctx, grad_input, grad_output, out_size, in_si
     return SUCCESS
 
 
-@library.register(aten=aten.upsample_trilinear3d.out)
+@library.register(aten=aten.upsample_trilinear3d.out, direct=True)
 def diopiUpsampleTrilinear3d(ctx, out, input, size, align_corners, scales_d, scales_h, scales_w):
     d = ctx.device
     aten.upsample_trilinear3d.out(alias(input, d), size, align_corners, scales_d, scales_h, scales_w,
@@ -163,7 +163,7 @@ def diopiUpsampleTrilinear3d(ctx, out, input, size, align_corners, scales_d, sca
     return SUCCESS
 
 
-@library.register(aten=aten.upsample_trilinear3d_backward.grad_input)
+@library.register(aten=aten.upsample_trilinear3d_backward.grad_input, direct=True)
 def diopiUpsampleTrilinear3dBackward(ctx, grad_input, grad_output, out_size, in_size, align_corners, scales_d,
                                      scales_h, scales_w):
     d = ctx.device

@@ -13,25 +13,25 @@ aten = torch.ops.aten
 # ---- creation --------------------------------------------------------------------------------------------
 
 
-@library.register(aten=aten.arange.start_out)
+@library.register(aten=aten.arange.start_out, direct=True)
 def diopiArange(ctx, out, start, end, step):
     torch.arange(start, end, step, out=alias(out, ctx.device))
     return SUCCESS
 
 
-@library.register(aten=aten.linspace.out)
+@library.register(aten=aten.linspace.out, direct=True)
 def diopiLinspace(ctx, out, start, end, steps):
     torch.linspace(start, end, steps, out=alias(out, ctx.device))
     return SUCCESS
 
 
-@library.register(aten=aten.logspace.out)
+@library.register(aten=aten.logspace.out, direct=True)
 def diopiLogspace(ctx, out, start, end, steps, base):
     torch.logspace(start, end, steps, base, out=alias(out, ctx.device))
     return SUCCESS
 
 
-@library.register(aten=aten.eye.m_out)
+@library.register(aten=aten.eye.m_out, direct=True)
 def diopiEye(ctx, out, n, m):
     torch.eye(n, m, out=alias(out, ctx.device))
     return SUCCESS
@@ -75,14 +75,14 @@ def diopiRepeat(ctx, out, input, repeats_size):
     return SUCCESS
 
 
-@library.register(aten=aten.tril.out)
+@library.register(aten=aten.tril.out, direct=True)
 def diopiTril(ctx, out, input, diagonal):
     d = ctx.device
     torch.tril(alias(input, d), diagonal, out=alias(out, d))
     return SUCCESS
 
 
-@library.register(aten=aten.triu.out)
+@library.register(aten=aten.triu.out, direct=True)
 def diopiTriu(ctx, out, input, diagonal):
     d = ctx.device
     torch.triu(alias(input, d), diagonal, out=alias(out, d))

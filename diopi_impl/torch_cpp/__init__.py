@@ -51,10 +51,11 @@ def _include_dir() -> Path:
 
 
 def pairings() -> list[tuple[str, str]]:
-    """(DIOPI function, ATen schema) for each function the Python torch library pairs with an overload."""
+    """(DIOPI function, ATen schema) for each function of the Python torch library that applies one overload
+    directly (``OpLibrary.direct``: every table-made function, and the hand-written ones registered so)."""
     from dipu.diopi_impl.torch import library
 
-    return sorted((name, str(overload._schema).removeprefix("aten::")) for name, overload in library.aten.items())
+    return sorted((name, str(library.aten[name]._schema).removeprefix("aten::")) for name in library.direct)
 
 
 def _generator_files() -> list[Path]:

@@ -7,10 +7,12 @@
 
 #include <ATen/ATen.h>
 #include <c10/core/StorageImpl.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/core/TensorImpl.h>
 
 #include <exception>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -25,13 +27,33 @@ extern thread_local std::string g_last_error;
 // dipu/csrc/diopi_rt.cpp): the same contract DeepLink's DIPU gives its libraries.
 inline const at::Tensor& tensor(diopiConstTensorHandle_t h) { return *reinterpret_cast<const at::Tensor*>(h); }
 
+// A tensor on another device than the call's: an error, never the CPU fallback (which would compute with
+// it). Note [Exceptions in the C++ library].
+struct DeviceMismatch : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// The device the call runs on: the wrapper made it the current dipu device.
+inline c10::DeviceIndex current_device() {
+  static const c10::impl::DeviceGuardImplInterface* impl =
+      c10::impl::getDeviceGuardImpl(c10::DeviceType::PrivateUse1);
+  return impl->getDevice().index();
+}
+
 // Note [Native aliases in C++]
 // The tensor of the alias device over the same memory, sizes, strides and offset as the dipu tensor t, and
 // with its conjugate and negative bits, as the core's native_alias makes it. Unlike the core's, it does
-// not own the memory: it lives only for the call, while the caller holds t. A tensor already on another
-// device (a wrapped Python number, a CPU step count) passes through, as alias_tensors lets it in Python.
+// not own the memory: it lives only for the call, while the caller holds t. It is also the device check,
+// as the Python library's alias is: a 0-dim CPU tensor (a wrapped Python number, a CPU step count) passes
+// through, as ATen lets it beside any device; a tensor on another device is refused with torch's message.
 inline at::Tensor alias_of(const at::Tensor& t) {
-  if (!t.defined() || t.device().type() != c10::DeviceType::PrivateUse1) return t;
+  if (!t.defined()) return t;
+  const c10::DeviceIndex index = current_device();
+  if (t.device().type() != c10::DeviceType::PrivateUse1 || t.device().index() != index) {
+    if (t.device().is_cpu() && t.dim() == 0) return t;
+    throw DeviceMismatch(c10::str("Expected all tensors to be on the same device, but found at least two devices, ",
+                                  c10::Device(c10::DeviceType::PrivateUse1, index), " and ", t.device(), "!"));
+  }
   const c10::Storage& storage = t.storage();
   const c10::Device device(g_alias_type, g_alias_type == c10::DeviceType::CPU ? -1 : t.device().index());
   auto impl = c10::make_intrusive<c10::StorageImpl>(
@@ -111,11 +133,16 @@ inline std::optional<at::ScalarType> optional_dtype(const diopiDtype_t* p) {
 // diopiForceFallbackToCPU, so the CPU fallback runs the op and raises the CPU's own error, with its exact
 // type and text, where the arguments are wrong, as the Python torch library lets ATen's exception through.
 // The message is kept for diopiGetLastErrorString and the fallback is counted (dipu.fallback_counts()).
+// A tensor on another device is the one exception: the fallback would compute with it, so that is
+// diopiErrorOccurred, whose message the user reads in dipu's error (torch's own text).
 template <class Body>
 inline diopiError_t guarded(Body&& body) noexcept {
   try {
     body();
     return diopiSuccess;
+  } catch (const DeviceMismatch& error) {
+    g_last_error = error.what();
+    return diopiErrorOccurred;
   } catch (const c10::Error& error) {
     g_last_error = error.what_without_backtrace();
   } catch (const std::exception& error) {

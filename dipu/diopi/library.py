@@ -65,9 +65,11 @@ class OpLibrary:
         self.native_alias = native_alias
         self.functions: dict[str, Callable] = {}
         self.dtypes: dict[str, frozenset] = {}
-        #: DIOPI function -> the ATen overload it applies (``register(aten=...)``), from which the C++ twin of
-        #: this library is generated (Note [The ATen library in C++] in scripts/autogen/dest/aten_library.py).
+        #: DIOPI function -> the ATen overload it applies (``register(aten=...)``); those registered ``direct``
+        #: (exactly that overload on the aliases, no workaround around it) have a generated C++ twin (Note [The
+        #: ATen library in C++] in scripts/autogen/dest/aten_library.py).
         self.aten: dict[str, object] = {}
+        self.direct: set[str] = set()
 
     def cannot_run_on(self, runtime) -> str | None:
         """Why this library's kernels cannot run on vendor ``runtime`` (None: they can)."""
@@ -78,17 +80,18 @@ class OpLibrary:
                     f"'{runtime.name}' has none (no native_device_type)")
         return None
 
-    def register(self, fn: Callable | None = None, *, dtypes=None, aten=None):
+    def register(self, fn: Callable | None = None, *, dtypes=None, aten=None, direct: bool = False):
         """Decorator: ``@library.register`` or ``@library.register(dtypes=(torch.float32, ...))``.
 
         ``aten``: the ATen overload (or op packet) a table-made function applies; see Note
-        [Table-made functions are checked against ATen].
+        [Table-made functions are checked against ATen]. ``direct``: the function is that overload applied
+        to its aliases and nothing else, so it may be generated in C++ (``OpLibrary.direct``).
         """
         if fn is None:
-            return lambda f: self._register(f, dtypes, aten)
-        return self._register(fn, dtypes, aten)
+            return lambda f: self._register(f, dtypes, aten, direct)
+        return self._register(fn, dtypes, aten, direct)
 
-    def _register(self, fn: Callable, dtypes, aten) -> Callable:
+    def _register(self, fn: Callable, dtypes, aten, direct: bool = False) -> Callable:
         name = fn.__name__
         declared = FUNCTIONS.get(name)
         if declared is None:
@@ -105,6 +108,8 @@ class OpLibrary:
         self.functions[name] = fn
         if overload is not None:
             self.aten[name] = overload
+            if direct:
+                self.direct.add(name)
         if dtypes is not None:
             if not any(p.kind.is_tensor and not p.kind.is_output for p in declared.params):
                 raise TypeError(f"op library '{self.name}': {name} declares dtypes but has no tensor input")
