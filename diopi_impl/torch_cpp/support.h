@@ -67,6 +67,13 @@ inline at::Tensor alias_of(const at::Tensor& t) {
   if (t.is_neg()) result._set_neg(true);
   return result;
 }
+// A list-taking function's argument: a CPU tensor of any size passes (the Tensor of scalars of
+// _foreach_addcmul_, a step count), as alias_tensors lets it in Python.
+inline at::Tensor alias_or_cpu(diopiConstTensorHandle_t h) {
+  if (h == nullptr) return at::Tensor();
+  const at::Tensor& t = tensor(h);
+  return t.device().is_cpu() ? t : alias_of(t);
+}
 inline at::Tensor alias_of(diopiConstTensorHandle_t h) { return h == nullptr ? at::Tensor() : alias_of(tensor(h)); }
 inline std::optional<at::Tensor> optional_alias(diopiConstTensorHandle_t h) {
   return h == nullptr ? std::nullopt : std::optional<at::Tensor>(alias_of(tensor(h)));
@@ -74,7 +81,7 @@ inline std::optional<at::Tensor> optional_alias(diopiConstTensorHandle_t h) {
 inline std::vector<at::Tensor> aliases_of(const diopiConstTensorHandle_t* hs, int64_t n) {
   std::vector<at::Tensor> result;
   result.reserve(n);
-  for (int64_t i = 0; i < n; ++i) result.push_back(alias_of(hs[i]));
+  for (int64_t i = 0; i < n; ++i) result.push_back(alias_or_cpu(hs[i]));
   return result;
 }
 inline std::vector<at::Tensor> aliases_of(const diopiTensorHandle_t* hs, int64_t n) {

@@ -81,9 +81,13 @@ def _function(function: Function, schema: FunctionSchema) -> CFunction:
     if len(params) != len(outs) + len(inputs):
         raise Unsupported("its parameters do not take the overload's arguments one by one")
     lengths = {p.param.name: name for p, name in _list_lengths(function)}
+    # a list-taking function's CPU tensors (a step count, a Tensor of scalars) pass as alias_tensors lets them
+    lenient = bool(lengths)
     by_name, locals_ = {}, []
     for param, arg in zip(params, outs + inputs):
         expression, local = _convert(param, arg.type, lengths.get(param.name), arg.is_write)
+        if lenient:
+            expression = expression.replace("tc::alias_of(", "tc::alias_or_cpu(")
         if local:
             locals_.append(f"auto {param.name}_a = {expression};")
             expression = f"{param.name}_a"
