@@ -134,11 +134,23 @@ def install(kernels: dict, addresses: dict[str, int]) -> list[str]:
         warnings.warn(f"dipu: the C++ wrappers of the C op library could not be built or loaded, so its functions "
                       f"run through the Python wrappers ({_ENABLE_VAR}=0 skips trying): {error}", stacklevel=2)
         return []
-    chosen = [(op, addresses[diopi], addresses.get(scalar, 0), kernels[op][1]) for op, diopi, scalar in extension.ops()
-              if op in kernels and diopi in addresses]  # an op not in kernels: forced to the fallback
+    chosen = [(op, addresses[diopi], addresses.get(scalar, 0), kernels[op][1])
+              for op, diopi, scalar, meta_shapes in extension.ops()
+              if op in kernels and diopi in addresses  # an op not in kernels: forced to the fallback
+              and not (meta_shapes and _python_meta(op))]
     with warnings.catch_warnings():  # "Overriding a previously registered kernel": the point of installing
         warnings.simplefilter("ignore", UserWarning)
         return extension.install(chosen)
+
+
+def _python_meta(op: str) -> bool:
+    """Whether ``op``'s meta kernel is written in Python (torch/_meta_registrations.py registers most of them
+    over the C++ ones): calling it from C++ would cost more than the Python wrapper, so such an op keeps its
+    Python wrapper (Note [Meta shapes in C++] in scripts/autogen/dest/cpp_wrappers.py). The dispatcher says
+    where each kernel was registered; a Python registration names a .py file."""
+    table = torch._C._dispatch_dump_table("aten::" + op)
+    meta = [line for line in table.splitlines() if line.startswith("Meta:")]
+    return not meta or ".py:" in meta[0]
 
 
 def uninstall() -> None:

@@ -122,11 +122,13 @@ void define_module(py::module& m, const Entry* entries, size_t count) {
   for (size_t i = 0; i < count; ++i) by_op.emplace(entries[i].op, &entries[i]);
 
   m.def("ops", [entries, count] {
-    std::vector<std::tuple<std::string, std::string, std::string>> result;
+    std::vector<std::tuple<std::string, std::string, std::string, bool>> result;
     for (size_t i = 0; i < count; ++i)
-      result.emplace_back(entries[i].op, entries[i].kernel->diopi_name, entries[i].kernel->scalar_name);
+      result.emplace_back(entries[i].op, entries[i].kernel->diopi_name, entries[i].kernel->scalar_name,
+                          entries[i].kernel->meta_shapes);
     return result;
-  }, "(op, DIOPI function, scalar DIOPI function or '') of every kernel this extension has.");
+  }, "(op, DIOPI function, scalar DIOPI function or '', whether its shapes come from the meta kernel) of every "
+     "kernel this extension has.");
   m.def("install", [by_op](const std::vector<std::tuple<std::string, uintptr_t, uintptr_t, py::object>>& chosen) {
     uninstall();
     Quiet quiet;

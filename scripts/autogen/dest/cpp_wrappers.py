@@ -39,7 +39,11 @@ and dtypes, no memory) and allocates each output with the sizes, strides and dty
 which are the CPU's (TensorIterator's memory-format rules included). A kernel whose meta kernel throws
 (the arguments are wrong, or the op has none) takes the Python path for that call, which raises the
 error the Python wrapper raises; one with no meta kernel at all is sent there for good after its first
-call.
+call. Only C++ meta kernels are worth it: torch registers most meta kernels in Python
+(torch/_meta_registrations.py, over the C++ ones), and reaching one from C++ costs more than the Python
+wrapper does (index_select: 57 us against 18 us, measured), so ``cpp_wrappers.install`` leaves a kernel
+whose meta kernel is Python on its Python wrapper (on torch 2.13, 7 of the 97 such kernels have a C++
+one: the upsample backwards and _ctc_loss). Named C++ shape rules are what makes the hot ops fast.
 
 Note [Tensor lists in C++]
 The in-place ``_foreach_`` kernels (Tensor[] arguments, nothing returned) get C++ wrappers: the device is
