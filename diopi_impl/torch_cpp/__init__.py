@@ -41,6 +41,8 @@ from dipu import _native
 
 NAME = "torch_cpp"
 HERE = Path(__file__).parent
+#: The functions the generator cannot make, written by hand (the hot path's softmax, reductions, layer norm).
+HANDWRITTEN = HERE / "handwritten.cpp"
 
 
 def _include_dir() -> Path:
@@ -61,7 +63,7 @@ def pairings() -> list[tuple[str, str]]:
 def _generator_files() -> list[Path]:
     generator = Path(importlib.util.find_spec("dipugen").origin).parent
     return [generator / "proto.py", generator / "dest" / "aten_library.py", generator / "dest" / "c_header.py",
-            generator / "templates" / "aten_library.cpp.j2", HERE / "support.h",
+            generator / "templates" / "aten_library.cpp.j2", HERE / "support.h", HANDWRITTEN,
             *sorted((_include_dir() / "diopi").glob("*.h"))]
 
 
@@ -111,8 +113,8 @@ def _compile(target: Path, pairs: list[tuple[str, str]]) -> None:
         source = Path(work) / "aten_library.cpp"
         source.write_text(generate(pairs))
         built = Path(work) / target.name
-        result = subprocess.run([compiler(), str(source), *_flags(), "-o", str(built)], capture_output=True,
-                                text=True)
+        result = subprocess.run([compiler(), str(source), str(HANDWRITTEN), *_flags(), "-o", str(built)],
+                                capture_output=True, text=True)
         if result.returncode != 0:
             raise RuntimeError(f"dipu: building the C++ op library failed:\n{result.stderr[-4000:]}")
         shutil.copy(source, target.parent / source.name)
