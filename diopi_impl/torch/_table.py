@@ -59,7 +59,7 @@ def warn_lacking() -> None:
         warnings.warn(
             f"dipu: {len(LACKING)} function(s) of op library '{library.name}' apply ATen ops torch "
             f"{torch.__version__} lacks and run through the CPU fallback: "
-            f"{'; '.join(f'{name} ({op})' for name, op in sorted(LACKING.items()))}", stacklevel=3)
+            f"{'; '.join(f'{name} ({op})' for name, op in sorted(LACKING.items()))}", stacklevel=2)
 
 
 def _register(name: str, function: Callable, aten_op) -> None:
