@@ -48,10 +48,14 @@ def run_python(code: str, env: dict | None = None, cwd=None, check: bool = True)
     """Run `code` in a fresh interpreter; returns the CompletedProcess.
 
     A child given a sim switch (DIPU_SIM_*) and no vendor runs on sim, whatever vendor the suite
-    runs on: the switch is what it tests.
+    runs on: the switch is what it tests. On a machine where torch has a GPU, a child of a suite run
+    without DIPU_VENDOR gets DIPU_VENDOR=sim, so that plain `import torch` loads dipu there as elsewhere.
     """
     env = dict(env or {})
     if any(name.startswith("DIPU_SIM_") for name in env):
+        env.setdefault("DIPU_VENDOR", "sim")
+    if torch.cuda.is_available() and not os.environ.get("DIPU_VENDOR"):
+        # where torch has a GPU, plain `import torch` activates dipu only when asked (Note [Who activates dipu])
         env.setdefault("DIPU_VENDOR", "sim")
     full_env = {**os.environ, **env}
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=full_env, cwd=cwd,
