@@ -7,7 +7,7 @@
 #   bash benchmarks/gpu_check.sh --help
 #
 # Writes to that directory: summary.txt (one line per step: status, seconds), install.log, build.log,
-# pytest.txt, compile.txt, autocompare.txt, bench.txt and bench.json. Each step has its own time limit and
+# pytest.txt, eager.txt, compile.txt, autocompare.txt, bench.txt and bench.json. Each step has its own time limit and
 # the steps share one budget (TOTAL_SECONDS, default 450), so the script ends in time whatever hangs. Without
 # a GPU it writes "skipped" to summary.txt and exits 0.
 set -uo pipefail
@@ -70,8 +70,18 @@ step build 180 "$out/build.log" env DIPU_VENDOR=cuda "$python" -c \
 step pytest 210 "$out/pytest.txt" env DIPU_VENDOR=cuda "$python" -m pytest -q -rs -p no:cacheprovider \
     tests/test_cuda_vendor.py tests/test_coexistence.py tests/test_errors.py tests/test_ops.py tests/test_device.py \
     tests/test_memory.py tests/test_streams.py tests/test_autograd.py tests/test_training.py
-# 4. torch.compile with Triton on dipu(cuda): the compiled CNN trains (losses as eager's: compare with eager).
+# 4. torch.compile with Triton on dipu(cuda): the compiled CNN trains with the eager losses.
+step eager 60 "$out/eager.txt" env DIPU_VENDOR=cuda "$python" examples/train.py --model cnn --epochs 1
 step compile 120 "$out/compile.txt" env DIPU_VENDOR=cuda "$python" examples/train.py --model cnn --epochs 1 --compile
+final_loss() { tr '\r' '\n' < "$1" 2>/dev/null | grep -o 'epoch 1/1  loss [0-9.]*' | tail -1 | awk '{print $4}'; }
+eager_loss="$(final_loss "$out/eager.txt")" compiled_loss="$(final_loss "$out/compile.txt")"
+if [ -n "$eager_loss" ] && [ -n "$compiled_loss" ] &&
+    awk -v a="$eager_loss" -v b="$compiled_loss" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.01 * a) }'; then
+    note "compile: final loss $compiled_loss, eager $eager_loss (within 1%)"
+else
+    note "compile: final loss '$compiled_loss' is not within 1% of eager's '$eager_loss'"
+    failed=1
+fi
 # 5. autocompare every op dipu registers during one epoch of the CNN.
 step autocompare 90 "$out/autocompare.txt" env DIPU_VENDOR=cuda DIPU_AUTOCOMPARE_OPS_LIST='.*' \
     "$python" examples/train.py --model cnn --epochs 1
