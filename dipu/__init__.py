@@ -1,10 +1,10 @@
 """dipu: plug an accelerator into PyTorch as the ``dipu`` device (PrivateUse1).
 
 ``import dipu`` (or plain ``import torch``, through PyTorch's device-backend
-autoload) selects the vendor runtime, builds/loads the native core, registers
-the device, ``torch.dipu`` and the generated op kernels. It starts no vendor
-runtime: the first device use does (Note [Lazy initialization] in
-dipu/device/_initialization.py).
+autoload, where Note [Who activates dipu] in dipu_autoload.py lets it) selects
+the vendor runtime, builds/loads the native core, registers the device,
+``torch.dipu`` and the generated op kernels. It starts no vendor runtime: the
+first device use does (Note [Lazy initialization] in dipu/device/_initialization.py).
 """
 
 from __future__ import annotations
@@ -53,7 +53,10 @@ if torch.distributed.is_available():
 
     distributed.register()
 
-from dipu import mock_cuda  # noqa: E402
+from dipu import coexistence, mock_cuda  # noqa: E402
+
+if coexistence.needed():  # Note [CUDA backward beside dipu]
+    coexistence.install()
 
 if vendor().compiler_backend is None:  # Note [torch.compile without a compiler]
     from dipu import compile_without_compiler  # noqa: E402

@@ -294,14 +294,64 @@ def _on_dipu(node) -> bool:
     return device is not None and device.type == _TYPE
 
 
+# Note [Triton kernels on dipu(cuda)]
+# Under the CUDA vendor a dipu tensor's memory is CUDA memory on the same GPU index, and the vendor keeps
+# CUDA's current stream equal to dipu's (vendor/cuda). So a Triton kernel inductor generates for a dipu
+# graph is a CUDA kernel: it must be compiled for and launched as one. Two things in inductor name the
+# device type instead:
+# - the kernel's ``triton_meta["device"]`` (``DeviceProperties``, written into the kernel's source), whose
+#   ``type`` becomes Triton's compile target; Triton's NVIDIA backend accepts only "cuda" ("0 compatible
+#   backends for target (dipu)"), and at launch the same field picks the device interface whose raw stream
+#   the kernel is launched on. ``DipuTritonKernel`` writes "cuda" there: the target is the GPU's, and the
+#   stream is CUDA's current one, which is dipu's.
+# - ``torch._inductor.utils.GPU_TYPES``, which decides whether inductor treats a device as a GPU (device
+#   guards around kernels, GPU-only lowerings and layouts). ``_register_gpu_type`` adds "dipu" there, after
+#   caching ``get_gpu_type()`` (which asserts that at most one listed type is available) as "cuda".
+# Unverified on a GPU in this revision: written against inductor's sources of torch 2.11 to 2.14.
+_TRITON_DEVICE_FIELD = f"DeviceProperties(type='{_TYPE}'"
+
+
+def for_triton(source: str) -> str:
+    """A generated kernel's source with its device properties naming CUDA (Note [Triton kernels on dipu(cuda)])."""
+    return source.replace(_TRITON_DEVICE_FIELD, "DeviceProperties(type='cuda'")
+
+
+def _triton_scheduling():
+    from torch._inductor.codegen.triton import TritonKernel, TritonScheduling
+
+    class DipuTritonKernel(TritonKernel):
+        """Inductor's Triton kernel, compiled and launched as the CUDA kernel it is (Note [Triton kernels on
+        dipu(cuda)])."""
+
+        def codegen_kernel(self, *args, **kwargs):
+            source = super().codegen_kernel(*args, **kwargs)
+            device = (self.triton_meta or {}).get("device")
+            if device is not None and device.type == _TYPE:
+                self.triton_meta["device"] = device._replace(type="cuda")
+            return for_triton(source)
+
+    class DipuTritonScheduling(TritonScheduling):
+        kernel_type = DipuTritonKernel
+
+    return DipuTritonScheduling
+
+
+def _register_gpu_type() -> None:
+    """Note [Triton kernels on dipu(cuda)]: inductor treats dipu as a GPU type."""
+    from torch._inductor import utils as inductor_utils
+
+    if _TYPE not in inductor_utils.GPU_TYPES:
+        inductor_utils.get_gpu_type()  # cached before dipu is listed: "cuda"
+        inductor_utils.GPU_TYPES.append(_TYPE)
+
+
 def _scheduling():
     backend = compiler_backend()
     if backend == "cpp":
         return _cpp_scheduling()
     if backend == "triton":
-        from torch._inductor.codegen.triton import TritonScheduling
-
-        return TritonScheduling
+        _register_gpu_type()
+        return _triton_scheduling()
     return NoCompilerScheduling
 
 

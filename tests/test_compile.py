@@ -201,3 +201,35 @@ def test_triton_kernels_on_cuda_vendor():  # pragma: no cover - no GPU where thi
     result, (code,) = run_and_get_code(torch.compile(f), x)
     assert "triton" in code
     torch.testing.assert_close(result.cpu(), f(x.cpu()))
+
+
+# ---- Note [Triton kernels on dipu(cuda)]: what can be checked without a GPU ------------------------------------
+
+
+def test_triton_kernels_for_dipu_name_cuda_as_their_target():
+    from dipu import compile as dipu_compile
+
+    source = ("@triton_heuristics.pointwise(size_hints={'x': 8}, triton_meta={'signature': {}, 'device': "
+              "DeviceProperties(type='dipu', index=0, multi_processor_count=132, cc=90, major=9), "
+              "'constants': {}})")
+    rewritten = dipu_compile.for_triton(source)
+    assert "DeviceProperties(type='cuda', index=0, multi_processor_count=132, cc=90" in rewritten
+    assert rewritten.replace("type='cuda'", "type='dipu'") == source
+    assert dipu_compile.for_triton("DeviceProperties(type='cpu', index=None)") == \
+        "DeviceProperties(type='cpu', index=None)"
+
+
+def test_the_triton_scheduling_makes_dipu_kernels_cuda_kernels(monkeypatch):
+    pytest.importorskip("triton", reason="needs the triton package (CUDA builds of torch ship it)")
+    from torch._inductor import utils as inductor_utils
+    from torch._inductor.codegen.triton import TritonKernel, TritonScheduling
+
+    from dipu import compile as dipu_compile
+
+    scheduling = dipu_compile._triton_scheduling()
+    assert issubclass(scheduling, TritonScheduling) and issubclass(scheduling.kernel_type, TritonKernel)
+    monkeypatch.setattr(inductor_utils, "GPU_TYPES", list(inductor_utils.GPU_TYPES))
+    dipu_compile._register_gpu_type()
+    dipu_compile._register_gpu_type()
+    assert inductor_utils.GPU_TYPES.count("dipu") == 1 and inductor_utils.is_gpu("dipu")
+    assert inductor_utils.get_gpu_type() == "cuda"  # cached before dipu was listed

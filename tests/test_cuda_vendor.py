@@ -70,3 +70,53 @@ def test_memory_stats_and_out_of_memory(python):
             assert "dipu out of memory on cuda device dipu:0" in str(e)
         assert torch.ones(10, device="dipu").sum().item() == 10
     """, env=CUDA)
+
+
+# ---- the GPU check and the GPU benchmark (benchmarks/): what runs without a GPU -----------------------------
+REPO = __import__("pathlib").Path(__file__).resolve().parents[1]
+
+
+def test_gpu_check_script_parses_and_explains_itself():
+    import subprocess
+
+    script = REPO / "benchmarks" / "gpu_check.sh"
+    subprocess.run(["bash", "-n", str(script)], check=True)
+    out = subprocess.run(["bash", str(script), "--help"], capture_output=True, text=True, check=True).stdout
+    assert out.startswith("The GPU check:") and "summary.txt" in out
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the skip on machines without a GPU")
+def test_gpu_check_and_bench_skip_cleanly_without_a_gpu(tmp_path):
+    import subprocess
+    import sys
+
+    proc = subprocess.run(["bash", str(REPO / "benchmarks" / "gpu_check.sh")], env={**__import__("os").environ,
+                          "OUT": str(tmp_path)}, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "summary.txt").read_text().startswith("gpu_check: skipped: torch sees no GPU")
+    bench = [sys.executable, str(REPO / "benchmarks" / "bench_gpu.py")]
+    out = subprocess.run(bench + ["--quick"], capture_output=True, text=True, check=True, timeout=120).stdout
+    assert out.startswith("bench_gpu: skipped: needs an NVIDIA GPU")
+    assert "resnet18-infer-b1" in subprocess.run(bench + ["--help"], capture_output=True, text=True,
+                                                 check=True).stdout
+    bad = subprocess.run(bench + ["--cases", "nosuch"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "unknown case(s) nosuch; known: tiny-add," in bad.stderr
+
+
+def test_bench_gpu_table():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_gpu", REPO / "benchmarks" / "bench_gpu.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    rows = [{"case": "tiny-add", "native_ms": 0.008, "dipu_ms": 0.016, "native_peak": 0, "dipu_peak": 0},
+            {"case": "resnet18-infer-b1", "native_ms": 1.5, "dipu_ms": 1.6, "native_peak": 2**20,
+             "dipu_peak": 2**21}]
+    for row in rows:
+        row["ratio"] = row["native_ms"] / row["dipu_ms"]
+        row["memory_ratio"] = row["dipu_peak"] / max(row["native_peak"], 1)
+    lines = bench.table(rows).splitlines()
+    assert lines[1].split()[:5] == ["tiny-add", "8.00", "us", "16.00", "us"]
+    assert lines[2].endswith(">= 0.85 ok")
+    assert bench._environment("native")["TORCH_DEVICE_BACKEND_AUTOLOAD"] == "0"
+    assert bench._environment("dipu")["DIPU_VENDOR"] == "cuda"

@@ -98,3 +98,29 @@ def test_compiled_generated_code_is_cached(tmp_path, monkeypatch):
     exec(loader.get_code("dipu_test_module"), namespace)
     assert namespace["VALUE"] == 42
     assert list((tmp_path / "code").iterdir()) == [cached]
+
+
+def test_op_library_tables_leave_out_what_this_torch_lacks(monkeypatch):
+    """Note [ATen ops a torch lacks]: a table function whose ATen op the installed torch lacks (torch 2.11 has
+    no _foreach_clone) is left out with one warning worded as the spec's, instead of failing the import."""
+    from dipu.diopi_impl.torch import _table
+
+    monkeypatch.setattr(_table, "LACKING", {})
+    assert _table.aten_overload("diopiForeachAdd", "_foreach_add", "List") is torch.ops.aten._foreach_add.List
+    assert _table.aten_overload("diopiNoSuch", "_no_such_op") is None
+    assert _table.aten_overload("diopiAddNoSuch", "add", "no_such_overload") is None
+    assert _table.LACKING == {"diopiNoSuch": "aten::_no_such_op", "diopiAddNoSuch": "aten::add.no_such_overload"}
+    with pytest.warns(UserWarning) as record:
+        _table.warn_lacking()
+    assert str(record[0].message) == (
+        f"dipu: 2 function(s) of op library 'torch' apply ATen ops torch {torch.__version__} lacks and run "
+        "through the CPU fallback: diopiAddNoSuch (aten::add.no_such_overload); diopiNoSuch (aten::_no_such_op)")
+
+
+def test_every_function_this_torch_has_an_op_for_is_in_the_library():
+    from dipu.diopi import FUNCTIONS
+    from dipu.diopi_impl.torch import _table, library
+
+    foreach = {name for name in FUNCTIONS if name.startswith("diopiForeach")}
+    assert foreach - set(library.functions) == set(_table.LACKING) & foreach
+    assert ("diopiForeachClone" in _table.LACKING) is not hasattr(torch.ops.aten, "_foreach_clone")

@@ -16,5 +16,8 @@ from . import (  # noqa: F401  (they register)
     pooling, random, recurrent, reductions, resampling, tensor,
 )
 from ._library import library
+from ._table import warn_lacking
+
+warn_lacking()  # Note [ATen ops a torch lacks]
 
 __all__ = ["library"]

@@ -22,6 +22,7 @@ with one ATen overload.
 from __future__ import annotations
 
 import inspect
+import warnings
 from typing import Callable
 
 import torch
@@ -32,6 +33,33 @@ from ._aten import alias_tensors, fast_aten, require_copy
 from ._library import library
 
 aten = torch.ops.aten
+
+
+#: Note [ATen ops a torch lacks]
+#: A table names ATen ops by name, and an older torch may lack one (torch 2.11 has no ``_foreach_clone``).
+#: The function applying it is then left out of the library, recorded here (function -> op), and the
+#: package warns once at import as the spec does for an entry that does not fit (Note [The spec follows the
+#: installed torch]): its ops run through the CPU fallback. Nothing else of the library is lost.
+LACKING: dict[str, str] = {}
+
+
+def aten_overload(name: str, packet: str, overload: str = "default"):
+    """``aten.<packet>.<overload>`` for function ``name``, or None (recorded in ``LACKING``) where the installed
+    torch lacks it (Note [ATen ops a torch lacks])."""
+    try:
+        return getattr(getattr(aten, packet), overload)
+    except AttributeError:
+        LACKING[name] = f"aten::{packet}" + (f".{overload}" if overload != "default" else "")
+        return None
+
+
+def warn_lacking() -> None:
+    """The one warning naming the functions left out for the installed torch (Note [ATen ops a torch lacks])."""
+    if LACKING:
+        warnings.warn(
+            f"dipu: {len(LACKING)} function(s) of op library '{library.name}' apply ATen ops torch "
+            f"{torch.__version__} lacks and run through the CPU fallback: "
+            f"{'; '.join(f'{name} ({op})' for name, op in sorted(LACKING.items()))}", stacklevel=2)
 
 
 def _register(name: str, function: Callable, aten_op) -> None:

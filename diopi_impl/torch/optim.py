@@ -17,23 +17,24 @@ from dipu.diopi import FUNCTIONS, SUCCESS
 from dipu.diopi import native_alias as alias
 from ._aten import alias_tensors as native
 from ._library import library
-from ._table import foreach_function
+from ._table import aten_overload, foreach_function
 
 aten = torch.ops.aten
 
 _SNAKE = {"ClampMin": "clamp_min", "ClampMax": "clamp_max"}
 #: Functions whose overload the naming pattern does not give.
 _FOREACH_OVERLOADS = {
-    "diopiForeachNorm": aten._foreach_norm.Scalar,
-    "diopiForeachPowsum": aten._foreach_powsum.Scalar,
-    "diopiForeachPowScalarAndTensor": aten._foreach_pow.ScalarAndTensor,
+    "diopiForeachNorm": ("_foreach_norm", "Scalar"),
+    "diopiForeachPowsum": ("_foreach_powsum", "Scalar"),
+    "diopiForeachPowScalarAndTensor": ("_foreach_pow", "ScalarAndTensor"),
 }
 
 
 def _foreach_overload(name: str):
-    """The ATen _foreach_ overload ``name`` applies; see Note [Foreach kernels from the proto]."""
+    """The ATen _foreach_ overload ``name`` applies (Note [Foreach kernels from the proto]); None where the
+    installed torch lacks it (Note [ATen ops a torch lacks] in _table.py)."""
     if name in _FOREACH_OVERLOADS:
-        return _FOREACH_OVERLOADS[name]
+        return aten_overload(name, *_FOREACH_OVERLOADS[name])
     rest = name.removeprefix("diopiForeach")
     inplace = "Inp" in rest
     op, _, variant = rest.partition("Inp") if inplace else (rest, "", "")
@@ -42,13 +43,12 @@ def _foreach_overload(name: str):
             if op.endswith(candidate) and op != candidate:
                 op, variant = op[: -len(candidate)], candidate
                 break
-    packet = getattr(aten, f"_foreach_{_SNAKE.get(op, op.lower())}{'_' if inplace else ''}")
-    return getattr(packet, variant or "default")
+    return aten_overload(name, f"_foreach_{_SNAKE.get(op, op.lower())}{'_' if inplace else ''}", variant or "default")
 
 
 for _name in sorted(FUNCTIONS):
-    if _name.startswith("diopiForeach"):
-        foreach_function(_name, _foreach_overload(_name))
+    if _name.startswith("diopiForeach") and (_overload := _foreach_overload(_name)) is not None:
+        foreach_function(_name, _overload)
 
 
 # ---- fused optimizer steps -------------------------------------------------------------------------------

@@ -118,7 +118,8 @@ class Registration:
         with warnings.catch_warnings():  # "Overriding a previously registered kernel": the point of the overlay
             warnings.simplefilter("ignore", UserWarning)
             for op, kernel in chosen:
-                self._compared.impl(op.name, wrap(kernel, op), "PrivateUse1")
+                # allow_override: torch before 2.13 refuses by default a second Python kernel for one op and key
+                self._compared.impl(op.name, wrap(kernel, op), "PrivateUse1", allow_override=True)
         return [op.name for op, _ in chosen]
 
     def _drop(self, *, compared_only: bool) -> None:

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# The GPU check: on a fresh machine with an NVIDIA GPU and a CUDA build of torch already installed (no network
+# needed), install this checkout without its dependencies, build the native core, run the GPU-relevant tests
+# on the CUDA vendor, train compiled and autocompared, and benchmark against native CUDA; in under 8 minutes.
+#
+#   bash benchmarks/gpu_check.sh            # results in $OUT if set, else ./gpu_check_results
+#   bash benchmarks/gpu_check.sh --help
+#
+# Writes to that directory: summary.txt (one line per step: status, seconds), install.log, build.log,
+# pytest.txt, eager.txt, compile.txt, autocompare.txt, bench.txt and bench.json. Each step has its own time limit and
+# the steps share one budget (TOTAL_SECONDS, default 450), so the script ends in time whatever hangs. Without
+# a GPU it writes "skipped" to summary.txt and exits 0.
+set -uo pipefail
+
+if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
+    sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
+    exit 0
+fi
+
+cd "$(dirname "$0")/.."
+out="${OUT:-$PWD/gpu_check_results}"
+mkdir -p "$out"
+summary="$out/summary.txt"
+: > "$summary"
+python="${PYTHON:-python}"
+total="${TOTAL_SECONDS:-450}"
+started=$SECONDS
+failed=0
+
+note() { echo "$*" | tee -a "$summary"; }
+
+# step NAME LIMIT LOG COMMAND...: run COMMAND with at most LIMIT seconds (less if the budget is nearly spent).
+step() {
+    local name="$1" limit="$2" log="$3"
+    shift 3
+    local left=$((total - (SECONDS - started)))
+    if [ "$left" -lt 15 ]; then
+        note "$name: not run (the ${total}s budget is spent)"
+        failed=1
+        return
+    fi
+    [ "$limit" -gt "$left" ] && limit="$left"
+    local begin=$SECONDS status
+    timeout --kill-after=10 "$limit" "$@" > "$log" 2>&1
+    status=$?
+    local took=$((SECONDS - begin))
+    if [ "$status" -eq 0 ]; then
+        note "$name: ok (${took}s)"
+    elif [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
+        note "$name: TIMED OUT after ${took}s (limit ${limit}s); see $(basename "$log")"
+        failed=1
+    else
+        note "$name: FAILED with status $status (${took}s); see $(basename "$log")"
+        failed=1
+    fi
+}
+
+if ! "$python" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' > /dev/null 2>&1; then
+    note "gpu_check: skipped: torch sees no GPU ($("$python" -c 'import torch; print("torch", torch.__version__)' 2>&1 | tail -1))"
+    exit 0
+fi
+note "gpu_check: $("$python" -c 'import torch; print(torch.cuda.get_device_name(), "torch", torch.__version__)')"
+
+# 1. install: the checkout, editable, none of its dependencies (torch is the machine's; the rest are there).
+step install 120 "$out/install.log" "$python" -m pip install --no-deps --no-build-isolation --no-index -e .
+# 2. build the native core for this torch (and generate the kernels where it is not the reference torch).
+step build 180 "$out/build.log" env DIPU_VENDOR=cuda "$python" -c \
+    'import torch, dipu; x = torch.ones(3, device="dipu"); print(dipu.vendor().name, (x + x).cpu().tolist())'
+# 3. the GPU-relevant tests on the CUDA vendor (tests that cannot hold on one GPU skip with their reason).
+step pytest 210 "$out/pytest.txt" env DIPU_VENDOR=cuda "$python" -m pytest -q -rs -p no:cacheprovider \
+    tests/test_cuda_vendor.py tests/test_coexistence.py tests/test_errors.py tests/test_ops.py tests/test_device.py \
+    tests/test_memory.py tests/test_streams.py tests/test_autograd.py tests/test_training.py
+# 4. torch.compile with Triton on dipu(cuda): the compiled CNN trains with the eager losses.
+step eager 60 "$out/eager.txt" env DIPU_VENDOR=cuda "$python" examples/train.py --model cnn --epochs 1
+step compile 120 "$out/compile.txt" env DIPU_VENDOR=cuda "$python" examples/train.py --model cnn --epochs 1 --compile
+final_loss() { tr '\r' '\n' < "$1" 2>/dev/null | grep -o 'epoch 1/1  loss [0-9.]*' | tail -1 | awk '{print $4}'; }
+eager_loss="$(final_loss "$out/eager.txt")" compiled_loss="$(final_loss "$out/compile.txt")"
+if [ -n "$eager_loss" ] && [ -n "$compiled_loss" ] &&
+    awk -v a="$eager_loss" -v b="$compiled_loss" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.01 * a) }'; then
+    note "compile: final loss $compiled_loss, eager $eager_loss (within 1%)"
+else
+    note "compile: final loss '$compiled_loss' is not within 1% of eager's '$eager_loss'"
+    failed=1
+fi
+# 5. autocompare every op dipu registers during one epoch of the CNN.
+step autocompare 90 "$out/autocompare.txt" env DIPU_VENDOR=cuda DIPU_AUTOCOMPARE_OPS_LIST='.*' \
+    "$python" examples/train.py --model cnn --epochs 1
+# 6. native CUDA against dipu(cuda), each in its own processes.
+step bench 150 "$out/bench.txt" "$python" benchmarks/bench_gpu.py --quick --json "$out/bench.json"
+
+note "gpu_check: $([ "$failed" -eq 0 ] && echo ok || echo 'FAILED (see above)') in $((SECONDS - started))s; results in $out"
+exit "$failed"
