@@ -211,7 +211,25 @@ def worker_collectives():
     dist.broadcast_object_list(shared, src=1)
     assert shared == ["from rank 1"], shared
     dist.barrier()
+    _check_communicator(dist)
     dist.destroy_process_group()
+
+
+def _check_communicator(dist):
+    """Under TEST_EXPECT_XCCL: dipu tensors went through the plug-in's collectives, and only what its ABI
+    lacks (bitwise reduce ops) through host copies; under TEST_EXPECT_HOST_PATH=1, everything did."""
+    from dipu import xccl
+
+    expect = os.environ.get("TEST_EXPECT_XCCL")
+    if not expect:
+        return
+    communicator = dist.group.WORLD._communicator
+    assert type(communicator).__name__ == "XcclCommunicator", type(communicator)
+    reasons = {reason for _, reason in xccl.HOST_FALLBACKS}
+    if expect == "host":
+        assert communicator._broken and all("self-test" in r for r in reasons) and reasons, xccl.HOST_FALLBACKS
+    else:
+        assert all(r.startswith("the ABI has no reduce op B") for r in reasons), xccl.HOST_FALLBACKS
 
 
 def _model():
@@ -352,6 +370,61 @@ def worker_mismatch():
     dist.destroy_process_group()
 
 
+def worker_xccl_ranks():
+    """At WORLD_SIZE ranks (4 in the test), large tensors (several chunks of refc's slots, sizes
+    that do not divide evenly) on the plug-in's collectives equal gloo's on the CPU."""
+    dist, rank = _init(timeout_s=60)
+    world = dist.get_world_size()
+    device = torch.device("dipu", torch.dipu.current_device())
+
+    def values(n, salt):  # integers: every order of summation gives the same float
+        return torch.randint(-1000, 1000, (n,), generator=torch.Generator().manual_seed(rank * 97 + salt)).float()
+
+    def both(fn, *tensors):
+        on_dipu = [t.to(device) for t in tensors]
+        fn(*tensors)
+        fn(*on_dipu)
+        for cpu, d in zip(tensors, on_dipu):
+            assert torch.equal(cpu, d.cpu()), fn
+
+    n = 1_000_003  # ~4 MiB of float32: two chunks of refc's 2 MiB slots, parts of unequal size
+    for op in (dist.ReduceOp.SUM, dist.ReduceOp.MAX):
+        both(lambda x, op=op: dist.all_reduce(x, op=op), values(n, 1))
+    both(lambda x: dist.all_reduce(x), values(1000, 2))  # one small chunk
+    both(lambda x: dist.broadcast(x, src=world - 1), values(n, 3))
+    both(lambda o, x: dist.all_gather_into_tensor(o, x), torch.empty(world * 300_001), values(300_001, 4))
+    both(lambda o, x: dist.reduce_scatter_tensor(o, x), torch.empty(300_001), values(world * 300_001, 5))
+    splits = [(rank + j) % 3 + 1 for j in range(world)]  # uneven, and different on every rank
+    gathered = [None] * world
+    dist.all_gather_object(gathered, splits)
+    out_splits = [gathered[j][rank] for j in range(world)]
+    both(lambda o, x: dist.all_to_all_single(o, x, out_splits, splits),
+         torch.empty(sum(out_splits), 5), values(sum(splits) * 5, 6).view(-1, 5))
+    ring = values(7, 7)  # each rank sends to the next, receives from the previous
+    both(lambda x: [w.wait() for w in dist.batch_isend_irecv(
+        [dist.P2POp(dist.isend, x.clone(), (rank + 1) % world),
+         dist.P2POp(dist.irecv, x, (rank - 1) % world)])], ring)
+    dist.barrier()
+    _check_communicator(dist)
+    dist.destroy_process_group()
+
+
+def worker_plugin_error():
+    """A plug-in collective that returns an error raises on every rank at once, naming it."""
+    dist, rank = _init(timeout_s=20)
+    x = torch.ones(4, device="dipu")
+    start = time.monotonic()
+    try:
+        dist.all_reduce(x)
+    except RuntimeError as error:
+        assert "dipu: vendor 'refc' failed in xccl_all_reduce: it returned C_INTERNAL_ERROR" in str(error), error
+        assert time.monotonic() - start < 10
+        print(f"error: {error}")
+    else:
+        raise AssertionError("all_reduce did not raise")
+    dist.destroy_process_group()
+
+
 # ---- tests ---------------------------------------------------------------------------------------
 
 
@@ -399,6 +472,50 @@ def test_rank_that_never_joins_gives_a_timeout_error():
 
 def test_mismatched_collectives_raise_on_both_ranks_under_debug_detail():
     check_all_passed(spawn("mismatch", {"TORCH_DISTRIBUTED_DEBUG": "DETAIL"}, timeout=60))
+
+
+# ---- a C plug-in's own collectives (refc's xccl_*) -------------------------------------------------
+
+REFC = {"DIPU_VENDOR": "refc"}
+
+
+def test_refc_xccl_collectives_match_gloo_on_cpu():
+    check_all_passed(spawn("collectives", {**REFC, "TEST_EXPECT_XCCL": "1"}))
+
+
+def test_refc_xccl_at_four_ranks_with_large_tensors():
+    check_all_passed(spawn("xccl_ranks", {**REFC, "TEST_EXPECT_XCCL": "1"}, world=4))
+
+
+def test_refc_xccl_ddp_and_checkpoint(tmp_path):
+    check_all_passed(spawn("ddp", {**REFC, "TEST_CHECKPOINT_DIR": str(tmp_path)}))
+
+
+def test_refc_xccl_fsdp2():
+    check_all_passed(spawn("fsdp2", REFC))
+
+
+def test_refc_xccl_dead_peer_gives_a_timeout_error_not_a_hang():
+    results = spawn("dead_peer", REFC, timeout=60)
+    check_all_passed(results)
+    assert "error after" in results[0].stdout and "timed out" in results[0].stdout, results[0].stdout
+
+
+def test_refc_xccl_error_status_raises_on_every_rank():
+    results = spawn("plugin_error", {**REFC, "DIPU_REFC_XCCL_FAIL": "xccl_all_reduce:2"}, timeout=60)
+    check_all_passed(results)
+
+
+def test_plugin_whose_all_reduce_lies_is_caught_by_the_self_test():
+    """CustomCPU's xccl_all_reduce only waits for the others; refc's switch imitates it."""
+    results = spawn("collectives", {**REFC, "DIPU_REFC_XCCL_FAKE_ALL_REDUCE": "1", "TEST_QUICK": "1",
+                                    "TEST_EXPECT_XCCL": "host"})
+    check_all_passed(results)
+    assert "xccl_all_reduce failed dipu's self-test" in results[0].stderr, results[0].stderr[-3000:]
+
+
+def test_refc_collectives_off_with_dipu_xccl_0_use_host_copies():
+    check_all_passed(spawn("collectives", {**REFC, "DIPU_XCCL": "0", "TEST_QUICK": "1"}))
 
 
 # ---- the vendor contract ---------------------------------------------------------------------------
