@@ -4,14 +4,16 @@
  * A communicator is a POSIX shared-memory segment named by the unique id (rank 0 creates it; the
  * others attach; rank 0 unlinks the name once all have, so nothing is left in /dev/shm even if a
  * rank dies later). The segment holds a header (a barrier, an abort flag, point-to-point counters)
- * and two sets of one slot per rank. Every collective is a task on the stream it is given, run by
- * that stream's worker (runtime.c), so it is ordered with the stream's other work; it proceeds in
+ * and two sets of one slot per rank (16 MiB in all, whatever the number of ranks, so that a small
+ * /dev/shm holds it). Every collective is a task on the stream it is given, run by that stream's
+ * worker (runtime.c), so it is ordered with the stream's other work; it proceeds in
  * chunks of one slot: each rank writes its part into its slot, all meet at the barrier, each reads
  * what it needs from the others' slots. Chunks alternate between the two sets, so one barrier per
  * chunk suffices: a rank rewrites a set only after the barrier of the chunk in between, which every
  * rank reaches only once it has finished reading that set. An all-reduce chunk is a reduce-scatter
  * (rank r reduces part r of every slot) and an all-gather (two barriers), so the reduction work is
- * shared; reductions run in rank order, so every rank gets the same bits.
+ * shared; a small chunk, and every chunk at two ranks, takes one barrier instead (each rank reduces
+ * all of it). Reductions run in rank order, so every rank gets the same bits.
  * Point-to-point messages are eager: a send writes the message into a segment of its own and counts
  * it, a recv waits for the count, so sends never wait for receives (batch_isend_irecv, all_to_all).
  *
@@ -47,7 +49,7 @@
 
 #define UID_BYTES 48
 #define MAX_RANKS 64
-#define SLOT_BYTES ((size_t)1 << 21)
+#define SEGMENT_BYTES ((size_t)16 << 20) /* the slots of one communicator, all ranks and both sets */
 #define HEADER_BYTES ((size_t)1 << 16)
 #define MAGIC 0x64697075u /* "dipu": the header is initialized */
 
@@ -63,6 +65,7 @@ struct C_CCLComm_st {
   char *slots;
   size_t mapped;
   int rank, ranks, device;
+  size_t slot_bytes; /* SEGMENT_BYTES / (2 x ranks), at most 4 MiB: the chunk of a collective */
   char name[UID_BYTES];
   unsigned long chunk;            /* chunks run so far: picks the slot set */
   uint64_t sent[MAX_RANKS], received[MAX_RANKS];
@@ -146,7 +149,7 @@ static int barrier(Comm *c, const char *what) {
 /* The slot of `rank` in the set of the next chunk. */
 static char *slot(Comm *c, int rank) {
   size_t set = c->chunk & 1;
-  return c->slots + (set * (size_t)c->ranks + (size_t)rank) * SLOT_BYTES;
+  return c->slots + (set * (size_t)c->ranks + (size_t)rank) * c->slot_bytes;
 }
 
 /* ---- element types and reductions ---- */
@@ -293,19 +296,21 @@ static void reduce_slots(Comm *c, char *out, size_t offset, size_t n, C_DataType
 }
 
 /* ---- the collectives, run on a stream's worker ---- */
-#define SMALL_BYTES ((size_t)1 << 16) /* below this, every rank reduces a whole chunk itself */
+/* Below this, or at two ranks (where splitting the work saves no memory traffic, only adds a
+ * barrier), every rank reduces the whole chunk itself. */
+#define SMALL_BYTES ((size_t)1 << 16)
 
 /* root < 0: all-reduce; else reduce to root. */
 static int run_reduce(Comm *c, const char *send, char *recv, size_t count, C_DataType type,
                       C_CCLReduceOp op, int root, int fake, const char *what) {
-  size_t size = type_size(type), per_chunk = SLOT_BYTES / size;
+  size_t size = type_size(type), per_chunk = c->slot_bytes / size;
   for (size_t start = 0; start < count; start += per_chunk, c->chunk++) {
     size_t n = count - start < per_chunk ? count - start : per_chunk;
     char *mine = slot(c, c->rank);
     memcpy(mine, send + start * size, n * size);
     if (barrier(c, what)) return -1;
     if (fake) continue;
-    if (root >= 0 || n * size <= SMALL_BYTES) {
+    if (root >= 0 || c->ranks <= 2 || n * size <= SMALL_BYTES) {
       if (root < 0 || root == c->rank) reduce_slots(c, recv + start * size, 0, n, type, op);
       continue;
     }
@@ -323,8 +328,8 @@ static int run_reduce(Comm *c, const char *send, char *recv, size_t count, C_Dat
 }
 
 static int run_broadcast(Comm *c, char *buf, size_t bytes, int root) {
-  for (size_t start = 0; start < bytes; start += SLOT_BYTES, c->chunk++) {
-    size_t n = bytes - start < SLOT_BYTES ? bytes - start : SLOT_BYTES;
+  for (size_t start = 0; start < bytes; start += c->slot_bytes, c->chunk++) {
+    size_t n = bytes - start < c->slot_bytes ? bytes - start : c->slot_bytes;
     if (c->rank == root) memcpy(slot(c, root), buf + start, n);
     if (barrier(c, "broadcast")) return -1;
     if (c->rank != root) memcpy(buf + start, slot(c, root), n);
@@ -333,8 +338,8 @@ static int run_broadcast(Comm *c, char *buf, size_t bytes, int root) {
 }
 
 static int run_all_gather(Comm *c, const char *send, char *recv, size_t bytes) {
-  for (size_t start = 0; start < bytes; start += SLOT_BYTES, c->chunk++) {
-    size_t n = bytes - start < SLOT_BYTES ? bytes - start : SLOT_BYTES;
+  for (size_t start = 0; start < bytes; start += c->slot_bytes, c->chunk++) {
+    size_t n = bytes - start < c->slot_bytes ? bytes - start : c->slot_bytes;
     memcpy(slot(c, c->rank), send + start, n);
     if (barrier(c, "all_gather")) return -1;
     for (int j = 0; j < c->ranks; ++j) memcpy(recv + j * bytes + start, slot(c, j), n);
@@ -344,7 +349,7 @@ static int run_all_gather(Comm *c, const char *send, char *recv, size_t bytes) {
 
 static int run_reduce_scatter(Comm *c, const char *send, char *recv, size_t count,
                               C_DataType type, C_CCLReduceOp op) {
-  size_t size = type_size(type), per_chunk = SLOT_BYTES / size / (size_t)c->ranks;
+  size_t size = type_size(type), per_chunk = c->slot_bytes / size / (size_t)c->ranks;
   for (size_t start = 0; start < count; start += per_chunk, c->chunk++) {
     size_t n = count - start < per_chunk ? count - start : per_chunk;
     char *mine = slot(c, c->rank);
@@ -558,7 +563,10 @@ static C_Status comm_init_rank(size_t ranks, C_CCLRootId *id, size_t rank, C_CCL
   c->ranks = (int)ranks;
   c->device = refc_current_device();
   atomic_store(&c->refs, 1);
-  c->mapped = HEADER_BYTES + 2 * ranks * SLOT_BYTES;
+  c->slot_bytes = SEGMENT_BYTES / (2 * ranks);
+  if (c->slot_bytes > ((size_t)4 << 20)) c->slot_bytes = (size_t)4 << 20;
+  c->slot_bytes &= ~(size_t)4095;
+  c->mapped = HEADER_BYTES + 2 * ranks * c->slot_bytes;
   double deadline = now_s() + timeout_s();
   int fd = -1;
   if (rank == 0) {
