@@ -45,6 +45,7 @@ import torch.distributed as dist
 
 from dipu import collectives
 from dipu._core import vendor
+from dipu.runtime import PluginRuntime
 
 #: The functions dicl needs before it uses a plug-in's collectives at all.
 REQUIRED = ("xccl_get_unique_id_size", "xccl_get_unique_id", "xccl_comm_init_rank", "xccl_destroy_comm",
@@ -63,9 +64,14 @@ _UINT8 = 2
 _C_OPS = {"SUM": 0, "MAX": 2, "MIN": 3, "PRODUCT": 4}
 
 
+def plugin_of(runtime):
+    """The loaded plug-in (``dipu._C.RuntimePlugin``) of a C runtime; None for a Python one."""
+    return runtime.plugin if isinstance(runtime, PluginRuntime) else None
+
+
 def usable(runtime) -> bool:
     """Whether ``runtime`` is a plug-in whose collectives dicl uses (Note [A plug-in's collectives])."""
-    plugin = getattr(runtime, "plugin", None)
+    plugin = plugin_of(runtime)
     if plugin is None or os.environ.get("DIPU_XCCL", "1") == "0":
         return False
     return set(REQUIRED) <= set(plugin.functions())
@@ -133,10 +139,9 @@ class XcclCommunicator(collectives.Communicator):
         super().__init__(store, rank, world_size, device_index, timeout)
         from dipu._core import _C
 
-        runtime = vendor()
-        self._store, self._plugin = store, runtime.plugin
+        self._store, self._plugin = store, plugin_of(vendor())
         self._functions = set(self._plugin.functions())
-        self.host_computes = runtime.native_device_type == "cpu"
+        self.host_computes = vendor().native_device_type == "cpu"
         self._host = None
         self._broken = None
         self._watcher = None
