@@ -388,9 +388,14 @@ def worker_xccl_ranks():
             assert torch.equal(cpu, d.cpu()), fn
 
     n = 1_000_003  # ~4 MiB of float32: two chunks of refc's 2 MiB slots, parts of unequal size
-    for op in (dist.ReduceOp.SUM, dist.ReduceOp.MAX):
-        both(lambda x, op=op: dist.all_reduce(x, op=op), values(n, 1))
-    both(lambda x: dist.all_reduce(x), values(1000, 2))  # one small chunk
+    # Large all-reduces read the peers' memory where the kernel lets them; a second group keeps them
+    # on the shared-memory slots (refc reads the switch when a communicator is made).
+    both(lambda x: dist.all_reduce(x), values(1000, 2))  # one small chunk; makes WORLD's communicator
+    os.environ["DIPU_REFC_XCCL_SLOTS_ONLY"] = "1"
+    slots_only = dist.new_group()
+    for group in (None, slots_only):
+        for op in (dist.ReduceOp.SUM, dist.ReduceOp.MAX):
+            both(lambda x, op=op, group=group: dist.all_reduce(x, op=op, group=group), values(n, 1))
     both(lambda x: dist.broadcast(x, src=world - 1), values(n, 3))
     both(lambda o, x: dist.all_gather_into_tensor(o, x), torch.empty(world * 300_001), values(300_001, 4))
     both(lambda o, x: dist.reduce_scatter_tensor(o, x), torch.empty(300_001), values(world * 300_001, 5))

@@ -24,7 +24,10 @@
  * rank (the framework destroys a communicator whose collective outlived its timeout, as PyTorch
  * aborts an NCCL communicator).
  *
- * Test switches: DIPU_REFC_XCCL_FAIL=<function>:<n> makes the n-th and later calls of that xccl_*
+ * DIPU_REFC_XCCL_VERBOSE=1 says how each new communicator works, on stderr.
+ * Test switches: DIPU_REFC_XCCL_SLOTS_ONLY=1 (read when a communicator is made) keeps large
+ * all-reduces on the slots (Note [Large all-reduces read the peers' memory]);
+ * DIPU_REFC_XCCL_FAIL=<function>:<n> makes the n-th and later calls of that xccl_*
  * function return C_INTERNAL_ERROR; DIPU_REFC_XCCL_FAKE_ALL_REDUCE=1 makes xccl_all_reduce a mere
  * barrier that leaves the buffer as it is (what a plug-in that only claims the function does).
  */
@@ -40,7 +43,9 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -57,6 +62,9 @@ typedef struct {
   _Atomic uint32_t magic, attached, arrived, generation, aborted, p2p_signal;
   uint32_t ranks;
   _Atomic uint64_t sent[MAX_RANKS][MAX_RANKS]; /* messages ever sent, [from][to] */
+  /* Note [Large all-reduces read the peers' memory] */
+  _Atomic int32_t pid[MAX_RANKS], can_read[MAX_RANKS];
+  _Atomic uint64_t send_at[MAX_RANKS], recv_at[MAX_RANKS];
 } Header;
 _Static_assert(sizeof(Header) <= HEADER_BYTES, "the header fits its page");
 
@@ -70,6 +78,8 @@ struct C_CCLComm_st {
   unsigned long chunk;            /* chunks run so far: picks the slot set */
   uint64_t sent[MAX_RANKS], received[MAX_RANKS];
   _Atomic int refs;               /* the owner's, plus one per queued task */
+  int read_peers;                 /* every rank may read every other's memory */
+  char *block;                    /* 2 x BLOCK_BYTES: the accumulator and one peer's data */
   _Atomic int pending;            /* queued or running tasks */
 };
 typedef struct C_CCLComm_st Comm;
@@ -300,10 +310,72 @@ static void reduce_slots(Comm *c, char *out, size_t offset, size_t n, C_DataType
  * barrier), every rank reduces the whole chunk itself. */
 #define SMALL_BYTES ((size_t)1 << 16)
 
+/* Note [Large all-reduces read the peers' memory]
+ * Through the slots, a large all-reduce copies every byte into shared memory first. Linux lets a
+ * process read another's memory in one copy (process_vm_readv, which Yama allows once the target
+ * has named any process its tracer, as every rank does at init), so where every rank can, a large
+ * all-reduce publishes its buffers' addresses instead: rank r reads part r of every rank's input,
+ * reduces it in rank order into its own output, and, after a barrier, reads every other part from
+ * the rank that reduced it. A last barrier keeps every buffer alive until no one reads it. Half the
+ * memory traffic of the slots, and three barriers whatever the size. */
+#define BLOCK_BYTES ((size_t)1 << 18)
+#define READ_PEERS_BYTES ((size_t)1 << 20) /* from this size on */
+
+static int read_peer(Comm *c, int peer, void *dst, uint64_t address, size_t bytes) {
+  while (bytes) {
+    struct iovec local = {dst, bytes}, remote = {(void *)(uintptr_t)address, bytes};
+    ssize_t got = process_vm_readv(atomic_load(&c->header->pid[peer]), &local, 1, &remote, 1, 0);
+    if (got <= 0) {
+      fprintf(stderr, "refc xccl: rank %d: reading rank %d's memory failed: %s\n", c->rank, peer,
+              strerror(errno));
+      return -1;
+    }
+    dst = (char *)dst + got;
+    address += (uint64_t)got;
+    bytes -= (size_t)got;
+  }
+  return 0;
+}
+
+static int run_all_reduce_reading_peers(Comm *c, const char *send, char *recv, size_t count,
+                                        C_DataType type, C_CCLReduceOp op) {
+  Header *h = c->header;
+  size_t size = type_size(type), part = (count + c->ranks - 1) / c->ranks;
+  atomic_store(&h->send_at[c->rank], (uint64_t)(uintptr_t)send);
+  atomic_store(&h->recv_at[c->rank], (uint64_t)(uintptr_t)recv);
+  if (barrier(c, "all_reduce")) return -1;
+  size_t lo = part * c->rank < count ? part * c->rank : count, hi = lo + part < count ? lo + part : count;
+  size_t per_block = BLOCK_BYTES / size;
+  char *acc = c->block, *theirs = c->block + BLOCK_BYTES;
+  for (size_t start = lo; start < hi; start += per_block) {
+    size_t n = hi - start < per_block ? hi - start : per_block, offset = start * size;
+    for (int k = 0; k < c->ranks; ++k) {
+      const char *data = send + offset;
+      if (k != c->rank) {
+        if (read_peer(c, k, k ? theirs : acc, atomic_load(&h->send_at[k]) + offset, n * size)) return -1;
+        data = k ? theirs : acc;
+      }
+      if (k == 0 && data != acc) memcpy(acc, data, n * size);
+      if (k > 0) reduce(acc, acc, data, n, type, op);
+    }
+    memcpy(recv + offset, acc, n * size); /* in place: this block of the input was read above */
+  }
+  if (barrier(c, "all_reduce")) return -1;
+  for (int j = 0; j < c->ranks; ++j) {
+    size_t jlo = part * j < count ? part * j : count, jhi = jlo + part < count ? jlo + part : count;
+    if (j != c->rank && jhi > jlo &&
+        read_peer(c, j, recv + jlo * size, atomic_load(&h->recv_at[j]) + jlo * size, (jhi - jlo) * size))
+      return -1;
+  }
+  return barrier(c, "all_reduce");
+}
+
 /* root < 0: all-reduce; else reduce to root. */
 static int run_reduce(Comm *c, const char *send, char *recv, size_t count, C_DataType type,
                       C_CCLReduceOp op, int root, int fake, const char *what) {
   size_t size = type_size(type), per_chunk = c->slot_bytes / size;
+  if (root < 0 && !fake && c->read_peers && count * size >= READ_PEERS_BYTES && c->ranks > 1)
+    return run_all_reduce_reading_peers(c, send, recv, count, type, op);
   for (size_t start = 0; start < count; start += per_chunk, c->chunk++) {
     size_t n = count - start < per_chunk ? count - start : per_chunk;
     char *mine = slot(c, c->rank);
@@ -453,6 +525,7 @@ typedef struct {
 static void comm_release(Comm *c) {
   if (atomic_fetch_sub(&c->refs, 1) != 1) return;
   munmap(c->header, c->mapped);
+  free(c->block);
   free(c);
 }
 
@@ -622,6 +695,33 @@ static C_Status comm_init_rank(size_t ranks, C_CCLRootId *id, size_t rank, C_CCL
     comm_release(c);
     return C_ERROR;
   }
+  /* Note [Large all-reduces read the peers' memory]: may every rank read every other's? */
+  static int probe = 1;
+  c->block = malloc(2 * BLOCK_BYTES);
+  prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+  atomic_store(&h->pid[rank], (int32_t)getpid());
+  atomic_store(&h->send_at[rank], (uint64_t)(uintptr_t)&probe);
+  int readable = barrier(c, "xccl_comm_init_rank") == 0 && c->block != NULL;
+  for (int j = 0; j < c->ranks && readable; ++j) {
+    int value = 0;
+    struct iovec local = {&value, sizeof value}, remote = {(void *)(uintptr_t)atomic_load(&h->send_at[j]),
+                                                          sizeof value};
+    readable = j == c->rank || (process_vm_readv(atomic_load(&h->pid[j]), &local, 1, &remote, 1, 0) ==
+                                (ssize_t)sizeof value && value == 1);
+  }
+  atomic_store(&h->can_read[rank], readable);
+  if (barrier(c, "xccl_comm_init_rank")) {
+    comm_release(c);
+    return C_ERROR;
+  }
+  c->read_peers = 1;
+  for (int j = 0; j < c->ranks; ++j) c->read_peers &= atomic_load(&h->can_read[j]);
+  const char *slots_only = getenv("DIPU_REFC_XCCL_SLOTS_ONLY");
+  if (slots_only && *slots_only && *slots_only != '0') c->read_peers = 0;
+  const char *verbose = getenv("DIPU_REFC_XCCL_VERBOSE");
+  if (verbose && *verbose && *verbose != '0')
+    fprintf(stderr, "refc xccl: rank %zu of %zu: %s, %zu KiB slots, large all-reduces %s\n", rank, ranks,
+            c->name, c->slot_bytes >> 10, c->read_peers ? "read the peers' memory" : "through the slots");
   *out = c;
   return C_SUCCESS;
 }
