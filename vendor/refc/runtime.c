@@ -462,5 +462,5 @@ void InitPlugin(CustomRuntimeParams *params) {
   t->device_memory_stats = memory_stats;
   t->get_compute_capability = get_compute_capability;
   t->get_runtime_version = get_runtime_version;
-  refc_fill_xccl(t);
+  if (refc_fill_xccl) refc_fill_xccl(t); /* xccl.c, where it was compiled in */
 }
