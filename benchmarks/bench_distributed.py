@@ -1,18 +1,22 @@
 """torch.distributed on dipu, measured side by side.
 
-    python benchmarks/bench_distributed.py                # all_reduce bandwidth, then DDP step time
+    python benchmarks/bench_distributed.py                  # refc: its xccl vs gloo vs the host path; DDP 1/2/4
     python benchmarks/bench_distributed.py --skip-ddp
-    DIPU_SIM_NATIVE_ALIAS=0 python benchmarks/bench_distributed.py --skip-ddp   # host-copy path
+    python benchmarks/bench_distributed.py --vendor sim     # another vendor: its communicator vs gloo
 
 (1) all_reduce (SUM, float32) at 2 ranks on 127.0.0.1 for 1 KiB to 64 MiB: dipu tensors through
 the dicl backend vs CPU tensors through gloo, timed alternately in the same process group;
-bandwidth is bytes per rank / time. (2) DDP step time of examples/train_ddp.py (the GPT, global
-batch 32) with torchrun at 1 rank and at 2 ranks. Nothing is asserted.
+bandwidth is bytes per rank / time. On refc it runs twice: on the plug-in's own collectives
+(Note [A plug-in's collectives]) and with DIPU_XCCL=0 (gloo on host copies, dicl's host path).
+(2) DDP step time of examples/train_ddp.py (the GPT, global batch 32 split across the ranks) with
+torchrun at 1, 2 and 4 ranks, each rank one thread (OMP_NUM_THREADS=1); efficiency is
+t(1) / (n x t(n)). Nothing is asserted.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import socket
@@ -58,42 +62,66 @@ def rank_main(rounds: int) -> None:
                 times[name].append((time.perf_counter() - start) / reps)
         rows.append((nbytes, statistics.median(times["dipu"]), statistics.median(times["cpu"])))
     if rank == 0:
-        path = "host copies (no vendor library)" if os.environ.get("DIPU_SIM_NATIVE_ALIAS") == "0" else \
-            "vendor library"
-        print(f"all_reduce SUM float32, 2 ranks on 127.0.0.1; dipu via dicl ({path}) vs gloo on CPU tensors")
-        print(f"{'size':>8}{'dipu us':>11}{'cpu us':>11}{'dipu GB/s':>11}{'cpu GB/s':>10}{'time ratio':>12}")
-        for nbytes, d, c in rows:
-            size = f"{nbytes >> 20} MiB" if nbytes >= 1 << 20 else f"{nbytes >> 10} KiB"
-            print(f"{size:>8}{d * 1e6:>11.1f}{c * 1e6:>11.1f}{nbytes / d / 1e9:>11.3f}{nbytes / c / 1e9:>10.3f}"
-                  f"{d / c:>12.2f}")
+        communicator = type(dist.group.WORLD._communicator).__name__
+        print("ROWS " + json.dumps({"communicator": communicator, "rows": rows}), flush=True)
     dist.destroy_process_group()
 
 
-def bandwidth(rounds: int) -> None:
+def _size(nbytes: int) -> str:
+    return f"{nbytes >> 20} MiB" if nbytes >= 1 << 20 else f"{nbytes >> 10} KiB"
+
+
+def _run_ranks(rounds: int, env: dict) -> dict:
     port = _free_port()
     procs = []
     for rank in range(2):
-        env = {**os.environ, "RANK": str(rank), "WORLD_SIZE": "2", "LOCAL_RANK": str(rank),
-               "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "OMP_NUM_THREADS": "1"}
-        procs.append(subprocess.Popen([sys.executable, __file__, "--rank-main", "--rounds", str(rounds)], env=env))
-    for proc in procs:
-        if proc.wait(timeout=900):
-            raise SystemExit(f"a rank failed ({proc.returncode})")
+        rank_env = {**os.environ, **env, "RANK": str(rank), "WORLD_SIZE": "2", "LOCAL_RANK": str(rank),
+                    "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "OMP_NUM_THREADS": "1"}
+        procs.append(subprocess.Popen([sys.executable, __file__, "--rank-main", "--rounds", str(rounds)],
+                                      env=rank_env, stdout=subprocess.PIPE, text=True))
+    outputs = [proc.communicate(timeout=900)[0] for proc in procs]
+    if any(proc.returncode for proc in procs):
+        raise SystemExit(f"a rank failed ({[proc.returncode for proc in procs]})")
+    line = next(line for line in outputs[0].splitlines() if line.startswith("ROWS "))
+    return json.loads(line[5:])
 
 
-def ddp_step_times(steps: int) -> None:
+def bandwidth(rounds: int, vendor: str) -> None:
+    env = {"DIPU_VENDOR": vendor}
+    print(f"all_reduce SUM float32, 2 ranks on 127.0.0.1, one thread each; DIPU_VENDOR={vendor}")
+    device = _run_ranks(rounds, env)
+    if device["communicator"] != "XcclCommunicator":
+        print(f"dipu tensors via dicl ({device['communicator']}) vs CPU tensors via gloo")
+        print(f"{'size':>8}{'dipu us':>11}{'gloo us':>11}{'dipu GB/s':>11}{'gloo GB/s':>11}{'dipu/gloo BW':>14}")
+        for nbytes, d, c in device["rows"]:
+            print(f"{_size(nbytes):>8}{d * 1e6:>11.1f}{c * 1e6:>11.1f}{nbytes / d / 1e9:>11.3f}"
+                  f"{nbytes / c / 1e9:>11.3f}{c / d:>14.2f}")
+        return
+    host = _run_ranks(rounds, {**env, "DIPU_XCCL": "0"})
+    print("xccl: the plug-in's collectives; host path: dicl with DIPU_XCCL=0 (gloo on host copies); "
+          "gloo: CPU tensors")
+    print(f"{'size':>8}{'xccl us':>11}{'host us':>11}{'gloo us':>11}{'xccl GB/s':>11}{'gloo GB/s':>11}"
+          f"{'xccl/gloo BW':>14}{'host/gloo BW':>14}")
+    for (nbytes, x, c), (_, h, c2) in zip(device["rows"], host["rows"]):
+        print(f"{_size(nbytes):>8}{x * 1e6:>11.1f}{h * 1e6:>11.1f}{c * 1e6:>11.1f}{nbytes / x / 1e9:>11.3f}"
+              f"{nbytes / c / 1e9:>11.3f}{c / x:>14.2f}{c2 / h:>14.2f}")
+
+
+def ddp_step_times(steps: int, vendor: str) -> None:
     results = {}
-    for world in (1, 2):
+    env = {**os.environ, "DIPU_VENDOR": vendor, "OMP_NUM_THREADS": "1", "DIPU_REFC_DEVICE_COUNT": "4"}
+    for world in (1, 2, 4):
         command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(world),
                    "--master-port", str(_free_port()), str(ROOT / "examples" / "train_ddp.py"),
                    "--epochs", "1", "--steps", str(steps)]
-        out = subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=ROOT / "examples")
+        out = subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=ROOT / "examples", env=env)
         match = re.search(r"mean step ([\d.]+) ms", out.stdout)
         if not match:
             raise SystemExit(f"train_ddp.py at {world} rank(s) failed:\n{out.stdout}\n{out.stderr[-3000:]}")
         results[world] = float(match.group(1))
-    print(f"DDP step (GPT, global batch 32, {steps - 1} timed steps): 1 rank {results[1]:.1f} ms, "
-          f"2 ranks {results[2]:.1f} ms, ratio {results[2] / results[1]:.2f}")
+    print(f"DDP step (GPT, global batch 32 split across the ranks, {steps - 1} timed steps, DIPU_VENDOR={vendor})")
+    for world, ms in results.items():
+        print(f"  {world} rank(s): {ms:7.1f} ms   efficiency t(1)/(n t(n)) {results[1] / (world * ms):.2f}")
 
 
 def main() -> None:
@@ -102,13 +130,14 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--ddp-steps", type=int, default=11)
     parser.add_argument("--skip-ddp", action="store_true")
+    parser.add_argument("--vendor", default="refc", help="DIPU_VENDOR of the ranks (default: refc)")
     args = parser.parse_args()
     if args.rank_main:
         rank_main(args.rounds)
         return
-    bandwidth(args.rounds)
+    bandwidth(args.rounds, args.vendor)
     if not args.skip_ddp:
-        ddp_step_times(args.ddp_steps)
+        ddp_step_times(args.ddp_steps, args.vendor)
 
 
 if __name__ == "__main__":

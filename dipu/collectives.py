@@ -1,8 +1,10 @@
 """The vendor collective contract: what a vendor's communication library provides.
 
-A vendor that has one (NCCL, HCCL, a DICL library: DIPU's ``diclapis.h``,
-PaddlePaddle's ``xccl_*``) subclasses :class:`Communicator` and names the class
-in its runtime's ``collectives`` attribute (see :class:`dipu.runtime.DeviceRuntime`).
+A vendor that has one (NCCL, HCCL, a DICL library: DIPU's ``diclapis.h``)
+subclasses :class:`Communicator` and names the class in its runtime's
+``collectives`` attribute (see :class:`dipu.runtime.DeviceRuntime`); a C runtime
+plug-in that fills the ``xccl_*`` group of its table gets
+:class:`dipu.xccl.XcclCommunicator` without writing any (Note [A plug-in's collectives]).
 The ``dicl`` process group (:mod:`dipu.distributed`) creates one communicator
 per process group and rank, and turns every ``torch.distributed`` call into the
 few primitive operations below. A vendor without one gets

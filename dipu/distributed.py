@@ -36,7 +36,7 @@ import torch.distributed as dist
 from torch._C._distributed_c10d import AllgatherOptions  # not re-exported by torch.distributed
 
 from dipu._core import vendor
-from dipu import collectives
+from dipu import collectives, xccl
 from dipu.collectives import ChainedWork
 
 #: The name users pass to init_process_group ("cpu:gloo,dipu:dicl"); DIPU calls its library DICL.
@@ -157,7 +157,8 @@ class DiclProcessGroup(dist.ProcessGroup):
 
     def _communicator_for(self, op: str, index: int) -> collectives.Communicator:
         if self._communicator is None:
-            cls = vendor().collectives or collectives.HostCopyCommunicator
+            cls = vendor().collectives or (
+                xccl.XcclCommunicator if xccl.usable(vendor()) else collectives.HostCopyCommunicator)
             store = dist.PrefixStore("dipu", self._store)
             self._communicator = cls(store, self._rank, self._size, index, self._timeout)
             self._device_index = index

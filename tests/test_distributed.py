@@ -211,7 +211,25 @@ def worker_collectives():
     dist.broadcast_object_list(shared, src=1)
     assert shared == ["from rank 1"], shared
     dist.barrier()
+    _check_communicator(dist)
     dist.destroy_process_group()
+
+
+def _check_communicator(dist):
+    """Under TEST_EXPECT_XCCL: dipu tensors went through the plug-in's collectives, and only what its ABI
+    lacks (bitwise reduce ops) through host copies; under TEST_EXPECT_HOST_PATH=1, everything did."""
+    from dipu import xccl
+
+    expect = os.environ.get("TEST_EXPECT_XCCL")
+    if not expect:
+        return
+    communicator = dist.group.WORLD._communicator
+    assert type(communicator).__name__ == "XcclCommunicator", type(communicator)
+    reasons = {reason for _, reason in xccl.HOST_FALLBACKS}
+    if expect == "host":
+        assert communicator._broken and all("self-test" in r for r in reasons) and reasons, xccl.HOST_FALLBACKS
+    else:
+        assert all(r.startswith("the ABI has no reduce op B") for r in reasons), xccl.HOST_FALLBACKS
 
 
 def _model():
@@ -352,6 +370,144 @@ def worker_mismatch():
     dist.destroy_process_group()
 
 
+def worker_xccl_ranks():
+    """At WORLD_SIZE ranks (4 in the test), large tensors (several chunks of refc's slots, sizes
+    that do not divide evenly) on the plug-in's collectives equal gloo's on the CPU."""
+    dist, rank = _init(timeout_s=60)
+    world = dist.get_world_size()
+    device = torch.device("dipu", torch.dipu.current_device())
+
+    def values(n, salt):  # integers: every order of summation gives the same float
+        return torch.randint(-1000, 1000, (n,), generator=torch.Generator().manual_seed(rank * 97 + salt)).float()
+
+    def both(fn, *tensors):
+        on_dipu = [t.to(device) for t in tensors]
+        fn(*tensors)
+        fn(*on_dipu)
+        for cpu, d in zip(tensors, on_dipu):
+            assert torch.equal(cpu, d.cpu()), fn
+
+    n = 1_000_003  # ~4 MiB of float32: two chunks of refc's 2 MiB slots, parts of unequal size
+    # Large all-reduces read the peers' memory where the kernel lets them; a second group keeps them
+    # on the shared-memory slots (refc reads the switch when a communicator is made).
+    both(lambda x: dist.all_reduce(x), values(1000, 2))  # one small chunk; makes WORLD's communicator
+    os.environ["DIPU_REFC_XCCL_SLOTS_ONLY"] = "1"
+    slots_only = dist.new_group()
+    for group in (None, slots_only):
+        for op in (dist.ReduceOp.SUM, dist.ReduceOp.MAX):
+            both(lambda x, op=op, group=group: dist.all_reduce(x, op=op, group=group), values(n, 1))
+    both(lambda x: dist.broadcast(x, src=world - 1), values(n, 3))
+    both(lambda o, x: dist.all_gather_into_tensor(o, x), torch.empty(world * 300_001), values(300_001, 4))
+    both(lambda o, x: dist.reduce_scatter_tensor(o, x), torch.empty(300_001), values(world * 300_001, 5))
+    splits = [(rank + j) % 3 + 1 for j in range(world)]  # uneven, and different on every rank
+    gathered = [None] * world
+    dist.all_gather_object(gathered, splits)
+    out_splits = [gathered[j][rank] for j in range(world)]
+    both(lambda o, x: dist.all_to_all_single(o, x, out_splits, splits),
+         torch.empty(sum(out_splits), 5), values(sum(splits) * 5, 6).view(-1, 5))
+    ring = values(7, 7)  # each rank sends to the next, receives from the previous
+    both(lambda x: [w.wait() for w in dist.batch_isend_irecv(
+        [dist.P2POp(dist.isend, x.clone(), (rank + 1) % world),
+         dist.P2POp(dist.irecv, x, (rank - 1) % world)])], ring)
+    dist.barrier()
+    _check_communicator(dist)
+    dist.destroy_process_group()
+
+
+def worker_failures():
+    """A plug-in collective that returns an error raises on every rank at once, naming it (refc's
+    DIPU_REFC_XCCL_FAIL=xccl_broadcast:1); then rank 1 dies, and rank 0's next collective fails
+    once the group's timeout has passed, naming it, instead of hanging."""
+    dist, rank = _init(timeout_s=5)
+    x = torch.ones(4, device="dipu")
+    start = time.monotonic()
+    try:
+        dist.broadcast(x, src=0)
+    except RuntimeError as error:
+        assert "dipu: vendor 'refc' failed in xccl_broadcast: it returned C_INTERNAL_ERROR" in str(error), error
+        assert time.monotonic() - start < 5
+    else:
+        raise AssertionError("broadcast did not raise")
+    dist.all_reduce(x)  # the communicator still works
+    assert torch.equal(x.cpu(), torch.full((4,), 2.0))
+    if rank == 1:
+        os._exit(0)
+    start = time.monotonic()
+    try:
+        dist.all_reduce(x)
+    except RuntimeError as error:
+        elapsed = time.monotonic() - start
+        print(f"error after {elapsed:.1f}s: {error}")
+        assert "dicl all_reduce timed out on dipu:0 (rank 0 of 2) after 5 s" in str(error), error
+        assert elapsed < 30, elapsed
+        os._exit(0)
+    raise AssertionError("all_reduce with a dead peer did not raise")
+
+
+def worker_gpt():
+    """The GPT of examples/train.py, trained 3 steps with DDP and then with FSDP2 on 2 ranks, each on
+    half of every batch, has the losses and weights of one process trained on the whole batches."""
+    sys.path.insert(0, os.path.join(os.path.dirname(TESTS), "examples"))
+    from models import GPT, GPTConfig
+    from torch.distributed.fsdp import fully_shard
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    dist, rank = _init()
+    device = torch.device("dipu", torch.dipu.current_device())
+    config = GPTConfig(vocab_size=48, seq_len=32, n_layer=2, n_head=4, d_model=32, dropout=0.0)
+    tokens = torch.randint(48, (3, 8, 33), generator=torch.Generator().manual_seed(0))
+
+    def model():
+        torch.manual_seed(0)
+        return GPT(config)
+
+    def train(module, parameters, on=None):
+        optimizer = torch.optim.SGD(parameters, lr=0.1, momentum=0.9)  # Adam would magnify rounding in ~0 grads
+        losses = []
+        for batch in tokens:
+            if on is not None:
+                batch = batch.chunk(WORLD)[rank].to(on)
+            _, loss = module(batch[:, :-1], batch[:, 1:])
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            if on is not None:
+                loss = loss.detach()
+                dist.all_reduce(loss, op=dist.ReduceOp.AVG)
+            losses.append(loss.item())
+        return losses
+
+    reference = model()
+    expected = train(reference, reference.parameters())
+    ddp = DDP(model().to(device))
+    torch.testing.assert_close(train(ddp, ddp.parameters(), device), expected, rtol=1e-5, atol=1e-6)
+    for (name, p), q in zip(ddp.module.named_parameters(), reference.parameters()):
+        torch.testing.assert_close(p.detach().cpu(), q.detach(), rtol=1e-4, atol=1e-5, msg=name)
+    sharded = model().to(device)
+    for block in sharded.modules():
+        if type(block).__name__ == "Block":
+            fully_shard(block)
+    fully_shard(sharded)
+    torch.testing.assert_close(train(sharded, sharded.parameters(), device), expected, rtol=1e-5, atol=1e-6)
+    for (name, p), q in zip(sharded.named_parameters(), reference.parameters()):
+        torch.testing.assert_close(p.full_tensor().cpu(), q.detach(), rtol=1e-4, atol=1e-5, msg=name)
+    _check_communicator(dist)
+    dist.destroy_process_group()
+
+
+def worker_self_test():
+    dist, rank = _init()
+    device = torch.device("dipu", torch.dipu.current_device())
+    x = torch.full((5,), float(rank + 1), device=device)
+    dist.all_reduce(x)
+    assert torch.equal(x.cpu(), torch.full((5,), 3.0)), x
+    out = torch.empty(10, device=device)
+    dist.all_gather_into_tensor(out, x)
+    assert torch.equal(out.cpu(), torch.full((10,), 3.0)), out
+    _check_communicator(dist)
+    dist.destroy_process_group()
+
+
 # ---- tests ---------------------------------------------------------------------------------------
 
 
@@ -399,6 +555,36 @@ def test_rank_that_never_joins_gives_a_timeout_error():
 
 def test_mismatched_collectives_raise_on_both_ranks_under_debug_detail():
     check_all_passed(spawn("mismatch", {"TORCH_DISTRIBUTED_DEBUG": "DETAIL"}, timeout=60))
+
+
+# ---- a C plug-in's own collectives (refc's xccl_*) -------------------------------------------------
+
+REFC = {"DIPU_VENDOR": "refc"}
+
+
+def test_refc_xccl_collectives_match_gloo_on_cpu():
+    check_all_passed(spawn("collectives", {**REFC, "TEST_EXPECT_XCCL": "1"}))
+
+
+def test_refc_xccl_at_four_ranks_with_large_tensors():
+    check_all_passed(spawn("xccl_ranks", {**REFC, "TEST_EXPECT_XCCL": "1"}, world=4))
+
+
+def test_refc_xccl_ddp_and_fsdp2_train_the_gpt_as_one_process_does():
+    check_all_passed(spawn("gpt", {**REFC, "TEST_EXPECT_XCCL": "1"}))
+
+
+def test_refc_xccl_error_status_and_dead_peer_raise_not_hang():
+    results = spawn("failures", {**REFC, "DIPU_REFC_XCCL_FAIL": "xccl_broadcast:1"}, timeout=90)
+    check_all_passed(results)
+    assert "error after" in results[0].stdout, results[0].stdout
+
+
+def test_plugin_whose_all_reduce_lies_is_caught_by_the_self_test():
+    """CustomCPU's xccl_all_reduce only waits for the others; refc's switch imitates it."""
+    results = spawn("self_test", {**REFC, "DIPU_REFC_XCCL_FAKE_ALL_REDUCE": "1", "TEST_EXPECT_XCCL": "host"})
+    check_all_passed(results)
+    assert "xccl_all_reduce failed dipu's self-test" in results[0].stderr, results[0].stderr[-3000:]
 
 
 # ---- the vendor contract ---------------------------------------------------------------------------

@@ -75,6 +75,9 @@ bool is_pinned_pointer(const void* ptr);
 at::Tensor native_alias(const at::Tensor& t);
 void register_fallback_python(py::module& m);
 void register_fast_calls(py::module& m);
+// ---- a C plug-in's collectives (xccl.cpp) -----------------------------------
+// dipu._C.XcclComm and XcclEvent: Note [Collectives on a plug-in's streams].
+void register_xccl_python(py::module& m);
 // ---- per-op host times for the run report (op_stats.cpp) --------------------
 void register_op_stats_python(py::module& m);
 

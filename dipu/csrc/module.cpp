@@ -126,6 +126,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
 
   register_fallback_python(m);
   register_plugin_python(m);
+  register_xccl_python(m);  // a plug-in's collectives: Note [Collectives on a plug-in's streams]
   register_op_stats_python(m);  // the run report's per-op times: Note [Op statistics]
   diopi::register_diopi_python(m);  // C op libraries: Note [The Python trampoline]
 }

@@ -328,7 +328,13 @@ const TableEntry kTable[] = {
     DIPU_ENTRY(memory_copy_p2p, false), DIPU_ENTRY(get_device_count, true),
     DIPU_ENTRY(get_device_list, true), DIPU_ENTRY(device_memory_stats, false),
     DIPU_ENTRY(get_compute_capability, false), DIPU_ENTRY(get_runtime_version, false),
-    DIPU_ENTRY(get_driver_version, false), DIPU_ENTRY(xccl_all_reduce, false),
+    DIPU_ENTRY(get_driver_version, false), DIPU_ENTRY(xccl_get_unique_id_size, false),
+    DIPU_ENTRY(xccl_get_unique_id, false), DIPU_ENTRY(xccl_comm_init_rank, false),
+    DIPU_ENTRY(xccl_destroy_comm, false), DIPU_ENTRY(xccl_all_reduce, false),
+    DIPU_ENTRY(xccl_broadcast, false), DIPU_ENTRY(xccl_reduce, false),
+    DIPU_ENTRY(xccl_all_gather, false), DIPU_ENTRY(xccl_reduce_scatter, false),
+    DIPU_ENTRY(xccl_group_start, false), DIPU_ENTRY(xccl_group_end, false),
+    DIPU_ENTRY(xccl_send, false), DIPU_ENTRY(xccl_recv, false), DIPU_ENTRY(xccl_all_to_all, false),
     DIPU_ENTRY(profiler_start_tracing, false), DIPU_ENTRY(profiler_stop_tracing, false),
 };
 #undef DIPU_ENTRY
@@ -468,6 +474,18 @@ class PluginRuntime final : public Runtime {
 
 std::unique_ptr<Runtime> plugin_runtime(const py::object& plugin) {
   return std::make_unique<PluginRuntime>(plugin.cast<std::shared_ptr<RuntimePlugin>>());
+}
+
+// For xccl.cpp: the table of a dipu._C.RuntimePlugin, kept alive with it.
+struct PluginTable {
+  const C_DeviceInterface* table = nullptr;
+  std::vector<int> ids;
+  std::string vendor;
+  std::shared_ptr<void> keep_alive;
+};
+PluginTable plugin_table(const py::object& plugin) {
+  auto p = plugin.cast<std::shared_ptr<RuntimePlugin>>();
+  return PluginTable{&p->table, p->ids, p->device_type, p};
 }
 
 void register_plugin_python(py::module& m) {

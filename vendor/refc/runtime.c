@@ -9,6 +9,11 @@
  * posix_memalign and is capped per device, so out-of-memory is a C_FAILED as on a real device.
  * Events are reference-counted: a stream's queued wait on an event outlives the event's destroy.
  *
+ * A task may fail (a collective of xccl.c that gave up): its stream then stays failed, as a CUDA
+ * stream does after a failed kernel, and every event recorded on it afterwards reports C_ERROR to
+ * synchronize_event and query_event. That is how an asynchronous failure reaches the framework,
+ * which has no other way to ask.
+ *
  * Environment: DIPU_REFC_DEVICE_COUNT (default 2), DIPU_REFC_MEMORY_MB (per device, default
  * 8192), DIPU_REFC_TASK_DELAY_US (each task waits this long first, default 0: widens races in
  * tests).
@@ -20,16 +25,18 @@
 #include <time.h>
 
 #include "dipu/custom_runtime.h"
+#include "refc.h"
 
 #define MAX_DEVICES 16
 
-typedef enum { TASK_COPY, TASK_CALLBACK, TASK_RECORD, TASK_WAIT, TASK_MARK } TaskKind;
+typedef enum { TASK_COPY, TASK_CALLBACK, TASK_RECORD, TASK_WAIT, TASK_MARK, TASK_CALL } TaskKind;
 
 struct C_Event_st {
   pthread_mutex_t mutex;
   pthread_cond_t done;
   unsigned long recorded, completed; /* record count, and how many of those the stream reached */
   int refs; /* the owner's, plus one per queued task naming the event: freed at zero */
+  int failed; /* its last record was reached by a failed stream */
 };
 
 /* Drops one reference; the last frees the event. A stream may still have to wait on an event
@@ -55,6 +62,8 @@ typedef struct Task {
   C_Event event;
   unsigned long ticket; /* TASK_RECORD: the record it completes; TASK_WAIT: the one it waits for */
   int device;
+  RefcCall call; /* TASK_CALL: call(user_data), then release(user_data) */
+  void (*release)(void *);
 } Task;
 
 struct C_Stream_st {
@@ -65,6 +74,7 @@ struct C_Stream_st {
   Task *head, *tail;
   unsigned long queued, finished; /* tasks ever queued, tasks run */
   int stopping;
+  int failed; /* a TASK_CALL on it failed: events recorded after it report C_ERROR */
   struct C_Stream_st *next_of_device;
 };
 
@@ -83,9 +93,10 @@ static long env_long(const char *name, long fallback) {
   return text && *text ? strtol(text, NULL, 10) : fallback;
 }
 
-static void event_complete(C_Event event, unsigned long ticket) {
+static void event_complete(C_Event event, unsigned long ticket, int failed) {
   pthread_mutex_lock(&event->mutex);
   if (ticket > event->completed) event->completed = ticket;
+  event->failed = failed;
   pthread_cond_broadcast(&event->done);
   pthread_mutex_unlock(&event->mutex);
 }
@@ -110,7 +121,7 @@ static void run(Task *task, C_Stream stream) {
       break;
     }
     case TASK_RECORD:
-      event_complete(task->event, task->ticket);
+      event_complete(task->event, task->ticket, stream->failed);
       event_release(task->event);
       break;
     case TASK_WAIT:
@@ -118,6 +129,10 @@ static void run(Task *task, C_Stream stream) {
       event_release(task->event);
       break;
     case TASK_MARK: break;
+    case TASK_CALL:
+      if (task->call(task->user_data) != C_SUCCESS) stream->failed = 1;
+      if (task->release) task->release(task->user_data);
+      break;
   }
 }
 
@@ -185,6 +200,22 @@ static Task *task_new(TaskKind kind) {
   Task *task = calloc(1, sizeof(Task));
   if (task) task->kind = kind;
   return task;
+}
+
+/* ---- for xccl.c (refc.h) ---- */
+int refc_current_device(void) { return t_current; }
+
+C_Status refc_enqueue_call(int device, C_Stream stream, RefcCall call, void *arg,
+                           void (*release)(void *)) {
+  struct C_Device_st d = {device};
+  if (device < 0 || device >= g.count || !g.defaults[device]) return C_ERROR;
+  Task *task = task_new(TASK_CALL);
+  if (!task) return C_FAILED;
+  task->call = call;
+  task->user_data = arg;
+  task->release = release;
+  enqueue(resolve(&d, stream), task);
+  return C_SUCCESS;
 }
 
 /* ---- devices ---- */
@@ -360,9 +391,9 @@ static C_Status record_event(const C_Device device, C_Stream stream, C_Event eve
 static C_Status query_event(const C_Device device, C_Event event) {
   (void)device;
   pthread_mutex_lock(&event->mutex);
-  int done = event->completed >= event->recorded;
+  int done = event->completed >= event->recorded, failed = event->failed;
   pthread_mutex_unlock(&event->mutex);
-  return done ? C_SUCCESS : C_FAILED;
+  return !done ? C_FAILED : failed ? C_ERROR : C_SUCCESS;
 }
 static C_Status synchronize_event(const C_Device device, C_Event event) {
   (void)device;
@@ -370,7 +401,10 @@ static C_Status synchronize_event(const C_Device device, C_Event event) {
   unsigned long last = event->recorded;
   pthread_mutex_unlock(&event->mutex);
   event_wait(event, last);
-  return C_SUCCESS;
+  pthread_mutex_lock(&event->mutex);
+  int failed = event->failed;
+  pthread_mutex_unlock(&event->mutex);
+  return failed ? C_ERROR : C_SUCCESS;
 }
 static C_Status stream_wait_event(const C_Device device, C_Stream stream, C_Event event) {
   Task *task = task_new(TASK_WAIT);
@@ -428,4 +462,5 @@ void InitPlugin(CustomRuntimeParams *params) {
   t->device_memory_stats = memory_stats;
   t->get_compute_capability = get_compute_capability;
   t->get_runtime_version = get_runtime_version;
+  if (refc_fill_xccl) refc_fill_xccl(t); /* xccl.c, where it was compiled in */
 }
