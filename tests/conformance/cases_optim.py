@@ -241,10 +241,11 @@ CASES += _sweep("diopiForeachZero", aten._foreach_zero.default, lambda tensors, 
 CASES += _sweep("diopiForeachCopy", aten._foreach_copy.default,
                 lambda tensors, dtype: [{"inputs": tensors, "srcs": _like(tensors, layout="transposed"),
                                          "non_blocking": False}], FLOAT + INT_SOME)
-CASES += _sweep("diopiForeachClone", aten._foreach_clone.default,
-                lambda tensors, dtype: [{"inputs": tensors, "memory_format": None},
-                                        {"inputs": tensors, "memory_format": torch.contiguous_format}],
-                FLOAT + INT_SOME)
+if hasattr(aten, "_foreach_clone"):  # torch 2.12 and later (the torch library leaves it out before)
+    CASES += _sweep("diopiForeachClone", aten._foreach_clone.default,
+                    lambda tensors, dtype: [{"inputs": tensors, "memory_format": None},
+                                            {"inputs": tensors, "memory_format": torch.contiguous_format}],
+                    FLOAT + INT_SOME)
 
 
 def _in_place(case: Case) -> Case | None:
