@@ -169,7 +169,8 @@ def test_the_coverage_is_the_librarys(plain_run):
     from dipugen.proto import FUNCTIONS
 
     coverage = report["coverage"]
-    assert coverage["library"] == "torch" and coverage["total"] == len(FUNCTIONS)
+    assert coverage["library"] == "torch_cpp" and coverage["total"] == len(FUNCTIONS)
+    # torch_cpp is laid over the Python torch library: together they implement what the Python one does
     assert coverage["implemented"] == len(set(library.functions) & set(FUNCTIONS))
     assert sum(f["total"] for f in coverage["families"].values()) == len(FUNCTIONS)
     assert coverage["functions"]["diopiMul"]["family"] == "pointwise"
@@ -374,7 +375,7 @@ def test_self_time_excludes_dipu_children_and_threads_are_counted():
     dipu._C.op_stats_reset()
     dipu._C.op_stats_enable()
     try:
-        torch.nn.functional.linear(x, x)  # linear -> t (-> transpose -> as_strided), matmul -> mm (-> empty_strided)
+        torch.nn.functional.linear(x, x)  # linear -> t (-> transpose -> as_strided), matmul -> mm
         cpu = torch.ones(3)
         cpu + cpu  # not a dipu op
         worker = threading.Thread(target=lambda: x.neg())
@@ -388,8 +389,9 @@ def test_self_time_excludes_dipu_children_and_threads_are_counted():
     linear = stats["linear"]
     assert linear["inclusive"] - linear["self"] == stats["t"]["inclusive"] + stats["matmul"]["inclusive"]
     assert stats["matmul"]["inclusive"] - stats["matmul"]["self"] == stats["mm"]["inclusive"]
-    # the sim's mm computes on CPU tensors (not dipu frames): that work stays in mm's self time
-    assert stats["mm"]["self"] > stats["empty_strided"]["inclusive"] and stats["linear"]["calls"] == 1
+    # the sim's mm computes on CPU tensors (not dipu frames), and its C++ wrapper allocates the output without
+    # an op: all that work stays in mm's self time
+    assert stats["mm"]["self"] == stats["mm"]["inclusive"] > 0 and stats["linear"]["calls"] == 1
     assert not dipu._C.op_stats_enabled()
 
 

@@ -1,0 +1,132 @@
+"""Building the C++ twin of a Python op library: its ``direct`` functions generated in C++ (Note [The ATen
+library in C++] in scripts/autogen/dest/aten_library.py) with hand-written C++ beside them, compiled against
+torch's headers and libraries, cached, and loaded as a C op library over the Python one
+(diopi_impl/torch_cpp is the torch library's).
+
+Note [C++ op library cache]
+The library's text is a function of the installed torch's schemas, the Python library's pairings and the
+generator, so the cache key hashes the torch build, the pairings (DIOPI function and ATen schema text) and
+the files that turn them into C++ (the emitter, the proto, the template, support.h and the DIOPI
+headers); finding a built library costs no generation and no torchgen import. A miss generates the text,
+keeps it beside the library (aten_library.cpp, for reading) and compiles it with the C++ compiler against
+torch's headers and libraries, under the native core's lock and atomic rename (``_native.ensure_built``).
+Measured on the 2-core development machine: see README "The C++ op library".
+
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Sequence
+
+import torch
+
+from dipu import _native
+from dipu.diopi.c_build import INCLUDE
+
+
+def pairings(library) -> list[tuple[str, str]]:
+    """(DIOPI function, ATen schema) for each function of ``library`` that applies one overload directly
+    (``OpLibrary.direct``: every table-made function, and the hand-written ones registered so)."""
+    return sorted((name, str(library.aten[name]._schema).removeprefix("aten::")) for name in library.direct)
+
+
+def _key_files(sources: Sequence[Path]) -> list[Path]:
+    generator = Path(importlib.util.find_spec("dipugen").origin).parent
+    directories = {source.parent for source in sources}
+    return [generator / "proto.py", generator / "dest" / "aten_library.py", generator / "dest" / "c_header.py",
+            generator / "templates" / "aten_library.cpp.j2", *sources,
+            *sorted(p for d in directories for p in d.glob("*.h")), *sorted((INCLUDE / "diopi").glob("*.h"))]
+
+
+def _flags(sources: Sequence[Path]) -> list[str]:
+    from torch.utils import cpp_extension
+
+    includes = [*cpp_extension.include_paths(), str(INCLUDE), *sorted({str(s.parent) for s in sources})]
+    libraries = cpp_extension.library_paths()
+    return ["-shared", "-fPIC", "-O2", "-std=c++20", "-fvisibility=hidden",
+            f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
+            *(f"-I{p}" for p in includes), *(f"-L{p}" for p in libraries),
+            *(f"-Wl,-rpath,{p}" for p in libraries), "-lc10", "-ltorch_cpu"]
+
+
+def compiler() -> str:
+    name = os.environ.get("CXX", "c++")
+    if shutil.which(name) is None:
+        raise RuntimeError(f"dipu: building a C++ op library needs a C++ compiler, and '{name}' was not found "
+                           "(install g++ or clang++, or point CXX at one)")
+    return name
+
+
+def library_file(name: str, pairs: list[tuple[str, str]], sources: Sequence[Path]) -> Path:
+    """Where the library for these pairings, sources and this torch lives (Note [C++ op library cache])."""
+    digest = hashlib.sha256(" ".join([compiler(), *_flags(sources)]).encode())
+    for path in _key_files(sources):
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    digest.update("\n".join(f"{n} {s}" for n, s in pairs).encode())
+    return _native.cache_root() / "-".join([
+        name, f"torch{torch.__version__}", (torch.version.git_version or "nogit")[:10],
+        f"py{sys.version_info.major}{sys.version_info.minor}", digest.hexdigest()[:12]]) / f"lib{name}.so"
+
+
+def generate(pairs: list[tuple[str, str]], source: str) -> str:
+    """The text of the generated functions for ``pairs``."""
+    from dipugen.dest import aten_library
+    from dipugen.proto import FUNCTIONS
+
+    return aten_library.render([(FUNCTIONS[n], s) for n, s in pairs], source)
+
+
+def _compile(target: Path, name: str, pairs: list[tuple[str, str]], sources: Sequence[Path]) -> None:
+    print(f"dipu: building the C++ op library {name} for torch {torch.__version__} (once per torch)...",
+          file=sys.stderr, flush=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as work:
+        generated = Path(work) / "aten_library.cpp"
+        generated.write_text(generate(pairs, f"the direct functions of op library {name}'s base"))
+        built = Path(work) / target.name
+        result = subprocess.run([compiler(), str(generated), *map(str, sources), *_flags(sources), "-o", str(built)],
+                                capture_output=True, text=True)
+        if result.returncode != 0:
+            raise RuntimeError(f"dipu: building the C++ op library {name} failed:\n{result.stderr[-4000:]}")
+        shutil.copy(generated, target.parent / generated.name)
+        os.replace(built, target)
+
+
+def twin_path(name: str, python_library, sources: Sequence[Path] = ()) -> Path:
+    """The built C++ twin of ``python_library`` (built now if this torch and its pairings have none yet);
+    ``sources``: hand-written C++ files compiled with the generated one (their directory's headers too)."""
+    pairs = pairings(python_library)
+    target = library_file(name, pairs, sources)
+    return _native.ensure_built(target, lambda path: _compile(path, name, pairs, sources))
+
+
+def twin(name: str, python_library, sources: Sequence[Path] = ()):
+    """The op library ``name``: the C++ twin of ``python_library`` (:func:`twin_path`) laid over it, its
+    aliases on the vendor's native device. Where it cannot be built, a warning says so and
+    ``python_library`` serves alone: slower, never wrong."""
+    from dipu._core import _C, vendor
+    from dipu.diopi import OpLibrary, c_library
+
+    try:
+        path = twin_path(name, python_library, sources)
+    except Exception as error:
+        warnings.warn(f"dipu: the C++ op library {name} could not be built, so op library "
+                      f"'{python_library.name}' serves every op (DIPU_DIOPI_IMPL={python_library.name} skips "
+                      f"trying): {error}", stacklevel=3)
+        return python_library
+    functions = c_library.load(str(path), f"the C++ op library {path}")
+    device = (vendor().native_device_type or "cpu").encode()
+    ctypes.CFUNCTYPE(None, ctypes.c_char_p)(_C.c_library_symbol("dipuTorchCppSetAliasDevice"))(device)
+    library = OpLibrary(name, base=python_library, native_alias=True)
+    library.functions.update(functions)
+    return library
