@@ -3,7 +3,7 @@
 The Python ``torch`` library (diopi_impl/torch) pairs most of its functions with one ATen overload; this
 library is those functions generated in C++ (Note [The ATen library in C++] in
 scripts/autogen/dest/aten_library.py), built on first use for the installed torch and cached (Note [C++
-op library cache]), and laid over the Python library, which keeps serving what the C++ side lacks and
+op library cache] in dipu/diopi/cpp_build.py), and laid over the Python library, which keeps serving what the C++ side lacks and
 stays the reference (``DIPU_DIOPI_IMPL=torch`` selects it alone). It is an ordinary C op library to the
 rest of dipu: trampolines for the Python wrappers and the hooks, and the generated C++ wrappers for the
 fast path, which then runs without Python from the dispatcher to the ATen kernel.
