@@ -48,10 +48,13 @@ def _key_files(sources: Sequence[Path]) -> list[Path]:
 
 
 def _flags(sources: Sequence[Path]) -> list[str]:
-    from torch.utils import cpp_extension
-
-    includes = [*cpp_extension.include_paths(), str(INCLUDE), *sorted({str(s.parent) for s in sources})]
-    libraries = cpp_extension.library_paths()
+    # torch's headers and libraries where torch.utils.cpp_extension finds them, without importing it: the
+    # flags are part of the cache key, computed at every import, and on a CUDA build of torch that import
+    # logs a warning when no CUDA toolkit is installed.
+    root = Path(torch.__file__).parent
+    includes = [str(root / "include"), str(root / "include" / "torch" / "csrc" / "api" / "include"), str(INCLUDE),
+                *sorted({str(s.parent) for s in sources})]
+    libraries = [str(root / "lib")]
     return ["-shared", "-fPIC", "-O2", "-std=c++20", "-fvisibility=hidden",
             f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
             *(f"-I{p}" for p in includes), *(f"-L{p}" for p in libraries),
