@@ -25,6 +25,11 @@ bool keepdim(const at::Tensor& out, const at::Tensor& input) {
   return out.dim() == input.dim() && input.dim() > 0;
 }
 
+// DIOPI's optional dim list (diopi_impl/torch/reductions.py's _dims): absent or empty reduces every dim.
+at::OptionalIntArrayRef dims(diopiSize_t dim) {
+  return dim.len > 0 ? at::OptionalIntArrayRef(tc::sizes(dim)) : std::nullopt;
+}
+
 // diopi_impl/torch/_aten.py's write_results: each wanted output takes its result, resized where the shapes
 // differ.
 void write_result(diopiTensorHandle_t output, const at::Tensor& result) {
@@ -76,13 +81,11 @@ DIPU_EXPORT diopiError_t diopiLogSoftmaxBackward(diopiContextHandle_t, diopiTens
   });
 }
 
-// DIOPI's optional dim list: absent or empty reduces every dim.
 DIPU_EXPORT diopiError_t diopiSum(diopiContextHandle_t, diopiTensorHandle_t out, diopiConstTensorHandle_t input,
                                   diopiSize_t dim) {
   return tc::guarded([&] {
     at::Tensor x = tc::alias_of(input), o = tc::alias_of(out);
-    const at::OptionalIntArrayRef dims = dim.len > 0 ? at::OptionalIntArrayRef(tc::sizes(dim)) : std::nullopt;
-    at::_ops::sum_IntList_out::call(x, dims, keepdim(o, x), o.scalar_type(), o);
+    at::_ops::sum_IntList_out::call(x, dims(dim), keepdim(o, x), o.scalar_type(), o);
   });
 }
 
@@ -90,8 +93,7 @@ DIPU_EXPORT diopiError_t diopiMean(diopiContextHandle_t, diopiTensorHandle_t out
                                    diopiSize_t dim) {
   return tc::guarded([&] {
     at::Tensor x = tc::alias_of(input), o = tc::alias_of(out);
-    const at::OptionalIntArrayRef dims = dim.len > 0 ? at::OptionalIntArrayRef(tc::sizes(dim)) : std::nullopt;
-    at::_ops::mean_out::call(x, dims, keepdim(o, x), o.scalar_type(), o);
+    at::_ops::mean_out::call(x, dims(dim), keepdim(o, x), o.scalar_type(), o);
   });
 }
 
