@@ -1,7 +1,8 @@
 // The functions of the torch op library in C++ that the generator cannot make: the Python library writes
 // them by hand (diopi_impl/torch), each around an ATen op whose arguments DIOPI spells otherwise (an
 // output dtype taken from the output, a keepdim read off the shapes, outputs written from a functional
-// result). These are the hot path of the example models' training steps; each follows its Python twin line
+// result). These are the hot path of the example models' training steps (softmax, reductions, layer norm,
+// convolution, batch norm, embedding, nll_loss, cat); each follows its Python twin line
 // by line, and the conformance suite runs both (tests/test_conformance.py -k torch_cpp-).
 #include <diopi/functions.h>
 
@@ -11,7 +12,18 @@
 #include <ATen/ops/_log_softmax_ops.h>
 #include <ATen/ops/_softmax_backward_data_ops.h>
 #include <ATen/ops/_softmax_ops.h>
+#include <ATen/ops/cat_ops.h>
+#include <ATen/ops/convolution_backward_ops.h>
+#include <ATen/ops/convolution_ops.h>
+#include <ATen/ops/embedding_dense_backward_ops.h>
+#include <ATen/ops/index_select_ops.h>
 #include <ATen/ops/mean_ops.h>
+#include <ATen/ops/native_batch_norm_backward_ops.h>
+#include <ATen/ops/native_batch_norm_ops.h>
+#include <ATen/ops/nll_loss2d_backward_ops.h>
+#include <ATen/ops/nll_loss2d_forward_ops.h>
+#include <ATen/ops/nll_loss_backward_ops.h>
+#include <ATen/ops/nll_loss_forward_ops.h>
 #include <ATen/ops/native_layer_norm_backward_ops.h>
 #include <ATen/ops/native_layer_norm_ops.h>
 #include <ATen/ops/sum_ops.h>
@@ -38,6 +50,29 @@ void write_result(diopiTensorHandle_t output, const at::Tensor& result) {
   if (target.sizes() != result.sizes()) target.resize_(result.sizes());
   tc::alias_of(target).copy_(result);
 }
+
+// The output mask of a backward: which outputs the caller wants (a null handle: not wanted).
+std::array<bool, 3> wanted(diopiTensorHandle_t a, diopiTensorHandle_t b, diopiTensorHandle_t c) {
+  return {a != nullptr, b != nullptr, c != nullptr};
+}
+
+template <class Results>
+void write_results(diopiTensorHandle_t a, diopiTensorHandle_t b, diopiTensorHandle_t c, const Results& results) {
+  write_result(a, std::get<0>(results));
+  write_result(b, std::get<1>(results));
+  write_result(c, std::get<2>(results));
+}
+
+// diopi_impl/torch/convolution.py's _bias_sizes: ATen needs the bias's shape exactly when it computes its
+// gradient; DIOPI's caller may leave it out.
+at::OptionalSymIntArrayRef bias_sizes(const diopiSize_t* given, diopiTensorHandle_t grad_bias,
+                                      std::array<c10::SymInt, 1>& channels) {
+  if (grad_bias == nullptr) return std::nullopt;
+  if (given != nullptr) return tc::sym_sizes(*given);
+  return c10::SymIntArrayRef(channels);
+}
+
+std::vector<c10::SymInt> zeros(int64_t n) { return std::vector<c10::SymInt>(std::max<int64_t>(n, 0), 0); }
 
 }  // namespace
 
@@ -124,6 +159,168 @@ DIPU_EXPORT diopiError_t diopiLayerNormBackward(diopiContextHandle_t, diopiTenso
     write_result(grad_input, std::get<0>(results));
     write_result(grad_weight, std::get<1>(results));
     write_result(grad_bias, std::get<2>(results));
+  });
+}
+
+// ---- diopi_impl/torch/convolution.py ----
+
+DIPU_EXPORT diopiError_t diopiConvolution2d(diopiContextHandle_t, diopiTensorHandle_t out,
+                                            diopiConstTensorHandle_t input, diopiConstTensorHandle_t weight,
+                                            diopiConstTensorHandle_t bias, diopiSize_t stride, diopiSize_t padding,
+                                            diopiSize_t dilation, int64_t groups) {
+  return tc::guarded([&] {
+    const at::Tensor x = tc::alias_of(input);
+    const auto no_padding = zeros(x.dim() - 2);
+    tc::alias_of(out).copy_(at::_ops::convolution::call(x, tc::alias_of(weight), tc::optional_alias(bias),
+                                                        tc::sym_sizes(stride), tc::sym_sizes(padding),
+                                                        tc::sym_sizes(dilation), false, no_padding, groups));
+  });
+}
+
+DIPU_EXPORT diopiError_t diopiConvolution2dBackward(diopiContextHandle_t, diopiTensorHandle_t grad_input,
+                                                    diopiTensorHandle_t grad_weight, diopiTensorHandle_t grad_bias,
+                                                    diopiConstTensorHandle_t grad_output,
+                                                    diopiConstTensorHandle_t input, diopiConstTensorHandle_t weight,
+                                                    diopiSize_t* given_bias_sizes, diopiSize_t stride,
+                                                    diopiSize_t padding, diopiSize_t dilation, int64_t groups) {
+  return tc::guarded([&] {
+    const at::Tensor x = tc::alias_of(input), w = tc::alias_of(weight);
+    std::array<c10::SymInt, 1> channels{w.size(0)};
+    const auto no_padding = zeros(x.dim() - 2);
+    write_results(grad_input, grad_weight, grad_bias, at::_ops::convolution_backward::call(
+        tc::alias_of(grad_output), x, w, bias_sizes(given_bias_sizes, grad_bias, channels), tc::sym_sizes(stride),
+        tc::sym_sizes(padding), tc::sym_sizes(dilation), false, no_padding, groups,
+        wanted(grad_input, grad_weight, grad_bias)));
+  });
+}
+
+DIPU_EXPORT diopiError_t diopiConvTranspose2d(diopiContextHandle_t, diopiTensorHandle_t out,
+                                              diopiConstTensorHandle_t input, diopiConstTensorHandle_t weight,
+                                              diopiConstTensorHandle_t bias, diopiSize_t stride, diopiSize_t padding,
+                                              diopiSize_t output_padding, int64_t groups, diopiSize_t dilation) {
+  return tc::guarded([&] {
+    tc::alias_of(out).copy_(at::_ops::convolution::call(
+        tc::alias_of(input), tc::alias_of(weight), tc::optional_alias(bias), tc::sym_sizes(stride),
+        tc::sym_sizes(padding), tc::sym_sizes(dilation), true, tc::sym_sizes(output_padding), groups));
+  });
+}
+
+DIPU_EXPORT diopiError_t diopiConvTranspose2dBackward(
+    diopiContextHandle_t, diopiTensorHandle_t grad_input, diopiTensorHandle_t grad_weight,
+    diopiTensorHandle_t grad_bias, diopiConstTensorHandle_t grad_output, diopiConstTensorHandle_t input,
+    diopiConstTensorHandle_t weight, diopiSize_t* given_bias_sizes, diopiSize_t stride, diopiSize_t padding,
+    diopiSize_t dilation, diopiSize_t output_padding, int64_t groups) {
+  return tc::guarded([&] {
+    const at::Tensor w = tc::alias_of(weight);
+    std::array<c10::SymInt, 1> channels{w.size(1) * groups};
+    write_results(grad_input, grad_weight, grad_bias, at::_ops::convolution_backward::call(
+        tc::alias_of(grad_output), tc::alias_of(input), w, bias_sizes(given_bias_sizes, grad_bias, channels),
+        tc::sym_sizes(stride), tc::sym_sizes(padding), tc::sym_sizes(dilation), true, tc::sym_sizes(output_padding),
+        groups, wanted(grad_input, grad_weight, grad_bias)));
+  });
+}
+
+// ---- diopi_impl/torch/normalization.py ----
+
+DIPU_EXPORT diopiError_t diopiBatchNorm(diopiContextHandle_t, diopiTensorHandle_t out, diopiTensorHandle_t save_mean,
+                                        diopiTensorHandle_t save_invstd, diopiConstTensorHandle_t input,
+                                        diopiConstTensorHandle_t weight, diopiConstTensorHandle_t bias,
+                                        diopiTensorHandle_t running_mean, diopiTensorHandle_t running_var,
+                                        bool training, double momentum, double eps) {
+  return tc::guarded([&] {
+    const auto results = at::_ops::native_batch_norm::call(
+        tc::alias_of(input), tc::optional_alias(weight), tc::optional_alias(bias), tc::optional_alias(running_mean),
+        tc::optional_alias(running_var), training, momentum, eps);
+    write_result(out, std::get<0>(results));
+    if (training) {  // evaluation saves no statistics, whatever ATen's CPU kernel hands back
+      write_result(save_mean, std::get<1>(results));
+      write_result(save_invstd, std::get<2>(results));
+    }
+  });
+}
+
+DIPU_EXPORT diopiError_t diopiBatchNormBackward(diopiContextHandle_t, diopiTensorHandle_t grad_input,
+                                                diopiTensorHandle_t grad_weight, diopiTensorHandle_t grad_bias,
+                                                diopiConstTensorHandle_t grad_output, diopiConstTensorHandle_t input,
+                                                diopiConstTensorHandle_t weight,
+                                                diopiConstTensorHandle_t running_mean,
+                                                diopiConstTensorHandle_t running_var,
+                                                diopiConstTensorHandle_t save_mean,
+                                                diopiConstTensorHandle_t save_invstd, bool training, double eps) {
+  return tc::guarded([&] {
+    write_results(grad_input, grad_weight, grad_bias, at::_ops::native_batch_norm_backward::call(
+        tc::alias_of(grad_output), tc::alias_of(input), tc::optional_alias(weight), tc::optional_alias(running_mean),
+        tc::optional_alias(running_var), tc::optional_alias(save_mean), tc::optional_alias(save_invstd), training, eps,
+        wanted(grad_input, grad_weight, grad_bias)));
+  });
+}
+
+// ---- diopi_impl/torch/embedding.py, losses.py, tensor.py ----
+
+DIPU_EXPORT diopiError_t diopiEmbedding(diopiContextHandle_t, diopiTensorHandle_t out, diopiConstTensorHandle_t weight,
+                                        diopiConstTensorHandle_t indices, int64_t, bool, bool) {
+  return tc::guarded([&] {
+    const at::Tensor w = tc::alias_of(weight);
+    at::Tensor rows = tc::alias_of(out).view({-1, w.size(1)});
+    at::_ops::index_select_out::call(w, 0, tc::alias_of(indices).reshape({-1}), rows);
+  });
+}
+
+DIPU_EXPORT diopiError_t diopiEmbeddingBackward(diopiContextHandle_t, diopiTensorHandle_t out,
+                                                diopiConstTensorHandle_t grad, diopiConstTensorHandle_t indices,
+                                                int64_t num_weights, int64_t padding_idx, bool scale_grad_by_freq,
+                                                bool sparse) {
+  if (sparse) return diopiForceFallbackToCPU;  // a dense out cannot hold a sparse gradient
+  return tc::guarded([&] {
+    tc::alias_of(out).copy_(at::_ops::embedding_dense_backward::call(tc::alias_of(grad), tc::alias_of(indices),
+                                                                     num_weights, padding_idx, scale_grad_by_freq));
+  });
+}
+
+// (N, C, H, W) inputs take nll_loss2d, as in diopi_impl/torch/losses.py.
+DIPU_EXPORT diopiError_t diopiNLLLossV2(diopiContextHandle_t, diopiTensorHandle_t out, diopiTensorHandle_t total_weight,
+                                        diopiConstTensorHandle_t input, diopiConstTensorHandle_t target,
+                                        diopiConstTensorHandle_t weight, diopiReduction_t reduction,
+                                        int64_t ignore_index) {
+  return tc::guarded([&] {
+    const at::Tensor x = tc::alias_of(input);
+    at::Tensor o = tc::alias_of(out), total = tc::alias_of(total_weight);
+    if (x.dim() == 4)
+      at::_ops::nll_loss2d_forward_output::call(x, tc::alias_of(target), tc::optional_alias(weight), reduction,
+                                                ignore_index, o, total);
+    else
+      at::_ops::nll_loss_forward_output::call(x, tc::alias_of(target), tc::optional_alias(weight), reduction,
+                                              ignore_index, o, total);
+  });
+}
+
+DIPU_EXPORT diopiError_t diopiNLLLossV2Backward(diopiContextHandle_t, diopiTensorHandle_t grad_input,
+                                                diopiConstTensorHandle_t grad_output, diopiConstTensorHandle_t input,
+                                                diopiConstTensorHandle_t target, diopiConstTensorHandle_t weight,
+                                                diopiConstTensorHandle_t total_weight, diopiReduction_t reduction,
+                                                int64_t ignore_index) {
+  return tc::guarded([&] {
+    const at::Tensor x = tc::alias_of(input);
+    at::Tensor gi = tc::alias_of(grad_input);
+    if (x.dim() == 4)
+      at::_ops::nll_loss2d_backward_grad_input::call(tc::alias_of(grad_output), x, tc::alias_of(target),
+                                                     tc::optional_alias(weight), reduction, ignore_index,
+                                                     tc::alias_of(total_weight), gi);
+    else
+      at::_ops::nll_loss_backward_grad_input::call(tc::alias_of(grad_output), x, tc::alias_of(target),
+                                                   tc::optional_alias(weight), reduction, ignore_index,
+                                                   tc::alias_of(total_weight), gi);
+  });
+}
+
+DIPU_EXPORT diopiError_t diopiCat(diopiContextHandle_t, diopiTensorHandle_t out, diopiConstTensorHandle_t* tensors,
+                                  int64_t num_tensors, int64_t dim) {
+  return tc::guarded([&] {
+    std::vector<at::Tensor> parts;
+    parts.reserve(num_tensors);
+    for (int64_t i = 0; i < num_tensors; ++i) parts.push_back(tc::alias_of(tensors[i]));
+    at::Tensor o = tc::alias_of(out);
+    at::_ops::cat_out::call(at::ITensorListRef(parts), dim, o);
   });
 }
 
