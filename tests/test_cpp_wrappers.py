@@ -448,3 +448,67 @@ def test_layer_norm_and_relu_take_the_cpp_path_with_the_reference_c_library(pyth
     assert r["relu"] == [True, True], r["relu"]
     assert r["relu_fast"] == {"relu": 2, "threshold_backward": 1}, r["relu_fast"]
     assert r["relu_channels_last"] == [True, True], r["relu_channels_last"]
+
+
+# ---- the hand-written twins of impl kernels (dipu/kernels/cpp/impl_kernels.cpp), with the C++ torch library ----
+
+IMPL_CALLS = """
+import json, torch, torch.nn.functional as F, dipu
+from dipu.kernels import cpp_wrappers
+torch.manual_seed(0)
+cl = torch.channels_last
+
+def same(cpu, on_dipu):
+    return cpu.shape == on_dipu.shape and cpu.dtype == on_dipu.dtype and cpu.stride() == on_dipu.stride() and \\
+        torch.allclose(cpu, on_dipu.cpu(), rtol=1e-4, atol=1e-5)
+
+def step(device, layout, fn, *tensors):
+    leaves = [t.to(device).contiguous(memory_format=layout if t.dim() == 4 else torch.contiguous_format).detach()
+              .requires_grad_() for t in tensors]
+    out = fn(*leaves)
+    out.backward(torch.ones_like(out))
+    return [out.detach()] + [leaf.grad for leaf in leaves]
+
+cases = {
+    "conv": (lambda x, w, b: F.conv2d(x, w, b, stride=2, padding=1), (2, 3, 9, 8), (4, 3, 3, 3), (4,)),
+    "conv no bias, groups": (lambda x, w: F.conv2d(x, w, padding=(1, 0), groups=2), (2, 4, 7, 6), (6, 2, 3, 2)),
+    "conv1d": (lambda x, w: F.conv1d(x, w, dilation=2), (2, 3, 11), (5, 3, 3)),
+    "batch norm": (lambda x, w, b: F.batch_norm(x, torch.zeros(3, device=x.device), torch.ones(3, device=x.device),
+                                                 w, b, training=True), (4, 3, 5, 6), (3,), (3,)),
+    "max pool": (lambda x: F.max_pool2d(x, 3, 2, 1), (2, 3, 9, 10)),
+    "max pool ceil": (lambda x: F.max_pool2d(x, 2, ceil_mode=True), (2, 3, 7, 7)),
+}
+r = {}
+for layout in (torch.contiguous_format, cl):
+    for name, (fn, *shapes) in cases.items():
+        tensors = [torch.randn(s) for s in shapes]
+        applies = layout is torch.contiguous_format or len(shapes[0]) == 4
+        if not applies:
+            continue
+        cpu_results, dipu_results = step("cpu", layout, fn, *tensors), step("dipu", layout, fn, *tensors)
+        r[f"{name} {layout}"] = [same(c, d) for c, d in zip(cpu_results, dipu_results)]
+cpp_wrappers.reset_fast_calls()
+x, w = torch.randn(2, 3, 8, 8), torch.randn(4, 3, 3, 3)
+F.conv2d(x.to("dipu"), w.to("dipu"))
+y = F.conv_transpose2d(x.to("dipu"), w.transpose(0, 1).to("dipu"))  # transposed: the Python path
+r["transposed"] = same(F.conv_transpose2d(x, w.transpose(0, 1)), y)
+bn = torch.nn.BatchNorm2d(3).to("dipu").eval()
+r["batch norm eval"] = same(torch.nn.BatchNorm2d(3).eval()(x), bn(x.to("dipu")))
+F.max_pool2d(x.to("dipu"), 2)
+r["fast"] = {op: n for op, n in cpp_wrappers.fast_calls().items() if "conv" in op or "norm" in op or "pool" in op}
+r["fallbacks"] = dipu.fallback_counts()
+print(json.dumps(r))
+"""
+
+
+def test_convolution_batch_norm_and_max_pool_take_the_cpp_path_with_the_cpu_s_results_and_layouts(python):
+    """The hot path's impl kernels have C++ twins: forward and backward give the CPU's values, shapes, dtypes and
+    strides (channels_last kept), and what a twin leaves to Python (a transposed convolution) still works."""
+    r = json.loads(python(IMPL_CALLS).stdout.strip().splitlines()[-1])
+    cases = {k: v for k, v in r.items() if k not in ("fast", "fallbacks", "transposed", "batch norm eval")}
+    assert len(cases) == 11, cases
+    for case, checks in cases.items():
+        assert checks == [True] * len(checks), (case, checks)
+    assert r["transposed"] is True and r["batch norm eval"] is True
+    assert r["fast"] == {"convolution_overrideable": 1, "native_batch_norm": 1, "max_pool2d_with_indices": 1}, r["fast"]
+    assert r["fallbacks"] == {}, r["fallbacks"]

@@ -91,7 +91,7 @@ def _build(target: Path) -> None:
         source = work / "cpp_wrappers.cpp"
         source.write_text(generate(None))
         cpp_extension.load(
-            name=NAME, sources=[str(source), str(SUPPORT / "wrapper_support.cpp")], build_directory=str(work),
+            name=NAME, sources=[str(source), str(SUPPORT / "wrapper_support.cpp"), str(SUPPORT / "impl_kernels.cpp")], build_directory=str(work),
             extra_cflags=["-O2", "-fvisibility=hidden"], extra_include_paths=[str(p) for p in _INCLUDES],
             verbose=False, is_python_module=True)
         shutil.copy(source, target.parent / source.name)

@@ -271,4 +271,63 @@ bool native_layer_norm_backward(std::array<Spec, 3>& specs, const at::Tensor& gr
   return true;
 }
 
+// ---- C++ twins of meta kernels (CPP_META_TWINS in scripts/autogen/dest/cpp_wrappers.py) --------------------
+// Their specs take their shapes from the meta kernel, which torch writes in Python for these: each rule here
+// gives the meta kernel's answer for the well-formed calls of the hot path (contiguous outputs) and false for
+// the rest, which the Python path sends to the meta kernel (and its error).
+
+inline int64_t as_int(int64_t value) { return value; }
+inline int64_t as_int(const c10::SymInt& value) { return value.guard_int(__FILE__, __LINE__); }
+
+inline bool index_dtype(const at::Tensor& t) { return t.scalar_type() == at::kLong || t.scalar_type() == at::kInt; }
+
+// embedding: a row of the weight matrix per index.
+template <class... Rest>
+bool embedding(Spec& spec, const at::Tensor& weight, const at::Tensor& indices, const Rest&...) {
+  if (weight.dim() != 2 || !index_dtype(indices)) return false;
+  spec.shape.assign(indices.sizes().begin(), indices.sizes().end());
+  spec.shape.push_back(weight.size(1));
+  spec.dtype = weight.scalar_type();
+  return true;
+}
+
+// embedding_dense_backward: the weight's gradient, num_weights rows of the gradient's last dim.
+template <class Int, class... Rest>
+bool embedding_dense_backward(Spec& spec, const at::Tensor& grad_output, const at::Tensor& indices,
+                              const Int& num_weights, const Rest&...) {
+  if (grad_output.dim() < 1 || !index_dtype(indices) || as_int(num_weights) < 0) return false;
+  spec.shape.assign({as_int(num_weights), grad_output.size(-1)});
+  spec.dtype = grad_output.scalar_type();
+  return true;
+}
+
+// index_select: the input with `dim` cut to the index's length.
+template <class... Rest>
+bool index_select(Spec& spec, const at::Tensor& self, int64_t dim, const at::Tensor& index, const Rest&...) {
+  if (self.dim() < 1 || index.dim() > 1 || !index_dtype(index) || dim < -self.dim() || dim >= self.dim())
+    return false;
+  same_shape(spec, self);
+  spec.shape[dim < 0 ? dim + self.dim() : dim] = index.numel();
+  spec.dtype = self.scalar_type();
+  return true;
+}
+
+// nll_loss_forward's (output, total_weight): per-sample losses for reduction none of a batch, else a 0-dim
+// loss; a 0-dim total weight. Class-index targets of int64 only, a weight of one element per class.
+template <class Int, class... Rest>
+bool nll_loss_forward(std::array<Spec, 2>& specs, const at::Tensor& self, const at::Tensor& target,
+                      const std::optional<at::Tensor>& weight, int64_t reduction, const Int&, const Rest&...) {
+  const bool batch = self.dim() == 2;
+  if ((self.dim() != 1 && !batch) || target.scalar_type() != at::kLong || target.dim() != (batch ? 1 : 0) ||
+      (batch && target.size(0) != self.size(0)) ||
+      (weight.has_value() && weight->defined() && weight->numel() != self.size(-1)))
+    return false;
+  specs[0].shape.clear();
+  if (batch && reduction == 0) specs[0].shape.push_back(self.size(0));
+  specs[0].dtype = self.scalar_type();
+  specs[1].shape.clear();
+  specs[1].dtype = self.scalar_type();
+  return true;
+}
+
 }  // namespace dipu::cwrap::rules

@@ -117,15 +117,24 @@ std::vector<at::Tensor> Kernel::call_python_tuple(torch::jit::Stack stack) {
 
 namespace {
 
-void define_module(py::module& m, const Entry* entries, size_t count) {
-  std::unordered_map<std::string, const Entry*> by_op;
-  for (size_t i = 0; i < count; ++i) by_op.emplace(entries[i].op, &entries[i]);
+// Every kernel of the extension: the generated ones and the hand-written twins of impl kernels.
+std::vector<const Entry*> all_entries() {
+  std::vector<const Entry*> entries;
+  for (size_t i = 0; i < kEntryCount; ++i) entries.push_back(&kEntries[i]);
+  for (size_t i = 0; i < kImplEntryCount; ++i) entries.push_back(&kImplEntries[i]);
+  return entries;
+}
 
-  m.def("ops", [entries, count] {
+void define_module(py::module& m) {
+  const std::vector<const Entry*> entries = all_entries();
+  std::unordered_map<std::string, const Entry*> by_op;
+  for (const Entry* entry : entries) by_op.emplace(entry->op, entry);
+
+  m.def("ops", [entries] {
     std::vector<std::tuple<std::string, std::string, std::string, bool>> result;
-    for (size_t i = 0; i < count; ++i)
-      result.emplace_back(entries[i].op, entries[i].kernel->diopi_name, entries[i].kernel->scalar_name,
-                          entries[i].kernel->meta_shapes);
+    for (const Entry* entry : entries)
+      result.emplace_back(entry->op, entry->kernel->diopi_name, entry->kernel->scalar_name,
+                          entry->kernel->meta_shapes);
     return result;
   }, "(op, DIOPI function, scalar DIOPI function or '', whether its shapes come from the meta kernel) of every "
      "kernel this extension has.");
@@ -156,16 +165,16 @@ void define_module(py::module& m, const Entry* entries, size_t count) {
   }, "install([(op, C function address, scalar C function address or 0, Python wrapper), ...]): register those C++ wrappers on PrivateUse1, "
      "over what is registered (replacing an earlier install); returns the ops.");
   m.def("uninstall", &uninstall, "Unregister the installed C++ wrappers.");
-  m.def("fast_calls", [entries, count] {
+  m.def("fast_calls", [entries] {
     std::unordered_map<std::string, int64_t> counts;
-    for (size_t i = 0; i < count; ++i) {
-      int64_t n = entries[i].kernel->fast_calls.load(std::memory_order_relaxed);
-      if (n) counts.emplace(entries[i].op, n);
+    for (const Entry* entry : entries) {
+      int64_t n = entry->kernel->fast_calls.load(std::memory_order_relaxed);
+      if (n) counts.emplace(entry->op, n);
     }
     return counts;
   }, "op -> calls the C++ path served (the Python path's calls are not counted).");
-  m.def("reset_fast_calls", [entries, count] {
-    for (size_t i = 0; i < count; ++i) entries[i].kernel->fast_calls.store(0, std::memory_order_relaxed);
+  m.def("reset_fast_calls", [entries] {
+    for (const Entry* entry : entries) entry->kernel->fast_calls.store(0, std::memory_order_relaxed);
   });
   m.def("hooks_on", &hooks_on, "Whether a run-time hook sends calls to the Python path now.");
   m.def("sync", [] { return g_sync; });
@@ -175,5 +184,5 @@ void define_module(py::module& m, const Entry* entries, size_t count) {
 }  // namespace dipu::cwrap
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  dipu::cwrap::define_module(m, dipu::cwrap::kEntries, dipu::cwrap::kEntryCount);
+  dipu::cwrap::define_module(m);
 }

@@ -326,8 +326,10 @@ struct Entry {
   void (*define)(torch::Library&);
 };
 
-// The generated file's table of its kernels.
+// The generated file's table of its kernels, and impl_kernels.cpp's.
 extern const Entry kEntries[];
 extern const size_t kEntryCount;
+extern const Entry kImplEntries[];
+extern const size_t kImplEntryCount;
 
 }  // namespace dipu::cwrap

@@ -80,9 +80,11 @@ CPP_SHAPE_RULES = frozenset({
     "native_layer_norm",
 })
 #: Ops whose spec takes their shapes from the meta kernel and whose C++ rule of the same name stands in for it.
-CPP_META_TWINS = frozenset({"native_layer_norm_backward"})
+CPP_META_TWINS = frozenset({
+    "native_layer_norm_backward", "embedding", "embedding_dense_backward", "index_select", "nll_loss_forward",
+})
 #: Rules (of either table) filling one Spec per output of a kernel with several (Note [Several outputs in C++]).
-CPP_MULTI_RULES = frozenset({"native_layer_norm", "native_layer_norm_backward"})
+CPP_MULTI_RULES = frozenset({"native_layer_norm", "native_layer_norm_backward", "nll_loss_forward"})
 
 #: The C type of each proto kind the wrappers pass, as dipu's functions.h declares it (Note [The C form of a
 #: proto function] in dest/c_header.py), and the helper of wrapper_support.h that converts an ATen value,

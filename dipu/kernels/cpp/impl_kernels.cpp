@@ -1,0 +1,328 @@
+// The C++ wrappers of the hot path's `impl:` kernels: convolution, batch norm and max pooling, with their
+// backwards. The generator leaves an entry with an `impl:` body to its Python wrapper (its body is Python:
+// dipu/ops/convolution.py, dipu/ops/memory_format.py); these are those bodies written again in C++, each
+// beside its Python twin line by line, inside the frame every generated C++ wrapper has (Note [Generated C++
+// wrappers] in scripts/autogen/dest/cpp_wrappers.py): the same fast-path test, the same Python path for
+// everything else, the same counting. Outputs take the memory format the CPU kernels give them (Note [Memory
+// formats of outputs] in dipu/ops/memory_format.py). What the Python body handles and these do not (a
+// transposed convolution, a pooling shape its rule leaves to the meta kernel, batch norm with mixed dtypes or
+// without an affine weight) takes the Python path. tests/test_cpp_wrappers.py compares both paths.
+#include "wrapper_support.h"
+
+namespace dipu::cwrap {
+namespace {
+
+// dipu/ops/meta_rules.py's memory_format: ATen's suggest_memory_format for the dense layouts.
+at::MemoryFormat layout_of(const at::Tensor& t) {
+  if (t.is_contiguous()) return at::MemoryFormat::Contiguous;
+  if (t.dim() == 4 && t.is_contiguous(at::MemoryFormat::ChannelsLast)) return at::MemoryFormat::ChannelsLast;
+  if (t.dim() == 5 && t.is_contiguous(at::MemoryFormat::ChannelsLast3d)) return at::MemoryFormat::ChannelsLast3d;
+  return at::MemoryFormat::Contiguous;
+}
+
+// dipu/ops/memory_format.py's empty: a new output in `layout` where the shape has that layout's rank.
+at::Tensor empty_in(c10::IntArrayRef shape, at::ScalarType dtype, at::MemoryFormat layout) {
+  const size_t rank = layout == at::MemoryFormat::ChannelsLast ? 4 : 5;
+  if (layout == at::MemoryFormat::Contiguous || shape.size() != rank) return empty(shape, dtype);
+  static c10::Allocator* allocator = c10::GetAllocator(kDipu);
+  return at::detail::empty_generic(shape, allocator, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), dtype,
+                                   layout);
+}
+
+// An optional tensor the DIOPI function writes (batch norm's running statistics).
+diopiTensorHandle_t c_written(const std::optional<at::Tensor>& t) {
+  return t.has_value() && t->defined() ? diopi::handle(const_cast<at::Tensor&>(*t)) : nullptr;
+}
+
+bool all_dense(c10::SymIntArrayRef values) {
+  for (const c10::SymInt& v : values)
+    if (v.is_heap_allocated()) return false;  // symbolic: the Python path
+  return true;
+}
+
+// ---- convolution (dipu/ops/convolution.py) ----
+
+// dipu/ops/convolution.py's _memory_format: channels_last when the input or the weight is.
+at::MemoryFormat convolution_layout(const at::Tensor& input, const at::Tensor& weight) {
+  const at::MemoryFormat layout = layout_of(input);
+  return layout != at::MemoryFormat::Contiguous ? layout : layout_of(weight);
+}
+
+// _output_size: false where the arguments do not describe a convolution the fast path takes.
+bool convolution_size(c10::SmallVector<int64_t, 6>& shape, const at::Tensor& input, const at::Tensor& weight,
+                      c10::SymIntArrayRef stride, c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation) {
+  const int64_t spatial = input.dim() - 2;
+  if (spatial < 1 || weight.dim() != input.dim() || static_cast<int64_t>(stride.size()) != spatial ||
+      static_cast<int64_t>(padding.size()) != spatial || static_cast<int64_t>(dilation.size()) != spatial ||
+      !all_dense(stride) || !all_dense(padding) || !all_dense(dilation))
+    return false;
+  shape.assign({input.size(0), weight.size(0)});
+  for (int64_t i = 0; i < spatial; ++i) {
+    const int64_t step = stride[i].as_int_unchecked(), pad = padding[i].as_int_unchecked(),
+                  dil = dilation[i].as_int_unchecked();
+    const int64_t span = input.size(i + 2) + 2 * pad - dil * (weight.size(i + 2) - 1) - 1;
+    if (step <= 0 || span < 0) return false;  // the Python path raises what the CPU raises
+    shape.push_back(span / step + 1);
+  }
+  return true;
+}
+
+using convolution_fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, diopiConstTensorHandle_t,
+                                        diopiConstTensorHandle_t, diopiConstTensorHandle_t, diopiSize_t, diopiSize_t,
+                                        diopiSize_t, int64_t);
+Kernel k_convolution("convolution_overrideable", "diopiConvolution2d");
+
+at::Tensor dipu_convolution(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                            c10::SymIntArrayRef stride, c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation,
+                            bool transposed, c10::SymIntArrayRef output_padding, c10::SymInt groups) {
+  Kernel& kern = k_convolution;
+  const c10::DeviceIndex d = input.device().index();
+  c10::SmallVector<int64_t, 6> shape;
+  if (C10_UNLIKELY(!kern.fast_path() || !on(input, d) || !on(weight, d) || !on(bias, d) || transposed ||
+                   groups.is_heap_allocated() ||
+                   !convolution_size(shape, input, weight, stride, padding, dilation)))
+    return kern.python_tensor(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups);
+  DeviceScope scope(d);
+  at::Tensor out = empty_in(shape, input.scalar_type(), convolution_layout(input, weight));
+  diopi::Context ctx(d);
+  const diopiError_t status = reinterpret_cast<convolution_fn>(kern.function)(
+      diopi::handle(ctx), c_out(out), c_in(input), c_in(weight), c_in(bias), c_sizes(stride), c_sizes(padding),
+      c_sizes(dilation), c_integer(groups));
+  if (C10_UNLIKELY(status != diopiSuccess))  // the Python wrapper owns what a failed status means
+    return kern.python_tensor(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups);
+  kern.finished(d);
+  return out;
+}
+
+using convolution_backward_fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, diopiTensorHandle_t,
+                                                 diopiTensorHandle_t, diopiConstTensorHandle_t,
+                                                 diopiConstTensorHandle_t, diopiConstTensorHandle_t, diopiSize_t*,
+                                                 diopiSize_t, diopiSize_t, diopiSize_t, int64_t);
+Kernel k_convolution_backward("convolution_backward_overrideable", "diopiConvolution2dBackward");
+
+using Three = std::tuple<at::Tensor, at::Tensor, at::Tensor>;
+
+Three three(const std::vector<at::Tensor>& r) { return Three(r.at(0), r.at(1), r.at(2)); }
+
+Three dipu_convolution_backward(const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
+                                c10::SymIntArrayRef stride, c10::SymIntArrayRef padding,
+                                c10::SymIntArrayRef dilation, bool transposed, c10::SymIntArrayRef output_padding,
+                                c10::SymInt groups, std::array<bool, 3> output_mask) {
+  Kernel& kern = k_convolution_backward;
+  const c10::DeviceIndex d = grad_output.device().index();
+  if (C10_UNLIKELY(!kern.fast_path() || !on(grad_output, d) || !on(input, d) || !on(weight, d) || transposed ||
+                   groups.is_heap_allocated() || !all_dense(stride) || !all_dense(padding) || !all_dense(dilation)))
+    return three(kern.python_tensors(grad_output, input, weight, stride, padding, dilation, transposed,
+                                     output_padding, groups, output_mask));
+  DeviceScope scope(d);
+  const at::MemoryFormat layout = convolution_layout(input, weight);
+  at::Tensor grad_input = output_mask[0] ? empty_in(input.sizes(), input.scalar_type(), layout) : at::Tensor();
+  at::Tensor grad_weight = output_mask[1] ? empty_in(weight.sizes(), weight.scalar_type(), layout) : at::Tensor();
+  const int64_t channels = weight.size(0);
+  at::Tensor grad_bias = output_mask[2] ? empty({channels}, weight.scalar_type()) : at::Tensor();
+  diopiSize_t bias_sizes{&channels, 1};  // DIOPI's sign that the forward had a bias
+  diopi::Context ctx(d);
+  const diopiError_t status = reinterpret_cast<convolution_backward_fn>(kern.function)(
+      diopi::handle(ctx), c_out(grad_input), c_out(grad_weight), c_out(grad_bias), c_in(grad_output), c_in(input),
+      c_in(weight), output_mask[2] ? &bias_sizes : nullptr, c_sizes(stride), c_sizes(padding), c_sizes(dilation),
+      c_integer(groups));
+  if (C10_UNLIKELY(status != diopiSuccess))
+    return three(kern.python_tensors(grad_output, input, weight, stride, padding, dilation, transposed,
+                                     output_padding, groups, output_mask));
+  kern.finished(d);
+  return Three(grad_input, grad_weight, grad_bias);
+}
+
+// ---- batch norm (dipu/ops/memory_format.py) ----
+
+// dipu/ops/shape_rules.py's _statistics_dtype: float32 where a parameter's dtype differs from the input's.
+at::ScalarType statistics_dtype(const at::Tensor& input, std::initializer_list<const std::optional<at::Tensor>*> params) {
+  for (const auto* p : params)
+    if (p->has_value() && (*p)->defined() && (*p)->scalar_type() != input.scalar_type()) return at::kFloat;
+  return input.scalar_type();
+}
+
+using batch_norm_fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, diopiTensorHandle_t,
+                                       diopiTensorHandle_t, diopiConstTensorHandle_t, diopiConstTensorHandle_t,
+                                       diopiConstTensorHandle_t, diopiTensorHandle_t, diopiTensorHandle_t, bool, double,
+                                       double);
+Kernel k_batch_norm("native_batch_norm", "diopiBatchNorm");
+
+Three dipu_batch_norm(const at::Tensor& input, const std::optional<at::Tensor>& weight,
+                      const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& running_mean,
+                      const std::optional<at::Tensor>& running_var, bool training, double momentum, double eps) {
+  Kernel& kern = k_batch_norm;
+  const c10::DeviceIndex d = input.device().index();
+  if (C10_UNLIKELY(!kern.fast_path() || !on(input, d) || !on(weight, d) || !on(bias, d) || !on(running_mean, d) ||
+                   !on(running_var, d) || input.dim() < 2))
+    return three(kern.python_tensors(input, weight, bias, running_mean, running_var, training, momentum, eps));
+  DeviceScope scope(d);
+  const at::ScalarType saved = statistics_dtype(input, {&weight, &bias, &running_mean, &running_var});
+  const int64_t channels = training ? input.size(1) : 0;
+  at::Tensor out = empty_in(input.sizes(), input.scalar_type(), layout_of(input));
+  at::Tensor save_mean = empty({channels}, saved), save_invstd = empty({channels}, saved);
+  diopi::Context ctx(d);
+  const diopiError_t status = reinterpret_cast<batch_norm_fn>(kern.function)(
+      diopi::handle(ctx), c_out(out), c_out(save_mean), c_out(save_invstd), c_in(input), c_in(weight), c_in(bias),
+      c_written(running_mean), c_written(running_var), training, momentum, eps);
+  if (C10_UNLIKELY(status != diopiSuccess))
+    return three(kern.python_tensors(input, weight, bias, running_mean, running_var, training, momentum, eps));
+  kern.finished(d);
+  return Three(out, save_mean, save_invstd);
+}
+
+using batch_norm_backward_fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, diopiTensorHandle_t,
+                                                diopiTensorHandle_t, diopiConstTensorHandle_t,
+                                                diopiConstTensorHandle_t, diopiConstTensorHandle_t,
+                                                diopiConstTensorHandle_t, diopiConstTensorHandle_t,
+                                                diopiConstTensorHandle_t, diopiConstTensorHandle_t, bool, double);
+Kernel k_batch_norm_backward("native_batch_norm_backward", "diopiBatchNormBackward");
+
+// The Python twin takes these outputs' shapes from the meta kernel: the input's for grad_input, the
+// weight's for its gradients. The fast path takes the case where those are plain: an affine weight of the
+// input's dtype and one element per channel.
+Three dipu_batch_norm_backward(const at::Tensor& grad_out, const at::Tensor& input,
+                               const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& running_mean,
+                               const std::optional<at::Tensor>& running_var,
+                               const std::optional<at::Tensor>& save_mean,
+                               const std::optional<at::Tensor>& save_invstd, bool train, double eps,
+                               std::array<bool, 3> output_mask) {
+  Kernel& kern = k_batch_norm_backward;
+  const c10::DeviceIndex d = grad_out.device().index();
+  if (C10_UNLIKELY(!kern.fast_path() || !on(grad_out, d) || !on(input, d) || !on(weight, d) ||
+                   !on(running_mean, d) || !on(running_var, d) || !on(save_mean, d) || !on(save_invstd, d) ||
+                   input.dim() < 2 || !weight.has_value() || !weight->defined() ||
+                   weight->scalar_type() != input.scalar_type() || weight->dim() != 1 ||
+                   weight->size(0) != input.size(1) || !grad_out.sizes().equals(input.sizes()) ||
+                   grad_out.scalar_type() != input.scalar_type()))
+    return three(kern.python_tensors(grad_out, input, weight, running_mean, running_var, save_mean, save_invstd,
+                                     train, eps, output_mask));
+  DeviceScope scope(d);
+  at::Tensor grad_input =
+      output_mask[0] ? empty_in(input.sizes(), input.scalar_type(), layout_of(input)) : at::Tensor();
+  at::Tensor grad_weight = output_mask[1] ? empty(weight->sizes(), weight->scalar_type()) : at::Tensor();
+  at::Tensor grad_bias = output_mask[2] ? empty(weight->sizes(), weight->scalar_type()) : at::Tensor();
+  diopi::Context ctx(d);
+  const diopiError_t status = reinterpret_cast<batch_norm_backward_fn>(kern.function)(
+      diopi::handle(ctx), c_out(grad_input), c_out(grad_weight), c_out(grad_bias), c_in(grad_out), c_in(input),
+      c_in(weight), c_in(running_mean), c_in(running_var), c_in(save_mean), c_in(save_invstd), train, eps);
+  if (C10_UNLIKELY(status != diopiSuccess))
+    return three(kern.python_tensors(grad_out, input, weight, running_mean, running_var, save_mean, save_invstd,
+                                     train, eps, output_mask));
+  kern.finished(d);
+  return Three(grad_input, grad_weight, grad_bias);
+}
+
+// ---- max pooling (dipu/ops/memory_format.py; shapes: Note [Pooling shapes without meta tensors]) ----
+
+// dipu/ops/shape_rules.py's _pair: one value for both dims, or two; false otherwise.
+bool pair(c10::IntArrayRef values, std::array<int64_t, 2>& result) {
+  if (values.size() == 2) result = {values[0], values[1]};
+  else if (values.size() == 1) result = {values[0], values[0]};
+  else return false;
+  return true;
+}
+
+// _pooled, for a numerator that is not negative (the caller checks; C++ division truncates).
+int64_t pooled(int64_t size, int64_t kernel, int64_t stride, int64_t pad, int64_t dilation, bool ceil_mode) {
+  const int64_t span = size + 2 * pad - dilation * (kernel - 1) - 1 + (ceil_mode ? stride - 1 : 0);
+  if (span < 0) return 0;
+  int64_t out = span / stride + 1;
+  if (ceil_mode && (out - 1) * stride >= size + pad) --out;
+  return out;
+}
+
+// max_pool2d_size: false where the Python rule answers None (the meta kernel decides there).
+bool max_pool2d_size(c10::SmallVector<int64_t, 6>& shape, const at::Tensor& self, c10::IntArrayRef kernel_size,
+                     c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation, bool ceil_mode) {
+  std::array<int64_t, 2> kernel, step, pad, dil{1, 1};
+  if (!pair(kernel_size, kernel) || !pair(padding, pad) || (self.dim() != 3 && self.dim() != 4)) return false;
+  if (!pair(dilation, dil)) dil = {1, 1};  // as the Python rule's default
+  if (stride.empty()) step = kernel;
+  else if (!pair(stride, step)) return false;
+  if (std::min(kernel[0], kernel[1]) <= 0 || std::min(step[0], step[1]) <= 0 || std::min(dil[0], dil[1]) <= 0 ||
+      std::min(pad[0], pad[1]) < 0 || pad[0] * 2 > kernel[0] || pad[1] * 2 > kernel[1])
+    return false;
+  const int64_t height = self.size(-2), width = self.size(-1);
+  const int64_t out_h = pooled(height, kernel[0], step[0], pad[0], dil[0], ceil_mode);
+  const int64_t out_w = pooled(width, kernel[1], step[1], pad[1], dil[1], ceil_mode);
+  if (out_h <= 0 || out_w <= 0 || self.size(-3) == 0 || height == 0 || width == 0) return false;
+  shape.assign(self.sizes().begin(), self.sizes().end() - 2);
+  shape.push_back(out_h);
+  shape.push_back(out_w);
+  return true;
+}
+
+using max_pool2d_fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, diopiTensorHandle_t,
+                                       diopiConstTensorHandle_t, diopiSize_t, diopiSize_t, diopiSize_t, diopiSize_t,
+                                       bool);
+Kernel k_max_pool2d("max_pool2d_with_indices", "diopiMaxPool2dWithIndices");
+
+std::tuple<at::Tensor, at::Tensor> dipu_max_pool2d(const at::Tensor& self, c10::IntArrayRef kernel_size,
+                                                   c10::IntArrayRef stride, c10::IntArrayRef padding,
+                                                   c10::IntArrayRef dilation, bool ceil_mode) {
+  Kernel& kern = k_max_pool2d;
+  const c10::DeviceIndex d = self.device().index();
+  c10::SmallVector<int64_t, 6> shape;
+  if (C10_UNLIKELY(!kern.fast_path() || !on(self, d) ||
+                   !max_pool2d_size(shape, self, kernel_size, stride, padding, dilation, ceil_mode))) {
+    const auto r = kern.python_tensors(self, kernel_size, stride, padding, dilation, ceil_mode);
+    return {r.at(0), r.at(1)};
+  }
+  DeviceScope scope(d);
+  const at::MemoryFormat layout = layout_of(self);
+  at::Tensor out = empty_in(shape, self.scalar_type(), layout), indices = empty_in(shape, at::kLong, layout);
+  diopi::Context ctx(d);
+  const diopiError_t status = reinterpret_cast<max_pool2d_fn>(kern.function)(
+      diopi::handle(ctx), c_out(out), c_out(indices), c_in(self), c_sizes(kernel_size), c_sizes(stride),
+      c_sizes(padding), c_sizes(dilation), ceil_mode);
+  if (C10_UNLIKELY(status != diopiSuccess)) {
+    const auto r = kern.python_tensors(self, kernel_size, stride, padding, dilation, ceil_mode);
+    return {r.at(0), r.at(1)};
+  }
+  kern.finished(d);
+  return {out, indices};
+}
+
+using max_pool2d_backward_fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, diopiConstTensorHandle_t,
+                                                diopiConstTensorHandle_t, diopiSize_t, diopiSize_t, diopiSize_t,
+                                                diopiSize_t, bool, diopiConstTensorHandle_t);
+Kernel k_max_pool2d_backward("max_pool2d_with_indices_backward", "diopiMaxPool2dBackward");
+
+at::Tensor dipu_max_pool2d_backward(const at::Tensor& grad_output, const at::Tensor& self,
+                                    c10::IntArrayRef kernel_size, c10::IntArrayRef stride, c10::IntArrayRef padding,
+                                    c10::IntArrayRef dilation, bool ceil_mode, const at::Tensor& indices) {
+  Kernel& kern = k_max_pool2d_backward;
+  const c10::DeviceIndex d = grad_output.device().index();
+  if (C10_UNLIKELY(!kern.fast_path() || !on(grad_output, d) || !on(self, d) || !on(indices, d)))
+    return kern.python_tensor(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices);
+  DeviceScope scope(d);
+  at::Tensor grad_input = empty_in(self.sizes(), self.scalar_type(), layout_of(self));
+  diopi::Context ctx(d);
+  const diopiError_t status = reinterpret_cast<max_pool2d_backward_fn>(kern.function)(
+      diopi::handle(ctx), c_out(grad_input), c_in(grad_output), c_in(self), c_sizes(kernel_size), c_sizes(stride),
+      c_sizes(padding), c_sizes(dilation), ceil_mode, c_in(indices));
+  if (C10_UNLIKELY(status != diopiSuccess))
+    return kern.python_tensor(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices);
+  kern.finished(d);
+  return grad_input;
+}
+
+}  // namespace
+
+extern const Entry kImplEntries[] = {
+    {"convolution_overrideable", &k_convolution,
+     [](torch::Library& m) { m.impl("convolution_overrideable", TORCH_FN(dipu_convolution)); }},
+    {"convolution_backward_overrideable", &k_convolution_backward,
+     [](torch::Library& m) { m.impl("convolution_backward_overrideable", TORCH_FN(dipu_convolution_backward)); }},
+    {"native_batch_norm", &k_batch_norm, [](torch::Library& m) { m.impl("native_batch_norm", TORCH_FN(dipu_batch_norm)); }},
+    {"native_batch_norm_backward", &k_batch_norm_backward,
+     [](torch::Library& m) { m.impl("native_batch_norm_backward", TORCH_FN(dipu_batch_norm_backward)); }},
+    {"max_pool2d_with_indices", &k_max_pool2d,
+     [](torch::Library& m) { m.impl("max_pool2d_with_indices", TORCH_FN(dipu_max_pool2d)); }},
+    {"max_pool2d_with_indices_backward", &k_max_pool2d_backward,
+     [](torch::Library& m) { m.impl("max_pool2d_with_indices_backward", TORCH_FN(dipu_max_pool2d_backward)); }},
+};
+extern const size_t kImplEntryCount = std::size(kImplEntries);
+
+}  // namespace dipu::cwrap
