@@ -1,5 +1,5 @@
-// The C++ wrappers of the hot path's `impl:` kernels: convolution, batch norm and max pooling, with their
-// backwards. The generator leaves an entry with an `impl:` body to its Python wrapper (its body is Python:
+// The C++ wrappers of the hot path's `impl:` kernels: convolution, batch norm, max and adaptive average
+// pooling, with their backwards; and of cat, whose Tensor[] the generator does not write. The generator leaves an entry with an `impl:` body to its Python wrapper (its body is Python:
 // dipu/ops/convolution.py, dipu/ops/memory_format.py); these are those bodies written again in C++, each
 // beside its Python twin line by line, inside the frame every generated C++ wrapper has (Note [Generated C++
 // wrappers] in scripts/autogen/dest/cpp_wrappers.py): the same fast-path test, the same Python path for
@@ -308,6 +308,97 @@ at::Tensor dipu_max_pool2d_backward(const at::Tensor& grad_output, const at::Ten
   return grad_input;
 }
 
+// ---- adaptive average pooling (dipu/ops/memory_format.py) ----
+
+using adaptive_avg_pool2d_fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, diopiConstTensorHandle_t,
+                                                diopiSize_t);
+Kernel k_adaptive_avg_pool2d("_adaptive_avg_pool2d", "diopiAdaptiveAvgPool2d");
+
+// adaptive_pool2d_size: false where the Python rule answers None (the meta kernel decides there).
+at::Tensor dipu_adaptive_avg_pool2d(const at::Tensor& self, c10::SymIntArrayRef output_size) {
+  Kernel& kern = k_adaptive_avg_pool2d;
+  const c10::DeviceIndex d = self.device().index();
+  if (C10_UNLIKELY(!kern.fast_path() || !on(self, d) || output_size.size() != 2 || !all_dense(output_size) ||
+                   (self.dim() != 3 && self.dim() != 4) || self.size(-1) == 0 || self.size(-2) == 0 ||
+                   self.size(-3) == 0 || output_size[0].as_int_unchecked() < 0 ||
+                   output_size[1].as_int_unchecked() < 0))
+    return kern.python_tensor(self, output_size);
+  c10::SmallVector<int64_t, 6> shape(self.sizes().begin(), self.sizes().end() - 2);
+  shape.push_back(output_size[0].as_int_unchecked());
+  shape.push_back(output_size[1].as_int_unchecked());
+  DeviceScope scope(d);
+  at::Tensor out = empty_in(shape, self.scalar_type(), layout_of(self));
+  diopi::Context ctx(d);
+  const diopiError_t status = reinterpret_cast<adaptive_avg_pool2d_fn>(kern.function)(
+      diopi::handle(ctx), c_out(out), c_in(self), c_sizes(output_size));
+  if (C10_UNLIKELY(status != diopiSuccess)) return kern.python_tensor(self, output_size);
+  kern.finished(d);
+  return out;
+}
+
+using adaptive_avg_pool2d_backward_fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t,
+                                                         diopiConstTensorHandle_t, diopiConstTensorHandle_t);
+Kernel k_adaptive_avg_pool2d_backward("_adaptive_avg_pool2d_backward", "diopiAdaptiveAvgPool2dBackward");
+
+at::Tensor dipu_adaptive_avg_pool2d_backward(const at::Tensor& grad_output, const at::Tensor& self) {
+  Kernel& kern = k_adaptive_avg_pool2d_backward;
+  const c10::DeviceIndex d = grad_output.device().index();
+  if (C10_UNLIKELY(!kern.fast_path() || !on(grad_output, d) || !on(self, d)))
+    return kern.python_tensor(grad_output, self);
+  DeviceScope scope(d);
+  at::Tensor grad_input = empty_in(self.sizes(), self.scalar_type(), layout_of(self));
+  diopi::Context ctx(d);
+  const diopiError_t status = reinterpret_cast<adaptive_avg_pool2d_backward_fn>(kern.function)(
+      diopi::handle(ctx), c_out(grad_input), c_in(grad_output), c_in(self));
+  if (C10_UNLIKELY(status != diopiSuccess)) return kern.python_tensor(grad_output, self);
+  kern.finished(d);
+  return grad_input;
+}
+
+// ---- cat: its schema's Tensor[] is an ITensorListRef, which the generator does not write (Note [Tensor
+// lists in C++]). Its Python wrapper takes the shapes from the meta kernel; the fast path takes what the
+// hot path concatenates: contiguous tensors of one dtype and rank, alike but along `dim`, whose output
+// the CPU lays out contiguously. ----
+
+using cat_fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, diopiConstTensorHandle_t*, int64_t, int64_t);
+Kernel k_cat("cat", "diopiCat");
+
+bool cat_size(c10::SmallVector<int64_t, 6>& shape, const std::vector<at::Tensor>& parts, int64_t& dim,
+              c10::DeviceIndex d) {
+  if (parts.empty()) return false;
+  const at::Tensor& first = parts[0];
+  const int64_t rank = first.dim();
+  if (rank == 0 || dim < -rank || dim >= rank) return false;
+  if (dim < 0) dim += rank;
+  shape.assign(first.sizes().begin(), first.sizes().end());
+  shape[dim] = 0;
+  for (const at::Tensor& t : parts) {
+    if (!on(t, d) || t.dim() != rank || t.scalar_type() != first.scalar_type() || !t.is_contiguous()) return false;
+    for (int64_t i = 0; i < rank; ++i)
+      if (i != dim && t.size(i) != shape[i]) return false;
+    shape[dim] += t.size(dim);
+  }
+  return true;
+}
+
+at::Tensor dipu_cat(const at::ITensorListRef& tensors, int64_t dim) {
+  Kernel& kern = k_cat;
+  std::vector<at::Tensor> parts(tensors.begin(), tensors.end());
+  const c10::DeviceIndex d = parts.empty() ? -1 : parts[0].device().index();
+  c10::SmallVector<int64_t, 6> shape;
+  int64_t axis = dim;
+  if (C10_UNLIKELY(!kern.fast_path() || !cat_size(shape, parts, axis, d))) return kern.python_tensor(tensors, dim);
+  DeviceScope scope(d);
+  at::Tensor out = empty(shape, parts[0].scalar_type());
+  HandleList handles{at::TensorList(parts)};
+  diopi::Context ctx(d);
+  const diopiError_t status = reinterpret_cast<cat_fn>(kern.function)(diopi::handle(ctx), c_out(out), handles.data(),
+                                                                      handles.size(), axis);
+  if (C10_UNLIKELY(status != diopiSuccess)) return kern.python_tensor(tensors, dim);
+  kern.finished(d);
+  return out;
+}
+
 }  // namespace
 
 extern const Entry kImplEntries[] = {
@@ -322,6 +413,11 @@ extern const Entry kImplEntries[] = {
      [](torch::Library& m) { m.impl("max_pool2d_with_indices", TORCH_FN(dipu_max_pool2d)); }},
     {"max_pool2d_with_indices_backward", &k_max_pool2d_backward,
      [](torch::Library& m) { m.impl("max_pool2d_with_indices_backward", TORCH_FN(dipu_max_pool2d_backward)); }},
+    {"_adaptive_avg_pool2d", &k_adaptive_avg_pool2d,
+     [](torch::Library& m) { m.impl("_adaptive_avg_pool2d", TORCH_FN(dipu_adaptive_avg_pool2d)); }},
+    {"_adaptive_avg_pool2d_backward", &k_adaptive_avg_pool2d_backward,
+     [](torch::Library& m) { m.impl("_adaptive_avg_pool2d_backward", TORCH_FN(dipu_adaptive_avg_pool2d_backward)); }},
+    {"cat", &k_cat, [](torch::Library& m) { m.impl("cat", TORCH_FN(dipu_cat)); }},
 };
 extern const size_t kImplEntryCount = std::size(kImplEntries);
 
