@@ -312,7 +312,7 @@ def test_the_reference_c_library_trains_the_example_gpt_as_the_cpu(python):
     for cpu, on_dipu in zip(out["cpu"], out["dipu"]):
         assert abs(cpu - on_dipu) <= 1e-4 * abs(cpu), (out["cpu"], out["dipu"])
     # Most calls run in C; the rest are dropout (random: the Python library's, which follows the CPU's
-    # generator) and the functions whose C form differs until the proto is DeepLink's (issue 18).
+    # generator) and the functions whose C form differs until the proto is DeepLink's.
     served = out["served"]
     in_c = served.get("C", 0) + served.get("C via C++ wrappers", 0)
     assert in_c >= 0.8 * sum(served.values()), served
