@@ -1,6 +1,6 @@
 """Users' training libraries on dipu, unmodified: Hugging Face ``Trainer`` and Lightning ``Trainer`` under
 ``DIPU_MOCK_CUDA=1`` (Note [Mock CUDA]), Lightning's ``accelerator="dipu"`` (Note [Lightning accelerator]) and
-``accelerate`` with ``ACCELERATE_TORCH_DEVICE=dipu`` (README "Training libraries").
+``accelerate`` with ``ACCELERATE_TORCH_DEVICE=dipu`` (docs/user-guide.md, "Training libraries").
 
 Every run is a fresh interpreter (the mock is decided at import) printing its losses as JSON; each dipu run is
 compared with the same library's run on the CPU. The libraries come with the ``test`` extra; without one, its
@@ -208,7 +208,7 @@ def test_lightning_dipu_accelerator_registry_and_refusals(python):
 
 @_needs("accelerate")
 def test_accelerate_runs_on_dipu_with_its_device_variable(python):
-    """README's route: ACCELERATE_TORCH_DEVICE=dipu makes Accelerator() pick dipu; losses equal a CPU loop."""
+    """The user guide's route: ACCELERATE_TORCH_DEVICE=dipu makes Accelerator() pick dipu; losses equal a CPU loop."""
     proc = python("""
         import json, torch
         from accelerate import Accelerator
