@@ -103,8 +103,8 @@ def test_the_compiler_agrees_with_the_comparison(tmp_path):
 
     def compiles(names) -> subprocess.CompletedProcess:
         source = tmp_path / "both.c"
-        source.write_text("#include <stdbool.h>\n#include <stddef.h>\n#include <diopi/functions.h>\n\n" + "\n".join(declaration(FUNCTIONS[n]) for n in names)
-                          + "\n")
+        source.write_text("#include <stdbool.h>\n#include <stddef.h>\n#include <diopi/functions.h>\n\n"
+                          + "\n".join(declaration(FUNCTIONS[n]) for n in names) + "\n")
         return subprocess.run(["gcc", "-std=c99", "-fsyntax-only", f"-I{tmp_path}", str(source)],
                               capture_output=True, text=True)
 

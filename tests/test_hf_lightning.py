@@ -152,7 +152,8 @@ print("RESULT", json.dumps(runs))
 """
 def _runs(accelerator: str, prefix: str = "") -> str:
     """The three precisions on ``accelerator``, as a list literal for LIGHTNING's ``runs``."""
-    return (f'[("{prefix}fp32", "{accelerator}", {{}}), ("{prefix}bf16", "{accelerator}", {{"precision": "bf16-mixed"}}), '
+    return (f'[("{prefix}fp32", "{accelerator}", {{}}), '
+            f'("{prefix}bf16", "{accelerator}", {{"precision": "bf16-mixed"}}), '
             f'("{prefix}fp16", "{accelerator}", {{"precision": "16-mixed"}})]')
 
 

@@ -1,6 +1,5 @@
 """Debug hooks (docs/reference.md, "Environment variables"), each observed from a fresh interpreter's output."""
 
-import os
 import re
 import textwrap
 
