@@ -4,9 +4,9 @@
     python benchmarks/bench_compile.py --model cnn --steps 10 --device cpu
 
 For each model: a fresh model and optimizer per mode (same seed), one training step at a time
-(forward, loss, backward, optimizer step, ``loss.item()``), the two modes alternating step by step. Reported: the first step (for
-``compile``, this includes dynamo tracing and inductor's code generation and C++ build), the
-median steady-state step after 3 warm-up steps, and the largest difference of the losses of the
+(forward, loss, backward, optimizer step, ``loss.item()``), the two modes alternating step by step.
+Reported: the first step (for ``compile``, this includes dynamo tracing and inductor's code generation and
+C++ build), the median steady-state step after 3 warm-up steps, and the largest difference of the losses of the
 two modes over the run (dropout is off, so the two modes compute the same function). Then the trained
 model in inference (``eval()``, no grad, which dynamo compiles as a graph of its own): the median
 inference step after a warm-up one, and the largest difference of the two modes' inference losses.

@@ -2,7 +2,7 @@
 
     python benchmarks/bench_core.py
 
-Targets (issue 2): torch.empty and view within 2x of CPU.
+Target: torch.empty and view within 2x of CPU.
 """
 
 import torch

@@ -17,7 +17,6 @@ own allocator's (``torch.cuda`` or ``torch.dipu.max_memory_allocated``).
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import os
 import pathlib

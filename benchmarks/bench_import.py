@@ -3,8 +3,8 @@
     python benchmarks/bench_import.py [--runs N]
 
 Each run is a fresh interpreter with PYTHONDONTWRITEBYTECODE=1 (so Python recompiles every module it
-has no .pyc for, as on read-only installs); runs with dipu autoloaded and without alternate. Target
-(issue 9): under 0.5 s over `import torch`. The first import after a change of the native core, the
+has no .pyc for, as on read-only installs); runs with dipu autoloaded and without alternate. Target:
+under 0.5 s over `import torch`. The first import after a change of the native core, the
 spec or the torch version also builds or generates; run once before measuring.
 """
 

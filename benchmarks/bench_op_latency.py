@@ -7,8 +7,8 @@ Each op runs on tensors of a few hundred elements, so the time is the per-call o
 path (dispatch, wrapper, DIOPI call, allocation) rather than arithmetic. The sim vendor runs
 synchronously, so no per-call synchronize is needed. dipu and CPU calls are timed alternately
 (benchmarks/_timing.py); each op gets as many calls per round as fit a small time budget, so an
-op that is still slow on dipu does not stretch the run. Target: each tiny op within 4x of CPU. Ops that still go through the CPU
-fallback are listed after the table.
+op that is still slow on dipu does not stretch the run. Target: each tiny op within 4x of CPU. Ops that
+still go through the CPU fallback are listed after the table.
 
 The C path columns: the same cases in a second process with a C op library (DIPU_DIOPI_IMPL), timed
 against the CPU there too, and the share of the case's op calls the generated C++ wrappers served

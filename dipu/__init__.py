@@ -21,7 +21,7 @@ _EXIT_GRACE_SECONDS = 0.02  # see Note [Exit after backward]
 
 # Start-up, in this order (Note [Start-up order] in dipu/_core.py):
 # 1. the vendor runtime and the native core;
-from dipu._core import _C, vendor
+from dipu._core import _C, vendor  # noqa: E402
 
 # 2. the device module, torch.dipu, and the tensor/module/storage methods (.dipu(), .is_dipu);
 from dipu import device  # noqa: E402

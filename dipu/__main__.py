@@ -56,7 +56,8 @@ def _vendor() -> list[str]:
         major, minor, patch = plugin.version
         lines.append(f"  runtime plug-in in C: {plugin.path} (device type {plugin.device_type}, "
                      f"ABI {major}.{minor}.{patch}, {len(plugin.functions())} functions)")
-    lines.append(f"  memory: {'addressable as ' + runtime.native_device_type if runtime.native_device_type else 'opaque'}"
+    memory = "addressable as " + runtime.native_device_type if runtime.native_device_type else "opaque"
+    lines.append(f"  memory: {memory}"
                  f"; collectives: {runtime.collectives.__name__ if runtime.collectives else 'gloo on host copies'}"
                  f"; torch.compile: {runtime.compiler_backend or 'no compiler (aot_eager through dipu kernels)'}")
     return lines

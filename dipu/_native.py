@@ -16,9 +16,9 @@ and data races in it (the allocator is called from every thread that frees a ten
 sanitizer is part of the cache key, so a sanitized core sits beside the normal one and never
 replaces it. Python and torch are not sanitized, so the sanitizer's runtime must be loaded
 first: ``LD_PRELOAD`` names it (and libstdc++, which the runtime's interceptors resolve); see
-README "Sanitizer builds". Loading a sanitized core without its runtime fails here with that
+docs/vendor-guide.md, "Sanitizer builds". Loading a sanitized core without its runtime fails here with that
 command rather than with the loader's message.
-What they found (issue 20): AddressSanitizer, a heap-use-after-free in the allocator's free()
+What their first runs found: AddressSanitizer, a heap-use-after-free in the allocator's free()
 under threads (Note [Block ownership] in dipu/csrc/allocator.cpp); ThreadSanitizer, only glibc's
 release of an exited thread's dynamic TLS (suppressed in tests/tsan.supp). Under ASan, torch's own
 C++ unwinder (memory history with stacks="all") can fault, so sanitized runs record Python stacks.
@@ -163,7 +163,7 @@ def _check_sanitizer_runtime() -> None:
             f"dipu: DIPU_SANITIZE={name} loads a native core built with -fsanitize={name}, whose "
             f"runtime must be loaded before Python: run with LD_PRELOAD=\"$({compiler} "
             f"-print-file-name={library}) $({compiler} -print-file-name=libstdc++.so)\" "
-            "(README: Sanitizer builds)"
+            "(docs/vendor-guide.md: Sanitizer builds)"
         )
 
 

@@ -466,8 +466,8 @@ _scopes: list[Scope] = []
 
 
 class _CallableModule(types.ModuleType):
-    """Note [dipu.autocompare is callable]: ``dipu.autocompare(".*")`` opens a :class:`Scope` while
-    ``dipu.autocompare`` stays this module (``results()``, ``TOLERANCES``, ...)."""
+    """The module's class: ``dipu.autocompare(".*")`` opens a :class:`Scope` while ``dipu.autocompare`` stays
+    this module (``results()``, ``TOLERANCES``, ...)."""
 
     def __call__(self, ops: str = ".*", *, verbose: bool | None = None, strict: bool | None = None) -> Scope:
         return Scope(ops, verbose=verbose, strict=strict)

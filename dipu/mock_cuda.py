@@ -198,7 +198,8 @@ def _mapped_grad_scaler(base, default_device=None):
 
 
 def _dipu_device(device) -> torch.device:
-    """A device of ``torch.nn.parallel.comm``'s arguments (index, -1 for the CPU, None for the current one) as dipu's."""
+    """A device of ``torch.nn.parallel.comm``'s arguments (index, -1 for the CPU, None for the current one) as
+    dipu's."""
     if device is None:
         return torch.device(_TYPE, torch.dipu.current_device())
     if isinstance(device, int):

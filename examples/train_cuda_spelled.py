@@ -5,7 +5,7 @@
 
 Nothing here names dipu: ``import torch`` loads dipu through PyTorch's backend autoload, and
 ``DIPU_MOCK_CUDA=1`` makes ``.cuda()``, ``device="cuda"``, ``torch.cuda.*`` and
-``torch.autocast("cuda")`` mean the dipu device (README: "Running CUDA scripts unchanged"). The
+``torch.autocast("cuda")`` mean the dipu device (docs/user-guide.md: "Running CUDA scripts unchanged"). The
 data, seeds and update rules are those of examples/train.py, so each epoch's loss matches
 ``python examples/train.py --device dipu`` (without ``--amp``).
 """

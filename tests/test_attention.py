@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils._python_dispatch import TorchDispatchMode
 
-import dipu
+import dipu  # noqa: F401  (registers the device)
 
 FUSED = "aten._scaled_dot_product_fused_attention_overrideable"
 

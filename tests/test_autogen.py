@@ -193,7 +193,8 @@ ERRORS = [
     (RELU + "  interface: diopiRelu(ctx, out, self)\n  interface: diopiRelu(ctx, out, out)\n",
      "diopi_functions.yaml:3: duplicate key 'interface' (first at line 2)"),
     (RELU + "  interface: diopiRelu(ctx, out, self)\n  shape: [unary\n",
-     "diopi_functions.yaml:4: invalid YAML: did not find expected ',' or ']' (while parsing a flow sequence at line 3)"),
+     "diopi_functions.yaml:4: invalid YAML: did not find expected ',' or ']' "
+     "(while parsing a flow sequence at line 3)"),
     (RELU + "  interface: 'diopiRelu(ctx, out, self)\n",
      "diopi_functions.yaml:3: invalid YAML: found unexpected end of stream (while scanning a quoted scalar at line 2)"),
     (RELU + "  interface: diopiRelu(ctx, out, self): x\n",
@@ -228,7 +229,8 @@ def test_a_torch_whose_schema_does_not_fit_leaves_the_op_out_and_reports_it(tmp_
                     + "  interface: diopiAdd(ctx, out, self, other, alpha)\n  shape: binary\n")
     entries, unmatched = spec.load_lenient(path)
     assert [e.name for e in entries] == ["add.out"]
-    assert unmatched == {"relu": "diopi_functions.yaml:1: relu: interface: 'input' is neither an argument nor an output"}
+    assert unmatched == {
+        "relu": "diopi_functions.yaml:1: relu: interface: 'input' is neither an argument nor an output"}
     files = emit.render(entries, path.name, unmatched=unmatched)
     assert "    'relu': \"diopi_functions.yaml:1: relu: interface: 'input' is neither an argument nor an output\",\n" \
         in files["__init__.py"]

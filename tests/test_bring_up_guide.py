@@ -88,7 +88,8 @@ def _scratch_venv(path: Path) -> Path:
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True)
     site_packages = next(path.glob("lib/python*/site-packages"))
     parents = [p for p in site.getsitepackages() if Path(p).is_dir()]
-    (site_packages / "_parent_env.pth").write_text(f"import site; {'; '.join(f'site.addsitedir({p!r})' for p in parents)}\n")
+    (site_packages / "_parent_env.pth").write_text(
+        f"import site; {'; '.join(f'site.addsitedir({p!r})' for p in parents)}\n")
     bin_dir = path / "bin"
     # torchrun's own script runs the interpreter it was installed with, which lacks the example vendor.
     torchrun = bin_dir / "torchrun"

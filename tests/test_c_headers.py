@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parent.parent
 INCLUDE = REPO / "dipu" / "include"
 HEADER = REPO.joinpath(*PATH)
 DEEPLINK = Path(os.environ.get("DIPU_DEEPLINK_DIOPI", "/work/.mirror/DeepLink-org+DIOPI/repo"))
-#: Shared names whose C form still differs from DeepLink's, each with the README's reason.
+#: Shared names whose C form still differs from DeepLink's, each with the reason docs/op-library-guide.md gives.
 STILL_DIFFERENT = {"diopiFusedAdamW": "count"}
 
 needs_cc = pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("g++") is None,
@@ -82,7 +82,7 @@ def test_status_values_are_those_of_diopirt_h():
 
 def test_shared_names_take_deeplinks_arguments():
     rows = compare(parse(_deeplink_text()))
-    print("\n" + table(rows))  # the README's table: pytest -s tests/test_c_headers.py
+    print("\n" + table(rows))  # docs/op-library-guide.md's table: pytest -s tests/test_c_headers.py
     different = {row.dipu: row.verdict for row in rows if row.verdict not in ("agree", "names")}
     assert different == STILL_DIFFERENT
     assert len(rows) >= 240  # the snapshot still declares what it did when the proto was aligned
@@ -103,8 +103,8 @@ def test_the_compiler_agrees_with_the_comparison(tmp_path):
 
     def compiles(names) -> subprocess.CompletedProcess:
         source = tmp_path / "both.c"
-        source.write_text("#include <stdbool.h>\n#include <stddef.h>\n#include <diopi/functions.h>\n\n" + "\n".join(declaration(FUNCTIONS[n]) for n in names)
-                          + "\n")
+        source.write_text("#include <stdbool.h>\n#include <stddef.h>\n#include <diopi/functions.h>\n\n"
+                          + "\n".join(declaration(FUNCTIONS[n]) for n in names) + "\n")
         return subprocess.run(["gcc", "-std=c99", "-fsyntax-only", f"-I{tmp_path}", str(source)],
                               capture_output=True, text=True)
 

@@ -194,7 +194,8 @@ def test_the_headers_compile_as_c_and_cxx(tmp_path):
     source = tmp_path / "headers.c"
     source.write_text("#include <diopi/diopirt.h>\n"
                       + ("#include <diopi/functions.h>\n" if (DIPU_INCLUDE / "diopi" / "functions.h").exists() else "")
-                      + "int main(void) { return diopiForceFallbackToCPU == 14 && diopi_dtype_float32 == 9 ? 0 : 1; }\n")
+                      + "int main(void) { "
+                        "return diopiForceFallbackToCPU == 14 && diopi_dtype_float32 == 9 ? 0 : 1; }\n")
     subprocess.run([COMPILER, "-std=c11", "-Wall", "-Werror", "-pedantic", f"-I{DIPU_INCLUDE}", str(source),
                     "-o", str(tmp_path / "c")], check=True)
     subprocess.run([str(tmp_path / "c")], check=True)
@@ -312,7 +313,7 @@ def test_the_reference_c_library_trains_the_example_gpt_as_the_cpu(python):
     for cpu, on_dipu in zip(out["cpu"], out["dipu"]):
         assert abs(cpu - on_dipu) <= 1e-4 * abs(cpu), (out["cpu"], out["dipu"])
     # Most calls run in C; the rest are dropout (random: the Python library's, which follows the CPU's
-    # generator) and the functions whose C form differs until the proto is DeepLink's (issue 18).
+    # generator) and the functions whose C form differs until the proto is DeepLink's.
     served = out["served"]
     in_c = served.get("C", 0) + served.get("C via C++ wrappers", 0)
     assert in_c >= 0.8 * sum(served.values()), served
@@ -355,7 +356,7 @@ r = {
 }
 r["fallback"] = dipu.fallback_counts()
 print(json.dumps(r))
-"""
+"""  # noqa: E501
 
 
 def test_the_reference_c_library_s_fast_paths_give_the_cpu_s_results(python):

@@ -72,7 +72,8 @@ def test_function(library_name, function):
             if run_case(library.get(function), case) is not FALLBACK:
                 STATS["passed"] += 1
             elif library.base is not None and library.base.name in LIBRARY_NAMES and \
-                    library.base.get(function) is not None and run_case(library.base.get(function), case) is not FALLBACK:
+                    library.base.get(function) is not None and \
+                    run_case(library.base.get(function), case) is not FALLBACK:
                 # a twin library (torch_cpp) refusing what the library it is laid over computes: its fallback
                 # would hide a wrong argument conversion behind the CPU's result
                 raise AssertionError(f"answered diopiForceFallbackToCPU where '{library.base.name}' computes: "

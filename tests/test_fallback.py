@@ -374,7 +374,8 @@ def test_wrappers_check_written_memory_before_the_kernel():
     assert errors["partial", "cpu"] and errors["internal", "cpu"]
     assert errors["same_memory", "cpu"] is None and errors["apart", "cpu"] is None
     x = torch.arange(6., device="dipu")
-    with pytest.raises(RuntimeError, match="some elements of the input tensor"):  # a number where the schema says Tensor
+    # a number where the schema says Tensor
+    with pytest.raises(RuntimeError, match="some elements of the input tensor"):
         check_written_memory(AddOut, (x[1:],), (x[:5],), (x[:5], 2), {"out": x[1:]})
 
     class IndexSelectOut:

@@ -1,6 +1,6 @@
 """Users' training libraries on dipu, unmodified: Hugging Face ``Trainer`` and Lightning ``Trainer`` under
 ``DIPU_MOCK_CUDA=1`` (Note [Mock CUDA]), Lightning's ``accelerator="dipu"`` (Note [Lightning accelerator]) and
-``accelerate`` with ``ACCELERATE_TORCH_DEVICE=dipu`` (README "Training libraries").
+``accelerate`` with ``ACCELERATE_TORCH_DEVICE=dipu`` (docs/user-guide.md, "Training libraries").
 
 Every run is a fresh interpreter (the mock is decided at import) printing its losses as JSON; each dipu run is
 compared with the same library's run on the CPU. The libraries come with the ``test`` extra; without one, its
@@ -152,7 +152,8 @@ print("RESULT", json.dumps(runs))
 """
 def _runs(accelerator: str, prefix: str = "") -> str:
     """The three precisions on ``accelerator``, as a list literal for LIGHTNING's ``runs``."""
-    return (f'[("{prefix}fp32", "{accelerator}", {{}}), ("{prefix}bf16", "{accelerator}", {{"precision": "bf16-mixed"}}), '
+    return (f'[("{prefix}fp32", "{accelerator}", {{}}), '
+            f'("{prefix}bf16", "{accelerator}", {{"precision": "bf16-mixed"}}), '
             f'("{prefix}fp16", "{accelerator}", {{"precision": "16-mixed"}})]')
 
 
@@ -208,7 +209,7 @@ def test_lightning_dipu_accelerator_registry_and_refusals(python):
 
 @_needs("accelerate")
 def test_accelerate_runs_on_dipu_with_its_device_variable(python):
-    """README's route: ACCELERATE_TORCH_DEVICE=dipu makes Accelerator() pick dipu; losses equal a CPU loop."""
+    """The user guide's route: ACCELERATE_TORCH_DEVICE=dipu makes Accelerator() pick dipu; losses equal a CPU loop."""
     proc = python("""
         import json, torch
         from accelerate import Accelerator

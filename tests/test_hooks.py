@@ -1,6 +1,5 @@
-"""Debug hooks (DESIGN.md §6), each observed from a fresh interpreter's output."""
+"""Debug hooks (docs/reference.md, "Environment variables"), each observed from a fresh interpreter's output."""
 
-import os
 import re
 import textwrap
 

@@ -4,7 +4,6 @@ Each test runs in a fresh interpreter (the state under test is per process), and
 joined with a timeout, so a hang fails the test instead of stalling it.
 """
 
-import pytest
 
 from conftest import sim_only
 
@@ -122,7 +121,7 @@ def child():
 x_alias = [x]
 assert run_forked(child) == 0
 assert torch.equal((x + 1).cpu(), torch.arange(1.0, 5.0))  # the parent is unaffected
-""", env={"DIPU_ALLOCATOR": "raw"})  # raw: a freed block would go straight back to the vendor
+""", env={"DIPU_ALLOCATOR": "raw"})  # raw: a freed block would go straight back to the vendor  # noqa: E501
 
 
 @sim_only

@@ -53,7 +53,8 @@ def test_lists_what_a_partial_op_library_lacks(tmp_path):
     assert f"  implements {total - 2} of the {total} DIOPI functions of the proto ({100 * (total - 2) / total:.0f}%)" \
         in lines
     assert "  6 ops run on the CPU fallback for want of 2 DIOPI functions (--missing lists them)" in lines
-    assert lines[-2:] == ["  diopiAdd: add.Tensor, add.out, add_.Tensor", "  diopiMul: mul.Tensor, mul.out, mul_.Tensor"]
+    assert lines[-2:] == ["  diopiAdd: add.Tensor, add.out, add_.Tensor",
+                          "  diopiMul: mul.Tensor, mul.out, mul_.Tensor"]
 
 
 def test_a_runtime_only_vendor_says_so():

@@ -27,7 +27,8 @@ def inputs():
 
 CASES = {
     # reductions
-    "prod dim": lambda t: t["x"].prod(1), "prod all int": lambda t: t["i"].prod(), "amax": lambda t: t["x"].amax((0, 2)),
+    "prod dim": lambda t: t["x"].prod(1), "prod all int": lambda t: t["i"].prod(),
+    "amax": lambda t: t["x"].amax((0, 2)),
     "amin keepdim": lambda t: t["x"].amin(1, keepdim=True), "min dim": lambda t: t["x"].min(1),
     "min/max all": lambda t: (t["x"].min(), t["x"].max()), "argmax": lambda t: t["x"].argmax(),
     "argmax dim": lambda t: t["x"].argmax(1, keepdim=True), "argmin dim": lambda t: t["i"].argmin(2),
@@ -71,7 +72,8 @@ CASES = {
     "repeat/tile/tril": lambda t: (t["x"].repeat(2, 1, 1), t["v"].tile(3), t["x"].tril(1), t["x"].clone().tril_(-1)),
     "pads": lambda t: (F.pad(t["img"], (1, 2, 3, 4), value=2.0), F.pad(t["img"], (1, 2, 3, 4), mode="reflect"),
                        F.pad(t["img"], (1, 2, 3, 4), mode="replicate"), F.pad(t["x"], (1, 2), mode="circular")),
-    "interpolate": lambda t: (F.interpolate(t["img"], scale_factor=2), F.interpolate(t["img"], size=(9, 11), mode="bilinear"),
+    "interpolate": lambda t: (F.interpolate(t["img"], scale_factor=2),
+                              F.interpolate(t["img"], size=(9, 11), mode="bilinear"),
                               F.interpolate(t["x"], scale_factor=1.5, mode="linear", align_corners=True)),
     "unfold/fold": lambda t: F.fold(F.unfold(t["img"], 3, padding=1), (6, 7), 3, padding=1),
     "dot/mv/outer/addr": lambda t: (t["v"].dot(t["v"]), t["x"][0].mv(t["v"]), torch.outer(t["v"], t["v"]),
@@ -95,26 +97,31 @@ CASES = {
                                    F.conv_transpose1d(t["x"], t["x"].transpose(0, 1)[:, :2, :3])),
     "nan reductions": lambda t: (_nans(t["x"]).nansum(1), _nans(t["x"]).nanmean(), *_nans(t["x"]).nanmedian(2),
                                  _nans(t["x"]).nanmedian(), *t["i"].mode(1)),
-    "logcumsumexp/cross/renorm": lambda t: (t["x"].logcumsumexp(1), torch.linalg.cross(t["x"][..., :3], t["x"][..., 2:]),
+    "logcumsumexp/cross/renorm": lambda t: (t["x"].logcumsumexp(1),
+                                            torch.linalg.cross(t["x"][..., :3], t["x"][..., 2:]),
                                             t["x"].renorm(2, 0, 1.0)),
     "index_reduce": lambda t: t["x"].index_reduce(0, t["idx"], t["x"], "amax", include_self=False),
     "pool3d": lambda t: (*F.max_pool3d(t["vol"], 2, return_indices=True), F.avg_pool3d(t["vol"], 2, ceil_mode=True),
                          F.adaptive_avg_pool3d(t["vol"], 3), F.local_response_norm(t["img"], 2)),
-    "resample": lambda t: (F.interpolate(t["vol"], scale_factor=2), F.interpolate(t["vol"], size=(5, 6, 7), mode="trilinear"),
+    "resample": lambda t: (F.interpolate(t["vol"], scale_factor=2),
+                           F.interpolate(t["vol"], size=(5, 6, 7), mode="trilinear"),
                            F.interpolate(t["img"], scale_factor=2, mode="bicubic"),
                            F.interpolate(t["img"], scale_factor=1.7, mode="nearest-exact")),
     "grid_sample": lambda t: F.grid_sample(t["img"], t["grid"], mode="bilinear", padding_mode="border",
                                            align_corners=False),
     "cdist/pdist": lambda t: (torch.cdist(t["x"], t["x"] * 2), torch.cdist(t["x"], t["x"], p=1), F.pdist(t["x"][0])),
-    "embedding_bag": lambda t: (F.embedding_bag(t["idx"], t["x"][0], torch.zeros(1, dtype=torch.long, device=t["idx"].device)),
+    "embedding_bag": lambda t: (F.embedding_bag(t["idx"], t["x"][0],
+                                                torch.zeros(1, dtype=torch.long, device=t["idx"].device)),
                                 F.embedding_bag(t["idx"].reshape(1, 3), t["x"][0], mode="max")),
     "multi_margin/max_unpool": lambda t: (F.multi_margin_loss(t["x"][0], t["idx"][:4].repeat(2)[:4], p=2, margin=0.5),
                                           F.max_unpool2d(*F.max_pool2d(t["img"], 2, return_indices=True), 2,
                                                         output_size=t["img"].shape[-2:])),
     "linalg": lambda t: (torch.linalg.inv(t["spd"]), torch.linalg.det(t["sq"]), *torch.linalg.slogdet(t["sq"]),
-                         torch.linalg.cholesky(t["spd"]), *torch.linalg.svd(t["sq"]), *torch.linalg.qr(t["x"][:, :, :3]),
+                         torch.linalg.cholesky(t["spd"]), *torch.linalg.svd(t["sq"]),
+                         *torch.linalg.qr(t["x"][:, :, :3]),
                          torch.linalg.solve(t["spd"], t["sq"][:, :, :2]), *torch.linalg.eigh(t["spd"]),
-                         *torch.linalg.lu_factor(t["sq"]), torch.linalg.solve_triangular(t["spd"].triu(), t["sq"], upper=True)),
+                         *torch.linalg.lu_factor(t["sq"]),
+                         torch.linalg.solve_triangular(t["spd"].triu(), t["sq"], upper=True)),
     "weight_norm/multilabel": lambda t: (torch._weight_norm(t["x"], t["x"].norm(dim=(1, 2), keepdim=True), 0),
                                          F.multilabel_margin_loss(t["x"][0], t["idx"][:1].repeat(4, 5) - 1)),
 }
@@ -205,11 +212,12 @@ BACKWARD = {
     + F.interpolate(x.unsqueeze(0), scale_factor=2, mode="trilinear").sum()
     + F.interpolate(x.unsqueeze(0), scale_factor=2).sum() + F.interpolate(x.flatten(2), scale_factor=2).sum()
     + F.interpolate(x.flatten(2), scale_factor=2, mode="linear").sum(),
-    "grid sample": lambda x: F.grid_sample(x, torch.linspace(-1.1, 1.1, 2 * 4 * 5 * 2, device=x.device).reshape(2, 4, 5, 2),
-                                           align_corners=True),
+    "grid sample": lambda x: F.grid_sample(
+        x, torch.linspace(-1.1, 1.1, 2 * 4 * 5 * 2, device=x.device).reshape(2, 4, 5, 2), align_corners=True),
     "cdist/pdist": lambda x: torch.cdist(x, x * 2 + 1).sum() + F.pdist(x[0, 0]).sum(),
-    "embedding bag": lambda x: sum(F.embedding_bag(torch.tensor([[0, 2, 1], [3, 3, 0]], device=x.device), x[0, 0], mode=m,
-                                                   padding_idx=p).sum() for m, p in (("sum", None), ("mean", 1), ("max", None))),
+    "embedding bag": lambda x: sum(F.embedding_bag(torch.tensor([[0, 2, 1], [3, 3, 0]], device=x.device), x[0, 0],
+                                                   mode=m, padding_idx=p).sum()
+                                   for m, p in (("sum", None), ("mean", 1), ("max", None))),
     "multi margin": lambda x: F.multi_margin_loss(x[0, 0], torch.arange(6, device=x.device) % 7, p=2),
     "weight norm": lambda x: torch._weight_norm(x, x.flatten(1).norm(dim=1).reshape(2, 1, 1, 1) * 2, 0),
     "linalg": lambda x: torch.linalg.det(x[0, :, :3, :3]) + torch.linalg.inv(x[0, :, :3, :3]).sum()
@@ -346,7 +354,8 @@ def test_batch_norm_backward_in_eval_mode_matches_cpu():
 def test_layer_and_group_norm_statistics_keep_the_cpu_dtype(dtype, param_dtype):
     g = torch.Generator().manual_seed(0)
     x = torch.randn(2, 4, 3, 5, generator=g).to(dtype)
-    param = None if param_dtype is None else torch.randn(4, generator=g).to(dtype if param_dtype == "same" else param_dtype)
+    param = (None if param_dtype is None
+             else torch.randn(4, generator=g).to(dtype if param_dtype == "same" else param_dtype))
 
     def run(device):
         p = None if param is None else param.to(device)
@@ -403,7 +412,8 @@ MEMORY_FORMAT_CASES = {
     "batch_norm": lambda x, w: _aten.native_batch_norm(x, _channel(w, 0), None, None, None, True, 0.1, 1e-5),
     "batch_norm eval": lambda x, w: F.batch_norm(x, _channel(w, 0), _channel(w, 1).abs() + 1),
     "batch_norm backward": lambda x, w: _aten.native_batch_norm_backward(
-        x.flip(3), x, _channel(w, 0), None, None, *_aten.native_batch_norm(x, None, None, None, None, True, 0.1, 1e-5)[1:],
+        x.flip(3), x, _channel(w, 0), None, None,
+        *_aten.native_batch_norm(x, None, None, None, None, True, 0.1, 1e-5)[1:],
         True, 1e-5, [True, True, True]),
     "max_pool2d": lambda x, w: F.max_pool2d(x, 2, return_indices=True),
     "max_pool2d backward": lambda x, w: _aten.max_pool2d_with_indices_backward(

@@ -41,7 +41,8 @@ CASES = {
     "sqrt int": lambda t: t["i"].abs().sqrt(),
     "exp log": lambda t: t["pos"].log().exp(),
     "tanh sigmoid": lambda t: t["a"].tanh() * t["a"].sigmoid(),
-    "addcmul_ addcdiv_": lambda t: t["a"].clone().addcmul_(t["b"], t["b"], value=0.1).addcdiv_(t["a"], t["pos"], value=-2),
+    "addcmul_ addcdiv_":
+        lambda t: t["a"].clone().addcmul_(t["b"], t["b"], value=0.1).addcdiv_(t["a"], t["pos"], value=-2),
     "lerp_": lambda t: t["a"].clone().lerp_(t["b"], 0.3),
     "eq ne": lambda t: torch.stack([t["i"] == 1, t["i"] != t["i"][0], t["a"].eq(t["b"])]),
     "lt le gt ge": lambda t: torch.stack([t["a"] < t["b"], t["a"] <= 0, t["a"] > t["row"], t["a"] >= 0.1]),

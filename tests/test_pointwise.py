@@ -32,7 +32,7 @@ def _same(cpu_fn, *tensors, atol=1e-6):
 
 X = torch.randn(4, 5)
 Y = torch.randn(4, 5)
-I = torch.randint(-8, 8, (4, 5))
+I = torch.randint(-8, 8, (4, 5))  # noqa: E741  (integers, beside X and Y)
 J = torch.randint(1, 6, (4, 5))
 
 UNARY = ["exp2", "expm1", "log2", "log10", "log1p", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh",
@@ -185,8 +185,8 @@ def test_pointwise_outputs_keep_the_cpu_memory_format(name, fmt, no_fallback):
 def test_pointwise_outputs_of_transposed_and_expanded_inputs_keep_the_cpu_strides(no_fallback):
     x = torch.randn(5, 6).t()
     ones = torch.ones(()).expand(6, 5)
-    for fn in (torch.exp, lambda t: t + torch.linspace(0, 1, 30, device=t.device).view(6, 5), lambda t: torch.ones((), device=t.device).expand(6, 5) * t,
-               lambda t: torch.where(t > 0, t, 0.0)):
+    for fn in (torch.exp, lambda t: t + torch.linspace(0, 1, 30, device=t.device).view(6, 5),
+               lambda t: torch.ones((), device=t.device).expand(6, 5) * t, lambda t: torch.where(t > 0, t, 0.0)):
         expected, actual = fn(x), fn(x.to(DEV))
         assert actual.stride() == expected.stride()
         torch.testing.assert_close(actual.cpu(), expected)

@@ -62,7 +62,8 @@ def test_chrome_trace_contains_device_kernels(tmp_path):
     prof.export_chrome_trace(str(path))
     events = json.loads(path.read_text())["traceEvents"]
     kernels = [e for e in events if e.get("cat") == "kernel"]
-    ops = {e["args"]["External id"]: e for e in events if e.get("cat") == "cpu_op" and "External id" in e.get("args", {})}
+    ops = {e["args"]["External id"]: e for e in events
+           if e.get("cat") == "cpu_op" and "External id" in e.get("args", {})}
     mm_kernels = [k for k in kernels if k["name"] == "dipu kernel: aten::mm"]
     assert len(mm_kernels) == 3
     mm_ops = [e for e in ops.values() if e["name"] == "aten::mm"]

@@ -222,7 +222,7 @@ def test_compare_shows_what_moved_to_dipu(forced_run, plain_run, tmp_path):
     other["ops"] = {**old["ops"], "relu": {"calls": 1}}  # an entry that lacks what is compared
     lines = compare(other, new)
     assert lines[0].startswith("the reports have different schema versions")
-    assert any(l.startswith("cannot compare 1 ops whose entries lack") and l.endswith(": relu") for l in lines)
+    assert any(line.startswith("cannot compare 1 ops whose entries lack") and line.endswith(": relu") for line in lines)
     assert "  convolution_overrideable: forced fallback -> native" in lines
     assert "not compared across schema versions: proto coverage, write these next, autocompare" in lines
     # through the CLI
@@ -237,7 +237,7 @@ def test_slower_ops_are_found(plain_run):
     op = new["ops"]["addmm"]
     op["self_ns"] = op["self_ns"] * 3 + 10_000 * op["calls"]
     lines = compare(plain_run[1], new)
-    slower = lines[lines.index(next(l for l in lines if l.startswith("slower"))):]
+    slower = lines[lines.index(next(line for line in lines if line.startswith("slower"))):]
     assert slower[0] == "slower (host time per call): 1" and slower[1].startswith("  addmm: ")
 
 

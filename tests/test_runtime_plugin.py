@@ -9,8 +9,6 @@ its sources are at hand (PADDLE_CUSTOM_CPU_RUNTIME, PADDLE_DEVICE_EXT_INCLUDE; n
 import os
 import shutil
 import subprocess
-import textwrap
-from pathlib import Path
 
 import pytest
 
@@ -68,7 +66,7 @@ void InitPlugin(CustomRuntimeParams *params) {
   t->profiler_start_tracing = trace_start; t->profiler_stop_tracing = trace_stop;
   PLUGIN_EDIT;
 }
-"""
+"""  # noqa: E501
 
 
 def _compiler():
@@ -187,7 +185,7 @@ def test_a_minimal_plugin_runs_a_model_through_the_fallback(tmp_path, python):
         torch.dipu.empty_cache()
         free, total = torch.dipu.mem_get_info()
         assert free == total, (free, total)  # every byte went back with the size it was allocated with
-    """, env={"DIPU_VENDOR": str(path)})
+    """, env={"DIPU_VENDOR": str(path)})  # noqa: E501
 
 
 def test_the_profiler_runs_the_plugins_tracing_hooks(tmp_path, python):

@@ -202,7 +202,8 @@ def _parts(tensor):
     """A sparse tensor's stored parts, as they are (indices, then values), on the CPU."""
     if tensor.layout == torch.sparse_coo:
         return [tensor._indices().cpu(), tensor._values().cpu()]
-    compressed, plain = ((tensor.crow_indices(), tensor.col_indices()) if tensor.layout in (torch.sparse_csr, torch.sparse_bsr)
+    compressed, plain = ((tensor.crow_indices(), tensor.col_indices())
+                         if tensor.layout in (torch.sparse_csr, torch.sparse_bsr)
                          else (tensor.ccol_indices(), tensor.row_indices()))
     return [compressed.cpu(), plain.cpu(), tensor.values().cpu()]
 

@@ -1,4 +1,4 @@
-"""The code keeps its architecture: layers import downward only (DESIGN.md §10).
+"""The code keeps its architecture: layers import downward only (docs/architecture.md, "The layers").
 
 Read from the sources with ``ast``, so the checks see imports inside functions too, which is where cycles used
 to hide. The native core's files are checked in tests/test_native_build.py.

@@ -187,7 +187,8 @@ def test_vendor_with_streams_of_its_own_implements_all_of_them():
     with pytest.raises(TypeError) as info:
         runtime.check_runtime_class("half", HalfStreams)
     message = str(info.value)
-    assert "implements the stream and event methods create_stream, synchronize_stream but not destroy_stream, " in message
+    assert ("implements the stream and event methods create_stream, synchronize_stream but not destroy_stream, "
+            in message)
     assert "a vendor with streams of its own implements all of them, one without none" in message
 
     class TimelessEvents(_Minimal):  # events of its own, no elapsed time: timing them raises as before

@@ -13,7 +13,7 @@ from here, so every one is checked. Three shapes cover the tables:
   outputs' aliases (``diopiSin``, ``diopiEqScalar``, ``diopiSiluBackward``);
 - :func:`inplace_function`: ``diopiXInp(ctx, input, *others)`` applies an in-place op to the input's alias;
 - :func:`foreach_function`: the ``_foreach_`` family, in place on Tensor[] arguments or functional, storing
-  new dipu tensors (Note [Foreach functions from the proto] in optim.py).
+  new dipu tensors (Note [Foreach kernels from the proto] in optim.py).
 
 Hand-written functions pass ``aten=`` to ``library.register`` themselves where their declaration lines up
 with one ATen overload.

@@ -144,7 +144,7 @@ def diopiLinalgSlogdet(ctx, sign, logabsdet, lu, pivots, input):
 
 
 @library.register(aten=aten.linalg_cholesky_ex.L)
-def diopiLinalgCholeskyEx(ctx, l, info, input, upper, check_errors):
+def diopiLinalgCholeskyEx(ctx, l, info, input, upper, check_errors):  # noqa: E741  (the proto's name)
     d = ctx.device
     write_results((l, info), fast_aten.linalg_cholesky_ex(alias(input, d), upper=upper, check_errors=check_errors), d)
     return SUCCESS

@@ -79,6 +79,11 @@ at::ScalarType aten_dtype(diopiDtype_t type) {
   TORCH_CHECK(false, "DIOPI: diopiDtype_t ", static_cast<int>(type), " has no torch dtype");
 }
 
+// Note [Scalars in C calls]
+// Floating scalars travel as float64, integral ones as int64, bools as bool (ival 0/1): a C library reads
+// the one field of the kind, whatever the dtype of the tensors the scalar goes with. The C++ wrappers
+// (dipu/kernels/cpp/wrapper_support.h) write scalars this way and the torch library in C++
+// (diopi_impl/torch_cpp/support.h) reads them so, each with an inline copy of the rule.
 diopiScalar_t scalar(const at::Scalar& value) {
   diopiScalar_t result{};
   if (value.isBoolean()) {

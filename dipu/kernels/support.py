@@ -22,7 +22,8 @@ exchange_device = _C.exchange_device
 synchronize = _C.synchronize
 
 __all__ = ["empty", "exchange_device", "synchronize", "all_contiguous", "allocate", "allocate_strided",
-           "check_inplace_shape", "check_written_memory", "contexts", "empty_strided", "resize_outputs", "CHECK_DEVICE", "DUMP_KEY",
+           "check_inplace_shape", "check_written_memory", "contexts", "empty_strided", "resize_outputs",
+           "CHECK_DEVICE", "DUMP_KEY",
            "DUMP_OFF", "SYNC", "call_with_numbers", "check_device", "device_of", "dump_op_args",
            "dump_op_results", "env_get", "has_numbers", "on_failure", "raise_as_the_cpu"]
 
@@ -193,9 +194,10 @@ def on_failure(status: int, op, args: tuple, kwargs: dict):
 # CPU rejects them too with another exception type, raises the CPU's exception, type and message. Of
 # the same type, dipu's own stays (its messages name the op: ``add_.Tensor: output with shape [3]
 # doesn't match the broadcast shape [2, 3]``). If the CPU accepts them, the failure is dipu's own (two
-# devices mixed, out of memory, a kernel's error) and the wrapper re-raises it unchanged. Only failed calls pay for this: in Python 3.11 a try block costs nothing until
-# something raises. A CPU reference that lands in a dipu wrapper again (it should not: every tensor
-# and device is the CPU's) is not re-checked, so the check cannot recurse.
+# devices mixed, out of memory, a kernel's error) and the wrapper re-raises it unchanged. Only failed calls
+# pay for this: in Python 3.11 a try block costs nothing until something raises. A CPU reference that lands
+# in a dipu wrapper again (it should not: every tensor and device is the CPU's) is not re-checked, so the
+# check cannot recurse.
 
 _KEPT_ERRORS = (torch.OutOfMemoryError,)
 _checking = threading.local()  # .running: this thread is inside a CPU check

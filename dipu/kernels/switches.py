@@ -1,4 +1,4 @@
-"""The debug switches users set with environment variables (DESIGN.md §6); a leaf.
+"""The debug switches users set with environment variables (docs/reference.md); a leaf.
 
 Note [Hooks cost nothing unless asked for]
 Force fallback and autocompare are decided when the generated kernels are

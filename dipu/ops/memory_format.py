@@ -2,13 +2,14 @@
 
 Note [Memory formats of outputs]
 Generated wrappers allocate outputs in the strides the CPU kernel would give them (Note [Output strides] in
-dipu/ops/meta_rules.py: TensorIterator strides for pointwise ops, meta kernels for the rest). The CPU kernels of convolution, batch
-norm and the 2d pools instead allocate in ``input.suggest_memory_format()``, so a channels_last network
-stays channels_last from layer to layer (TensorIterator ops such as relu follow their input's strides
-through the generated wrappers' stride rules). The functional schemas of those ops are ``impl:`` kernels here: they take their shapes from
-the op's shape rule (``dipu.ops.shape_rules``), allocate each output in the input's memory format and call
-the DIOPI function with it. Contiguous inputs (the common case) cost one ``is_contiguous`` more than a
-generated wrapper. out= variants keep the layout of the tensors they are given, as in ATen.
+dipu/ops/meta_rules.py: TensorIterator strides for pointwise ops, meta kernels for the rest). The CPU kernels
+of convolution, batch norm and the 2d pools instead allocate in ``input.suggest_memory_format()``, so a
+channels_last network stays channels_last from layer to layer (TensorIterator ops such as relu follow their
+input's strides through the generated wrappers' stride rules). The functional schemas of those ops are
+``impl:`` kernels here: they take their shapes from the op's shape rule (``dipu.ops.shape_rules``), allocate
+each output in the input's memory format and call the DIOPI function with it. Contiguous inputs (the common
+case) cost one ``is_contiguous`` more than a generated wrapper. out= variants keep the layout of the tensors
+they are given, as in ATen.
 """
 
 from __future__ import annotations
@@ -126,7 +127,8 @@ def adaptive_avg_pool2d_backward(diopi, ctx, grad_output, self):
 
 def adaptive_max_pool2d(diopi, ctx, self, output_size):
     shape = shapes.adaptive_pool2d_size(self, output_size)
-    specs = ((shape, self.dtype), (shape, _int64)) if shape is not None else _adaptive_max_pool2d_rule(self, output_size)
+    specs = (((shape, self.dtype), (shape, _int64)) if shape is not None
+             else _adaptive_max_pool2d_rule(self, output_size))
     out, indices = _allocate(specs, ctx.device, memory_format(self))
     return diopi(ctx, out, indices, self, output_size), (out, indices)
 

@@ -1,4 +1,5 @@
-"""dipugen, the op-kernel generator: diopi_functions.yaml -> dipu/_generated/ (see DESIGN.md §5).
+"""dipugen, the op-kernel generator: diopi_functions.yaml -> dipu/_generated/, dipu's C header of the proto,
+and the C++ sources dipu builds on first use (docs/architecture.md, "The generator").
 
 Laid out as torchgen is (Note [The generator's model] in model.py):
 
@@ -9,8 +10,16 @@ Laid out as torchgen is (Note [The generator's model] in model.py):
   shape_rules.py  the shape-rule table (the rules of dipu/ops/shape_rules.py)
   spec.py         reading the YAML into Entry records; every error names ``<file>:<line>``
   kernels.py      expanding entries into the Kernel records to generate
-  dest/           one emitter per generated file (python_wrappers.py, op_table.py) with its template
+  dest/           one emitter per generated file, each with its template:
+                    python_wrappers.py  dipu/_generated/wrappers.py, the Python wrapper of every kernel
+                    op_table.py         dipu/_generated/__init__.py, the table of Op records
+                    c_header.py         dipu/include/diopi/functions.h, the proto in C
+                    cpp_wrappers.py     cpp_wrappers.cpp, the C++ wrappers of C op libraries
+                                        (built by dipu/kernels/cpp_wrappers.py)
+                    aten_library.py     aten_library.cpp, the torch op library in C++
+                                        (built by dipu/diopi/cpp_build.py)
   emit.py         rendering the package and writing what changed; ``python -m dipugen`` is __main__.py
+  deeplink.py     comparing the proto with DeepLink's functions.h (``python -m dipugen.deeplink``)
 
 It imports nothing of dipu (Note [The generator does not import dipu] in __main__.py).
 """

@@ -365,7 +365,8 @@ def _strides(reader: _EntryReader, schema: FunctionSchema, value, variants: tupl
 @functools.lru_cache(maxsize=None)
 def _top_level_function_nodes(path: Path) -> dict[str, ast.FunctionDef]:
     tree = ast.parse(path.read_text())
-    return {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef) and not node.name.startswith("_")}
+    return {node.name: node for node in tree.body
+            if isinstance(node, ast.FunctionDef) and not node.name.startswith("_")}
 
 
 def _impl_path(dotted: str) -> tuple[Path, str]:

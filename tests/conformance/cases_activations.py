@@ -42,7 +42,8 @@ CASES += _grad_cases("diopiThresholdBackward",
 CASES += unary_cases("diopiGelu", lambda input, approximate: F.gelu(input, approximate=approximate), dtypes=FLOAT,
                      attrs={"approximate": ["none", "tanh"]})
 CASES += _grad_cases("diopiGeluBackward",
-                     lambda grad_output, input, approximate: aten.gelu_backward(grad_output, input, approximate=approximate),
+                     lambda grad_output, input, approximate:
+                     aten.gelu_backward(grad_output, input, approximate=approximate),
                      attrs={"approximate": ["none", "tanh"]})
 
 # ---- forward activations with attributes ----------------------------------------------------------------------
@@ -58,7 +59,8 @@ _ATTRS = {  # suffix: (aten op, attributes, in place?)
 for _suffix, (_op, _attrs, _inplace) in _ATTRS.items():
     _names = list(_attrs)
     CASES += unary_cases(f"diopi{_suffix}",
-                         lambda input, _op=_op, _names=_names, **kw: getattr(aten, _op)(input, *(kw[n] for n in _names)),
+                         lambda input, _op=_op, _names=_names, **kw:
+                         getattr(aten, _op)(input, *(kw[n] for n in _names)),
                          dtypes=FLOAT, attrs=_attrs)
     if _inplace:
         CASES += unary_cases(f"diopi{_suffix}Inp",
@@ -85,7 +87,8 @@ for _suffix, _overload in (("Sigmoid", aten.sigmoid_backward), ("Tanh", aten.tan
     CASES += _grad_cases(f"diopi{_suffix}Backward", lambda grad_output, output, _o=_overload: _o(grad_output, output),
                          names=("grad_output", "output"), low=-1, high=1)
 CASES += _grad_cases("diopiHardtanhBackward",
-                     lambda grad_output, input, min_val, max_val: aten.hardtanh_backward(grad_output, input, min_val, max_val),
+                     lambda grad_output, input, min_val, max_val:
+                     aten.hardtanh_backward(grad_output, input, min_val, max_val),
                      attrs={"min_val": [-1, 0], "max_val": [1, 2]})
 CASES += _grad_cases("diopiLeakyReluBackward",
                      lambda grad_output, input, negative_slope, input_is_result: aten.leaky_relu_backward(
@@ -96,7 +99,8 @@ CASES += _grad_cases("diopiEluBackward",
                          grad_output, alpha, scale, input_scale, is_result, input),
                      attrs={"alpha": [1.0, 0.5], "scale": [1.5], "input_scale": [1.0], "is_result": [False, True]})
 CASES += _grad_cases("diopiSoftplusBackward",
-                     lambda grad_output, input, beta, threshold: aten.softplus_backward(grad_output, input, beta, threshold),
+                     lambda grad_output, input, beta, threshold:
+                     aten.softplus_backward(grad_output, input, beta, threshold),
                      attrs={"beta": [1, 2], "threshold": [20, 1]})
 for _suffix, _overload in (("Softshrink", aten.softshrink_backward), ("Hardshrink", aten.hardshrink_backward)):
     CASES += _grad_cases(f"diopi{_suffix}Backward",

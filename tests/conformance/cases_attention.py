@@ -45,5 +45,6 @@ for dtype, (qs, ks, vs), layout in itertools.product(
             continue  # PyTorch never passes both (its math path refuses them)
         CASES.append(Case("diopiScaledDotProductAttention", {
             "query": T(qs, layout=layout), "key": T(ks), "value": T(vs, layout=layout), "attn_bias": bias,
-            "dropout_p": 0.0, "is_causal": is_causal, "scale": scale}, _reference, dtype=dtype, **TOLERANCE.get(dtype, {}),
+            "dropout_p": 0.0, "is_causal": is_causal, "scale": scale}, _reference, dtype=dtype,
+            **TOLERANCE.get(dtype, {}),
             note="" if bias is None else f"bias {list(bias.shape)} {bias.dtype or ''}".rstrip()))

@@ -57,7 +57,6 @@ def _nll_backward_args(shape, layout):
 
 
 def _nll_backward_call(grad_output, input, target, weight, total_weight, reduction, ignore_index):
-    forward = aten.nll_loss2d_forward if input.dim() == 4 else aten.nll_loss_forward
     backward = aten.nll_loss2d_backward if input.dim() == 4 else aten.nll_loss_backward
     # CPU's functional nll_loss2d_backward allocates grad_input with the input's strides, then demands it contiguous
     return backward(grad_output, input.contiguous(), target, weight, reduction, ignore_index, total_weight)
@@ -76,7 +75,8 @@ for name, fn, attr, values in (("MSELoss", aten.mse_loss, None, (None,)),
                 yield {"input": T(shape, layout=layout), "target": T(shape, layout="sliced"), "reduction": reduction,
                        **({attr: value} if attr else {})}
 
-    CASES += sweep(f"diopi{name}", lambda input, target, reduction, fn=fn, **kw: fn(input, target, reduction, *kw.values()),
+    CASES += sweep(f"diopi{name}",
+                   lambda input, target, reduction, fn=fn, **kw: fn(input, target, reduction, *kw.values()),
                    _args, FLOAT, LOSS_SHAPES)
     backward = getattr(aten, fn.__name__.split(".")[-1] + "_backward")
 
@@ -85,16 +85,16 @@ for name, fn, attr, values in (("MSELoss", aten.mse_loss, None, (None,)),
             yield {"grad_output": T(shape if args["reduction"] == 0 else ()), **args}
 
     CASES += sweep(f"diopi{name}Backward", lambda grad_output, input, target, reduction, backward=backward, **kw:
-                   backward(grad_output, input, target, reduction, *kw.values()), _backward_args, F32_64 + (torch.bfloat16,),
-                   LOSS_SHAPES)
+                   backward(grad_output, input, target, reduction, *kw.values()), _backward_args,
+                   F32_64 + (torch.bfloat16,), LOSS_SHAPES)
 
 
 def _bce_args(shape, layout, grad=False):
     for reduction in (0, 1, 2):
         for weight in (None, T(shape[-1:] if shape else (), low=0.1, high=2)):
             grad_output = {"grad_output": T(shape if reduction == 0 else ())} if grad else {}
-            yield {**grad_output, "input": T(shape, layout=layout, low=0.05, high=0.95), "target": T(shape, low=0, high=1),
-                   "weight": weight, "reduction": reduction}
+            yield {**grad_output, "input": T(shape, layout=layout, low=0.05, high=0.95),
+                   "target": T(shape, low=0, high=1), "weight": weight, "reduction": reduction}
 
 
 CASES += sweep("diopiBCELoss", lambda input, target, weight, reduction: aten.binary_cross_entropy(
@@ -106,7 +106,8 @@ CASES += sweep("diopiBCEWithLogits", lambda input, target, weight, pos_weight, r
                aten.binary_cross_entropy_with_logits(input, target, weight, pos_weight, reduction),
                lambda s, l: ({**a, "input": T(s, layout=l), "pos_weight": p}
                              for a in _bce_args(s, l)
-                             for p in ((None, T(s[-1:] if s else (), low=0.5, high=3)) if a["reduction"] == 1 else (None,))),
+                             for p in ((None, T(s[-1:] if s else (), low=0.5, high=3)) if a["reduction"] == 1
+                                       else (None,))),
                FLOAT, LOSS_SHAPES)
 
 # ---- normalization -------------------------------------------------------------------------------------------
@@ -189,7 +190,8 @@ def _sizes(x):
 GN_SHAPES = ((2, 4, 3, 5), (3, 6), (2, 2, 7), (1, 4, 1, 1), (0, 4, 2))
 # ATen's CPU group norm kernels take contiguous tensors only (group_norm makes them so); the DIOPI functions take any.
 CASES += sweep("diopiGroupNorm", lambda input, weight, bias, num_groups, eps: tuple(aten.native_group_norm(
-    input.contiguous(), weight, bias, *_sizes(input), num_groups, eps)), _group_norm_args, F32_64 + (torch.bfloat16,), GN_SHAPES)
+    input.contiguous(), weight, bias, *_sizes(input), num_groups, eps)), _group_norm_args, F32_64 + (torch.bfloat16,),
+    GN_SHAPES)
 
 
 def _group_norm_backward_args(shape, layout):
@@ -202,7 +204,8 @@ def _group_norm_backward_args(shape, layout):
 
 CASES += sweep("diopiGroupNormBackward", lambda grad_output, input, mean, rstd, weight, num_groups: tuple(
     aten.native_group_norm_backward(grad_output.contiguous(), input.contiguous(), mean, rstd, weight, *_sizes(input),
-                                    num_groups, [True, weight is not None, weight is not None])), _group_norm_backward_args, F32_64, GN_SHAPES[:-1],
+                                    num_groups, [True, weight is not None, weight is not None])),
+               _group_norm_backward_args, F32_64, GN_SHAPES[:-1],
                rtol=1e-4, atol=1e-5)
 
 # ---- convolution ---------------------------------------------------------------------------------------------
@@ -230,7 +233,8 @@ CASES += sweep("diopiConvolution2d", lambda input, weight, bias, stride, padding
     CONV, rtol=1e-4, atol=1e-4)
 CASES += sweep("diopiConvolution2dBackward", lambda grad_output, input, weight, bias_sizes, stride, padding, dilation,
                groups: tuple(aten.convolution_backward(grad_output, input, weight, [weight.shape[0]], stride, padding,
-                                                       dilation, False, [0, 0], groups, [True, True, True])), lambda s, l: _conv_args(s, l, True), F32_64, CONV,
+                                                       dilation, False, [0, 0], groups, [True, True, True])),
+    lambda s, l: _conv_args(s, l, True), F32_64, CONV,
     rtol=1e-4, atol=1e-4)
 
 # ---- pooling ----------------------------------------------------------------------------------------------------
@@ -290,14 +294,16 @@ ADAPTIVE = ((2, 3, 7, 6), (3, 9, 4), (2, 1, 1))
 for size in ([1, 1], [3, 2], [5, 7]):
     CASES += sweep("diopiAdaptiveAvgPool2d", lambda input, output_size: aten._adaptive_avg_pool2d(input, output_size),
                    _with(output_size=size), FLOAT, ADAPTIVE)
-    CASES += sweep("diopiAdaptiveAvgPool2dBackward", lambda grad_output, input, s=size: aten._adaptive_avg_pool2d_backward(
-        grad_output, input), lambda shape, layout, s=size: [{"grad_output": T(shape[:-2] + tuple(s)),
-                                                             "input": T(shape, layout=layout)}],
+    CASES += sweep("diopiAdaptiveAvgPool2dBackward", lambda grad_output, input, s=size:
+        aten._adaptive_avg_pool2d_backward(grad_output, input),
+        lambda shape, layout, s=size: [{"grad_output": T(shape[:-2] + tuple(s)), "input": T(shape, layout=layout)}],
         F32_64 + (torch.bfloat16,), ADAPTIVE)
-    CASES += sweep("diopiAdaptiveMaxPool2dWithIndices", lambda input, output_size: tuple(aten.adaptive_max_pool2d(input, output_size)),
+    CASES += sweep("diopiAdaptiveMaxPool2dWithIndices",
+                   lambda input, output_size: tuple(aten.adaptive_max_pool2d(input, output_size)),
                    _with(output_size=size), FLOAT, ADAPTIVE)
-    CASES += sweep("diopiAdaptiveMaxPool2dBackward", lambda grad_output, input, indices: aten.adaptive_max_pool2d_backward(
-        grad_output, input, indices), lambda shape, layout, s=size: [
+    CASES += sweep("diopiAdaptiveMaxPool2dBackward", lambda grad_output, input, indices:
+        aten.adaptive_max_pool2d_backward(grad_output, input, indices),
+        lambda shape, layout, s=size: [
         {"grad_output": T(shape[:-2] + tuple(s)), "input": T(shape, layout=layout),
          "indices": T(shape[:-2] + tuple(s), torch.int64, low=0, high=shape[-1] * shape[-2])}],
         F32_64 + (torch.bfloat16,), ADAPTIVE, note="random indices")
@@ -308,15 +314,17 @@ PAD_SHAPES = {1: ((2, 3, 5), (3, 4)), 2: ((2, 3, 5, 6), (3, 4, 4)), 3: ((1, 2, 3
 for mode in ("reflect", "replicate"):
     for dims, pads in PADS.items():
         CASES += sweep("diopiPad", lambda input, pad, mode, value: torch.nn.functional.pad(input, pad, mode),
-                       lambda s, l, mode=mode, pads=pads: ({"input": T(s, layout=l), "pad": p, "mode": mode, "value": None}
-                                                           for p in pads), FLOAT, PAD_SHAPES[dims], at_least=4)
+                       lambda s, l, mode=mode, pads=pads: (
+                           {"input": T(s, layout=l), "pad": p, "mode": mode, "value": None} for p in pads),
+                       FLOAT, PAD_SHAPES[dims], at_least=4)
         CASES += sweep("diopiPadBackward", lambda grad_output, input, pad, mode: getattr(
             aten, f"{'reflection' if mode == 'reflect' else 'replication'}_pad{len(pad) // 2}d_backward")(
             grad_output, input, pad), lambda s, l, mode=mode, pads=pads: (
             {"grad_output": T(tuple(torch.nn.functional.pad(torch.zeros(s), p, mode).shape)),
              "input": T(s, layout=l), "pad": p, "mode": mode} for p in pads), F32_64 + (torch.bfloat16,),
             PAD_SHAPES[dims], at_least=4)
-CASES += sweep("diopiPad", lambda input, pad, mode, value: aten.constant_pad_nd(input, pad, 0 if value is None else value),
+CASES += sweep("diopiPad",
+               lambda input, pad, mode, value: aten.constant_pad_nd(input, pad, 0 if value is None else value),
                lambda s, l: ({"input": T(s, layout=l), "pad": p, "mode": "constant", "value": v}
                              for p in ([1, 2], [0, 0, 1, 1], [-1, 1]) if len(p) // 2 <= len(s) for v in (None, 2)),
                FLOAT + (torch.int64, torch.bool), ((7,), (3, 5), (2, 3, 4), (0, 3)))
@@ -377,7 +385,8 @@ def _conv_t_args(shape, layout, grad=False):
     for k, stride, padding, dilation, output_padding, groups, bias in (
             ((3, 3), [1, 1], [1, 1], [1, 1], [0, 0], 1, True), ((2, 3), [2, 2], [0, 1], [1, 1], [1, 0], 2, False),
             ((3, 1), [2, 1], [1, 0], [2, 1], [1, 0], 1, True)):
-        args = {"input": T(shape, layout=layout), "weight": T((c, 6 // groups) + k), "stride": stride, "padding": padding}
+        args = {"input": T(shape, layout=layout), "weight": T((c, 6 // groups) + k), "stride": stride,
+                "padding": padding}
         if grad:
             oh = (h - 1) * stride[0] - 2 * padding[0] + dilation[0] * (k[0] - 1) + output_padding[0] + 1
             ow = (w - 1) * stride[1] - 2 * padding[1] + dilation[1] * (k[1] - 1) + output_padding[1] + 1

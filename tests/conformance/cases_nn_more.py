@@ -46,13 +46,14 @@ for size in ([1, 1, 1], [2, 3, 2], [6, 5, 7]):
     CASES += sweep("diopiAdaptiveAvgPool3d", lambda input, output_size: aten._adaptive_avg_pool3d(input, output_size),
                    _with(output_size=size), FLOAT, VOLUMES, at_least=6)
     CASES += sweep("diopiAdaptiveAvgPool3dBackward", lambda grad_output, input: aten._adaptive_avg_pool3d_backward(
-        grad_output, input), lambda s, l, size=size: [{"grad_output": T(s[:-3] + tuple(size)), "input": T(s, layout=l)}],
+        grad_output, input),
+        lambda s, l, size=size: [{"grad_output": T(s[:-3] + tuple(size)), "input": T(s, layout=l)}],
         F32_64 + (torch.bfloat16,), VOLUMES, at_least=6)
 for size, scales in (([8, 6, 9], (None, None, None)), ([2, 3, 2], (None, None, None)), ([10, 8, 12], (2.0, 2.0, 2.0))):
     CASES += sweep("diopiUpsampleNearest3d", lambda input, size, scales_d, scales_h, scales_w: aten.upsample_nearest3d(
         input, size, scales_d, scales_h, scales_w), _with(size=size, scales_d=scales[0], scales_h=scales[1],
-                                                         scales_w=scales[2]), FLOAT + (torch.uint8,), VOLUMES[:1] + VOLUMES[2:],
-        at_least=5)
+                                                         scales_w=scales[2]), FLOAT + (torch.uint8,),
+        VOLUMES[:1] + VOLUMES[2:], at_least=5)
     for align in (False, True):
         CASES += sweep("diopiUpsampleTrilinear3d", lambda input, size, align_corners, scales_d, scales_h, scales_w:
                        aten.upsample_trilinear3d(input, size, align_corners, scales_d, scales_h, scales_w),
@@ -103,8 +104,8 @@ def _cdist_backward_args(shape, layout):
 CASES += sweep("diopiCdist", lambda x1, x2, p, compute_mode: aten._cdist_forward(x1, x2, p, compute_mode), _cdist_args,
                F32_64, CDIST, rtol=1e-4, atol=1e-4)
 CASES += sweep("diopiCdistBackward", lambda grad_output, x1, x2, p, cdist: aten._cdist_backward(
-    grad_output.contiguous(), x1.contiguous(), x2.contiguous(), p, cdist), _cdist_backward_args, F32_64, CDIST[:2] + CDIST[3:],
-    rtol=1e-4, atol=1e-4, note="given distances")
+    grad_output.contiguous(), x1.contiguous(), x2.contiguous(), p, cdist), _cdist_backward_args, F32_64,
+    CDIST[:2] + CDIST[3:], rtol=1e-4, atol=1e-4, note="given distances")
 
 # ---- upsampling backwards, nearest-exact -----------------------------------------------------------------------------
 for size, scales in (([10], None), ([3], None), ([12], 2.0)):
@@ -128,8 +129,9 @@ for size, scales in (([10, 12], (None, None)), ([3, 4], (None, None)), ([14, 12]
                            {"grad_output": T(s[:2] + tuple(size), layout=l), "out_size": size, "in_size": list(s),
                             "align_corners": align, "scales_h": scales[0], "scales_w": scales[1]}],
                        F32_64, ((2, 3, 7, 6), (1, 1, 5, 5)), at_least=2)
-    CASES += sweep("diopiUpsampleNearestExact2d", lambda input, size, scales_h, scales_w: aten._upsample_nearest_exact2d(
-        input, size, scales_h, scales_w), _with(size=size, scales_h=scales[0], scales_w=scales[1]),
+    CASES += sweep("diopiUpsampleNearestExact2d", lambda input, size, scales_h, scales_w:
+        aten._upsample_nearest_exact2d(input, size, scales_h, scales_w),
+        _with(size=size, scales_h=scales[0], scales_w=scales[1]),
         FLOAT + (torch.uint8,), ((2, 3, 7, 6), (1, 1, 5, 5)), at_least=5)
     CASES += sweep("diopiUpsampleNearestExact2dBackward", lambda grad_output, out_size, in_size, scales_h, scales_w:
                    aten._upsample_nearest_exact2d_backward(grad_output, out_size, in_size, scales_h, scales_w),
@@ -138,7 +140,8 @@ for size, scales in (([10, 12], (None, None)), ([3, 4], (None, None)), ([14, 12]
                                                             "scales_h": scales[0], "scales_w": scales[1]}],
                    F32_64 + (torch.bfloat16,), ((2, 3, 7, 6), (1, 1, 5, 5)), at_least=4)
 for size, scales in (([8, 6, 9], (None, None, None)), ([2, 3, 2], (None, None, None)), ([10, 8, 12], (2.0, 2.0, 2.0))):
-    CASES += sweep("diopiUpsampleNearest3dBackward", lambda grad_output, out_size, in_size, scales_d, scales_h, scales_w:
+    CASES += sweep("diopiUpsampleNearest3dBackward",
+                   lambda grad_output, out_size, in_size, scales_d, scales_h, scales_w:
                    aten.upsample_nearest3d_backward(grad_output, out_size, in_size, scales_d, scales_h, scales_w),
                    lambda s, l, size=size, scales=scales: [{"grad_output": T(s[:2] + tuple(size), layout=l),
                                                             "out_size": size, "in_size": list(s), "scales_d": scales[0],
@@ -184,9 +187,10 @@ def _pdist_args(shape, layout, grad=False):
         yield args
 
 
-CASES += sweep("diopiPdist", lambda input, p: aten._pdist_forward(input, p), _pdist_args, F32_64, ((4, 3), (1, 5), (6, 1)),
-               rtol=1e-5, atol=1e-5)
-CASES += sweep("diopiPdistBackward", lambda grad_output, input, p, pdist: aten._pdist_backward(grad_output, input, p, pdist),
+CASES += sweep("diopiPdist", lambda input, p: aten._pdist_forward(input, p), _pdist_args, F32_64,
+               ((4, 3), (1, 5), (6, 1)), rtol=1e-5, atol=1e-5)
+CASES += sweep("diopiPdistBackward",
+               lambda grad_output, input, p, pdist: aten._pdist_backward(grad_output, input, p, pdist),
                lambda s, l: _pdist_args(s, l, True), F32_64, ((4, 3), (1, 5), (6, 1)), rtol=1e-5, atol=1e-5,
                note="given distances")
 
@@ -223,12 +227,13 @@ def _g_shape(shape, dim):
 
 # ATen's fused CPU kernels take contiguous tensors and dim 0 or the last dim (spelled non-negative) only.
 CASES += sweep("diopiWeightNorm", lambda v, g, dim: tuple(aten._weight_norm_interface(v.contiguous(), g, dim)),
-               lambda s, l: ({"v": T(s, layout=l), "g": T(_g_shape(s, d)), "dim": d} for d in (0, len(s) - 1)), F32_64 + (torch.bfloat16,),
-    ((4, 3, 2), (5, 6), (3, 1, 2, 2)))
+               lambda s, l: ({"v": T(s, layout=l), "g": T(_g_shape(s, d)), "dim": d} for d in (0, len(s) - 1)),
+               F32_64 + (torch.bfloat16,), ((4, 3, 2), (5, 6), (3, 1, 2, 2)))
 CASES += sweep("diopiWeightNormBackward", lambda grad_w, saved_v, saved_g, saved_norms, dim: tuple(
     aten._weight_norm_interface_backward(grad_w.contiguous(), saved_v, saved_g, saved_norms, dim)), lambda s, l: (
     {"grad_w": T(s, layout=l), "saved_v": T(s), "saved_g": T(_g_shape(s, d)),
-     "saved_norms": T(_g_shape(s, d), low=0.5, high=2), "dim": d} for d in (0, len(s) - 1)), F32_64, ((4, 3, 2), (5, 6), (3, 1, 2, 2)))
+     "saved_norms": T(_g_shape(s, d), low=0.5, high=2), "dim": d} for d in (0, len(s) - 1)), F32_64,
+    ((4, 3, 2), (5, 6), (3, 1, 2, 2)))
 
 
 def _renorm(inout, indices, max_norm, norm_type):
@@ -276,7 +281,8 @@ def _ctc_args(shape, layout, grad=False):
 
 
 CTC = ((6, 2, 5), (4, 1, 3), (8, 3, 6))
-CASES += sweep("diopiCTCLossUnreduced", lambda log_probs, targets, input_lengths, target_lengths, blank, zero_infinity: tuple(
+CASES += sweep("diopiCTCLossUnreduced",
+               lambda log_probs, targets, input_lengths, target_lengths, blank, zero_infinity: tuple(
     aten._ctc_loss(log_probs, targets, input_lengths, target_lengths, blank, zero_infinity)), _ctc_args, F32_64, CTC,
     note="equal lengths")
 CASES += sweep("diopiCTCLossUnreducedBackward", lambda grad_output, log_probs, targets, input_lengths, target_lengths,
@@ -290,10 +296,11 @@ CASES += sweep("diopiEmbeddingBagPerSampleWeightsBackward", lambda grad, weight,
      "offsets": T((3,), torch.int64, low=0, high=1), "offset2bag": T(s, torch.int64, low=0, high=3), "mode": 0,
      "padding_idx": p} for p in (-1, 2)), F32_64, ((0,), (1,), (8,)))
 for size in ([1, 1, 1], [2, 3, 2], [5, 4, 7]):
-    CASES += sweep("diopiAdaptiveMaxPool3dWithIndices", lambda input, output_size: tuple(aten.adaptive_max_pool3d(input, output_size)),
+    CASES += sweep("diopiAdaptiveMaxPool3dWithIndices",
+                   lambda input, output_size: tuple(aten.adaptive_max_pool3d(input, output_size)),
                    _with(output_size=size), FLOAT, VOLUMES, at_least=5)
-    CASES += sweep("diopiAdaptiveMaxPool3dBackward", lambda grad_output, input, indices: aten.adaptive_max_pool3d_backward(
-        grad_output, input, indices), lambda s, l, size=size: [
+    CASES += sweep("diopiAdaptiveMaxPool3dBackward", lambda grad_output, input, indices:
+        aten.adaptive_max_pool3d_backward(grad_output, input, indices), lambda s, l, size=size: [
         {"grad_output": T(s[:-3] + tuple(size)), "input": T(s, layout=l),
          "indices": T(s[:-3] + tuple(size), torch.int64, low=0, high=s[-1] * s[-2] * s[-3])}],
         F32_64 + (torch.bfloat16,), VOLUMES, at_least=4, note="random indices")

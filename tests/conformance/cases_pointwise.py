@@ -6,7 +6,7 @@ import itertools
 import torch
 
 from conformance.spec import (
-    ALL_NUMERIC, BOOL, BROADCAST_PAIRS, FLOAT, INT, SHAPES, Case, T, binary_cases, unary_cases,
+    ALL_NUMERIC, BOOL, FLOAT, INT, SHAPES, Case, T, binary_cases, unary_cases,
 )
 
 aten = torch.ops.aten
@@ -169,7 +169,8 @@ for (_lo, _hi), _dtype, _shape in itertools.product(_BOUNDS, FLOAT + (torch.int6
 _TENSOR_BOUNDS = (((3, 5), (3, 5), (3, 5)), ((3, 5), (5,), None), ((3, 5), None, (3, 1)), ((), (), ()),
                   ((2, 3, 4), (4,), ()), ((0, 3), (3,), (3,)), ((7,), (7,), (1,)))
 for (_s, _lo, _hi), _dtype in itertools.product(_TENSOR_BOUNDS, FLOAT + (torch.int64, torch.int32, torch.int8)):
-    _args = {"input": T(_s), "min": None if _lo is None else T(_lo, high=0), "max": None if _hi is None else T(_hi, low=0)}
+    _args = {"input": T(_s), "min": None if _lo is None else T(_lo, high=0),
+             "max": None if _hi is None else T(_hi, low=0)}
     CASES.append(Case("diopiClamp", _args, lambda input, min, max: torch.clamp(input, min, max), dtype=_dtype))
     CASES.append(Case("diopiClampInp", _args, lambda input, min, max: input.clamp_(min, max), dtype=_dtype))
 for _bound in ("min", "max"):
@@ -182,17 +183,20 @@ for _bound in ("min", "max"):
                                   dtypes=FLOAT + (torch.int64,), inplace=True), other=_bound)
     CASES += _rename(binary_cases(_name + "Scalar", lambda input, _fn=_fn, **bound: _fn(input, *bound.values()),
                                   dtypes=FLOAT + (torch.int64, torch.int32), scalar=True), other=_bound)
-    CASES += _rename(binary_cases(_name + "InpScalar", lambda input, _m=_method, **bound: getattr(input, _m)(*bound.values()),
+    CASES += _rename(binary_cases(_name + "InpScalar",
+                                  lambda input, _m=_method, **bound: getattr(input, _m)(*bound.values()),
                                   dtypes=FLOAT + (torch.int64,), scalar=True, inplace=True), other=_bound)
 
 # ---- arithmetic, comparison and selection --------------------------------------------------------------------
 for _suffix, _op in (("Neg", "neg"), ("Abs", "abs")):
-    CASES += unary_cases(f"diopi{_suffix}", getattr(torch, _op), dtypes=(torch.float32, torch.float64, torch.float16,
-                                                                         torch.bfloat16, torch.int64, torch.int32, torch.int8))
+    CASES += unary_cases(f"diopi{_suffix}", getattr(torch, _op),
+                         dtypes=(torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32,
+                                 torch.int8))
 for _suffix, _op, _low in (("Sqrt", "sqrt", 0), ("Rsqrt", "rsqrt", 0.1), ("Exp", "exp", None), ("Log", "log", 0.1),
                            ("Tanh", "tanh", None), ("Sigmoid", "sigmoid", None)):
     CASES += unary_cases(f"diopi{_suffix}", getattr(torch, _op), dtypes=FLOAT, low=_low)
-    CASES += unary_cases(f"diopi{_suffix}", getattr(torch, _op), dtypes=(torch.int64,), low=1 if _low is not None else None,
+    CASES += unary_cases(f"diopi{_suffix}", getattr(torch, _op), dtypes=(torch.int64,),
+                         low=1 if _low is not None else None,
                          shapes=((), (3, 5)), note="integer input, float result")
 for _suffix, _op in (("Add", torch.add), ("Sub", torch.sub)):
     CASES += binary_cases(f"diopi{_suffix}", lambda input, other, alpha, _op=_op: _op(input, other, alpha=alpha),
@@ -203,9 +207,11 @@ for _suffix, _op in (("Add", torch.add), ("Sub", torch.sub)):
                           dtypes=FLOAT + (torch.int64,), attrs={"alpha": [1, 2]}, scalar=True)
 CASES += binary_cases("diopiMul", torch.mul, dtypes=ALL_NUMERIC + BOOL)
 CASES += binary_cases("diopiMulScalar", torch.mul, dtypes=ALL_NUMERIC, scalar=True)
-CASES += binary_cases("diopiDiv", lambda input, other, rounding_mode: torch.div(input, other, rounding_mode=rounding_mode),
+CASES += binary_cases("diopiDiv",
+                      lambda input, other, rounding_mode: torch.div(input, other, rounding_mode=rounding_mode),
                       dtypes=FLOAT, attrs={"rounding_mode": [None, "trunc", "floor"]})
-CASES += binary_cases("diopiDiv", lambda input, other, rounding_mode: torch.div(input, other, rounding_mode=rounding_mode),
+CASES += binary_cases("diopiDiv",
+                      lambda input, other, rounding_mode: torch.div(input, other, rounding_mode=rounding_mode),
                       dtypes=(torch.int64, torch.int32), attrs={"rounding_mode": [None, "trunc", "floor"]}, low=1)
 CASES += binary_cases("diopiDivScalar", lambda input, other, rounding_mode: torch.div(
     input, other, rounding_mode=rounding_mode), dtypes=FLOAT + (torch.int64,), scalar=True,

@@ -6,9 +6,9 @@ them, and a function without cases and without a skip fails the suite.
 
 SKIPS: dict[str, dict[str, str]] = {
     "torch": {
-        "diopiEmbeddingBagBackward": "its offset2bag/bag_size/maximum_indices inputs must come from a matching forward, "
-                                     "which random case inputs are not; tests/test_nn_ops.py checks it through autograd "
-                                     "for every mode",
+        "diopiEmbeddingBagBackward": "its offset2bag/bag_size/maximum_indices inputs must come from a matching "
+                                     "forward, which random case inputs are not; tests/test_nn_ops.py checks it "
+                                     "through autograd for every mode",
         "diopiScaledDotProductAttentionBackward": "its out/logsumexp inputs must come from a matching forward, which "
                                                   "random case inputs are not; tests/test_attention.py checks it "
                                                   "through autograd against the math path (masks, biases, "

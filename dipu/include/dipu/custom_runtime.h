@@ -14,7 +14,7 @@
  * get_device, get_device_count, get_device_list, device_memory_allocate,
  * device_memory_deallocate, create_event, record_event, destroy_event, synchronize_event,
  * and the synchronous copies memory_copy_h2d and memory_copy_d2h. Everything else is optional; see
- * README "A vendor runtime in C" for the defaults dipu uses where a function is null. dipu calls
+ * docs/vendor-guide.md, "A vendor runtime in C", for the defaults dipu uses where a function is null. dipu calls
  * the table from any thread, without a lock of its own: the functions must be thread-safe.
  * Every function returns C_SUCCESS or a failure; dipu turns a failure into a Python
  * exception naming the function (torch.OutOfMemoryError for allocation).
