@@ -478,6 +478,8 @@ cases = {
                                                  w, b, training=True), (4, 3, 5, 6), (3,), (3,)),
     "max pool": (lambda x: F.max_pool2d(x, 3, 2, 1), (2, 3, 9, 10)),
     "max pool ceil": (lambda x: F.max_pool2d(x, 2, ceil_mode=True), (2, 3, 7, 7)),
+    "adaptive avg pool": (lambda x: F.adaptive_avg_pool2d(x, (2, 3)), (2, 3, 7, 8)),
+    "cat": (lambda x, y: torch.cat([x, y], 1), (2, 3, 4, 5), (2, 2, 4, 5)),
 }
 r = {}
 for layout in (torch.contiguous_format, cl):
@@ -496,20 +498,30 @@ r["transposed"] = same(F.conv_transpose2d(x, w.transpose(0, 1)), y)
 bn = torch.nn.BatchNorm2d(3).to("dipu").eval()
 r["batch norm eval"] = same(torch.nn.BatchNorm2d(3).eval()(x), bn(x.to("dipu")))
 F.max_pool2d(x.to("dipu"), 2)
-r["fast"] = {op: n for op, n in cpp_wrappers.fast_calls().items() if "conv" in op or "norm" in op or "pool" in op}
+F.adaptive_avg_pool2d(x.to("dipu"), 3)
+r["cat"] = [same(torch.cat([x, w[:2]], 0), torch.cat([x.to("dipu"), w[:2].to("dipu")], 0)),
+            same(torch.cat([x[:, :1], x.transpose(2, 3)], 1),
+                 torch.cat([x[:, :1].to("dipu"), x.transpose(2, 3).to("dipu")], 1)),
+            same(torch.cat([x, x.double()], -1), torch.cat([x.to("dipu"), x.double().to("dipu")], -1))]
+wanted = ("conv", "norm", "pool", "cat")
+r["fast"] = {op: n for op, n in cpp_wrappers.fast_calls().items() if any(k in op for k in wanted)}
 r["fallbacks"] = dipu.fallback_counts()
 print(json.dumps(r))
 """
 
 
 def test_convolution_batch_norm_and_max_pool_take_the_cpp_path_with_the_cpu_s_results_and_layouts(python):
-    """The hot path's impl kernels have C++ twins: forward and backward give the CPU's values, shapes, dtypes and
-    strides (channels_last kept), and what a twin leaves to Python (a transposed convolution) still works."""
+    """The hot path's impl kernels (and cat) have C++ twins: forward and backward give the CPU's values, shapes,
+    dtypes and strides (channels_last kept), and what a twin leaves to Python (a transposed convolution, cat of
+    mixed dtypes or layouts) still works."""
     r = json.loads(python(IMPL_CALLS).stdout.strip().splitlines()[-1])
-    cases = {k: v for k, v in r.items() if k not in ("fast", "fallbacks", "transposed", "batch norm eval")}
-    assert len(cases) == 11, cases
+    cases = {k: v for k, v in r.items() if k not in ("fast", "fallbacks", "transposed", "batch norm eval", "cat")}
+    assert len(cases) == 15, cases
     for case, checks in cases.items():
         assert checks == [True] * len(checks), (case, checks)
     assert r["transposed"] is True and r["batch norm eval"] is True
-    assert r["fast"] == {"convolution_overrideable": 1, "native_batch_norm": 1, "max_pool2d_with_indices": 1}, r["fast"]
+    # cat of contiguous tensors alike takes the C++ path; one transposed, or of two dtypes, the Python one
+    assert r["cat"] == [True, True, True], r["cat"]
+    assert r["fast"] == {"convolution_overrideable": 1, "native_batch_norm": 1, "max_pool2d_with_indices": 1,
+                         "_adaptive_avg_pool2d": 1, "cat": 1}, r["fast"]
     assert r["fallbacks"] == {}, r["fallbacks"]

@@ -1,12 +1,12 @@
 """The torch op library in C++: the default op library of every vendor whose memory torch can address.
 
-The Python ``torch`` library (diopi_impl/torch) pairs most of its functions with one ATen overload; this
-library is those functions generated in C++ (Note [The ATen library in C++] in
-scripts/autogen/dest/aten_library.py), built on first use for the installed torch and cached (Note [C++
-op library cache] in dipu/diopi/cpp_build.py), and laid over the Python library, which keeps serving what the C++ side lacks and
-stays the reference (``DIPU_DIOPI_IMPL=torch`` selects it alone). It is an ordinary C op library to the
-rest of dipu: trampolines for the Python wrappers and the hooks, and the generated C++ wrappers for the
-fast path, which then runs without Python from the dispatcher to the ATen kernel.
+The Python ``torch`` library (diopi_impl/torch) pairs most of its functions with one ATen overload; this library
+is those functions generated in C++ (Note [The ATen library in C++] in scripts/autogen/dest/aten_library.py),
+built on first use for the installed torch and cached (Note [C++ op library cache] in dipu/diopi/cpp_build.py),
+and laid over the Python library, which keeps serving what the C++ side lacks and stays the reference
+(``DIPU_DIOPI_IMPL=torch`` selects it alone). It is an ordinary C op library to the rest of dipu: trampolines
+for the Python wrappers and the hooks, and the generated C++ wrappers for the fast path, which then runs without
+Python from the dispatcher to the ATen kernel.
 
 The module's ``library`` is made on first access (the entry point loads the module; registration reads
 ``library``), so importing the package builds nothing. When the build fails (no C++ compiler), a warning

@@ -10,7 +10,7 @@ the files that turn them into C++ (the emitter, the proto, the template, support
 headers); finding a built library costs no generation and no torchgen import. A miss generates the text,
 keeps it beside the library (aten_library.cpp, for reading) and compiles it with the C++ compiler against
 torch's headers and libraries, under the native core's lock and atomic rename (``_native.ensure_built``).
-Measured on the 2-core development machine: see README "The torch op library in C++".
+Measured on the 2-core development machine: see docs/op-library-guide.md, "The torch op library in C++".
 """
 
 from __future__ import annotations

@@ -2,18 +2,17 @@
 Python wrappers (Note [Generated C++ wrappers] in scripts/autogen/dest/cpp_wrappers.py).
 
 Note [C++ wrapper cache]
-Only a process with a C op library (the default torch_cpp included) builds anything here. The extension
-holds a wrapper for every kernel the C++ side supports, whichever library a process loads: a kernel is
-installed where the library exports its DIOPI function, so one build per torch serves every C library
-(the torch library in C++, ref_c, a vendor's, a test's) instead of one build per set of exported
-functions. Its text depends on the installed torch's schemas, the spec and generator (the same inputs as
-Note [Generated code per torch version]) and the C++ support files (dipu/kernels/cpp, diopi_rt.h,
-diopirt.h); the cache key hashes exactly those, so finding a built extension costs no generation (loading
-the spec takes seconds); a miss generates the text, keeps it beside the library (cpp_wrappers.cpp, for
-reading) and compiles it with torch.utils.cpp_extension under the native core's lock and atomic rename
-(dipu/_native.py's ``ensure_built``). Build time of the whole extension, measured on the 2-core
-development machine: README "The C++ op library". Most of it is ATen's headers, so the generated file
-includes no Python header (wrapper_support.cpp has them).
+Only a process with a C op library (the default torch_cpp included) builds anything here. The extension holds a
+wrapper for every kernel the C++ side supports, whichever library a process loads: a kernel is installed where
+the library exports its DIOPI function, so one build per torch serves every C library (the torch library in C++,
+ref_c, a vendor's, a test's) instead of one build per set of exported functions. Its text depends on the
+installed torch's schemas, the spec and generator (the same inputs as Note [Generated code per torch version])
+and the C++ support files (dipu/kernels/cpp, diopi_rt.h, diopirt.h); the cache key hashes exactly those, so
+finding a built extension costs no generation (loading the spec takes seconds); a miss generates the text, keeps
+it beside the library (cpp_wrappers.cpp, for reading) and compiles it with torch.utils.cpp_extension under the
+native core's lock and atomic rename (dipu/_native.py's ``ensure_built``). Build time of the whole extension,
+measured on the 2-core development machine: docs/op-library-guide.md, "The torch op library in C++". Most of it
+is ATen's headers, so the generated file includes no Python header (wrapper_support.cpp has them).
 
 DIPU_CPP_WRAPPERS=0 keeps every op on the Python wrappers (for comparing the two paths, and as an escape
 hatch); DIPU_CHECK_TENSOR_DEVICE and the generator's --print-call-info, which the C++ wrappers do not
@@ -91,7 +90,8 @@ def _build(target: Path) -> None:
         source = work / "cpp_wrappers.cpp"
         source.write_text(generate(None))
         cpp_extension.load(
-            name=NAME, sources=[str(source), str(SUPPORT / "wrapper_support.cpp"), str(SUPPORT / "impl_kernels.cpp")], build_directory=str(work),
+            name=NAME, sources=[str(source), str(SUPPORT / "wrapper_support.cpp"), str(SUPPORT / "impl_kernels.cpp")],
+            build_directory=str(work),
             extra_cflags=["-O2", "-fvisibility=hidden"], extra_include_paths=[str(p) for p in _INCLUDES],
             verbose=False, is_python_module=True)
         shutil.copy(source, target.parent / source.name)

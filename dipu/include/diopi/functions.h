@@ -3,8 +3,8 @@
  * dipu's DIOPI proto in C: the functions an op library may implement, one prototype each, with the
  * runtime types of diopirt.h. A library compiled against this header, or against DeepLink's
  * functions.h where the two share a name, is called by dipu with the arguments it declares (what still
- * differs is listed in README.md, "How dipu's proto compares with DeepLink's"). Each prototype follows
- * the proto declaration shown above it; Note [The C form of a proto function] in
+ * differs is listed in docs/op-library-guide.md, "The proto in C, and how it compares with DeepLink's").
+ * Each prototype follows the proto declaration shown above it; Note [The C form of a proto function] in
  * scripts/autogen/dest/c_header.py says how a proto parameter becomes C: lists are followed by their
  * shared length, optional numbers are passed by pointer (NULL for None), optional tensors may be NULL.
  * Every function is optional (weak): dipu runs what a library lacks elsewhere.

@@ -404,4 +404,6 @@ def render(kernels: list[Kernel], source: str, functions: frozenset[str] | None 
     return environment.get_template(TEMPLATE).render(source=source, **values(kernels, functions))
 
 
-__all__ = ["CPP_META_TWINS", "CPP_MULTI_RULES", "CPP_SHAPE_RULES", "TEMPLATE", "explain", "render", "supported", "values"]
+__all__ = [
+    "CPP_META_TWINS", "CPP_MULTI_RULES", "CPP_SHAPE_RULES", "TEMPLATE", "explain", "render", "supported", "values",
+]

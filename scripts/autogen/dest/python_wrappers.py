@@ -1,20 +1,20 @@
 """The Python wrappers (wrappers.py): one factory per kernel, binding the op library's functions.
 
 Note [Generated wrappers]
-A wrapper is built by a factory (``make_add_out(op, diopiAdd, diopiAddScalar)``) that binds the op
-library's functions when the kernels are registered, so a call pays for closure reads, not for lookups.
-Per call a wrapper: guards the device of its first tensor, dumps its arguments (DIPU_DUMP_OP_ARGS, read
-once per call into a local), checks devices (DIPU_CHECK_TENSOR_DEVICE), allocates its outputs from a
-shape rule (functional), resizes them (out=) or checks them (in-place), refuses out= memory that overlaps
-as the CPU does (``check_written_memory``, Note [Overlapping memory] in dipu/csrc/overlap.cpp), calls the
-DIOPI function, handles a
-failed status, synchronizes (DIPU_SYNC_EXEC_MODE) and dumps its results. A Python number where the schema
-says Tensor is retried as a tensor, at no cost to tensors (Note [Python numbers in Tensor positions] in
-dipu/kernels/support.py); any other exception is raised as the CPU raises it when the CPU rejects the
-arguments too (Note [Errors of the CPU's type], there). Its helpers come from dipu.kernels.support only, its rules from dipu/ops/shape_rules.py
-and dipu/ops/meta_rules.py. What only the debug switches and a failed status need (dumping, device checks,
-synchronizing, on_failure) is two functions of the module (``checked_args``, ``finished``) behind the same
-flag tests a wrapper made inline, so the fast path pays nothing for the shorter wrappers.
+A wrapper is built by a factory (``make_add_out(op, diopiAdd, diopiAddScalar)``) that binds the op library's
+functions when the kernels are registered, so a call pays for closure reads, not for lookups. Per call a
+wrapper: guards the device of its first tensor, dumps its arguments (DIPU_DUMP_OP_ARGS, read once per call into
+a local), checks devices (DIPU_CHECK_TENSOR_DEVICE), allocates its outputs from a shape rule (functional),
+resizes them (out=) or checks them (in-place), refuses out= memory that overlaps as the CPU does
+(``check_written_memory``, Note [Overlapping memory] in dipu/csrc/overlap.cpp), calls the DIOPI function,
+handles a failed status, synchronizes (DIPU_SYNC_EXEC_MODE) and dumps its results. A Python number where the
+schema says Tensor is retried as a tensor, at no cost to tensors (Note [Python numbers in Tensor positions] in
+dipu/kernels/support.py); any other exception is raised as the CPU raises it when the CPU rejects the arguments
+too (Note [Errors of the CPU's type], there). Its helpers come from dipu.kernels.support only, its rules from
+dipu/ops/shape_rules.py and dipu/ops/meta_rules.py. What only the debug switches and a failed status need
+(dumping, device checks, synchronizing, on_failure) is two functions of the module (``checked_args``,
+``finished``) behind the same flag tests a wrapper made inline, so the fast path pays nothing for the shorter
+wrappers.
 
 This module turns each Kernel into the Python it needs (names, signature, expressions); the template
 (templates/wrappers.py.j2) lays them out, choosing blocks by the kernel's Allocation.
