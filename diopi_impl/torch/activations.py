@@ -22,7 +22,7 @@ for _suffix, _op in (("Silu", "silu"), ("Hardswish", "hardswish"), ("Hardsigmoid
     inplace_function("diopi" + _suffix + "Inp", _op + "_")
 
 
-@library.register(aten=aten.relu.out, direct=True)
+@library.register(aten=aten.relu.out)  # in C++ by hand: relu.out is ATen's copy of a functional relu
 def diopiRelu(ctx, out, input):
     d = ctx.device
     torch.clamp_min(alias(input, d), 0, out=alias(out, d))  # torch.relu has no out=

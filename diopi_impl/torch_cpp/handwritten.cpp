@@ -12,7 +12,9 @@
 #include <ATen/ops/_log_softmax_ops.h>
 #include <ATen/ops/_softmax_backward_data_ops.h>
 #include <ATen/ops/_softmax_ops.h>
+#include <ATen/ops/abs_ops.h>
 #include <ATen/ops/cat_ops.h>
+#include <ATen/ops/clamp_min_ops.h>
 #include <ATen/ops/convolution_backward_ops.h>
 #include <ATen/ops/convolution_ops.h>
 #include <ATen/ops/embedding_dense_backward_ops.h>
@@ -70,6 +72,18 @@ at::OptionalSymIntArrayRef bias_sizes(const diopiSize_t* given, diopiTensorHandl
   if (grad_bias == nullptr) return std::nullopt;
   if (given != nullptr) return tc::sym_sizes(*given);
   return c10::SymIntArrayRef(channels);
+}
+
+// Both contiguous, or both channels_last (3d) contiguous.
+bool same_dense_layout(const at::Tensor& a, const at::Tensor& b) {
+  for (const auto layout : {at::MemoryFormat::Contiguous, at::MemoryFormat::ChannelsLast,
+                            at::MemoryFormat::ChannelsLast3d}) {
+    if ((layout == at::MemoryFormat::ChannelsLast && a.dim() != 4) ||
+        (layout == at::MemoryFormat::ChannelsLast3d && a.dim() != 5))
+      continue;
+    if (a.is_contiguous(layout) && b.is_contiguous(layout)) return true;
+  }
+  return false;
 }
 
 std::vector<c10::SymInt> zeros(int64_t n) { return std::vector<c10::SymInt>(std::max<int64_t>(n, 0), 0); }
@@ -162,6 +176,25 @@ DIPU_EXPORT diopiError_t diopiLayerNormBackward(diopiContextHandle_t, diopiTenso
   });
 }
 
+// ---- diopi_impl/torch/activations.py, pointwise.py ----
+
+DIPU_EXPORT diopiError_t diopiRelu(diopiContextHandle_t, diopiTensorHandle_t out, diopiConstTensorHandle_t input) {
+  return tc::guarded([&] {  // torch.relu has no out= of its own (ATen's relu.out copies a functional result)
+    at::Tensor o = tc::alias_of(out);
+    at::_ops::clamp_min_out::call(tc::alias_of(input), 0, o);
+  });
+}
+
+DIPU_EXPORT diopiError_t diopiAbs(diopiContextHandle_t, diopiTensorHandle_t out, diopiConstTensorHandle_t input) {
+  return tc::guarded([&] {
+    const at::Tensor x = tc::alias_of(input);
+    // abs_: a complex tensor cannot hold its real result (as ATen refuses; the fallback raises its error)
+    if (out == input && x.is_complex()) throw std::runtime_error("In-place abs is not supported for complex tensors.");
+    at::Tensor o = tc::alias_of(out);
+    at::_ops::abs_out::call(x, o);
+  });
+}
+
 // ---- diopi_impl/torch/convolution.py ----
 
 DIPU_EXPORT diopiError_t diopiConvolution2d(diopiContextHandle_t, diopiTensorHandle_t out,
@@ -228,8 +261,20 @@ DIPU_EXPORT diopiError_t diopiBatchNorm(diopiContextHandle_t, diopiTensorHandle_
                                         diopiTensorHandle_t running_mean, diopiTensorHandle_t running_var,
                                         bool training, double momentum, double eps) {
   return tc::guarded([&] {
+    const at::Tensor x = tc::alias_of(input);
+    at::Tensor o = tc::alias_of(out);
+    if (same_dense_layout(x, o)) {
+      // The out= kernel writes the outputs in place, where the Python twin copies a functional result (it
+      // computes right only where the output is laid out as the input); in evaluation it leaves the
+      // statistics empty, as dipu allocates them.
+      at::Tensor mean = tc::alias_of(save_mean), invstd = tc::alias_of(save_invstd);
+      at::_ops::native_batch_norm_out::call(x, tc::optional_alias(weight), tc::optional_alias(bias),
+                                            tc::optional_alias(running_mean), tc::optional_alias(running_var),
+                                            training, momentum, eps, o, mean, invstd);
+      return;
+    }
     const auto results = at::_ops::native_batch_norm::call(
-        tc::alias_of(input), tc::optional_alias(weight), tc::optional_alias(bias), tc::optional_alias(running_mean),
+        x, tc::optional_alias(weight), tc::optional_alias(bias), tc::optional_alias(running_mean),
         tc::optional_alias(running_var), training, momentum, eps);
     write_result(out, std::get<0>(results));
     if (training) {  // evaluation saves no statistics, whatever ATen's CPU kernel hands back
