@@ -19,9 +19,9 @@ import torch
 
 from dipu import _native
 from dipu._core import vendor
+from dipu.diopi.proto import FUNCTIONS
 from dipu.kernels.registry import registration
 from dipu.runtime import plugin_of
-from dipugen.proto import FUNCTIONS
 
 
 def _version(package: str) -> str:

@@ -321,6 +321,31 @@ def test_the_generator_imports_nothing_of_dipu():
             assert not any(name == "dipu" or name.startswith("dipu.") for name in names), (path, names)
 
 
+def test_the_generator_reads_the_runtimes_proto_without_its_package():
+    """Note [The generator reads the runtime's proto]: the generator loads the proto's two leaf modules and no
+    other module of dipu (so dipu/__init__.py never runs), and shares them with the runtime in one process."""
+    import os
+    import subprocess
+    import sys
+
+    from dipu.diopi import c_form, proto
+    from dipugen import proto as generator_proto
+
+    code = "import sys, dipugen.spec; print(sorted(n for n in sys.modules if n.split('.')[0] == 'dipu'))"
+    env = {**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
+    loaded = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert loaded.stdout == "['dipu.diopi.c_form', 'dipu.diopi.proto']\n"
+    assert generator_proto.Kind is proto.Kind and generator_proto.FUNCTIONS is proto.FUNCTIONS
+    assert generator_proto.c_parameters is c_form.c_parameters
+
+
+def test_the_op_spec_is_package_data():
+    """Note [The op spec is package data]: the generator reads the spec from its own package, which holds the
+    repository's file."""
+    assert spec.SPEC.parent == Path(spec.__file__).parent
+    assert spec.SPEC.read_bytes() == (Path(__file__).parents[1] / "diopi_functions.yaml").read_bytes()
+
+
 def test_an_impl_kernel_gets_the_functions_its_entry_calls(tmp_path):
     """``calls:`` functions follow the entry's own in the table and in the impl call (Kernel.functions)."""
     path = tmp_path / "diopi_functions.yaml"

@@ -15,10 +15,11 @@ from pathlib import Path
 import pytest
 
 from dipu.diopi import Status
+from dipu.diopi.c_form import c_parameters
+from dipu.diopi.proto import FUNCTIONS
 from dipugen import emit
 from dipugen.deeplink import HEADER_IN_REPOSITORY, compare, parse, read_header, table
-from dipugen.dest.c_header import PATH, c_parameters, declaration
-from dipugen.proto import FUNCTIONS
+from dipugen.dest.c_header import PATH, declaration
 
 REPO = Path(__file__).resolve().parent.parent
 INCLUDE = REPO / "dipu" / "include"

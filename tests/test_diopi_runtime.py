@@ -6,14 +6,14 @@ import pytest
 import torch
 
 from conftest import run_python
-from dipugen.proto import FUNCTIONS
+from dipu.diopi.proto import FUNCTIONS
 from dipu.diopi_impl.torch import library as torch_library
 from dipu.diopi import SUCCESS, OpLibrary, Status, load_library
 from dipu.kernels.support import contexts
 
 
 def test_proto_puts_ctx_first_then_outputs():
-    outputs_last = {"diopiLinalgQR"}  # DeepLink's order (Note [DeepLink's spellings] in dipugen.proto)
+    outputs_last = {"diopiLinalgQR"}  # DeepLink's order (Note [DeepLink's spellings] in dipu/diopi/proto.py)
     for function in FUNCTIONS.values():
         assert function.param_names[0] == "ctx"
         assert function.params[-1 if function.name in outputs_last else 0].kind.is_output, function.name

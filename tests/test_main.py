@@ -8,7 +8,7 @@ import textwrap
 import torch
 
 import dipu
-from dipugen.proto import FUNCTIONS
+from dipu.diopi.proto import FUNCTIONS
 
 PARTIAL_LIBRARY = """
 from dipu.diopi import OpLibrary

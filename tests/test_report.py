@@ -166,7 +166,7 @@ def test_a_plain_run_reports_every_category_it_saw(plain_run):
 def test_the_coverage_is_the_librarys(plain_run):
     _, report, _ = plain_run
     from dipu.diopi_impl.torch import library
-    from dipugen.proto import FUNCTIONS
+    from dipu.diopi.proto import FUNCTIONS
 
     coverage = report["coverage"]
     assert coverage["library"] == "torch_cpp" and coverage["total"] == len(FUNCTIONS)
@@ -176,6 +176,16 @@ def test_the_coverage_is_the_librarys(plain_run):
     assert coverage["functions"]["diopiMul"]["family"] == "pointwise"
     assert "mul.Tensor" in coverage["functions"]["diopiMul"]["ops"]
     assert coverage["functions"]["diopiConvolution2d"]["family"] == "convolution"
+
+
+def test_every_proto_function_has_a_declared_family():
+    """Note [Function families]: no default family; an undeclared function is an error saying where to declare it."""
+    from dipu.diopi.proto import FUNCTIONS, family_of
+
+    assert all(family_of(name) for name in FUNCTIONS)
+    with pytest.raises(ValueError, match=r"^diopiFrobnicate belongs to no family: declare it in FAMILY_RULES "
+                                         r"\(Note \[Function families\] in dipu/diopi/proto.py\)$"):
+        family_of("diopiFrobnicate")
 
 
 def test_a_forced_fallback_list_is_reported_as_such(forced_run):

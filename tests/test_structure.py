@@ -69,6 +69,13 @@ def test_the_python_modules_import_without_cycles():
     assert not any(target.startswith("dipu.") for target in graph["dipugen"] | graph["dipugen.spec"])
 
 
+def test_only_the_generation_entry_imports_the_generator():
+    """Note [Generation at run time]: the runtime reaches the generator through dipu/_generation.py alone."""
+    importers = {module for module in MODULES if module.split(".")[0] == "dipu"
+                 and any(target.split(".")[0] == "dipugen" for target, _ in _imports(module))}
+    assert importers == {"dipu._generation"}
+
+
 def test_no_module_below_the_package_root_uses_the_root():
     uses = []
     for module in MODULES:

@@ -149,7 +149,7 @@ def diopiRoundDecimalsInp(ctx, input, decimals):
 
 
 # ---- binary math: diopiX(out, input, other), diopiXScalar, diopiXInp, diopiXInpScalar --------------------
-#: Where the Tensor-Tensor function has DeepLink's name (Note [DeepLink's spellings] in dipugen.proto).
+#: Where the Tensor-Tensor function has DeepLink's name (Note [DeepLink's spellings] in dipu/diopi/proto.py).
 FUNCTION_OF_TENSOR_TENSOR = {"Remainder": "diopiRemainderTensor"}
 BINARY = {  # suffix -> (Tensor out= overload, Scalar out= overload or None, in-place method or None)
     "Atan2": (aten.atan2.out, None, "atan2_"),

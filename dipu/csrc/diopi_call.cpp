@@ -16,7 +16,7 @@ namespace dipu::diopi {
 namespace {
 
 // One C parameter's form, as c_library.py spells it (one letter per C parameter, from the proto's
-// C form: Note [The C form of a proto function] in scripts/autogen/dest/c_header.py).
+// C form: Note [The C form of a proto function] in dipu/diopi/c_form.py).
 //   T/O tensor read/written (None: null)   A allocated output (a one-element list to fill)
 //   L/M tensor list read/written           n the length of the list before it (no Python argument)
 //   S/R Scalar (None: null) / Scalar list  i/I int / optional int (by pointer)

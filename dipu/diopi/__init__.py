@@ -15,7 +15,7 @@ Op libraries (``diopi_impl/<name>/``) import from here and nowhere else in dipu:
 from dipu._core import _C
 from dipu.diopi.library import OpLibrary, load_library
 from dipu.diopi.context import SUCCESS, Context, Status, get_last_error, set_last_error
-from dipugen.proto import FUNCTIONS, Function, Kind
+from dipu.diopi.proto import FUNCTIONS, Function, Kind
 
 native_alias = _C.alias
 native_generator = _C.native_generator

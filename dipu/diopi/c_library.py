@@ -51,12 +51,8 @@ from typing import Callable
 
 from dipu._core import _C
 from dipu.diopi.context import SUCCESS, Status, set_last_error
-from dipugen.proto import FUNCTIONS, Function, Kind
-
-try:  # the proto's one C form (align's generator of functions.h), when this dipugen has it
-    from dipugen.dest.c_header import c_parameters as _c_parameters
-except ImportError:  # pragma: no cover - the same rules, until that generator lands
-    _c_parameters = None
+from dipu.diopi.c_form import c_parameters
+from dipu.diopi.proto import FUNCTIONS, Function, Kind
 
 
 class CLibraryError(RuntimeError):
@@ -68,7 +64,6 @@ class DiopiSize(ctypes.Structure):
 
 
 _LISTS = (Kind.TENSOR_LIST, Kind.TENSOR_LIST_OUT, Kind.SCALAR_LIST)
-_BY_POINTER_WHEN_OPTIONAL = (Kind.INT, Kind.FLOAT, Kind.BOOL, Kind.DTYPE)
 _FORM_LETTERS = {
     Kind.TENSOR: "T", Kind.TENSOR_OUT: "O", Kind.TENSOR_ALLOC: "A", Kind.TENSOR_LIST: "L",
     Kind.TENSOR_LIST_OUT: "M", Kind.SCALAR: "S", Kind.SCALAR_LIST: "R", Kind.INT: "i", Kind.FLOAT: "f",
@@ -93,16 +88,8 @@ def c_form(function: Function) -> str:
 
 
 def _c_form(function: Function) -> str:
-    if _c_parameters is not None:
-        return "".join("n" if p.param is None else _letter(p.param, p.type.endswith("*"))
-                       for p in _c_parameters(function)[1:])
-    letters, params = [], function.params
-    for index, param in enumerate(params):
-        by_pointer = getattr(param, "by_pointer", False) or (param.optional and param.kind in _BY_POINTER_WHEN_OPTIONAL)
-        letters.append(_letter(param, by_pointer))
-        if param.kind in _LISTS and not (index + 1 < len(params) and params[index + 1].kind in _LISTS):
-            letters.append("n")  # consecutive lists share one length, after the last of them
-    return "".join(letters)
+    return "".join("n" if p.param is None else _letter(p.param, p.type.endswith("*"))
+                   for p in c_parameters(function)[1:])
 
 
 def _letter(param, pointer: bool) -> str:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
-import importlib.util
 import os
 import shutil
 import subprocess
@@ -29,7 +28,7 @@ from typing import Sequence
 
 import torch
 
-from dipu import _native
+from dipu import _generation, _native
 from dipu.diopi.c_build import INCLUDE
 
 
@@ -40,10 +39,9 @@ def pairings(library) -> list[tuple[str, str]]:
 
 
 def _key_files(sources: Sequence[Path]) -> list[Path]:
-    generator = Path(importlib.util.find_spec("dipugen").origin).parent
     directories = {source.parent for source in sources}
-    return [generator / "proto.py", generator / "dest" / "aten_library.py", generator / "dest" / "c_header.py",
-            generator / "templates" / "aten_library.cpp.j2", *sources,
+    return [*_generation.PROTO_FILES, _generation.generator_file("dest", "aten_library.py"),
+            _generation.generator_file("templates", "aten_library.cpp.j2"), *sources,
             *sorted(p for d in directories for p in d.glob("*.h")), *sorted((INCLUDE / "diopi").glob("*.h"))]
 
 
@@ -83,10 +81,7 @@ def library_file(name: str, pairs: list[tuple[str, str]], sources: Sequence[Path
 
 def generate(pairs: list[tuple[str, str]], source: str) -> str:
     """The text of the generated functions for ``pairs``."""
-    from dipugen.dest import aten_library
-    from dipugen.proto import FUNCTIONS
-
-    return aten_library.render([(FUNCTIONS[n], s) for n, s in pairs], source)
+    return _generation.aten_library(pairs, source)
 
 
 def _compile(target: Path, name: str, pairs: list[tuple[str, str]], sources: Sequence[Path]) -> None:

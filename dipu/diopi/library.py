@@ -37,7 +37,7 @@ from typing import Callable
 
 from dipu.diopi import c_library
 from dipu.diopi.context import Status
-from dipugen.proto import FUNCTIONS, AtenArg, aten_mismatch, kinds_of
+from dipu.diopi.proto import FUNCTIONS, AtenArg, aten_mismatch, kinds_of
 
 ENTRY_POINT_GROUP = "dipu.diopi_impls"
 IMPL_VAR = "DIPU_DIOPI_IMPL"

@@ -31,7 +31,7 @@ import warnings
 from pathlib import Path
 import torch
 
-from dipu import _native
+from dipu import _generation, _native
 from dipu.kernels import switches
 
 NAME = "dipu_cwrap"
@@ -50,11 +50,7 @@ def enabled() -> bool:
 
 
 def _inputs() -> list[tuple[str, bytes]]:
-    from dipugen import spec
-
-    generator = Path(importlib.util.find_spec("dipugen").origin).parent
-    files = [*generator.rglob("*.py"), *generator.glob("templates/*.j2"), spec.REPO / "diopi_functions.yaml",
-             *sorted(SUPPORT.iterdir()), *(d / "diopi_rt.h" for d in _INCLUDES[1:2]),
+    files = [*_generation.inputs(), *sorted(SUPPORT.iterdir()), *(d / "diopi_rt.h" for d in _INCLUDES[1:2]),
              *sorted((_INCLUDES[2] / "diopi").glob("*.h"))]
     return [(path.name, path.read_bytes()) for path in sorted(files) if path.is_file()]
 
@@ -72,12 +68,7 @@ def cache_dir() -> Path:
 
 def generate(functions: frozenset[str] | None) -> str:
     """The text of the C++ wrappers of the kernels whose DIOPI function is in ``functions`` (None: all)."""
-    from dipugen import kernels, spec
-    from dipugen.dest import cpp_wrappers
-
-    yaml_path = spec.REPO / "diopi_functions.yaml"
-    entries, _ = spec.load_lenient(yaml_path)
-    return cpp_wrappers.render(kernels.expand_all(entries, yaml_path.name), yaml_path.name, functions)
+    return _generation.cpp_wrappers(functions)
 
 
 def _build(target: Path) -> None:

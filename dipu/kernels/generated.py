@@ -7,12 +7,12 @@ to date). With any other torch installed, dipu runs the generator at first
 import against that torch's schemas (Note [The spec follows the installed
 torch] in scripts/autogen/spec.py) and caches the package beside the native
 core (Note [Native core cache]), keyed by the torch build and a hash of the
-spec and the generator (its modules, the proto among them, and templates);
-entries that do not fit that torch are reported once and their ops run through
-the CPU fallback. Only then is the generator imported: with the reference
-torch, loading the kernels needs nothing of it: the checked-in package names the
-torch it was generated for (``TORCH_VERSION``, which ``--check`` keeps equal to
-``REFERENCE_TORCH``).
+spec, the generator and the proto (Note [Generation at run time] in
+dipu/_generation.py); entries that do not fit that torch are reported once and
+their ops run through the CPU fallback. Only then is the generator imported:
+with the reference torch, loading the kernels needs nothing of it: the
+checked-in package names the torch it was generated for (``TORCH_VERSION``,
+which ``--check`` keeps equal to ``REFERENCE_TORCH``).
 
 Note [Compiled generated code]
 The generated module is about 34k lines; compiling it costs about a second,
@@ -36,38 +36,21 @@ from pathlib import Path
 
 import torch
 
-from dipu import _native
+from dipu import _generation, _native
 
 PACKAGE = "dipu._generated"
 CHECKED_IN = Path(__file__).parent.parent / "_generated"
-#: The generator, as a checkout has it and as dipu installs it (Note [Installed import names]).
-GENERATOR = "dipugen"
 
 
 def _installed_torch() -> str:
     return torch.__version__.split("+")[0]
 
 
-def _generator_inputs(generator: Path, spec: Path) -> list[Path]:
-    """What the generated package depends on: the spec and the generator's modules and templates."""
-    return sorted([*generator.rglob("*.py"), *generator.glob("templates/*.j2"), spec])
-
-
 def _generated_dir() -> Path:
     """The cached package for the installed torch, generating it first if it is not there."""
-    generator = importlib.import_module(GENERATOR)
-    from dipugen import emit, spec
-
-    yaml_path = spec.REPO / "diopi_functions.yaml"
-    if not yaml_path.is_file():
-        raise RuntimeError(
-            f"dipu: torch {torch.__version__} is not the reference torch {generator.REFERENCE_TORCH} the "
-            f"checked-in kernels were generated for, and the op spec to generate them again is missing "
-            f"({yaml_path}); install dipu from its repository with `pip install -e .`")
     digest = hashlib.sha256()
-    root = Path(generator.__file__).parent
-    for path in _generator_inputs(root, yaml_path):
-        digest.update(path.relative_to(root).as_posix().encode() if path.is_relative_to(root) else path.name.encode())
+    for path in _generation.inputs():
+        digest.update(path.name.encode())
         digest.update(path.read_bytes())
     key = f"generated-torch{torch.__version__}-{(torch.version.git_version or 'nogit')[:10]}-{digest.hexdigest()[:12]}"
     target = _native.cache_root() / key
@@ -75,10 +58,10 @@ def _generated_dir() -> Path:
     def build(directory: Path) -> None:
         print(f"dipu: generating the op kernels for torch {torch.__version__} (first import only)...",
               file=sys.stderr, flush=True)
-        entries, unmatched = spec.load_lenient(yaml_path)
-        files = emit.render(entries, yaml_path.name, unmatched=unmatched)
+        files = _generation.python_kernels()
         work = Path(tempfile.mkdtemp(prefix="generating-", dir=directory.parent))
-        emit.write(work, files)
+        for name, text in files.items():
+            (work / name).write_text(text)
         os.replace(work, directory)
 
     return _native.ensure_built(target, build)

@@ -9,9 +9,9 @@ import sys
 import warnings
 
 from dipu.diopi.library import OpLibrary
+from dipu.diopi.proto import FUNCTIONS, family_of
 from dipu.kernels.registry import registration
 from dipu.kernels import generated as generated_kernels
-from dipugen.proto import FUNCTIONS, family_of
 
 def active_library() -> OpLibrary | None:
     """The op library the kernels were registered with (None: a vendor without one, every op on the CPU

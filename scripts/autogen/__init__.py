@@ -4,7 +4,7 @@ and the C++ sources dipu builds on first use (docs/architecture.md, "The generat
 Laid out as torchgen is (Note [The generator's model] in model.py):
 
   model.py        the typed, frozen model (Entry, Kernel) and the enums of its closed sets
-  proto.py        the DIOPI proto: the functions an op library provides (also the runtime's contract)
+  proto.py        the DIOPI proto, read from the runtime that owns it (dipu/diopi/proto.py)
   schemas.py      the schema index: the installed torch's aten schemas
   calls.py        the call language of ``interface:``, checked against the proto
   shape_rules.py  the shape-rule table (the rules of dipu/ops/shape_rules.py)
@@ -21,7 +21,8 @@ Laid out as torchgen is (Note [The generator's model] in model.py):
   emit.py         rendering the package and writing what changed; ``python -m dipugen`` is __main__.py
   deeplink.py     comparing the proto with DeepLink's functions.h (``python -m dipugen.deeplink``)
 
-It imports nothing of dipu (Note [The generator does not import dipu] in __main__.py).
+It imports nothing of dipu (Note [The generator does not import dipu] in __main__.py) but the proto's leaf
+modules, which proto.py loads without the package (Note [The generator reads the runtime's proto]).
 """
 
 #: The torch whose schemas dipu/_generated/ is generated from: the reviewed, checked-in copy. dipu

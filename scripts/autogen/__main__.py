@@ -4,7 +4,8 @@ Note [The generator does not import dipu]
 The generator reads the installed torch's schemas, and ``import torch`` would load dipu through the
 torch.backends entry point, registering the very kernels being regenerated (stale, or broken by a spec
 change). So the command turns that autoload off for its own process before torch is imported; as a
-library (dipu regenerating its kernels for another torch) it imports nothing of dipu either.
+library (dipu regenerating its kernels for another torch) it imports nothing of dipu either, but the
+proto's leaf modules (Note [The generator reads the runtime's proto] in proto.py).
 """
 
 from __future__ import annotations
@@ -22,14 +23,14 @@ import torch  # noqa: E402
 from . import REFERENCE_TORCH, emit, schemas, spec  # noqa: E402
 from .dest import c_header  # noqa: E402
 
-REPO = spec.REPO
+REPO = spec.DIPU_DIR.parent  # the checkout, where the reviewed copies are written
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m dipugen",
         description="Generate the PrivateUse1 op kernels (dipu/_generated/) from the op spec.")
-    parser.add_argument("--yaml", type=Path, default=REPO / "diopi_functions.yaml",
+    parser.add_argument("--yaml", type=Path, default=spec.SPEC,
                         help="the op spec (default: diopi_functions.yaml at the repository root)")
     parser.add_argument("--out", type=Path, default=None,
                         help="the package to write (default: dipu/_generated, the reviewed copy generated for "

@@ -4,7 +4,7 @@
 
 prints one row per function both protos name (letter case aside) and a summary. A library compiled
 against DeepLink's header is called by position with dipu's C form of the proto (Note [The C form of a
-proto function] in dest/c_header.py), so a shared name agrees when both take the same C types in the same
+proto function] in dipu/diopi/c_form.py), so a shared name agrees when both take the same C types in the same
 order; the verdicts say what a library would see otherwise:
 
 - ``agree``: same C types and parameter names, in the same order;
@@ -29,8 +29,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .dest.c_header import c_parameters
-from .proto import FUNCTIONS
+from .proto import FUNCTIONS, c_parameters
 
 HEADER_IN_REPOSITORY = "proto/include/diopi/functions.h"
 _PROTOTYPE = re.compile(r"DIOPI_API\s+diopiError_t\s+(\w+)\s*\(([^)]*)\)\s*;")

@@ -20,12 +20,19 @@ from torchgen.model import FunctionSchema, SchemaKind
 
 from . import calls, schemas
 from .model import Entry, SpecError, Strides, StrideRule, Variant, op_name
+from .proto import DIPU_DIR
 from .shape_rules import META, SHAPE_RULES
 
-REPO = Path(__file__).resolve().parents[2]  # the repository (the generator runs from a checkout)
-DIPU_DIR = REPO / "dipu"
+# Note [The op spec is package data]
+# An installed dipu generates its kernels for any torch of the supported range, so everything generation
+# reads must be installed with it: the generator's modules and templates are the dipugen package, the proto
+# and the impl kernels' modules are dipu's (found where dipu is, DIPU_DIR), and the op spec ships inside
+# dipugen. It is edited at the repository root, where it is reviewed beside the code; the package holds it
+# through a symbolic link (scripts/autogen/diopi_functions.yaml), which building a wheel replaces by the
+# file itself. So a checkout, an editable install and a wheel all read it as SPEC.
+SPEC = Path(__file__).parent / "diopi_functions.yaml"
 
-__all__ = ["SpecError", "Unmatched", "load", "load_lenient", "REPO"]
+__all__ = ["SpecError", "Unmatched", "load", "load_lenient", "SPEC"]
 
 
 # ---- the YAML file --------------------------------------------------------------------------
@@ -372,9 +379,7 @@ def _top_level_function_nodes(path: Path) -> dict[str, ast.FunctionDef]:
 def _impl_path(dotted: str) -> tuple[Path, str]:
     module, _, function = dotted.rpartition(".")
     parts = module.split(".")
-    if parts[0] != "dipu":
-        return REPO / Path(*parts).with_suffix(".py"), function
-    return DIPU_DIR / Path(*parts[1:]).with_suffix(".py"), function
+    return DIPU_DIR.parent / Path(*parts).with_suffix(".py"), function
 
 
 def _check_impl(reader: _EntryReader, dotted: str) -> None:

@@ -13,7 +13,7 @@ import itertools
 import torch
 
 from conformance.spec import FLOAT, Case, T
-from dipugen.proto import DEEPLINK_SPELLINGS, FUNCTIONS
+from dipu.diopi.proto import DEEPLINK_SPELLINGS, FUNCTIONS
 
 aten = torch.ops.aten
 INT_SOME = (torch.int64, torch.int32, torch.uint8)

@@ -9,7 +9,7 @@ import pathlib
 import torch
 
 from conformance.spec import Case, T
-from dipugen.proto import FUNCTIONS, Kind
+from dipu.diopi.proto import FUNCTIONS, Kind
 from dipu.diopi import SUCCESS, Status
 from dipu.kernels.support import contexts
 

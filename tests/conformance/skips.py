@@ -19,7 +19,7 @@ SKIPS: dict[str, dict[str, str]] = {
 # ---- fused optimizer steps and the AMP unscale: their inputs must be a consistent optimizer state
 # (parameters, gradients, moments, step counts) rather than independent random tensors;
 # tests/test_optim_amp_random.py checks every one of them against CPU through torch.optim and GradScaler.
-from dipugen.proto import FUNCTIONS as _FUNCTIONS  # noqa: E402
+from dipu.diopi.proto import FUNCTIONS as _FUNCTIONS  # noqa: E402
 
 SKIPS["torch"].update({
     name: "needs a consistent optimizer state; checked against CPU through torch.optim/GradScaler in "

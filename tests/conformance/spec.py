@@ -27,7 +27,7 @@ from typing import Any, Callable, Mapping
 
 import torch
 
-from dipugen.proto import DEEPLINK_SPELLINGS
+from dipu.diopi.proto import DEEPLINK_SPELLINGS
 
 FLOAT = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 INT = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)

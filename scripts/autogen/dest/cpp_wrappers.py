@@ -87,7 +87,7 @@ CPP_META_TWINS = frozenset({
 CPP_MULTI_RULES = frozenset({"native_layer_norm", "native_layer_norm_backward", "nll_loss_forward"})
 
 #: The C type of each proto kind the wrappers pass, as dipu's functions.h declares it (Note [The C form of a
-#: proto function] in dest/c_header.py), and the helper of wrapper_support.h that converts an ATen value,
+#: proto function] in dipu/diopi/c_form.py), and the helper of wrapper_support.h that converts an ATen value,
 #: by the dispatcher's C++ type of the argument.
 _C_TYPES = {
     proto.Kind.TENSOR: "diopiConstTensorHandle_t",

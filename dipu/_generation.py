@@ -1,0 +1,62 @@
+"""The runtime's one door to the generator (``dipugen``, scripts/autogen in a checkout).
+
+Note [Generation at run time]
+dipu generates three things for the installed torch, each cached and each keyed by a hash of what it is
+generated from: the Python kernels for a torch other than the reference one (Note [Generated code per
+torch version] in dipu/kernels/generated.py), the C++ wrappers of a C op library (Note [C++ wrapper
+cache] in dipu/kernels/cpp_wrappers.py) and the C++ op library's direct functions (Note [C++ op library
+cache] in dipu/diopi/cpp_build.py). Finding a cached build must cost no generation, so this module names
+the generator's files without importing it (``generator_file``, ``inputs``), and each generating
+function imports it only when called. Nothing else in dipu imports ``dipugen``; the generator in turn
+reads the proto from the runtime (Note [The generator reads the runtime's proto] in
+scripts/autogen/proto.py). The op spec and the templates ship inside the generator package (Note [The op
+spec is package data] in scripts/autogen/spec.py), so an installed wheel generates as a checkout does.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+GENERATOR = "dipugen"
+#: The proto's modules (Note [The generator reads the runtime's proto]): what generates C reads them too.
+PROTO_FILES = (Path(__file__).parent / "diopi" / "proto.py", Path(__file__).parent / "diopi" / "c_form.py")
+
+
+def generator_file(*parts: str) -> Path:
+    """A file of the generator package (found, not imported)."""
+    return Path(importlib.util.find_spec(GENERATOR).submodule_search_locations[0]).joinpath(*parts)
+
+
+def inputs() -> list[Path]:
+    """Everything the generated kernels depend on: the generator's modules, its templates, the op spec
+    beside them, and the proto."""
+    root = generator_file()
+    return sorted([*root.rglob("*.py"), *root.glob("templates/*.j2"), *root.glob("*.yaml"), *PROTO_FILES])
+
+
+def python_kernels() -> dict[str, str]:
+    """File name -> text of the generated kernel package (dipu/_generated/'s files) for the installed torch;
+    the spec's entries that do not fit it are left out, and listed in the package's ``UNMATCHED``."""
+    from dipugen import emit, spec
+
+    entries, unmatched = spec.load_lenient(spec.SPEC)
+    return emit.render(entries, spec.SPEC.name, unmatched=unmatched)
+
+
+def cpp_wrappers(functions: frozenset[str] | None) -> str:
+    """The text of the C++ wrappers of the kernels whose DIOPI function is in ``functions`` (None: all)."""
+    from dipugen import kernels, spec
+    from dipugen.dest import cpp_wrappers as emitter
+
+    entries, _ = spec.load_lenient(spec.SPEC)
+    return emitter.render(kernels.expand_all(entries, spec.SPEC.name), spec.SPEC.name, functions)
+
+
+def aten_library(pairs: list[tuple[str, str]], source: str) -> str:
+    """The text of the C++ functions applying each (DIOPI function, ATen schema) of ``pairs`` directly."""
+    from dipugen.dest import aten_library as emitter
+
+    from dipu.diopi.proto import FUNCTIONS
+
+    return emitter.render([(FUNCTIONS[n], s) for n, s in pairs], source)
