@@ -534,7 +534,8 @@ _DECLARATIONS = [
     Function("diopiLinalgQR", (In("input"), String("mode"), Out("q"), Out("r"))),  # DIOPI's order: outputs last
     Function("diopiLinalgSolveEx", (
         Out("result"), Out("lu"), Out("pivots"), Out("info"), In("a"), In("b"), Bool("left"), Bool("check_errors"))),
-    Function("diopiLinalgEigh", (Out("eigenvalues"), Out("eigenvectors"), In("input"), String("uplo"), Bool("compute_v"))),
+    Function("diopiLinalgEigh", (
+        Out("eigenvalues"), Out("eigenvectors"), In("input"), String("uplo"), Bool("compute_v"))),
     Function("diopiLinalgLuFactorEx", (Out("lu"), Out("pivots"), Out("info"), In("input"), Bool("pivot"),
                                        Bool("check_errors"))),
     Function("diopiLinalgSolveTriangular", (
@@ -611,7 +612,8 @@ _DECLARATIONS = [
         In("grad_scale", optional=True), In("found_inf", optional=True)))
       for suffix, lr in (("", Float("lr")), ("TensorLr", In("lr")))],
     # AMP (GradScaler)
-    Function("diopiAmpForeachNonFiniteCheckAndUnscaleInp", (OutTensors("scaled_grads"), Out("found_inf"), In("inv_scale"))),
+    Function("diopiAmpForeachNonFiniteCheckAndUnscaleInp", (
+        OutTensors("scaled_grads"), Out("found_inf"), In("inv_scale"))),
     Function("diopiAmpUpdateScaleInp", (
         Out("scale"), Out("growth_tracker"), In("found_inf"), Float("growth_factor"), Float("backoff_factor"),
         Int("growth_interval", c_type="int32_t"))),
