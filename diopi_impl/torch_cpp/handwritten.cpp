@@ -188,8 +188,10 @@ DIPU_EXPORT diopiError_t diopiRelu(diopiContextHandle_t, diopiTensorHandle_t out
 DIPU_EXPORT diopiError_t diopiAbs(diopiContextHandle_t, diopiTensorHandle_t out, diopiConstTensorHandle_t input) {
   return tc::guarded([&] {
     const at::Tensor x = tc::alias_of(input);
-    // abs_: a complex tensor cannot hold its real result (as ATen refuses; the fallback raises its error)
-    if (out == input && x.is_complex()) throw std::runtime_error("In-place abs is not supported for complex tensors.");
+    // abs_ (one tensor for both: the Python twin's `out is input`): a complex tensor cannot hold its real
+    // result (as ATen refuses; the fallback raises its error)
+    if (tc::tensor(out).unsafeGetTensorImpl() == tc::tensor(input).unsafeGetTensorImpl() && x.is_complex())
+      throw std::runtime_error("In-place abs is not supported for complex tensors.");
     at::Tensor o = tc::alias_of(out);
     at::_ops::abs_out::call(x, o);
   });
