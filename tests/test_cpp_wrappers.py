@@ -505,6 +505,22 @@ r["cat"] = [same(torch.cat([x, 2 * x[:1]], 0), torch.cat([x.to("dipu"), 2 * x[:1
             same(torch.cat([x, x.double()], -1), torch.cat([x.to("dipu"), x.double().to("dipu")], -1))]
 wanted = ("conv", "norm", "pool", "cat")
 r["fast"] = {op: n for op, n in cpp_wrappers.fast_calls().items() if any(k in op for k in wanted)}
+# the C++ twins of meta kernels (CPP_META_TWINS): the meta kernel's shapes, dtypes and strides, and the CPU's values
+cpp_wrappers.reset_fast_calls()
+table, ids, logits, weight = torch.randn(10, 4), torch.tensor([[1, 3, 3], [0, 9, 2]]), torch.randn(5, 7), torch.rand(7)
+twins = {}
+for device in ("cpu", "dipu"):
+    t = table.to(device).detach().requires_grad_()
+    rows = F.embedding(ids.to(device), t)
+    rows.backward(torch.ones_like(rows))
+    x, target = logits.to(device), torch.tensor([1, 0, 6, 2, 2]).to(device)
+    twins[device] = [rows.detach(), t.grad, torch.index_select(x, 1, torch.tensor([4, 0]).to(device)),
+                     torch.index_select(x, 0, torch.tensor(3).to(device)), F.nll_loss(x, target),
+                     F.nll_loss(x, target, reduction="none"), F.nll_loss(x[0], target[0]),
+                     F.nll_loss(x, target, weight=weight.to(device), reduction="sum")]
+r["meta twins"] = [same(c, d) for c, d in zip(twins["cpu"], twins["dipu"])]
+r["meta twins fast"] = {op: n for op, n in cpp_wrappers.fast_calls().items()
+                        if op in ("embedding", "embedding_dense_backward", "index_select", "nll_loss_forward")}
 r["fallbacks"] = dipu.fallback_counts()
 print(json.dumps(r))
 """
@@ -515,7 +531,8 @@ def test_convolution_batch_norm_and_max_pool_take_the_cpp_path_with_the_cpu_s_re
     dtypes and strides (channels_last kept), and what a twin leaves to Python (a transposed convolution, cat of
     mixed dtypes or layouts) still works."""
     r = json.loads(python(IMPL_CALLS).stdout.strip().splitlines()[-1])
-    cases = {k: v for k, v in r.items() if k not in ("fast", "fallbacks", "transposed", "batch norm eval", "cat")}
+    cases = {k: v for k, v in r.items() if k not in ("fast", "fallbacks", "transposed", "batch norm eval", "cat",
+                                                    "meta twins", "meta twins fast")}
     assert len(cases) == 15, cases
     for case, checks in cases.items():
         assert checks == [True] * len(checks), (case, checks)
@@ -525,3 +542,6 @@ def test_convolution_batch_norm_and_max_pool_take_the_cpp_path_with_the_cpu_s_re
     assert r["fast"] == {"convolution_overrideable": 1, "native_batch_norm": 1, "max_pool2d_with_indices": 1,
                          "_adaptive_avg_pool2d": 1, "cat": 1}, r["fast"]
     assert r["fallbacks"] == {}, r["fallbacks"]
+    assert r["meta twins"] == [True] * 8, r["meta twins"]
+    assert r["meta twins fast"] == {"embedding": 1, "embedding_dense_backward": 1, "index_select": 2,
+                                    "nll_loss_forward": 4}, r["meta twins fast"]
