@@ -1,12 +1,14 @@
-// The C++ wrappers of the hot path's `impl:` kernels: convolution, batch norm, max and adaptive average
-// pooling, with their backwards; and of cat, whose Tensor[] the generator does not write. The generator leaves an entry with an `impl:` body to its Python wrapper (its body is Python:
-// dipu/ops/convolution.py, dipu/ops/memory_format.py); these are those bodies written again in C++, each
-// beside its Python twin line by line, inside the frame every generated C++ wrapper has (Note [Generated C++
-// wrappers] in scripts/autogen/dest/cpp_wrappers.py): the same fast-path test, the same Python path for
-// everything else, the same counting. Outputs take the memory format the CPU kernels give them (Note [Memory
-// formats of outputs] in dipu/ops/memory_format.py). What the Python body handles and these do not (a
-// transposed convolution, a pooling shape its rule leaves to the meta kernel, batch norm with mixed dtypes or
-// without an affine weight) takes the Python path. tests/test_cpp_wrappers.py compares both paths.
+// The C++ wrappers of the hot path's `impl:` kernels (convolution, batch norm, max and adaptive average
+// pooling, with their backwards) and of cat, whose Tensor[] the generator does not write. The generator
+// leaves an entry with an `impl:` body to its Python wrapper (the body is Python: dipu/ops/convolution.py,
+// dipu/ops/memory_format.py); these are those bodies written again in C++, each beside its Python twin,
+// inside the frame every generated C++ wrapper has (Note [Generated C++ wrappers] in
+// scripts/autogen/dest/cpp_wrappers.py): the same fast-path test, the same Python path for everything else,
+// the same counting. Outputs take the memory format the CPU kernels give them (Note [Memory formats of
+// outputs] in dipu/ops/memory_format.py). What the Python body handles and these do not (a transposed
+// convolution, a pooling shape its rule leaves to the meta kernel, batch norm backward with mixed dtypes or
+// without an affine weight, cat of mixed dtypes or layouts) takes the Python path. tests/test_cpp_wrappers.py
+// compares both paths with the CPU.
 #include "wrapper_support.h"
 
 namespace dipu::cwrap {
@@ -34,9 +36,10 @@ diopiTensorHandle_t c_written(const std::optional<at::Tensor>& t) {
   return t.has_value() && t->defined() ? diopi::handle(const_cast<at::Tensor&>(*t)) : nullptr;
 }
 
-bool all_dense(c10::SymIntArrayRef values) {
+// No symbolic size among `values` (a symbolic one takes the Python path).
+bool concrete(c10::SymIntArrayRef values) {
   for (const c10::SymInt& v : values)
-    if (v.is_heap_allocated()) return false;  // symbolic: the Python path
+    if (v.is_heap_allocated()) return false;
   return true;
 }
 
@@ -54,7 +57,7 @@ bool convolution_size(c10::SmallVector<int64_t, 6>& shape, const at::Tensor& inp
   const int64_t spatial = input.dim() - 2;
   if (spatial < 1 || weight.dim() != input.dim() || static_cast<int64_t>(stride.size()) != spatial ||
       static_cast<int64_t>(padding.size()) != spatial || static_cast<int64_t>(dilation.size()) != spatial ||
-      !all_dense(stride) || !all_dense(padding) || !all_dense(dilation))
+      !concrete(stride) || !concrete(padding) || !concrete(dilation))
     return false;
   shape.assign({input.size(0), weight.size(0)});
   for (int64_t i = 0; i < spatial; ++i) {
@@ -111,7 +114,7 @@ Three dipu_convolution_backward(const at::Tensor& grad_output, const at::Tensor&
   Kernel& kern = k_convolution_backward;
   const c10::DeviceIndex d = grad_output.device().index();
   if (C10_UNLIKELY(!kern.fast_path() || !on(grad_output, d) || !on(input, d) || !on(weight, d) || transposed ||
-                   groups.is_heap_allocated() || !all_dense(stride) || !all_dense(padding) || !all_dense(dilation)))
+                   groups.is_heap_allocated() || !concrete(stride) || !concrete(padding) || !concrete(dilation)))
     return three(kern.python_tensors(grad_output, input, weight, stride, padding, dilation, transposed,
                                      output_padding, groups, output_mask));
   DeviceScope scope(d);
@@ -136,7 +139,8 @@ Three dipu_convolution_backward(const at::Tensor& grad_output, const at::Tensor&
 // ---- batch norm (dipu/ops/memory_format.py) ----
 
 // dipu/ops/shape_rules.py's _statistics_dtype: float32 where a parameter's dtype differs from the input's.
-at::ScalarType statistics_dtype(const at::Tensor& input, std::initializer_list<const std::optional<at::Tensor>*> params) {
+at::ScalarType statistics_dtype(const at::Tensor& input,
+                                std::initializer_list<const std::optional<at::Tensor>*> params) {
   for (const auto* p : params)
     if (p->has_value() && (*p)->defined() && (*p)->scalar_type() != input.scalar_type()) return at::kFloat;
   return input.scalar_type();
@@ -318,7 +322,7 @@ Kernel k_adaptive_avg_pool2d("_adaptive_avg_pool2d", "diopiAdaptiveAvgPool2d");
 at::Tensor dipu_adaptive_avg_pool2d(const at::Tensor& self, c10::SymIntArrayRef output_size) {
   Kernel& kern = k_adaptive_avg_pool2d;
   const c10::DeviceIndex d = self.device().index();
-  if (C10_UNLIKELY(!kern.fast_path() || !on(self, d) || output_size.size() != 2 || !all_dense(output_size) ||
+  if (C10_UNLIKELY(!kern.fast_path() || !on(self, d) || output_size.size() != 2 || !concrete(output_size) ||
                    (self.dim() != 3 && self.dim() != 4) || self.size(-1) == 0 || self.size(-2) == 0 ||
                    self.size(-3) == 0 || output_size[0].as_int_unchecked() < 0 ||
                    output_size[1].as_int_unchecked() < 0))
@@ -406,7 +410,8 @@ extern const Entry kImplEntries[] = {
      [](torch::Library& m) { m.impl("convolution_overrideable", TORCH_FN(dipu_convolution)); }},
     {"convolution_backward_overrideable", &k_convolution_backward,
      [](torch::Library& m) { m.impl("convolution_backward_overrideable", TORCH_FN(dipu_convolution_backward)); }},
-    {"native_batch_norm", &k_batch_norm, [](torch::Library& m) { m.impl("native_batch_norm", TORCH_FN(dipu_batch_norm)); }},
+    {"native_batch_norm", &k_batch_norm,
+     [](torch::Library& m) { m.impl("native_batch_norm", TORCH_FN(dipu_batch_norm)); }},
     {"native_batch_norm_backward", &k_batch_norm_backward,
      [](torch::Library& m) { m.impl("native_batch_norm_backward", TORCH_FN(dipu_batch_norm_backward)); }},
     {"max_pool2d_with_indices", &k_max_pool2d,
