@@ -83,6 +83,17 @@ def mismatch_report(step: Step, actual: str) -> str:
             + CHECKER.output_difference(example, as_terminal_shows(actual), FLAGS))
 
 
+def copy_checkout(work: Path) -> None:
+    """Copies into ``work`` of what the commands read (COPIED), without build outputs or caches."""
+    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", "build", ".pytest_cache", "*.so")
+    for name in COPIED:
+        source = ROOT / name
+        if source.is_dir():
+            shutil.copytree(source, work / name, ignore=ignore)
+        else:
+            shutil.copy2(source, work / name)
+
+
 def _scratch_venv(path: Path) -> Path:
     """A venv over the running one (Note [The guide is a test]); returns its bin directory."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True)
@@ -152,13 +163,7 @@ def test_every_command_of_the_guide(tmp_path):
     assert len(steps) >= 10, "the guide lost its console blocks"
     work = tmp_path / "work"
     work.mkdir()
-    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", "build", ".pytest_cache", "*.so")
-    for name in COPIED:
-        source = ROOT / name
-        if source.is_dir():
-            shutil.copytree(source, work / name, ignore=ignore)
-        else:
-            shutil.copy2(source, work / name)
+    copy_checkout(work)
     bin_dir = _scratch_venv(tmp_path / "venv")
     # The guide sets the DIPU_* variables it needs; the cache of the native core is kept (a rebuild takes minutes).
     env = {k: v for k, v in os.environ.items()

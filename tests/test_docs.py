@@ -298,16 +298,10 @@ def _run(script: str, cwd: Path, env: dict) -> tuple[int, str]:
 @pytest.fixture(scope="module")
 def scratch(tmp_path_factory):
     """A directory with copies of what the commands use, and their environment (as the guide's test makes)."""
-    from test_bring_up_guide import COPIED
+    from test_bring_up_guide import copy_checkout
 
     work = tmp_path_factory.mktemp("docs")
-    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", "build", ".pytest_cache", "*.so")
-    for name in COPIED:
-        source = ROOT / name
-        if source.is_dir():
-            shutil.copytree(source, work / name, ignore=ignore)
-        else:
-            shutil.copy2(source, work / name)
+    copy_checkout(work)
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("DIPU_") and k != "PYTHONPATH" or k == "DIPU_CACHE_DIR"}
     env.update(PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}", PYTHONUNBUFFERED="1",
