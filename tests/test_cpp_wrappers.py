@@ -545,3 +545,58 @@ def test_convolution_batch_norm_and_max_pool_take_the_cpp_path_with_the_cpu_s_re
     assert r["meta twins"] == [True] * 8, r["meta twins"]
     assert r["meta twins fast"] == {"embedding": 1, "embedding_dense_backward": 1, "index_select": 2,
                                     "nll_loss_forward": 4}, r["meta twins fast"]
+
+
+RANDOM_CALLS = """
+import json, torch, torch.nn.functional as F, dipu
+from dipu.kernels import cpp_wrappers
+x = torch.randn(6, 7)
+cpp_wrappers.reset_fast_calls()
+draws = {}
+for device in ("cpu", "dipu"):
+    torch.manual_seed(3)
+    leaf = x.detach().to(device).requires_grad_()
+    y = F.dropout(leaf, 0.3)
+    y.backward(torch.ones_like(y))
+    mine = torch.Generator(device).manual_seed(5)
+    draws[device] = [y.detach(), leaf.grad, F.dropout(x.to(device), 0.5),
+                     F.dropout(x.to(device).t(), 0.5),  # not contiguous: the Python path
+                     torch.empty(5, device=device).uniform_(-2, 3), torch.empty(5, device=device).normal_(1, 2),
+                     torch.bernoulli(torch.full((9,), 0.4, device=device)), torch.rand(4, device=device, generator=mine),
+                     torch.randn(3, 2, device=device).exponential_()]
+r = {"same": [torch.equal(c, d.cpu()) for c, d in zip(draws["cpu"], draws["dipu"])]}
+r["fast"] = {op: n for op, n in cpp_wrappers.fast_calls().items()
+             if any(k in op for k in ("dropout", "uniform", "normal", "bernoulli", "exponential"))}
+# functional _foreach_ ops, whose DIOPI functions allocate their outputs (Note [Outputs a function allocates, in C++])
+cpp_wrappers.reset_fast_calls()
+parts = [torch.rand(3, 4) + 0.5, torch.rand(5) + 0.5, torch.rand(2, 2, dtype=torch.float64) + 0.5]
+lists = {}
+for device in ("cpu", "dipu"):
+    xs = [t.to(device) for t in parts]
+    lists[device] = [*torch._foreach_sqrt(xs), *torch._foreach_add(xs, xs, alpha=2), *torch._foreach_norm(xs),
+                     *torch._foreach_norm(xs, 3, dtype=torch.float64), *torch._foreach_mul(xs, 1.5)]
+r["foreach"] = [c.dtype == d.dtype and c.stride() == d.stride() and torch.allclose(c, d.cpu())
+                for c, d in zip(lists["cpu"], lists["dipu"])]
+r["foreach fast"] = {op: n for op, n in cpp_wrappers.fast_calls().items() if op.startswith("_foreach")}
+try:
+    torch.empty(3, device="dipu").uniform_(generator=torch.Generator())
+except RuntimeError as error:
+    r["cpu generator"] = str(error).splitlines()[0]
+r["fallbacks"] = dipu.fallback_counts()
+print(json.dumps(r))
+"""
+
+
+def test_dropout_random_and_allocating_foreach_ops_take_the_cpp_path_with_the_cpu_s_results(python):
+    """Dropout and the random kernels run in C++ (Note [Generators in C++]) and draw from the dipu generator's
+    native generator, so one seed gives the CPU's numbers, with the default generator and a generator given;
+    the functional _foreach_ ops, whose functions allocate their outputs, run in C++ with the CPU's results."""
+    r = json.loads(python(RANDOM_CALLS).stdout.strip().splitlines()[-1])
+    assert r["foreach"] == [True] * 15, r["foreach"]
+    assert r["foreach fast"] == {"_foreach_sqrt": 1, "_foreach_add.List": 1, "_foreach_norm.Scalar": 2,
+                                 "_foreach_mul.Scalar": 1}, r["foreach fast"]
+    assert r["same"] == [True] * 9, r["same"]
+    assert r["fast"].get("native_dropout") == 2 and r["fast"].get("native_dropout_backward") == 1, r["fast"]
+    assert {"uniform_", "normal_", "exponential_"} <= set(r["fast"]), r["fast"]
+    assert "generator" in r["cpu generator"] and "cpu" in r["cpu generator"], r["cpu generator"]
+    assert r["fallbacks"] == {}, r["fallbacks"]

@@ -2,7 +2,7 @@
 // them by hand (diopi_impl/torch), each around an ATen op whose arguments DIOPI spells otherwise (an
 // output dtype taken from the output, a keepdim read off the shapes, outputs written from a functional
 // result). These are the hot path of the example models' training steps (softmax, reductions, layer norm,
-// convolution, batch norm, embedding, nll_loss, cat); each follows its Python twin line
+// convolution, batch norm, embedding, nll_loss, cat, dropout); each follows its Python twin line
 // by line, and the conformance suite runs both (tests/test_conformance.py -k torch_cpp-).
 #include <diopi/functions.h>
 
@@ -13,13 +13,16 @@
 #include <ATen/ops/_softmax_backward_data_ops.h>
 #include <ATen/ops/_softmax_ops.h>
 #include <ATen/ops/abs_ops.h>
+#include <ATen/ops/bernoulli_ops.h>
 #include <ATen/ops/cat_ops.h>
 #include <ATen/ops/clamp_min_ops.h>
 #include <ATen/ops/convolution_backward_ops.h>
 #include <ATen/ops/convolution_ops.h>
 #include <ATen/ops/embedding_dense_backward_ops.h>
+#include <ATen/ops/fill_ops.h>
 #include <ATen/ops/index_select_ops.h>
 #include <ATen/ops/mean_ops.h>
+#include <ATen/ops/mul_ops.h>
 #include <ATen/ops/native_batch_norm_backward_ops.h>
 #include <ATen/ops/native_batch_norm_ops.h>
 #include <ATen/ops/nll_loss2d_backward_ops.h>
@@ -299,6 +302,33 @@ DIPU_EXPORT diopiError_t diopiBatchNormBackward(diopiContextHandle_t, diopiTenso
         tc::alias_of(grad_output), tc::alias_of(input), tc::optional_alias(weight), tc::optional_alias(running_mean),
         tc::optional_alias(running_var), tc::optional_alias(save_mean), tc::optional_alias(save_invstd), training, eps,
         wanted(grad_input, grad_weight, grad_bias)));
+  });
+}
+
+// ---- diopi_impl/torch/random.py ----
+
+// As the Python twin: keep each element with probability 1 - p and scale by 1 / (1 - p), the mask drawn as a
+// float bernoulli of the input's shape from the dipu generator's native generator, so the numbers are the
+// Python library's and the CPU's for one seed.
+DIPU_EXPORT diopiError_t diopiDropout(diopiContextHandle_t, diopiTensorHandle_t out, diopiTensorHandle_t mask,
+                                      diopiConstTensorHandle_t input, double p, bool train,
+                                      diopiGeneratorHandle_t generator) {
+  return tc::guarded([&] {
+    const at::Tensor x = tc::alias_of(input);
+    at::Tensor o = tc::alias_of(out), m = tc::alias_of(mask);
+    if (!train || p == 0 || p == 1) {  // evaluation keeps everything, whatever p
+      const bool keep = !train || p != 1;
+      at::Tensor factor = c10::scalar_to_tensor(at::Scalar(keep ? 1.0 : 0.0));  // torch.mul's Python float
+      factor.unsafeGetTensorImpl()->set_wrapped_number(true);
+      at::_ops::mul_out::call(x, factor, o);
+      at::_ops::fill__Scalar::call(m, keep);
+      return;
+    }
+    at::Tensor keep = at::empty_like(x);
+    at::_ops::bernoulli__float::call(keep, 1 - p, tc::native_generator(generator));
+    m.copy_(keep);
+    keep.div_(1 - p);
+    at::_ops::mul_out::call(x, keep, o);
   });
 }
 

@@ -88,6 +88,26 @@ inline std::vector<at::Tensor> aliases_of(const diopiTensorHandle_t* hs, int64_t
   return aliases_of(reinterpret_cast<const diopiConstTensorHandle_t*>(hs), n);
 }
 
+// Note [Native generators] in dipu/csrc/hooks.cpp: a generator handle is a dipu generator (the device's default
+// where the caller passed none), and an ATen kernel on the native aliases draws from the generator of the alias
+// device that it owns, as the Python library's native_generator does, so both libraries draw the same numbers.
+// Another device's generator is refused with torch's words for it.
+inline std::optional<at::Generator> native_generator(diopiGeneratorHandle_t h) {
+  at::Generator fallback;
+  if (h == nullptr) {
+    fallback = at::globalContext().defaultGenerator(c10::Device(c10::DeviceType::PrivateUse1, current_device()));
+    h = reinterpret_cast<diopiGeneratorHandle_t>(&fallback);
+  }
+  const at::Generator& given = *reinterpret_cast<const at::Generator*>(h);
+  if (given.device().type() != c10::DeviceType::PrivateUse1)
+    throw DeviceMismatch(c10::str("Expected a '", c10::DeviceType::PrivateUse1, "' device type for generator but found '",
+                                  given.device().type(), "'"));
+  diopiGeneratorHandle_t native = nullptr;
+  TORCH_CHECK(dipuGetNativeGenerator != nullptr && dipuGetNativeGenerator(h, &native) == diopiSuccess,
+              "torch_cpp: the dipu runtime gave no native generator");
+  return *reinterpret_cast<const at::Generator*>(native);
+}
+
 // Note [Scalars in C calls] in dipu/csrc: floats as float64, integers as int64, bools as bool.
 inline at::Scalar scalar(const diopiScalar_t* s) {
   switch (s->stype) {
@@ -130,8 +150,26 @@ inline std::optional<c10::string_view> rounding_mode(diopiRoundMode_t mode) {
   }
 }
 at::ScalarType dtype(diopiDtype_t type);
+diopiDtype_t c_dtype(at::ScalarType type);
 inline std::optional<at::ScalarType> optional_dtype(const diopiDtype_t* p) {
   return p == nullptr ? std::nullopt : std::optional<at::ScalarType>(dtype(*p));
+}
+
+// Note [Outputs a function allocates] in dipu/diopi/context.py: a new contiguous dipu tensor from the call's
+// context holding ATen's result, stored in *slot (the Python library's require_copy).
+inline void require_copy(diopiContextHandle_t ctx, diopiTensorHandle_t* slot, const at::Tensor& result) {
+  const diopiSize_t shape{result.sizes().data(), result.dim()};
+  diopiTensorHandle_t h = nullptr;
+  if (diopiRequireTensor(ctx, &h, &shape, nullptr, c_dtype(result.scalar_type()), diopi_device) != diopiSuccess)
+    throw std::runtime_error("torch_cpp: the dipu runtime could not allocate an output (diopiRequireTensor)");
+  alias_of(tensor(h)).copy_(result);
+  *slot = h;
+}
+inline void require_copies(diopiContextHandle_t ctx, diopiTensorHandle_t* slots, const at::Tensor& result) {
+  require_copy(ctx, slots, result);
+}
+inline void require_copies(diopiContextHandle_t ctx, diopiTensorHandle_t* slots, const std::vector<at::Tensor>& results) {
+  for (size_t i = 0; i < results.size(); ++i) require_copy(ctx, slots + i, results[i]);
 }
 
 // Note [Exceptions in the C++ library]

@@ -92,8 +92,9 @@ bool profiler_has_device_timeline();
 // ---- generators and hooks (hooks.cpp) -------------------------------------
 void hooks_register();
 void hooks_init(std::vector<at::Generator> default_natives);
-// The native (alias-device) generator behind a dipu generator.
-at::Generator native_generator(const at::Generator& dipu_gen);
+// The native (alias-device) generator behind a dipu generator: the dipu generator's own member, valid while
+// the dipu generator lives.
+const at::Generator& native_generator(const at::Generator& dipu_gen);
 const at::Generator& default_generator(c10::DeviceIndex index);
 
 }  // namespace dipu

@@ -48,16 +48,6 @@ diopiError_t guarded(Body&& body) noexcept {
   }
 }
 
-constexpr std::pair<at::ScalarType, diopiDtype_t> kDtypes[] = {
-    {at::kChar, diopi_dtype_int8},          {at::kByte, diopi_dtype_uint8},
-    {at::kShort, diopi_dtype_int16},        {at::kUInt16, diopi_dtype_uint16},
-    {at::kInt, diopi_dtype_int32},          {at::kUInt32, diopi_dtype_uint32},
-    {at::kLong, diopi_dtype_int64},         {at::kUInt64, diopi_dtype_uint64},
-    {at::kHalf, diopi_dtype_float16},       {at::kFloat, diopi_dtype_float32},
-    {at::kDouble, diopi_dtype_float64},     {at::kBool, diopi_dtype_bool},
-    {at::kBFloat16, diopi_dtype_bfloat16},  {at::kComplexHalf, diopi_dtype_complex32},
-    {at::kComplexFloat, diopi_dtype_complex64}, {at::kComplexDouble, diopi_dtype_complex128},
-};
 
 c10::Device device_for(diopiDevice_t device, c10::DeviceIndex index) {
   TORCH_CHECK(device == diopi_host || device == diopi_device, "DIOPI: unknown diopiDevice_t ",
@@ -66,12 +56,6 @@ c10::Device device_for(diopiDevice_t device, c10::DeviceIndex index) {
 }
 
 }  // namespace
-
-diopiDtype_t diopi_dtype(at::ScalarType type) {
-  for (const auto& [aten, diopi] : kDtypes)
-    if (aten == type) return diopi;
-  return diopi_dtype_unsupported;
-}
 
 at::ScalarType aten_dtype(diopiDtype_t type) {
   for (const auto& [aten, diopi] : kDtypes)
@@ -334,6 +318,17 @@ diopiError_t diopiGeneratorSetSeedAndOffset(diopiGeneratorHandle_t th, uint64_t 
     std::lock_guard<std::mutex> lock(generator.mutex());
     generator.set_current_seed(seed);
     generator.set_offset(offset);
+  });
+}
+
+// dipu's own runtime function (Note [Native generators]): where the dipu generator th draws, the generator of
+// the native alias device it owns. A library that computes on native aliases (torch_cpp) draws from it as the
+// Python torch library draws from native_generator, so both give the same numbers.
+diopiError_t dipuGetNativeGenerator(diopiConstGeneratorHandle_t th, diopiGeneratorHandle_t* native) {
+  if (!th || !native) return diopiErrorOccurred;
+  return dipu::diopi::guarded([&] {
+    const at::Generator& owner = dipu::native_generator(*reinterpret_cast<const at::Generator*>(th));
+    *native = reinterpret_cast<diopiGeneratorHandle_t>(const_cast<at::Generator*>(&owner));
   });
 }
 

@@ -103,7 +103,7 @@ const at::Generator& default_generator(c10::DeviceIndex index) {
   return g_default_generators.at(index);
 }
 
-at::Generator native_generator(const at::Generator& gen) {
+const at::Generator& native_generator(const at::Generator& gen) {
   auto* impl = gen.unsafeGetGeneratorImpl();
   TORCH_CHECK(impl->device().type() == kDipu, "dipu: expected a dipu generator, got one for ",
               impl->device());

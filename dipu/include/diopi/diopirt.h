@@ -171,6 +171,11 @@ extern DIOPI_RT_API DIOPI_ATTR_WEAK diopiError_t diopiGeneratorSetState(diopiGen
 extern DIOPI_RT_API DIOPI_ATTR_WEAK diopiError_t diopiGeneratorGetSeedAndOffset(diopiGeneratorHandle_t th, uint64_t* ptrSeed, uint64_t* ptrOffset);
 extern DIOPI_RT_API DIOPI_ATTR_WEAK diopiError_t diopiGeneratorSetSeedAndOffset(diopiGeneratorHandle_t th, uint64_t seed, uint64_t offset);
 
+/* dipu's own addition, not DIOPI's: the generator of the native alias device (the CPU's for the simulated
+   vendor, CUDA's for the cuda vendor) that the dipu generator th owns and draws with, valid while th lives.
+   dipu's C++ torch library draws from it so its numbers are the Python library's. */
+extern DIOPI_RT_API DIOPI_ATTR_WEAK diopiError_t dipuGetNativeGenerator(diopiConstGeneratorHandle_t th, diopiGeneratorHandle_t* native);
+
 /* ---- profiling: a named range of the library's own work, from Start to End ---------------------- */
 extern DIOPI_RT_API DIOPI_ATTR_WEAK diopiError_t diopiRecordStart(const char* record_name, void** record);
 extern DIOPI_RT_API DIOPI_ATTR_WEAK diopiError_t diopiRecordEnd(void** record);

@@ -1,5 +1,5 @@
 // The C++ wrappers of the hot path's `impl:` kernels (convolution, batch norm, max and adaptive average
-// pooling, with their backwards) and of cat, whose Tensor[] the generator does not write. The generator
+// pooling, with their backwards, and dropout) and of cat, whose Tensor[] the generator does not write. The generator
 // leaves an entry with an `impl:` body to its Python wrapper (the body is Python: dipu/ops/convolution.py,
 // dipu/ops/memory_format.py); these are those bodies written again in C++, each beside its Python twin,
 // inside the frame every generated C++ wrapper has (Note [Generated C++ wrappers] in
@@ -403,6 +403,36 @@ at::Tensor dipu_cat(const at::ITensorListRef& tensors, int64_t dim) {
   return out;
 }
 
+// ---- native_dropout (dipu/ops/dropout.py): the output and the mask contiguous as the CPU's for a contiguous
+// input (any other layout takes the Python path), drawn from the device's default dipu generator, as the
+// Python wrapper passes it for the schema's missing generator. ----
+
+using dropout_fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, diopiTensorHandle_t,
+                                    diopiConstTensorHandle_t, double, bool, diopiGeneratorHandle_t);
+Kernel k_native_dropout("native_dropout", "diopiDropout");
+
+std::tuple<at::Tensor, at::Tensor> dipu_native_dropout(const at::Tensor& input, double p, std::optional<bool> train) {
+  Kernel& kern = k_native_dropout;
+  const c10::DeviceIndex d = input.device().index();
+  if (C10_UNLIKELY(!kern.fast_path() || !on(input, d) || !input.is_contiguous())) {
+    const auto r = kern.python_tensors(input, p, train);
+    return {r.at(0), r.at(1)};
+  }
+  DeviceScope scope(d);
+  at::Tensor out = empty(input.sizes(), input.scalar_type());
+  at::Tensor mask = empty(input.sizes(), at::kBool);
+  at::Generator generator = at::globalContext().defaultGenerator(c10::Device(kDipu, d));
+  diopi::Context ctx(d);
+  const diopiError_t status = reinterpret_cast<dropout_fn>(kern.function)(
+      diopi::handle(ctx), c_out(out), c_out(mask), c_in(input), p, train.value_or(true), diopi::handle(generator));
+  if (C10_UNLIKELY(status != diopiSuccess)) {
+    const auto r = kern.python_tensors(input, p, train);
+    return {r.at(0), r.at(1)};
+  }
+  kern.finished(d);
+  return {out, mask};
+}
+
 }  // namespace
 
 extern const Entry kImplEntries[] = {
@@ -423,6 +453,8 @@ extern const Entry kImplEntries[] = {
     {"_adaptive_avg_pool2d_backward", &k_adaptive_avg_pool2d_backward,
      [](torch::Library& m) { m.impl("_adaptive_avg_pool2d_backward", TORCH_FN(dipu_adaptive_avg_pool2d_backward)); }},
     {"cat", &k_cat, [](torch::Library& m) { m.impl("cat", TORCH_FN(dipu_cat)); }},
+    {"native_dropout", &k_native_dropout,
+     [](torch::Library& m) { m.impl("native_dropout", TORCH_FN(dipu_native_dropout)); }},
 };
 extern const size_t kImplEntryCount = std::size(kImplEntries);
 

@@ -152,8 +152,8 @@ bool addmm(Spec& spec, const at::Tensor& self, const at::Tensor& mat1, const at:
   return true;
 }
 
-template <class... Rest>
-bool like_self(Spec& spec, const at::Tensor&, const at::Tensor& self, const Rest&...) {
+template <class First, class... Rest>  // the first: a gradient, or normal's float mean
+bool like_self(Spec& spec, const First&, const at::Tensor& self, const Rest&...) {
   return unary(spec, self);
 }
 

@@ -102,7 +102,8 @@ at::Tensor Kernel::call_python(torch::jit::Stack stack, bool want_tensor) {
 std::vector<at::Tensor> Kernel::call_python_tuple(torch::jit::Stack stack) {
   py::gil_scoped_acquire gil;
   py::object result = call_wrapper(*this, std::move(stack));
-  TORCH_CHECK(PyTuple_Check(result.ptr()), "dipu: the Python wrapper of ", op, " returned no tuple");
+  TORCH_CHECK(PyTuple_Check(result.ptr()) || PyList_Check(result.ptr()), "dipu: the Python wrapper of ", op,
+              " returned neither a tuple nor a list");
   std::vector<at::Tensor> tensors;
   for (py::handle item : result) {
     if (item.is_none()) {

@@ -83,7 +83,7 @@ struct Kernel {
   void python(const Args&... args) {
     call_python(c10::impl::boxArgs<Args...>(args...), /*want_tensor=*/false);
   }
-  // The tensors of the tuple the Python wrapper returns, None as an undefined tensor (Note [Several
+  // The tensors of the tuple (or list) the Python wrapper returns, None as an undefined tensor (Note [Several
   // outputs in C++] in dest/cpp_wrappers.py).
   template <class... Args>
   std::vector<at::Tensor> python_tensors(const Args&... args) {
@@ -260,6 +260,38 @@ class TextArg {
   bool present_;
 };
 
+// A dtype argument as DIOPI's enum; an optional one by pointer, NULL for None.
+class DtypeArg {
+ public:
+  explicit DtypeArg(at::ScalarType type) : value_(diopi::diopi_dtype(type)), present_(true) {}
+  explicit DtypeArg(const std::optional<at::ScalarType>& type)
+      : value_(type.has_value() ? diopi::diopi_dtype(*type) : diopi_dtype_unsupported), present_(type.has_value()) {}
+  diopiDtype_t value() const { return value_; }
+  const diopiDtype_t* pointer() const { return present_ ? &value_ : nullptr; }
+
+ private:
+  diopiDtype_t value_;
+  bool present_;
+};
+
+// A Generator? argument: the dipu generator given, or the device's default one where none was (as the Python
+// trampoline passes it, Note [The C form of a proto function]); a generator of another device takes the
+// Python path (dipu_generator).
+class GeneratorArg {
+ public:
+  GeneratorArg(const std::optional<at::Generator>& given, c10::DeviceIndex device)
+      : generator_(given.has_value() && given->defined()
+                       ? *given
+                       : at::globalContext().defaultGenerator(c10::Device(kDipu, device))) {}
+  diopiGeneratorHandle_t get() { return diopi::handle(generator_); }
+
+ private:
+  at::Generator generator_;
+};
+inline bool dipu_generator(const std::optional<at::Generator>& g) {
+  return !g.has_value() || !g->defined() || g->device().type() == kDipu;
+}
+
 inline int64_t c_integer(int64_t value) { return value; }
 inline int64_t c_integer(const c10::SymInt& value) { return value.guard_int(__FILE__, __LINE__); }
 inline double c_real(double value) { return value; }
@@ -294,6 +326,29 @@ class HandleList {
 
  private:
   std::vector<void*> handles_;
+};
+
+// The outputs a DIOPI function allocates (Note [Outputs a function allocates, in C++] in
+// dest/cpp_wrappers.py): null handles for it to fill with tensors its call's context holds.
+class Allocated {
+ public:
+  explicit Allocated(int64_t count) : handles_(static_cast<size_t>(count), nullptr) {}
+  diopiTensorHandle_t* data() { return handles_.data(); }
+  bool complete() const {
+    for (diopiTensorHandle_t h : handles_)
+      if (h == nullptr) return false;
+    return true;
+  }
+  at::Tensor tensor() const { return *reinterpret_cast<const at::Tensor*>(handles_[0]); }
+  std::vector<at::Tensor> tensors() const {
+    std::vector<at::Tensor> result;
+    result.reserve(handles_.size());
+    for (diopiTensorHandle_t h : handles_) result.push_back(*reinterpret_cast<const at::Tensor*>(h));
+    return result;
+  }
+
+ private:
+  c10::SmallVector<diopiTensorHandle_t, 16> handles_;
 };
 
 class ScalarList {

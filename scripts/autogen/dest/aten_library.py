@@ -13,10 +13,15 @@ and calls ``at::_ops::add_out::call``. The functions have the C ABI of dipu/incl
 result is an ordinary C op library: dipu loads it as it loads ref_c, lays it over the Python library, and
 the generated C++ wrappers call it without Python (Note [Generated C++ wrappers] in cpp_wrappers.py).
 
+A function that allocates its outputs (a functional ``_foreach_`` one) applies the functional overload and
+stores its results in new dipu tensors from the call's context, as the Python library's ``require_copy``
+does; one random function draws from the native generator behind the dipu generator it is given (Note
+[Native generators] in dipu/csrc/hooks.cpp), as the Python library's ``native_generator`` does.
+
 The pairing is read from the loaded Python library, not from this generator's own data, so the C++
 library applies exactly what the Python reference applies and a function added to a table is in the next
-build. A pairing the C++ side cannot call (a function that allocates its outputs, a parameter kind
-without a conversion here) is left out, and its Python function keeps serving it: :func:`explain` says
+build. A pairing the C++ side cannot call (several allocated outputs, a parameter kind without a
+conversion here) is left out, and its Python function keeps serving it: :func:`explain` says
 why for each.
 """
 
@@ -72,12 +77,16 @@ def explain(pairings: list[tuple[Function, str]]) -> dict[str, str]:
 
 
 def _function(function: Function, schema: FunctionSchema) -> CFunction:
-    if any(p.kind is Kind.TENSOR_ALLOC for p in function.params):
-        raise Unsupported("it allocates its outputs")
     arguments = schema.arguments
     outs = list(arguments.out)
     inputs = [a for a in arguments.flat_all if a not in outs]
     params = list(function.params)
+    allocated = [p for p in params if p.kind is Kind.TENSOR_ALLOC]
+    if allocated:  # a functional overload whose one result (a tensor or a list) becomes the allocated outputs
+        if len(allocated) != 1 or params[0] is not allocated[0] or outs or len(schema.returns) != 1 or \
+                schema.returns[0].type not in (BaseType(BaseTy.Tensor), ListType(BaseType(BaseTy.Tensor), None)):
+            raise Unsupported("it allocates its outputs otherwise than as the overload's one result")
+        params = params[1:]
     if len(params) != len(outs) + len(inputs):
         raise Unsupported("its parameters do not take the overload's arguments one by one")
     lengths = {p.param.name: name for p, name in _list_lengths(function)}
@@ -94,10 +103,12 @@ def _function(function: Function, schema: FunctionSchema) -> CFunction:
         by_name[arg.name] = expression
     call_args = [by_name[a.name] for a in arguments.flat_all]
     name = schema.name.unambiguous_name()
+    call = f"at::_ops::{name}::call({', '.join(call_args)})"
+    if allocated:  # Note [Outputs a function allocates] in dipu/diopi/context.py
+        call = f"tc::require_copies(ctx, {allocated[0].name}, {call})"
     return CFunction(
         name=function.name, schema=str(schema), header=schema.name.name.base,
-        parameters=", ".join(str(p) for p in c_parameters(function)[1:]), locals=tuple(locals_),
-        call=f"at::_ops::{name}::call({', '.join(call_args)})")
+        parameters=", ".join(str(p) for p in c_parameters(function)[1:]), locals=tuple(locals_), call=call)
 
 
 def _list_lengths(function: Function):
@@ -164,6 +175,8 @@ def _convert(param: proto.Param, aten_type, length: str | None, written: bool) -
             return f"tc::rounding_mode({name})", False
         if kind is Kind.STRING:
             return (f"tc::optional_text({name})" if optional else f"c10::string_view({name})"), False
+    if ty is BaseTy.Generator and kind is Kind.GENERATOR and optional:
+        return f"tc::native_generator({name})", False
     if ty is BaseTy.ScalarType and kind is Kind.DTYPE:
         return (f"tc::optional_dtype({name})" if param.optional else f"tc::dtype({name})"), False
     raise Unsupported(f"{param} as {aten_type}")

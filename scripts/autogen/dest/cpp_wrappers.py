@@ -52,9 +52,22 @@ array of handles followed by the run's shared length, as functions.h declares it
 kernels: an op that torch declares with ``ITensorListRef`` (``cat``) would need the kernel's exact C++
 signature, which the schema alone does not give.
 
+Note [Generators in C++]
+A random kernel's ``Generator?`` reaches C as the handle of a dipu generator: the one given, or the
+device's default where none was, as the Python trampoline passes it; the op library draws from the native
+generator behind it (Note [Native generators] in dipu/csrc/hooks.cpp), so both paths draw the same numbers
+for one seed. A generator of another device takes the Python path.
+
+Note [Outputs a function allocates, in C++]
+A function that allocates its output (a functional ``_foreach_`` kernel's list, nonzero's tensor: Note
+[Outputs a function allocates] in dipu/diopi/context.py) gets from its C++ wrapper an array of null handles,
+as many as the lists it goes with have elements (one for a tensor); it stores there handles of tensors its
+call's context holds (diopiRequireTensor), and the wrapper returns those tensors. One that reports success
+without storing every handle is sent to the Python path, which says what is wrong.
+
 Only kernels the C++ side can serve whole are emitted (:func:`supported` says why not for the others): a
 named shape rule with a C++ twin (``meta`` shapes stay in Python but for CPP_META_TWINS), one output or a
-rule of CPP_MULTI_RULES, no ``impl:`` body, no function-allocated output, and parameters of the kinds in
+rule of CPP_MULTI_RULES, no ``impl:`` body, at most one function-allocated output, and parameters of the kinds in
 ``_CONVERSIONS``. The rest keep their Python wrapper, which calls the same C function: slower, never wrong.
 """
 
@@ -103,6 +116,9 @@ _C_TYPES = {
     proto.Kind.TENSOR_LIST: "diopiConstTensorHandle_t*",
     proto.Kind.TENSOR_LIST_OUT: "diopiTensorHandle_t*",
     proto.Kind.SCALAR_LIST: "const diopiScalar_t*",
+    proto.Kind.GENERATOR: "diopiGeneratorHandle_t",
+    proto.Kind.TENSOR_ALLOC: "diopiTensorHandle_t*",
+    proto.Kind.DTYPE: "diopiDtype_t",
 }
 _LISTS = (proto.Kind.TENSOR_LIST, proto.Kind.TENSOR_LIST_OUT, proto.Kind.SCALAR_LIST)
 _CONVERSIONS = {
@@ -121,6 +137,8 @@ _CONVERSIONS = {
     proto.Kind.TENSOR_LIST: {"at::TensorList": "list"},
     proto.Kind.TENSOR_LIST_OUT: {"at::TensorList": "list"},
     proto.Kind.SCALAR_LIST: {"at::ArrayRef<at::Scalar>": "scalar_list"},
+    proto.Kind.GENERATOR: {"::std::optional<at::Generator>": "generator"},
+    proto.Kind.DTYPE: {"at::ScalarType": "dtype", "::std::optional<at::ScalarType>": "dtype"},
 }
 _TENSOR_TYPES = ("const at::Tensor &", "at::Tensor &")
 #: Optional numbers DIOPI takes by pointer (NULL for None): the address of the kernel's own optional's value.
@@ -161,6 +179,7 @@ class CWrapper:
     outputs: tuple[str, ...] = ()  # with several outputs (Note [Several outputs in C++]): their names
     lists: tuple[str, ...] = ()  # Tensor[] arguments whose elements must be on the device (Note [Tensor lists in C++])
     meta_call: str = ""  # the op on meta twins of its tensors, for kernels with meta shapes (Note [Meta shapes in C++])
+    generators: tuple[str, ...] = ()  # Generator? arguments, which must be dipu's (Note [Generators in C++])
 
 
 def values(kernels: list[Kernel], functions: frozenset[str] | None = None) -> dict:
@@ -185,8 +204,9 @@ def supported(kernel: Kernel) -> str | None:
             return "its shapes come from the meta kernel"
         if rule is not None and rule not in CPP_SHAPE_RULES and rule not in CPP_META_TWINS:
             return f"shape rule {rule} has no C++ twin"
-    elif kernel.allocation is not Allocation.NONE:
-        return "the function allocates its outputs"
+    elif kernel.allocation is Allocation.BY_FUNCTION and (
+            len(kernel.outputs) != 1 or [p.kind for p in entry.interface.function.params].count(proto.Kind.TENSOR_ALLOC) != 1):
+        return "the function allocates several outputs"
     several = len(kernel.outputs) != 1
     if several and (rule not in CPP_MULTI_RULES and rule is not None or kernel.allocation is not Allocation.NEW):
         return "several outputs"
@@ -194,7 +214,8 @@ def supported(kernel: Kernel) -> str | None:
         types = _cpp_types(kernel.schema)
         returns = DispatcherSignature.from_schema(kernel.schema).returns_type().cpp_type()
     void = returns == "void" and kernel.allocation is Allocation.NONE
-    if not void and (returns != (_tuple_of(len(kernel.outputs)) if several else returns) or (
+    allocated_list = returns == _TENSOR_VECTOR and kernel.allocation is Allocation.BY_FUNCTION
+    if not void and not allocated_list and (returns != (_tuple_of(len(kernel.outputs)) if several else returns) or (
             not several and returns not in ("at::Tensor", "at::Tensor &"))):
         return f"returns {returns}"
     if not any(t in _TENSOR_TYPES or t == "at::TensorList" for t in types.values()):
@@ -211,6 +232,9 @@ def _rule(kernel: Kernel) -> str | None:
     if kernel.shape is not None and kernel.shape.rule is not None:
         return kernel.shape.rule.name
     return kernel.name if kernel.name in CPP_META_TWINS else None
+
+
+_TENSOR_VECTOR = "::std::vector<at::Tensor>"
 
 
 def _tuple_of(count: int) -> str:
@@ -246,6 +270,8 @@ def _unsupported_call(kernel: Kernel, call, types: dict[str, str], renamed: dict
             continue  # a new output: a local at::Tensor
         if param.optional and types.get(name) in _BY_POINTER:
             continue
+        if param.kind is proto.Kind.DTYPE and not param.optional and types.get(name) != "at::ScalarType":
+            return f"optional argument {name} for dtype {param.name}"
         if _CONVERSIONS[param.kind].get(types.get(name, "")) is None:
             return f"argument {name} ({types.get(name)}) for {param.kind.value} {param.name}"
     return None
@@ -290,6 +316,7 @@ def _wrapper(kernel: Kernel) -> CWrapper:
     tensors = tuple(cpp(n) for n, t in types.items() if t in _TENSOR_TYPES and n != number)
     optional_tensors = tuple(cpp(n) for n, t in types.items() if t == "const ::std::optional<at::Tensor> &")
     lists = tuple(cpp(n) for n, t in types.items() if t == "at::TensorList")
+    generators = tuple(cpp(n) for n, t in types.items() if t == "::std::optional<at::Generator>")
     device_arg = f"{tensors[0]}.device().index()" if tensors else f"device_of({lists[0]})"
     function = entry.interface.function
     locals_, call_args = _call_values(entry.interface, types, renamed)
@@ -307,6 +334,10 @@ def _wrapper(kernel: Kernel) -> CWrapper:
         if (kernel.allocation is Allocation.NEW and kernel.strides is not None and rule not in _CONTIGUOUS_OUTPUTS
                 and kernel.strides.rule is not StrideRule.CONTIGUOUS):
             contiguous = tensors + optional_tensors + ((cpp(number),) if number else ())
+    result = cpp(renamed.get(output, output))
+    if kernel.allocation is Allocation.BY_FUNCTION:
+        vector = signature.returns_type().cpp_type() == _TENSOR_VECTOR
+        result = f"{result}_c.{'tensors' if vector else 'tensor'}()"
     return CWrapper(
         op=kernel.name, schema=str(schema), name=kernel.name.replace(".", "_"), function=function.name,
         c_params=", ".join(p.type for p in c_parameters(function)[1:]),
@@ -316,12 +347,12 @@ def _wrapper(kernel: Kernel) -> CWrapper:
         device_arg=device_arg, tensors=tensors, optional_tensors=optional_tensors,
         allocation=kernel.allocation.name, output=cpp(renamed.get(output, output)), rule=rule,
         rule_args=rule_args, contiguous=contiguous, locals=tuple(locals_), call_args=", ".join(call_args),
-        result=cpp(renamed.get(output, output)), number=cpp(number) if number else "",
+        result=result, number=cpp(number) if number else "",
         scalar_function=entry.scalar_interface.function.name if number else "",
         scalar_c_params=", ".join(p.type for p in c_parameters(entry.scalar_interface.function)[1:]) if number else "",
         scalar_locals=tuple(scalar_locals), scalar_call_args=", ".join(scalar_call_args),
         outputs=tuple(cpp(o) for o in kernel.outputs) if len(kernel.outputs) > 1 else (), lists=lists,
-        meta_call=meta_call)
+        meta_call=meta_call, generators=generators)
 
 
 #: Argument types a meta twin stands in for (Note [Meta shapes in C++]): the rest pass as they are.
@@ -337,13 +368,19 @@ def _call_values(call, types: dict[str, str], renamed: dict[str, str]) -> tuple[
     locals_, call_args = [], []
     params = call.function.params
     run = None  # the first list of the run of lists being passed: the run's length is its size
+    allocated = first_list = None
     for index, (arg, param) in enumerate(zip(call.args, params)):
+        if param.kind is proto.Kind.TENSOR_ALLOC:  # Note [Outputs a function allocates, in C++]
+            allocated = cpp(renamed.get(arg.name, arg.name))
+            call_args.append(f"{allocated}_c.data()")
+            continue
         if param.kind in _LISTS:
             value = cpp(renamed.get(arg.name, arg.name))
             helper = "ScalarList" if param.kind is proto.Kind.SCALAR_LIST else "HandleList"
             locals_.append(f"{helper} {value}_c({value});")
             call_args.append(f"{value}_c.data()")
             run = run or value
+            first_list = first_list or value
             if index + 1 == len(params) or params[index + 1].kind not in _LISTS:
                 call_args.append(f"{run}_c.size()")
                 run = None
@@ -373,10 +410,18 @@ def _call_values(call, types: dict[str, str], renamed: dict[str, str]) -> tuple[
         elif helper == "text":
             locals_.append(f"TextArg {value}_c({value});")
             call_args.append(f"{value}_c.get()")
+        elif helper == "dtype":  # by pointer where optional (Note [The C form of a proto function])
+            locals_.append(f"DtypeArg {value}_c({value});")
+            call_args.append(f"{value}_c.{'pointer' if param.optional else 'value'}()")
+        elif helper == "generator":  # Note [Generators in C++]
+            locals_.append(f"GeneratorArg {value}_c({value}, d);")
+            call_args.append(f"{value}_c.get()")
         elif helper == "rounding_mode":
             call_args.append(f"c_rounding_mode({value})")
         else:
             call_args.append(f"c_{helper}({value})")
+    if allocated is not None:  # as many outputs as the lists have elements, or one
+        locals_.append(f"Allocated {allocated}_c({first_list + '_c.size()' if first_list else 1});")
     return locals_, call_args
 
 
