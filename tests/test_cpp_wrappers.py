@@ -562,7 +562,8 @@ for device in ("cpu", "dipu"):
     draws[device] = [y.detach(), leaf.grad, F.dropout(x.to(device), 0.5),
                      F.dropout(x.to(device).t(), 0.5),  # not contiguous: the Python path
                      torch.empty(5, device=device).uniform_(-2, 3), torch.empty(5, device=device).normal_(1, 2),
-                     torch.bernoulli(torch.full((9,), 0.4, device=device)), torch.rand(4, device=device, generator=mine),
+                     torch.bernoulli(torch.full((9,), 0.4, device=device)),
+                     torch.rand(4, device=device, generator=mine),
                      torch.randn(3, 2, device=device).exponential_()]
 r = {"same": [torch.equal(c, d.cpu()) for c, d in zip(draws["cpu"], draws["dipu"])]}
 r["fast"] = {op: n for op, n in cpp_wrappers.fast_calls().items()

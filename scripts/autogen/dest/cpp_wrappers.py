@@ -204,9 +204,10 @@ def supported(kernel: Kernel) -> str | None:
             return "its shapes come from the meta kernel"
         if rule is not None and rule not in CPP_SHAPE_RULES and rule not in CPP_META_TWINS:
             return f"shape rule {rule} has no C++ twin"
-    elif kernel.allocation is Allocation.BY_FUNCTION and (
-            len(kernel.outputs) != 1 or [p.kind for p in entry.interface.function.params].count(proto.Kind.TENSOR_ALLOC) != 1):
-        return "the function allocates several outputs"
+    elif kernel.allocation is Allocation.BY_FUNCTION:
+        kinds = [p.kind for p in entry.interface.function.params]
+        if len(kernel.outputs) != 1 or kinds.count(proto.Kind.TENSOR_ALLOC) != 1:
+            return "the function allocates several outputs"
     several = len(kernel.outputs) != 1
     if several and (rule not in CPP_MULTI_RULES and rule is not None or kernel.allocation is not Allocation.NEW):
         return "several outputs"
