@@ -579,6 +579,20 @@ for device in ("cpu", "dipu"):
 r["foreach"] = [c.dtype == d.dtype and c.stride() == d.stride() and torch.allclose(c, d.cpu())
                 for c, d in zip(lists["cpu"], lists["dipu"])]
 r["foreach fast"] = {op: n for op, n in cpp_wrappers.fast_calls().items() if op.startswith("_foreach")}
+# arange's C++ shape rule (a GPT's positions), and a fused optimizer step with an empty list (no amsgrad)
+cpp_wrappers.reset_fast_calls()
+ranges = {d: [torch.arange(5, device=d), torch.arange(1, 4, 0.5, device=d), torch.arange(0, 10, 3, device=d),
+              torch.arange(2.5, device=d), torch.arange(3, 3, device=d)] for d in ("cpu", "dipu")}
+r["arange"] = [c.dtype == d.dtype and torch.equal(c, d.cpu()) for c, d in zip(ranges["cpu"], ranges["dipu"])]
+steps = {}
+for device in ("cpu", "dipu"):
+    params = [torch.ones(3, device=device, requires_grad=True), torch.ones(2, 2, device=device, requires_grad=True)]
+    for q in params:
+        q.grad = torch.full_like(q, 0.5)
+    torch.optim.AdamW(params, lr=0.1, fused=True).step()
+    steps[device] = params
+r["fused"] = [torch.allclose(c.detach(), d.detach().cpu()) for c, d in zip(steps["cpu"], steps["dipu"])]
+r["arange fast"] = {op: n for op, n in cpp_wrappers.fast_calls().items() if "arange" in op or "fused" in op}
 try:
     torch.empty(3, device="dipu").uniform_(generator=torch.Generator())
 except RuntimeError as error:
@@ -588,12 +602,15 @@ print(json.dumps(r))
 """
 
 
-def test_dropout_random_and_allocating_foreach_ops_take_the_cpp_path_with_the_cpu_s_results(python):
+def test_dropout_random_arange_and_optimizer_ops_take_the_cpp_path_with_the_cpu_s_results(python):
     """Dropout and the random kernels run in C++ (Note [Generators in C++]) and draw from the dipu generator's
     native generator, so one seed gives the CPU's numbers, with the default generator and a generator given;
-    the functional _foreach_ ops, whose functions allocate their outputs, run in C++ with the CPU's results."""
+    the functional _foreach_ ops, whose functions allocate their outputs, arange, and a fused optimizer step
+    with an empty list run in C++ with the CPU's results."""
     r = json.loads(python(RANDOM_CALLS).stdout.strip().splitlines()[-1])
     assert r["foreach"] == [True] * 15, r["foreach"]
+    assert r["arange"] == [True] * 5 and r["fused"] == [True, True], (r["arange"], r["fused"])
+    assert r["arange fast"] == {"arange.start_out": 5, "_fused_adamw_": 1}, r["arange fast"]
     assert r["foreach fast"] == {"_foreach_sqrt": 1, "_foreach_add.List": 1, "_foreach_norm.Scalar": 2,
                                  "_foreach_mul.Scalar": 1}, r["foreach fast"]
     assert r["same"] == [True] * 9, r["same"]

@@ -2,12 +2,15 @@
 // them by hand (diopi_impl/torch), each around an ATen op whose arguments DIOPI spells otherwise (an
 // output dtype taken from the output, a keepdim read off the shapes, outputs written from a functional
 // result). These are the hot path of the example models' training steps (softmax, reductions, layer norm,
-// convolution, batch norm, embedding, nll_loss, cat, dropout); each follows its Python twin line
+// convolution, batch norm, embedding, nll_loss, cat, dropout, the fused optimizer steps); each follows its Python twin line
 // by line, and the conformance suite runs both (tests/test_conformance.py -k torch_cpp-).
 #include <diopi/functions.h>
 
 #include "support.h"
 
+#include <ATen/ops/_fused_adam_ops.h>
+#include <ATen/ops/_fused_adamw_ops.h>
+#include <ATen/ops/_fused_sgd_ops.h>
 #include <ATen/ops/_log_softmax_backward_data_ops.h>
 #include <ATen/ops/_log_softmax_ops.h>
 #include <ATen/ops/_softmax_backward_data_ops.h>
@@ -90,6 +93,41 @@ bool same_dense_layout(const at::Tensor& a, const at::Tensor& b) {
 }
 
 std::vector<c10::SymInt> zeros(int64_t n) { return std::vector<c10::SymInt>(std::max<int64_t>(n, 0), 0); }
+
+// ---- diopi_impl/torch/optim.py's fused steps: the proto orders eps before weight_decay, ATen after; the lists,
+// the step counts and a tensor lr pass as the Python library's alias_tensors lets them (a CPU tensor as it is) ----
+
+double learning_rate(double lr) { return lr; }
+at::Tensor learning_rate(diopiConstTensorHandle_t lr) { return tc::alias_or_cpu(lr); }
+std::optional<at::Tensor> optional_alias_or_cpu(diopiConstTensorHandle_t h) {
+  return h == nullptr ? std::nullopt : std::optional<at::Tensor>(tc::alias_or_cpu(h));
+}
+
+template <class Op, class Lr>
+diopiError_t fused_adam(diopiTensorHandle_t* params, diopiTensorHandle_t* grads, diopiTensorHandle_t* exp_avgs,
+                        diopiTensorHandle_t* exp_avg_sqs, diopiTensorHandle_t* max_exp_avg_sqs,
+                        diopiConstTensorHandle_t* state_steps, int64_t n, Lr lr, double beta1, double beta2, double eps,
+                        double weight_decay, bool amsgrad, bool maximize, diopiConstTensorHandle_t grad_scale,
+                        diopiConstTensorHandle_t found_inf) {
+  return tc::guarded([&] {
+    Op::call(tc::aliases_of(params, n), tc::aliases_of(grads, n), tc::aliases_of(exp_avgs, n),
+             tc::aliases_of(exp_avg_sqs, n), tc::aliases_of(max_exp_avg_sqs, n), tc::aliases_of(state_steps, n),
+             learning_rate(lr), beta1, beta2, weight_decay, eps, amsgrad, maximize, optional_alias_or_cpu(grad_scale),
+             optional_alias_or_cpu(found_inf));
+  });
+}
+
+template <class Op, class Lr>
+diopiError_t fused_sgd(diopiTensorHandle_t* params, diopiTensorHandle_t* grads,
+                       diopiTensorHandle_t* momentum_buffer_list, int64_t n, double weight_decay, double momentum, Lr lr,
+                       double dampening, bool nesterov, bool maximize, bool is_first_step,
+                       diopiConstTensorHandle_t grad_scale, diopiConstTensorHandle_t found_inf) {
+  return tc::guarded([&] {
+    Op::call(tc::aliases_of(params, n), tc::aliases_of(grads, n), tc::aliases_of(momentum_buffer_list, n),
+             weight_decay, momentum, learning_rate(lr), dampening, nesterov, maximize, is_first_step,
+             optional_alias_or_cpu(grad_scale), optional_alias_or_cpu(found_inf));
+  });
+}
 
 }  // namespace
 
@@ -399,6 +437,43 @@ DIPU_EXPORT diopiError_t diopiCat(diopiContextHandle_t, diopiTensorHandle_t out,
     at::Tensor o = tc::alias_of(out);
     at::_ops::cat_out::call(at::ITensorListRef(parts), dim, o);
   });
+}
+
+// ---- diopi_impl/torch/optim.py ----
+
+#define DIPU_FUSED_ADAM(NAME, OP, LR)                                                                              \
+  DIPU_EXPORT diopiError_t NAME(diopiContextHandle_t, diopiTensorHandle_t* params, diopiTensorHandle_t* grads,     \
+                                diopiTensorHandle_t* exp_avgs, diopiTensorHandle_t* exp_avg_sqs,                   \
+                                diopiTensorHandle_t* max_exp_avg_sqs, diopiConstTensorHandle_t* state_steps,       \
+                                int64_t num_params, LR lr, double beta1, double beta2, double eps,                 \
+                                double weight_decay, bool amsgrad, bool maximize, diopiConstTensorHandle_t grad_scale, \
+                                diopiConstTensorHandle_t found_inf) {                                              \
+    return fused_adam<OP>(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, num_params, lr,      \
+                          beta1, beta2, eps, weight_decay, amsgrad, maximize, grad_scale, found_inf);              \
+  }
+DIPU_FUSED_ADAM(diopiFusedAdam, at::_ops::_fused_adam_, double)
+DIPU_FUSED_ADAM(diopiFusedAdamTensorLr, at::_ops::_fused_adam__tensor_lr, diopiConstTensorHandle_t)
+DIPU_FUSED_ADAM(diopiFusedAdamW, at::_ops::_fused_adamw_, double)
+DIPU_FUSED_ADAM(diopiFusedAdamWTensorLr, at::_ops::_fused_adamw__tensor_lr, diopiConstTensorHandle_t)
+#undef DIPU_FUSED_ADAM
+
+DIPU_EXPORT diopiError_t diopiFusedSgd(diopiContextHandle_t, diopiTensorHandle_t* params, diopiTensorHandle_t* grads,
+                                       diopiTensorHandle_t* momentum_buffer_list, int64_t num_params,
+                                       double weight_decay, double momentum, double lr, double dampening, bool nesterov,
+                                       bool maximize, bool is_first_step, diopiConstTensorHandle_t grad_scale,
+                                       diopiConstTensorHandle_t found_inf) {
+  return fused_sgd<at::_ops::_fused_sgd_>(params, grads, momentum_buffer_list, num_params, weight_decay, momentum, lr,
+                                          dampening, nesterov, maximize, is_first_step, grad_scale, found_inf);
+}
+DIPU_EXPORT diopiError_t diopiFusedSgdTensorLr(diopiContextHandle_t, diopiTensorHandle_t* params,
+                                               diopiTensorHandle_t* grads, diopiTensorHandle_t* momentum_buffer_list,
+                                               int64_t num_params, double weight_decay, double momentum,
+                                               diopiConstTensorHandle_t lr, double dampening, bool nesterov,
+                                               bool maximize, bool is_first_step, diopiConstTensorHandle_t grad_scale,
+                                               diopiConstTensorHandle_t found_inf) {
+  return fused_sgd<at::_ops::_fused_sgd__tensor_lr>(params, grads, momentum_buffer_list, num_params, weight_decay,
+                                                    momentum, lr, dampening, nesterov, maximize, is_first_step,
+                                                    grad_scale, found_inf);
 }
 
 }  // extern "C"

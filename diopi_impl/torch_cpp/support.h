@@ -78,7 +78,9 @@ inline at::Tensor alias_of(diopiConstTensorHandle_t h) { return h == nullptr ? a
 inline std::optional<at::Tensor> optional_alias(diopiConstTensorHandle_t h) {
   return h == nullptr ? std::nullopt : std::optional<at::Tensor>(alias_of(tensor(h)));
 }
+// A list given as NULL is empty whatever its run's length (the fused optimizers' max_exp_avg_sqs without amsgrad).
 inline std::vector<at::Tensor> aliases_of(const diopiConstTensorHandle_t* hs, int64_t n) {
+  if (hs == nullptr) return {};
   std::vector<at::Tensor> result;
   result.reserve(n);
   for (int64_t i = 0; i < n; ++i) result.push_back(alias_or_cpu(hs[i]));

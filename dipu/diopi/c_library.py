@@ -39,7 +39,8 @@ are one type to the ABI), but would ignore the two and step with scaled gradient
 which header a library was compiled against, so a C library's ``diopiFusedAdamW`` is called only
 without them (NULL, no GradScaler); with them the call answers ``diopiForceFallbackToCPU`` for it
 and the CPU fallback takes the step (counted in ``dipu.fallback_counts()``): right with a library of
-either kind, slower only under AMP.
+either kind, slower only under AMP. dipu's own C++ torch library, compiled against dipu's header, is
+loaded with ``dipu_header=True`` and called with them (and from the C++ wrappers).
 """
 
 from __future__ import annotations
@@ -178,9 +179,10 @@ def path_of(obj) -> str | None:
     return None
 
 
-def load(path: str, source: str) -> dict[str, Callable]:
+def load(path: str, source: str, dipu_header: bool = False) -> dict[str, Callable]:
     """The DIOPI functions of the C library at ``path``, as trampolines; ``source`` says where the
-    name came from (``DIPU_DIOPI_IMPL=...``, an entry point), for the errors."""
+    name came from (``DIPU_DIOPI_IMPL=...``, an entry point), for the errors. ``dipu_header``: the library
+    is known to be compiled against dipu's functions.h (Note [diopiFusedAdamW under AMP])."""
     file = Path(path).expanduser()
     if not file.is_file():
         raise CLibraryError(f"{source}: the C op library {path} does not exist")
@@ -194,7 +196,7 @@ def load(path: str, source: str) -> dict[str, Callable]:
     last_error = ctypes.CFUNCTYPE(ctypes.c_char_p)(last_error_address) if last_error_address else None
     functions = {name: trampoline(FUNCTIONS[name], address, last_error)
                  for name, address in found.items() if address}
-    for name, parameters in _UNKNOWN_TO_DEEPLINK.items():
+    for name, parameters in ({} if dipu_header else _UNKNOWN_TO_DEEPLINK).items():
         if name in functions:
             functions[name] = _without(FUNCTIONS[name], functions[name], parameters)
     if not functions:

@@ -121,7 +121,7 @@ def twin(name: str, python_library, sources: Sequence[Path] = ()):
                       f"'{python_library.name}' serves every op (DIPU_DIOPI_IMPL={python_library.name} skips "
                       f"trying): {error}", stacklevel=3)
         return python_library
-    functions = c_library.load(str(path), f"the C++ op library {path}")
+    functions = c_library.load(str(path), f"the C++ op library {path}", dipu_header=True)
     device = (vendor().native_device_type or "cpu").encode()
     ctypes.CFUNCTYPE(None, ctypes.c_char_p)(_C.c_library_symbol("dipuTorchCppSetAliasDevice"))(device)
     library = OpLibrary(name, base=python_library, native_alias=True)

@@ -11,6 +11,7 @@
 #include <ATen/ExpandUtils.h>
 
 #include <array>
+#include <cmath>
 
 namespace dipu::cwrap::rules {
 
@@ -204,6 +205,29 @@ bool sum_all(Spec& spec, const at::Tensor& self, const std::optional<at::ScalarT
   return true;
 }
 inline bool sum_all(Spec& spec, const at::Tensor& self) { return sum_all(spec, self, std::nullopt); }
+
+// arange's length, ceil((end - start) / step) in double as the Python rule computes it, and its dtype: the default
+// float dtype where a bound is a float, else int64. A zero, non-finite or complex step and a bool bound are left
+// to the Python path (which raises the CPU's error or computes with Python's numbers).
+template <class... Rest>
+bool arange(Spec& spec, const at::Scalar& start, const at::Scalar& end, const at::Scalar& step, const Rest&...) {
+  bool is_float = false;
+  for (const at::Scalar* v : {&start, &end, &step}) {
+    if (v->isComplex() || v->isBoolean()) return false;
+    is_float = is_float || v->isFloatingPoint();
+  }
+  const double span = (end.toDouble() - start.toDouble()) / step.toDouble();
+  if (step.toDouble() == 0 || !std::isfinite(span) ||
+      (!is_float && (std::abs(start.toLong()) > (int64_t{1} << 53) || std::abs(end.toLong()) > (int64_t{1} << 53))))
+    return false;  // beyond 2**53 Python's integer division rounds otherwise than double's
+  spec.shape = {std::max<int64_t>(0, static_cast<int64_t>(std::ceil(span)))};
+  spec.dtype = is_float ? c10::typeMetaToScalarType(c10::get_default_dtype()) : at::kLong;
+  return true;
+}
+template <class... Rest>
+bool arange_end(Spec& spec, const at::Scalar& end, const Rest&...) {
+  return arange(spec, at::Scalar(int64_t{0}), end, at::Scalar(int64_t{1}));
+}
 
 template <class... Rest>
 bool reduce_all(Spec& spec, const at::Tensor& self, const std::optional<at::ScalarType>& dtype, const Rest&...) {

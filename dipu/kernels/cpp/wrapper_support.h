@@ -122,8 +122,10 @@ inline at::Scalar number_of(const at::Tensor& t) {
 inline c10::DeviceIndex device_of(at::TensorList list) {
   return !list.empty() && list[0].defined() && list[0].device().type() == kDipu ? list[0].device().index() : -1;
 }
+// An empty list (the fused optimizers' max_exp_avg_sqs without amsgrad) holds nothing off the device, but the
+// device must come from somewhere else: device_of answers -1 for an empty first list.
 inline bool on(at::TensorList list, c10::DeviceIndex device) {
-  if (list.empty()) return false;
+  if (list.empty()) return device >= 0;
   for (const at::Tensor& t : list)
     if (!on(t, device)) return false;
   return true;
@@ -321,7 +323,7 @@ class HandleList {
     operator diopiTensorHandle_t*() const { return reinterpret_cast<diopiTensorHandle_t*>(p); }
     operator diopiConstTensorHandle_t*() const { return static_cast<diopiConstTensorHandle_t*>(static_cast<void*>(p)); }
   };
-  Data data() { return Data{handles_.data()}; }
+  Data data() { return Data{handles_.empty() ? nullptr : handles_.data()}; }  // NULL for an empty list
   int64_t size() const { return static_cast<int64_t>(handles_.size()); }
 
  private:

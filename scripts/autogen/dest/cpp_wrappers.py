@@ -90,7 +90,7 @@ TEMPLATE = "cpp_wrappers.cpp.j2"
 CPP_SHAPE_RULES = frozenset({
     "unary", "unary_real", "unary_float", "unary_bool", "binary", "binary_float", "divide", "compare", "ternary",
     "mm", "bmm", "addmm", "like_self", "broadcast_grad", "reduction", "sum_all", "reduce_all",
-    "native_layer_norm",
+    "native_layer_norm", "arange", "arange_end",
 })
 #: Ops whose spec takes their shapes from the meta kernel and whose C++ rule of the same name stands in for it.
 CPP_META_TWINS = frozenset({
