@@ -216,7 +216,13 @@ at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
   return self;
 }
 
-at::Tensor& zero_(at::Tensor& self) { return fill_scalar(self, 0); }
+at::Tensor& zero_(at::Tensor& self) {
+  if (vendor().has_alias) {  // the native zero_, not fill_(0): the CPU's zero_ has a faster path (a memset)
+    native_alias(self).zero_();
+    return self;
+  }
+  return fill_scalar(self, 0);
+}
 
 void record_stream_op(at::Tensor& self, c10::Stream stream) {
   record_stream(self.storage().data_ptr(), stream);
