@@ -241,11 +241,11 @@ def _cpp_scheduling():
         The scheduler keeps three loop-layout rewrites away from C++ kernels by asking
         ``node.is_cpu()``: ``Scheduler.shared_data_after_reordering_loop`` and
         ``shared_data_after_inverting_indexing`` answer -1 ("no gain") and
-        ``_try_reindex_pointwise_for_reduction`` answers False for CPU nodes. All three assume
-        Triton-style ``(numel, rnumel)`` groups and fail on a C++ node's ``(sizes, reduction_sizes)``
-        groups ("can't multiply sequence by non-int of type 'tuple'", seen on a Linear+GELU
-        backward and on the GPT example). ``is_cpu()`` means ``device.type == "cpu"``, so dipu nodes
-        would take those paths. This scheduling is created once per graph with that graph's
+        ``_try_reindex_pointwise_for_reduction`` (not in torch 2.11's inductor) answers False for CPU
+        nodes. All three assume Triton-style ``(numel, rnumel)`` groups and fail on a C++ node's
+        ``(sizes, reduction_sizes)`` groups ("can't multiply sequence by non-int of type 'tuple'", seen
+        on a Linear+GELU backward and on the GPT example). ``is_cpu()`` means ``device.type == "cpu"``,
+        so dipu nodes would take those paths. This scheduling is created once per graph with that graph's
         scheduler (before fusion: nodes ask it for ``group_fn``) and gives that one scheduler the
         CPU answers for dipu nodes, leaving every other device and graph alone.
 
@@ -265,7 +265,8 @@ def _cpp_scheduling():
             super().__init__(scheduler)
             if scheduler is not None:
                 for name, cpu_answer in _CPU_ANSWERS.items():
-                    setattr(scheduler, name, _answer_for_dipu(getattr(scheduler, name), cpu_answer))
+                    if hasattr(scheduler, name):  # a rewrite this torch's inductor lacks needs no answer
+                        setattr(scheduler, name, _answer_for_dipu(getattr(scheduler, name), cpu_answer))
 
     return DipuCppScheduling
 

@@ -181,7 +181,8 @@ class DiclProcessGroup(dist.ProcessGroup):
         if kind == ReduceOp.AVG:
             return ReduceOp.SUM, None, self._size
         if kind == ReduceOp.PREMUL_SUM:
-            return ReduceOp.SUM, reduce_op.factor, None
+            _, factor = reduce_op.__getstate__()  # its pickle state: torch 2.11's ReduceOp has no .factor
+            return ReduceOp.SUM, factor, None
         if kind.name not in collectives.VENDOR_REDUCE_OPS:
             raise ValueError(f"dicl {op}: unsupported reduce op {kind}")
         if kind in (ReduceOp.BAND, ReduceOp.BOR, ReduceOp.BXOR) and dtype in _FLOATING:
@@ -273,6 +274,8 @@ class DiclProcessGroup(dist.ProcessGroup):
         works = [self.reduce_scatter_single(o, i, opts) for o, i in zip(outputs, inputs)]
         return self._combine(works, list(outputs))
 
+    reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced  # the name torch 2.11's trampoline calls
+
     # ---- data movement -----------------------------------------------------------------------
 
     def broadcast(self, tensors, opts=None):
@@ -317,6 +320,8 @@ class DiclProcessGroup(dist.ProcessGroup):
         works = [self.all_gather_single(o, i, opts) for o, i in zip(outputs, inputs)]
         return self._combine(works, list(outputs))
 
+    allgather_into_tensor_coalesced = all_gather_single_coalesced  # the name torch 2.11's trampoline calls
+
     def all_to_all_single(self, output, input, output_split_sizes, input_split_sizes, opts=None):
         comm = self._route("all_to_all_single", [output, input])
         if comm is None:
@@ -329,15 +334,18 @@ class DiclProcessGroup(dist.ProcessGroup):
     alltoall_base = all_to_all_single
 
     def alltoall(self, outputs, inputs, opts=None):
+        """The list form on flat buffers, for CPU tensors too: torch 2.11's gloo has only the flat form."""
         comm = self._route("all_to_all", [*outputs, *inputs])
-        if comm is None:
-            return self._host.alltoall(outputs, inputs, opts or dist.AllToAllOptions())
         if len(outputs) != self._size or len(inputs) != self._size:
             raise ValueError(f"dicl all_to_all: expected {self._size} input and output tensors, "
                              f"got {len(inputs)} and {len(outputs)}")
         flat_in = torch.cat([t.reshape(-1) for t in inputs])
         flat_out = torch.empty(sum(t.numel() for t in outputs), dtype=flat_in.dtype, device=flat_in.device)
-        work = comm.all_to_all(flat_out, flat_in, [t.numel() for t in outputs], [t.numel() for t in inputs])
+        out_splits, in_splits = [t.numel() for t in outputs], [t.numel() for t in inputs]
+        if comm is None:
+            work = self._host.alltoall_base(flat_out, flat_in, out_splits, in_splits, opts or dist.AllToAllOptions())
+        else:
+            work = comm.all_to_all(flat_out, flat_in, out_splits, in_splits)
         return ChainedWork([work], list(outputs), lambda: self._unflatten(flat_out, outputs))
 
     def gather(self, output_lists, inputs, opts=None):

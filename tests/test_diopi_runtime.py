@@ -22,7 +22,11 @@ def test_proto_puts_ctx_first_then_outputs():
 
 
 def test_the_torch_library_implements_the_whole_proto():
-    assert sorted(torch_library.functions) == sorted(FUNCTIONS)
+    """All of it but the functions whose ATen op the installed torch lacks (Note [ATen ops a torch lacks] in
+    diopi_impl/torch/_table.py; on the newer torchs of the supported range, none)."""
+    from dipu.diopi_impl.torch._table import LACKING
+
+    assert sorted(torch_library.functions) == sorted(set(FUNCTIONS) - set(LACKING))
 
 
 def test_registering_a_function_outside_the_proto_fails():

@@ -9,6 +9,7 @@ import torch
 
 import dipu
 from dipu.diopi.proto import FUNCTIONS
+from dipu.diopi_impl.torch import library as torch_library
 
 PARTIAL_LIBRARY = """
 from dipu.diopi import OpLibrary
@@ -49,8 +50,11 @@ def test_lists_what_a_partial_op_library_lacks(tmp_path):
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     total = len(FUNCTIONS)
-    assert f"op library: partial ({total - 2} functions)" in lines
-    assert f"  implements {total - 2} of the {total} DIOPI functions of the proto ({100 * (total - 2) / total:.0f}%)" \
+    # The reference less diopiAdd and diopiMul. On torch 2.11 the reference lacks diopiForeachClone (Note [ATen
+    # ops a torch lacks] in diopi_impl/torch/_table.py), which no op of that torch wants: two are still missing.
+    partial = len(torch_library.functions) - 2
+    assert f"op library: partial ({partial} functions)" in lines
+    assert f"  implements {partial} of the {total} DIOPI functions of the proto ({100 * partial / total:.0f}%)" \
         in lines
     assert "  6 ops run on the CPU fallback for want of 2 DIOPI functions (--missing lists them)" in lines
     assert lines[-2:] == ["  diopiAdd: add.Tensor, add.out, add_.Tensor",

@@ -65,6 +65,7 @@ def test_torch_cuda_is_answered_by_dipu(python):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         with torch.cuda.stream(stream):
             assert torch.cuda.current_stream() == stream
+            assert not torch.cuda.is_current_stream_capturing()  # torch 2.11's optimizers ask
             start.record(); y = x * 2; end.record()
         end.synchronize(); torch.cuda.synchronize()
         assert start.elapsed_time(end) >= 0 and isinstance(stream, torch.dipu.Stream)

@@ -326,7 +326,8 @@ def test_an_unwritable_directory_fails_before_the_command_runs(tmp_path):
     marker = tmp_path / "ran"
     result = report_run(tmp_path / "file" / "report", ["touch", str(marker)])
     assert result.returncode == 2 and not marker.exists()
-    assert result.stderr.startswith("python -m dipu.report: -o: cannot write the run report in ")
+    # its last line: importing dipu may warn first (on torch 2.11: Note [ATen ops a torch lacks] in _table.py)
+    assert result.stderr.splitlines()[-1].startswith("python -m dipu.report: -o: cannot write the run report in ")
 
 
 def test_an_invalid_dipu_report_value_names_the_variable(tmp_path, python):

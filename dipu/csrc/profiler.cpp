@@ -1,26 +1,28 @@
 // Note [Device timeline]
 // torch.profiler.profile(activities=[CPU, PrivateUse1]) runs Kineto in its
 // KINETO_PRIVATEUSE1 state, which asks the libkineto::IActivityProfiler that a
-// backend registered (torch::profiler::impl::PrivateUse1ProfilerRegistry) for
-// device activities. dipu's session times every op that runs a dipu kernel:
-// Kineto pushes each op's correlation id on the op's thread; the first kernel
-// call inside that op (a generated wrapper's exchange_device, see Note [Fast
-// calls]) records a timing event of the vendor on that device's current stream,
-// and popping the op records the closing event. The vendor's elapsed time
-// between the two events is the op's device time: the simulated vendor times
-// its synchronous execution with host timestamps, the CUDA vendor uses CUDA
-// events. Each timed op becomes a kernel activity (CONCURRENT_KERNEL, the type
-// Kineto maps to the PrivateUse1 device) linked to the CPU op by correlation id,
-// so aten::mm reports device_time_total and the Chrome trace shows the kernel on
-// a dipu row. Kernel activities start at the CPU time of their first event: an
-// asynchronous vendor's queueing delay is not modelled.
+// backend registered (torch::profiler::impl::PrivateUse1ProfilerRegistry; torch
+// 2.11 has none, so there dipu registers with Kineto's child-profiler API,
+// which the registry calls) for device activities. dipu's session times every
+// op that runs a dipu kernel: Kineto pushes each op's correlation id on the
+// op's thread; the first kernel call inside that op (a generated wrapper's
+// exchange_device, see Note [Fast calls]) records a timing event of the vendor
+// on that device's current stream, and popping the op records the closing
+// event. The vendor's elapsed time between the two events is the op's device
+// time: the simulated vendor times its synchronous execution with host
+// timestamps, the CUDA vendor uses CUDA events. Each timed op becomes a kernel
+// activity (CONCURRENT_KERNEL, the type Kineto maps to the PrivateUse1 device)
+// linked to the CPU op by correlation id, so aten::mm reports device_time_total
+// and the Chrome trace shows the kernel on a dipu row. Kernel activities start
+// at the CPU time of their first event: an asynchronous vendor's queueing delay
+// is not modelled.
 //
 // Kineto's logger keeps pointers to the activities a session logs and replays
 // them for every export of that profile, so logged activities are never freed
 // (about 100 bytes per timed op; a profile of 10,000 ops keeps about 1 MB).
 #include "core.h"
 
-#if __has_include(<torch/csrc/profiler/standalone/privateuse1_profiler.h>) && __has_include(<IActivityProfiler.h>)
+#if __has_include(<IActivityProfiler.h>)
 #define DIPU_HAS_KINETO_PLUGIN 1
 #ifndef USE_KINETO
 #define USE_KINETO
@@ -29,7 +31,12 @@
 #include <libkineto.h>
 #include <output_base.h>
 #include <c10/util/ApproximateClock.h>
+#if __has_include(<torch/csrc/profiler/standalone/privateuse1_profiler.h>)
+#define DIPU_HAS_PRIVATEUSE1_PROFILER_REGISTRY 1
 #include <torch/csrc/profiler/standalone/privateuse1_profiler.h>
+#else
+#define DIPU_HAS_PRIVATEUSE1_PROFILER_REGISTRY 0
+#endif
 #else
 #define DIPU_HAS_KINETO_PLUGIN 0
 #endif
@@ -295,8 +302,13 @@ void profiler_on_kernel(c10::DeviceIndex index) {
 }
 
 void profiler_init() {
-  torch::profiler::impl::PrivateUse1ProfilerRegistry::instance().registerFactory(
-      [] { return std::make_unique<Profiler>(); });
+  auto factory = [] { return std::make_unique<Profiler>(); };
+#if DIPU_HAS_PRIVATEUSE1_PROFILER_REGISTRY
+  torch::profiler::impl::PrivateUse1ProfilerRegistry::instance().registerFactory(factory);
+#else
+  // torch 2.11: see Note [Device timeline]
+  libkineto::api().registerProfilerFactory(factory);
+#endif
 }
 bool profiler_has_device_timeline() { return true; }
 

@@ -39,7 +39,8 @@ from dipu.device._legacy_types import (
 from dipu.device._random import (
     _default_generators, get_rng_state, get_rng_state_all, initial_seed, manual_seed, manual_seed_all, seed, seed_all,
     set_rng_state, set_rng_state_all)
-from dipu.device._streams import Event, Stream, StreamContext, current_stream, default_stream, set_stream, stream
+from dipu.device._streams import (
+    Event, Stream, StreamContext, current_stream, default_stream, is_current_stream_capturing, set_stream, stream)
 from dipu.device.memory import (
     empty_cache, get_per_process_memory_fraction, max_memory_allocated, max_memory_reserved, mem_get_info,
     memory_allocated, memory_reserved, memory_snapshot, memory_stats, memory_summary, reset_accumulated_memory_stats,
@@ -63,6 +64,7 @@ __all__ = [
     "CharTensor", "ByteTensor", "BoolTensor",
     # streams and events
     "Stream", "Event", "StreamContext", "stream", "current_stream", "default_stream", "set_stream",
+    "is_current_stream_capturing",
     # random numbers
     "manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed", "get_rng_state", "set_rng_state",
     "get_rng_state_all", "set_rng_state_all",

@@ -135,3 +135,9 @@ class StreamContext:
 
 def stream(stream: torch.Stream | None) -> StreamContext:
     return StreamContext(stream)
+
+
+def is_current_stream_capturing() -> bool:
+    """False: dipu has no graph capture. torch.cuda's question, for code written against it (torch 2.11's
+    optimizers ask torch.cuda whenever it is available, as it is under the CUDA mock)."""
+    return False
