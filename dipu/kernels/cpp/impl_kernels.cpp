@@ -1,6 +1,6 @@
 // The C++ wrappers of the hot path's `impl:` kernels (convolution, batch norm, max and adaptive average
-// pooling, with their backwards, and dropout) and of cat, whose Tensor[] the generator does not write. The generator
-// leaves an entry with an `impl:` body to its Python wrapper (the body is Python: dipu/ops/convolution.py,
+// pooling, with their backwards, and dropout) and of cat, whose Tensor[] the generator does not write. The
+// generator leaves an entry with an `impl:` body to its Python wrapper (the body is Python: dipu/ops/convolution.py,
 // dipu/ops/memory_format.py); these are those bodies written again in C++, each beside its Python twin,
 // inside the frame every generated C++ wrapper has (Note [Generated C++ wrappers] in
 // scripts/autogen/dest/cpp_wrappers.py): the same fast-path test, the same Python path for everything else,
