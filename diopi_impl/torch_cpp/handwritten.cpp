@@ -2,8 +2,8 @@
 // them by hand (diopi_impl/torch), each around an ATen op whose arguments DIOPI spells otherwise (an
 // output dtype taken from the output, a keepdim read off the shapes, outputs written from a functional
 // result). These are the hot path of the example models' training steps (softmax, reductions, layer norm,
-// convolution, batch norm, embedding, nll_loss, cat, dropout, the fused optimizer steps); each follows its Python twin line
-// by line, and the conformance suite runs both (tests/test_conformance.py -k torch_cpp-).
+// convolution, batch norm, embedding, nll_loss, cat, dropout, the fused optimizer steps); each follows its
+// Python twin line by line, and the conformance suite runs both (tests/test_conformance.py -k torch_cpp-).
 #include <diopi/functions.h>
 
 #include "support.h"
@@ -119,8 +119,8 @@ diopiError_t fused_adam(diopiTensorHandle_t* params, diopiTensorHandle_t* grads,
 
 template <class Op, class Lr>
 diopiError_t fused_sgd(diopiTensorHandle_t* params, diopiTensorHandle_t* grads,
-                       diopiTensorHandle_t* momentum_buffer_list, int64_t n, double weight_decay, double momentum, Lr lr,
-                       double dampening, bool nesterov, bool maximize, bool is_first_step,
+                       diopiTensorHandle_t* momentum_buffer_list, int64_t n, double weight_decay, double momentum,
+                       Lr lr, double dampening, bool nesterov, bool maximize, bool is_first_step,
                        diopiConstTensorHandle_t grad_scale, diopiConstTensorHandle_t found_inf) {
   return tc::guarded([&] {
     Op::call(tc::aliases_of(params, n), tc::aliases_of(grads, n), tc::aliases_of(momentum_buffer_list, n),

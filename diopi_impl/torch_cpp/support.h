@@ -102,8 +102,8 @@ inline std::optional<at::Generator> native_generator(diopiGeneratorHandle_t h) {
   }
   const at::Generator& given = *reinterpret_cast<const at::Generator*>(h);
   if (given.device().type() != c10::DeviceType::PrivateUse1)
-    throw DeviceMismatch(c10::str("Expected a '", c10::DeviceType::PrivateUse1, "' device type for generator but found '",
-                                  given.device().type(), "'"));
+    throw DeviceMismatch(c10::str("Expected a '", c10::DeviceType::PrivateUse1,
+                                  "' device type for generator but found '", given.device().type(), "'"));
   diopiGeneratorHandle_t native = nullptr;
   TORCH_CHECK(dipuGetNativeGenerator != nullptr && dipuGetNativeGenerator(h, &native) == diopiSuccess,
               "torch_cpp: the dipu runtime gave no native generator");
@@ -170,7 +170,8 @@ inline void require_copy(diopiContextHandle_t ctx, diopiTensorHandle_t* slot, co
 inline void require_copies(diopiContextHandle_t ctx, diopiTensorHandle_t* slots, const at::Tensor& result) {
   require_copy(ctx, slots, result);
 }
-inline void require_copies(diopiContextHandle_t ctx, diopiTensorHandle_t* slots, const std::vector<at::Tensor>& results) {
+inline void require_copies(diopiContextHandle_t ctx, diopiTensorHandle_t* slots,
+                           const std::vector<at::Tensor>& results) {
   for (size_t i = 0; i < results.size(); ++i) require_copy(ctx, slots + i, results[i]);
 }
 
