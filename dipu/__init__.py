@@ -40,7 +40,7 @@ from dipu.ops import convolution  # noqa: E402
 
 convolution.register_fake_layouts()  # Note [Convolution layouts under fake tensors]
 _generated = registry.register_active()
-autocompare.switch_on(every=_generated is not None and _generated.AUTOCOMPARE_ALL)
+autocompare.switch_on()
 if os.environ.get("DIPU_REPORT"):  # the run report (dipu/report); nothing is imported or paid without it
     from dipu.report import collect  # noqa: E402
 

@@ -409,20 +409,14 @@ def print_summary() -> None:
 # ---- Python API: dipu.autocompare(...) ------------------------------------------------------------
 
 
-#: The generator's --autocompare-all: every op is compared, in blocks too (set by :func:`switch_on`).
-_every = False
-
-
 def switched_on() -> bool:
     """Whether autocompare compares some ops in this process outside ``dipu.autocompare`` blocks."""
     return _summary_registered
 
 
-def switch_on(every: bool = False) -> None:
-    """Compare the ops DIPU_AUTOCOMPARE_OPS_LIST names (all of them with ``every``): dipu/__init__.py calls this
-    once the kernels are registered (Note [Autocompare as a switch])."""
-    global _every
-    _every = every
+def switch_on() -> None:
+    """Compare the ops DIPU_AUTOCOMPARE_OPS_LIST names: dipu/__init__.py calls this once the kernels are
+    registered (Note [Autocompare as a switch])."""
     _compare(None)
 
 
@@ -430,7 +424,7 @@ def _compare(patterns: OpPatterns | None) -> bool:
     """Compare the registered kernels ``patterns`` match (None: DIPU_AUTOCOMPARE_OPS_LIST) and no others; False
     when no kernel is registered (every op runs on the CPU fallback: nothing to compare)."""
     patterns = autocompare_patterns() if patterns is None else patterns
-    registration.compare(lambda name: _every or patterns.matches(name), wrap)
+    registration.compare(patterns.matches, wrap)
     return bool(registration.kernels)
 
 

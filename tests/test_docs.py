@@ -14,8 +14,8 @@ the text on the same line. A citation may name the file of the definition, or no
 across the repository, so the title alone finds it.
 
 The scan covers the repository's source and documentation (the suffixes in ``SCANNED``, and ``.ci/run``),
-not virtual environments, build output or caches. ``dipu/_generated`` is left out: its Note text is the
-templates' (scripts/autogen/templates, scanned), repeated once per kernel.
+not virtual environments, build output or caches. The generated kernels are not in the repository (their
+Note text is the templates', scanned here, repeated once per kernel).
 
 Note [The docs' commands are tests]
 Every fenced block of a shell language (``bash``, ``sh``, ``shell``, ``console``) in the documents of
@@ -50,7 +50,6 @@ SCANNED = {".py", ".pyi", ".c", ".cpp", ".h", ".j2", ".md", ".toml", ".yaml", ".
 EXTRA_FILES = (".ci/run",)
 #: Directories never scanned: generated text (see the module's Note), caches and build output.
 SKIPPED_DIRS = {"__pycache__", "build", "dist", "node_modules", ".pytest_cache"}
-GENERATED = ROOT / "dipu" / "_generated"
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
 
 #: The title the docs use to show the form (``Note [Title]``), never a Note's.
@@ -67,7 +66,7 @@ def source_files(root: Path = ROOT) -> list[Path]:
         subdirectories[:] = sorted(
             name for name in subdirectories
             if not name.startswith(".") and name not in SKIPPED_DIRS and not name.endswith(".egg-info")
-            and here / name != GENERATED and not (here / name / "pyvenv.cfg").exists())
+            and not (here / name / "pyvenv.cfg").exists())
         found += [here / name for name in sorted(files) if Path(name).suffix in SCANNED]
     return found
 
@@ -136,7 +135,6 @@ def test_the_scan_sees_the_repository():
     files = {path.relative_to(ROOT).as_posix() for path in source_files()}
     assert {"dipu/_core.py", "dipu/csrc/allocator.cpp", "scripts/autogen/templates/wrappers.py.j2",
             "pyproject.toml", "README.md", ".ci/run"} <= files
-    assert not any(name.startswith("dipu/_generated/") for name in files)
     assert len(DEFINITIONS) >= 100 and len(CITATIONS) >= 100
 
 

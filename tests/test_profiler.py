@@ -10,7 +10,7 @@ from torch.profiler import ProfilerActivity, profile
 import dipu
 
 pytestmark = pytest.mark.skipif(not dipu._C.has_device_timeline(),
-                                reason="this torch has no Kineto PrivateUse1 profiler plugin API")
+                                reason="this torch's Kineto has no profiler plugin API (Note [Device timeline])")
 
 ACTIVITIES = [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]
 

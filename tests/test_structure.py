@@ -13,15 +13,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 #: Repository folder -> the package name it is installed as (pyproject.toml, Note [Installed import names]).
 PACKAGES = {"dipu": "dipu", "vendor": "dipu.vendors", "diopi_impl": "dipu.diopi_impl", "scripts/autogen": "dipugen"}
-GENERATED = REPO / "dipu" / "_generated"
 
 
 def _modules() -> dict[str, Path]:
     modules = {}
     for folder, package in PACKAGES.items():
         for path in sorted((REPO / folder).rglob("*.py")):
-            if GENERATED in path.parents:
-                continue
             parts = [package, *path.relative_to(REPO / folder).with_suffix("").parts]
             if parts[-1] == "__init__":
                 parts.pop()

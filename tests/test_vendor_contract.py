@@ -40,8 +40,6 @@ def python_vendor_uses() -> dict[str, set[str]]:
     """
     uses: dict[str, set[str]] = {}
     for path in sorted((ROOT / "dipu").rglob("*.py")):
-        if "_generated" in path.parts:
-            continue
         tree = ast.parse(path.read_text())
         getters = {alias.asname or alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
                    and node.module == "dipu._core" for alias in node.names if alias.name == "vendor"}

@@ -3,6 +3,7 @@
 // ATen's, and the guard that keeps every C++ exception inside the library.
 #pragma once
 
+#include <diopi/aten_dtypes.h>
 #include <diopi/diopirt.h>
 
 #include <ATen/ATen.h>

@@ -59,7 +59,7 @@ class Frame {
           auto& handles = handle_lists_.emplace_back();
           for (py::handle item : value) handles.push_back(tensor_handle(item));
           last_length = static_cast<int64_t>(handles.size());
-          words.append(address(handles.data()));
+          words.append(handles.empty() ? 0 : address(handles.data()));  // an empty list is NULL, 0 long
           break;
         }
         case 'S': words.append(value.is_none() ? 0 : address(&scalars_.emplace_back(to_scalar(value)))); break;
@@ -67,7 +67,7 @@ class Frame {
           auto& list = scalar_lists_.emplace_back();
           for (py::handle item : value) list.push_back(to_scalar(item));
           last_length = static_cast<int64_t>(list.size());
-          words.append(address(list.data()));
+          words.append(list.empty() ? 0 : address(list.data()));
           break;
         }
         case 'i': words.append(value.cast<int64_t>()); break;

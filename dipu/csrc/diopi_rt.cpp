@@ -57,11 +57,7 @@ c10::Device device_for(diopiDevice_t device, c10::DeviceIndex index) {
 
 }  // namespace
 
-at::ScalarType aten_dtype(diopiDtype_t type) {
-  for (const auto& [aten, diopi] : kDtypes)
-    if (diopi == type) return aten;
-  TORCH_CHECK(false, "DIOPI: diopiDtype_t ", static_cast<int>(type), " has no torch dtype");
-}
+at::ScalarType aten_dtype(diopiDtype_t type) { return diopi_dtypes::to_aten(type, "DIOPI"); }
 
 // Note [Scalars in C calls]
 // Floating scalars travel as float64, integral ones as int64, bools as bool (ival 0/1): a C library reads

@@ -3,6 +3,7 @@
 // (diopi_call.cpp). See Note [DIOPI handles] and Note [Loading a C op library] in diopi_rt.cpp.
 #pragma once
 
+#include "../include/diopi/aten_dtypes.h"
 #include "../include/diopi/diopirt.h"
 
 #include <ATen/ATen.h>
@@ -58,21 +59,7 @@ inline diopiSize_t size(c10::IntArrayRef values) {
   return diopiSize_t{values.data(), static_cast<int64_t>(values.size())};
 }
 // The dtypes DIOPI and torch share (the C++ wrappers convert with them too, Note [Generated C++ wrappers]).
-inline constexpr std::pair<at::ScalarType, diopiDtype_t> kDtypes[] = {
-    {at::kChar, diopi_dtype_int8},          {at::kByte, diopi_dtype_uint8},
-    {at::kShort, diopi_dtype_int16},        {at::kUInt16, diopi_dtype_uint16},
-    {at::kInt, diopi_dtype_int32},          {at::kUInt32, diopi_dtype_uint32},
-    {at::kLong, diopi_dtype_int64},         {at::kUInt64, diopi_dtype_uint64},
-    {at::kHalf, diopi_dtype_float16},       {at::kFloat, diopi_dtype_float32},
-    {at::kDouble, diopi_dtype_float64},     {at::kBool, diopi_dtype_bool},
-    {at::kBFloat16, diopi_dtype_bfloat16},  {at::kComplexHalf, diopi_dtype_complex32},
-    {at::kComplexFloat, diopi_dtype_complex64}, {at::kComplexDouble, diopi_dtype_complex128},
-};
-inline diopiDtype_t diopi_dtype(at::ScalarType type) {  // diopi_dtype_unsupported for types DIOPI lacks
-  for (const auto& [aten, diopi] : kDtypes)
-    if (aten == type) return diopi;
-  return diopi_dtype_unsupported;
-}
+inline diopiDtype_t diopi_dtype(at::ScalarType type) { return diopi_dtypes::to_diopi(type); }
 at::ScalarType aten_dtype(diopiDtype_t type);  // throws for diopi_dtype_unsupported and tfloat32
 const char* status_name(diopiError_t status);
 

@@ -248,9 +248,9 @@ std::atomic<bool> g_fallback_announced{false};
 bool announce_fallback() { return !g_fallback_announced.exchange(true); }
 
 std::string fallback_announcement(const std::string& name) {
-  return "dipu: " + name + " has no dipu kernel; it runs on the CPU through the fallback, as will every other "
-         "op without one, unannounced (dipu.fallback_counts() lists them; set DIPU_LOG_FALLBACK_INFO=1 to log "
-         "every call)";
+  return "dipu: " + name + " runs on the CPU through the fallback (it has no dipu kernel, or its kernel "
+         "declined these arguments), as will every other op that does, unannounced (dipu.fallback_counts() lists "
+         "them; set DIPU_LOG_FALLBACK_INFO=1 to log every call)";
 }
 
 std::string op_name(const c10::OperatorHandle& op) {

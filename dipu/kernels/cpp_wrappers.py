@@ -15,8 +15,7 @@ measured on the 2-core development machine: docs/op-library-guide.md, "The torch
 is ATen's headers, so the generated file includes no Python header (wrapper_support.cpp has them).
 
 DIPU_CPP_WRAPPERS=0 keeps every op on the Python wrappers (for comparing the two paths, and as an escape
-hatch); DIPU_CHECK_TENSOR_DEVICE and the generator's --print-call-info, which the C++ wrappers do not
-implement, do the same.
+hatch); DIPU_CHECK_TENSOR_DEVICE, which the C++ wrappers do not implement, does the same.
 """
 
 from __future__ import annotations

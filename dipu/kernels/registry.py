@@ -23,8 +23,7 @@ The plain kernels live in one ``torch.library.Library``. The ops compared
 with the CPU get a compared kernel (``autocompare.wrap`` of the plain one)
 in a second library laid over the first: the dispatcher runs the kernel
 registered last, and destroying that library brings the plain kernel back.
-So switching autocompare, at import (DIPU_AUTOCOMPARE_OPS_LIST, the
-generator's --autocompare-all) and on entering or leaving a ``with
+So switching autocompare, at import (DIPU_AUTOCOMPARE_OPS_LIST) and on entering or leaving a ``with
 dipu.autocompare(...)`` block, rebuilds that overlay for the ops it matches
 and touches no other kernel.
 """
@@ -51,16 +50,6 @@ def _force_fallback(*args) -> Status:
     return Status.FORCE_FALLBACK
 
 
-def _with_call_info(kernel, op: Op):
-    """The generator's --print-call-info: the level-1 dump line on every call, whatever the variable."""
-
-    def printed(*args, **kwargs):
-        print(f"[{op.wrapper_name}]:{op.name}  {op.diopi}", flush=True)
-        return kernel(*args, **kwargs)
-
-    return printed
-
-
 class Registration:
     """What is registered on PrivateUse1: plain kernels, and the compared overlay (Note [Autocompare as a switch])."""
 
@@ -73,7 +62,7 @@ class Registration:
         self.missing: dict[str, list[str]] = {}  # DIOPI function the library lacks -> the ops left to the fallback
 
     def register(self, ops: tuple[Op, ...], library: OpLibrary | None, *, force_fallback: OpPatterns,
-                 report_missing: bool = False, print_call_info: bool = False) -> list[str]:
+                 report_missing: bool = False) -> list[str]:
         """Register ``ops`` (Note [What gets registered]), replacing what was registered; returns their names.
 
         ``library`` None: a vendor without an op library, every op on the CPU fallback.
@@ -93,8 +82,6 @@ class Registration:
                 missing.setdefault(op.diopi, []).append(op.name)
                 continue
             kernel = op.make(op, *(fn or _force_fallback for fn in functions))
-            if print_call_info:
-                kernel = _with_call_info(kernel, op)
             self._plain.impl(op.name, kernel, "PrivateUse1")
             self.kernels[op.name] = (op, kernel)
         self.missing = missing
@@ -103,7 +90,7 @@ class Registration:
                   f"calls; their {sum(map(len, missing.values()))} ops run on the CPU fallback "
                   "(`python -m dipu --missing` lists them)", flush=True)
         fallback.register(self.kernels)  # Note [Overrideable ops in the fallback]
-        if library is not None and not print_call_info:
+        if library is not None:
             self.cpp_kernels = cpp_wrappers.install(self.kernels, _c_addresses(library))
         return list(self.kernels)
 
@@ -180,5 +167,5 @@ def register_active():
         layer = layer.base
     generated = generated_kernels.load()
     registration.register(generated.OPS, library, force_fallback=switches.force_fallback_patterns(),
-                          report_missing=switches.dump_level() > 0, print_call_info=generated.PRINT_CALL_INFO)
+                          report_missing=switches.dump_level() > 0)
     return generated

@@ -1,5 +1,6 @@
-"""dipugen, the op-kernel generator: diopi_functions.yaml -> dipu/_generated/, dipu's C header of the proto,
-and the C++ sources dipu builds on first use (docs/architecture.md, "The generator").
+"""dipugen, the op-kernel generator: diopi_functions.yaml -> the Python kernel package dipu generates at first
+import (dipu._generated), dipu's C header of the proto, and the C++ sources dipu builds on first use
+(docs/architecture.md, "The generator").
 
 Laid out as torchgen is (Note [The generator's model] in model.py):
 
@@ -11,8 +12,8 @@ Laid out as torchgen is (Note [The generator's model] in model.py):
   spec.py         reading the YAML into Entry records; every error names ``<file>:<line>``
   kernels.py      expanding entries into the Kernel records to generate
   dest/           one emitter per generated file, each with its template:
-                    python_wrappers.py  dipu/_generated/wrappers.py, the Python wrapper of every kernel
-                    op_table.py         dipu/_generated/__init__.py, the table of Op records
+                    python_wrappers.py  dipu._generated.wrappers, the Python wrapper of every kernel
+                    op_table.py         dipu._generated's __init__.py, the table of Op records
                     c_header.py         dipu/include/diopi/functions.h, the proto in C
                     cpp_wrappers.py     cpp_wrappers.cpp, the C++ wrappers of C op libraries
                                         (built by dipu/kernels/cpp_wrappers.py)
@@ -25,6 +26,7 @@ It imports nothing of dipu (Note [The generator does not import dipu] in __main_
 modules, which proto.py loads without the package (Note [The generator reads the runtime's proto]).
 """
 
-#: The torch whose schemas dipu/_generated/ is generated from: the reviewed, checked-in copy. dipu
-#: generates its kernels for any other installed torch on first import (dipu/kernels/generated.py).
+#: The torch the spec is written against: under it every entry must fit, and the golden files in
+#: tests/autogen/expected are generated from its schemas. dipu generates its kernels for whatever torch is
+#: installed on first import (dipu/kernels/generated.py).
 REFERENCE_TORCH = "2.13.0"

@@ -29,16 +29,14 @@ def c_header() -> str:
     return c_header_emitter.render(_environment())
 
 
-def render(entries: list[Entry], source: str, *, autocompare_all: bool = False,
-           print_call_info: bool = False, unmatched: dict[str, str] | None = None) -> dict[str, str]:
+def render(entries: list[Entry], source: str, *, unmatched: dict[str, str] | None = None) -> dict[str, str]:
     """File name -> contents of the generated package."""
     environment = _environment()
     kernels = expand_all(entries, source)
     header = HEADER.format(source=source)
     outputs = {
         "__init__.py": (op_table.TEMPLATE, op_table.values(
-            kernels, ".".join(map(str, schemas.installed_torch())), unmatched or {}, autocompare_all,
-            print_call_info)),
+            kernels, ".".join(map(str, schemas.installed_torch())), unmatched or {})),
         "wrappers.py": (python_wrappers.TEMPLATE, python_wrappers.values(kernels)),
     }
     return {name: environment.get_template(template).render(header=header, **values)

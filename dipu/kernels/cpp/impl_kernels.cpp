@@ -421,10 +421,10 @@ std::tuple<at::Tensor, at::Tensor> dipu_native_dropout(const at::Tensor& input, 
   DeviceScope scope(d);
   at::Tensor out = empty(input.sizes(), input.scalar_type());
   at::Tensor mask = empty(input.sizes(), at::kBool);
-  at::Generator generator = at::globalContext().defaultGenerator(c10::Device(kDipu, d));
+  GeneratorArg generator(std::nullopt, d);  // the device's default, as for every random kernel
   diopi::Context ctx(d);
   const diopiError_t status = reinterpret_cast<dropout_fn>(kern.function)(
-      diopi::handle(ctx), c_out(out), c_out(mask), c_in(input), p, train.value_or(true), diopi::handle(generator));
+      diopi::handle(ctx), c_out(out), c_out(mask), c_in(input), p, train.value_or(true), generator.get());
   if (C10_UNLIKELY(status != diopiSuccess)) {
     const auto r = kern.python_tensors(input, p, train);
     return {r.at(0), r.at(1)};

@@ -28,15 +28,12 @@ class Row:
     off: tuple[str, ...]  # the flags (autocompare, fallback, register) the entry turns off
 
 
-def values(kernels: list[Kernel], torch_version: str, unmatched: dict[str, str], autocompare_all: bool,
-           print_call_info: bool) -> dict:
+def values(kernels: list[Kernel], torch_version: str, unmatched: dict[str, str]) -> dict:
     """The template's values for __init__.py."""
     return dict(
         rows=[_row(kernel) for kernel in kernels],
         torch_version=torch_version,
         unmatched=[(repr(name), repr(reason)) for name, reason in sorted(unmatched.items())],
-        autocompare_all=autocompare_all,
-        print_call_info=print_call_info,
     )
 
 

@@ -11,10 +11,6 @@ TORCH_VERSION = "2.13.0"
 UNMATCHED = {
 }
 
-#: Set by the generator's --autocompare-all and --print-call-info.
-AUTOCOMPARE_ALL = False
-PRINT_CALL_INFO = False
-
 OPS = (
     Op("_foreach_add_.ScalarList", "diopiForeachAddInpScalarList", ('diopiForeachAddInpScalarList',), w.make__foreach_add__ScalarList,
        arg_names=('self', 'scalars'), written=('self',),
@@ -25,9 +21,6 @@ OPS = (
     Op("_log_softmax_backward_data.out", "diopiLogSoftmaxBackward", ('diopiLogSoftmaxBackward',), w.make__log_softmax_backward_data_out,
        arg_names=('grad_output', 'output', 'dim', 'input_dtype', 'out'), written=('out',),
        outputs=('out',), kind="out", entry="_log_softmax_backward_data.out", tensor_inputs=('grad_output', 'output')),
-    Op("_pdist_backward", "diopiPdistBackward", ('diopiPdistBackward',), w.make__pdist_backward,
-       arg_names=('grad', 'self', 'p', 'pdist'), written=(),
-       outputs=('out',), kind="functional", entry="_pdist_backward", tensor_inputs=('grad', 'self', 'pdist')),
     Op("add.Tensor", "diopiAdd", ('diopiAdd', 'diopiAddScalar'), w.make_add_Tensor,
        arg_names=('self', 'other', 'alpha'), written=(),
        outputs=('out',), kind="functional", entry="add.out", tensor_inputs=('self',),
@@ -61,6 +54,15 @@ OPS = (
     Op("relu_", "diopiReluInp", ('diopiReluInp',), w.make_relu_,
        arg_names=('self',), written=('self',),
        outputs=('self',), kind="inplace", entry="relu_", tensor_inputs=()),
+    Op("sigmoid", "diopiSigmoid", ('diopiSigmoid',), w.make_sigmoid,
+       arg_names=('self',), written=(),
+       outputs=('out',), kind="functional", entry="sigmoid.out", tensor_inputs=('self',)),
+    Op("sigmoid.out", "diopiSigmoid", ('diopiSigmoid',), w.make_sigmoid_out,
+       arg_names=('self', 'out'), written=('out',),
+       outputs=('out',), kind="out", entry="sigmoid.out", tensor_inputs=('self',)),
+    Op("sigmoid_", "diopiSigmoid", ('diopiSigmoid',), w.make_sigmoid_,
+       arg_names=('self',), written=('self',),
+       outputs=('self',), kind="inplace", entry="sigmoid.out", tensor_inputs=()),
     Op("sum.IntList_out", "diopiSum", ('diopiSum',), w.make_sum_IntList_out,
        arg_names=('self', 'dim', 'keepdim', 'dtype', 'out'), written=('out',),
        outputs=('out',), kind="out", entry="sum.IntList_out", tensor_inputs=('self',)),

@@ -2,7 +2,7 @@
 """The aten kernels dipu registers on PrivateUse1, one factory each.
 
 See Note [Generated wrappers] in scripts/autogen/dest/python_wrappers.py for
-what every wrapper does, and dipu/_generated/__init__.py for the table of them.
+what every wrapper does, and this package's __init__.py for the table of them.
 """
 
 import torch
@@ -18,17 +18,17 @@ from dipu.ops.meta_rules import contiguous_strides, elementwise_strides, format_
 from dipu.ops.convolution import convolution as impl_dipu_ops_convolution_convolution
 from dipu.ops.shape_rules import binary as shape_binary
 from dipu.ops.shape_rules import divide as shape_divide
-from dipu.ops.shape_rules import like_self as shape_like_self
 from dipu.ops.shape_rules import reduction as shape_reduction
 from dipu.ops.shape_rules import unary as shape_unary
+from dipu.ops.shape_rules import unary_float as shape_unary_float
 
 meta_native_layer_norm = meta(torch.ops.aten.native_layer_norm.default, (), True)
 strides__log_softmax_backward_data = contiguous_strides
-strides__pdist_backward = meta_strides(torch.ops.aten._pdist_backward.default, (), False)
 strides_add_Tensor = elementwise_strides()
 strides_channel_shuffle = format_of_strides(0, False)
 strides_div_Tensor = elementwise_strides()
 strides_native_layer_norm = meta_strides(torch.ops.aten.native_layer_norm.default, (), True)
+strides_sigmoid = elementwise_strides()
 strides_sum_dim_IntList = meta_strides(torch.ops.aten.sum.dim_IntList, ('dtype',), False)
 
 
@@ -143,41 +143,6 @@ def make__log_softmax_backward_data_out(op, diopiLogSoftmaxBackward):
                 exchange_device(previous)
 
     return dipu__log_softmax_backward_data_out
-
-
-# _pdist_backward(Tensor grad, Tensor self, float p, Tensor pdist) -> Tensor
-def make__pdist_backward(op, diopiPdistBackward):
-    def dipu__pdist_backward(grad, self, p, pdist):
-        try:
-            d = grad.get_device()
-        except AttributeError:  # a Python number: Note [Python numbers in Tensor positions]
-            return call_with_numbers(op, dipu__pdist_backward, (grad, self, p, pdist), {})
-        if d < 0:
-            d = device_of(grad, self, pdist)
-        previous = exchange_device(d)
-        try:
-            dump = env_get(DUMP_KEY) not in DUMP_OFF
-            if dump or CHECK_DEVICE:
-                checked_args(op, d, dump, (grad, self, p, pdist))
-            shape, dtype = shape_like_self(grad, self, p, pdist)
-            if grad.is_contiguous() and self.is_contiguous() and pdist.is_contiguous():
-                out = empty(shape, dtype, d)
-            else:
-                out = empty_strided(shape, dtype, d, strides__pdist_backward(grad, self, p, pdist))
-            status = diopiPdistBackward(contexts[d], out, grad, self, p, pdist)
-            if status or SYNC or dump:
-                return finished(status, op, d, dump, out, (grad, self, p, pdist), {})
-            return out
-        except Exception as error:
-            if has_numbers(op, (grad, self, p, pdist)):  # Note [Python numbers in Tensor positions]
-                return call_with_numbers(op, dipu__pdist_backward, (grad, self, p, pdist), {})
-            raise_as_the_cpu(op, error, (grad, self, p, pdist), {})  # Note [Errors of the CPU's type]
-            raise
-        finally:
-            if previous != d:
-                exchange_device(previous)
-
-    return dipu__pdist_backward
 
 
 # add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor
@@ -508,6 +473,103 @@ def make_relu_(op, diopiReluInp):
                 exchange_device(previous)
 
     return dipu_relu_
+
+
+# sigmoid(Tensor self) -> Tensor
+def make_sigmoid(op, diopiSigmoid):
+    def dipu_sigmoid(self):
+        try:
+            d = self.get_device()
+        except AttributeError:  # a Python number: Note [Python numbers in Tensor positions]
+            return call_with_numbers(op, dipu_sigmoid, (self,), {})
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            dump = env_get(DUMP_KEY) not in DUMP_OFF
+            if dump or CHECK_DEVICE:
+                checked_args(op, d, dump, (self,))
+            shape, dtype = shape_unary_float(self)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_sigmoid(self))
+            status = diopiSigmoid(contexts[d], out, self)
+            if status or SYNC or dump:
+                return finished(status, op, d, dump, out, (self,), {})
+            return out
+        except Exception as error:
+            if has_numbers(op, (self,)):  # Note [Python numbers in Tensor positions]
+                return call_with_numbers(op, dipu_sigmoid, (self,), {})
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_sigmoid
+
+
+# sigmoid.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)
+def make_sigmoid_out(op, diopiSigmoid):
+    def dipu_sigmoid_out(self, *, out):
+        try:
+            d = self.get_device()
+        except AttributeError:  # a Python number: Note [Python numbers in Tensor positions]
+            return call_with_numbers(op, dipu_sigmoid_out, (self,), {'out': out})
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            dump = env_get(DUMP_KEY) not in DUMP_OFF
+            if dump or CHECK_DEVICE:
+                checked_args(op, d, dump, (self, out))
+            shape, dtype = shape_unary_float(self)
+            if out.shape != shape:
+                out.resize_(shape)
+            check_written_memory(op, (out,), (self,), (self,), {'out': out})
+            status = diopiSigmoid(contexts[d], out, self)
+            if status or SYNC or dump:
+                return finished(status, op, d, dump, out, (self,), {'out': out})
+            return out
+        except Exception as error:
+            if has_numbers(op, (self, out)):  # Note [Python numbers in Tensor positions]
+                return call_with_numbers(op, dipu_sigmoid_out, (self,), {'out': out})
+            raise_as_the_cpu(op, error, (self,), {'out': out})  # Note [Errors of the CPU's type]
+            raise
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_sigmoid_out
+
+
+# sigmoid_(Tensor(a!) self) -> Tensor(a!)
+def make_sigmoid_(op, diopiSigmoid):
+    def dipu_sigmoid_(self):
+        d = self.get_device()
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            dump = env_get(DUMP_KEY) not in DUMP_OFF
+            if dump or CHECK_DEVICE:
+                checked_args(op, d, dump, (self,))
+            shape, dtype = shape_unary_float(self)
+            if shape != self.shape:
+                check_inplace_shape(op, self, shape)
+            status = diopiSigmoid(contexts[d], self, self)
+            if status or SYNC or dump:
+                return finished(status, op, d, dump, self, (self,), {})
+            return self
+        except Exception as error:
+            raise_as_the_cpu(op, error, (self,), {})  # Note [Errors of the CPU's type]
+            raise
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_sigmoid_
 
 
 # sum.IntList_out(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None, Tensor(a!) out) -> Tensor(a!)
