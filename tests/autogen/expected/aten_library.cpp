@@ -16,48 +16,12 @@ namespace dipu::torch_cpp {
 c10::DeviceType g_alias_type = c10::DeviceType::CPU;
 thread_local std::string g_last_error;
 
-at::ScalarType dtype(diopiDtype_t type) {
-  switch (type) {
-    case diopi_dtype_int8: return at::kChar;
-    case diopi_dtype_uint8: return at::kByte;
-    case diopi_dtype_int16: return at::kShort;
-    case diopi_dtype_uint16: return at::kUInt16;
-    case diopi_dtype_int32: return at::kInt;
-    case diopi_dtype_uint32: return at::kUInt32;
-    case diopi_dtype_int64: return at::kLong;
-    case diopi_dtype_uint64: return at::kUInt64;
-    case diopi_dtype_float16: return at::kHalf;
-    case diopi_dtype_float32: return at::kFloat;
-    case diopi_dtype_float64: return at::kDouble;
-    case diopi_dtype_bool: return at::kBool;
-    case diopi_dtype_bfloat16: return at::kBFloat16;
-    case diopi_dtype_complex32: return at::kComplexHalf;
-    case diopi_dtype_complex64: return at::kComplexFloat;
-    case diopi_dtype_complex128: return at::kComplexDouble;
-    default: TORCH_CHECK(false, "torch_cpp: DIOPI dtype ", static_cast<int>(type), " has no ATen dtype");
-  }
-}
+at::ScalarType dtype(diopiDtype_t type) { return diopi_dtypes::to_aten(type, "torch_cpp"); }
 
 diopiDtype_t c_dtype(at::ScalarType type) {
-  switch (type) {
-    case at::kChar: return diopi_dtype_int8;
-    case at::kByte: return diopi_dtype_uint8;
-    case at::kShort: return diopi_dtype_int16;
-    case at::kUInt16: return diopi_dtype_uint16;
-    case at::kInt: return diopi_dtype_int32;
-    case at::kUInt32: return diopi_dtype_uint32;
-    case at::kLong: return diopi_dtype_int64;
-    case at::kUInt64: return diopi_dtype_uint64;
-    case at::kHalf: return diopi_dtype_float16;
-    case at::kFloat: return diopi_dtype_float32;
-    case at::kDouble: return diopi_dtype_float64;
-    case at::kBool: return diopi_dtype_bool;
-    case at::kBFloat16: return diopi_dtype_bfloat16;
-    case at::kComplexHalf: return diopi_dtype_complex32;
-    case at::kComplexFloat: return diopi_dtype_complex64;
-    case at::kComplexDouble: return diopi_dtype_complex128;
-    default: TORCH_CHECK(false, "torch_cpp: ATen dtype ", type, " has no DIOPI dtype");
-  }
+  diopiDtype_t result = diopi_dtypes::to_diopi(type);
+  TORCH_CHECK(result != diopi_dtype_unsupported, "torch_cpp: ATen dtype ", type, " has no DIOPI dtype");
+  return result;
 }
 
 }  // namespace dipu::torch_cpp
