@@ -10,14 +10,20 @@ const char* diopiGetLastErrorString(void) { return last_error; }
 
 /* float32 contiguous data, with its element count and shape; NULL otherwise. */
 static float* floats(diopiConstTensorHandle_t t, int64_t* numel, diopiSize_t* shape) {
-    diopiDtype_t dtype; diopiSize_t stride; const void* data; int64_t expected = 1;
-    diopiGetTensorDtype(t, &dtype); diopiGetTensorShape(t, shape); diopiGetTensorStride(t, &stride);
+    diopiDtype_t dtype;
+    diopiSize_t stride;
+    const void* data;
+    int64_t expected = 1;
+    diopiGetTensorDtype(t, &dtype);
+    diopiGetTensorShape(t, shape);
+    diopiGetTensorStride(t, &stride);
     if (dtype != diopi_dtype_float32) return NULL;
     for (int64_t d = shape->len - 1; d >= 0; --d) {
         if (shape->data[d] != 1 && stride.data[d] != expected) return NULL;
         expected *= shape->data[d];
     }
-    diopiGetTensorNumel(t, numel); diopiGetTensorDataConst(t, &data);
+    diopiGetTensorNumel(t, numel);
+    diopiGetTensorDataConst(t, &data);
     return (float*)data;
 }
 
@@ -25,15 +31,16 @@ static float value_of(const diopiScalar_t* s) {
     return s == NULL ? 1.0f : s->stype == diopi_dtype_float64 ? (float)s->fval : (float)s->ival;
 }
 
-#define BINARY(NAME, EXPR, ...)                                                                      \
+#define BINARY(NAME, EXPR, ...)                                                                          \
     diopiError_t NAME(diopiContextHandle_t ctx, diopiTensorHandle_t out, diopiConstTensorHandle_t input, \
-                      diopiConstTensorHandle_t other __VA_ARGS__) {                                   \
-        int64_t n, na, nb; diopiSize_t s;                                                              \
-        float *o = floats(out, &n, &s), *x = floats(input, &na, &s), *y = floats(other, &nb, &s);      \
-        (void)ctx;                                                                                     \
-        if (!o || !x || !y || na != n || nb != n) return diopiForceFallbackToCPU;                      \
-        for (int64_t i = 0; i < n; ++i) o[i] = EXPR;                                                   \
-        return diopiSuccess;                                                                           \
+                      diopiConstTensorHandle_t other __VA_ARGS__) {                                      \
+        int64_t n, na, nb;                                                                               \
+        diopiSize_t s;                                                                                   \
+        float *o = floats(out, &n, &s), *x = floats(input, &na, &s), *y = floats(other, &nb, &s);        \
+        (void)ctx;                                                                                       \
+        if (!o || !x || !y || na != n || nb != n) return diopiForceFallbackToCPU;                        \
+        for (int64_t i = 0; i < n; ++i) o[i] = EXPR;                                                     \
+        return diopiSuccess;                                                                             \
     }
 BINARY(diopiAdd, x[i] + value_of(alpha) * y[i], , const diopiScalar_t* alpha)
 BINARY(diopiMul, x[i] * y[i])
@@ -41,7 +48,9 @@ BINARY(diopiDiv, x[i] / y[i], , diopiRoundMode_t mode)
 
 diopiError_t diopiMulScalar(diopiContextHandle_t ctx, diopiTensorHandle_t out, diopiConstTensorHandle_t input,
                             const diopiScalar_t* other) {
-    int64_t n, na; diopiSize_t s; float *o = floats(out, &n, &s), *x = floats(input, &na, &s), v = value_of(other);
+    int64_t n, na;
+    diopiSize_t s;
+    float *o = floats(out, &n, &s), *x = floats(input, &na, &s), v = value_of(other);
     (void)ctx;
     if (!o || !x || na != n) return diopiForceFallbackToCPU;
     for (int64_t i = 0; i < n; ++i) o[i] = x[i] * v;
@@ -49,7 +58,9 @@ diopiError_t diopiMulScalar(diopiContextHandle_t ctx, diopiTensorHandle_t out, d
 }
 
 diopiError_t diopiSqrt(diopiContextHandle_t ctx, diopiTensorHandle_t out, diopiConstTensorHandle_t input) {
-    int64_t n, na; diopiSize_t s; float *o = floats(out, &n, &s), *x = floats(input, &na, &s);
+    int64_t n, na;
+    diopiSize_t s;
+    float *o = floats(out, &n, &s), *x = floats(input, &na, &s);
     (void)ctx;
     if (!o || !x || na != n) return diopiForceFallbackToCPU;
     for (int64_t i = 0; i < n; ++i) o[i] = sqrtf(x[i]);
@@ -60,7 +71,8 @@ diopiError_t diopiSqrt(diopiContextHandle_t ctx, diopiTensorHandle_t out, diopiC
    or a matrix of out's shape). */
 static diopiError_t matmul(diopiTensorHandle_t out, diopiConstTensorHandle_t bias, diopiConstTensorHandle_t a,
                            diopiConstTensorHandle_t m, int rank, float beta, float alpha) {
-    int64_t n, na, nm, nbias = 0; diopiSize_t so, sa, sm, sbias;
+    int64_t n, na, nm, nbias = 0;
+    diopiSize_t so, sa, sm, sbias;
     float *o = floats(out, &n, &so), *x = floats(a, &na, &sa), *y = floats(m, &nm, &sm), *c = NULL;
     if (!o || !x || !y || sa.len != rank || sm.len != rank) return diopiForceFallbackToCPU;
     if (bias != NULL && !(c = floats(bias, &nbias, &sbias))) return diopiForceFallbackToCPU;

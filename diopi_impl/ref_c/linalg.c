@@ -104,7 +104,8 @@ static void accumulate_f32(float* restrict acc, const float* restrict a, int64_t
             int64_t i = 0;
             for (; i + TILE_ROWS <= m; i += TILE_ROWS) {
                 int64_t j = j0;
-                for (; j + TILE_COLUMNS <= jend; j += TILE_COLUMNS) tile_f32(acc + i * n + j, n, a + i * as0, as0, as1, b + j, ldb, p0, pend);
+                for (; j + TILE_COLUMNS <= jend; j += TILE_COLUMNS)
+                    tile_f32(acc + i * n + j, n, a + i * as0, as0, as1, b + j, ldb, p0, pend);
                 for (; j < jend; ++j) /* the last columns, fewer than a tile */
                     for (int r = 0; r < TILE_ROWS; ++r) {
                         float sum = acc[(i + r) * n + j];
@@ -162,7 +163,8 @@ static diopiError_t matmul(diopiTensorHandle_t out, diopiConstTensorHandle_t bia
     int64_t dims = batched ? 3 : 2;
     if (a.ndim != dims || b.ndim != dims || c.ndim != dims) return REF_FALLBACK;
     int64_t batch = batched ? a.sizes[0] : 1, m = a.sizes[dims - 2], k = a.sizes[dims - 1], n = b.sizes[dims - 1];
-    if (b.sizes[dims - 2] != k || c.sizes[dims - 2] != m || c.sizes[dims - 1] != n || (batched && (b.sizes[0] != batch || c.sizes[0] != batch)))
+    if (b.sizes[dims - 2] != k || c.sizes[dims - 2] != m || c.sizes[dims - 1] != n ||
+        (batched && (b.sizes[0] != batch || c.sizes[0] != batch)))
         return ref_error("%s: cannot multiply [%lld, %lld] by [%lld, %lld] into [%lld, %lld]", name, (long long)m,
                          (long long)k, (long long)b.sizes[dims - 2], (long long)n, (long long)c.sizes[dims - 2],
                          (long long)c.sizes[dims - 1]);
@@ -184,8 +186,10 @@ static diopiError_t matmul(diopiTensorHandle_t out, diopiConstTensorHandle_t bia
             pr.b_offset = s * b.strides[0];
             pr.c_offset = s * c.strides[0];
         }
-        if (float32) multiply_f32(&pr, m, k, n, (float*)row);
-        else multiply(&pr, m, k, n, row, row + n);
+        if (float32)
+            multiply_f32(&pr, m, k, n, (float*)row);
+        else
+            multiply(&pr, m, k, n, row, row + n);
     }
     free(row);
     return diopiSuccess;

@@ -11,7 +11,7 @@ typedef struct {
     const ref_view* views; /* [0] the output, [1..] the inputs, all of one shape */
     int count;
     int64_t length, steps[3]; /* along the dimension */
-    int kind;                 /* 0 softmax, 1 log-softmax, 2 softmax backward, 3 log-softmax backward */
+    int kind; /* 0 softmax, 1 log-softmax, 2 softmax backward, 3 log-softmax backward */
 } lines;
 
 static void softmax_line(const int64_t* offsets, void* context) {
@@ -246,7 +246,8 @@ diopiError_t diopiLayerNormBackward(diopiContextHandle_t ctx, diopiTensorHandle_
     if (!contiguous_floats(grad_output, &dy, x.numel) || !contiguous_floats(mean, &mu, rows) ||
         !contiguous_floats(rstd, &inv, rows) || (weight && !contiguous_floats(weight, &w, n)) ||
         (grad_input && !contiguous_floats(grad_input, &dx, x.numel)) ||
-        (grad_weight && !contiguous_floats(grad_weight, &dw, n)) || (grad_bias && !contiguous_floats(grad_bias, &db, n)))
+        (grad_weight && !contiguous_floats(grad_weight, &dw, n)) ||
+        (grad_bias && !contiguous_floats(grad_bias, &db, n)))
         return REF_FALLBACK;
     double* sums = calloc((size_t)(2 * n + 1), sizeof(double)); /* grad_weight, grad_bias accumulators */
     if (sums == NULL) return ref_error("diopiLayerNormBackward: out of host memory");
@@ -331,7 +332,8 @@ static diopiError_t embedding(diopiConstTensorHandle_t indices, embedding_state*
     memcpy(strides[0], s->indices->strides, sizeof strides[0]);
     ref_walk(s->indices->sizes, s->indices->ndim, 1, strides, embedding_row, s);
     (void)indices;
-    if (s->out_of_range) return ref_error("%s: an index is out of range for %lld rows", name, (long long)s->num_weights);
+    if (s->out_of_range)
+        return ref_error("%s: an index is out of range for %lld rows", name, (long long)s->num_weights);
     return diopiSuccess;
 }
 
@@ -421,7 +423,8 @@ diopiError_t diopiNLLLossV2Backward(diopiContextHandle_t ctx, diopiTensorHandle_
         int64_t c = (int64_t)ref_load(&t, i * t.strides[0]);
         for (int64_t j = 0; j < x.sizes[1]; ++j) ref_store(&dx, i * dx.strides[0] + j * dx.strides[1], 0);
         if (c == ignore_index) continue;
-        if (c < 0 || c >= x.sizes[1]) return ref_error("diopiNLLLossV2Backward: target %lld is out of bounds", (long long)c);
+        if (c < 0 || c >= x.sizes[1])
+            return ref_error("diopiNLLLossV2Backward: target %lld is out of bounds", (long long)c);
         double wc = weight ? ref_load(&w, c * w.strides[0]) : 1;
         ref_store(&dx, i * dx.strides[0] + c * dx.strides[1], -wc * scale);
     }

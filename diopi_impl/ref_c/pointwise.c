@@ -20,22 +20,28 @@ static double sub_scalar(const double* x, const void* p) {
     const binary_params* b = (const binary_params*)p;
     return x[0] - b->alpha * b->other;
 }
-static double mul(const double* x, const void* p) { (void)p; return x[0] * x[1]; }
+static double mul(const double* x, const void* p) {
+    (void)p;
+    return x[0] * x[1];
+}
 static double mul_scalar(const double* x, const void* p) { return x[0] * ((const binary_params*)p)->other; }
-static double divide(const double* x, const void* p) { (void)p; return x[0] / x[1]; }
+static double divide(const double* x, const void* p) {
+    (void)p;
+    return x[0] / x[1];
+}
 static double div_scalar(const double* x, const void* p) { return x[0] / ((const binary_params*)p)->other; }
 
 /* Dense float32 loops (Note [Reference C library fast paths]): each computes what its ref_elementwise
    twin above computes, in float where one correctly rounded float operation gives the same result, else
    in double rounded once, as the twin does. */
-#define REF_DENSE_LOOP(name, expression)                                                              \
-    static void name(float* y, const float* const* x, int64_t n, const void* p) {                     \
-        const binary_params* params = (const binary_params*)p;                                        \
-        (void)params;                                                                                 \
-        const float* a = x[0]; /* may be y: in place */                                                        \
-        const float* b = x[1];                                                                            \
-        (void)b;                                                                                      \
-        for (int64_t i = 0; i < n; ++i) y[i] = (expression);                                          \
+#define REF_DENSE_LOOP(name, expression)                                          \
+    static void name(float* y, const float* const* x, int64_t n, const void* p) { \
+        const binary_params* params = (const binary_params*)p;                    \
+        (void)params;                                                             \
+        const float* a = x[0]; /* may be y: in place */                           \
+        const float* b = x[1];                                                    \
+        (void)b;                                                                  \
+        for (int64_t i = 0; i < n; ++i) y[i] = (expression);                      \
     }
 REF_DENSE_LOOP(add_dense, params->alpha == 1 ? a[i] + b[i] : (float)((double)a[i] + params->alpha * b[i]))
 REF_DENSE_LOOP(sub_dense, params->alpha == 1 ? a[i] - b[i] : (float)((double)a[i] - params->alpha * b[i]))
@@ -70,7 +76,8 @@ diopiError_t diopiAdd(diopiContextHandle_t ctx, diopiTensorHandle_t out, diopiCo
 diopiError_t diopiAddScalar(diopiContextHandle_t ctx, diopiTensorHandle_t out, diopiConstTensorHandle_t input,
                             const diopiScalar_t* other, const diopiScalar_t* alpha) {
     (void)ctx;
-    return binary(out, input, NULL, add_scalar, add_scalar_dense, (binary_params){ref_scalar(alpha, 1), ref_scalar(other, 0)});
+    return binary(out, input, NULL, add_scalar, add_scalar_dense,
+                  (binary_params){ref_scalar(alpha, 1), ref_scalar(other, 0)});
 }
 
 diopiError_t diopiSub(diopiContextHandle_t ctx, diopiTensorHandle_t out, diopiConstTensorHandle_t input,
@@ -82,7 +89,8 @@ diopiError_t diopiSub(diopiContextHandle_t ctx, diopiTensorHandle_t out, diopiCo
 diopiError_t diopiSubScalar(diopiContextHandle_t ctx, diopiTensorHandle_t out, diopiConstTensorHandle_t input,
                             const diopiScalar_t* other, const diopiScalar_t* alpha) {
     (void)ctx;
-    return binary(out, input, NULL, sub_scalar, sub_scalar_dense, (binary_params){ref_scalar(alpha, 1), ref_scalar(other, 0)});
+    return binary(out, input, NULL, sub_scalar, sub_scalar_dense,
+                  (binary_params){ref_scalar(alpha, 1), ref_scalar(other, 0)});
 }
 
 diopiError_t diopiMul(diopiContextHandle_t ctx, diopiTensorHandle_t out, diopiConstTensorHandle_t input,
@@ -112,19 +120,43 @@ diopiError_t diopiDivScalar(diopiContextHandle_t ctx, diopiTensorHandle_t out, d
 }
 
 /* ---- unary ---------------------------------------------------------------------------------- */
-static double neg(const double* x, const void* p) { (void)p; return -x[0]; }
-static double exp_(const double* x, const void* p) { (void)p; return exp(x[0]); }
-static double log_(const double* x, const void* p) { (void)p; return log(x[0]); }
-static double sqrt_(const double* x, const void* p) { (void)p; return sqrt(x[0]); }
-static double rsqrt_(const double* x, const void* p) { (void)p; return 1 / sqrt(x[0]); }
-static double tanh_(const double* x, const void* p) { (void)p; return tanh(x[0]); }
-static double sigmoid(const double* x, const void* p) { (void)p; return 1 / (1 + exp(-x[0])); }
-static double relu(const double* x, const void* p) { (void)p; return x[0] > 0 ? x[0] : (x[0] != x[0] ? x[0] : 0); }
+static double neg(const double* x, const void* p) {
+    (void)p;
+    return -x[0];
+}
+static double exp_(const double* x, const void* p) {
+    (void)p;
+    return exp(x[0]);
+}
+static double log_(const double* x, const void* p) {
+    (void)p;
+    return log(x[0]);
+}
+static double sqrt_(const double* x, const void* p) {
+    (void)p;
+    return sqrt(x[0]);
+}
+static double rsqrt_(const double* x, const void* p) {
+    (void)p;
+    return 1 / sqrt(x[0]);
+}
+static double tanh_(const double* x, const void* p) {
+    (void)p;
+    return tanh(x[0]);
+}
+static double sigmoid(const double* x, const void* p) {
+    (void)p;
+    return 1 / (1 + exp(-x[0]));
+}
+static double relu(const double* x, const void* p) {
+    (void)p;
+    return x[0] > 0 ? x[0] : (x[0] != x[0] ? x[0] : 0);
+}
 
-#define REF_UNARY(name, fn, dense)                                                                     \
+#define REF_UNARY(name, fn, dense)                                                                         \
     diopiError_t name(diopiContextHandle_t ctx, diopiTensorHandle_t out, diopiConstTensorHandle_t input) { \
-        (void)ctx;                                                                                     \
-        return binary(out, input, NULL, fn, dense, (binary_params){1, 0});                             \
+        (void)ctx;                                                                                         \
+        return binary(out, input, NULL, fn, dense, (binary_params){1, 0});                                 \
     }
 REF_UNARY(diopiNeg, neg, neg_dense)
 REF_UNARY(diopiExp, exp_, NULL)
@@ -135,9 +167,7 @@ REF_UNARY(diopiTanh, tanh_, NULL)
 REF_UNARY(diopiSigmoid, sigmoid, NULL)
 REF_UNARY(diopiRelu, relu, relu_dense)
 
-diopiError_t diopiReluInp(diopiContextHandle_t ctx, diopiTensorHandle_t input) {
-    return diopiRelu(ctx, input, input);
-}
+diopiError_t diopiReluInp(diopiContextHandle_t ctx, diopiTensorHandle_t input) { return diopiRelu(ctx, input, input); }
 
 static double threshold_backward(const double* x, const void* p) {
     return x[1] <= ((const binary_params*)p)->other ? 0 : x[0];
@@ -147,7 +177,8 @@ diopiError_t diopiThresholdBackward(diopiContextHandle_t ctx, diopiTensorHandle_
                                     diopiConstTensorHandle_t grad_output, diopiConstTensorHandle_t input,
                                     const diopiScalar_t* threshold) {
     (void)ctx;
-    return binary(grad_input, grad_output, input, threshold_backward, threshold_backward_dense, (binary_params){1, ref_scalar(threshold, 0)});
+    return binary(grad_input, grad_output, input, threshold_backward, threshold_backward_dense,
+                  (binary_params){1, ref_scalar(threshold, 0)});
 }
 
 /* gelu: x * Phi(x), exactly (erf) or with torch's tanh approximation. */
@@ -155,7 +186,10 @@ diopiError_t diopiThresholdBackward(diopiContextHandle_t ctx, diopiTensorHandle_
 #define REF_2_SQRTPI 1.12837916709551257390
 #define REF_GELU_K (REF_2_SQRTPI * REF_SQRT1_2) /* sqrt(2 / pi) */
 
-static double gelu_erf(const double* x, const void* p) { (void)p; return 0.5 * x[0] * (1 + erf(x[0] * REF_SQRT1_2)); }
+static double gelu_erf(const double* x, const void* p) {
+    (void)p;
+    return 0.5 * x[0] * (1 + erf(x[0] * REF_SQRT1_2));
+}
 static double gelu_tanh(const double* x, const void* p) {
     (void)p;
     double v = x[0];
@@ -199,7 +233,9 @@ diopiError_t diopiGeluBackward(diopiContextHandle_t ctx, diopiTensorHandle_t gra
 }
 
 /* ---- masks, dropout's backward, arange ---------------------------------------------------------- */
-static double masked_fill(const double* x, const void* p) { return x[1] != 0 ? ((const binary_params*)p)->other : x[0]; }
+static double masked_fill(const double* x, const void* p) {
+    return x[1] != 0 ? ((const binary_params*)p)->other : x[0];
+}
 
 diopiError_t diopiMaskedFillInpScalar(diopiContextHandle_t ctx, diopiTensorHandle_t input,
                                       diopiConstTensorHandle_t mask, const diopiScalar_t* value) {
@@ -238,7 +274,8 @@ diopiError_t diopiArange(diopiContextHandle_t ctx, diopiTensorHandle_t out, cons
     if (!ref_is_floating(o.dtype) && o.dtype != diopi_dtype_int64 && o.dtype != diopi_dtype_int32) return REF_FALLBACK;
     bool integral = !ref_is_floating(start->stype) && !ref_is_floating(step->stype);
     for (int64_t i = 0; i < o.sizes[0]; ++i) {
-        double value = integral ? (double)(start->ival + i * step->ival) : ref_scalar(start, 0) + (double)i * ref_scalar(step, 1);
+        double value =
+            integral ? (double)(start->ival + i * step->ival) : ref_scalar(start, 0) + (double)i * ref_scalar(step, 1);
         ref_store(&o, i * o.strides[0], value);
     }
     return diopiSuccess;

@@ -36,7 +36,8 @@ static double sum_floats(const float* x, int64_t n, int64_t stride) {
         for (; i + 8 <= n; i += 8)
             for (int j = 0; j < 8; ++j) partial[j] += x[i + j];
     for (; i < n; ++i) partial[0] += x[i * stride];
-    return ((partial[0] + partial[1]) + (partial[2] + partial[3])) + ((partial[4] + partial[5]) + (partial[6] + partial[7]));
+    return ((partial[0] + partial[1]) + (partial[2] + partial[3])) +
+           ((partial[4] + partial[5]) + (partial[6] + partial[7]));
 }
 
 /* Fast path of `reduce` (Note [Reference C library fast paths]): a contiguous float32 input whose reduced
@@ -56,8 +57,10 @@ static bool reduce_dense(const ref_view* x, const bool* reduced, const ref_view*
             if (!reduced[d] && x->sizes[d] != 1) return false; /* a kept dim inside the block */
             length *= x->sizes[d];
         } else if (!reduced[d] || x->sizes[d] == 1) {
-            if (first >= 0 && d > last) inner *= x->sizes[d];
-            else outer *= x->sizes[d];
+            if (first >= 0 && d > last)
+                inner *= x->sizes[d];
+            else
+                outer *= x->sizes[d];
         }
     }
     if (outer * inner != o->numel) return false;
@@ -84,7 +87,8 @@ static diopiError_t reduce(diopiTensorHandle_t out, diopiConstTensorHandle_t inp
     int64_t count = 0;
     for (int64_t i = 0; i < dim.len; ++i) {
         int64_t d = dim.data[i] < 0 ? dim.data[i] + x.ndim : dim.data[i];
-        if (d < 0 || d >= (x.ndim ? x.ndim : 1)) return ref_error("%s: dim %lld is out of range", name, (long long)dim.data[i]);
+        if (d < 0 || d >= (x.ndim ? x.ndim : 1))
+            return ref_error("%s: dim %lld is out of range", name, (long long)dim.data[i]);
         if (x.ndim && !reduced[d]) ++count;
         if (x.ndim) reduced[d] = true;
     }
@@ -97,8 +101,10 @@ static diopiError_t reduce(diopiTensorHandle_t out, diopiConstTensorHandle_t inp
     memcpy(strides[0], x.strides, sizeof strides[0]);
     for (int64_t d = x.ndim - 1; d >= 0; --d) {
         strides[1][d] = reduced[d] ? 0 : n;
-        if (!reduced[d]) n *= x.sizes[d];
-        else elements *= x.sizes[d];
+        if (!reduced[d])
+            n *= x.sizes[d];
+        else
+            elements *= x.sizes[d];
     }
     if (n != o.numel) return REF_FALLBACK;
     double* accumulated = calloc((size_t)(n ? n : 1), sizeof(double));
@@ -141,7 +147,10 @@ typedef struct {
 static double scale(const double* x, const void* p) { return x[0] * ((const pair*)p)->a; }
 static double shift(const double* x, const void* p) { return x[0] + ((const pair*)p)->a; }
 static double divide(const double* x, const void* p) { return x[0] / ((const pair*)p)->a; }
-static double root(const double* x, const void* p) { (void)p; return sqrt(x[0]); }
+static double root(const double* x, const void* p) {
+    (void)p;
+    return sqrt(x[0]);
+}
 static double addcmul(const double* x, const void* p) { return x[0] + ((const pair*)p)->a * x[1] * x[2]; }
 static double addcdiv(const double* x, const void* p) { return x[0] + ((const pair*)p)->a * (x[1] / x[2]); }
 /* torch's lerp: from the nearer end, so that weight 1 gives `end` exactly */
@@ -222,7 +231,8 @@ diopiError_t diopiForeachSqrt(diopiContextHandle_t ctx, diopiTensorHandle_t* out
         if (diopiRequireTensor(ctx, &outs[i], &shape, NULL, dtype, diopi_device) != diopiSuccess)
             return ref_error("diopiForeachSqrt: cannot allocate output %lld", (long long)i);
         diopiError_t status = ref_map(outs[i], 1, &inputs[i], root, NULL);
-        if (status != diopiSuccess) return status == REF_FALLBACK ? ref_error("diopiForeachSqrt: unreadable input") : status;
+        if (status != diopiSuccess)
+            return status == REF_FALLBACK ? ref_error("diopiForeachSqrt: unreadable input") : status;
     }
     return diopiSuccess;
 }

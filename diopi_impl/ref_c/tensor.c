@@ -21,10 +21,14 @@ diopiError_t ref_error(const char* format, ...) {
 
 static int64_t itemsize_of(diopiDtype_t dtype) {
     switch (dtype) {
-        case diopi_dtype_float64: case diopi_dtype_int64: return 8;
-        case diopi_dtype_float32: case diopi_dtype_int32: return 4;
+        case diopi_dtype_float64:
+        case diopi_dtype_int64: return 8;
+        case diopi_dtype_float32:
+        case diopi_dtype_int32: return 4;
         case diopi_dtype_int16: return 2;
-        case diopi_dtype_int8: case diopi_dtype_uint8: case diopi_dtype_bool: return 1;
+        case diopi_dtype_int8:
+        case diopi_dtype_uint8:
+        case diopi_dtype_bool: return 1;
         default: return 0; /* not read by this library */
     }
 }
@@ -93,7 +97,8 @@ void ref_store(const ref_view* v, int64_t offset, double value) {
 double ref_scalar(const diopiScalar_t* s, double if_null) {
     if (s == NULL) return if_null;
     return ref_is_floating(s->stype) || s->stype == diopi_dtype_float16 || s->stype == diopi_dtype_bfloat16
-               ? s->fval : (double)s->ival;
+               ? s->fval
+               : (double)s->ival;
 }
 
 bool ref_broadcast_strides(const ref_view* v, const int64_t* shape, int64_t ndim, int64_t* strides) {
@@ -105,9 +110,12 @@ bool ref_broadcast_strides(const ref_view* v, const int64_t* shape, int64_t ndim
             continue;
         }
         int64_t size = v->sizes[d - lead];
-        if (size == shape[d]) strides[d] = v->strides[d - lead];
-        else if (size == 1) strides[d] = 0;
-        else return false;
+        if (size == shape[d])
+            strides[d] = v->strides[d - lead];
+        else if (size == 1)
+            strides[d] = 0;
+        else
+            return false;
     }
     return true;
 }

@@ -41,9 +41,7 @@ namespace tc = dipu::torch_cpp;
 namespace {
 
 // diopi_impl/torch/reductions.py's _keepdim: the output keeps the reduced dims when it has the input's rank.
-bool keepdim(const at::Tensor& out, const at::Tensor& input) {
-  return out.dim() == input.dim() && input.dim() > 0;
-}
+bool keepdim(const at::Tensor& out, const at::Tensor& input) { return out.dim() == input.dim() && input.dim() > 0; }
 
 // DIOPI's optional dim list (diopi_impl/torch/reductions.py's _dims): absent or empty reduces every dim.
 at::OptionalIntArrayRef dims(diopiSize_t dim) {
@@ -82,8 +80,8 @@ at::OptionalSymIntArrayRef bias_sizes(const diopiSize_t* given, diopiTensorHandl
 
 // Both contiguous, or both channels_last (3d) contiguous.
 bool same_dense_layout(const at::Tensor& a, const at::Tensor& b) {
-  for (const auto layout : {at::MemoryFormat::Contiguous, at::MemoryFormat::ChannelsLast,
-                            at::MemoryFormat::ChannelsLast3d}) {
+  for (const auto layout :
+       {at::MemoryFormat::Contiguous, at::MemoryFormat::ChannelsLast, at::MemoryFormat::ChannelsLast3d}) {
     if ((layout == at::MemoryFormat::ChannelsLast && a.dim() != 4) ||
         (layout == at::MemoryFormat::ChannelsLast3d && a.dim() != 5))
       continue;
@@ -123,8 +121,8 @@ diopiError_t fused_sgd(diopiTensorHandle_t* params, diopiTensorHandle_t* grads,
                        Lr lr, double dampening, bool nesterov, bool maximize, bool is_first_step,
                        diopiConstTensorHandle_t grad_scale, diopiConstTensorHandle_t found_inf) {
   return tc::guarded([&] {
-    Op::call(tc::aliases_of(params, n), tc::aliases_of(grads, n), tc::aliases_of(momentum_buffer_list, n),
-             weight_decay, momentum, learning_rate(lr), dampening, nesterov, maximize, is_first_step,
+    Op::call(tc::aliases_of(params, n), tc::aliases_of(grads, n), tc::aliases_of(momentum_buffer_list, n), weight_decay,
+             momentum, learning_rate(lr), dampening, nesterov, maximize, is_first_step,
              optional_alias_or_cpu(grad_scale), optional_alias_or_cpu(found_inf));
   });
 }
@@ -148,13 +146,13 @@ DIPU_EXPORT diopiError_t diopiSoftmaxBackward(diopiContextHandle_t, diopiTensorH
                                               int64_t dim) {
   return tc::guarded([&] {
     at::Tensor gi = tc::alias_of(grad_input);
-    at::_ops::_softmax_backward_data_out::call(tc::alias_of(grad_output), tc::alias_of(output), dim,
-                                               gi.scalar_type(), gi);
+    at::_ops::_softmax_backward_data_out::call(tc::alias_of(grad_output), tc::alias_of(output), dim, gi.scalar_type(),
+                                               gi);
   });
 }
 
-DIPU_EXPORT diopiError_t diopiLogSoftmax(diopiContextHandle_t, diopiTensorHandle_t out,
-                                         diopiConstTensorHandle_t input, int64_t dim) {
+DIPU_EXPORT diopiError_t diopiLogSoftmax(diopiContextHandle_t, diopiTensorHandle_t out, diopiConstTensorHandle_t input,
+                                         int64_t dim) {
   return tc::guarded([&] {
     at::Tensor o = tc::alias_of(out);
     at::_ops::_log_softmax_out::call(tc::alias_of(input), dim, false, o);
@@ -162,8 +160,8 @@ DIPU_EXPORT diopiError_t diopiLogSoftmax(diopiContextHandle_t, diopiTensorHandle
 }
 
 DIPU_EXPORT diopiError_t diopiLogSoftmaxBackward(diopiContextHandle_t, diopiTensorHandle_t grad_input,
-                                                 diopiConstTensorHandle_t grad_output,
-                                                 diopiConstTensorHandle_t output, int64_t dim) {
+                                                 diopiConstTensorHandle_t grad_output, diopiConstTensorHandle_t output,
+                                                 int64_t dim) {
   return tc::guarded([&] {
     at::Tensor gi = tc::alias_of(grad_input);
     at::_ops::_log_softmax_backward_data_out::call(tc::alias_of(grad_output), tc::alias_of(output), dim,
@@ -263,10 +261,11 @@ DIPU_EXPORT diopiError_t diopiConvolution2dBackward(diopiContextHandle_t, diopiT
     const at::Tensor x = tc::alias_of(input), w = tc::alias_of(weight);
     std::array<c10::SymInt, 1> channels{w.size(0)};
     const auto no_padding = zeros(x.dim() - 2);
-    write_results(grad_input, grad_weight, grad_bias, at::_ops::convolution_backward::call(
-        tc::alias_of(grad_output), x, w, bias_sizes(given_bias_sizes, grad_bias, channels), tc::sym_sizes(stride),
-        tc::sym_sizes(padding), tc::sym_sizes(dilation), false, no_padding, groups,
-        wanted(grad_input, grad_weight, grad_bias)));
+    write_results(grad_input, grad_weight, grad_bias,
+                  at::_ops::convolution_backward::call(
+                      tc::alias_of(grad_output), x, w, bias_sizes(given_bias_sizes, grad_bias, channels),
+                      tc::sym_sizes(stride), tc::sym_sizes(padding), tc::sym_sizes(dilation), false, no_padding, groups,
+                      wanted(grad_input, grad_weight, grad_bias)));
   });
 }
 
@@ -281,18 +280,22 @@ DIPU_EXPORT diopiError_t diopiConvTranspose2d(diopiContextHandle_t, diopiTensorH
   });
 }
 
-DIPU_EXPORT diopiError_t diopiConvTranspose2dBackward(
-    diopiContextHandle_t, diopiTensorHandle_t grad_input, diopiTensorHandle_t grad_weight,
-    diopiTensorHandle_t grad_bias, diopiConstTensorHandle_t grad_output, diopiConstTensorHandle_t input,
-    diopiConstTensorHandle_t weight, diopiSize_t* given_bias_sizes, diopiSize_t stride, diopiSize_t padding,
-    diopiSize_t dilation, diopiSize_t output_padding, int64_t groups) {
+DIPU_EXPORT diopiError_t diopiConvTranspose2dBackward(diopiContextHandle_t, diopiTensorHandle_t grad_input,
+                                                      diopiTensorHandle_t grad_weight, diopiTensorHandle_t grad_bias,
+                                                      diopiConstTensorHandle_t grad_output,
+                                                      diopiConstTensorHandle_t input, diopiConstTensorHandle_t weight,
+                                                      diopiSize_t* given_bias_sizes, diopiSize_t stride,
+                                                      diopiSize_t padding, diopiSize_t dilation,
+                                                      diopiSize_t output_padding, int64_t groups) {
   return tc::guarded([&] {
     const at::Tensor w = tc::alias_of(weight);
     std::array<c10::SymInt, 1> channels{w.size(1) * groups};
-    write_results(grad_input, grad_weight, grad_bias, at::_ops::convolution_backward::call(
-        tc::alias_of(grad_output), tc::alias_of(input), w, bias_sizes(given_bias_sizes, grad_bias, channels),
-        tc::sym_sizes(stride), tc::sym_sizes(padding), tc::sym_sizes(dilation), true, tc::sym_sizes(output_padding),
-        groups, wanted(grad_input, grad_weight, grad_bias)));
+    write_results(grad_input, grad_weight, grad_bias,
+                  at::_ops::convolution_backward::call(tc::alias_of(grad_output), tc::alias_of(input), w,
+                                                       bias_sizes(given_bias_sizes, grad_bias, channels),
+                                                       tc::sym_sizes(stride), tc::sym_sizes(padding),
+                                                       tc::sym_sizes(dilation), true, tc::sym_sizes(output_padding),
+                                                       groups, wanted(grad_input, grad_weight, grad_bias)));
   });
 }
 
@@ -312,13 +315,13 @@ DIPU_EXPORT diopiError_t diopiBatchNorm(diopiContextHandle_t, diopiTensorHandle_
       // statistics empty, as dipu allocates them.
       at::Tensor mean = tc::alias_of(save_mean), invstd = tc::alias_of(save_invstd);
       at::_ops::native_batch_norm_out::call(x, tc::optional_alias(weight), tc::optional_alias(bias),
-                                            tc::optional_alias(running_mean), tc::optional_alias(running_var),
-                                            training, momentum, eps, o, mean, invstd);
+                                            tc::optional_alias(running_mean), tc::optional_alias(running_var), training,
+                                            momentum, eps, o, mean, invstd);
       return;
     }
-    const auto results = at::_ops::native_batch_norm::call(
-        x, tc::optional_alias(weight), tc::optional_alias(bias), tc::optional_alias(running_mean),
-        tc::optional_alias(running_var), training, momentum, eps);
+    const auto results = at::_ops::native_batch_norm::call(x, tc::optional_alias(weight), tc::optional_alias(bias),
+                                                           tc::optional_alias(running_mean),
+                                                           tc::optional_alias(running_var), training, momentum, eps);
     write_result(out, std::get<0>(results));
     if (training) {  // evaluation saves no statistics, whatever ATen's CPU kernel hands back
       write_result(save_mean, std::get<1>(results));
@@ -330,16 +333,16 @@ DIPU_EXPORT diopiError_t diopiBatchNorm(diopiContextHandle_t, diopiTensorHandle_
 DIPU_EXPORT diopiError_t diopiBatchNormBackward(diopiContextHandle_t, diopiTensorHandle_t grad_input,
                                                 diopiTensorHandle_t grad_weight, diopiTensorHandle_t grad_bias,
                                                 diopiConstTensorHandle_t grad_output, diopiConstTensorHandle_t input,
-                                                diopiConstTensorHandle_t weight,
-                                                diopiConstTensorHandle_t running_mean,
+                                                diopiConstTensorHandle_t weight, diopiConstTensorHandle_t running_mean,
                                                 diopiConstTensorHandle_t running_var,
                                                 diopiConstTensorHandle_t save_mean,
                                                 diopiConstTensorHandle_t save_invstd, bool training, double eps) {
   return tc::guarded([&] {
-    write_results(grad_input, grad_weight, grad_bias, at::_ops::native_batch_norm_backward::call(
-        tc::alias_of(grad_output), tc::alias_of(input), tc::optional_alias(weight), tc::optional_alias(running_mean),
-        tc::optional_alias(running_var), tc::optional_alias(save_mean), tc::optional_alias(save_invstd), training, eps,
-        wanted(grad_input, grad_weight, grad_bias)));
+    write_results(grad_input, grad_weight, grad_bias,
+                  at::_ops::native_batch_norm_backward::call(
+                      tc::alias_of(grad_output), tc::alias_of(input), tc::optional_alias(weight),
+                      tc::optional_alias(running_mean), tc::optional_alias(running_var), tc::optional_alias(save_mean),
+                      tc::optional_alias(save_invstd), training, eps, wanted(grad_input, grad_weight, grad_bias)));
   });
 }
 
@@ -441,15 +444,14 @@ DIPU_EXPORT diopiError_t diopiCat(diopiContextHandle_t, diopiTensorHandle_t out,
 
 // ---- diopi_impl/torch/optim.py ----
 
-#define DIPU_FUSED_ADAM(NAME, OP, LR)                                                                              \
-  DIPU_EXPORT diopiError_t NAME(diopiContextHandle_t, diopiTensorHandle_t* params, diopiTensorHandle_t* grads,     \
-                                diopiTensorHandle_t* exp_avgs, diopiTensorHandle_t* exp_avg_sqs,                   \
-                                diopiTensorHandle_t* max_exp_avg_sqs, diopiConstTensorHandle_t* state_steps,       \
-                                int64_t num_params, LR lr, double beta1, double beta2, double eps,                 \
-                                double weight_decay, bool amsgrad, bool maximize, diopiConstTensorHandle_t grad_scale, \
-                                diopiConstTensorHandle_t found_inf) {                                              \
-    return fused_adam<OP>(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, num_params, lr,      \
-                          beta1, beta2, eps, weight_decay, amsgrad, maximize, grad_scale, found_inf);              \
+#define DIPU_FUSED_ADAM(NAME, OP, LR)                                                                                \
+  DIPU_EXPORT diopiError_t NAME(                                                                                     \
+      diopiContextHandle_t, diopiTensorHandle_t* params, diopiTensorHandle_t* grads, diopiTensorHandle_t* exp_avgs,  \
+      diopiTensorHandle_t* exp_avg_sqs, diopiTensorHandle_t* max_exp_avg_sqs, diopiConstTensorHandle_t* state_steps, \
+      int64_t num_params, LR lr, double beta1, double beta2, double eps, double weight_decay, bool amsgrad,          \
+      bool maximize, diopiConstTensorHandle_t grad_scale, diopiConstTensorHandle_t found_inf) {                      \
+    return fused_adam<OP>(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, num_params, lr, beta1, \
+                          beta2, eps, weight_decay, amsgrad, maximize, grad_scale, found_inf);                       \
   }
 DIPU_FUSED_ADAM(diopiFusedAdam, at::_ops::_fused_adam_, double)
 DIPU_FUSED_ADAM(diopiFusedAdamTensorLr, at::_ops::_fused_adam__tensor_lr, diopiConstTensorHandle_t)

@@ -36,8 +36,7 @@ struct DeviceMismatch : std::runtime_error {
 
 // The device the call runs on: the wrapper made it the current dipu device.
 inline c10::DeviceIndex current_device() {
-  static const c10::impl::DeviceGuardImplInterface* impl =
-      c10::impl::getDeviceGuardImpl(c10::DeviceType::PrivateUse1);
+  static const c10::impl::DeviceGuardImplInterface* impl = c10::impl::getDeviceGuardImpl(c10::DeviceType::PrivateUse1);
   return impl->getDevice().index();
 }
 
@@ -57,9 +56,9 @@ inline at::Tensor alias_of(const at::Tensor& t) {
   }
   const c10::Storage& storage = t.storage();
   const c10::Device device(g_alias_type, g_alias_type == c10::DeviceType::CPU ? -1 : t.device().index());
-  auto impl = c10::make_intrusive<c10::StorageImpl>(
-      c10::StorageImpl::use_byte_size_t(), storage.nbytes(),
-      c10::DataPtr(const_cast<void*>(storage.data()), device), /*allocator=*/nullptr, /*resizable=*/false);
+  auto impl = c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), storage.nbytes(),
+                                                    c10::DataPtr(const_cast<void*>(storage.data()), device),
+                                                    /*allocator=*/nullptr, /*resizable=*/false);
   at::Tensor result = at::detail::make_tensor<c10::TensorImpl>(
       c10::Storage(std::move(impl)), c10::DispatchKeySet(c10::computeDispatchKey(std::nullopt, at::kStrided, device)),
       t.dtype());
@@ -114,8 +113,10 @@ inline std::optional<at::Generator> native_generator(diopiGeneratorHandle_t h) {
 // Note [Scalars in C calls] in dipu/csrc: floats as float64, integers as int64, bools as bool.
 inline at::Scalar scalar(const diopiScalar_t* s) {
   switch (s->stype) {
-    case diopi_dtype_float64: case diopi_dtype_float32: case diopi_dtype_float16: case diopi_dtype_bfloat16:
-      return at::Scalar(s->fval);
+    case diopi_dtype_float64:
+    case diopi_dtype_float32:
+    case diopi_dtype_float16:
+    case diopi_dtype_bfloat16: return at::Scalar(s->fval);
     case diopi_dtype_bool: return at::Scalar(s->ival != 0);
     default: return at::Scalar(static_cast<int64_t>(s->ival));
   }
@@ -141,7 +142,9 @@ inline at::OptionalSymIntArrayRef optional_sym_sizes(diopiSize_t s) {
 }
 
 template <class T>
-inline std::optional<T> optional_value(const T* p) { return p == nullptr ? std::nullopt : std::optional<T>(*p); }
+inline std::optional<T> optional_value(const T* p) {
+  return p == nullptr ? std::nullopt : std::optional<T>(*p);
+}
 inline std::optional<c10::string_view> optional_text(const char* p) {
   return p == nullptr ? std::nullopt : std::optional<c10::string_view>(c10::string_view(p));
 }

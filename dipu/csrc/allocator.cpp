@@ -63,9 +63,9 @@ TORCH_API std::vector<pybind11::object> py_symbolize(std::vector<CapturedTraceba
 namespace dipu {
 namespace {
 
-constexpr size_t kRound = 512;                 // every block is a multiple of this
-constexpr size_t kSmallSize = 1 << 20;         // blocks up to this size count as small_pool
-constexpr size_t kLargeRound = 2 << 20;        // requests above 1 MiB round to 2 MiB
+constexpr size_t kRound = 512;  // every block is a multiple of this
+constexpr size_t kSmallSize = 1 << 20;  // blocks up to this size count as small_pool
+constexpr size_t kLargeRound = 2 << 20;  // requests above 1 MiB round to 2 MiB
 
 size_t round_size(size_t n) {
   if (n <= kSmallSize) return (n + kRound - 1) / kRound * kRound;
@@ -92,9 +92,9 @@ struct Block {
   size_t size;
   void* ptr;
   std::vector<c10::Stream> other_uses;  // streams from record_stream
-  size_t requested = 0;                 // bytes asked for by the current (or last) user
-  Context context;                      // stack of the current allocation (Note [Memory history])
-  Context segment_context;              // stack that made the vendor allocate this memory
+  size_t requested = 0;  // bytes asked for by the current (or last) user
+  Context context;  // stack of the current allocation (Note [Memory history])
+  Context segment_context;  // stack that made the vendor allocate this memory
 };
 
 struct FreeOrder {
@@ -148,15 +148,17 @@ std::string format_bytes(int64_t n) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   double v = static_cast<double>(n);
   int u = 0;
-  while (v >= 1024 && u < 4) { v /= 1024; ++u; }
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
   char buf[64];
   snprintf(buf, sizeof(buf), u == 0 ? "%.0f %s" : "%.2f %s", v, units[u]);
   return buf;
 }
 
 int64_t now_us() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
@@ -287,16 +289,16 @@ class DipuAllocator final : public AllocatorBase {
   void reset_peak(c10::DeviceIndex device) {
     std::lock_guard<std::mutex> lock(mutex_);
     auto& s = pools_.at(device).stats;
-    for (StatArray* a : {&s.allocation, &s.segment, &s.active, &s.allocated_bytes,
-                         &s.reserved_bytes, &s.active_bytes, &s.requested_bytes})
+    for (StatArray* a : {&s.allocation, &s.segment, &s.active, &s.allocated_bytes, &s.reserved_bytes, &s.active_bytes,
+                         &s.requested_bytes})
       for (auto& stat : *a) stat.peak = stat.current;
   }
 
   void reset_accumulated(c10::DeviceIndex device) {
     std::lock_guard<std::mutex> lock(mutex_);
     auto& s = pools_.at(device).stats;
-    for (StatArray* a : {&s.allocation, &s.segment, &s.active, &s.allocated_bytes,
-                         &s.reserved_bytes, &s.active_bytes, &s.requested_bytes})
+    for (StatArray* a : {&s.allocation, &s.segment, &s.active, &s.allocated_bytes, &s.reserved_bytes, &s.active_bytes,
+                         &s.requested_bytes})
       for (auto& stat : *a) stat.allocated = stat.freed = 0;
     s.num_alloc_retries = s.num_ooms = s.num_device_alloc = s.num_device_free = 0;
   }
@@ -336,9 +338,7 @@ class DipuAllocator final : public AllocatorBase {
   // ---- c10::DeviceAllocator: what torch.accelerator.memory_* call ----
   bool initialized() override { return vendor_ready(); }
   void emptyCache(c10::MempoolId_t /*mempool_id*/) override { empty_cache(); }
-  void recordStream(const c10::DataPtr& ptr, c10::Stream stream) override {
-    record_stream(ptr, stream);
-  }
+  void recordStream(const c10::DataPtr& ptr, c10::Stream stream) override { record_stream(ptr, stream); }
   c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override {
     check_device_index(device);
     DeviceStats s = stats(device);
@@ -388,13 +388,11 @@ class DipuAllocator final : public AllocatorBase {
   }
 
   // An allocation's stack goes into the trace only from RecordContext ALLOC up.
-  Context gather_for_trace(const Context& context) {
-    return when_.load() >= kAlloc ? context : nullptr;
-  }
+  Context gather_for_trace(const Context& context) { return when_.load() >= kAlloc ? context : nullptr; }
 
   // Requires mutex_.
-  void record(c10::DeviceIndex device, Action action, uintptr_t address, size_t size,
-              c10::StreamId stream, Context context) {
+  void record(c10::DeviceIndex device, Action action, uintptr_t address, size_t size, c10::StreamId stream,
+              Context context) {
     if (!trace_ || (skip_actions_ & (1u << static_cast<unsigned>(action)))) return;
     auto& trace = pools_[device].trace;
     trace.push_back(TraceRecord{action, address, size, stream, now_us(), std::move(context)});
@@ -425,8 +423,7 @@ class DipuAllocator final : public AllocatorBase {
     auto it = free_blocks.lower_bound(&key);
     // A cached block may be at most 25% larger than asked: no splitting, so a
     // looser fit would strand memory.
-    if (it == free_blocks.end() || (*it)->stream != stream || (*it)->size > size + size / 4)
-      return nullptr;
+    if (it == free_blocks.end() || (*it)->stream != stream || (*it)->size > size + size / 4) return nullptr;
     Block* b = *it;
     free_blocks.erase(it);
     mark_active(b);
@@ -447,16 +444,14 @@ class DipuAllocator final : public AllocatorBase {
   bool over_limit(c10::DeviceIndex device, size_t size) {
     std::lock_guard<std::mutex> lock(mutex_);
     const auto& pool = pools_[device];
-    return pool.limit > 0 &&
-           pool.stats.reserved_bytes[0].current + static_cast<int64_t>(size) > pool.limit;
+    return pool.limit > 0 && pool.stats.reserved_bytes[0].current + static_cast<int64_t>(size) > pool.limit;
   }
 
   void* limited_malloc(c10::DeviceIndex device, size_t size) {
     return over_limit(device, size) ? nullptr : raw_malloc(device, size);
   }
 
-  Block* new_block(c10::DeviceIndex device, c10::StreamId stream, size_t size, size_t asked,
-                   const Context& context) {
+  Block* new_block(c10::DeviceIndex device, c10::StreamId stream, size_t size, size_t asked, const Context& context) {
     void* ptr = limited_malloc(device, size);
     if (!ptr) {
       {
@@ -475,8 +470,7 @@ class DipuAllocator final : public AllocatorBase {
       {
         std::lock_guard<std::mutex> lock(mutex_);
         pools_[device].stats.num_ooms += 1;
-        record(device, Action::kOom, static_cast<uintptr_t>(device_free), asked, stream,
-               gather_for_trace(context));
+        record(device, Action::kOom, static_cast<uintptr_t>(device_free), asked, stream, gather_for_trace(context));
         s = pools_[device].stats;
         limit = pools_[device].limit;
       }
@@ -485,9 +479,8 @@ class DipuAllocator final : public AllocatorBase {
                                : "";
       TORCH_CHECK_WITH(OutOfMemoryError, false, "dipu out of memory on ", vendor().name,
                        " device dipu:", static_cast<int>(device), ": tried to allocate ",
-                       format_bytes(static_cast<int64_t>(asked)), cap, "; ",
-                       format_bytes(s.allocated_bytes[0].current), " allocated by dipu, ",
-                       format_bytes(s.reserved_bytes[0].current),
+                       format_bytes(static_cast<int64_t>(asked)), cap, "; ", format_bytes(s.allocated_bytes[0].current),
+                       " allocated by dipu, ", format_bytes(s.reserved_bytes[0].current),
                        " reserved by dipu on this device. Free tensors or call "
                        "torch.dipu.empty_cache(); the process can continue.");
     }
@@ -502,9 +495,7 @@ class DipuAllocator final : public AllocatorBase {
     return block;
   }
 
-  void* raw_malloc(c10::DeviceIndex device, size_t size) {
-    return runtime().malloc(device, size);
-  }
+  void* raw_malloc(c10::DeviceIndex device, size_t size) { return runtime().malloc(device, size); }
 
   void release_cached(c10::DeviceIndex device) {
     reclaim_pending(device);
@@ -595,9 +586,8 @@ py::dict DipuAllocator::snapshot() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     auto add = [&](const Block* b, const char* state) {
-      segments.push_back({b->device, b->stream,
-                          {addr(b->ptr), b->size, b->requested, state, b->context},
-                          b->segment_context});
+      segments.push_back(
+          {b->device, b->stream, {addr(b->ptr), b->size, b->requested, state, b->context}, b->segment_context});
     };
     for (const auto& [ptr, b] : active_) add(b, "active_allocated");
     for (const auto& pool : pools_) {
@@ -606,9 +596,8 @@ py::dict DipuAllocator::snapshot() {
       traces.emplace_back(pool.trace.begin(), pool.trace.end());
     }
   }
-  std::sort(segments.begin(), segments.end(), [](const SegmentView& a, const SegmentView& b) {
-    return a.block.address < b.block.address;
-  });
+  std::sort(segments.begin(), segments.end(),
+            [](const SegmentView& a, const SegmentView& b) { return a.block.address < b.block.address; });
 
   // Symbolize every stack at once, as torch.cuda's snapshot does.
   std::vector<torch::CapturedTraceback*> to_symbolize;
@@ -619,8 +608,7 @@ py::dict DipuAllocator::snapshot() {
     return static_cast<int64_t>(to_symbolize.size()) - 1;
   };
   std::vector<std::pair<int64_t, int64_t>> segment_frames;
-  for (const auto& s : segments)
-    segment_frames.emplace_back(index_of(s.block.context), index_of(s.segment_context));
+  for (const auto& s : segments) segment_frames.emplace_back(index_of(s.block.context), index_of(s.segment_context));
   std::vector<std::vector<int64_t>> trace_frames;
   for (const auto& trace : traces) {
     trace_frames.emplace_back();
@@ -723,17 +711,14 @@ class PinnedAllocator final : public c10::Allocator {
     c10::Device cpu(c10::DeviceType::CPU);
     if (nbytes == 0) return {nullptr, nullptr, &delete_pinned, cpu};
     void* ptr = runtime().host_malloc(nbytes);
-    TORCH_CHECK_WITH(OutOfMemoryError, ptr, "dipu: the ", vendor().name,
-                     " vendor could not allocate ", format_bytes(static_cast<int64_t>(nbytes)),
-                     " of pinned host memory");
+    TORCH_CHECK_WITH(OutOfMemoryError, ptr, "dipu: the ", vendor().name, " vendor could not allocate ",
+                     format_bytes(static_cast<int64_t>(nbytes)), " of pinned host memory");
     std::lock_guard<std::mutex> lock(g_pinned_mutex);
     g_pinned.emplace(ptr, nbytes);
     return {ptr, ptr, &delete_pinned, cpu};
   }
   c10::DeleterFnPtr raw_deleter() const override { return &delete_pinned; }
-  void copy_data(void* dest, const void* src, std::size_t count) const override {
-    std::memcpy(dest, src, count);
-  }
+  void copy_data(void* dest, const void* src, std::size_t count) const override { std::memcpy(dest, src, count); }
 };
 
 PinnedAllocator g_pinned_allocator;
@@ -785,12 +770,8 @@ void record_memory_history(bool trace, int when, bool cpp_frames, size_t max_ent
   g_allocator.record_history(trace, when, cpp_frames, max_entries, clear_history, mask);
 }
 py::dict memory_snapshot() { return g_allocator.snapshot(); }
-void record_stream(const c10::DataPtr& ptr, const c10::Stream& stream) {
-  g_allocator.record_stream(ptr, stream);
-}
-std::optional<c10::DeviceIndex> device_of_pointer(const void* ptr) {
-  return g_allocator.device_of(ptr);
-}
+void record_stream(const c10::DataPtr& ptr, const c10::Stream& stream) { g_allocator.record_stream(ptr, stream); }
+std::optional<c10::DeviceIndex> device_of_pointer(const void* ptr) { return g_allocator.device_of(ptr); }
 c10::Allocator* pinned_allocator() {
   TORCH_CHECK(vendor().has_pinned, "dipu: the ", vendor().name,
               " vendor offers no pinned host memory (it does not implement host_malloc)");

@@ -45,12 +45,12 @@ int64_t choose_sdp_backend(const at::Tensor& query, const at::Tensor& key, const
                            const std::optional<at::Tensor>& attn_mask, double dropout_p, bool is_causal,
                            std::optional<double> scale, bool enable_gqa) {
   auto& context = at::globalContext();
-  if (context.userEnabledOverrideableSDP() &&
-      overrideable_fits(query, key, value, attn_mask, is_causal, enable_gqa))
+  if (context.userEnabledOverrideableSDP() && overrideable_fits(query, key, value, attn_mask, is_causal, enable_gqa))
     return static_cast<int64_t>(at::SDPBackend::overrideable);
   TORCH_CHECK(context.userEnabledMathSDP(),
               "No viable backend for scaled_dot_product_attention was found on dipu: the overrideable "
-              "(fused) backend ", context.userEnabledOverrideableSDP() ? "does not take these inputs" : "is disabled",
+              "(fused) backend ",
+              context.userEnabledOverrideableSDP() ? "does not take these inputs" : "is disabled",
               " and the math backend is disabled. dipu's fused attention takes 4-d query/key/value of one "
               "floating dtype, with equal heads or enable_gqa=True.");
   return static_cast<int64_t>(at::SDPBackend::math);

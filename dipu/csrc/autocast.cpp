@@ -8,8 +8,8 @@ namespace {
 
 // As on CUDA, binary_cross_entropy is unsafe to autocast: its log() of a
 // half-precision probability underflows. CUDA raises the same advice.
-at::Tensor binary_cross_entropy_banned(const at::Tensor&, const at::Tensor&,
-                                       const std::optional<at::Tensor>&, int64_t) {
+at::Tensor binary_cross_entropy_banned(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
+                                       int64_t) {
   TORCH_CHECK(false,
               "torch.nn.functional.binary_cross_entropy and torch.nn.BCELoss are unsafe to "
               "autocast.\nMany models use a sigmoid layer right before the binary cross entropy "
@@ -29,9 +29,7 @@ at::Tensor binary_cross_entropy_banned(const at::Tensor&, const at::Tensor&,
 namespace at::autocast {
 namespace {
 
-TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFallthrough());
-}
+TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) { m.fallback(torch::CppFunction::makeFallthrough()); }
 
 TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
   AT_FORALL_LOWER_PRECISION_FP(DIPU_LOW_PRECISION_FP)
@@ -39,8 +37,7 @@ TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
   AT_FORALL_FP32_SET_OPT_DTYPE(DIPU_FP32_SET_OPT_DTYPE)
   AT_FORALL_DIFFERENT_REDISPATCH_SIGNATURE(KERNEL_DIFFERENT_REDISPATCH_SIGNATURE_PRIVATEUSEONE)
   AT_FORALL_PROMOTE(DIPU_PROMOTE)
-  m.impl(TORCH_SELECTIVE_NAME("aten::binary_cross_entropy"),
-         TORCH_FN((&::binary_cross_entropy_banned)));
+  m.impl(TORCH_SELECTIVE_NAME("aten::binary_cross_entropy"), TORCH_FN((&::binary_cross_entropy_banned)));
 }
 
 }  // namespace

@@ -40,14 +40,20 @@ void streams_init(int device_count);
 // One statistic as torch.cuda reports it: current, peak, and the running totals.
 struct Stat {
   int64_t current = 0, peak = 0, allocated = 0, freed = 0;
-  void increase(int64_t n) { current += n; peak = std::max(peak, current); allocated += n; }
-  void decrease(int64_t n) { current -= n; freed += n; }
+  void increase(int64_t n) {
+    current += n;
+    peak = std::max(peak, current);
+    allocated += n;
+  }
+  void decrease(int64_t n) {
+    current -= n;
+    freed += n;
+  }
 };
 // Index 0: every block; 1: small blocks (<= 1 MiB); 2: large blocks, as in torch.cuda.
 using StatArray = std::array<Stat, 3>;
 struct DeviceStats {
-  StatArray allocation, segment, active, allocated_bytes, reserved_bytes, active_bytes,
-      requested_bytes;
+  StatArray allocation, segment, active, allocated_bytes, reserved_bytes, active_bytes, requested_bytes;
   int64_t num_alloc_retries = 0, num_ooms = 0, num_device_alloc = 0, num_device_free = 0;
 };
 c10::Allocator* device_allocator();

@@ -42,7 +42,8 @@ class Frame {
       TORCH_CHECK(next < args.size(), "DIOPI call: ", args.size(), " arguments for the C form '", codes, "'");
       py::handle value = args[next++];
       switch (code) {
-        case 'T': case 'O': words.append(address(tensor_handle(value))); break;
+        case 'T':
+        case 'O': words.append(address(tensor_handle(value))); break;
         case 'A': {
           TORCH_CHECK(py::isinstance<py::list>(value), "DIOPI call: an allocated output takes a one-element list");
           slots_.push_back(nullptr);
@@ -55,7 +56,8 @@ class Frame {
           words.append(0);
           break;
         }
-        case 'L': case 'M': {
+        case 'L':
+        case 'M': {
           auto& handles = handle_lists_.emplace_back();
           for (py::handle item : value) handles.push_back(tensor_handle(item));
           last_length = static_cast<int64_t>(handles.size());
@@ -78,12 +80,14 @@ class Frame {
         case 'B': words.append(value.is_none() ? 0 : address(&bools_.emplace_back(value.cast<bool>()))); break;
         case 'z': words.append(address(&sizes_.emplace_back(to_size(value)))); break;
         case 'Z': words.append(value.is_none() ? 0 : address(&sizes_.emplace_back(to_size(value)))); break;
-        case 's': words.append(value.is_none() ? 0 : address(strings_.emplace_back(value.cast<std::string>()).c_str())); break;
+        case 's':
+          words.append(value.is_none() ? 0 : address(strings_.emplace_back(value.cast<std::string>()).c_str()));
+          break;
         case 'd': words.append(static_cast<int>(to_dtype(value))); break;
         case 'D': words.append(value.is_none() ? 0 : address(&dtypes_.emplace_back(to_dtype(value)))); break;
         case 'g': {
-          auto& generator = generators_.emplace_back(value.is_none() ? default_generator(ctx_.device)
-                                                                     : value.cast<at::Generator>());
+          auto& generator =
+              generators_.emplace_back(value.is_none() ? default_generator(ctx_.device) : value.cast<at::Generator>());
           words.append(address(handle(generator)));
           break;
         }
@@ -124,7 +128,9 @@ class Frame {
 
  private:
   template <typename T>
-  static uintptr_t address(T* pointer) { return reinterpret_cast<uintptr_t>(pointer); }
+  static uintptr_t address(T* pointer) {
+    return reinterpret_cast<uintptr_t>(pointer);
+  }
 
   diopiTensorHandle_t tensor_handle(py::handle value) {
     if (value.is_none()) return nullptr;

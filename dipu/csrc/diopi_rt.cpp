@@ -48,7 +48,6 @@ diopiError_t guarded(Body&& body) noexcept {
   }
 }
 
-
 c10::Device device_for(diopiDevice_t device, c10::DeviceIndex index) {
   TORCH_CHECK(device == diopi_host || device == diopi_device, "DIOPI: unknown diopiDevice_t ",
               static_cast<int>(device));
@@ -89,8 +88,9 @@ const char* status_name(diopiError_t status) {
     case diopiNoImplement: return "diopiNoImplement";
     case diopiForceFallbackToCPU: return "diopiForceFallbackToCPU";
     case diopiDtypeNotSupported: return "diopiDtypeNotSupported";
-    default: return status > diopiNotInited && status < diopi5DNotSupported ? "diopiNoRegistered...Function"
-                                                                             : "an unknown diopiError_t";
+    default:
+      return status > diopiNotInited && status < diopi5DNotSupported ? "diopiNoRegistered...Function"
+                                                                     : "an unknown diopiError_t";
   }
 }
 
@@ -228,9 +228,7 @@ diopiError_t diopiGetTensorCrowIndices(diopiConstTensorHandle_t, diopiConstTenso
 diopiError_t diopiGetTensorColIndices(diopiConstTensorHandle_t, diopiConstTensorHandle_t*) {
   return diopiErrorOccurred;
 }
-diopiError_t diopiGetTensorValues(diopiConstTensorHandle_t, diopiConstTensorHandle_t*) {
-  return diopiErrorOccurred;
-}
+diopiError_t diopiGetTensorValues(diopiConstTensorHandle_t, diopiConstTensorHandle_t*) { return diopiErrorOccurred; }
 diopiError_t diopiIsTensorSparse(diopiConstTensorHandle_t th, bool* is_sparse) {
   if (!th || !is_sparse) return diopiErrorOccurred;
   *is_sparse = tensor(th).is_sparse() || tensor(th).is_sparse_csr();
@@ -245,9 +243,7 @@ diopiError_t diopiGetCurrentDeviceIndex(diopiDeviceIndex_t* index) {
 
 diopiError_t diopiGetStream(diopiContextHandle_t ctx, diopiStreamHandle_t* stream) {
   if (!ctx || !stream) return diopiErrorOccurred;
-  return dipu::diopi::guarded([&] {
-    *stream = dipu::stream_native_handle(dipu::current_stream(context(ctx).device));
-  });
+  return dipu::diopi::guarded([&] { *stream = dipu::stream_native_handle(dipu::current_stream(context(ctx).device)); });
 }
 
 diopiError_t diopiRequireTensor(diopiContextHandle_t ctx, diopiTensorHandle_t* out, const diopiSize_t* size,
@@ -256,8 +252,8 @@ diopiError_t diopiRequireTensor(diopiContextHandle_t ctx, diopiTensorHandle_t* o
   if (stride && (stride->len != size->len || (stride->len && !stride->data))) return diopiErrorOccurred;
   return dipu::diopi::guarded([&] {
     auto& call = context(ctx);
-    auto options = at::TensorOptions(dipu::diopi::aten_dtype(dtype))
-                       .device(dipu::diopi::device_for(device, call.device));
+    auto options =
+        at::TensorOptions(dipu::diopi::aten_dtype(dtype)).device(dipu::diopi::device_for(device, call.device));
     c10::IntArrayRef sizes(size->data, size->len);
     call.required.push_back(stride ? at::empty_strided(sizes, c10::IntArrayRef(stride->data, stride->len), options)
                                    : at::empty(sizes, options));

@@ -13,7 +13,9 @@
 #include <string>
 #include <vector>
 
-namespace pybind11 { class module_; }
+namespace pybind11 {
+class module_;
+}
 
 namespace dipu::diopi {
 
@@ -66,7 +68,7 @@ const char* status_name(diopiError_t status);
 // The loaded C op library (DIPU_DIOPI_IMPL=<path to .so>); see Note [Loading a C op library].
 struct CLibrary {
   std::string path;
-  void* dl = nullptr;                    // dlopen's handle
+  void* dl = nullptr;  // dlopen's handle
   const char* (*last_error)() = nullptr;  // the library's diopiGetLastErrorString, if it has one
   // The library's function called `diopi_name`, or null.
   void* find(const char* diopi_name) const;

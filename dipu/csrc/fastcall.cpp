@@ -29,14 +29,15 @@ PyObject* fast_alias(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   int index;
   if (!to_index(args[1], index)) return nullptr;
   const at::Tensor& t = THPVariable_Unpack(args[0]);
-  if (t.device().type() == kDipu && t.device().index() == index)
-    return THPVariable_Wrap(native_alias(t));
+  if (t.device().type() == kDipu && t.device().index() == index) return THPVariable_Wrap(native_alias(t));
   if (t.device().is_cpu() && t.dim() == 0) {
     Py_INCREF(args[0]);
     return args[0];
   }
-  TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two "
-              "devices, dipu:", index, " and ", t.device(), "!");
+  TORCH_CHECK(false,
+              "Expected all tensors to be on the same device, but found at least two "
+              "devices, dipu:",
+              index, " and ", t.device(), "!");
   END_HANDLE_TH_ERRORS
 }
 
@@ -61,9 +62,9 @@ PyObject* fast_empty(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   Py_DECREF(seq);
   check_device_index(static_cast<c10::DeviceIndex>(index));
   c10::DeviceGuard guard(c10::Device(kDipu, static_cast<c10::DeviceIndex>(index)));
-  return THPVariable_Wrap(at::detail::empty_generic(
-      sizes, device_allocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
-      reinterpret_cast<THPDtype*>(args[1])->scalar_type, std::nullopt));
+  return THPVariable_Wrap(at::detail::empty_generic(sizes, device_allocator(),
+                                                    c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                                    reinterpret_cast<THPDtype*>(args[1])->scalar_type, std::nullopt));
   END_HANDLE_TH_ERRORS
 }
 
@@ -85,12 +86,11 @@ PyObject* fast_exchange_device(PyObject*, PyObject* arg) {
 PyMethodDef g_methods[] = {
     {"exchange_device", &fast_exchange_device, METH_O,
      "exchange_device(index) -> previous: make dipu:index current on this thread."},
-    {"alias", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&fast_alias)),
-     METH_FASTCALL,
+    {"alias", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&fast_alias)), METH_FASTCALL,
      "alias(tensor, device_index): zero-copy native alias of a tensor on dipu:device_index; a 0-dim "
      "CPU tensor passes through; any other device raises the mixed-device error."},
-    {"empty", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&fast_empty)),
-     METH_FASTCALL, "empty(sizes, dtype, device_index): a contiguous dipu tensor."},
+    {"empty", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&fast_empty)), METH_FASTCALL,
+     "empty(sizes, dtype, device_index): a contiguous dipu tensor."},
     {nullptr, nullptr, 0, nullptr}};
 
 }  // namespace

@@ -14,9 +14,7 @@ struct EventRecord {
 };
 
 // "dipu" without an index means the current device.
-c10::Device resolve(c10::Device d) {
-  return d.has_index() ? d : c10::Device(kDipu, current_device());
-}
+c10::Device resolve(c10::Device d) { return d.has_index() ? d : c10::Device(kDipu, current_device()); }
 
 struct DipuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   c10::DeviceType type() const override { return kDipu; }
@@ -34,9 +32,7 @@ struct DipuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   void uncheckedSetDevice(c10::Device d) const noexcept override { set_guard_device(d.index()); }
 
   c10::Stream getStream(c10::Device d) const override { return current_stream(d.index()); }
-  c10::Stream getDefaultStream(c10::Device d) const override {
-    return c10::Stream(c10::Stream::UNSAFE, resolve(d), 0);
-  }
+  c10::Stream getDefaultStream(c10::Device d) const override { return c10::Stream(c10::Stream::UNSAFE, resolve(d), 0); }
   c10::Stream getNewStream(c10::Device device, int priority) const override {
     return pool_stream(resolve(device), priority);
   }
@@ -44,20 +40,16 @@ struct DipuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     return getNewStream(d, high_priority ? -1 : 0);
   }
   c10::Stream exchangeStream(c10::Stream s) const override { return exchange_stream(s); }
-  c10::DeviceIndex deviceCount() const noexcept override {
-    return vendor_ready() ? vendor().device_count : 0;
-  }
+  c10::DeviceIndex deviceCount() const noexcept override { return vendor_ready() ? vendor().device_count : 0; }
 
   void record(void** event, const c10::Stream& stream, const c10::DeviceIndex device_index,
               const c10::EventFlag flag) const override {
-    TORCH_CHECK(device_index == -1 || device_index == stream.device_index(),
-                "Event device index ", device_index, " does not match recording stream's ",
-                "device index ", stream.device_index(), ".");
+    TORCH_CHECK(device_index == -1 || device_index == stream.device_index(), "Event device index ", device_index,
+                " does not match recording stream's ", "device index ", stream.device_index(), ".");
     auto* rec = static_cast<EventRecord*>(*event);
     if (!rec) {
       bool timing = flag == c10::EventFlag::BACKEND_DEFAULT;
-      rec = new EventRecord{runtime().create_event(stream.device_index(), timing),
-                            stream.device_index(), timing};
+      rec = new EventRecord{runtime().create_event(stream.device_index(), timing), stream.device_index(), timing};
       *event = rec;
     }
     runtime().record_event(rec->device, rec->handle, stream_native_handle(stream));
@@ -91,8 +83,7 @@ struct DipuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     TORCH_CHECK(start && end, "Both events must be recorded before calculating elapsed time.");
     auto* a = static_cast<EventRecord*>(start);
     auto* b = static_cast<EventRecord*>(end);
-    TORCH_CHECK(a->timing && b->timing,
-                "Both events must be created with enable_timing=True to measure elapsed time.");
+    TORCH_CHECK(a->timing && b->timing, "Both events must be created with enable_timing=True to measure elapsed time.");
     return runtime().event_elapsed_time(a->device, a->handle, b->handle);
   }
 
@@ -102,9 +93,7 @@ struct DipuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   void synchronizeStream(const c10::Stream& stream) const override {
     runtime().synchronize_stream(stream.device_index(), stream_native_handle(stream));
   }
-  void synchronizeDevice(const c10::DeviceIndex index) const override {
-    runtime().synchronize_device(index);
-  }
+  void synchronizeDevice(const c10::DeviceIndex index) const override { runtime().synchronize_device(index); }
   void recordDataPtrOnStream(const c10::DataPtr& ptr, const c10::Stream& stream) const override {
     record_stream(ptr, stream);
   }

@@ -26,15 +26,11 @@ struct DipuGenerator final : public c10::GeneratorImpl {
   uint64_t get_offset() const override { return native_.get_offset(); }
   uint64_t current_seed() const override { return native_.current_seed(); }
   uint64_t seed() override { return native_.seed(); }
-  void set_state(const c10::TensorImpl& state) override {
-    native_.unsafeGetGeneratorImpl()->set_state(state);
-  }
+  void set_state(const c10::TensorImpl& state) override { native_.unsafeGetGeneratorImpl()->set_state(state); }
   c10::intrusive_ptr<c10::TensorImpl> get_state() const override {
     return native_.unsafeGetGeneratorImpl()->get_state();
   }
-  DipuGenerator* clone_impl() const override {
-    return new DipuGenerator(device().index(), native_.clone());
-  }
+  DipuGenerator* clone_impl() const override { return new DipuGenerator(device().index(), native_.clone()); }
   static c10::DeviceType device_type() { return kDipu; }
 
   at::Generator native_;
@@ -55,9 +51,7 @@ at::Generator new_native_generator(c10::DeviceIndex index) {
 struct DipuHooks final : public at::PrivateUse1HooksInterface {
   bool isBuilt() const override { return true; }
   bool isAvailable() const override { return vendor_ready() && vendor().device_count > 0; }
-  const at::Generator& getDefaultGenerator(c10::DeviceIndex index) const override {
-    return default_generator(index);
-  }
+  const at::Generator& getDefaultGenerator(c10::DeviceIndex index) const override { return default_generator(index); }
   at::Generator getNewGenerator(c10::DeviceIndex index) const override {
     ensure_initialized();
     if (index < 0) index = current_device();
@@ -105,8 +99,7 @@ const at::Generator& default_generator(c10::DeviceIndex index) {
 
 const at::Generator& native_generator(const at::Generator& gen) {
   auto* impl = gen.unsafeGetGeneratorImpl();
-  TORCH_CHECK(impl->device().type() == kDipu, "dipu: expected a dipu generator, got one for ",
-              impl->device());
+  TORCH_CHECK(impl->device().type() == kDipu, "dipu: expected a dipu generator, got one for ", impl->device());
   return static_cast<DipuGenerator*>(impl)->native_;
 }
 

@@ -53,26 +53,25 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   using namespace dipu;
   // Note [Lazy initialization] in dipu/device/_initialization.py: `register_vendor` at import (no vendor
   // call), `start_runtime` at the first device use, `forget_runtime` in a forked child.
-  m.def("register_vendor", [](py::object runtime, const std::string& name, int device_count,
-                   std::optional<std::string> alias_type, bool has_pinned, bool has_stream_hook,
-                   bool caching, py::object make_native_generator,
-                   py::object plugin) {
-    // Note [Two kinds of vendor runtime]: a C plug-in's table, else the Python object.
-    auto v = std::make_unique<Vendor>();
-    v->runtime = !plugin.is_none() ? plugin_runtime(plugin) : python_runtime(std::move(runtime));
-    v->name = name;
-    v->device_count = device_count;
-    v->has_alias = alias_type.has_value();
-    if (alias_type) v->alias_type = c10::Device(*alias_type).type();
-    v->has_pinned = has_pinned;
-    v->has_stream_hook = has_stream_hook;
-    v->make_native_generator = std::move(make_native_generator);
-    install_vendor(std::move(v));
-    streams_init(device_count);
-    allocator_init(device_count, caching);
-    hooks_register();
-    profiler_init();  // registers the profiler stubs; no vendor call
-  });
+  m.def("register_vendor",
+        [](py::object runtime, const std::string& name, int device_count, std::optional<std::string> alias_type,
+           bool has_pinned, bool has_stream_hook, bool caching, py::object make_native_generator, py::object plugin) {
+          // Note [Two kinds of vendor runtime]: a C plug-in's table, else the Python object.
+          auto v = std::make_unique<Vendor>();
+          v->runtime = !plugin.is_none() ? plugin_runtime(plugin) : python_runtime(std::move(runtime));
+          v->name = name;
+          v->device_count = device_count;
+          v->has_alias = alias_type.has_value();
+          if (alias_type) v->alias_type = c10::Device(*alias_type).type();
+          v->has_pinned = has_pinned;
+          v->has_stream_hook = has_stream_hook;
+          v->make_native_generator = std::move(make_native_generator);
+          install_vendor(std::move(v));
+          streams_init(device_count);
+          allocator_init(device_count, caching);
+          hooks_register();
+          profiler_init();  // registers the profiler stubs; no vendor call
+        });
   m.def("start_runtime", [] {
     // Called by torch.dipu._lazy_init after vendor.initialize(), holding its lock.
     std::vector<at::Generator> natives;
@@ -81,11 +80,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     hooks_init(std::move(natives));
     g_initialized.store(true, std::memory_order_release);
   });
-  m.def("forget_runtime", [] { g_initialized.store(false, std::memory_order_release); },
-        "In a forked child of an initialized parent: the inherited runtime is unusable.");
+  m.def(
+      "forget_runtime", [] { g_initialized.store(false, std::memory_order_release); },
+      "In a forked child of an initialized parent: the inherited runtime is unusable.");
   m.def("is_initialized", [] { return g_initialized.load(); });
-  m.def("shutdown", [] { g_shutdown.store(true); },
-        "Called at interpreter exit: stop calling into the Python vendor.");
+  m.def("shutdown", [] { g_shutdown.store(true); }, "Called at interpreter exit: stop calling into the Python vendor.");
 
   register_fast_calls(m);  // alias, empty, exchange_device: see Note [Fast calls]
 
@@ -93,27 +92,23 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("current_device", [] { return static_cast<int>(current_device()); });
   m.def("set_device", [](int index) { set_device(checked(index)); });
   m.def("check_device_index", [](int index) { checked(index); });
-  m.def("synchronize", [](int index) {
-    c10::impl::getDeviceGuardImpl(kDipu)->synchronizeDevice(checked(index));
-  });
+  m.def("synchronize", [](int index) { c10::impl::getDeviceGuardImpl(kDipu)->synchronizeDevice(checked(index)); });
 
-  m.def("current_stream_handle", [](int index) {
-    return runtime().to_python(stream_native_handle(current_stream(checked(index))));
-  });
+  m.def("current_stream_handle",
+        [](int index) { return runtime().to_python(stream_native_handle(current_stream(checked(index)))); });
   m.def("stream_handle", [](int64_t id, int index) {
     return runtime().to_python(
         stream_native_handle(c10::Stream(c10::Stream::UNSAFE, c10::Device(kDipu, checked(index)), id)));
   });
 
-  m.def("device_from_pointer", [](uintptr_t ptr) {
-    return at::detail::getPrivateUse1Hooks().getDeviceFromPtr(reinterpret_cast<void*>(ptr));
-  });
+  m.def("device_from_pointer",
+        [](uintptr_t ptr) { return at::detail::getPrivateUse1Hooks().getDeviceFromPtr(reinterpret_cast<void*>(ptr)); });
   m.def("memory_stats", &memory_stats);
   m.def("reset_peak_memory_stats", [](int index) { reset_peak_stats(checked(index)); });
   m.def("reset_accumulated_memory_stats", [](int index) { reset_accumulated_stats(checked(index)); });
   m.def("set_memory_limit", [](int index, int64_t bytes) { set_memory_limit(checked(index), bytes); });
-  m.def("record_memory_history", &record_memory_history, py::arg("trace"), py::arg("when"),
-        py::arg("cpp_frames"), py::arg("max_entries"), py::arg("clear_history"), py::arg("skip_actions"));
+  m.def("record_memory_history", &record_memory_history, py::arg("trace"), py::arg("when"), py::arg("cpp_frames"),
+        py::arg("max_entries"), py::arg("clear_history"), py::arg("skip_actions"));
   m.def("memory_snapshot", &memory_snapshot);
   m.def("has_device_timeline", &profiler_has_device_timeline,
         "Whether this torch lets dipu give the profiler a device timeline (Note [Device timeline]).");

@@ -65,8 +65,8 @@ thread_local Frame* t_open_frame = nullptr;
 thread_local std::shared_ptr<ThreadTotals> t_totals;
 
 int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch()).count();
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
 
 bool is_dipu_value(const c10::IValue& v) {
@@ -141,9 +141,8 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* context) {
 void enable() {
   std::lock_guard<std::mutex> lock(g_switch_mutex);
   if (g_callback) return;
-  g_callback = at::addGlobalCallback(at::RecordFunctionCallback(&on_start, &on_end)
-                                         .needsInputs(true)
-                                         .scopes({at::RecordScope::FUNCTION}));
+  g_callback = at::addGlobalCallback(
+      at::RecordFunctionCallback(&on_start, &on_end).needsInputs(true).scopes({at::RecordScope::FUNCTION}));
 }
 
 void disable() {

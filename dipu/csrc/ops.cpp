@@ -59,21 +59,19 @@ at::Tensor with_bits_of(at::Tensor view, const at::Tensor& t) {
 at::Tensor host_image(const at::Tensor& t) {
   int64_t span = span_elements(t);
   at::Tensor buf = at::empty({span}, t.options().device(c10::kCPU));
-  if (span > 0)
-    copy_bytes(buf.data_ptr(), buf.device(), t.data_ptr(), t.device(), span * t.itemsize());
+  if (span > 0) copy_bytes(buf.data_ptr(), buf.device(), t.data_ptr(), t.device(), span * t.itemsize());
   return with_bits_of(buf.as_strided(t.sizes(), t.strides(), 0), t);
 }
 
 // Writes the strided span of host image `host` back into device tensor `t`.
 void write_back(const at::Tensor& t, const at::Tensor& host) {
   int64_t span = span_elements(t);
-  if (span > 0)
-    copy_bytes(t.data_ptr(), t.device(), host.data_ptr(), host.device(), span * t.itemsize());
+  if (span > 0) copy_bytes(t.data_ptr(), t.device(), host.data_ptr(), host.device(), span * t.itemsize());
 }
 
 bool same_layout_dense(const at::Tensor& a, const at::Tensor& b) {
-  return a.dtype() == b.dtype() && a.sizes() == b.sizes() && a.strides() == b.strides() &&
-         a.is_conj() == b.is_conj() && a.is_neg() == b.is_neg() && a.is_non_overlapping_and_dense();
+  return a.dtype() == b.dtype() && a.sizes() == b.sizes() && a.strides() == b.strides() && a.is_conj() == b.is_conj() &&
+         a.is_neg() == b.is_neg() && a.is_non_overlapping_and_dense();
 }
 
 void ensure_storage(const at::Tensor& self, size_t needed) {
@@ -91,38 +89,33 @@ c10::DeviceIndex target_index(std::optional<c10::Device> device) {
   return index;
 }
 
-at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<at::ScalarType> dtype,
-                               std::optional<at::Layout>, std::optional<at::Device> device,
-                               std::optional<bool>, std::optional<at::MemoryFormat> format) {
+at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<at::ScalarType> dtype, std::optional<at::Layout>,
+                               std::optional<at::Device> device, std::optional<bool>,
+                               std::optional<at::MemoryFormat> format) {
   c10::DeviceGuard guard(c10::Device(kDipu, target_index(device)));
-  return at::detail::empty_generic(size, device_allocator(),
-                                   c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+  return at::detail::empty_generic(size, device_allocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
                                    c10::dtype_or_default(dtype), format);
 }
 
-at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
-                         std::optional<at::ScalarType> dtype, std::optional<at::Layout>,
-                         std::optional<at::Device> device, std::optional<bool>) {
+at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<at::ScalarType> dtype,
+                         std::optional<at::Layout>, std::optional<at::Device> device, std::optional<bool>) {
   c10::DeviceGuard guard(c10::Device(kDipu, target_index(device)));
   return at::detail::empty_strided_generic(size, stride, device_allocator(),
                                            c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
                                            c10::dtype_or_default(dtype));
 }
 
-const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
-                          std::optional<at::MemoryFormat> format) {
+const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size, std::optional<at::MemoryFormat> format) {
   auto* impl = self.unsafeGetTensorImpl();
   impl->set_sizes_contiguous(size);
-  ensure_storage(self, at::detail::computeStorageNbytesContiguous(size, self.itemsize(),
-                                                                  self.storage_offset()));
+  ensure_storage(self, at::detail::computeStorageNbytesContiguous(size, self.itemsize(), self.storage_offset()));
   if (format) impl->empty_tensor_restride(*format);
   return self;
 }
 
-at::Tensor& set_storage(at::Tensor& self, c10::Storage source, int64_t offset,
-                        c10::IntArrayRef size, c10::IntArrayRef stride) {
-  TORCH_CHECK(source.device().type() == kDipu, "set_: expected a dipu storage, got one on ",
-              source.device());
+at::Tensor& set_storage(at::Tensor& self, c10::Storage source, int64_t offset, c10::IntArrayRef size,
+                        c10::IntArrayRef stride) {
+  TORCH_CHECK(source.device().type() == kDipu, "set_: expected a dipu storage, got one on ", source.device());
   auto* impl = self.unsafeGetTensorImpl();
   impl->set_storage_keep_dtype(std::move(source));
   impl->set_storage_offset(offset);
@@ -143,14 +136,12 @@ at::Tensor& set_source_storage(at::Tensor& self, c10::Storage source) {
 
 at::Tensor& set_source_tensor(at::Tensor& self, const at::Tensor& source) {
   if (self.is_same(source)) return self;
-  return set_storage(self, source.storage(), source.storage_offset(), source.sizes(),
-                     source.strides());
+  return set_storage(self, source.storage(), source.storage_offset(), source.sizes(), source.strides());
 }
 
 at::Tensor& set_empty(at::Tensor& self) {
   c10::Storage empty(c10::Storage::use_byte_size_t(), 0, device_allocator(), true);
-  empty.unsafeGetStorageImpl()->set_data_ptr_noswap(
-      c10::DataPtr(nullptr, self.device()));
+  empty.unsafeGetStorageImpl()->set_data_ptr_noswap(c10::DataPtr(nullptr, self.device()));
   return set_storage(self, std::move(empty), 0, {0}, {});
 }
 
@@ -185,11 +176,10 @@ at::Tensor copy_from(const at::Tensor& source, const at::Tensor& dst, bool non_b
     dst.copy_(src);
     return dst;
   }
-  at::Tensor host = dst.is_non_overlapping_and_dense()
-                        ? with_bits_of(at::empty_strided(dst.sizes(), dst.strides(),
-                                                         dst.options().device(c10::kCPU)),
-                                       dst)
-                        : host_image(dst);
+  at::Tensor host =
+      dst.is_non_overlapping_and_dense()
+          ? with_bits_of(at::empty_strided(dst.sizes(), dst.strides(), dst.options().device(c10::kCPU)), dst)
+          : host_image(dst);
   host.copy_(src);
   write_back(dst, host);
   return dst;
@@ -224,9 +214,7 @@ at::Tensor& zero_(at::Tensor& self) {
   return fill_scalar(self, 0);
 }
 
-void record_stream_op(at::Tensor& self, c10::Stream stream) {
-  record_stream(self.storage().data_ptr(), stream);
-}
+void record_stream_op(at::Tensor& self, c10::Stream stream) { record_stream(self.storage().data_ptr(), stream); }
 
 // ---- the CPU fallback ---------------------------------------------------------
 
@@ -248,7 +236,8 @@ std::atomic<bool> g_fallback_announced{false};
 bool announce_fallback() { return !g_fallback_announced.exchange(true); }
 
 std::string fallback_announcement(const std::string& name) {
-  return "dipu: " + name + " runs on the CPU through the fallback (it has no dipu kernel, or its kernel "
+  return "dipu: " + name +
+         " runs on the CPU through the fallback (it has no dipu kernel, or its kernel "
          "declined these arguments), as will every other op that does, unannounced (dipu.fallback_counts() lists "
          "them; set DIPU_LOG_FALLBACK_INFO=1 to log every call)";
 }
@@ -267,15 +256,19 @@ std::optional<c10::Device> check_devices(const std::string& name, c10::ArrayRef<
   auto visit = [&](const at::Tensor& t, bool cpu_allowed) {
     if (!t.defined()) return;
     if (on_dipu(t)) {
-      if (!dipu_device) dipu_device = t.device();
-      else if (*dipu_device != t.device() && !other) other = t.device();
+      if (!dipu_device)
+        dipu_device = t.device();
+      else if (*dipu_device != t.device() && !other)
+        other = t.device();
     } else if (!(t.device().is_cpu() && (t.dim() == 0 || cpu_allowed)) && !other) {
       other = t.device();
     }
   };
   for (const auto& v : args) {
-    if (v.isTensor()) visit(v.toTensor(), false);
-    else if (v.isTensorList()) for (const auto& t : v.toTensorList()) visit(t, false);
+    if (v.isTensor())
+      visit(v.toTensor(), false);
+    else if (v.isTensorList())
+      for (const auto& t : v.toTensorList()) visit(t, false);
     else if (v.isList()) {
       for (const auto& e : v.toListRef())
         if (e.isTensor()) visit(e.toTensor(), true);
@@ -284,9 +277,8 @@ std::optional<c10::Device> check_devices(const std::string& name, c10::ArrayRef<
     }
   }
   TORCH_CHECK(!(dipu_device && other),
-              "Expected all tensors to be on the same device, but found at least two devices, ",
-              *dipu_device, " and ", other.value_or(c10::Device(c10::kCPU)),
-              "! (when checking arguments for ", name, ")");
+              "Expected all tensors to be on the same device, but found at least two devices, ", *dipu_device, " and ",
+              other.value_or(c10::Device(c10::kCPU)), "! (when checking arguments for ", name, ")");
   return dipu_device;
 }
 
@@ -300,9 +292,12 @@ void substitute_generators(const c10::FunctionSchema& schema, torch::jit::Stack*
     if (!is_optional_generator(arguments[i])) continue;
     c10::IValue& v = (*stack)[begin + i];
     at::Generator gen;
-    if (v.isGenerator()) gen = v.toGenerator();
-    else if (device) gen = default_generator(device->index());
-    else continue;
+    if (v.isGenerator())
+      gen = v.toGenerator();
+    else if (device)
+      gen = default_generator(device->index());
+    else
+      continue;
     if (gen.device().type() != kDipu) continue;
     at::Generator native = native_generator(gen);
     v = native.device().is_cpu() ? c10::IValue(native) : c10::IValue();
@@ -377,9 +372,12 @@ void sparse_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack
       c10::List<std::optional<at::Tensor>> hosts;
       bool optional_tensors = true;
       for (const auto& e : v.toListRef()) {
-        if (e.isTensor()) hosts.push_back(to_cpu(e.toTensor()));
-        else if (e.isNone()) hosts.push_back(std::nullopt);
-        else optional_tensors = false;
+        if (e.isTensor())
+          hosts.push_back(to_cpu(e.toTensor()));
+        else if (e.isNone())
+          hosts.push_back(std::nullopt);
+        else
+          optional_tensors = false;
       }
       if (optional_tensors && !v.toListRef().empty()) v = hosts;
     } else if (v.isDevice() && v.toDevice().type() == kDipu) {
@@ -396,10 +394,12 @@ void sparse_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack
     c10::IValue& v = (*stack)[i];
     if (!v.isTensor() || !v.toTensor().defined()) continue;
     const at::Tensor& result = v.toTensor();
-    auto same = std::find_if(written.begin(), written.end(),
-                             [&](const auto& pair) { return pair.second.is_same(result); });
-    if (same != written.end()) v = same->first;
-    else if (device && result.device().is_cpu()) v = result.to(*device);
+    auto same =
+        std::find_if(written.begin(), written.end(), [&](const auto& pair) { return pair.second.is_same(result); });
+    if (same != written.end())
+      v = same->first;
+    else if (device && result.device().is_cpu())
+      v = result.to(*device);
   }
 }
 
@@ -420,29 +420,25 @@ void register_sparse_fallbacks() {
   auto& dispatcher = c10::Dispatcher::singleton();
   const auto names = dispatcher.getAllOpNames();
   for (const auto& [cpu_key, dipu_key] : keys) {
-    libraries.push_back(std::make_unique<torch::Library>(torch::Library::IMPL, "aten", dipu_key,
-                                                         __FILE__, __LINE__));
+    libraries.push_back(std::make_unique<torch::Library>(torch::Library::IMPL, "aten", dipu_key, __FILE__, __LINE__));
     for (const c10::OperatorName& name : names) {
       if (name.name.rfind("aten::", 0) != 0) continue;
       auto op = dispatcher.findOp(name);
       if (!op || !op->hasKernelForDispatchKey(cpu_key) || op->hasKernelForDispatchKey(dipu_key)) continue;
       bool view = false;
-      for (const auto& ret : op->schema().returns())
-        view = view || (ret.alias_info() && !ret.alias_info()->isWrite());
+      for (const auto& ret : op->schema().returns()) view = view || (ret.alias_info() && !ret.alias_info()->isWrite());
       if (view) continue;
       std::string unqualified = name.name.substr(6);
       if (!name.overload_name.empty()) unqualified += "." + name.overload_name;
-      libraries.back()->impl(unqualified.c_str(),
-                             torch::CppFunction::makeFromBoxedFunction<&sparse_cpu_fallback>());
+      libraries.back()->impl(unqualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&sparse_cpu_fallback>());
     }
   }
 }
 
-py::object python_cpu_fallback(const std::string& qualified, const py::tuple& args,
-                               const py::dict& kwargs) {
+py::object python_cpu_fallback(const std::string& qualified, const py::tuple& args, const py::dict& kwargs) {
   auto op = find_op(qualified);
-  torch::jit::Stack stack = torch::jit::createStackForSchema(
-      op.schema(), args, py::reinterpret_borrow<py::kwargs>(kwargs), std::nullopt);
+  torch::jit::Stack stack =
+      torch::jit::createStackForSchema(op.schema(), args, py::reinterpret_borrow<py::kwargs>(kwargs), std::nullopt);
   {
     py::gil_scoped_release no_gil;
     cpu_fallback(op, &stack);
@@ -482,12 +478,11 @@ std::vector<std::string> route_whole_ops_to_fallback() {
         !op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional))
       continue;
     bool view = false;
-    for (const auto& ret : op->schema().returns())
-      view = view || (ret.alias_info() && !ret.alias_info()->isWrite());
+    for (const auto& ret : op->schema().returns()) view = view || (ret.alias_info() && !ret.alias_info()->isWrite());
     if (!view) routed.push_back(op_name(*op));
   }
-  g_whole_ops = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1,
-                                                 __FILE__, __LINE__);
+  g_whole_ops =
+      std::make_unique<torch::Library>(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
   for (const std::string& name : routed)
     g_whole_ops->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());
   return routed;
@@ -502,16 +497,15 @@ at::Tensor native_alias(const at::Tensor& t) {
   const c10::Storage& storage = t.storage();
   c10::DeviceIndex index = vendor().alias_type == c10::DeviceType::CPU ? -1 : t.device().index();
   c10::Device device(vendor().alias_type, index);
-  c10::DataPtr data(storage.unsafeGetStorageImpl()->mutable_data_ptr().get(),
-                    new AliasContext{c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(
-                        storage.unsafeGetStorageImpl())},
-                    &delete_alias_context, device);
-  auto impl = c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(),
-                                                    storage.nbytes(), std::move(data),
-                                                    /*allocator=*/nullptr, /*resizable=*/false);
+  c10::DataPtr data(
+      storage.unsafeGetStorageImpl()->mutable_data_ptr().get(),
+      new AliasContext{c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(storage.unsafeGetStorageImpl())},
+      &delete_alias_context, device);
+  auto impl =
+      c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), storage.nbytes(), std::move(data),
+                                            /*allocator=*/nullptr, /*resizable=*/false);
   at::Tensor alias = at::detail::make_tensor<c10::TensorImpl>(
-      c10::Storage(std::move(impl)),
-      c10::DispatchKeySet(c10::computeDispatchKey(std::nullopt, at::kStrided, device)),
+      c10::Storage(std::move(impl)), c10::DispatchKeySet(c10::computeDispatchKey(std::nullopt, at::kStrided, device)),
       t.dtype());
   alias.unsafeGetTensorImpl()->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
   return with_bits_of(std::move(alias), t);
@@ -525,7 +519,8 @@ void register_fallback_python(py::module& m) {
         "Run an aten op through the boxed CPU fallback: cpu_fallback('add.out', args, kwargs)");
   register_overlap_python(m);
   m.def("route_whole_ops_to_fallback", &route_whole_ops_to_fallback,
-        "Send ops ATen would run through their out= variant whole to the fallback (Note [Functional ops the CPU runs whole])");
+        "Send ops ATen would run through their out= variant whole to the fallback (Note [Functional ops the CPU runs "
+        "whole])");
   m.def("unroute_whole_ops", [] { g_whole_ops.reset(); });
   m.def("announce_fallback", &announce_fallback, "True once until reset_fallback_counts (Note [One fallback warning])");
   m.def("fallback_announcement", &fallback_announcement);
@@ -582,8 +577,7 @@ TORCH_LIBRARY_IMPL(aten, Negative, m) {
 // so swapping their data is as safe as for CUDA.
 bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
   auto dense = [](const at::Tensor& t) {
-    return t.layout() == at::kStrided && (on_dipu(t) || t.device().is_cpu()) &&
-           !t.is_quantized() && !t.is_nested();
+    return t.layout() == at::kStrided && (on_dipu(t) || t.device().is_cpu()) && !t.is_quantized() && !t.is_nested();
   };
   if (dense(self) && dense(from)) return true;
   return self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set());
@@ -593,9 +587,7 @@ TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
   m.impl("_has_compatible_shallow_copy_type", &has_compatible_shallow_copy_type);
 }
 
-TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());
-}
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>()); }
 
 // Sparse tensors: every op without a structural kernel in sparse.cpp runs on the
 // CPU (Note [Sparse CPU fallback]).

@@ -44,8 +44,10 @@ std::pair<int64_t, int64_t> byte_range(const at::Tensor& t) {
   int64_t first = t.storage_offset(), last = t.storage_offset();
   for (int64_t d = 0; d < t.dim(); ++d) {
     int64_t reach = (t.size(d) - 1) * t.stride(d);
-    if (reach >= 0) last += reach;
-    else first += reach;
+    if (reach >= 0)
+      last += reach;
+    else
+      first += reach;
   }
   return {first * static_cast<int64_t>(t.itemsize()), (last + 1) * static_cast<int64_t>(t.itemsize())};
 }
@@ -99,7 +101,8 @@ struct Replica {
 std::vector<at::Tensor> tensors_in(const py::handle& values) {
   std::vector<at::Tensor> found;
   for (const py::handle& value : values) {
-    if (THPVariable_Check(value.ptr())) found.push_back(THPVariable_Unpack(value.ptr()));
+    if (THPVariable_Check(value.ptr()))
+      found.push_back(THPVariable_Unpack(value.ptr()));
     else if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value))
       for (at::Tensor& t : tensors_in(value)) found.push_back(std::move(t));
   }
@@ -122,12 +125,13 @@ bool written_tensors_overlap(const py::sequence& written, const py::sequence& in
 // generator, so the probe leaves every generator's state alone.
 void overlap_probe(const std::string& qualified, const py::tuple& args, const py::dict& kwargs) {
   auto op = find_op(qualified);
-  torch::jit::Stack stack = torch::jit::createStackForSchema(
-      op.schema(), args, py::reinterpret_borrow<py::kwargs>(kwargs), std::nullopt);
+  torch::jit::Stack stack =
+      torch::jit::createStackForSchema(op.schema(), args, py::reinterpret_borrow<py::kwargs>(kwargs), std::nullopt);
   py::gil_scoped_release no_gil;
   const auto& arguments = op.schema().arguments();
   for (size_t i = 0; i < arguments.size(); ++i)
-    if (is_optional_generator(arguments[i])) stack[stack.size() - arguments.size() + i] = at::detail::createCPUGenerator();
+    if (is_optional_generator(arguments[i]))
+      stack[stack.size() - arguments.size() + i] = at::detail::createCPUGenerator();
   run_on_host_replicas(op, &stack, std::nullopt, /*write_back=*/false);
 }
 
@@ -145,8 +149,7 @@ c10::OperatorHandle find_op(const std::string& qualified) {
 bool is_optional_generator(const c10::Argument& arg) {
   const auto& t = arg.type();
   if (t->kind() == c10::TypeKind::GeneratorType) return true;
-  if (auto opt = t->cast<c10::OptionalType>())
-    return opt->getElementType()->kind() == c10::TypeKind::GeneratorType;
+  if (auto opt = t->cast<c10::OptionalType>()) return opt->getElementType()->kind() == c10::TypeKind::GeneratorType;
   return false;
 }
 
@@ -169,9 +172,8 @@ bool writes_overlapping_memory(const c10::FunctionSchema& schema, c10::ArrayRef<
   return any_written && overlaps(tensors, same_tensor_counts);
 }
 
-
-void run_on_host_replicas(const c10::OperatorHandle& op, torch::jit::Stack* stack,
-                          std::optional<c10::Device> device, bool write_back) {
+void run_on_host_replicas(const c10::OperatorHandle& op, torch::jit::Stack* stack, std::optional<c10::Device> device,
+                          bool write_back) {
   const auto& schema = op.schema();
   const size_t count = schema.arguments().size();
   const size_t first = stack->size() - count;
@@ -232,9 +234,12 @@ void run_on_host_replicas(const c10::OperatorHandle& op, torch::jit::Stack* stac
       c10::List<std::optional<at::Tensor>> hosts;
       bool optional_tensors = true;
       for (const auto& e : v.toListRef()) {
-        if (e.isTensor()) hosts.push_back(host_of(e.toTensor()));
-        else if (e.isNone()) hosts.push_back(std::nullopt);
-        else optional_tensors = false;
+        if (e.isTensor())
+          hosts.push_back(host_of(e.toTensor()));
+        else if (e.isNone())
+          hosts.push_back(std::nullopt);
+        else
+          optional_tensors = false;
       }
       if (optional_tensors && !v.toListRef().empty()) v = hosts;
     } else if (v.isDevice() && v.toDevice().type() == kDipu) {
@@ -264,10 +269,12 @@ void run_on_host_replicas(const c10::OperatorHandle& op, torch::jit::Stack* stac
     c10::IValue& v = (*stack)[i];
     if (!v.isTensor() || !v.toTensor().defined()) continue;
     const at::Tensor& result = v.toTensor();
-    auto same = std::find_if(written.begin(), written.end(),
-                             [&](const auto& pair) { return pair.second.is_same(result); });
-    if (same != written.end()) v = same->first;
-    else if (device && result.device().is_cpu()) v = result.to(*device);
+    auto same =
+        std::find_if(written.begin(), written.end(), [&](const auto& pair) { return pair.second.is_same(result); });
+    if (same != written.end())
+      v = same->first;
+    else if (device && result.device().is_cpu())
+      v = result.to(*device);
   }
 }
 

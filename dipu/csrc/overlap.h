@@ -29,8 +29,8 @@ bool is_optional_generator(const c10::Argument& arg);
 // `write_back`, what it wrote is copied back into the dipu tensors and the results are the op's
 // (written arguments returned as themselves, new tensors moved to `device`); without, nothing is
 // written back and the results are dropped (a probe: only its error matters).
-void run_on_host_replicas(const c10::OperatorHandle& op, torch::jit::Stack* stack,
-                          std::optional<c10::Device> device, bool write_back);
+void run_on_host_replicas(const c10::OperatorHandle& op, torch::jit::Stack* stack, std::optional<c10::Device> device,
+                          bool write_back);
 
 // _C.written_memory_overlaps and _C.overlap_probe, for dipu.kernels.support.check_written_memory.
 void register_overlap_python(py::module& m);

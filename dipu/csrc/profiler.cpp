@@ -55,12 +55,12 @@ namespace {
 // One op on this thread's stack of Kineto correlation ids.
 struct OpFrame {
   uint64_t correlation;
-  uint64_t session;           // frames of an earlier session are ignored
+  uint64_t session;  // frames of an earlier session are ignored
   void* start_event = nullptr;
   c10::DeviceIndex device = -1;
   c10::StreamId stream = 0;
   int64_t cpu_start_ns = 0;
-  uint64_t first_child = 0;   // correlation id of the first op nested in this one
+  uint64_t first_child = 0;  // correlation id of the first op nested in this one
   int children = 0;
 };
 thread_local std::vector<OpFrame> tl_frames;
@@ -77,8 +77,8 @@ struct TimedOp {
 };
 
 std::mutex g_mutex;
-uint64_t g_session = 0;             // id of the current (or last) session
-std::vector<TimedOp> g_timed_ops;   // of the current session, guarded by g_mutex
+uint64_t g_session = 0;  // id of the current (or last) session
+std::vector<TimedOp> g_timed_ops;  // of the current session, guarded by g_mutex
 
 const c10::impl::DeviceGuardImplInterface* guard() { return c10::impl::getDeviceGuardImpl(kDipu); }
 
@@ -91,9 +91,13 @@ class KernelActivity final : public libkineto::ITraceActivity {
  public:
   KernelActivity(const TimedOp& op, int64_t duration_ns, const libkineto::ITraceActivity* linked,
                  const libkineto::TraceSpan* span)
-      : device_(op.device), stream_(op.stream), start_ns_(op.cpu_start_ns),
-        duration_ns_(duration_ns), correlation_(static_cast<int64_t>(op.correlation)),
-        linked_(linked), span_(span),
+      : device_(op.device),
+        stream_(op.stream),
+        start_ns_(op.cpu_start_ns),
+        duration_ns_(duration_ns),
+        correlation_(static_cast<int64_t>(op.correlation)),
+        linked_(linked),
+        span_(span),
         name_(std::string("dipu kernel: ") + (linked ? linked->name() : std::string("op"))) {}
 
   int64_t deviceId() const override { return device_; }
@@ -168,12 +172,9 @@ class Session final : public libkineto::IActivityProfilerSession {
 
   std::vector<std::string> errors() override { return errors_; }
 
-  void processTrace(libkineto::ActivityLogger& logger) override {
-    processTrace(logger, nullptr, 0, 0);
-  }
+  void processTrace(libkineto::ActivityLogger& logger) override { processTrace(logger, nullptr, 0, 0); }
 
-  void processTrace(libkineto::ActivityLogger& logger,
-                    libkineto::getLinkedActivityCallback linked_activity, int64_t,
+  void processTrace(libkineto::ActivityLogger& logger, libkineto::getLinkedActivityCallback linked_activity, int64_t,
                     int64_t) override {
     std::lock_guard<std::mutex> lock(g_logged_mutex);
     auto& spans = logged_spans();
@@ -204,16 +205,15 @@ class Session final : public libkineto::IActivityProfilerSession {
       }
       TimedOp linked_op = op;
       linked_op.correlation = correlation;
-      auto& activity = logged_activities().emplace_back(linked_op, std::max<int64_t>(duration_ns, 0),
-                                                        linked, &spans.back());
+      auto& activity =
+          logged_activities().emplace_back(linked_op, std::max<int64_t>(duration_ns, 0), linked, &spans.back());
       logger.handleActivity(activity);
     }
     ops_.clear();
   }
 
   std::unique_ptr<libkineto::DeviceInfo> getDeviceInfo() override {
-    return std::make_unique<libkineto::DeviceInfo>(
-        libkineto::DeviceInfo{0, 0, "dipu", "dipu (" + vendor().name + ")"});
+    return std::make_unique<libkineto::DeviceInfo>(libkineto::DeviceInfo{0, 0, "dipu", "dipu (" + vendor().name + ")"});
   }
   std::vector<libkineto::ResourceInfo> getResourceInfos() override { return {}; }
   std::unique_ptr<libkineto::CpuTraceBuffer> getTraceBuffer() override { return nullptr; }
@@ -222,8 +222,7 @@ class Session final : public libkineto::IActivityProfilerSession {
     if (!g_timeline_active.load()) return;
     // Frames left by an earlier session (stopped while its ops were still open) are dropped.
     while (!tl_frames.empty() && tl_frames.back().session != id_) {
-      if (tl_frames.back().start_event)
-        guard()->destroyEvent(tl_frames.back().start_event, tl_frames.back().device);
+      if (tl_frames.back().start_event) guard()->destroyEvent(tl_frames.back().start_event, tl_frames.back().device);
       tl_frames.pop_back();
     }
     if (!tl_frames.empty()) {
@@ -253,9 +252,8 @@ class Session final : public libkineto::IActivityProfilerSession {
       return;
     }
     std::lock_guard<std::mutex> lock(g_mutex);
-    g_timed_ops.push_back(TimedOp{frame.correlation, frame.device, frame.stream, frame.start_event,
-                                  end_event, frame.cpu_start_ns, frame.first_child,
-                                  frame.children});
+    g_timed_ops.push_back(TimedOp{frame.correlation, frame.device, frame.stream, frame.start_event, end_event,
+                                  frame.cpu_start_ns, frame.first_child, frame.children});
   }
 
  private:
@@ -269,23 +267,23 @@ class Profiler final : public libkineto::IActivityProfiler {
  public:
   const std::string& name() const override { return name_; }
   const std::set<libkineto::ActivityType>& availableActivities() const override { return activities_; }
-  std::unique_ptr<libkineto::IActivityProfilerSession> configure(
-      const std::set<libkineto::ActivityType>& types, const libkineto::Config&) override {
+  std::unique_ptr<libkineto::IActivityProfilerSession> configure(const std::set<libkineto::ActivityType>& types,
+                                                                 const libkineto::Config&) override {
     for (auto type : types)
       if (activities_.count(type)) return std::make_unique<Session>();
     return nullptr;  // a CPU-only profile: no device timeline, no cost
   }
-  std::unique_ptr<libkineto::IActivityProfilerSession> configure(
-      int64_t, int64_t, const std::set<libkineto::ActivityType>& types,
-      const libkineto::Config& config) override {
+  std::unique_ptr<libkineto::IActivityProfilerSession> configure(int64_t, int64_t,
+                                                                 const std::set<libkineto::ActivityType>& types,
+                                                                 const libkineto::Config& config) override {
     return configure(types, config);
   }
 
  private:
   std::string name_ = "dipu";
-  std::set<libkineto::ActivityType> activities_ = {
-      libkineto::ActivityType::CONCURRENT_KERNEL, libkineto::ActivityType::PRIVATEUSE1_RUNTIME,
-      libkineto::ActivityType::PRIVATEUSE1_DRIVER};
+  std::set<libkineto::ActivityType> activities_ = {libkineto::ActivityType::CONCURRENT_KERNEL,
+                                                   libkineto::ActivityType::PRIVATEUSE1_RUNTIME,
+                                                   libkineto::ActivityType::PRIVATEUSE1_DRIVER};
 };
 
 }  // namespace

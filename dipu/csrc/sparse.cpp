@@ -62,8 +62,7 @@ namespace dipu {
 
 TORCH_LIBRARY_IMPL(aten, SparsePrivateUse1, m) {
   m.impl("_sparse_coo_tensor_with_dims", TORCH_FN(at::native::new_with_dims_sparse));
-  m.impl("_sparse_coo_tensor_with_dims_and_tensors",
-         TORCH_FN(at::native::new_with_dims_and_tensor_sparse_symint));
+  m.impl("_sparse_coo_tensor_with_dims_and_tensors", TORCH_FN(at::native::new_with_dims_and_tensor_sparse_symint));
   m.impl("empty.memory_format", TORCH_FN(at::native::empty_sparse));
   m.impl("_indices", TORCH_FN(at::native::_indices_sparse));
   m.impl("_values", TORCH_FN(at::native::_values_sparse));

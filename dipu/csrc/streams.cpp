@@ -102,8 +102,7 @@ Handle stream_native_handle(const c10::Stream& stream) {
   auto& pool = g_streams[stream.device_index()];
   bool known = stream.id() > 0 && stream.id() <= kStreamsPerDevice &&
                pool.states[stream.id() - 1].load(std::memory_order_acquire) == kReady;
-  TORCH_CHECK(known, "dipu: unknown stream id ", stream.id(), " on dipu:",
-              static_cast<int>(stream.device_index()));
+  TORCH_CHECK(known, "dipu: unknown stream id ", stream.id(), " on dipu:", static_cast<int>(stream.device_index()));
   return pool.handles[stream.id() - 1];
 }
 

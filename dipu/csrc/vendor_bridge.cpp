@@ -15,8 +15,7 @@ Vendor* g_vendor = nullptr;
 const char* method_name(VendorMethod method) {
   switch (method) {
 #define DIPU_VENDOR_METHOD_NAME(name) \
-  case VendorMethod::name:            \
-    return #name;
+  case VendorMethod::name: return #name;
     DIPU_VENDOR_METHODS(DIPU_VENDOR_METHOD_NAME)
 #undef DIPU_VENDOR_METHOD_NAME
   }
@@ -24,12 +23,11 @@ const char* method_name(VendorMethod method) {
 }
 
 void install_vendor(std::unique_ptr<Vendor> v) {
-  TORCH_CHECK(!g_vendor, "dipu: the native core is already initialized with vendor '",
-              g_vendor ? g_vendor->name : "", "'");
+  TORCH_CHECK(!g_vendor, "dipu: the native core is already initialized with vendor '", g_vendor ? g_vendor->name : "",
+              "'");
   constexpr int max_devices = std::numeric_limits<c10::DeviceIndex>::max();
-  TORCH_CHECK(v->device_count >= 0 && v->device_count <= max_devices, "dipu: the ", v->name,
-              " vendor reports ", v->device_count, " devices; PyTorch indexes at most ",
-              max_devices, " devices of one type");
+  TORCH_CHECK(v->device_count >= 0 && v->device_count <= max_devices, "dipu: the ", v->name, " vendor reports ",
+              v->device_count, " devices; PyTorch indexes at most ", max_devices, " devices of one type");
   g_vendor = v.release();
 }
 
@@ -52,19 +50,17 @@ void lazy_init_slow() {
 }
 
 void vendor_failed(VendorMethod method, const std::string& why) {
-  TORCH_CHECK(false, "dipu: vendor '", vendor_ready() ? vendor().name : "?", "' failed in ",
-              method_name(method), ": ", why);
+  TORCH_CHECK(false, "dipu: vendor '", vendor_ready() ? vendor().name : "?", "' failed in ", method_name(method), ": ",
+              why);
 }
 
 void check_device_index(c10::DeviceIndex index) {
   int count = vendor_ready() ? vendor().device_count : 0;
-  TORCH_CHECK(index >= 0 && index < count, "Invalid device dipu:", static_cast<int>(index),
-              ": ", count, " dipu device", count == 1 ? " is" : "s are",
-              " available (valid indices: 0..", count - 1, ")");
+  TORCH_CHECK(index >= 0 && index < count, "Invalid device dipu:", static_cast<int>(index), ": ", count, " dipu device",
+              count == 1 ? " is" : "s are", " available (valid indices: 0..", count - 1, ")");
 }
 
-void copy_bytes(void* dst, c10::Device dst_dev, const void* src, c10::Device src_dev,
-                size_t nbytes) {
+void copy_bytes(void* dst, c10::Device dst_dev, const void* src, c10::Device src_dev, size_t nbytes) {
   if (nbytes == 0) return;
   bool dst_dipu = dst_dev.type() == kDipu, src_dipu = src_dev.type() == kDipu;
   if (!dst_dipu && !src_dipu) {

@@ -84,8 +84,7 @@ class Runtime {
   virtual void free(int index, void* ptr, size_t nbytes) = 0;
   virtual void memcpy_h2d(int index, void* dst, const void* src, size_t nbytes) = 0;
   virtual void memcpy_d2h(int index, void* dst, const void* src, size_t nbytes) = 0;
-  virtual void memcpy_d2d(int dst_index, void* dst, int src_index, const void* src,
-                          size_t nbytes) = 0;
+  virtual void memcpy_d2d(int dst_index, void* dst, int src_index, const void* src, size_t nbytes) = 0;
   // (free, total) bytes.
   virtual std::pair<size_t, size_t> mem_get_info(int index) = 0;
   // Page-locked host memory: only called when Vendor::has_pinned.
@@ -117,10 +116,10 @@ struct Vendor {
   std::unique_ptr<Runtime> runtime;
   std::string name;
   int device_count = 0;
-  bool has_alias = false;         // vendor memory is addressable as `alias_type`
+  bool has_alias = false;  // vendor memory is addressable as `alias_type`
   c10::DeviceType alias_type = c10::DeviceType::CPU;
-  bool has_pinned = false;        // vendor implements host_malloc/host_free
-  bool has_stream_hook = false;   // vendor implements set_current_stream
+  bool has_pinned = false;  // vendor implements host_malloc/host_free
+  bool has_stream_hook = false;  // vendor implements set_current_stream
   py::object make_native_generator;  // callable(index) -> torch.Generator
 };
 
@@ -166,7 +165,6 @@ inline uintptr_t addr(const void* p) { return reinterpret_cast<uintptr_t>(p); }
 void check_device_index(c10::DeviceIndex index);
 // Copies bytes between host and device memory through the vendor's memcpy methods (a plain
 // memcpy host to host); see Note [Copies: alias or staging] in ops.cpp.
-void copy_bytes(void* dst, c10::Device dst_dev, const void* src, c10::Device src_dev,
-                size_t nbytes);
+void copy_bytes(void* dst, c10::Device dst_dev, const void* src, c10::Device src_dev, size_t nbytes);
 
 }  // namespace dipu

@@ -89,9 +89,8 @@ class RuntimePlugin {
 
   // Fails with the vendor, the function and the status unless `status` is a success.
   void check(C_Status status, const char* function) const {
-    TORCH_CHECK(status == C_SUCCESS || status == C_WARNING, "dipu: vendor '", device_type,
-                "' (runtime plug-in ", path, ") failed in ", function, ": it returned ",
-                status_name(status));
+    TORCH_CHECK(status == C_SUCCESS || status == C_WARNING, "dipu: vendor '", device_type, "' (runtime plug-in ", path,
+                ") failed in ", function, ": it returned ", status_name(status));
   }
   // The plug-in's device of a dipu index, as the ABI passes it: a pointer to its id.
   C_Device_st device(int index) const { return C_Device_st{ids.at(static_cast<size_t>(index))}; }
@@ -164,8 +163,7 @@ class RuntimePlugin {
     if (dst_index == src_index && table.memory_copy_d2d) {
       check(waiting([&] { return table.memory_copy_d2d(&dd, dst, src, nbytes); }), "memory_copy_d2d");
     } else if (dst_index != src_index && table.memory_copy_p2p) {
-      check(waiting([&] { return table.memory_copy_p2p(&dd, &sd, dst, src, nbytes); }),
-            "memory_copy_p2p");
+      check(waiting([&] { return table.memory_copy_p2p(&dd, &sd, dst, src, nbytes); }), "memory_copy_p2p");
     } else {  // staged through host memory
       std::unique_ptr<char[]> host(new char[nbytes]);
       memcpy_d2h(src_index, host.get(), src, nbytes);
@@ -206,8 +204,7 @@ class RuntimePlugin {
   void synchronize_stream(int index, Handle stream) {
     if (!table.synchronize_stream) return synchronize_device(index);
     C_Device_st d = device(index);
-    check(waiting([&] { return table.synchronize_stream(&d, static_cast<C_Stream>(stream)); }),
-          "synchronize_stream");
+    check(waiting([&] { return table.synchronize_stream(&d, static_cast<C_Stream>(stream)); }), "synchronize_stream");
   }
   bool query_stream(int index, Handle stream) {
     if (!table.query_stream) {
@@ -240,8 +237,7 @@ class RuntimePlugin {
     ev->stamp = std::make_shared<std::atomic<double>>(NAN);
     if (table.stream_add_callback) {
       auto* user_data = new std::shared_ptr<std::atomic<double>>(ev->stamp);
-      C_Status status = table.stream_add_callback(&d, static_cast<C_Stream>(stream), &stamp_callback,
-                                                  user_data);
+      C_Status status = table.stream_add_callback(&d, static_cast<C_Stream>(stream), &stamp_callback, user_data);
       if (status != C_SUCCESS) {
         delete user_data;
         check(status, "stream_add_callback");
@@ -270,15 +266,15 @@ class RuntimePlugin {
     synchronize_event(index, end);
     double a = static_cast<PluginEvent*>(start)->stamp->load();
     double b = static_cast<PluginEvent*>(end)->stamp->load();
-    TORCH_CHECK(!std::isnan(a) && !std::isnan(b),
-                "Both events must be recorded before calculating elapsed time.");
+    TORCH_CHECK(!std::isnan(a) && !std::isnan(b), "Both events must be recorded before calculating elapsed time.");
     return b - a;
   }
 
   void start_tracing() {
     if (!table.profiler_start_tracing) return;
     if (table.profiler_initialize) check(table.profiler_initialize(nullptr, &profiler_data_), "profiler_initialize");
-    if (table.profiler_prepare_tracing) check(table.profiler_prepare_tracing(nullptr, profiler_data_), "profiler_prepare_tracing");
+    if (table.profiler_prepare_tracing)
+      check(table.profiler_prepare_tracing(nullptr, profiler_data_), "profiler_prepare_tracing");
     check(table.profiler_start_tracing(nullptr, profiler_data_), "profiler_start_tracing");
     tracing_since_ns_ = static_cast<uint64_t>(c10::getTime());
   }
@@ -313,29 +309,55 @@ struct TableEntry {
 };
 #define DIPU_ENTRY(name, required) {#name, offsetof(C_DeviceInterface, name), required}
 const TableEntry kTable[] = {
-    DIPU_ENTRY(initialize, false), DIPU_ENTRY(finalize, false), DIPU_ENTRY(init_device, false),
-    DIPU_ENTRY(set_device, true), DIPU_ENTRY(get_device, true), DIPU_ENTRY(deinit_device, false),
-    DIPU_ENTRY(create_stream, false), DIPU_ENTRY(destroy_stream, false),
-    DIPU_ENTRY(query_stream, false), DIPU_ENTRY(stream_add_callback, false),
-    DIPU_ENTRY(create_event, true), DIPU_ENTRY(record_event, true),
-    DIPU_ENTRY(destroy_event, true), DIPU_ENTRY(query_event, false),
-    DIPU_ENTRY(synchronize_device, false), DIPU_ENTRY(synchronize_stream, false),
-    DIPU_ENTRY(synchronize_event, true), DIPU_ENTRY(stream_wait_event, false),
-    DIPU_ENTRY(device_memory_allocate, true), DIPU_ENTRY(device_memory_deallocate, true),
-    DIPU_ENTRY(device_memory_set, false), DIPU_ENTRY(host_memory_allocate, false),
-    DIPU_ENTRY(host_memory_deallocate, false), DIPU_ENTRY(memory_copy_h2d, true),
-    DIPU_ENTRY(memory_copy_d2h, true), DIPU_ENTRY(memory_copy_d2d, false),
-    DIPU_ENTRY(memory_copy_p2p, false), DIPU_ENTRY(get_device_count, true),
-    DIPU_ENTRY(get_device_list, true), DIPU_ENTRY(device_memory_stats, false),
-    DIPU_ENTRY(get_compute_capability, false), DIPU_ENTRY(get_runtime_version, false),
-    DIPU_ENTRY(get_driver_version, false), DIPU_ENTRY(xccl_get_unique_id_size, false),
-    DIPU_ENTRY(xccl_get_unique_id, false), DIPU_ENTRY(xccl_comm_init_rank, false),
-    DIPU_ENTRY(xccl_destroy_comm, false), DIPU_ENTRY(xccl_all_reduce, false),
-    DIPU_ENTRY(xccl_broadcast, false), DIPU_ENTRY(xccl_reduce, false),
-    DIPU_ENTRY(xccl_all_gather, false), DIPU_ENTRY(xccl_reduce_scatter, false),
-    DIPU_ENTRY(xccl_group_start, false), DIPU_ENTRY(xccl_group_end, false),
-    DIPU_ENTRY(xccl_send, false), DIPU_ENTRY(xccl_recv, false), DIPU_ENTRY(xccl_all_to_all, false),
-    DIPU_ENTRY(profiler_start_tracing, false), DIPU_ENTRY(profiler_stop_tracing, false),
+    DIPU_ENTRY(initialize, false),
+    DIPU_ENTRY(finalize, false),
+    DIPU_ENTRY(init_device, false),
+    DIPU_ENTRY(set_device, true),
+    DIPU_ENTRY(get_device, true),
+    DIPU_ENTRY(deinit_device, false),
+    DIPU_ENTRY(create_stream, false),
+    DIPU_ENTRY(destroy_stream, false),
+    DIPU_ENTRY(query_stream, false),
+    DIPU_ENTRY(stream_add_callback, false),
+    DIPU_ENTRY(create_event, true),
+    DIPU_ENTRY(record_event, true),
+    DIPU_ENTRY(destroy_event, true),
+    DIPU_ENTRY(query_event, false),
+    DIPU_ENTRY(synchronize_device, false),
+    DIPU_ENTRY(synchronize_stream, false),
+    DIPU_ENTRY(synchronize_event, true),
+    DIPU_ENTRY(stream_wait_event, false),
+    DIPU_ENTRY(device_memory_allocate, true),
+    DIPU_ENTRY(device_memory_deallocate, true),
+    DIPU_ENTRY(device_memory_set, false),
+    DIPU_ENTRY(host_memory_allocate, false),
+    DIPU_ENTRY(host_memory_deallocate, false),
+    DIPU_ENTRY(memory_copy_h2d, true),
+    DIPU_ENTRY(memory_copy_d2h, true),
+    DIPU_ENTRY(memory_copy_d2d, false),
+    DIPU_ENTRY(memory_copy_p2p, false),
+    DIPU_ENTRY(get_device_count, true),
+    DIPU_ENTRY(get_device_list, true),
+    DIPU_ENTRY(device_memory_stats, false),
+    DIPU_ENTRY(get_compute_capability, false),
+    DIPU_ENTRY(get_runtime_version, false),
+    DIPU_ENTRY(get_driver_version, false),
+    DIPU_ENTRY(xccl_get_unique_id_size, false),
+    DIPU_ENTRY(xccl_get_unique_id, false),
+    DIPU_ENTRY(xccl_comm_init_rank, false),
+    DIPU_ENTRY(xccl_destroy_comm, false),
+    DIPU_ENTRY(xccl_all_reduce, false),
+    DIPU_ENTRY(xccl_broadcast, false),
+    DIPU_ENTRY(xccl_reduce, false),
+    DIPU_ENTRY(xccl_all_gather, false),
+    DIPU_ENTRY(xccl_reduce_scatter, false),
+    DIPU_ENTRY(xccl_group_start, false),
+    DIPU_ENTRY(xccl_group_end, false),
+    DIPU_ENTRY(xccl_send, false),
+    DIPU_ENTRY(xccl_recv, false),
+    DIPU_ENTRY(xccl_all_to_all, false),
+    DIPU_ENTRY(profiler_start_tracing, false),
+    DIPU_ENTRY(profiler_stop_tracing, false),
 };
 #undef DIPU_ENTRY
 
@@ -367,7 +389,8 @@ std::shared_ptr<RuntimePlugin> load_plugin(const std::string& path, const char* 
   TORCH_CHECK(library, where, "cannot be loaded as a shared library: ", dlerror());
   using Init = void (*)(CustomRuntimeParams*);
   auto init = reinterpret_cast<Init>(dlsym(library, "InitPlugin"));
-  TORCH_CHECK(init, where, "is not a runtime plug-in: it exports no InitPlugin function "
+  TORCH_CHECK(init, where,
+              "is not a runtime plug-in: it exports no InitPlugin function "
               "(see dipu/include/dipu/custom_runtime.h)");
 
   auto plugin = std::make_shared<RuntimePlugin>();
@@ -380,8 +403,8 @@ std::shared_ptr<RuntimePlugin> load_plugin(const std::string& path, const char* 
 
   const auto& v = params.version;
   bool new_enough = v.major > 0 || v.minor > 1 || (v.minor == 1 && v.patch >= 1);
-  TORCH_CHECK(new_enough, where, "the plug-in reports ABI version ", v.major, ".", v.minor, ".",
-              v.patch, "; dipu needs 0.1.1 or later (did InitPlugin fill params->version?)");
+  TORCH_CHECK(new_enough, where, "the plug-in reports ABI version ", v.major, ".", v.minor, ".", v.patch,
+              "; dipu needs 0.1.1 or later (did InitPlugin fill params->version?)");
   plugin->version = v;
   TORCH_CHECK(params.device_type && params.device_type[0], where,
               "InitPlugin left the device type empty (params->device_type must name the device)");
@@ -393,8 +416,7 @@ std::shared_ptr<RuntimePlugin> load_plugin(const std::string& path, const char* 
   if (!missing.empty()) {
     std::ostringstream names;
     for (size_t i = 0; i < missing.size(); ++i) names << (i ? ", " : "") << missing[i];
-    TORCH_CHECK(false, where, "the plug-in '", plugin->device_type,
-                "' leaves required functions null: ", names.str());
+    TORCH_CHECK(false, where, "the plug-in '", plugin->device_type, "' leaves required functions null: ", names.str());
   }
 
   size_t count = 0;
@@ -423,20 +445,15 @@ class PluginRuntime final : public Runtime {
   void memcpy_d2h(int index, void* dst, const void* src, size_t nbytes) override {
     started().memcpy_d2h(index, dst, src, nbytes);
   }
-  void memcpy_d2d(int dst_index, void* dst, int src_index, const void* src,
-                  size_t nbytes) override {
+  void memcpy_d2d(int dst_index, void* dst, int src_index, const void* src, size_t nbytes) override {
     started().memcpy_d2d(dst_index, dst, src_index, src, nbytes);
   }
-  std::pair<size_t, size_t> mem_get_info(int index) override {
-    return started().mem_get_info(index);
-  }
+  std::pair<size_t, size_t> mem_get_info(int index) override { return started().mem_get_info(index); }
   void* host_malloc(size_t nbytes) override { return started().host_malloc(nbytes); }
   void host_free(void* ptr, size_t nbytes) override { started().host_free(ptr, nbytes); }
   Handle create_stream(int index, int) override { return started().create_stream(index); }
   void destroy_stream(int index, Handle stream) override { started().destroy_stream(index, stream); }
-  void synchronize_stream(int index, Handle stream) override {
-    started().synchronize_stream(index, stream);
-  }
+  void synchronize_stream(int index, Handle stream) override { started().synchronize_stream(index, stream); }
   bool query_stream(int index, Handle stream) override { return started().query_stream(index, stream); }
   void stream_wait_event(int index, Handle stream, Handle event) override {
     started().stream_wait_event(index, stream, event);
@@ -444,12 +461,8 @@ class PluginRuntime final : public Runtime {
   void set_current_stream(int, Handle) override {}
   Handle create_event(int index, bool) override { return started().create_event(index); }
   void destroy_event(int index, Handle event) override { started().destroy_event(index, event); }
-  void record_event(int index, Handle event, Handle stream) override {
-    started().record_event(index, event, stream);
-  }
-  void synchronize_event(int index, Handle event) override {
-    started().synchronize_event(index, event);
-  }
+  void record_event(int index, Handle event, Handle stream) override { started().record_event(index, event, stream); }
+  void synchronize_event(int index, Handle event) override { started().synchronize_event(index, event); }
   bool query_event(int index, Handle event) override { return started().query_event(index, event); }
   double event_elapsed_time(int index, Handle start, Handle end) override {
     return started().event_elapsed_time(index, start, end);
@@ -494,9 +507,9 @@ void register_plugin_python(py::module& m) {
       .def_readonly("path", &RuntimePlugin::path)
       .def_readonly("device_type", &RuntimePlugin::device_type)
       .def_readonly("sub_device_type", &RuntimePlugin::sub_device_type)
-      .def_property_readonly("version", [](const RuntimePlugin& p) {
-        return py::make_tuple(p.version.major, p.version.minor, p.version.patch);
-      })
+      .def_property_readonly(
+          "version",
+          [](const RuntimePlugin& p) { return py::make_tuple(p.version.major, p.version.minor, p.version.patch); })
       .def("functions", &RuntimePlugin::functions)
       .def("device_count", &RuntimePlugin::device_count)
       .def("device_ids", [](const RuntimePlugin& p) { return p.ids; })
@@ -505,35 +518,41 @@ void register_plugin_python(py::module& m) {
       .def("set_device", &RuntimePlugin::set_device)
       .def("synchronize_device", &RuntimePlugin::synchronize_device)
       .def("malloc", [](RuntimePlugin& p, int index, size_t n) { return addr(p.malloc(index, n)); })
-      .def("free", [](RuntimePlugin& p, int index, uintptr_t ptr, size_t n) {
-        p.free(index, reinterpret_cast<void*>(ptr), n);
-      })
-      .def("memcpy_h2d", [](RuntimePlugin& p, int index, uintptr_t dst, uintptr_t src, size_t n) {
-        p.memcpy_h2d(index, reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), n);
-      })
-      .def("memcpy_d2h", [](RuntimePlugin& p, int index, uintptr_t dst, uintptr_t src, size_t n) {
-        p.memcpy_d2h(index, reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), n);
-      })
-      .def("memcpy_d2d", [](RuntimePlugin& p, int di, uintptr_t dst, int si, uintptr_t src, size_t n) {
-        p.memcpy_d2d(di, reinterpret_cast<void*>(dst), si, reinterpret_cast<const void*>(src), n);
-      })
+      .def("free",
+           [](RuntimePlugin& p, int index, uintptr_t ptr, size_t n) { p.free(index, reinterpret_cast<void*>(ptr), n); })
+      .def("memcpy_h2d",
+           [](RuntimePlugin& p, int index, uintptr_t dst, uintptr_t src, size_t n) {
+             p.memcpy_h2d(index, reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), n);
+           })
+      .def("memcpy_d2h",
+           [](RuntimePlugin& p, int index, uintptr_t dst, uintptr_t src, size_t n) {
+             p.memcpy_d2h(index, reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), n);
+           })
+      .def("memcpy_d2d",
+           [](RuntimePlugin& p, int di, uintptr_t dst, int si, uintptr_t src, size_t n) {
+             p.memcpy_d2d(di, reinterpret_cast<void*>(dst), si, reinterpret_cast<const void*>(src), n);
+           })
       .def("mem_get_info", &RuntimePlugin::mem_get_info)
-      .def("compute_capability", [](const RuntimePlugin& p) -> std::optional<size_t> {
-        if (!p.table.get_compute_capability) return std::nullopt;
-        size_t value = 0;
-        p.check(p.table.get_compute_capability(&value), "get_compute_capability");
-        return value;
-      })
-      .def("versions", [](const RuntimePlugin& p) {
-        auto read = [&](C_Status (*fn)(size_t*), const char* name) -> std::optional<size_t> {
-          if (!fn) return std::nullopt;
-          size_t value = 0;
-          p.check(fn(&value), name);
-          return value;
-        };
-        return py::make_tuple(read(p.table.get_runtime_version, "get_runtime_version"),
-                              read(p.table.get_driver_version, "get_driver_version"));
-      }, "(runtime version, driver version), None where the plug-in does not say");
+      .def("compute_capability",
+           [](const RuntimePlugin& p) -> std::optional<size_t> {
+             if (!p.table.get_compute_capability) return std::nullopt;
+             size_t value = 0;
+             p.check(p.table.get_compute_capability(&value), "get_compute_capability");
+             return value;
+           })
+      .def(
+          "versions",
+          [](const RuntimePlugin& p) {
+            auto read = [&](C_Status (*fn)(size_t*), const char* name) -> std::optional<size_t> {
+              if (!fn) return std::nullopt;
+              size_t value = 0;
+              p.check(fn(&value), name);
+              return value;
+            };
+            return py::make_tuple(read(p.table.get_runtime_version, "get_runtime_version"),
+                                  read(p.table.get_driver_version, "get_driver_version"));
+          },
+          "(runtime version, driver version), None where the plug-in does not say");
   m.def("load_runtime_plugin", &load_plugin, py::arg("path"), py::arg("variable"));
 }
 

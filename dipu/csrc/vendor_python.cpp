@@ -15,23 +15,18 @@ class PythonRuntime final : public Runtime {
   explicit PythonRuntime(py::object runtime) : runtime_(std::move(runtime)) {}
 
   void set_device(int index) override { call<void>(VendorMethod::set_device, index); }
-  void synchronize_device(int index) override {
-    call<void>(VendorMethod::synchronize_device, index);
-  }
+  void synchronize_device(int index) override { call<void>(VendorMethod::synchronize_device, index); }
   void* malloc(int index, size_t nbytes) override {
     return reinterpret_cast<void*>(call<uintptr_t>(VendorMethod::malloc, index, nbytes));
   }
-  void free(int index, void* ptr, size_t) override {
-    call<void>(VendorMethod::free, index, addr(ptr));
-  }
+  void free(int index, void* ptr, size_t) override { call<void>(VendorMethod::free, index, addr(ptr)); }
   void memcpy_h2d(int index, void* dst, const void* src, size_t nbytes) override {
     call<void>(VendorMethod::memcpy_h2d, index, addr(dst), addr(src), nbytes);
   }
   void memcpy_d2h(int index, void* dst, const void* src, size_t nbytes) override {
     call<void>(VendorMethod::memcpy_d2h, index, addr(dst), addr(src), nbytes);
   }
-  void memcpy_d2d(int dst_index, void* dst, int src_index, const void* src,
-                  size_t nbytes) override {
+  void memcpy_d2d(int dst_index, void* dst, int src_index, const void* src, size_t nbytes) override {
     call<void>(VendorMethod::memcpy_d2d, dst_index, addr(dst), src_index, addr(src), nbytes);
   }
   std::pair<size_t, size_t> mem_get_info(int index) override {
@@ -52,9 +47,7 @@ class PythonRuntime final : public Runtime {
   void synchronize_stream(int index, Handle stream) override {
     call<void>(VendorMethod::synchronize_stream, index, stream);
   }
-  bool query_stream(int index, Handle stream) override {
-    return call<bool>(VendorMethod::query_stream, index, stream);
-  }
+  bool query_stream(int index, Handle stream) override { return call<bool>(VendorMethod::query_stream, index, stream); }
   void stream_wait_event(int index, Handle stream, Handle event) override {
     call<void>(VendorMethod::stream_wait_event, index, stream, event);
   }
@@ -74,9 +67,7 @@ class PythonRuntime final : public Runtime {
   void synchronize_event(int index, Handle event) override {
     call<void>(VendorMethod::synchronize_event, index, event);
   }
-  bool query_event(int index, Handle event) override {
-    return call<bool>(VendorMethod::query_event, index, event);
-  }
+  bool query_event(int index, Handle event) override { return call<bool>(VendorMethod::query_event, index, event); }
   double event_elapsed_time(int index, Handle start, Handle end) override {
     return call<double>(VendorMethod::event_elapsed_time, index, start, end);
   }
@@ -129,9 +120,7 @@ class PythonRuntime final : public Runtime {
     }
   }
   // Requires the GIL.
-  static py::object object(Handle handle) {
-    return handle ? *static_cast<py::object*>(handle) : py::none();
-  }
+  static py::object object(Handle handle) { return handle ? *static_cast<py::object*>(handle) : py::none(); }
   static void release(Handle handle) {
     if (!handle) return;
     py::gil_scoped_acquire gil;

@@ -99,8 +99,7 @@ class XcclComm : public std::enable_shared_from_this<XcclComm> {
   // Queues `call` on the communicator's stream after the current stream's work; the tensors are
   // kept from reuse until it is done.
   template <typename Call>
-  std::shared_ptr<XcclEvent> launch(const char* function, const std::vector<at::Tensor>& tensors,
-                                    Call call);
+  std::shared_ptr<XcclEvent> launch(const char* function, const std::vector<at::Tensor>& tensors, Call call);
 
   void check(C_Status status, const char* function) const {
     TORCH_CHECK(ok(status), "dipu: vendor '", p_.vendor, "' failed in ", function, ": it returned ",
@@ -196,8 +195,7 @@ class XcclEvent {
 };
 
 template <typename Call>
-std::shared_ptr<XcclEvent> XcclComm::launch(const char* function, const std::vector<at::Tensor>& tensors,
-                                            Call call) {
+std::shared_ptr<XcclEvent> XcclComm::launch(const char* function, const std::vector<at::Tensor>& tensors, Call call) {
   C_CCLComm comm = this->comm();
   const C_DeviceInterface& t = *p_.table;
   auto index = static_cast<c10::DeviceIndex>(index_);
@@ -246,65 +244,70 @@ void register_xccl_python(py::module& m) {
            py::arg("device_index"), py::arg("ranks"), py::arg("rank"), py::arg("unique_id"))
       .def_static("unique_id", &XcclComm::unique_id)
       .def("destroy", &XcclComm::destroy)
-      .def("all_reduce", [](const Comm& c, const at::Tensor& send, const at::Tensor& recv, size_t count,
-                            int type, int op) {
-        return c->launch("xccl_all_reduce", {send, recv}, [&](C_CCLComm comm, C_Stream stream) {
-          return c->p_.table->xccl_all_reduce(ptr(send), ptr(recv), count, data_type(type), reduce_op(op), comm,
-                                              stream);
-        });
-      })
-      .def("reduce", [](const Comm& c, const at::Tensor& send, const at::Tensor& recv, size_t count, int type,
-                        int op, size_t root) {
-        return c->launch("xccl_reduce", {send, recv}, [&](C_CCLComm comm, C_Stream stream) {
-          return c->p_.table->xccl_reduce(ptr(send), ptr(recv), count, data_type(type), reduce_op(op), root, comm,
-                                          stream);
-        });
-      })
-      .def("broadcast", [](const Comm& c, const at::Tensor& buf, size_t count, int type, size_t root) {
-        return c->launch("xccl_broadcast", {buf}, [&](C_CCLComm comm, C_Stream stream) {
-          return c->p_.table->xccl_broadcast(ptr(buf), count, data_type(type), root, comm, stream);
-        });
-      })
-      .def("all_gather", [](const Comm& c, const at::Tensor& send, const at::Tensor& recv, size_t count, int type) {
-        return c->launch("xccl_all_gather", {send, recv}, [&](C_CCLComm comm, C_Stream stream) {
-          return c->p_.table->xccl_all_gather(ptr(send), ptr(recv), count, data_type(type), comm, stream);
-        });
-      })
-      .def("reduce_scatter", [](const Comm& c, const at::Tensor& send, const at::Tensor& recv, size_t count,
-                                int type, int op) {
-        return c->launch("xccl_reduce_scatter", {send, recv}, [&](C_CCLComm comm, C_Stream stream) {
-          return c->p_.table->xccl_reduce_scatter(ptr(send), ptr(recv), count, data_type(type), reduce_op(op),
-                                                  comm, stream);
-        });
-      })
-      .def("send", [](const Comm& c, const at::Tensor& buf, size_t count, int type, size_t peer) {
-        return c->launch("xccl_send", {buf}, [&](C_CCLComm comm, C_Stream stream) {
-          return c->p_.table->xccl_send(ptr(buf), count, data_type(type), peer, comm, stream);
-        });
-      })
-      .def("recv", [](const Comm& c, const at::Tensor& buf, size_t count, int type, size_t peer) {
-        return c->launch("xccl_recv", {buf}, [&](C_CCLComm comm, C_Stream stream) {
-          return c->p_.table->xccl_recv(ptr(buf), count, data_type(type), peer, comm, stream);
-        });
-      })
+      .def("all_reduce",
+           [](const Comm& c, const at::Tensor& send, const at::Tensor& recv, size_t count, int type, int op) {
+             return c->launch("xccl_all_reduce", {send, recv}, [&](C_CCLComm comm, C_Stream stream) {
+               return c->p_.table->xccl_all_reduce(ptr(send), ptr(recv), count, data_type(type), reduce_op(op), comm,
+                                                   stream);
+             });
+           })
+      .def("reduce",
+           [](const Comm& c, const at::Tensor& send, const at::Tensor& recv, size_t count, int type, int op,
+              size_t root) {
+             return c->launch("xccl_reduce", {send, recv}, [&](C_CCLComm comm, C_Stream stream) {
+               return c->p_.table->xccl_reduce(ptr(send), ptr(recv), count, data_type(type), reduce_op(op), root, comm,
+                                               stream);
+             });
+           })
+      .def("broadcast",
+           [](const Comm& c, const at::Tensor& buf, size_t count, int type, size_t root) {
+             return c->launch("xccl_broadcast", {buf}, [&](C_CCLComm comm, C_Stream stream) {
+               return c->p_.table->xccl_broadcast(ptr(buf), count, data_type(type), root, comm, stream);
+             });
+           })
+      .def("all_gather",
+           [](const Comm& c, const at::Tensor& send, const at::Tensor& recv, size_t count, int type) {
+             return c->launch("xccl_all_gather", {send, recv}, [&](C_CCLComm comm, C_Stream stream) {
+               return c->p_.table->xccl_all_gather(ptr(send), ptr(recv), count, data_type(type), comm, stream);
+             });
+           })
+      .def("reduce_scatter",
+           [](const Comm& c, const at::Tensor& send, const at::Tensor& recv, size_t count, int type, int op) {
+             return c->launch("xccl_reduce_scatter", {send, recv}, [&](C_CCLComm comm, C_Stream stream) {
+               return c->p_.table->xccl_reduce_scatter(ptr(send), ptr(recv), count, data_type(type), reduce_op(op),
+                                                       comm, stream);
+             });
+           })
+      .def("send",
+           [](const Comm& c, const at::Tensor& buf, size_t count, int type, size_t peer) {
+             return c->launch("xccl_send", {buf}, [&](C_CCLComm comm, C_Stream stream) {
+               return c->p_.table->xccl_send(ptr(buf), count, data_type(type), peer, comm, stream);
+             });
+           })
+      .def("recv",
+           [](const Comm& c, const at::Tensor& buf, size_t count, int type, size_t peer) {
+             return c->launch("xccl_recv", {buf}, [&](C_CCLComm comm, C_Stream stream) {
+               return c->p_.table->xccl_recv(ptr(buf), count, data_type(type), peer, comm, stream);
+             });
+           })
       // Chunk j of `send` (elements [send_offsets[j], +send_counts[j])) goes to rank j, and so on.
-      .def("all_to_all", [](const Comm& c, const at::Tensor& send, const std::vector<size_t>& send_offsets,
-                            const std::vector<size_t>& send_counts, const at::Tensor& recv,
-                            const std::vector<size_t>& recv_offsets, const std::vector<size_t>& recv_counts,
-                            int type, size_t rank) {
-        size_t ranks = send_counts.size(), size = send.element_size();
-        std::vector<const void*> sends(ranks);
-        std::vector<void*> recvs(ranks);
-        std::vector<C_DataType> types(ranks, data_type(type));
-        for (size_t j = 0; j < ranks; ++j) {
-          sends[j] = static_cast<const char*>(send.data_ptr()) + send_offsets[j] * size;
-          recvs[j] = static_cast<char*>(recv.data_ptr()) + recv_offsets[j] * size;
-        }
-        return c->launch("xccl_all_to_all", {send, recv}, [&](C_CCLComm comm, C_Stream stream) {
-          return c->p_.table->xccl_all_to_all(sends.data(), send_counts.data(), types.data(), recvs.data(),
-                                              recv_counts.data(), types.data(), rank, ranks, comm, stream);
-        });
-      });
+      .def("all_to_all",
+           [](const Comm& c, const at::Tensor& send, const std::vector<size_t>& send_offsets,
+              const std::vector<size_t>& send_counts, const at::Tensor& recv, const std::vector<size_t>& recv_offsets,
+              const std::vector<size_t>& recv_counts, int type, size_t rank) {
+             size_t ranks = send_counts.size(), size = send.element_size();
+             std::vector<const void*> sends(ranks);
+             std::vector<void*> recvs(ranks);
+             std::vector<C_DataType> types(ranks, data_type(type));
+             for (size_t j = 0; j < ranks; ++j) {
+               sends[j] = static_cast<const char*>(send.data_ptr()) + send_offsets[j] * size;
+               recvs[j] = static_cast<char*>(recv.data_ptr()) + recv_offsets[j] * size;
+             }
+             return c->launch("xccl_all_to_all", {send, recv}, [&](C_CCLComm comm, C_Stream stream) {
+               return c->p_.table->xccl_all_to_all(sends.data(), send_counts.data(), types.data(), recvs.data(),
+                                                   recv_counts.data(), types.data(), rank, ranks, comm, stream);
+             });
+           });
   m.def("xccl_unique_id", &XcclComm::unique_id, py::arg("plugin"));
 }
 

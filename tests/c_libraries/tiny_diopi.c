@@ -47,10 +47,13 @@ static float* floats(diopiConstTensorHandle_t t, int64_t* numel) {
 
 typedef float (*binary_fn)(float, float, float);
 static float add(float x, float y, float alpha) { return x + alpha * y; }
-static float mul(float x, float y, float unused) { (void)unused; return x * y * MUL_FACTOR; }
+static float mul(float x, float y, float unused) {
+    (void)unused;
+    return x * y * MUL_FACTOR;
+}
 
-static diopiError_t binary(diopiTensorHandle_t out, diopiConstTensorHandle_t a, diopiConstTensorHandle_t b,
-                           float alpha, binary_fn fn) {
+static diopiError_t binary(diopiTensorHandle_t out, diopiConstTensorHandle_t a, diopiConstTensorHandle_t b, float alpha,
+                           binary_fn fn) {
     int64_t n_out, n_a, n_b;
     float *o = floats(out, &n_out), *x = floats(a, &n_a), *y = floats(b, &n_b);
     if (!o || !x || !y || n_a != n_out || n_b != n_out) return diopiForceFallbackToCPU;
@@ -97,12 +100,13 @@ diopiError_t diopiMm(diopiContextHandle_t ctx, diopiTensorHandle_t out, diopiCon
     diopiGetTensorShape(mat2, &sb);
     int64_t m = sa.data[0], k = sa.data[1], n = sb.data[1];
     if (sb.data[0] != k) {
-        snprintf(last_error, sizeof last_error, "diopiMm: input is %lldx%lld, mat2 is %lldx%lld",
-                 (long long)m, (long long)k, (long long)sb.data[0], (long long)n);
+        snprintf(last_error, sizeof last_error, "diopiMm: input is %lldx%lld, mat2 is %lldx%lld", (long long)m,
+                 (long long)k, (long long)sb.data[0], (long long)n);
         return diopiErrorOccurred;
     }
     diopiTensorHandle_t scratch;
-    if (diopiRequireBuffer(ctx, &scratch, n * (int64_t)sizeof(float), diopi_device) != diopiSuccess) return diopiErrorOccurred;
+    if (diopiRequireBuffer(ctx, &scratch, n * (int64_t)sizeof(float), diopi_device) != diopiSuccess)
+        return diopiErrorOccurred;
     void* row_data;
     diopiGetTensorData(scratch, &row_data);
     float* row = (float*)row_data;
@@ -129,12 +133,13 @@ diopiError_t diopiNonzero(diopiContextHandle_t ctx, diopiTensorHandle_t* out, di
     diopiSize_t size = {sizes, 2};
     diopiDeviceIndex_t device;
     diopiGetTensorDeviceIndex(input, &device);
-    if (diopiRequireTensor(ctx, out, &size, NULL, diopi_dtype_int64, diopi_device) != diopiSuccess) return diopiErrorOccurred;
+    if (diopiRequireTensor(ctx, out, &size, NULL, diopi_dtype_int64, diopi_device) != diopiSuccess)
+        return diopiErrorOccurred;
     diopiDeviceIndex_t out_device;
     diopiGetTensorDeviceIndex(*out, &out_device);
     if (out_device != device) {
-        snprintf(last_error, sizeof last_error, "diopiNonzero: required tensor on device %d, input on %d",
-                 out_device, device);
+        snprintf(last_error, sizeof last_error, "diopiNonzero: required tensor on device %d, input on %d", out_device,
+                 device);
         return diopiErrorOccurred;
     }
     void* data;

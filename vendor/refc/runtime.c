@@ -173,15 +173,16 @@ static C_Stream stream_new(int device) {
   return stream;
 }
 
-static C_Stream resolve(const C_Device device, C_Stream stream) {
-  return stream ? stream : g.defaults[device->id];
-}
+static C_Stream resolve(const C_Device device, C_Stream stream) { return stream ? stream : g.defaults[device->id]; }
 
 /* Queues `task` (heap-allocated by the caller); returns its position in the stream's order. */
 static unsigned long enqueue(C_Stream stream, Task *task) {
   pthread_mutex_lock(&stream->mutex);
   task->next = NULL;
-  if (stream->tail) stream->tail->next = task; else stream->head = task;
+  if (stream->tail)
+    stream->tail->next = task;
+  else
+    stream->head = task;
   stream->tail = task;
   unsigned long position = ++stream->queued;
   pthread_cond_broadcast(&stream->changed);
@@ -205,8 +206,7 @@ static Task *task_new(TaskKind kind) {
 /* ---- for xccl.c (refc.h) ---- */
 int refc_current_device(void) { return t_current; }
 
-C_Status refc_enqueue_call(int device, C_Stream stream, RefcCall call, void *arg,
-                           void (*release)(void *)) {
+C_Status refc_enqueue_call(int device, C_Stream stream, RefcCall call, void *arg, void (*release)(void *)) {
   struct C_Device_st d = {device};
   if (device < 0 || device >= g.count || !g.defaults[device]) return C_ERROR;
   Task *task = task_new(TASK_CALL);
@@ -309,13 +309,12 @@ static C_Status copy(const C_Device device, void *dst, const void *src, size_t s
   memcpy(dst, src, size);
   return C_SUCCESS;
 }
-static C_Status copy_p2p(const C_Device dst_device, const C_Device src_device, void *dst,
-                         const void *src, size_t size) {
+static C_Status copy_p2p(const C_Device dst_device, const C_Device src_device, void *dst, const void *src,
+                         size_t size) {
   drain(g.defaults[src_device->id]);
   return copy(dst_device, dst, src, size);
 }
-static C_Status async_copy(const C_Device device, C_Stream stream, void *dst, const void *src,
-                           size_t size) {
+static C_Status async_copy(const C_Device device, C_Stream stream, void *dst, const void *src, size_t size) {
   Task *task = task_new(TASK_COPY);
   if (!task) return C_FAILED;
   task->dst = dst;
@@ -353,8 +352,7 @@ static C_Status synchronize_device(const C_Device device) {
   for (C_Stream s = first; s; s = s->next_of_device) drain(s);
   return C_SUCCESS;
 }
-static C_Status add_callback(const C_Device device, C_Stream stream, C_Callback callback,
-                             void *user_data) {
+static C_Status add_callback(const C_Device device, C_Stream stream, C_Callback callback, void *user_data) {
   Task *task = task_new(TASK_CALLBACK);
   if (!task) return C_FAILED;
   task->callback = callback;

@@ -75,12 +75,12 @@ struct C_CCLComm_st {
   int rank, ranks, device;
   size_t slot_bytes; /* SEGMENT_BYTES / (2 x ranks), at most 4 MiB: the chunk of a collective */
   char name[UID_BYTES];
-  unsigned long chunk;            /* chunks run so far: picks the slot set */
+  unsigned long chunk; /* chunks run so far: picks the slot set */
   uint64_t sent[MAX_RANKS], received[MAX_RANKS];
-  _Atomic int refs;               /* the owner's, plus one per queued task */
-  int read_peers;                 /* every rank may read every other's memory */
-  char *block;                    /* 2 x BLOCK_BYTES: the accumulator and one peer's data */
-  _Atomic int pending;            /* queued or running tasks */
+  _Atomic int refs; /* the owner's, plus one per queued task */
+  int read_peers; /* every rank may read every other's memory */
+  char *block; /* 2 x BLOCK_BYTES: the accumulator and one peer's data */
+  _Atomic int pending; /* queued or running tasks */
 };
 typedef struct C_CCLComm_st Comm;
 
@@ -99,9 +99,9 @@ static double now_s(void) {
 /* ---- test switches ---- */
 static C_Status injected(const char *function) {
   static _Atomic unsigned long calls[16];
-  static const char *names[16] = {"xccl_all_reduce", "xccl_broadcast", "xccl_reduce",
+  static const char *names[16] = {"xccl_all_reduce", "xccl_broadcast",      "xccl_reduce",
                                   "xccl_all_gather", "xccl_reduce_scatter", "xccl_send",
-                                  "xccl_recv", "xccl_all_to_all", "xccl_comm_init_rank"};
+                                  "xccl_recv",       "xccl_all_to_all",     "xccl_comm_init_rank"};
   const char *spec = getenv("DIPU_REFC_XCCL_FAIL");
   size_t length = strlen(function);
   if (!spec || strncmp(spec, function, length) != 0 || spec[length] != ':') return C_SUCCESS;
@@ -126,14 +126,16 @@ static int wait_change(Comm *c, _Atomic uint32_t *word, uint32_t old, const char
   for (;;) {
     if (atomic_load(word) != old) return 0;
     if (atomic_load(&c->header->aborted)) {
-      fprintf(stderr, "refc xccl: rank %d of %d: %s aborted (the communicator was destroyed)\n",
-              c->rank, c->ranks, what);
+      fprintf(stderr, "refc xccl: rank %d of %d: %s aborted (the communicator was destroyed)\n", c->rank, c->ranks,
+              what);
       return -1;
     }
     double left = deadline - now_s();
     if (left <= 0) {
-      fprintf(stderr, "refc xccl: rank %d of %d: %s gave up after %.0f s waiting for the other ranks "
-              "(DIPU_REFC_XCCL_TIMEOUT_S)\n", c->rank, c->ranks, what, timeout_s());
+      fprintf(stderr,
+              "refc xccl: rank %d of %d: %s gave up after %.0f s waiting for the other ranks "
+              "(DIPU_REFC_XCCL_TIMEOUT_S)\n",
+              c->rank, c->ranks, what, timeout_s());
       atomic_store(&c->header->aborted, 1);
       futex_wake(&c->header->generation);
       futex_wake(&c->header->p2p_signal);
@@ -165,10 +167,20 @@ static char *slot(Comm *c, int rank) {
 /* ---- element types and reductions ---- */
 static size_t type_size(C_DataType type) {
   switch (type) {
-    case BOOL: case UINT8: case INT8: return 1;
-    case UINT16: case INT16: case FLOAT16: case BFLOAT16: return 2;
-    case UINT32: case INT32: case FLOAT32: return 4;
-    case UINT64: case INT64: case FLOAT64: case COMPLEX64: return 8;
+    case BOOL:
+    case UINT8:
+    case INT8: return 1;
+    case UINT16:
+    case INT16:
+    case FLOAT16:
+    case BFLOAT16: return 2;
+    case UINT32:
+    case INT32:
+    case FLOAT32: return 4;
+    case UINT64:
+    case INT64:
+    case FLOAT64:
+    case COMPLEX64: return 8;
     case COMPLEX128: return 16;
     default: return 0;
   }
@@ -183,7 +195,10 @@ static float from_half(uint16_t h) {
     bits = sign | ((exponent + 112) << 23) | (mantissa << 13);
   } else if (mantissa) { /* subnormal: normalize */
     int shift = 0;
-    while (!(mantissa & 0x400)) { mantissa <<= 1; ++shift; }
+    while (!(mantissa & 0x400)) {
+      mantissa <<= 1;
+      ++shift;
+    }
     bits = sign | ((uint32_t)(113 - shift) << 23) | ((mantissa & 0x3ff) << 13);
   } else {
     bits = sign;
@@ -227,49 +242,50 @@ static uint16_t to_bfloat16(float f) {
   return (uint16_t)((bits + 0x7fff + ((bits >> 16) & 1)) >> 16);
 }
 
-#define LOOP(T, EXPR)                                                   \
-  do {                                                                  \
-    T *d = (T *)dst;                                                    \
-    const T *x = (const T *)a, *y = (const T *)b;                       \
-    for (size_t i = 0; i < n; ++i) {                                    \
-      T p = x[i], q = y[i];                                             \
-      d[i] = (EXPR);                                                    \
-    }                                                                   \
+#define LOOP(T, EXPR)                             \
+  do {                                            \
+    T *d = (T *)dst;                              \
+    const T *x = (const T *)a, *y = (const T *)b; \
+    for (size_t i = 0; i < n; ++i) {              \
+      T p = x[i], q = y[i];                       \
+      d[i] = (EXPR);                              \
+    }                                             \
   } while (0)
 /* Sums and products of signed integers wrap, computed unsigned (the same bits, no overflow UB). */
-#define INTEGER(S, U)                                                   \
-  switch (op) {                                                         \
-    case SUM: LOOP(U, (U)(p + q)); return 0;                            \
-    case PRODUCT: LOOP(U, (U)(p * q)); return 0;                        \
-    case MAX: LOOP(S, p > q ? p : q); return 0;                         \
-    case MIN: LOOP(S, p < q ? p : q); return 0;                         \
-    default: return -1;                                                 \
+#define INTEGER(S, U)                            \
+  switch (op) {                                  \
+    case SUM: LOOP(U, (U)(p + q)); return 0;     \
+    case PRODUCT: LOOP(U, (U)(p * q)); return 0; \
+    case MAX: LOOP(S, p > q ? p : q); return 0;  \
+    case MIN: LOOP(S, p < q ? p : q); return 0;  \
+    default: return -1;                          \
   }
-#define FLOATING(T)                                                     \
-  switch (op) {                                                         \
-    case SUM: LOOP(T, p + q); return 0;                                 \
-    case PRODUCT: LOOP(T, p * q); return 0;                             \
-    case MAX: LOOP(T, p > q || p != p ? p : q); return 0;               \
-    case MIN: LOOP(T, p < q || p != p ? p : q); return 0;               \
-    default: return -1;                                                 \
+#define FLOATING(T)                                       \
+  switch (op) {                                           \
+    case SUM: LOOP(T, p + q); return 0;                   \
+    case PRODUCT: LOOP(T, p * q); return 0;               \
+    case MAX: LOOP(T, p > q || p != p ? p : q); return 0; \
+    case MIN: LOOP(T, p < q || p != p ? p : q); return 0; \
+    default: return -1;                                   \
   }
-#define HALF(FROM, TO)                                                  \
-  switch (op) {                                                         \
-    case SUM: LOOP(uint16_t, TO(FROM(p) + FROM(q))); return 0;          \
-    case PRODUCT: LOOP(uint16_t, TO(FROM(p) * FROM(q))); return 0;      \
+#define HALF(FROM, TO)                                                                   \
+  switch (op) {                                                                          \
+    case SUM: LOOP(uint16_t, TO(FROM(p) + FROM(q))); return 0;                           \
+    case PRODUCT: LOOP(uint16_t, TO(FROM(p) * FROM(q))); return 0;                       \
     case MAX: LOOP(uint16_t, FROM(p) > FROM(q) || FROM(p) != FROM(p) ? p : q); return 0; \
     case MIN: LOOP(uint16_t, FROM(p) < FROM(q) || FROM(p) != FROM(p) ? p : q); return 0; \
-    default: return -1;                                                 \
+    default: return -1;                                                                  \
   }
 
 /* dst[i] = a[i] op b[i] for n elements (dst may be a). -1: the type or op is not supported. */
-static int reduce(void *dst, const void *a, const void *b, size_t n, C_DataType type,
-                  C_CCLReduceOp op) {
+static int reduce(void *dst, const void *a, const void *b, size_t n, C_DataType type, C_CCLReduceOp op) {
   switch (type) {
     case BOOL: /* sum and max are "or", product and min "and" */
       switch (op) {
-        case SUM: case MAX: LOOP(uint8_t, (uint8_t)(p || q)); return 0;
-        case PRODUCT: case MIN: LOOP(uint8_t, (uint8_t)(p && q)); return 0;
+        case SUM:
+        case MAX: LOOP(uint8_t, (uint8_t)(p || q)); return 0;
+        case PRODUCT:
+        case MIN: LOOP(uint8_t, (uint8_t)(p && q)); return 0;
         default: return -1;
       }
     case UINT8: INTEGER(uint8_t, uint8_t)
@@ -294,8 +310,7 @@ static int reducible(C_DataType type, C_CCLReduceOp op) {
 }
 
 /* out = slot[0] op slot[1] op ... in rank order, over `n` elements at byte `offset` of each slot. */
-static void reduce_slots(Comm *c, char *out, size_t offset, size_t n, C_DataType type,
-                         C_CCLReduceOp op) {
+static void reduce_slots(Comm *c, char *out, size_t offset, size_t n, C_DataType type, C_CCLReduceOp op) {
   size_t bytes = n * type_size(type);
   if (c->ranks == 1) {
     memmove(out, slot(c, 0) + offset, bytes);
@@ -326,8 +341,7 @@ static int read_peer(Comm *c, int peer, void *dst, uint64_t address, size_t byte
     struct iovec local = {dst, bytes}, remote = {(void *)(uintptr_t)address, bytes};
     ssize_t got = process_vm_readv(atomic_load(&c->header->pid[peer]), &local, 1, &remote, 1, 0);
     if (got <= 0) {
-      fprintf(stderr, "refc xccl: rank %d: reading rank %d's memory failed: %s\n", c->rank, peer,
-              strerror(errno));
+      fprintf(stderr, "refc xccl: rank %d: reading rank %d's memory failed: %s\n", c->rank, peer, strerror(errno));
       return -1;
     }
     dst = (char *)dst + got;
@@ -337,8 +351,8 @@ static int read_peer(Comm *c, int peer, void *dst, uint64_t address, size_t byte
   return 0;
 }
 
-static int run_all_reduce_reading_peers(Comm *c, const char *send, char *recv, size_t count,
-                                        C_DataType type, C_CCLReduceOp op) {
+static int run_all_reduce_reading_peers(Comm *c, const char *send, char *recv, size_t count, C_DataType type,
+                                        C_CCLReduceOp op) {
   Header *h = c->header;
   size_t size = type_size(type), part = (count + c->ranks - 1) / c->ranks;
   atomic_store(&h->send_at[c->rank], (uint64_t)(uintptr_t)send);
@@ -371,8 +385,8 @@ static int run_all_reduce_reading_peers(Comm *c, const char *send, char *recv, s
 }
 
 /* root < 0: all-reduce; else reduce to root. */
-static int run_reduce(Comm *c, const char *send, char *recv, size_t count, C_DataType type,
-                      C_CCLReduceOp op, int root, int fake, const char *what) {
+static int run_reduce(Comm *c, const char *send, char *recv, size_t count, C_DataType type, C_CCLReduceOp op, int root,
+                      int fake, const char *what) {
   size_t size = type_size(type), per_chunk = c->slot_bytes / size;
   if (root < 0 && !fake && c->read_peers && count * size >= READ_PEERS_BYTES && c->ranks > 1)
     return run_all_reduce_reading_peers(c, send, recv, count, type, op);
@@ -419,14 +433,12 @@ static int run_all_gather(Comm *c, const char *send, char *recv, size_t bytes) {
   return 0;
 }
 
-static int run_reduce_scatter(Comm *c, const char *send, char *recv, size_t count,
-                              C_DataType type, C_CCLReduceOp op) {
+static int run_reduce_scatter(Comm *c, const char *send, char *recv, size_t count, C_DataType type, C_CCLReduceOp op) {
   size_t size = type_size(type), per_chunk = c->slot_bytes / size / (size_t)c->ranks;
   for (size_t start = 0; start < count; start += per_chunk, c->chunk++) {
     size_t n = count - start < per_chunk ? count - start : per_chunk;
     char *mine = slot(c, c->rank);
-    for (int j = 0; j < c->ranks; ++j)
-      memcpy(mine + j * n * size, send + (j * count + start) * size, n * size);
+    for (int j = 0; j < c->ranks; ++j) memcpy(mine + j * n * size, send + (j * count + start) * size, n * size);
     if (barrier(c, "reduce_scatter")) return -1;
     reduce_slots(c, recv + start * size, c->rank * n * size, n, type, op);
   }
@@ -536,17 +548,14 @@ static C_Status run_job(void *arg) {
   int failed = 0;
   switch (job->kind) {
     case ALL_REDUCE:
-      failed = run_reduce(c, job->send, job->recv, job->count, job->type, job->op, -1, job->fake,
-                          "all_reduce");
+      failed = run_reduce(c, job->send, job->recv, job->count, job->type, job->op, -1, job->fake, "all_reduce");
       break;
     case REDUCE:
       failed = run_reduce(c, job->send, job->recv, job->count, job->type, job->op, job->peer, 0, "reduce");
       break;
     case BROADCAST: failed = run_broadcast(c, job->recv, bytes, job->peer); break;
     case ALL_GATHER: failed = run_all_gather(c, job->send, job->recv, bytes); break;
-    case REDUCE_SCATTER:
-      failed = run_reduce_scatter(c, job->send, job->recv, job->count, job->type, job->op);
-      break;
+    case REDUCE_SCATTER: failed = run_reduce_scatter(c, job->send, job->recv, job->count, job->type, job->op); break;
     case SEND: failed = run_send(c, job->send, bytes, job->peer); break;
     case RECV: failed = run_recv(c, job->recv, bytes, job->peer); break;
     case ALL_TO_ALL:
@@ -613,8 +622,7 @@ static C_Status get_unique_id(C_CCLRootId *id) {
   clock_gettime(CLOCK_REALTIME, &t);
   memset(id->data, 0, id->sz);
   snprintf(id->data, UID_BYTES, "/dipu-refc-%d-%llx-%x", (int)getpid(),
-           (unsigned long long)t.tv_sec * 1000000000ull + (unsigned long long)t.tv_nsec,
-           atomic_fetch_add(&counter, 1));
+           (unsigned long long)t.tv_sec * 1000000000ull + (unsigned long long)t.tv_nsec, atomic_fetch_add(&counter, 1));
   return C_SUCCESS;
 }
 
@@ -648,7 +656,10 @@ static C_Status comm_init_rank(size_t ranks, C_CCLRootId *id, size_t rank, C_CCL
     if (error) {
       fprintf(stderr, "refc xccl: cannot create %s (%zu MiB in /dev/shm): %s\n", c->name, c->mapped >> 20,
               strerror(error));
-      if (fd >= 0) { close(fd); shm_unlink(c->name); }
+      if (fd >= 0) {
+        close(fd);
+        shm_unlink(c->name);
+      }
       free(c);
       return C_FAILED;
     }
@@ -684,8 +695,7 @@ static C_Status comm_init_rank(size_t ranks, C_CCLRootId *id, size_t rank, C_CCL
   }
   int agreed = atomic_load(&h->magic) == MAGIC && h->ranks == ranks;
   if (agreed) atomic_fetch_add(&h->attached, 1);
-  while (agreed && atomic_load(&h->attached) < ranks && !atomic_load(&h->aborted) && now_s() < deadline)
-    pause_ms(1);
+  while (agreed && atomic_load(&h->attached) < ranks && !atomic_load(&h->aborted) && now_s() < deadline) pause_ms(1);
   if (rank == 0) shm_unlink(c->name); /* every rank has it mapped, or never will */
   if (!agreed || atomic_load(&h->attached) != ranks) {
     fprintf(stderr, "refc xccl: rank %zu of %zu: %s\n", rank, ranks,
@@ -704,10 +714,11 @@ static C_Status comm_init_rank(size_t ranks, C_CCLRootId *id, size_t rank, C_CCL
   int readable = barrier(c, "xccl_comm_init_rank") == 0 && c->block != NULL;
   for (int j = 0; j < c->ranks && readable; ++j) {
     int value = 0;
-    struct iovec local = {&value, sizeof value}, remote = {(void *)(uintptr_t)atomic_load(&h->send_at[j]),
-                                                          sizeof value};
-    readable = j == c->rank || (process_vm_readv(atomic_load(&h->pid[j]), &local, 1, &remote, 1, 0) ==
-                                (ssize_t)sizeof value && value == 1);
+    struct iovec local = {&value, sizeof value},
+                 remote = {(void *)(uintptr_t)atomic_load(&h->send_at[j]), sizeof value};
+    readable =
+        j == c->rank ||
+        (process_vm_readv(atomic_load(&h->pid[j]), &local, 1, &remote, 1, 0) == (ssize_t)sizeof value && value == 1);
   }
   atomic_store(&h->can_read[rank], readable);
   if (barrier(c, "xccl_comm_init_rank")) {
@@ -720,8 +731,8 @@ static C_Status comm_init_rank(size_t ranks, C_CCLRootId *id, size_t rank, C_CCL
   if (slots_only && *slots_only && *slots_only != '0') c->read_peers = 0;
   const char *verbose = getenv("DIPU_REFC_XCCL_VERBOSE");
   if (verbose && *verbose && *verbose != '0')
-    fprintf(stderr, "refc xccl: rank %zu of %zu: %s, %zu KiB slots, large all-reduces %s\n", rank, ranks,
-            c->name, c->slot_bytes >> 10, c->read_peers ? "read the peers' memory" : "through the slots");
+    fprintf(stderr, "refc xccl: rank %zu of %zu: %s, %zu KiB slots, large all-reduces %s\n", rank, ranks, c->name,
+            c->slot_bytes >> 10, c->read_peers ? "read the peers' memory" : "through the slots");
   *out = c;
   return C_SUCCESS;
 }
@@ -737,13 +748,11 @@ static C_Status destroy_comm(C_CCLComm comm) {
   return C_SUCCESS;
 }
 
-static C_Status reduction(Kind kind, const char *function, void *send, void *recv, size_t count,
-                          C_DataType type, C_CCLReduceOp op, int root, C_CCLComm comm,
-                          C_Stream stream) {
+static C_Status reduction(Kind kind, const char *function, void *send, void *recv, size_t count, C_DataType type,
+                          C_CCLReduceOp op, int root, C_CCLComm comm, C_Stream stream) {
   if (injected(function)) return C_INTERNAL_ERROR;
   if (!reducible(type, op)) {
-    fprintf(stderr, "refc xccl: %s: reduce op %d on data type %d is not supported\n", function, (int)op,
-            (int)type);
+    fprintf(stderr, "refc xccl: %s: reduce op %d on data type %d is not supported\n", function, (int)op, (int)type);
     return C_ERROR;
   }
   Job *job = job_new(kind, comm, type, function);
@@ -760,24 +769,24 @@ static C_Status reduction(Kind kind, const char *function, void *send, void *rec
   return submit(job, stream);
 }
 
-static C_Status all_reduce(void *send, void *recv, size_t count, C_DataType type, C_CCLReduceOp op,
-                           C_CCLComm comm, C_Stream stream) {
+static C_Status all_reduce(void *send, void *recv, size_t count, C_DataType type, C_CCLReduceOp op, C_CCLComm comm,
+                           C_Stream stream) {
   return reduction(ALL_REDUCE, "xccl_all_reduce", send, recv, count, type, op, -1, comm, stream);
 }
 
-static C_Status reduce_to(void *send, void *recv, size_t count, C_DataType type, C_CCLReduceOp op,
-                          size_t root, C_CCLComm comm, C_Stream stream) {
+static C_Status reduce_to(void *send, void *recv, size_t count, C_DataType type, C_CCLReduceOp op, size_t root,
+                          C_CCLComm comm, C_Stream stream) {
   if (comm && root >= (size_t)comm->ranks) return C_ERROR;
   return reduction(REDUCE, "xccl_reduce", send, recv, count, type, op, (int)root, comm, stream);
 }
 
-static C_Status reduce_scatter(void *send, void *recv, size_t count, C_DataType type,
-                               C_CCLReduceOp op, C_CCLComm comm, C_Stream stream) {
+static C_Status reduce_scatter(void *send, void *recv, size_t count, C_DataType type, C_CCLReduceOp op, C_CCLComm comm,
+                               C_Stream stream) {
   return reduction(REDUCE_SCATTER, "xccl_reduce_scatter", send, recv, count, type, op, -1, comm, stream);
 }
 
-static C_Status movement(Kind kind, const char *function, const void *send, void *recv, size_t count,
-                         C_DataType type, size_t peer, C_CCLComm comm, C_Stream stream) {
+static C_Status movement(Kind kind, const char *function, const void *send, void *recv, size_t count, C_DataType type,
+                         size_t peer, C_CCLComm comm, C_Stream stream) {
   if (injected(function)) return C_INTERNAL_ERROR;
   if (comm && peer >= (size_t)comm->ranks) return C_ERROR;
   Job *job = job_new(kind, comm, type, function);
@@ -789,29 +798,25 @@ static C_Status movement(Kind kind, const char *function, const void *send, void
   return submit(job, stream);
 }
 
-static C_Status broadcast(void *buf, size_t count, C_DataType type, size_t root, C_CCLComm comm,
-                          C_Stream stream) {
+static C_Status broadcast(void *buf, size_t count, C_DataType type, size_t root, C_CCLComm comm, C_Stream stream) {
   return movement(BROADCAST, "xccl_broadcast", buf, buf, count, type, root, comm, stream);
 }
 
-static C_Status all_gather(void *send, void *recv, size_t count, C_DataType type, C_CCLComm comm,
-                           C_Stream stream) {
+static C_Status all_gather(void *send, void *recv, size_t count, C_DataType type, C_CCLComm comm, C_Stream stream) {
   return movement(ALL_GATHER, "xccl_all_gather", send, recv, count, type, 0, comm, stream);
 }
 
-static C_Status send_to(void *buf, size_t count, C_DataType type, size_t to, C_CCLComm comm,
-                        C_Stream stream) {
+static C_Status send_to(void *buf, size_t count, C_DataType type, size_t to, C_CCLComm comm, C_Stream stream) {
   return movement(SEND, "xccl_send", buf, NULL, count, type, to, comm, stream);
 }
 
-static C_Status recv_from(void *buf, size_t count, C_DataType type, size_t from, C_CCLComm comm,
-                          C_Stream stream) {
+static C_Status recv_from(void *buf, size_t count, C_DataType type, size_t from, C_CCLComm comm, C_Stream stream) {
   return movement(RECV, "xccl_recv", NULL, buf, count, type, from, comm, stream);
 }
 
-static C_Status all_to_all(const void **send, const size_t *send_count, const C_DataType *send_type,
-                           void **recv, const size_t *recv_count, const C_DataType *recv_type,
-                           size_t rank, size_t ranks, C_CCLComm comm, C_Stream stream) {
+static C_Status all_to_all(const void **send, const size_t *send_count, const C_DataType *send_type, void **recv,
+                           const size_t *recv_count, const C_DataType *recv_type, size_t rank, size_t ranks,
+                           C_CCLComm comm, C_Stream stream) {
   if (injected("xccl_all_to_all")) return C_INTERNAL_ERROR;
   if (!comm || rank != (size_t)comm->rank || ranks != (size_t)comm->ranks) return C_ERROR;
   Job *job = job_new(ALL_TO_ALL, comm, UINT8, "xccl_all_to_all");

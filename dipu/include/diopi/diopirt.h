@@ -105,7 +105,13 @@ typedef struct {
     };
 } diopiScalar_t;
 
-typedef enum { Contiguous = 0, ChannelsLast = 1, ChannelsLast3d = 2, Preserve = 3, ChannelsLast1d = 4 } diopiMemoryFormat_t;
+typedef enum {
+    Contiguous = 0,
+    ChannelsLast = 1,
+    ChannelsLast3d = 2,
+    Preserve = 3,
+    ChannelsLast1d = 4
+} diopiMemoryFormat_t;
 
 typedef enum { ReductionNone, ReductionMean, ReductionSum, ReductionEND } diopiReduction_t;
 
@@ -137,20 +143,28 @@ extern DIOPI_RT_API diopiError_t diopiGetTensorDataConst(diopiConstTensorHandle_
 extern DIOPI_RT_API diopiError_t diopiGetTensorShape(diopiConstTensorHandle_t th, diopiSize_t* size);
 extern DIOPI_RT_API diopiError_t diopiGetTensorStride(diopiConstTensorHandle_t th, diopiSize_t* stride);
 extern DIOPI_RT_API diopiError_t diopiGetTensorDtype(diopiConstTensorHandle_t th, diopiDtype_t* dtype);
-extern DIOPI_RT_API DIOPI_ATTR_WEAK diopiError_t diopiGetTensorDevice(diopiConstTensorHandle_t th, diopiDevice_t* device);
+extern DIOPI_RT_API DIOPI_ATTR_WEAK diopiError_t diopiGetTensorDevice(diopiConstTensorHandle_t th,
+                                                                      diopiDevice_t* device);
 
 extern DIOPI_RT_API diopiError_t diopiGetTensorNumel(diopiConstTensorHandle_t th, int64_t* numel);
 extern DIOPI_RT_API DIOPI_ATTR_WEAK diopiError_t diopiGetTensorElemSize(diopiConstTensorHandle_t th, int64_t* itemsize);
 /* The start of the tensor's storage, the tensor's offset into it (elements), the storage's bytes. */
-extern DIOPI_RT_API DIOPI_ATTR_WEAK diopiError_t diopiGetTensorStoragePtr(diopiConstTensorHandle_t th, void** pStoragePtr);
-extern DIOPI_RT_API DIOPI_ATTR_WEAK diopiError_t diopiGetTensorStorageOffset(diopiConstTensorHandle_t th, int64_t* pOffset);
-extern DIOPI_RT_API DIOPI_ATTR_WEAK diopiError_t diopiGetTensorStorageNbytes(diopiConstTensorHandle_t th, size_t* pNbytes);
-extern DIOPI_RT_API DIOPI_ATTR_WEAK diopiError_t diopiGetTensorDeviceIndex(diopiConstTensorHandle_t th, diopiDeviceIndex_t* pDevIndex);
+extern DIOPI_RT_API DIOPI_ATTR_WEAK diopiError_t diopiGetTensorStoragePtr(diopiConstTensorHandle_t th,
+                                                                          void** pStoragePtr);
+extern DIOPI_RT_API DIOPI_ATTR_WEAK diopiError_t diopiGetTensorStorageOffset(diopiConstTensorHandle_t th,
+                                                                             int64_t* pOffset);
+extern DIOPI_RT_API DIOPI_ATTR_WEAK diopiError_t diopiGetTensorStorageNbytes(diopiConstTensorHandle_t th,
+                                                                             size_t* pNbytes);
+extern DIOPI_RT_API DIOPI_ATTR_WEAK diopiError_t diopiGetTensorDeviceIndex(diopiConstTensorHandle_t th,
+                                                                           diopiDeviceIndex_t* pDevIndex);
 
 /* Sparse (CSR) tensors; dipu has none, so these answer diopiErrorOccurred for any tensor. */
-extern DIOPI_RT_API DIOPI_ATTR_WEAK diopiError_t diopiGetTensorCrowIndices(diopiConstTensorHandle_t th, diopiConstTensorHandle_t* crow_indices);
-extern DIOPI_RT_API DIOPI_ATTR_WEAK diopiError_t diopiGetTensorColIndices(diopiConstTensorHandle_t th, diopiConstTensorHandle_t* col_indices);
-extern DIOPI_RT_API DIOPI_ATTR_WEAK diopiError_t diopiGetTensorValues(diopiConstTensorHandle_t th, diopiConstTensorHandle_t* values);
+extern DIOPI_RT_API DIOPI_ATTR_WEAK diopiError_t diopiGetTensorCrowIndices(diopiConstTensorHandle_t th,
+                                                                           diopiConstTensorHandle_t* crow_indices);
+extern DIOPI_RT_API DIOPI_ATTR_WEAK diopiError_t diopiGetTensorColIndices(diopiConstTensorHandle_t th,
+                                                                          diopiConstTensorHandle_t* col_indices);
+extern DIOPI_RT_API DIOPI_ATTR_WEAK diopiError_t diopiGetTensorValues(diopiConstTensorHandle_t th,
+                                                                      diopiConstTensorHandle_t* values);
 extern DIOPI_RT_API DIOPI_ATTR_WEAK diopiError_t diopiIsTensorSparse(diopiConstTensorHandle_t th, bool* is_sparse);
 extern DIOPI_RT_API DIOPI_ATTR_WEAK diopiError_t diopiGetCurrentDeviceIndex(diopiDeviceIndex_t* pDevIndex);
 
@@ -159,22 +173,30 @@ extern DIOPI_RT_API diopiError_t diopiGetStream(diopiContextHandle_t ctx, diopiS
 
 /* A new tensor (stride null: contiguous) that lives until the framework has taken the call's
    results; on diopi_device it comes from the framework's caching allocator. */
-extern DIOPI_RT_API diopiError_t diopiRequireTensor(diopiContextHandle_t ctx, diopiTensorHandle_t* tensor, const diopiSize_t* size, const diopiSize_t* stride,
+extern DIOPI_RT_API diopiError_t diopiRequireTensor(diopiContextHandle_t ctx, diopiTensorHandle_t* tensor,
+                                                    const diopiSize_t* size, const diopiSize_t* stride,
                                                     const diopiDtype_t dtype, const diopiDevice_t device);
 /* A scratch buffer of num_bytes (a uint8 tensor), with the same lifetime. */
-extern DIOPI_RT_API DIOPI_ATTR_WEAK diopiError_t diopiRequireBuffer(diopiContextHandle_t ctx, diopiTensorHandle_t* tensor, int64_t num_bytes,
+extern DIOPI_RT_API DIOPI_ATTR_WEAK diopiError_t diopiRequireBuffer(diopiContextHandle_t ctx,
+                                                                    diopiTensorHandle_t* tensor, int64_t num_bytes,
                                                                     diopiDevice_t device);
 
 /* ---- random generators ------------------------------------------------------------------------ */
-extern DIOPI_RT_API DIOPI_ATTR_WEAK diopiError_t diopiGeneratorGetState(diopiContextHandle_t ctx, diopiConstGeneratorHandle_t th, diopiTensorHandle_t* data);
-extern DIOPI_RT_API DIOPI_ATTR_WEAK diopiError_t diopiGeneratorSetState(diopiGeneratorHandle_t th, diopiConstTensorHandle_t state);
-extern DIOPI_RT_API DIOPI_ATTR_WEAK diopiError_t diopiGeneratorGetSeedAndOffset(diopiGeneratorHandle_t th, uint64_t* ptrSeed, uint64_t* ptrOffset);
-extern DIOPI_RT_API DIOPI_ATTR_WEAK diopiError_t diopiGeneratorSetSeedAndOffset(diopiGeneratorHandle_t th, uint64_t seed, uint64_t offset);
+extern DIOPI_RT_API DIOPI_ATTR_WEAK diopiError_t diopiGeneratorGetState(diopiContextHandle_t ctx,
+                                                                        diopiConstGeneratorHandle_t th,
+                                                                        diopiTensorHandle_t* data);
+extern DIOPI_RT_API DIOPI_ATTR_WEAK diopiError_t diopiGeneratorSetState(diopiGeneratorHandle_t th,
+                                                                        diopiConstTensorHandle_t state);
+extern DIOPI_RT_API DIOPI_ATTR_WEAK diopiError_t diopiGeneratorGetSeedAndOffset(diopiGeneratorHandle_t th,
+                                                                                uint64_t* ptrSeed, uint64_t* ptrOffset);
+extern DIOPI_RT_API DIOPI_ATTR_WEAK diopiError_t diopiGeneratorSetSeedAndOffset(diopiGeneratorHandle_t th,
+                                                                                uint64_t seed, uint64_t offset);
 
 /* dipu's own addition, not DIOPI's: the generator of the native alias device (the CPU's for the simulated
    vendor, CUDA's for the cuda vendor) that the dipu generator th owns and draws with, valid while th lives.
    dipu's C++ torch library draws from it so its numbers are the Python library's. */
-extern DIOPI_RT_API DIOPI_ATTR_WEAK diopiError_t dipuGetNativeGenerator(diopiConstGeneratorHandle_t th, diopiGeneratorHandle_t* native);
+extern DIOPI_RT_API DIOPI_ATTR_WEAK diopiError_t dipuGetNativeGenerator(diopiConstGeneratorHandle_t th,
+                                                                        diopiGeneratorHandle_t* native);
 
 /* ---- profiling: a named range of the library's own work, from Start to End ---------------------- */
 extern DIOPI_RT_API DIOPI_ATTR_WEAK diopiError_t diopiRecordStart(const char* record_name, void** record);
@@ -190,8 +212,10 @@ extern DIOPI_RT_API DIOPI_ATTR_WEAK diopiError_t diopiRecordEnd(void** record);
 #else
 #define DIPU_DIOPI_STATIC_ASSERT(condition, message) _Static_assert(condition, message)
 #endif
-DIPU_DIOPI_STATIC_ASSERT(sizeof(diopiSize_t) == 16 && offsetof(diopiSize_t, len) == 8, "diopiSize_t is {const int64_t*, int64_t}");
-DIPU_DIOPI_STATIC_ASSERT(sizeof(diopiScalar_t) == 16 && offsetof(diopiScalar_t, fval) == 8, "diopiScalar_t is {int stype; union {double, int64_t}} at offset 8");
+DIPU_DIOPI_STATIC_ASSERT(sizeof(diopiSize_t) == 16 && offsetof(diopiSize_t, len) == 8,
+                         "diopiSize_t is {const int64_t*, int64_t}");
+DIPU_DIOPI_STATIC_ASSERT(sizeof(diopiScalar_t) == 16 && offsetof(diopiScalar_t, fval) == 8,
+                         "diopiScalar_t is {int stype; union {double, int64_t}} at offset 8");
 DIPU_DIOPI_STATIC_ASSERT(sizeof(diopiDtype_t) == 4 && sizeof(diopiError_t) == 4, "DIOPI enums are int-sized");
 DIPU_DIOPI_STATIC_ASSERT(sizeof(diopiDeviceIndex_t) == 1, "diopiDeviceIndex_t is int8_t");
 #undef DIPU_DIOPI_STATIC_ASSERT

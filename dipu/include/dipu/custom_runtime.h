@@ -35,28 +35,47 @@ extern "C" {
 #define DIPU_CUSTOM_RUNTIME_PATCH 1
 
 typedef enum {
-  C_SUCCESS = 0,     /* done */
-  C_WARNING,         /* done, but not as asked (e.g. an asynchronous call ran synchronously) */
-  C_FAILED,          /* a resource is exhausted, or a query says "not yet" */
-  C_ERROR,           /* bad argument or use */
-  C_INTERNAL_ERROR   /* the plug-in itself failed */
+  C_SUCCESS = 0, /* done */
+  C_WARNING, /* done, but not as asked (e.g. an asynchronous call ran synchronously) */
+  C_FAILED, /* a resource is exhausted, or a query says "not yet" */
+  C_ERROR, /* bad argument or use */
+  C_INTERNAL_ERROR /* the plug-in itself failed */
 } C_Status;
 
 /* Element types, for the collectives and blas_axpby. */
 typedef enum {
-  UNDEFINED = 0, BOOL, UINT8, UINT16, UINT32, UINT64, INT8, INT16, INT32, INT64,
-  FLOAT16, FLOAT32, FLOAT64, BFLOAT16, COMPLEX64, COMPLEX128
+  UNDEFINED = 0,
+  BOOL,
+  UINT8,
+  UINT16,
+  UINT32,
+  UINT64,
+  INT8,
+  INT16,
+  INT32,
+  INT64,
+  FLOAT16,
+  FLOAT32,
+  FLOAT64,
+  BFLOAT16,
+  COMPLEX64,
+  COMPLEX128
 } C_DataType;
 
 typedef enum { ANY = 0, NHWC, NCHW, NCDHW, NDHWC, STRIDED, NUM_DATA_LAYOUTS, ALL_LAYOUT = ANY } C_DataLayout;
 
 /* A device is passed by pointer to its id; the handles are the plug-in's own (possibly null). */
-typedef struct C_Device_st { int id; } *C_Device;
+typedef struct C_Device_st {
+  int id;
+} *C_Device;
 typedef struct C_Stream_st *C_Stream;
 typedef struct C_Event_st *C_Event;
 typedef void (*C_Callback)(C_Device device, C_Stream stream, void *user_data, C_Status *status);
 
-typedef struct { size_t sz; void *data; } C_CCLRootId;
+typedef struct {
+  size_t sz;
+  void *data;
+} C_CCLRootId;
 typedef struct C_CCLComm_st *C_CCLComm;
 typedef enum { SUM = 0, AVG, MAX, MIN, PRODUCT } C_CCLReduceOp;
 typedef struct C_Profiler_st *C_Profiler;
@@ -74,8 +93,7 @@ struct C_DeviceInterface {
   C_Status (*create_stream)(const C_Device device, C_Stream *stream);
   C_Status (*destroy_stream)(const C_Device device, C_Stream stream);
   C_Status (*query_stream)(const C_Device device, C_Stream stream); /* C_SUCCESS: all done */
-  C_Status (*stream_add_callback)(const C_Device device, C_Stream stream, C_Callback callback,
-                                  void *user_data);
+  C_Status (*stream_add_callback)(const C_Device device, C_Stream stream, C_Callback callback, void *user_data);
   C_Status (*create_event)(const C_Device device, C_Event *event);
   C_Status (*record_event)(const C_Device device, C_Stream stream, C_Event event);
   C_Status (*destroy_event)(const C_Device device, C_Event event);
@@ -97,16 +115,13 @@ struct C_DeviceInterface {
   C_Status (*memory_copy_h2d)(const C_Device device, void *dst, const void *src, size_t size);
   C_Status (*memory_copy_d2h)(const C_Device device, void *dst, const void *src, size_t size);
   C_Status (*memory_copy_d2d)(const C_Device device, void *dst, const void *src, size_t size);
-  C_Status (*memory_copy_p2p)(const C_Device dst_device, const C_Device src_device, void *dst,
-                              const void *src, size_t size);
-  C_Status (*async_memory_copy_h2d)(const C_Device device, C_Stream stream, void *dst,
+  C_Status (*memory_copy_p2p)(const C_Device dst_device, const C_Device src_device, void *dst, const void *src,
+                              size_t size);
+  C_Status (*async_memory_copy_h2d)(const C_Device device, C_Stream stream, void *dst, const void *src, size_t size);
+  C_Status (*async_memory_copy_d2h)(const C_Device device, C_Stream stream, void *dst, const void *src, size_t size);
+  C_Status (*async_memory_copy_d2d)(const C_Device device, C_Stream stream, void *dst, const void *src, size_t size);
+  C_Status (*async_memory_copy_p2p)(const C_Device dst_device, const C_Device src_device, C_Stream stream, void *dst,
                                     const void *src, size_t size);
-  C_Status (*async_memory_copy_d2h)(const C_Device device, C_Stream stream, void *dst,
-                                    const void *src, size_t size);
-  C_Status (*async_memory_copy_d2d)(const C_Device device, C_Stream stream, void *dst,
-                                    const void *src, size_t size);
-  C_Status (*async_memory_copy_p2p)(const C_Device dst_device, const C_Device src_device,
-                                    C_Stream stream, void *dst, const void *src, size_t size);
   void *reserved_mem_api[8];
 
   /* information */
@@ -129,26 +144,24 @@ struct C_DeviceInterface {
   C_Status (*xccl_get_unique_id)(C_CCLRootId *unique_id);
   C_Status (*xccl_comm_init_rank)(size_t ranks, C_CCLRootId *unique_id, size_t rank, C_CCLComm *comm);
   C_Status (*xccl_destroy_comm)(C_CCLComm comm);
-  C_Status (*xccl_all_reduce)(void *send_buf, void *recv_buf, size_t count, C_DataType data_type,
-                              C_CCLReduceOp op, C_CCLComm comm, C_Stream stream);
-  C_Status (*xccl_broadcast)(void *buf, size_t count, C_DataType data_type, size_t root,
-                             C_CCLComm comm, C_Stream stream);
-  C_Status (*xccl_reduce)(void *send_buf, void *recv_buf, size_t count, C_DataType data_type,
-                          C_CCLReduceOp op, size_t root, C_CCLComm comm, C_Stream stream);
-  C_Status (*xccl_all_gather)(void *send_buf, void *recv_buf, size_t count, C_DataType data_type,
+  C_Status (*xccl_all_reduce)(void *send_buf, void *recv_buf, size_t count, C_DataType data_type, C_CCLReduceOp op,
                               C_CCLComm comm, C_Stream stream);
-  C_Status (*xccl_reduce_scatter)(void *send_buf, void *recv_buf, size_t count,
-                                  C_DataType data_type, C_CCLReduceOp op, C_CCLComm comm,
-                                  C_Stream stream);
+  C_Status (*xccl_broadcast)(void *buf, size_t count, C_DataType data_type, size_t root, C_CCLComm comm,
+                             C_Stream stream);
+  C_Status (*xccl_reduce)(void *send_buf, void *recv_buf, size_t count, C_DataType data_type, C_CCLReduceOp op,
+                          size_t root, C_CCLComm comm, C_Stream stream);
+  C_Status (*xccl_all_gather)(void *send_buf, void *recv_buf, size_t count, C_DataType data_type, C_CCLComm comm,
+                              C_Stream stream);
+  C_Status (*xccl_reduce_scatter)(void *send_buf, void *recv_buf, size_t count, C_DataType data_type, C_CCLReduceOp op,
+                                  C_CCLComm comm, C_Stream stream);
   C_Status (*xccl_group_start)(void);
   C_Status (*xccl_group_end)(void);
-  C_Status (*xccl_send)(void *send_buf, size_t count, C_DataType data_type, size_t dest_rank,
-                        C_CCLComm comm, C_Stream stream);
-  C_Status (*xccl_recv)(void *recv_buf, size_t count, C_DataType data_type, size_t src_rank,
-                        C_CCLComm comm, C_Stream stream);
-  C_Status (*xccl_all_to_all)(const void **send_buf, const size_t *send_count,
-                              const C_DataType *send_dtype, void **recv_buf,
-                              const size_t *recv_count, const C_DataType *recv_dtype, size_t rank,
+  C_Status (*xccl_send)(void *send_buf, size_t count, C_DataType data_type, size_t dest_rank, C_CCLComm comm,
+                        C_Stream stream);
+  C_Status (*xccl_recv)(void *recv_buf, size_t count, C_DataType data_type, size_t src_rank, C_CCLComm comm,
+                        C_Stream stream);
+  C_Status (*xccl_all_to_all)(const void **send_buf, const size_t *send_count, const C_DataType *send_dtype,
+                              void **recv_buf, const size_t *recv_count, const C_DataType *recv_dtype, size_t rank,
                               size_t nranks, C_CCLComm comm, C_Stream stream);
   void *reserved_ccl_api[8];
 
@@ -162,21 +175,23 @@ struct C_DeviceInterface {
   void *reserved_profiler_api[8];
 
   /* other: y = alpha * x + beta * y */
-  C_Status (*blas_axpby)(const C_Device device, C_Stream stream, C_DataType dtype, size_t numel,
-                         float alpha, void *x, float beta, void *y);
+  C_Status (*blas_axpby)(const C_Device device, C_Stream stream, C_DataType dtype, size_t numel, float alpha, void *x,
+                         float beta, void *y);
   void *reserved_other_api[7];
 };
 typedef struct C_DeviceInterface C_DeviceInterface;
 
-struct CustomRuntimeVersion { size_t major, minor, patch; };
+struct CustomRuntimeVersion {
+  size_t major, minor, patch;
+};
 typedef struct CustomRuntimeVersion CustomRuntimeVersion;
 
 struct CustomRuntimeParams {
-  size_t size;                    /* set by the framework: sizeof(CustomRuntimeParams) */
-  C_DeviceInterface *interface;   /* set by the framework; the plug-in fills the table */
-  CustomRuntimeVersion version;   /* set by the plug-in */
-  char *device_type;              /* set by the plug-in: a non-empty name, e.g. "my_npu" */
-  char *sub_device_type;          /* set by the plug-in: a model or version string */
+  size_t size; /* set by the framework: sizeof(CustomRuntimeParams) */
+  C_DeviceInterface *interface; /* set by the framework; the plug-in fills the table */
+  CustomRuntimeVersion version; /* set by the plug-in */
+  char *device_type; /* set by the plug-in: a non-empty name, e.g. "my_npu" */
+  char *sub_device_type; /* set by the plug-in: a model or version string */
   char reserved[32];
 };
 typedef struct CustomRuntimeParams CustomRuntimeParams;

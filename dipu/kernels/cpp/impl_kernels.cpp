@@ -27,8 +27,7 @@ at::Tensor empty_in(c10::IntArrayRef shape, at::ScalarType dtype, at::MemoryForm
   const size_t rank = layout == at::MemoryFormat::ChannelsLast ? 4 : 5;
   if (layout == at::MemoryFormat::Contiguous || shape.size() != rank) return empty(shape, dtype);
   static c10::Allocator* allocator = c10::GetAllocator(kDipu);
-  return at::detail::empty_generic(shape, allocator, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), dtype,
-                                   layout);
+  return at::detail::empty_generic(shape, allocator, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), dtype, layout);
 }
 
 // An optional tensor the DIOPI function writes (batch norm's running statistics).
@@ -82,8 +81,7 @@ at::Tensor dipu_convolution(const at::Tensor& input, const at::Tensor& weight, c
   const c10::DeviceIndex d = input.device().index();
   c10::SmallVector<int64_t, 6> shape;
   if (C10_UNLIKELY(!kern.fast_path() || !on(input, d) || !on(weight, d) || !on(bias, d) || transposed ||
-                   groups.is_heap_allocated() ||
-                   !convolution_size(shape, input, weight, stride, padding, dilation)))
+                   groups.is_heap_allocated() || !convolution_size(shape, input, weight, stride, padding, dilation)))
     return kern.python_tensor(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups);
   DeviceScope scope(d);
   at::Tensor out = empty_in(shape, input.scalar_type(), convolution_layout(input, weight));
@@ -108,15 +106,15 @@ using Three = std::tuple<at::Tensor, at::Tensor, at::Tensor>;
 Three three(const std::vector<at::Tensor>& r) { return Three(r.at(0), r.at(1), r.at(2)); }
 
 Three dipu_convolution_backward(const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
-                                c10::SymIntArrayRef stride, c10::SymIntArrayRef padding,
-                                c10::SymIntArrayRef dilation, bool transposed, c10::SymIntArrayRef output_padding,
-                                c10::SymInt groups, std::array<bool, 3> output_mask) {
+                                c10::SymIntArrayRef stride, c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation,
+                                bool transposed, c10::SymIntArrayRef output_padding, c10::SymInt groups,
+                                std::array<bool, 3> output_mask) {
   Kernel& kern = k_convolution_backward;
   const c10::DeviceIndex d = grad_output.device().index();
   if (C10_UNLIKELY(!kern.fast_path() || !on(grad_output, d) || !on(input, d) || !on(weight, d) || transposed ||
                    groups.is_heap_allocated() || !concrete(stride) || !concrete(padding) || !concrete(dilation)))
-    return three(kern.python_tensors(grad_output, input, weight, stride, padding, dilation, transposed,
-                                     output_padding, groups, output_mask));
+    return three(kern.python_tensors(grad_output, input, weight, stride, padding, dilation, transposed, output_padding,
+                                     groups, output_mask));
   DeviceScope scope(d);
   const at::MemoryFormat layout = convolution_layout(input, weight);
   at::Tensor grad_input = output_mask[0] ? empty_in(input.sizes(), input.scalar_type(), layout) : at::Tensor();
@@ -130,8 +128,8 @@ Three dipu_convolution_backward(const at::Tensor& grad_output, const at::Tensor&
       c_in(weight), output_mask[2] ? &bias_sizes : nullptr, c_sizes(stride), c_sizes(padding), c_sizes(dilation),
       c_integer(groups));
   if (C10_UNLIKELY(status != diopiSuccess))
-    return three(kern.python_tensors(grad_output, input, weight, stride, padding, dilation, transposed,
-                                     output_padding, groups, output_mask));
+    return three(kern.python_tensors(grad_output, input, weight, stride, padding, dilation, transposed, output_padding,
+                                     groups, output_mask));
   kern.finished(d);
   return Three(grad_input, grad_weight, grad_bias);
 }
@@ -176,10 +174,10 @@ Three dipu_batch_norm(const at::Tensor& input, const std::optional<at::Tensor>& 
 }
 
 using batch_norm_backward_fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, diopiTensorHandle_t,
-                                                diopiTensorHandle_t, diopiConstTensorHandle_t,
+                                                diopiTensorHandle_t, diopiConstTensorHandle_t, diopiConstTensorHandle_t,
                                                 diopiConstTensorHandle_t, diopiConstTensorHandle_t,
                                                 diopiConstTensorHandle_t, diopiConstTensorHandle_t,
-                                                diopiConstTensorHandle_t, diopiConstTensorHandle_t, bool, double);
+                                                diopiConstTensorHandle_t, bool, double);
 Kernel k_batch_norm_backward("native_batch_norm_backward", "diopiBatchNormBackward");
 
 // The Python twin takes these outputs' shapes from the meta kernel: the input's for grad_input, the
@@ -187,20 +185,18 @@ Kernel k_batch_norm_backward("native_batch_norm_backward", "diopiBatchNormBackwa
 // input's dtype and one element per channel.
 Three dipu_batch_norm_backward(const at::Tensor& grad_out, const at::Tensor& input,
                                const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& running_mean,
-                               const std::optional<at::Tensor>& running_var,
-                               const std::optional<at::Tensor>& save_mean,
+                               const std::optional<at::Tensor>& running_var, const std::optional<at::Tensor>& save_mean,
                                const std::optional<at::Tensor>& save_invstd, bool train, double eps,
                                std::array<bool, 3> output_mask) {
   Kernel& kern = k_batch_norm_backward;
   const c10::DeviceIndex d = grad_out.device().index();
-  if (C10_UNLIKELY(!kern.fast_path() || !on(grad_out, d) || !on(input, d) || !on(weight, d) ||
-                   !on(running_mean, d) || !on(running_var, d) || !on(save_mean, d) || !on(save_invstd, d) ||
-                   input.dim() < 2 || !weight.has_value() || !weight->defined() ||
-                   weight->scalar_type() != input.scalar_type() || weight->dim() != 1 ||
-                   weight->size(0) != input.size(1) || !grad_out.sizes().equals(input.sizes()) ||
+  if (C10_UNLIKELY(!kern.fast_path() || !on(grad_out, d) || !on(input, d) || !on(weight, d) || !on(running_mean, d) ||
+                   !on(running_var, d) || !on(save_mean, d) || !on(save_invstd, d) || input.dim() < 2 ||
+                   !weight.has_value() || !weight->defined() || weight->scalar_type() != input.scalar_type() ||
+                   weight->dim() != 1 || weight->size(0) != input.size(1) || !grad_out.sizes().equals(input.sizes()) ||
                    grad_out.scalar_type() != input.scalar_type()))
-    return three(kern.python_tensors(grad_out, input, weight, running_mean, running_var, save_mean, save_invstd,
-                                     train, eps, output_mask));
+    return three(kern.python_tensors(grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, train,
+                                     eps, output_mask));
   DeviceScope scope(d);
   at::Tensor grad_input =
       output_mask[0] ? empty_in(input.sizes(), input.scalar_type(), layout_of(input)) : at::Tensor();
@@ -211,8 +207,8 @@ Three dipu_batch_norm_backward(const at::Tensor& grad_out, const at::Tensor& inp
       diopi::handle(ctx), c_out(grad_input), c_out(grad_weight), c_out(grad_bias), c_in(grad_out), c_in(input),
       c_in(weight), c_in(running_mean), c_in(running_var), c_in(save_mean), c_in(save_invstd), train, eps);
   if (C10_UNLIKELY(status != diopiSuccess))
-    return three(kern.python_tensors(grad_out, input, weight, running_mean, running_var, save_mean, save_invstd,
-                                     train, eps, output_mask));
+    return three(kern.python_tensors(grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, train,
+                                     eps, output_mask));
   kern.finished(d);
   return Three(grad_input, grad_weight, grad_bias);
 }
@@ -221,9 +217,12 @@ Three dipu_batch_norm_backward(const at::Tensor& grad_out, const at::Tensor& inp
 
 // dipu/ops/shape_rules.py's _pair: one value for both dims, or two; false otherwise.
 bool pair(c10::IntArrayRef values, std::array<int64_t, 2>& result) {
-  if (values.size() == 2) result = {values[0], values[1]};
-  else if (values.size() == 1) result = {values[0], values[0]};
-  else return false;
+  if (values.size() == 2)
+    result = {values[0], values[1]};
+  else if (values.size() == 1)
+    result = {values[0], values[0]};
+  else
+    return false;
   return true;
 }
 
@@ -242,8 +241,10 @@ bool max_pool2d_size(c10::SmallVector<int64_t, 6>& shape, const at::Tensor& self
   std::array<int64_t, 2> kernel, step, pad, dil{1, 1};
   if (!pair(kernel_size, kernel) || !pair(padding, pad) || (self.dim() != 3 && self.dim() != 4)) return false;
   if (!pair(dilation, dil)) dil = {1, 1};  // as the Python rule's default
-  if (stride.empty()) step = kernel;
-  else if (!pair(stride, step)) return false;
+  if (stride.empty())
+    step = kernel;
+  else if (!pair(stride, step))
+    return false;
   if (std::min(kernel[0], kernel[1]) <= 0 || std::min(step[0], step[1]) <= 0 || std::min(dil[0], dil[1]) <= 0 ||
       std::min(pad[0], pad[1]) < 0 || pad[0] * 2 > kernel[0] || pad[1] * 2 > kernel[1])
     return false;
@@ -293,9 +294,9 @@ using max_pool2d_backward_fn = diopiError_t (*)(diopiContextHandle_t, diopiTenso
                                                 diopiSize_t, bool, diopiConstTensorHandle_t);
 Kernel k_max_pool2d_backward("max_pool2d_with_indices_backward", "diopiMaxPool2dBackward");
 
-at::Tensor dipu_max_pool2d_backward(const at::Tensor& grad_output, const at::Tensor& self,
-                                    c10::IntArrayRef kernel_size, c10::IntArrayRef stride, c10::IntArrayRef padding,
-                                    c10::IntArrayRef dilation, bool ceil_mode, const at::Tensor& indices) {
+at::Tensor dipu_max_pool2d_backward(const at::Tensor& grad_output, const at::Tensor& self, c10::IntArrayRef kernel_size,
+                                    c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation,
+                                    bool ceil_mode, const at::Tensor& indices) {
   Kernel& kern = k_max_pool2d_backward;
   const c10::DeviceIndex d = grad_output.device().index();
   if (C10_UNLIKELY(!kern.fast_path() || !on(grad_output, d) || !on(self, d) || !on(indices, d)))
@@ -333,8 +334,8 @@ at::Tensor dipu_adaptive_avg_pool2d(const at::Tensor& self, c10::SymIntArrayRef 
   DeviceScope scope(d);
   at::Tensor out = empty_in(shape, self.scalar_type(), layout_of(self));
   diopi::Context ctx(d);
-  const diopiError_t status = reinterpret_cast<adaptive_avg_pool2d_fn>(kern.function)(
-      diopi::handle(ctx), c_out(out), c_in(self), c_sizes(output_size));
+  const diopiError_t status = reinterpret_cast<adaptive_avg_pool2d_fn>(kern.function)(diopi::handle(ctx), c_out(out),
+                                                                                      c_in(self), c_sizes(output_size));
   if (C10_UNLIKELY(status != diopiSuccess)) return kern.python_tensor(self, output_size);
   kern.finished(d);
   return out;
@@ -396,8 +397,8 @@ at::Tensor dipu_cat(const at::ITensorListRef& tensors, int64_t dim) {
   at::Tensor out = empty(shape, parts[0].scalar_type());
   HandleList handles{at::TensorList(parts)};
   diopi::Context ctx(d);
-  const diopiError_t status = reinterpret_cast<cat_fn>(kern.function)(diopi::handle(ctx), c_out(out), handles.data(),
-                                                                      handles.size(), axis);
+  const diopiError_t status =
+      reinterpret_cast<cat_fn>(kern.function)(diopi::handle(ctx), c_out(out), handles.data(), handles.size(), axis);
   if (C10_UNLIKELY(status != diopiSuccess)) return kern.python_tensor(tensors, dim);
   kern.finished(d);
   return out;

@@ -27,7 +27,7 @@ inline void same_shape(Spec& spec, const at::Tensor& t) { spec.shape.assign(t.si
 
 inline at::ScalarType float_dtype(at::ScalarType dtype) {
   return at::isFloatingType(dtype) || at::isComplexType(dtype) ? dtype
-                                                                : c10::typeMetaToScalarType(c10::get_default_dtype());
+                                                               : c10::typeMetaToScalarType(c10::get_default_dtype());
 }
 
 template <class... Rest>
@@ -162,8 +162,7 @@ template <class... Rest>
 bool broadcast_grad(Spec& spec, const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
                     const Rest&...) {
   Spec pair;
-  if (!broadcast(pair, self.sizes(), target.sizes()) || !broadcast(spec, pair.shape, grad_output.sizes()))
-    return false;
+  if (!broadcast(pair, self.sizes(), target.sizes()) || !broadcast(spec, pair.shape, grad_output.sizes())) return false;
   spec.dtype = self.scalar_type();
   return true;
 }
@@ -178,8 +177,10 @@ inline bool reduced_shape(Spec& spec, const at::Tensor& self, c10::IntArrayRef d
   }
   spec.shape.clear();
   for (int64_t i = 0; i < ndim; ++i) {
-    if (!reduced[i]) spec.shape.push_back(self.size(i));
-    else if (keepdim) spec.shape.push_back(1);
+    if (!reduced[i])
+      spec.shape.push_back(self.size(i));
+    else if (keepdim)
+      spec.shape.push_back(1);
   }
   return true;
 }
@@ -328,8 +329,7 @@ bool embedding_dense_backward(Spec& spec, const at::Tensor& grad_output, const a
 // index_select: the input with `dim` cut to the index's length.
 template <class... Rest>
 bool index_select(Spec& spec, const at::Tensor& self, int64_t dim, const at::Tensor& index, const Rest&...) {
-  if (self.dim() < 1 || index.dim() > 1 || !index_dtype(index) || dim < -self.dim() || dim >= self.dim())
-    return false;
+  if (self.dim() < 1 || index.dim() > 1 || !index_dtype(index) || dim < -self.dim() || dim >= self.dim()) return false;
   same_shape(spec, self);
   spec.shape[dim < 0 ? dim + self.dim() : dim] = index.numel();
   spec.dtype = self.scalar_type();

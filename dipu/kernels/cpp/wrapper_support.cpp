@@ -75,12 +75,14 @@ py::object call_wrapper(const Kernel& kernel, torch::jit::Stack stack) {
   py::dict keywords;
   for (size_t i = 0; i < stack.size() && i < arguments.size(); ++i) {
     py::object value = torch::jit::toPyObject(std::move(stack[i]));
-    if (arguments[i].kwarg_only()) keywords[py::str(arguments[i].name())] = value;
-    else positional.append(value);
+    if (arguments[i].kwarg_only())
+      keywords[py::str(arguments[i].name())] = value;
+    else
+      positional.append(value);
   }
   try {
     return py::reinterpret_borrow<py::object>(static_cast<PyObject*>(kernel.python_kernel))(*py::tuple(positional),
-                                                                                             **keywords);
+                                                                                            **keywords);
   } catch (py::error_already_set& error) {
     error.restore();
     python_error translated;
@@ -131,49 +133,59 @@ void define_module(py::module& m) {
   std::unordered_map<std::string, const Entry*> by_op;
   for (const Entry* entry : entries) by_op.emplace(entry->op, entry);
 
-  m.def("ops", [entries] {
-    std::vector<std::tuple<std::string, std::string, std::string, bool>> result;
-    for (const Entry* entry : entries)
-      result.emplace_back(entry->op, entry->kernel->diopi_name, entry->kernel->scalar_name,
-                          entry->kernel->meta_shapes);
-    return result;
-  }, "(op, DIOPI function, scalar DIOPI function or '', whether its shapes come from the meta kernel) of every "
-     "kernel this extension has.");
-  m.def("install", [by_op](const std::vector<std::tuple<std::string, uintptr_t, uintptr_t, py::object>>& chosen) {
-    uninstall();
-    Quiet quiet;
-    c10::WarningUtils::WarningHandlerGuard quiet_guard(&quiet);
-    auto installed = std::make_unique<Installed>();
-    installed->library = std::make_unique<torch::Library>(
-        torch::Library::IMPL, "aten", std::optional<c10::DispatchKey>(c10::DispatchKey::PrivateUse1), __FILE__,
-        __LINE__);
-    std::vector<std::string> names;
-    for (const auto& [op, address, scalar_address, python_kernel] : chosen) {
-      auto found = by_op.find(op);
-      TORCH_CHECK(found != by_op.end(), "dipu: the C++ wrappers have no kernel for ", op);
-      TORCH_CHECK(address != 0, "dipu: no C function given for ", op);
-      Kernel* kernel = found->second->kernel;
-      kernel->schema = &schema_of(op);
-      kernel->python_kernel = python_kernel.inc_ref().ptr();  // released by uninstall
-      kernel->function = reinterpret_cast<void*>(address);
-      kernel->scalar_function = reinterpret_cast<void*>(scalar_address);
-      installed->kernels.push_back(kernel);
-      found->second->define(*installed->library);
-      names.push_back(op);
-    }
-    g_installed = installed.release();
-    return names;
-  }, "install([(op, C function address, scalar C function address or 0, Python wrapper), ...]): register those C++ wrappers on PrivateUse1, "
-     "over what is registered (replacing an earlier install); returns the ops.");
+  m.def(
+      "ops",
+      [entries] {
+        std::vector<std::tuple<std::string, std::string, std::string, bool>> result;
+        for (const Entry* entry : entries)
+          result.emplace_back(entry->op, entry->kernel->diopi_name, entry->kernel->scalar_name,
+                              entry->kernel->meta_shapes);
+        return result;
+      },
+      "(op, DIOPI function, scalar DIOPI function or '', whether its shapes come from the meta kernel) of every "
+      "kernel this extension has.");
+  m.def(
+      "install",
+      [by_op](const std::vector<std::tuple<std::string, uintptr_t, uintptr_t, py::object>>& chosen) {
+        uninstall();
+        Quiet quiet;
+        c10::WarningUtils::WarningHandlerGuard quiet_guard(&quiet);
+        auto installed = std::make_unique<Installed>();
+        installed->library = std::make_unique<torch::Library>(
+            torch::Library::IMPL, "aten", std::optional<c10::DispatchKey>(c10::DispatchKey::PrivateUse1), __FILE__,
+            __LINE__);
+        std::vector<std::string> names;
+        for (const auto& [op, address, scalar_address, python_kernel] : chosen) {
+          auto found = by_op.find(op);
+          TORCH_CHECK(found != by_op.end(), "dipu: the C++ wrappers have no kernel for ", op);
+          TORCH_CHECK(address != 0, "dipu: no C function given for ", op);
+          Kernel* kernel = found->second->kernel;
+          kernel->schema = &schema_of(op);
+          kernel->python_kernel = python_kernel.inc_ref().ptr();  // released by uninstall
+          kernel->function = reinterpret_cast<void*>(address);
+          kernel->scalar_function = reinterpret_cast<void*>(scalar_address);
+          installed->kernels.push_back(kernel);
+          found->second->define(*installed->library);
+          names.push_back(op);
+        }
+        g_installed = installed.release();
+        return names;
+      },
+      "install([(op, C function address, scalar C function address or 0, Python wrapper), ...]): register those C++ "
+      "wrappers on PrivateUse1, "
+      "over what is registered (replacing an earlier install); returns the ops.");
   m.def("uninstall", &uninstall, "Unregister the installed C++ wrappers.");
-  m.def("fast_calls", [entries] {
-    std::unordered_map<std::string, int64_t> counts;
-    for (const Entry* entry : entries) {
-      int64_t n = entry->kernel->fast_calls.load(std::memory_order_relaxed);
-      if (n) counts.emplace(entry->op, n);
-    }
-    return counts;
-  }, "op -> calls the C++ path served (the Python path's calls are not counted).");
+  m.def(
+      "fast_calls",
+      [entries] {
+        std::unordered_map<std::string, int64_t> counts;
+        for (const Entry* entry : entries) {
+          int64_t n = entry->kernel->fast_calls.load(std::memory_order_relaxed);
+          if (n) counts.emplace(entry->op, n);
+        }
+        return counts;
+      },
+      "op -> calls the C++ path served (the Python path's calls are not counted).");
   m.def("reset_fast_calls", [entries] {
     for (const Entry* entry : entries) entry->kernel->fast_calls.store(0, std::memory_order_relaxed);
   });
@@ -184,6 +196,4 @@ void define_module(py::module& m) {
 }  // namespace
 }  // namespace dipu::cwrap
 
-PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  dipu::cwrap::define_module(m);
-}
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { dipu::cwrap::define_module(m); }

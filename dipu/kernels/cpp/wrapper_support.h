@@ -106,9 +106,7 @@ inline bool on(const std::optional<at::Tensor>& t, c10::DeviceIndex device) {
   return !t.has_value() || !t->defined() || on(*t, device);
 }
 // A Python number where the schema says Tensor (Note [Wrapped numbers in C++] in dest/cpp_wrappers.py).
-inline bool is_number(const at::Tensor& t) {
-  return t.defined() && t.unsafeGetTensorImpl()->is_wrapped_number();
-}
+inline bool is_number(const at::Tensor& t) { return t.defined() && t.unsafeGetTensorImpl()->is_wrapped_number(); }
 // The number a wrapped number holds (double, int64, bool or complex, as torch wraps them).
 inline at::Scalar number_of(const at::Tensor& t) {
   switch (t.scalar_type()) {
@@ -190,7 +188,9 @@ inline void fill_spec(rules::Spec& spec, const at::Tensor& result) {
   spec.dtype = result.scalar_type();
 }
 template <size_t N>
-inline void fill_specs(std::array<rules::Spec, N>& specs, const at::Tensor& result) { fill_spec(specs[0], result); }
+inline void fill_specs(std::array<rules::Spec, N>& specs, const at::Tensor& result) {
+  fill_spec(specs[0], result);
+}
 template <size_t N, class... Ts>
 inline void fill_specs(std::array<rules::Spec, N>& specs, const std::tuple<Ts...>& results) {
   size_t i = 0;
@@ -308,7 +308,9 @@ inline diopiSize_t c_sizes(at::OptionalSymIntArrayRef values) {
 }
 // An optional number DIOPI takes by pointer: the address of the kernel's own value, NULL for None.
 template <class T>
-inline const T* pointer_to(const std::optional<T>& value) { return value.has_value() ? &*value : nullptr; }
+inline const T* pointer_to(const std::optional<T>& value) {
+  return value.has_value() ? &*value : nullptr;
+}
 
 // A Tensor[] as the array of handles DIOPI takes (the elements' addresses: the list outlives the call),
 // as a const or a written list, whichever the function declares.
@@ -370,8 +372,8 @@ inline diopiReduction_t c_reduction(int64_t value) { return static_cast<diopiRed
 inline diopiRoundMode_t c_rounding_mode(const std::optional<c10::string_view>& mode) {
   if (!mode.has_value()) return RoundModeNone;
   if (*mode == "trunc") return RoundModeTrunc;
-  TORCH_CHECK(*mode == "floor", "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '",
-              *mode, "'");
+  TORCH_CHECK(*mode == "floor", "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '", *mode,
+              "'");
   return RoundModeFloor;
 }
 

@@ -24,7 +24,7 @@ static int64_t contiguous_floats(diopiConstTensorHandle_t t, diopiConstTensorHan
     if (dtype != diopi_dtype_float32 || shape.len != like_shape.len) return -1;
     int64_t expected = 1;
     for (int64_t d = shape.len - 1; d >= 0; --d) {
-        if (shape.data[d] != like_shape.data[d]) return -1;  /* broadcasting: left to the CPU */
+        if (shape.data[d] != like_shape.data[d]) return -1; /* broadcasting: left to the CPU */
         if (shape.data[d] != 1 && stride.data[d] != expected) return -1;
         expected *= shape.data[d];
     }
@@ -34,8 +34,7 @@ static int64_t contiguous_floats(diopiConstTensorHandle_t t, diopiConstTensorHan
 diopiError_t diopiMul(diopiContextHandle_t ctx, diopiTensorHandle_t out, diopiConstTensorHandle_t input,
                       diopiConstTensorHandle_t other) {
     int64_t n = contiguous_floats(out, out);
-    if (n < 0 || contiguous_floats(input, out) < 0 || contiguous_floats(other, out) < 0)
-        return diopiForceFallbackToCPU;
+    if (n < 0 || contiguous_floats(input, out) < 0 || contiguous_floats(other, out) < 0) return diopiForceFallbackToCPU;
     const void *x, *y;
     void* z;
     diopiGetTensorDataConst(input, &x);
