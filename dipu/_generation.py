@@ -19,8 +19,10 @@ import importlib.util
 from pathlib import Path
 
 GENERATOR = "dipugen"
-#: The proto's modules (Note [The generator reads the runtime's proto]): what generates C reads them too.
-PROTO_FILES = (Path(__file__).parent / "diopi" / "proto.py", Path(__file__).parent / "diopi" / "c_form.py")
+#: The runtime's leaf modules the generator reads (Note [The generator reads the runtime's proto]): the proto,
+#: which what generates C reads too, and the shape-rule table (Note [Shape rules are a table]).
+PROTO_FILES = (Path(__file__).parent / "diopi" / "proto.py", Path(__file__).parent / "diopi" / "c_form.py",
+               Path(__file__).parent / "ops" / "shape_rules.py")
 
 
 def generator_file(*parts: str) -> Path:
@@ -30,7 +32,7 @@ def generator_file(*parts: str) -> Path:
 
 def inputs() -> list[Path]:
     """Everything the generated kernels depend on: the generator's modules, its templates, the op spec
-    beside them, and the proto."""
+    beside them, the proto and the shape-rule table."""
     root = generator_file()
     return sorted([*root.rglob("*.py"), *root.glob("templates/*.j2"), *root.glob("*.yaml"), *PROTO_FILES])
 

@@ -314,16 +314,22 @@ def test_writing_leaves_no_temporary_files(tmp_path):
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["__init__.py", "wrappers.py"]
 
 
-def test_the_shape_rule_table_names_the_runtime_rules():
-    """Note [Shape rules are a table]: the generator's table and dipu/ops/shape_rules.py name the same rules,
-    each a function there (the module is a leaf, so importing it starts nothing of dipu)."""
+def test_the_shape_rule_table_is_the_runtime_s():
+    """Note [Shape rules are a table]: the generator reads dipu/ops/shape_rules.py's RULES (one module object, the
+    leaf the runtime imports too); each rule is a function there, and the C++ twins are derived from the table."""
     import inspect
 
     from dipu.ops import shape_rules
+    from dipugen.dest import cpp_wrappers
 
-    assert set(SHAPE_RULES) == set(shape_rules.__all__)
-    for name in shape_rules.__all__:
+    assert list(SHAPE_RULES) == list(shape_rules.RULES) and shape_rules.__all__ == sorted(shape_rules.RULES)
+    for name, rule in shape_rules.RULES.items():
         assert inspect.isfunction(getattr(shape_rules, name)), name
+        assert SHAPE_RULES[name].elementwise is rule.elementwise
+    assert {"unary", "binary", "native_layer_norm"} <= cpp_wrappers.CPP_SHAPE_RULES
+    assert "where" not in cpp_wrappers.CPP_SHAPE_RULES and "where" in SHAPE_RULES
+    assert cpp_wrappers.CPP_MULTI_RULES == {"native_layer_norm", "native_layer_norm_backward", "nll_loss_forward"}
+    assert cpp_wrappers.CPP_META_TWINS == set(shape_rules.CPP_META_TWINS)
 
 
 def test_the_generator_imports_nothing_of_dipu():

@@ -8,14 +8,19 @@ against it. Rules run on every call, so the common cases stay on a few
 attribute reads; ``meta`` (dipu/ops/meta_rules.py) is the general fallback.
 
 Note [Shape rules are a table]
-``__all__`` lists the rules, and the generator's table (``SHAPE_RULES`` in
-scripts/autogen/shape_rules.py) lists the same names with what the generator
-needs to know of each (whether it is elementwise, which picks the stride rule:
-Note [Output strides] in dipu/ops/meta_rules.py); tests/test_autogen.py checks
-the two agree. Generated code imports each rule it uses by name, so a rule
-missing here fails at import, not at the first call. The other public
-functions (the pooling sizes) are helpers of the ``impl:`` kernels, not rules.
-This module is a leaf: it imports torch only.
+``RULES`` is the one table of the rules: each name, whether the rule is
+elementwise (which picks the stride rule: Note [Output strides] in
+dipu/ops/meta_rules.py), and whether it has a C++ twin in
+dipu/kernels/cpp/shape_rules.h and for how many outputs. The generator reads it
+from this file (scripts/autogen/shape_rules.py: this module is a leaf, it
+imports torch only) and derives from it what ``shape:`` may name and which
+kernels get C++ wrappers; ``CPP_META_TWINS`` does the same for the ops whose
+meta kernel has a C++ twin. Generated code imports each rule it uses by name
+and calls each C++ twin by name, so a rule the table names but this module or
+the header lacks fails at import or at the build; tests/test_autogen.py checks
+every name is a function here, and tests/test_cpp_wrappers.py every twin
+against its Python rule. The other public functions (the pooling sizes) are
+helpers of the ``impl:`` kernels, not rules.
 
 Python numbers may stand where the schema says Tensor: torch hands wrapped
 scalars (``x * 2``) to Python kernels as numbers. Shapes are tuples or
@@ -25,16 +30,39 @@ scalars (``x * 2``) to Python kernels as numbers. Shapes are tuples or
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import torch
 
-__all__ = [
-    "addmm", "arange", "arange_end", "binary", "binary_float", "bmm", "broadcast_grad", "cdist_backward",
-    "compare", "divide", "dropout", "eye", "fused_gru_cell", "fused_gru_cell_backward", "fused_lstm_cell",
-    "fused_lstm_cell_backward", "like_self", "linspace", "max_dim", "mm", "multilabel_margin_loss", "multinomial",
-    "native_batch_norm", "native_group_norm", "native_layer_norm", "randperm", "reduce_all", "reduction",
-    "sized_float", "sum_all", "ternary", "unary", "unary_bool", "unary_float", "unary_real", "where",
-]
+
+
+class Rule(NamedTuple):
+    """What the generator knows of a rule besides its name (Note [Shape rules are a table])."""
+
+    elementwise: bool = False  # broadcasts its tensor operands like TensorIterator: Note [Output strides]
+    cpp: int = 0  # the outputs its C++ twin in dipu/kernels/cpp/shape_rules.h fills; 0: it has none
+
+
+#: Every rule of this module (each a function below).
+RULES: dict[str, Rule] = {
+    **dict.fromkeys(("compare", "ternary", "unary_bool", "binary", "binary_float", "divide", "unary_float",
+                     "unary_real"), Rule(elementwise=True, cpp=1)),
+    **dict.fromkeys(("where",), Rule(elementwise=True)),
+    # unary is shared by ops of every sort (clone, softmax, channel_shuffle): their meta kernels know the strides
+    **dict.fromkeys(("addmm", "arange", "arange_end", "bmm", "broadcast_grad", "like_self", "mm", "reduce_all",
+                     "reduction", "sum_all", "unary"), Rule(cpp=1)),
+    "native_layer_norm": Rule(cpp=3),
+    **dict.fromkeys(("cdist_backward", "dropout", "eye", "fused_gru_cell", "fused_gru_cell_backward",
+                     "fused_lstm_cell", "fused_lstm_cell_backward", "linspace", "max_dim", "multilabel_margin_loss",
+                     "multinomial", "native_batch_norm", "native_group_norm", "randperm", "sized_float"), Rule()),
+}
+#: Ops whose spec takes their shapes from the meta kernel, and the outputs the C++ twin of that meta kernel of
+#: the same name in dipu/kernels/cpp/shape_rules.h fills (Note [Meta shapes in C++]).
+CPP_META_TWINS: dict[str, int] = {
+    "embedding": 1, "embedding_dense_backward": 1, "index_select": 1, "native_layer_norm_backward": 3,
+    "nll_loss_forward": 2,
+}
+__all__ = sorted(RULES)
 
 _Tensor = torch.Tensor
 _result_type = torch.result_type

@@ -7,7 +7,8 @@ modules of dipu that import nothing but each other. The generator checks the spe
 C from them, but importing any ``dipu.*`` module the usual way runs dipu/__init__.py, which registers the
 device and loads the very kernels being generated (Note [The generator does not import dipu] in
 __main__.py). So this module, the generator's only door to dipu, loads the two leaves from their files
-under their own names, without their package. Whichever side loads a leaf first, the process has one
+under their own names, without their package (``leaf``; the shape-rule table, dipu/ops/shape_rules.py, is
+read so too: Note [Shape rules are a table]). Whichever side loads a leaf first, the process has one
 module object for it (``sys.modules``), so the proto's ``Kind`` members are the same objects to the
 runtime and to the generator.
 """
@@ -22,7 +23,7 @@ from pathlib import Path
 DIPU_DIR = Path(importlib.util.find_spec("dipu").submodule_search_locations[0])
 
 
-def _leaf(name: str):
+def leaf(name: str):
     """The runtime's leaf module ``name`` (``dipu.diopi.proto``), loaded from its file if not yet loaded."""
     if name in sys.modules:
         return sys.modules[name]
@@ -37,8 +38,8 @@ def _leaf(name: str):
     return module
 
 
-_proto = _leaf("dipu.diopi.proto")
-_c_form = _leaf("dipu.diopi.c_form")  # after the proto, which it imports
+_proto = leaf("dipu.diopi.proto")
+_c_form = leaf("dipu.diopi.c_form")  # after the proto, which it imports
 
 Kind, Param, Function, FUNCTIONS = _proto.Kind, _proto.Param, _proto.Function, _proto.FUNCTIONS
 kinds_of = _proto.kinds_of

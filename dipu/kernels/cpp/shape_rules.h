@@ -1,6 +1,6 @@
-// The C++ twins of the shape rules of dipu/ops/shape_rules.py that the generated C++ wrappers use
-// (CPP_SHAPE_RULES in scripts/autogen/dest/cpp_wrappers.py lists them; tests/test_cpp_wrappers.py
-// checks each against its Python rule). A rule fills `spec` and returns true, or returns false where
+// The C++ twins of the shape rules of dipu/ops/shape_rules.py that the generated C++ wrappers use (its
+// RULES says which rules have one: Note [Shape rules are a table]; tests/test_cpp_wrappers.py checks each
+// against its Python rule). A rule fills `spec` and returns true, or returns false where
 // its Python twin would raise or needs something the C++ side leaves to Python (an index out of
 // range, a matrix of the wrong rank): the wrapper then takes the Python path, which raises the
 // error the Python wrapper raises. Extra trailing arguments (alpha, dim, ...) are ignored, as the
@@ -296,7 +296,7 @@ bool native_layer_norm_backward(std::array<Spec, 3>& specs, const at::Tensor& gr
   return true;
 }
 
-// ---- C++ twins of meta kernels (CPP_META_TWINS in scripts/autogen/dest/cpp_wrappers.py) --------------------
+// ---- C++ twins of meta kernels (CPP_META_TWINS in dipu/ops/shape_rules.py) --------------------
 // Their specs take their shapes from the meta kernel, which torch writes in Python for these: each rule here
 // gives the meta kernel's answer for the well-formed calls of the hot path (contiguous outputs) and false for
 // the rest, which the Python path sends to the meta kernel (and its error).

@@ -82,22 +82,17 @@ from torchgen.model import FunctionSchema
 
 from .. import proto
 from ..model import Allocation, CallArg, Kernel, StrideRule
+from ..shape_rules import CPP_META_TWINS as _CPP_META_TWINS
+from ..shape_rules import CPP_RULES
 from .c_header import c_parameters
 
 TEMPLATE = "cpp_wrappers.cpp.j2"
 
-#: Shape rules with a C++ twin in dipu/kernels/cpp/shape_rules.h (each one output).
-CPP_SHAPE_RULES = frozenset({
-    "unary", "unary_real", "unary_float", "unary_bool", "binary", "binary_float", "divide", "compare", "ternary",
-    "mm", "bmm", "addmm", "like_self", "broadcast_grad", "reduction", "sum_all", "reduce_all",
-    "native_layer_norm", "arange", "arange_end",
-})
-#: Ops whose spec takes their shapes from the meta kernel and whose C++ rule of the same name stands in for it.
-CPP_META_TWINS = frozenset({
-    "native_layer_norm_backward", "embedding", "embedding_dense_backward", "index_select", "nll_loss_forward",
-})
+#: The C++ twins of the shape rules and of meta kernels (Note [Shape rules are a table]).
+CPP_SHAPE_RULES = frozenset(CPP_RULES)
+CPP_META_TWINS = frozenset(_CPP_META_TWINS)
 #: Rules (of either table) filling one Spec per output of a kernel with several (Note [Several outputs in C++]).
-CPP_MULTI_RULES = frozenset({"native_layer_norm", "native_layer_norm_backward", "nll_loss_forward"})
+CPP_MULTI_RULES = frozenset(name for name, n in {**CPP_RULES, **_CPP_META_TWINS}.items() if n > 1)
 
 #: The C type of each proto kind the wrappers pass, as dipu's functions.h declares it (Note [The C form of a
 #: proto function] in dipu/diopi/c_form.py), and the helper of wrapper_support.h that converts an ATen value,
