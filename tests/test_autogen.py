@@ -349,8 +349,9 @@ def test_the_generator_imports_nothing_of_dipu():
 
 
 def test_the_generator_reads_the_runtimes_proto_without_its_package():
-    """Note [The generator reads the runtime's proto]: the generator loads the proto's two leaf modules and no
-    other module of dipu (so dipu/__init__.py never runs), and shares them with the runtime in one process."""
+    """Note [The generator reads the runtime's proto]: the generator loads the proto's two leaf modules and the
+    shape-rule table and no other module of dipu (so dipu/__init__.py never runs), and shares them with the
+    runtime in one process."""
     import os
     import subprocess
     import sys
@@ -361,7 +362,7 @@ def test_the_generator_reads_the_runtimes_proto_without_its_package():
     code = "import sys, dipugen.spec; print(sorted(n for n in sys.modules if n.split('.')[0] == 'dipu'))"
     env = {**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
     loaded = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    assert loaded.stdout == "['dipu.diopi.c_form', 'dipu.diopi.proto']\n"
+    assert loaded.stdout == "['dipu.diopi.c_form', 'dipu.diopi.proto', 'dipu.ops.shape_rules']\n"
     assert generator_proto.Kind is proto.Kind and generator_proto.FUNCTIONS is proto.FUNCTIONS
     assert generator_proto.c_parameters is c_form.c_parameters
 

@@ -93,3 +93,18 @@ def test_the_native_core_files_form_no_cycle():
     assert {"vendor_bridge.cpp", "streams.cpp", "allocator.cpp"} <= uses["guard.cpp"]
     assert {"vendor_bridge.cpp", "allocator.cpp", "streams.cpp", "hooks.cpp", "ops.cpp"} <= uses["module.cpp"]
     assert not any("module.cpp" in used for used in uses.values())
+
+
+#: The native core's runtime layer (Note [The core's layers] in dipu/csrc/python.h).
+RUNTIME_LAYER = ("vendor_bridge.h", "vendor_bridge.cpp", "core.h", "allocator.cpp", "streams.cpp", "guard.cpp",
+                 "hooks.cpp", "diopi_rt.h", "diopi_rt.cpp", "overlap.h", "profiler.cpp")
+
+
+def test_the_native_core_s_runtime_layer_knows_nothing_of_python():
+    """Its files include no pybind, no Python header and not the bindings' python.h, and use neither py:: nor
+    the CPython API: the bindings call down into it, never the reverse."""
+    for name in RUNTIME_LAYER:
+        includes = re.findall(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', (CSRC / name).read_text(), re.M)
+        assert includes and not [i for i in includes if "pybind" in i or "python" in i.lower()], (name, includes)
+        assert not re.search(r"\bpy::|\bpybind11\b|\bPy[A-Z]\w*\(", _code(CSRC / name)), name
+    assert "python.h" in include_graph()["module.cpp"]  # so that a scan finding nothing cannot pass

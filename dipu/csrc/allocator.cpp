@@ -24,8 +24,8 @@
 // allocator action (alloc, free_requested, free_completed, segment_alloc,
 // segment_free, oom) is appended to a per-device ring buffer of at most
 // `max_entries` (actions in `skip_actions` are not recorded; `clear_history` empties the
-// buffers). memory_snapshot() reports both in torch.cuda.memory._snapshot()'s
-// format, so torch.cuda._memory_viz renders it. dipu never splits blocks, so
+// buffers). memory_snapshot_data() gathers both, and memory_snapshot.cpp reports them in
+// torch.cuda.memory._snapshot()'s format, so torch.cuda._memory_viz renders it. dipu never splits blocks, so
 // every segment holds exactly one block. Stacks are gathered before the
 // allocator mutex is taken (gathering Python frames takes the GIL).
 //
@@ -53,12 +53,6 @@
 #else
 #define DIPU_HAS_DEVICE_ALLOCATOR 0
 #endif
-
-namespace torch {
-// Declared in torch/csrc/profiler/python/combined_traceback.h, which needs
-// nlohmann/json, a header the torch wheel does not ship.
-TORCH_API std::vector<pybind11::object> py_symbolize(std::vector<CapturedTraceback*>& to_symbolize);
-}  // namespace torch
 
 namespace dipu {
 namespace {
@@ -332,7 +326,7 @@ class DipuAllocator final : public AllocatorBase {
     }
   }
 
-  py::dict snapshot();
+  MemorySnapshot snapshot();
 
 #if DIPU_HAS_DEVICE_ALLOCATOR
   // ---- c10::DeviceAllocator: what torch.accelerator.memory_* call ----
@@ -568,119 +562,27 @@ class DipuAllocator final : public AllocatorBase {
 // released after the interpreter is gone.
 DipuAllocator& g_allocator = *new DipuAllocator();
 
-py::dict DipuAllocator::snapshot() {
-  struct BlockView {
-    uintptr_t address;
-    size_t size, requested;
-    const char* state;
-    Context context;
-  };
-  struct SegmentView {
-    c10::DeviceIndex device;
-    c10::StreamId stream;
-    BlockView block;
-    Context segment_context;
-  };
-  std::vector<SegmentView> segments;
-  std::vector<std::vector<TraceRecord>> traces;
+MemorySnapshot DipuAllocator::snapshot() {
+  MemorySnapshot result;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     auto add = [&](const Block* b, const char* state) {
-      segments.push_back(
-          {b->device, b->stream, {addr(b->ptr), b->size, b->requested, state, b->context}, b->segment_context});
+      result.segments.push_back({b->device, b->stream, addr(b->ptr), b->size, b->requested, state,
+                                 pool_of(b->size) == 1, b->context, b->segment_context});
     };
     for (const auto& [ptr, b] : active_) add(b, "active_allocated");
     for (const auto& pool : pools_) {
       for (const Block* b : pool.free_blocks) add(b, "inactive");
       for (const auto& p : pool.pending) add(p.block, "active_pending_free");
-      traces.emplace_back(pool.trace.begin(), pool.trace.end());
+      auto& events = result.traces.emplace_back();
+      for (const TraceRecord& r : pool.trace)
+        events.push_back(
+            {action_name(r.action), r.address, r.action == Action::kOom, r.size, r.stream, r.time_us, r.context});
     }
   }
-  std::sort(segments.begin(), segments.end(),
-            [](const SegmentView& a, const SegmentView& b) { return a.block.address < b.block.address; });
-
-  // Symbolize every stack at once, as torch.cuda's snapshot does.
-  std::vector<torch::CapturedTraceback*> to_symbolize;
-  auto index_of = [&](const Context& c) -> int64_t {
-    auto* tb = dynamic_cast<torch::CapturedTraceback*>(c.get());
-    if (!tb) return -1;
-    to_symbolize.push_back(tb);
-    return static_cast<int64_t>(to_symbolize.size()) - 1;
-  };
-  std::vector<std::pair<int64_t, int64_t>> segment_frames;
-  for (const auto& s : segments) segment_frames.emplace_back(index_of(s.block.context), index_of(s.segment_context));
-  std::vector<std::vector<int64_t>> trace_frames;
-  for (const auto& trace : traces) {
-    trace_frames.emplace_back();
-    for (const auto& r : trace) trace_frames.back().push_back(index_of(r.context));
-  }
-  // torch's C++ symbolizer can fail on a library it cannot parse (seen once in the full test suite:
-  // "ValueError: stoi" from its addr2line reader); the snapshot is then given without frames and a
-  // warning rather than not at all. Recording with stacks="python" avoids C++ frames entirely.
-  std::vector<py::object> frames;
-  try {
-    frames = torch::py_symbolize(to_symbolize);
-  } catch (const std::exception& e) {
-    TORCH_WARN("dipu: memory snapshot: stack frames could not be symbolized (", e.what(),
-               "); the snapshot has no frames. _record_memory_history(stacks='python') avoids C++ frames.");
-    frames.assign(to_symbolize.size(), py::list());
-  }
-  auto frames_at = [&](int64_t i) -> py::object { return i < 0 ? py::list() : frames[i]; };
-
-  py::list segment_list;
-  for (size_t i = 0; i < segments.size(); ++i) {
-    const auto& s = segments[i];
-    bool allocated = std::string(s.block.state) == "active_allocated";
-    bool active = allocated || std::string(s.block.state) == "active_pending_free";
-    py::dict block;
-    block["address"] = s.block.address;
-    block["size"] = s.block.size;
-    block["requested_size"] = s.block.requested;
-    block["state"] = s.block.state;
-    block["frames"] = frames_at(segment_frames[i].first);
-    py::dict seg;
-    seg["device"] = static_cast<int>(s.device);
-    seg["address"] = s.block.address;
-    seg["total_size"] = s.block.size;
-    seg["allocated_size"] = allocated ? s.block.size : 0;
-    seg["active_size"] = active ? s.block.size : 0;
-    seg["requested_size"] = active ? s.block.requested : 0;
-    seg["stream"] = s.stream;
-    seg["segment_type"] = pool_of(s.block.size) == 1 ? "small" : "large";
-    seg["segment_pool_id"] = py::make_tuple(0, 0);
-    seg["is_expandable"] = false;
-    seg["frames"] = frames_at(segment_frames[i].second);
-    py::list blocks;
-    blocks.append(block);
-    seg["blocks"] = blocks;
-    segment_list.append(seg);
-  }
-  py::list device_traces;
-  for (size_t d = 0; d < traces.size(); ++d) {
-    py::list entries;
-    for (size_t i = 0; i < traces[d].size(); ++i) {
-      const auto& r = traces[d][i];
-      py::dict e;
-      e["action"] = action_name(r.action);
-      e["addr"] = r.address;
-      if (r.action == Action::kOom) e["device_free"] = r.address;
-      e["size"] = r.size;
-      e["stream"] = r.stream;
-      e["time_us"] = r.time_us;
-      e["frames"] = frames_at(trace_frames[d][i]);
-      e["compile_context"] = "";
-      e["user_metadata"] = "";
-      entries.append(e);
-    }
-    device_traces.append(entries);
-  }
-  py::dict settings;
-  settings["PYTORCH_DIPU_ALLOC_CONF"] = caching_ ? "caching" : "raw";
-  py::dict result;
-  result["segments"] = segment_list;
-  result["device_traces"] = device_traces;
-  result["allocator_settings"] = settings;
-  result["external_annotations"] = py::list();
+  std::sort(result.segments.begin(), result.segments.end(),
+            [](const auto& a, const auto& b) { return a.address < b.address; });
+  result.caching = caching_;
   return result;
 }
 
@@ -769,7 +671,7 @@ void record_memory_history(bool trace, int when, bool cpp_frames, size_t max_ent
   }
   g_allocator.record_history(trace, when, cpp_frames, max_entries, clear_history, mask);
 }
-py::dict memory_snapshot() { return g_allocator.snapshot(); }
+MemorySnapshot memory_snapshot_data() { return g_allocator.snapshot(); }
 void record_stream(const c10::DataPtr& ptr, const c10::Stream& stream) { g_allocator.record_stream(ptr, stream); }
 std::optional<c10::DeviceIndex> device_of_pointer(const void* ptr) { return g_allocator.device_of(ptr); }
 c10::Allocator* pinned_allocator() {

@@ -11,7 +11,6 @@
 #include <ATen/ATen.h>
 #include <c10/core/Allocator.h>
 #include <c10/core/Stream.h>
-#include <torch/csrc/utils/pybind.h>
 
 #include <array>
 #include <atomic>
@@ -72,20 +71,38 @@ void set_memory_limit(c10::DeviceIndex index, int64_t bytes);
 // See Note [Memory history]. `when`: 0 off, 1 state, 2 alloc, 3 all (c10's RecordContext).
 void record_memory_history(bool trace, int when, bool cpp_frames, size_t max_entries, bool clear_history,
                            const std::vector<std::string>& skip_actions);
-py::dict memory_snapshot();
+// What torch.cuda.memory._snapshot() reports, before its stacks are symbolized (python.h's memory_snapshot
+// makes the dict of it).
+struct MemorySnapshot {
+  struct Segment {  // one block per segment: dipu's allocator does not split segments
+    c10::DeviceIndex device;
+    c10::StreamId stream;
+    uintptr_t address;
+    size_t size, requested;
+    const char* state;  // active_allocated, active_pending_free or inactive
+    bool small;  // of the small pool
+    std::shared_ptr<c10::GatheredContext> context, segment_context;  // null: not recorded
+  };
+  struct Event {
+    const char* action;
+    uintptr_t address;  // for an oom: the bytes the device still had free
+    bool oom;
+    size_t size;
+    c10::StreamId stream;
+    int64_t time_us;
+    std::shared_ptr<c10::GatheredContext> context;
+  };
+  std::vector<Segment> segments;  // by address
+  std::vector<std::vector<Event>> traces;  // per device
+  bool caching;
+};
+MemorySnapshot memory_snapshot_data();
 c10::Allocator* pinned_allocator();
 bool is_pinned_pointer(const void* ptr);
 
 // ---- copies and aliases (ops.cpp) ------------------------------------------
 // Zero-copy tensor of the vendor's alias device over `t`'s memory.
 at::Tensor native_alias(const at::Tensor& t);
-void register_fallback_python(py::module& m);
-void register_fast_calls(py::module& m);
-// ---- a C plug-in's collectives (xccl.cpp) -----------------------------------
-// dipu._C.XcclComm and XcclEvent: Note [Collectives on a plug-in's streams].
-void register_xccl_python(py::module& m);
-// ---- per-op host times for the run report (op_stats.cpp) --------------------
-void register_op_stats_python(py::module& m);
 
 // ---- the device timeline of the profiler (profiler.cpp) --------------------
 // True while a profiler session records the device timeline (Note [Device timeline]).

@@ -4,7 +4,7 @@
 // arguments point to until the call's results are taken. See Note [The Python trampoline].
 #include "diopi_rt.h"
 
-#include "core.h"
+#include "python.h"
 
 #include <torch/csrc/Dtype.h>
 #include <torch/csrc/MemoryFormat.h>

@@ -13,10 +13,6 @@
 #include <string>
 #include <vector>
 
-namespace pybind11 {
-class module_;
-}
-
 namespace dipu::diopi {
 
 // What a diopiContextHandle_t points to: one per call, on the caller's stack
@@ -88,8 +84,5 @@ bool check_status_slow(diopiError_t status, const char* diopi_name);
 inline bool status_ok(diopiError_t status, const char* diopi_name) {
   return status == diopiSuccess || check_status_slow(status, diopi_name);
 }
-
-// The Python trampoline's call frame and the loader's functions on dipu._C (diopi_call.cpp).
-void register_diopi_python(pybind11::module_& m);
 
 }  // namespace dipu::diopi

@@ -5,7 +5,7 @@
 // argument and empty() once per output. Through pybind11 each call costs ~0.5 us of argument
 // conversion; written against the CPython API they cost a fraction of that,
 // which is the margin between a tiny op at 4x native CPU and well under it.
-#include "core.h"
+#include "python.h"
 
 #include <ATen/EmptyTensor.h>
 #include <torch/csrc/Dtype.h>

@@ -65,7 +65,7 @@ struct DipuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     return runtime().query_event(rec->device, rec->handle);
   }
   void destroyEvent(void* event, const c10::DeviceIndex) const noexcept override {
-    if (!event || g_shutdown.load() || !g_initialized.load() || !Py_IsInitialized()) return;
+    if (!event || g_shutdown.load() || !g_initialized.load()) return;  // g_shutdown: set at interpreter exit
     auto* rec = static_cast<EventRecord*>(event);
     try {
       runtime().destroy_event(rec->device, rec->handle);

@@ -42,11 +42,7 @@ at::Generator make_generator(c10::DeviceIndex index, at::Generator native) {
   return at::make_generator<DipuGenerator>(index, std::move(native));
 }
 
-at::Generator new_native_generator(c10::DeviceIndex index) {
-  py::gil_scoped_acquire gil;
-  py::object gen = vendor().make_native_generator(index);
-  return gen.cast<at::Generator>();
-}
+at::Generator new_native_generator(c10::DeviceIndex index) { return vendor().make_native_generator(index); }
 
 struct DipuHooks final : public at::PrivateUse1HooksInterface {
   bool isBuilt() const override { return true; }

@@ -1,6 +1,6 @@
 // The Python face of the native core: the dipu._C module. Its start-up functions wire the
 // vendor (vendor_bridge.h) to the allocator, the device guard, the hooks and the profiler.
-#include "core.h"
+#include "python.h"
 #include "diopi_rt.h"
 
 #include <ATen/detail/PrivateUse1HooksInterface.h>
@@ -65,7 +65,21 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
           if (alias_type) v->alias_type = c10::Device(*alias_type).type();
           v->has_pinned = has_pinned;
           v->has_stream_hook = has_stream_hook;
-          v->make_native_generator = std::move(make_native_generator);
+          // What the runtime layer calls Python through (Note [The core's layers]); never destroyed, as the vendor.
+          v->make_native_generator = [make = std::move(make_native_generator)](c10::DeviceIndex index) {
+            py::gil_scoped_acquire gil;
+            return make(index).cast<at::Generator>();
+          };
+          v->start = [] {
+            py::gil_scoped_acquire gil;
+            std::string error;
+            try {
+              py::module_::import("dipu.device").attr("_lazy_init")();
+            } catch (py::error_already_set& e) {
+              error = e.what();
+            }
+            TORCH_CHECK(error.empty(), error);
+          };
           install_vendor(std::move(v));
           streams_init(device_count);
           allocator_init(device_count, caching);
@@ -75,8 +89,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("start_runtime", [] {
     // Called by torch.dipu._lazy_init after vendor.initialize(), holding its lock.
     std::vector<at::Generator> natives;
-    for (int i = 0; i < vendor().device_count; ++i)
-      natives.push_back(vendor().make_native_generator(i).cast<at::Generator>());
+    for (int i = 0; i < vendor().device_count; ++i) natives.push_back(vendor().make_native_generator(i));
     hooks_init(std::move(natives));
     g_initialized.store(true, std::memory_order_release);
   });
@@ -95,9 +108,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("synchronize", [](int index) { c10::impl::getDeviceGuardImpl(kDipu)->synchronizeDevice(checked(index)); });
 
   m.def("current_stream_handle",
-        [](int index) { return runtime().to_python(stream_native_handle(current_stream(checked(index)))); });
+        [](int index) { return python_handle(stream_native_handle(current_stream(checked(index)))); });
   m.def("stream_handle", [](int64_t id, int index) {
-    return runtime().to_python(
+    return python_handle(
         stream_native_handle(c10::Stream(c10::Stream::UNSAFE, c10::Device(kDipu, checked(index)), id)));
   });
 

@@ -26,7 +26,7 @@
 #ifndef NDEBUG
 #define NDEBUG
 #endif
-#include "core.h"
+#include "python.h"
 
 #include <ATen/record_function.h>
 

@@ -7,7 +7,7 @@
 // dtype conversion, layout changes and cross-device moves. A vendor without
 // one gets the contract path: byte copies through its memcpy functions, staged
 // through a host image of the strided span when layouts or dtypes differ.
-#include "core.h"
+#include "python.h"
 #include "overlap.h"
 
 #include <ATen/EmptyTensor.h>

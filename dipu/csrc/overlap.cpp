@@ -23,7 +23,7 @@
 // Neither path costs anything but the metadata check when no memory overlaps.
 #include "overlap.h"
 
-#include "core.h"
+#include "python.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/MemoryOverlap.h>

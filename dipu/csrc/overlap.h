@@ -4,7 +4,6 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
-#include <torch/csrc/utils/pybind.h>
 
 #include <optional>
 
@@ -31,8 +30,5 @@ bool is_optional_generator(const c10::Argument& arg);
 // written back and the results are dropped (a probe: only its error matters).
 void run_on_host_replicas(const c10::OperatorHandle& op, torch::jit::Stack* stack, std::optional<c10::Device> device,
                           bool write_back);
-
-// _C.written_memory_overlaps and _C.overlap_probe, for dipu.kernels.support.check_written_memory.
-void register_overlap_python(py::module& m);
 
 }  // namespace dipu

@@ -39,14 +39,7 @@ bool vendor_ready() { return g_vendor != nullptr; }
 
 void lazy_init_slow() {
   TORCH_CHECK(!g_shutdown.load(), "dipu: device used after interpreter shutdown");
-  py::gil_scoped_acquire gil;
-  std::string error;
-  try {
-    py::module_::import("dipu.device").attr("_lazy_init")();
-  } catch (py::error_already_set& e) {
-    error = e.what();
-  }
-  TORCH_CHECK(error.empty(), error);
+  vendor().start();
 }
 
 void vendor_failed(VendorMethod method, const std::string& why) {

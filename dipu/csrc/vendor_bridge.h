@@ -3,21 +3,21 @@
 // DeviceRuntime) or a C plug-in (dipu/include/dipu/custom_runtime.h); the core calls both through
 // one typed interface, Runtime (Note [Two kinds of vendor runtime]). It is the bottom of the
 // core: it uses no other file of dipu/csrc, and every file that talks to the vendor does so
-// through it.
+// through it. Like the rest of the runtime layer it knows nothing of Python (Note [The core's
+// layers] in python.h): the two Python-facing runtimes are made in the bindings.
 #pragma once
 
+#include <ATen/core/Generator.h>
 #include <c10/core/Device.h>
 #include <c10/util/Exception.h>
-#include <torch/csrc/utils/pybind.h>
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <type_traits>
 #include <utility>
-
-namespace py = pybind11;
 
 namespace dipu {
 
@@ -106,9 +106,6 @@ class Runtime {
   virtual double event_elapsed_time(int index, Handle start, Handle end) = 0;
   virtual void start_tracing() = 0;
   virtual void stop_tracing() = 0;
-  // A handle as dipu's Python sees it (torch.dipu.Stream's vendor handle): the Python
-  // vendor's object, or the plug-in's pointer as an int; None for a null handle.
-  virtual py::object to_python(Handle handle) = 0;
 };
 constexpr size_t kMinAlignment = 64;
 
@@ -120,11 +117,15 @@ struct Vendor {
   c10::DeviceType alias_type = c10::DeviceType::CPU;
   bool has_pinned = false;  // vendor implements host_malloc/host_free
   bool has_stream_hook = false;  // vendor implements set_current_stream
-  py::object make_native_generator;  // callable(index) -> torch.Generator
+  // The alias device's generator behind device `index`'s dipu generator (Note [Native generators]).
+  std::function<at::Generator(c10::DeviceIndex)> make_native_generator;
+  // Starts the runtime on first use (Note [Lazy initialization]): torch.dipu._lazy_init, which raises in a
+  // forked child of an initialized parent.
+  std::function<void()> start;
 };
 
-// Makes `v` the vendor of this process, for good (it is never destroyed: its py::objects
-// must not die after the interpreter). Fails if one is installed, or for a device count
+// Makes `v` the vendor of this process, for good (it is never destroyed: what its functions hold
+// of Python must not die after the interpreter). Fails if one is installed, or for a device count
 // PyTorch cannot index.
 void install_vendor(std::unique_ptr<Vendor> v);
 Vendor& vendor();
@@ -137,8 +138,7 @@ extern std::atomic<bool> g_shutdown;
 // again in a forked child of a started parent, where any device use must fail.
 extern std::atomic<bool> g_initialized;
 void lazy_init_slow();
-// Starts the vendor runtime on first use, through torch.dipu._lazy_init (which raises in a
-// forked child of an initialized parent). Free once initialized: one atomic load.
+// Starts the vendor runtime on first use, through Vendor::start. Free once initialized: one atomic load.
 inline void ensure_initialized() {
   if (C10_UNLIKELY(!g_initialized.load(std::memory_order_acquire))) lazy_init_slow();
 }
@@ -146,16 +146,10 @@ inline void ensure_initialized() {
 // The vendor's runtime; every call into the vendor goes through it.
 inline Runtime& runtime() { return *vendor().runtime; }
 
-// The Python runtime of a DeviceRuntime object (vendor_python.cpp).
-std::unique_ptr<Runtime> python_runtime(py::object device_runtime);
 // A C runtime plug-in (vendor_plugin.cpp, Note [C runtime plug-ins]): loaded from `path`, named
-// by the environment variable `variable` in errors; and the runtime that serves the core from it.
+// by the environment variable `variable` in errors.
 class RuntimePlugin;
 std::shared_ptr<RuntimePlugin> load_plugin(const std::string& path, const char* variable);
-// `plugin`: a dipu._C.RuntimePlugin.
-std::unique_ptr<Runtime> plugin_runtime(const py::object& plugin);
-// dipu._C.RuntimePlugin and dipu._C.load_runtime_plugin.
-void register_plugin_python(py::module& m);
 // Turns a failed vendor call into the c10::Error every runtime raises: it names the vendor and
 // the method (Note [Two kinds of vendor runtime]).
 [[noreturn]] void vendor_failed(VendorMethod method, const std::string& why);

@@ -22,7 +22,7 @@
 // A failed call (status other than C_SUCCESS or C_WARNING) raises a RuntimeError naming the
 // vendor, the function and the status; a failed allocation is "out of memory" to the caching
 // allocator, which raises torch.OutOfMemoryError. Plug-ins are never unloaded.
-#include "vendor_bridge.h"
+#include "python.h"
 
 #include "../include/dipu/custom_runtime.h"
 
@@ -469,10 +469,6 @@ class PluginRuntime final : public Runtime {
   }
   void start_tracing() override { started().start_tracing(); }
   void stop_tracing() override { started().stop_tracing(); }
-  py::object to_python(Handle handle) override {
-    py::gil_scoped_acquire gil;
-    return handle ? py::object(py::int_(addr(handle))) : py::object(py::none());
-  }
 
  private:
   // The plug-in, its runtime started first (Note [Lazy initialization]).

@@ -1,6 +1,6 @@
 // The runtime of a Python vendor: each call of the core becomes a call of the vendor's
 // DeviceRuntime method of the same name (Note [Two kinds of vendor runtime]).
-#include "vendor_bridge.h"
+#include "python.h"
 
 namespace dipu {
 namespace {
@@ -73,7 +73,8 @@ class PythonRuntime final : public Runtime {
   }
   void start_tracing() override { call<void>(VendorMethod::start_tracing); }
   void stop_tracing() override { call<void>(VendorMethod::stop_tracing); }
-  py::object to_python(Handle handle) override {
+  // The vendor's object behind a handle this runtime made (None for null).
+  py::object to_python(Handle handle) {
     py::gil_scoped_acquire gil;
     return object(handle);
   }
@@ -134,6 +135,12 @@ class PythonRuntime final : public Runtime {
 
 std::unique_ptr<Runtime> python_runtime(py::object device_runtime) {
   return std::make_unique<PythonRuntime>(std::move(device_runtime));
+}
+
+py::object python_handle(Handle handle) {
+  if (auto* python = dynamic_cast<PythonRuntime*>(&runtime())) return python->to_python(handle);
+  py::gil_scoped_acquire gil;  // a C plug-in's own handle
+  return handle ? py::object(py::int_(addr(handle))) : py::object(py::none());
 }
 
 }  // namespace dipu

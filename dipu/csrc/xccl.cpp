@@ -13,7 +13,7 @@
 // group's timeout on an ABI whose calls take none. A plug-in reports an asynchronous failure the
 // only way the ABI lets it, through the event: synchronize_event or query_event then return an
 // error status (refc fails the stream, as CUDA does).
-#include "core.h"
+#include "python.h"
 
 #include "../include/dipu/custom_runtime.h"
 
