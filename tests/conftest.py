@@ -1,3 +1,4 @@
+import collections
 import inspect
 import os
 import re
@@ -70,14 +71,31 @@ def python():
     return run_python
 
 
-def pytest_terminal_summary(terminalreporter):
-    """Conformance totals (tests/test_conformance.py), when that suite ran."""
-    import sys
+#: Conformance totals the pytest-xdist workers sent (pyproject.toml runs the suite under it).
+_WORKER_CONFORMANCE: collections.Counter = collections.Counter()
 
+
+def _conformance_stats() -> collections.Counter:
     runner = sys.modules.get("conformance.runner")
-    if runner is None or not runner.STATS:
+    return collections.Counter(runner.STATS) if runner is not None else collections.Counter()
+
+
+def pytest_sessionfinish(session):
+    if hasattr(session.config, "workeroutput"):  # an xdist worker: hand the totals to the controller
+        session.config.workeroutput["conformance"] = dict(_conformance_stats())
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    _WORKER_CONFORMANCE.update(getattr(node, "workeroutput", {}).get("conformance", {}))
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Conformance totals (tests/test_conformance.py), when that suite ran: in this process, or in xdist's
+    workers."""
+    s = _conformance_stats() or _WORKER_CONFORMANCE
+    if not s:
         return
-    s = runner.STATS
     terminalreporter.write_line(
         f"conformance: {s['functions']} functions, {s['cases']} cases, {s['passed']} passed, "
         f"{s['failed']} failed, {s['skipped cases']} cases skipped (undeclared dtypes), "
