@@ -7,7 +7,7 @@
 #   bash benchmarks/gpu_check.sh --help
 #
 # Writes to that directory: summary.txt (one line per step: status, seconds), install.log, build.log,
-# pytest.txt, eager.txt, compile.txt, autocompare.txt, bench.txt and bench.json. Each step has its own time limit and
+# pytest.txt, native.txt, eager.txt, compile.txt, autocompare.txt, bench.txt and bench.json. Each step has its own time limit and
 # the steps share one budget (TOTAL_SECONDS, default 450), so the script ends in time whatever hangs. Without
 # a GPU it writes "skipped" to summary.txt and exits 0.
 set -uo pipefail
@@ -67,10 +67,26 @@ step install 120 "$out/install.log" "$python" -m pip install --no-deps --no-buil
 step build 180 "$out/build.log" env DIPU_VENDOR=cuda "$python" -c \
     'import torch, dipu; x = torch.ones(3, device="dipu"); print(dipu.vendor().name, (x + x).cpu().tolist())'
 # 3. the GPU-relevant tests on the CUDA vendor (tests that cannot hold on one GPU skip with their reason).
-step pytest 210 "$out/pytest.txt" env DIPU_VENDOR=cuda "$python" -m pytest -q -rs -p no:cacheprovider \
-    tests/test_cuda_vendor.py tests/test_coexistence.py tests/test_errors.py tests/test_ops.py tests/test_device.py \
-    tests/test_memory.py tests/test_streams.py tests/test_autograd.py tests/test_training.py
-# 4. torch.compile with Triton on dipu(cuda): the compiled CNN trains with the eager losses.
+#    One line per test as it ends (-v), so a run cut at its limit still says what passed and what failed.
+#    $PYTEST_WORKERS test processes share the GPU (default 8); $PYTEST_TESTS overrides the files.
+tests="${PYTEST_TESTS:-tests/test_cuda_vendor.py tests/test_coexistence.py tests/test_errors.py tests/test_ops.py
+    tests/test_device.py tests/test_memory.py tests/test_streams.py tests/test_autograd.py tests/test_training.py}"
+# shellcheck disable=SC2086  # $tests is a list of paths
+step pytest 210 "$out/pytest.txt" env DIPU_VENDOR=cuda "$python" -m pytest -v -rfEs -p no:cacheprovider \
+    -n "${PYTEST_WORKERS:-8}" --maxprocesses "${PYTEST_WORKERS:-8}" $tests
+# 4. a process where dipu is installed but not asked for is native CUDA's own: its training runs backward.
+step native 60 "$out/native.txt" "$python" -c '
+import sys, torch
+model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10)).cuda()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for _ in range(20):
+    optimizer.zero_grad()
+    loss = torch.nn.functional.cross_entropy(model(torch.randn(32, 64, device="cuda")), torch.arange(32, device="cuda") % 10)
+    loss.backward()
+    optimizer.step()
+print("accelerator", torch.accelerator.current_accelerator(), "dipu loaded:", "dipu" in sys.modules, "loss", loss.item())
+sys.exit(1 if "dipu" in sys.modules else 0)'
+# 5. torch.compile with Triton on dipu(cuda): the compiled CNN trains with the eager losses.
 step eager 60 "$out/eager.txt" env DIPU_VENDOR=cuda "$python" examples/train.py --model cnn --epochs 1
 step compile 120 "$out/compile.txt" env DIPU_VENDOR=cuda "$python" examples/train.py --model cnn --epochs 1 --compile
 final_loss() { tr '\r' '\n' < "$1" 2>/dev/null | grep -o 'epoch 1/1  loss [0-9.]*' | tail -1 | awk '{print $4}'; }
@@ -82,10 +98,10 @@ else
     note "compile: final loss '$compiled_loss' is not within 1% of eager's '$eager_loss'"
     failed=1
 fi
-# 5. autocompare every op dipu registers during one epoch of the CNN.
+# 6. autocompare every op dipu registers during one epoch of the CNN.
 step autocompare 90 "$out/autocompare.txt" env DIPU_VENDOR=cuda DIPU_AUTOCOMPARE_OPS_LIST='.*' \
     "$python" examples/train.py --model cnn --epochs 1
-# 6. native CUDA against dipu(cuda), each in its own processes.
+# 7. native CUDA against dipu(cuda), each in its own processes.
 step bench 150 "$out/bench.txt" "$python" benchmarks/bench_gpu.py --quick --json "$out/bench.json"
 
 note "gpu_check: $([ "$failed" -eq 0 ] && echo ok || echo 'FAILED (see above)') in $((SECONDS - started))s; results in $out"

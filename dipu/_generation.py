@@ -46,13 +46,14 @@ def python_kernels() -> dict[str, str]:
     return emit.render(entries, spec.SPEC.name, unmatched=unmatched)
 
 
-def cpp_wrappers(functions: frozenset[str] | None) -> str:
-    """The text of the C++ wrappers of the kernels whose DIOPI function is in ``functions`` (None: all)."""
+def cpp_wrappers(functions: frozenset[str] | None, parts: int = 1) -> list[str]:
+    """The C++ wrappers of the kernels whose DIOPI function is in ``functions`` (None: all), in ``parts`` files
+    (Note [The wrappers in parts] in scripts/autogen/dest/cpp_wrappers.py)."""
     from dipugen import kernels, spec
     from dipugen.dest import cpp_wrappers as emitter
 
     entries, _ = spec.load_lenient(spec.SPEC)
-    return emitter.render(kernels.expand_all(entries, spec.SPEC.name), spec.SPEC.name, functions)
+    return emitter.render_parts(kernels.expand_all(entries, spec.SPEC.name), spec.SPEC.name, functions, parts)
 
 
 def aten_library(pairs: list[tuple[str, str]], source: str) -> str:

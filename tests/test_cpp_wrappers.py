@@ -170,6 +170,29 @@ def emitted(tmp_path, functions=None, spec_text=SPEC):
                           check=True, cwd=ROOT).stdout
 
 
+def test_the_wrappers_in_parts_are_the_wrappers_in_one_file(tmp_path):
+    """The build compiles the wrappers in one file per core (Note [The wrappers in parts]): every wrapper lands
+    in exactly one part, and each part is a whole translation unit with its own table."""
+    code = f"""
+        from pathlib import Path
+        from dipugen import kernels, spec
+        from dipugen.dest import cpp_wrappers
+        path = Path({str(tmp_path / 'spec.yaml')!r})
+        found = kernels.expand_all(spec.load(path), path.name)
+        whole = cpp_wrappers.render(found, path.name)
+        parts = cpp_wrappers.render_parts(found, path.name, None, 3)
+        registered = lambda text: [line for line in text.splitlines() if "TORCH_FN(" in line]
+        assert len(parts) == 3 and all(registered(p) for p in parts), parts
+        assert sum((registered(p) for p in parts), []) == registered(whole)
+        assert all('#include "wrapper_support.h"' in p and "const Table kTable(" in p for p in parts)
+        assert "Part 2 of 3" in parts[1] and "Part" not in whole
+        assert len(cpp_wrappers.render_parts(found, path.name, None, 100)) == len(registered(whole))
+    """
+    (tmp_path / "spec.yaml").write_text(SPEC)
+    env = {**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
+    subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, check=True, cwd=ROOT)
+
+
 def test_the_emitter_writes_one_typed_kernel_per_supported_kernel(tmp_path):
     text = emitted(tmp_path)
     registered = [line.split('"')[1] for line in text.splitlines() if "TORCH_FN(" in line]

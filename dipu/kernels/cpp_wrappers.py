@@ -8,11 +8,12 @@ the library exports its DIOPI function, so one build per torch serves every C li
 ref_c, a vendor's, a test's) instead of one build per set of exported functions. Its text depends on the
 installed torch's schemas, the spec and generator (the same inputs as Note [Generated code per torch version])
 and the C++ support files (dipu/kernels/cpp, diopi_rt.h, diopirt.h); the cache key hashes exactly those, so
-finding a built extension costs no generation (loading the spec takes seconds); a miss generates the text, keeps
-it beside the library (cpp_wrappers.cpp, for reading) and compiles it with torch.utils.cpp_extension under the
-native core's lock and atomic rename (dipu/_native.py's ``ensure_built``). Build time of the whole extension,
-measured on the 2-core development machine: docs/op-library-guide.md, "The torch op library in C++". Most of it
-is ATen's headers, so the generated file includes no Python header (wrapper_support.cpp has them).
+finding a built extension costs no generation (loading the spec takes seconds); a miss generates the text in parts
+(Note [The wrappers in parts] in scripts/autogen/dest/cpp_wrappers.py), keeps them beside the library
+(cpp_wrappers_N.cpp, for reading) and compiles them with torch.utils.cpp_extension under the native core's lock
+and atomic rename (dipu/_native.py's ``ensure_built``). Build time of the whole extension, measured on the 2-core
+development machine: docs/op-library-guide.md, "The torch op library in C++". ATen's headers cost each part about
+20 s of it, so the generated files include no Python header (wrapper_support.cpp has them).
 
 DIPU_CPP_WRAPPERS=0 keeps every op on the Python wrappers (for comparing the two paths, and as an escape
 hatch); DIPU_CHECK_TENSOR_DEVICE, which the C++ wrappers do not implement, does the same.
@@ -65,9 +66,19 @@ def cache_dir() -> Path:
         f"py{sys.version_info.major}{sys.version_info.minor}", digest.hexdigest()[:12]])
 
 
-def generate(functions: frozenset[str] | None) -> str:
-    """The text of the C++ wrappers of the kernels whose DIOPI function is in ``functions`` (None: all)."""
-    return _generation.cpp_wrappers(functions)
+def generate(functions: frozenset[str] | None, parts: int = 1) -> list[str]:
+    """The text of the C++ wrappers of the kernels whose DIOPI function is in ``functions`` (None: all), in
+    ``parts`` files."""
+    return _generation.cpp_wrappers(functions, parts)
+
+
+def _parts() -> int:
+    """How many files the wrappers are compiled in: one per core, at most 16, or $MAX_JOBS (Note [The wrappers
+    in parts] in scripts/autogen/dest/cpp_wrappers.py)."""
+    jobs = os.environ.get("MAX_JOBS", "").strip()
+    if jobs.isdigit() and int(jobs) > 0:
+        return int(jobs)
+    return max(1, min(16, len(os.sched_getaffinity(0))))
 
 
 def _build(target: Path) -> None:
@@ -77,14 +88,20 @@ def _build(target: Path) -> None:
           flush=True)
     work = Path(tempfile.mkdtemp(prefix="build-", dir=target.parent))
     try:
-        source = work / "cpp_wrappers.cpp"
-        source.write_text(generate(None))
+        sources = []
+        for number, text in enumerate(generate(None, _parts()), 1):
+            sources.append(work / f"cpp_wrappers_{number}.cpp")
+            sources[-1].write_text(text)
         cpp_extension.load(
-            name=NAME, sources=[str(source), str(SUPPORT / "wrapper_support.cpp"), str(SUPPORT / "impl_kernels.cpp")],
+            name=NAME, sources=[*map(str, sources), str(SUPPORT / "wrapper_support.cpp"),
+                                str(SUPPORT / "impl_kernels.cpp")],
             build_directory=str(work),
             extra_cflags=["-O2", "-fvisibility=hidden"], extra_include_paths=[str(p) for p in _INCLUDES],
             verbose=False, is_python_module=True)
-        shutil.copy(source, target.parent / source.name)
+        for old in target.parent.glob("cpp_wrappers*.cpp"):
+            old.unlink()
+        for source in sources:
+            shutil.copy(source, target.parent / source.name)
         os.replace(next(work.glob(f"{NAME}*.so")), target)
     finally:
         shutil.rmtree(work, ignore_errors=True)

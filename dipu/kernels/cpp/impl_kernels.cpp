@@ -434,9 +434,7 @@ std::tuple<at::Tensor, at::Tensor> dipu_native_dropout(const at::Tensor& input, 
   return {out, mask};
 }
 
-}  // namespace
-
-extern const Entry kImplEntries[] = {
+const Entry kImplEntries[] = {
     {"convolution_overrideable", &k_convolution,
      [](torch::Library& m) { m.impl("convolution_overrideable", TORCH_FN(dipu_convolution)); }},
     {"convolution_backward_overrideable", &k_convolution_backward,
@@ -457,6 +455,8 @@ extern const Entry kImplEntries[] = {
     {"native_dropout", &k_native_dropout,
      [](torch::Library& m) { m.impl("native_dropout", TORCH_FN(dipu_native_dropout)); }},
 };
-extern const size_t kImplEntryCount = std::size(kImplEntries);
+const Table kImplTable(kImplEntries, std::size(kImplEntries));
+
+}  // namespace
 
 }  // namespace dipu::cwrap

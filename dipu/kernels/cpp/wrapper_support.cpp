@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstring>
 #include <unordered_map>
 
 namespace dipu::cwrap {
@@ -120,11 +121,26 @@ std::vector<at::Tensor> Kernel::call_python_tuple(torch::jit::Stack stack) {
 
 namespace {
 
-// Every kernel of the extension: the generated ones and the hand-written twins of impl kernels.
+// Every kernel of the extension, as the tables add them: the generated ones and the hand-written twins of impl
+// kernels. A function's static, so that it exists before the first table's constructor runs.
+std::vector<const Entry*>& registered() {
+  static std::vector<const Entry*> entries;
+  return entries;
+}
+
+}  // namespace
+
+Table::Table(const Entry* entries, size_t count) {
+  for (size_t i = 0; i < count; ++i) registered().push_back(&entries[i]);
+}
+
+namespace {
+
+// The kernels by op, whatever order the tables were loaded in.
 std::vector<const Entry*> all_entries() {
-  std::vector<const Entry*> entries;
-  for (size_t i = 0; i < kEntryCount; ++i) entries.push_back(&kEntries[i]);
-  for (size_t i = 0; i < kImplEntryCount; ++i) entries.push_back(&kImplEntries[i]);
+  std::vector<const Entry*> entries = registered();
+  std::stable_sort(entries.begin(), entries.end(),
+                   [](const Entry* a, const Entry* b) { return std::strcmp(a->op, b->op) < 0; });
   return entries;
 }
 

@@ -385,10 +385,10 @@ struct Entry {
   void (*define)(torch::Library&);
 };
 
-// The generated file's table of its kernels, and impl_kernels.cpp's.
-extern const Entry kEntries[];
-extern const size_t kEntryCount;
-extern const Entry kImplEntries[];
-extern const size_t kImplEntryCount;
+// A table of kernels: each generated part and impl_kernels.cpp define one, which adds its entries to the
+// extension's list while the library loads (Note [The wrappers in parts] in scripts/autogen/dest/cpp_wrappers.py).
+struct Table {
+  Table(const Entry* entries, size_t count);
+};
 
 }  // namespace dipu::cwrap

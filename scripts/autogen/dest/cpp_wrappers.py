@@ -17,6 +17,15 @@ dipu.fallback_counts(), or the error naming the library's last error string). A 
 to answer diopiForceFallbackToCPU or an error before writing anything, so the second call sees the
 arguments the first did.
 
+Note [The wrappers in parts]
+Compiling one wrapper costs little; compiling a thousand in one file costs minutes, most of it instantiating
+each kernel's boxing code, on one core. So the build renders the wrappers in as many parts as the machine
+has cores (render_parts; at most 16, or $MAX_JOBS, which torch.utils.cpp_extension's ninja also obeys) and
+compiles them side by side. Each part is a whole translation unit with its own table of entries, which adds
+itself to the extension's list (``Table`` in wrapper_support.h) while the library loads, before the module is
+defined; the list is sorted by op, so neither the number of parts nor the link order changes what a process
+installs. The cache key does not include the number of parts for that reason.
+
 Note [Wrapped numbers in C++]
 Where the schema says Tensor and the caller passed a Python number (``x.mul_(0.9)``, ``x * 2``), a C++
 kernel receives a wrapped number: a 0-dim CPU tensor. An entry with a ``scalar_interface`` for that
@@ -434,7 +443,13 @@ def explain(kernels: list[Kernel]) -> dict[str, str]:
 
 
 def render(kernels: list[Kernel], source: str, functions: frozenset[str] | None = None) -> str:
-    """The text of cpp_wrappers.cpp for ``kernels`` (see :func:`values`)."""
+    """The text of cpp_wrappers.cpp for ``kernels`` (see :func:`values`), in one part."""
+    return render_parts(kernels, source, functions, 1)[0]
+
+
+def render_parts(kernels: list[Kernel], source: str, functions: frozenset[str] | None, parts: int) -> list[str]:
+    """The wrappers of :func:`render` in ``parts`` files of about as many wrappers each, compiled side by side
+    (Note [The wrappers in parts])."""
     import jinja2
 
     from ..emit import TEMPLATES
@@ -442,9 +457,15 @@ def render(kernels: list[Kernel], source: str, functions: frozenset[str] | None 
     environment = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True, autoescape=False)
-    return environment.get_template(TEMPLATE).render(source=source, **values(kernels, functions))
+    template = environment.get_template(TEMPLATE)
+    wrappers = values(kernels, functions)["wrappers"]
+    parts = max(1, min(parts, len(wrappers)))
+    size = -(-len(wrappers) // parts)
+    return [template.render(source=source, part=i + 1, parts=parts, wrappers=wrappers[i * size:(i + 1) * size])
+            for i in range(parts)]
 
 
 __all__ = [
-    "CPP_META_TWINS", "CPP_MULTI_RULES", "CPP_SHAPE_RULES", "TEMPLATE", "explain", "render", "supported", "values",
+    "CPP_META_TWINS", "CPP_MULTI_RULES", "CPP_SHAPE_RULES", "TEMPLATE", "explain", "render", "render_parts",
+    "supported", "values",
 ]

@@ -434,9 +434,7 @@ at::Tensor & dipu_uniform_(at::Tensor & self, double from_, double to, ::std::op
   return self;
 }
 
-}  // namespace
-
-extern const Entry kEntries[] = {
+const Entry kEntries[] = {
     {"_foreach_add_.ScalarList", &k__foreach_add__ScalarList, [](torch::Library& m) { m.impl("_foreach_add_.ScalarList", TORCH_FN(dipu__foreach_add__ScalarList)); }},
     {"_log_softmax_backward_data", &k__log_softmax_backward_data, [](torch::Library& m) { m.impl("_log_softmax_backward_data", TORCH_FN(dipu__log_softmax_backward_data)); }},
     {"_log_softmax_backward_data.out", &k__log_softmax_backward_data_out, [](torch::Library& m) { m.impl("_log_softmax_backward_data.out", TORCH_FN(dipu__log_softmax_backward_data_out)); }},
@@ -456,6 +454,7 @@ extern const Entry kEntries[] = {
     {"sum.dim_IntList", &k_sum_dim_IntList, [](torch::Library& m) { m.impl("sum.dim_IntList", TORCH_FN(dipu_sum_dim_IntList)); }},
     {"uniform_", &k_uniform_, [](torch::Library& m) { m.impl("uniform_", TORCH_FN(dipu_uniform_)); }},
 };
-extern const size_t kEntryCount = std::size(kEntries);
+const Table kTable(kEntries, std::size(kEntries));  // Note [The wrappers in parts]
 
+}  // namespace
 }  // namespace dipu::cwrap
