@@ -68,11 +68,12 @@ step build 180 "$out/build.log" env DIPU_VENDOR=cuda "$python" -c \
     'import torch, dipu; x = torch.ones(3, device="dipu"); print(dipu.vendor().name, (x + x).cpu().tolist())'
 # 3. the GPU-relevant tests on the CUDA vendor (tests that cannot hold on one GPU skip with their reason).
 #    One line per test as it ends (-v), so a run cut at its limit still says what passed and what failed.
-#    $PYTEST_WORKERS test processes share the GPU (default 8); $PYTEST_TESTS overrides the files.
+#    $PYTEST_WORKERS test processes share the GPU (default 8) for at most $PYTEST_SECONDS (210); $PYTEST_TESTS
+#    overrides the files.
 tests="${PYTEST_TESTS:-tests/test_cuda_vendor.py tests/test_coexistence.py tests/test_errors.py tests/test_ops.py
     tests/test_device.py tests/test_memory.py tests/test_streams.py tests/test_autograd.py tests/test_training.py}"
 # shellcheck disable=SC2086  # $tests is a list of paths
-step pytest 210 "$out/pytest.txt" env DIPU_VENDOR=cuda "$python" -m pytest -v -rfEs -p no:cacheprovider \
+step pytest "${PYTEST_SECONDS:-210}" "$out/pytest.txt" env DIPU_VENDOR=cuda "$python" -m pytest -v -rfEs -p no:cacheprovider \
     -n "${PYTEST_WORKERS:-8}" --maxprocesses "${PYTEST_WORKERS:-8}" $tests
 # 4. a process where dipu is installed but not asked for is native CUDA's own: its training runs backward.
 step native 60 "$out/native.txt" "$python" -c '
