@@ -22,6 +22,18 @@ What their first runs found: AddressSanitizer, a heap-use-after-free in the allo
 under threads (Note [Block ownership] in dipu/csrc/allocator.cpp); ThreadSanitizer, only glibc's
 release of an exited thread's dynamic TLS (suppressed in tests/tsan.supp). Under ASan, torch's own
 C++ unwinder (memory history with stacks="all") can fault, so sanitized runs record Python stacks.
+
+Note [The C++ runtime of dipu's libraries]
+A compiler that has libstdc++'s static archive but not the link to its shared library (Ubuntu's GCC 13.3
+on the NVIDIA H100 machines we test on) links libstdc++ statically into every library it builds, without
+a word. dipu_C.so then carried, and exported, a second copy of the C++ runtime beside the one torch runs
+on: every ``c10::str`` of a number in the core crashed (its stream met the process's locale), and
+cuDNN's calls into the C++ runtime bound to dipu's copy and crashed at the first convolution. So every
+C++ library dipu builds (the native core, the C++ wrappers, the torch op library in C++) links the
+libstdc++ the process already runs, the one torch loaded (read from /proc/self/maps), named before the
+compiler's own ``-lstdc++`` so that no member of the archive is pulled in; and ``--exclude-libs,ALL``
+keeps whatever a static archive does contribute out of the library's exported symbols, where it would
+interpose on other libraries. tests/test_native_build.py recreates that compiler with -static-libstdc++.
 """
 
 from __future__ import annotations
@@ -74,6 +86,7 @@ def cache_dir() -> Path:
     for path in _sources():
         digest.update(str(path.relative_to(CSRC.parent)).encode())
         digest.update(path.read_bytes())
+    digest.update(" ".join(cxx_runtime_flags()).encode())  # a core linked otherwise is rebuilt
     key = "-".join([
         f"torch{torch.__version__}",
         (torch.version.git_version or "nogit")[:10],
@@ -99,6 +112,24 @@ def _locked(path: Path):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def cxx_runtime_flags() -> list[str]:
+    """Linker flags of every C++ library dipu builds (Note [The C++ runtime of dipu's libraries])."""
+    return ["-Wl,--exclude-libs,ALL", *_loaded_libstdcxx()]
+
+
+def _loaded_libstdcxx() -> list[str]:
+    """The path of the libstdc++ this process runs on, as a one-element list (empty where none is mapped)."""
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                path = line.rstrip("\n").split(maxsplit=5)[-1]
+                if Path(path).name.startswith("libstdc++.so") and os.path.isfile(path):
+                    return [path]
+    except OSError:
+        pass
+    return []
+
+
 def _check_compiler() -> None:
     compiler = os.environ.get("CXX", "c++")
     if shutil.which(compiler) is None:
@@ -116,11 +147,11 @@ def _build(target: Path) -> None:
     print(f"dipu: building the native core for torch {torch.__version__} "
           f"(first import only, about a minute)...", file=sys.stderr, flush=True)
     work = Path(tempfile.mkdtemp(prefix="build-", dir=target.parent))
-    cflags, ldflags = ["-O2", "-fvisibility=hidden"], []
+    cflags, ldflags = ["-O2", "-fvisibility=hidden"], cxx_runtime_flags()
     if sanitizer():
         flag = SANITIZERS[sanitizer()][0]
         cflags = ["-O1", "-g", "-fno-omit-frame-pointer", "-fvisibility=hidden", flag]
-        ldflags = [flag]
+        ldflags = [flag, *ldflags]
     try:
         cpp_extension.load(
             name=NAME,

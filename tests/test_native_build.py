@@ -108,3 +108,44 @@ def test_the_native_core_s_runtime_layer_knows_nothing_of_python():
         assert includes and not [i for i in includes if "pybind" in i or "python" in i.lower()], (name, includes)
         assert not re.search(r"\bpy::|\bpybind11\b|\bPy[A-Z]\w*\(", _code(CSRC / name)), name
     assert "python.h" in include_graph()["module.cpp"]  # so that a scan finding nothing cannot pass
+
+
+def _needed(library) -> list[str]:
+    """The shared libraries ``library`` names (its ELF dynamic section's NEEDED entries)."""
+    dynamic = subprocess.run(["readelf", "-d", str(library)], capture_output=True, text=True, check=True).stdout
+    return re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", dynamic)
+
+
+def _exported_cxx_runtime(library) -> list[str]:
+    """The C++ runtime's own functions ``library`` exports (a locale facet, stream insertion)."""
+    symbols = subprocess.run(["nm", "-D", "--defined-only", "-C", str(library)], capture_output=True, text=True,
+                             check=True).stdout
+    return [line for line in symbols.splitlines() if "codecvt" in line or "basic_ostream" in line]
+
+
+def test_libraries_link_the_processes_cxx_runtime_even_where_the_compiler_would_link_it_statically(tmp_path):
+    """Note [The C++ runtime of dipu's libraries]: the GPU machines' compiler linked libstdc++ statically into
+    dipu's libraries, whose copy then crashed the first number formatted and cuDNN's first convolution.
+    -static-libstdc++ recreates that compiler here; dipu's link flags must still give a library that uses the
+    process's libstdc++ and exports none of the C++ runtime."""
+    source = tmp_path / "number.cpp"
+    source.write_text('#include <sstream>\n#include <string>\n'
+                      'std::string number(long x) { std::ostringstream s; s << x; return s.str(); }\n')
+    plain, fixed = tmp_path / "plain.so", tmp_path / "fixed.so"
+    compile_ = ["c++", "-shared", "-fPIC", "-O2", str(source), "-static-libstdc++"]
+    subprocess.run([*compile_, "-o", str(plain)], check=True)
+    subprocess.run([*compile_, *_native.cxx_runtime_flags(), "-o", str(fixed)], check=True)
+    assert not any(n.startswith("libstdc++") for n in _needed(plain)) and _exported_cxx_runtime(plain)  # the bug
+    assert any(n.startswith("libstdc++") for n in _needed(fixed)) and not _exported_cxx_runtime(fixed)
+
+
+def test_the_built_libraries_run_on_the_processes_cxx_runtime():
+    """Every library dipu built and this process loaded: the core, the C++ wrappers, the torch op library in C++."""
+    (torch.ones(2, device="dipu") + 1).cpu()  # the op library (by default the C++ one) and its wrappers load
+    root = str(_native.cache_root().resolve())
+    with open("/proc/self/maps") as maps:
+        loaded = {line.split()[-1] for line in maps if line.rstrip().endswith(".so") and root in line}
+    assert "dipu_C.so" in {p.rsplit("/", 1)[-1] for p in loaded}, loaded
+    for library in loaded:
+        assert any(n.startswith("libstdc++") for n in _needed(library)), library
+        assert not _exported_cxx_runtime(library), library

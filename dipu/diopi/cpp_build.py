@@ -56,7 +56,8 @@ def _flags(sources: Sequence[Path]) -> list[str]:
     return ["-shared", "-fPIC", "-O2", "-std=c++20", "-fvisibility=hidden",
             f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
             *(f"-I{p}" for p in includes), *(f"-L{p}" for p in libraries),
-            *(f"-Wl,-rpath,{p}" for p in libraries), "-lc10", "-ltorch_cpu"]
+            *(f"-Wl,-rpath,{p}" for p in libraries), "-lc10", "-ltorch_cpu",
+            *_native.cxx_runtime_flags()]  # Note [The C++ runtime of dipu's libraries] in dipu/_native.py
 
 
 def compiler() -> str:

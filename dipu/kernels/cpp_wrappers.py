@@ -61,6 +61,7 @@ def cache_dir() -> Path:
     for name, data in _inputs():
         digest.update(name.encode())
         digest.update(data)
+    digest.update(" ".join(_native.cxx_runtime_flags()).encode())
     return _native.cache_root() / "-".join([
         "cwrap", f"torch{torch.__version__}", (torch.version.git_version or "nogit")[:10],
         f"py{sys.version_info.major}{sys.version_info.minor}", digest.hexdigest()[:12]])
@@ -96,8 +97,8 @@ def _build(target: Path) -> None:
             name=NAME, sources=[*map(str, sources), str(SUPPORT / "wrapper_support.cpp"),
                                 str(SUPPORT / "impl_kernels.cpp")],
             build_directory=str(work),
-            extra_cflags=["-O2", "-fvisibility=hidden"], extra_include_paths=[str(p) for p in _INCLUDES],
-            verbose=False, is_python_module=True)
+            extra_cflags=["-O2", "-fvisibility=hidden"], extra_ldflags=_native.cxx_runtime_flags(),
+            extra_include_paths=[str(p) for p in _INCLUDES], verbose=False, is_python_module=True)
         for old in target.parent.glob("cpp_wrappers*.cpp"):
             old.unlink()
         for source in sources:
