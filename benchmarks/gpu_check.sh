@@ -73,8 +73,8 @@ step build 180 "$out/build.log" env DIPU_VENDOR=cuda "$python" -c \
 tests="${PYTEST_TESTS:-tests/test_cuda_vendor.py tests/test_coexistence.py tests/test_errors.py tests/test_ops.py
     tests/test_device.py tests/test_memory.py tests/test_streams.py tests/test_autograd.py tests/test_training.py}"
 # shellcheck disable=SC2086  # $tests is a list of paths
-step pytest "${PYTEST_SECONDS:-210}" "$out/pytest.txt" env DIPU_VENDOR=cuda "$python" -m pytest -v -rfEs -p no:cacheprovider \
-    -n "${PYTEST_WORKERS:-8}" --maxprocesses "${PYTEST_WORKERS:-8}" $tests
+step pytest "${PYTEST_SECONDS:-210}" "$out/pytest.txt" env DIPU_VENDOR=cuda "$python" -m pytest -o addopts= -v -rfEs \
+    -p no:cacheprovider -n "${PYTEST_WORKERS:-8}" --dist loadfile $tests
 # 4. a process where dipu is installed but not asked for is native CUDA's own: its training runs backward.
 step native 60 "$out/native.txt" "$python" -c '
 import sys, torch
