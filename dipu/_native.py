@@ -39,6 +39,7 @@ interpose on other libraries. tests/test_native_build.py recreates that compiler
 from __future__ import annotations
 
 import contextlib
+import functools
 import fcntl
 import hashlib
 import importlib.util
@@ -114,9 +115,10 @@ def _locked(path: Path):
 
 def cxx_runtime_flags() -> list[str]:
     """Linker flags of every C++ library dipu builds (Note [The C++ runtime of dipu's libraries])."""
-    return ["-Wl,--exclude-libs,ALL", *_loaded_libstdcxx()]
+    return ["-Wl,--exclude-libs,ALL", *_loaded_libstdcxx()]  # a copy: callers may extend it
 
 
+@functools.cache
 def _loaded_libstdcxx() -> list[str]:
     """The path of the libstdc++ this process runs on, as a one-element list (empty where none is mapped)."""
     try:
