@@ -352,55 +352,14 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 void sparse_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   std::optional<c10::Device> device = begin_fallback(op, stack);
   const auto& schema = op.schema();
-  const size_t count = schema.arguments().size();
-  const size_t begin = stack->size() - count;
-  auto to_cpu = [](const at::Tensor& t) { return t.defined() && on_dipu(t) ? t.cpu() : t; };
-  std::vector<std::pair<at::Tensor, at::Tensor>> written;  // (the dipu argument, its CPU copy)
-  for (size_t i = 0; i < count; ++i) {
-    c10::IValue& v = (*stack)[begin + i];
-    if (v.isTensor()) {
-      at::Tensor original = v.toTensor();
-      at::Tensor host = to_cpu(original);
-      const c10::AliasInfo* alias = schema.arguments()[i].alias_info();
-      if (alias && alias->isWrite() && original.defined() && on_dipu(original)) written.emplace_back(original, host);
-      v = host;
-    } else if (v.isTensorList()) {
-      std::vector<at::Tensor> hosts;
-      for (const at::Tensor& t : v.toTensorVector()) hosts.push_back(to_cpu(t));
-      v = hosts;
-    } else if (v.isList()) {
-      c10::List<std::optional<at::Tensor>> hosts;
-      bool optional_tensors = true;
-      for (const auto& e : v.toListRef()) {
-        if (e.isTensor())
-          hosts.push_back(to_cpu(e.toTensor()));
-        else if (e.isNone())
-          hosts.push_back(std::nullopt);
-        else
-          optional_tensors = false;
-      }
-      if (optional_tensors && !v.toListRef().empty()) v = hosts;
-    } else if (v.isDevice() && v.toDevice().type() == kDipu) {
-      v = c10::Device(c10::kCPU);
-    }
-  }
+  const HostPairs written =  // Note [Host arguments] in overlap.h
+      arguments_to_host(schema, stack, [](const at::Tensor& t) { return t.defined() && on_dipu(t) ? t.cpu() : t; });
   op.callBoxed(stack);
   for (auto& [original, host] : written) {
     at::Tensor target = original;
     target.copy_(host);
   }
-  const size_t results = schema.returns().size();
-  for (size_t i = stack->size() - results; i < stack->size(); ++i) {
-    c10::IValue& v = (*stack)[i];
-    if (!v.isTensor() || !v.toTensor().defined()) continue;
-    const at::Tensor& result = v.toTensor();
-    auto same =
-        std::find_if(written.begin(), written.end(), [&](const auto& pair) { return pair.second.is_same(result); });
-    if (same != written.end())
-      v = same->first;
-    else if (device && result.device().is_cpu())
-      v = result.to(*device);
-  }
+  results_from_host(schema, stack, written, device);
 }
 
 // Which sparse ops reach the sparse fallback. A backend fallback is the last

@@ -176,7 +176,6 @@ void run_on_host_replicas(const c10::OperatorHandle& op, torch::jit::Stack* stac
                           bool write_back) {
   const auto& schema = op.schema();
   const size_t count = schema.arguments().size();
-  const size_t first = stack->size() - count;
   std::unordered_map<c10::StorageImpl*, Replica> replicas;
   for_each_tensor(schema, torch::jit::last(*stack, count), [&](const at::Tensor& t, bool written) {
     if (!on_dipu(t)) return;
@@ -213,39 +212,7 @@ void run_on_host_replicas(const c10::OperatorHandle& op, torch::jit::Stack* stac
     host._set_neg(t.is_neg());
     return host;
   };
-  std::vector<std::pair<at::Tensor, at::Tensor>> written;  // (the dipu argument, its host tensor)
-  for (size_t i = 0; i < count; ++i) {
-    c10::IValue& v = (*stack)[first + i];
-    const c10::AliasInfo* alias = schema.arguments()[i].alias_info();
-    bool writes = alias && alias->isWrite();
-    if (v.isTensor()) {
-      at::Tensor original = v.toTensor();
-      at::Tensor host = host_of(original);
-      if (writes && on_dipu(original)) written.emplace_back(original, host);
-      v = host;
-    } else if (v.isTensorList()) {
-      std::vector<at::Tensor> hosts;
-      for (const at::Tensor& t : v.toTensorVector()) {
-        hosts.push_back(host_of(t));
-        if (writes && on_dipu(t)) written.emplace_back(t, hosts.back());
-      }
-      v = hosts;
-    } else if (v.isList()) {
-      c10::List<std::optional<at::Tensor>> hosts;
-      bool optional_tensors = true;
-      for (const auto& e : v.toListRef()) {
-        if (e.isTensor())
-          hosts.push_back(host_of(e.toTensor()));
-        else if (e.isNone())
-          hosts.push_back(std::nullopt);
-        else
-          optional_tensors = false;
-      }
-      if (optional_tensors && !v.toListRef().empty()) v = hosts;
-    } else if (v.isDevice() && v.toDevice().type() == kDipu) {
-      v = c10::Device(c10::kCPU);
-    }
-  }
+  const HostPairs written = arguments_to_host(schema, stack, host_of);
   op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
   const size_t results = schema.returns().size();
   if (!write_back) {
@@ -265,6 +232,52 @@ void run_on_host_replicas(const c10::OperatorHandle& op, torch::jit::Stack* stac
     if (host.sizes() != original.sizes()) original.resize_(host.sizes());
     original.copy_(host);
   }
+  results_from_host(schema, stack, written, device);
+}
+
+HostPairs arguments_to_host(const c10::FunctionSchema& schema, torch::jit::Stack* stack,
+                            const std::function<at::Tensor(const at::Tensor&)>& to_host) {
+  const size_t count = schema.arguments().size();
+  const size_t first = stack->size() - count;
+  HostPairs written;
+  for (size_t i = 0; i < count; ++i) {
+    c10::IValue& v = (*stack)[first + i];
+    const c10::AliasInfo* alias = schema.arguments()[i].alias_info();
+    const bool writes = alias && alias->isWrite();
+    if (v.isTensor()) {
+      at::Tensor original = v.toTensor();
+      at::Tensor host = to_host(original);
+      if (writes && on_dipu(original)) written.emplace_back(original, host);
+      v = host;
+    } else if (v.isTensorList()) {
+      std::vector<at::Tensor> hosts;
+      for (const at::Tensor& t : v.toTensorVector()) {
+        hosts.push_back(to_host(t));
+        if (writes && on_dipu(t)) written.emplace_back(t, hosts.back());
+      }
+      v = hosts;
+    } else if (v.isList()) {
+      c10::List<std::optional<at::Tensor>> hosts;
+      bool optional_tensors = true;
+      for (const auto& e : v.toListRef()) {
+        if (e.isTensor())
+          hosts.push_back(to_host(e.toTensor()));
+        else if (e.isNone())
+          hosts.push_back(std::nullopt);
+        else
+          optional_tensors = false;
+      }
+      if (optional_tensors && !v.toListRef().empty()) v = hosts;
+    } else if (v.isDevice() && v.toDevice().type() == kDipu) {
+      v = c10::Device(c10::kCPU);
+    }
+  }
+  return written;
+}
+
+void results_from_host(const c10::FunctionSchema& schema, torch::jit::Stack* stack, const HostPairs& written,
+                       std::optional<c10::Device> device) {
+  const size_t results = schema.returns().size();
   for (size_t i = stack->size() - results; i < stack->size(); ++i) {
     c10::IValue& v = (*stack)[i];
     if (!v.isTensor() || !v.toTensor().defined()) continue;

@@ -5,7 +5,10 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 
+#include <functional>
 #include <optional>
+#include <utility>
+#include <vector>
 
 namespace dipu {
 
@@ -30,5 +33,17 @@ bool is_optional_generator(const c10::Argument& arg);
 // written back and the results are dropped (a probe: only its error matters).
 void run_on_host_replicas(const c10::OperatorHandle& op, torch::jit::Stack* stack, std::optional<c10::Device> device,
                           bool write_back);
+
+// Note [Host arguments]
+// The fallbacks that run an op on the CPU over host copies (the sparse fallback in ops.cpp, the host replicas
+// here) swap its arguments on `stack` for host tensors in one way: `to_host` for each tensor, in a tensor list
+// and in a list of optional tensors too, and the CPU for a dipu device. arguments_to_host returns each dipu
+// tensor the op writes with its host tensor; after the call, results_from_host returns those arguments as
+// themselves (what the op returns for in-place and out=) and moves every other tensor result to `device`.
+using HostPairs = std::vector<std::pair<at::Tensor, at::Tensor>>;  // (dipu tensor, its host tensor)
+HostPairs arguments_to_host(const c10::FunctionSchema& schema, torch::jit::Stack* stack,
+                            const std::function<at::Tensor(const at::Tensor&)>& to_host);
+void results_from_host(const c10::FunctionSchema& schema, torch::jit::Stack* stack, const HostPairs& written,
+                       std::optional<c10::Device> device);
 
 }  // namespace dipu
