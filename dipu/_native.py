@@ -39,8 +39,8 @@ interpose on other libraries. tests/test_native_build.py recreates that compiler
 from __future__ import annotations
 
 import contextlib
-import functools
 import fcntl
+import functools
 import hashlib
 import importlib.util
 import os
