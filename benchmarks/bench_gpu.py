@@ -187,6 +187,9 @@ def table(rows: list[dict]) -> str:
     lines = [f"{'case':<22}{'native':>12}{'dipu':>12}{'dipu/native thru':>18}{'native peak':>13}{'dipu peak':>11}"
              f"{'mem ratio':>11}  target"]
     for row in rows:
+        if "error" in row:  # a side that crashed or raised: the other cases still run
+            lines.append(f"{row['case']:<22}FAILED: {row['error']}")
+            continue
         unit = "us" if row["case"] == "tiny-add" else "ms"
         scale = 1e3 if unit == "us" else 1.0
         target = CASES[row["case"]][1]
@@ -224,14 +227,17 @@ def main(argv=None) -> int:
           f"separate processes, {rounds} alternating rounds", flush=True)
     rows = []
     for case in cases:
-        rows.append(run_case(case, rounds, args.quick))
+        try:
+            rows.append(run_case(case, rounds, args.quick))
+        except (RuntimeError, OSError, ValueError) as error:  # a worker died or answered nonsense
+            rows.append({"case": case, "error": str(error)})
         print(table(rows).splitlines()[-1], flush=True)
     print()
     print(table(rows))
     if args.json:
         args.json.write_text(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
                                          "rows": rows}, indent=1))
-    return 0
+    return 1 if any("error" in row for row in rows) else 0
 
 
 if __name__ == "__main__":

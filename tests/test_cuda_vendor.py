@@ -115,8 +115,11 @@ def test_bench_gpu_table():
     for row in rows:
         row["ratio"] = row["native_ms"] / row["dipu_ms"]
         row["memory_ratio"] = row["dipu_peak"] / max(row["native_peak"], 1)
+    rows.append({"case": "resnet50-train-b64", "error": "the dipu worker exited (-11) before answering"})
     lines = bench.table(rows).splitlines()
     assert lines[1].split()[:5] == ["tiny-add", "8.00", "us", "16.00", "us"]
     assert lines[2].endswith(">= 0.85 ok")
+    assert lines[3].split() == ["resnet50-train-b64", "FAILED:", "the", "dipu", "worker", "exited", "(-11)", "before",
+                                "answering"]
     assert bench._environment("native")["TORCH_DEVICE_BACKEND_AUTOLOAD"] == "0"
     assert bench._environment("dipu")["DIPU_VENDOR"] == "cuda"
