@@ -71,9 +71,11 @@ def housekeeper(deadline: float, errors: list, rounds: list) -> None:
 def main() -> None:
     seconds = float(sys.argv[1])
     torch.dipu.init()
-    # torch's C++ unwinder (stacks="all") faults under AddressSanitizer in torch's own code
-    # (unwind_c), so sanitized runs record Python stacks only.
-    stacks = "python" if os.environ.get("DIPU_SANITIZE") else "all"
+    # Python stacks by default. torch's C++ unwinder (stacks="all") faults under AddressSanitizer in
+    # torch's own code (unwind_c), warns "addr not in range of known libraries" on every plain run,
+    # and a plain run in CI once died of a segfault no later run reproduced (about 70 runs). That
+    # unwinder is torch's, not what this workload tests; DIPU_STRESS_STACKS=all turns it on by hand.
+    stacks = os.environ.get("DIPU_STRESS_STACKS", "python")
     torch.dipu.memory._record_memory_history(max_entries=1000, stacks=stacks)
     deadline = time.monotonic() + seconds
     errors, rounds = [], [0]

@@ -64,8 +64,9 @@ def test_allocator_survives_threads_freeing_while_the_cache_is_emptied():
     runs = int(os.environ.get("DIPU_STRESS_RUNS", "3"))
     seconds = float(os.environ.get("DIPU_STRESS_SECONDS", "6"))
     for run in range(runs):
-        proc = subprocess.run([sys.executable, str(STRESS), str(seconds)], capture_output=True, text=True,
-                              timeout=seconds + 120)
+        # -X faulthandler: a crash prints every thread's Python stack into the assertion's message
+        proc = subprocess.run([sys.executable, "-X", "faulthandler", str(STRESS), str(seconds)],
+                              capture_output=True, text=True, timeout=seconds + 120)
         assert proc.returncode == 0 and "clean:" in proc.stdout, (
             f"stress run {run + 1}/{runs} failed with exit status {proc.returncode}:\n"
             f"{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}")
