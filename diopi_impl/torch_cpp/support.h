@@ -11,6 +11,8 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/core/TensorImpl.h>
 
+#include <array>
+#include <cstdint>
 #include <exception>
 #include <optional>
 #include <stdexcept>
@@ -40,6 +42,26 @@ inline c10::DeviceIndex current_device() {
   return impl->getDevice().index();
 }
 
+// Note [Alias cache]
+// Making an alias costs a StorageImpl, a TensorImpl and its version counter, which for a tiny op is more than
+// the arithmetic. Each thread keeps the last aliases it made, one per slot of a small table indexed by the
+// memory's address, and hands one out again when nothing else holds it (use_count 1: an ATen kernel that kept
+// a reference, or a second argument over the same memory in this call, gets a new one) and it still
+// describes exactly the view asked for: the same memory, size, device, dtype, sizes, strides, offset and
+// bits. The alias owns nothing, so one whose memory went back to the allocator is never read: it is either
+// replaced or found to describe the memory a new tensor holds, which it then correctly aliases.
+inline at::Tensor& cached_alias(const void* data) {
+  thread_local std::array<at::Tensor, 32> slots;
+  return slots[(reinterpret_cast<uintptr_t>(data) >> 9) % slots.size()];
+}
+inline bool same_view(const at::Tensor& alias, const at::Tensor& t, const c10::Storage& storage,
+                      const c10::Device& device) {
+  const c10::Storage& mine = alias.storage();
+  return mine.data() == storage.data() && mine.nbytes() == storage.nbytes() && alias.device() == device &&
+         alias.dtype() == t.dtype() && alias.storage_offset() == t.storage_offset() && alias.sizes() == t.sizes() &&
+         alias.strides() == t.strides() && alias.is_conj() == t.is_conj() && alias.is_neg() == t.is_neg();
+}
+
 // Note [Native aliases in C++]
 // The tensor of the alias device over the same memory, sizes, strides and offset as the dipu tensor t, and
 // with its conjugate and negative bits, as the core's native_alias makes it. Unlike the core's, it does
@@ -56,6 +78,8 @@ inline at::Tensor alias_of(const at::Tensor& t) {
   }
   const c10::Storage& storage = t.storage();
   const c10::Device device(g_alias_type, g_alias_type == c10::DeviceType::CPU ? -1 : t.device().index());
+  at::Tensor& cached = cached_alias(storage.data());
+  if (cached.defined() && cached.use_count() == 1 && same_view(cached, t, storage, device)) return cached;
   auto impl = c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), storage.nbytes(),
                                                     c10::DataPtr(const_cast<void*>(storage.data()), device),
                                                     /*allocator=*/nullptr, /*resizable=*/false);
@@ -65,6 +89,7 @@ inline at::Tensor alias_of(const at::Tensor& t) {
   result.unsafeGetTensorImpl()->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
   if (t.is_conj()) result._set_conj(true);
   if (t.is_neg()) result._set_neg(true);
+  cached = result;
   return result;
 }
 // A list-taking function's argument: a CPU tensor of any size passes (the Tensor of scalars of

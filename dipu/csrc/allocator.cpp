@@ -80,6 +80,13 @@ void decrease(StatArray& stat, size_t size, int64_t amount) {
 
 using Context = std::shared_ptr<c10::GatheredContext>;
 
+struct Block;
+struct FreeOrder {
+  bool operator()(const Block* a, const Block* b) const;
+};
+using FreeSet = std::set<Block*, FreeOrder>;
+using ActiveMap = std::map<void*, Block*>;
+
 struct Block {
   c10::DeviceIndex device;
   c10::StreamId stream;
@@ -89,15 +96,19 @@ struct Block {
   size_t requested = 0;  // bytes asked for by the current (or last) user
   Context context;  // stack of the current allocation (Note [Memory history])
   Context segment_context;  // stack that made the vendor allocate this memory
+  // Note [Nodes kept by their block]
+  // The node of the pool's FreeSet or of the active map that held this block, kept while the other
+  // holds it: moving a block between the two reuses both nodes, so an allocation and a free from
+  // the cache allocate no heap memory of their own.
+  FreeSet::node_type free_node;
+  ActiveMap::node_type active_node;
 };
 
-struct FreeOrder {
-  bool operator()(const Block* a, const Block* b) const {
-    if (a->stream != b->stream) return a->stream < b->stream;
-    if (a->size != b->size) return a->size < b->size;
-    return addr(a->ptr) < addr(b->ptr);
-  }
-};
+bool FreeOrder::operator()(const Block* a, const Block* b) const {
+  if (a->stream != b->stream) return a->stream < b->stream;
+  if (a->size != b->size) return a->size < b->size;
+  return addr(a->ptr) < addr(b->ptr);
+}
 
 struct Pending {
   Block* block;
@@ -128,7 +139,7 @@ struct TraceRecord {
 };
 
 struct DevicePool {
-  std::set<Block*, FreeOrder> free_blocks;
+  FreeSet free_blocks;
   std::vector<Pending> pending;
   DeviceStats stats;
   int64_t limit = 0;  // Note [Memory fraction]; 0: none
@@ -180,23 +191,15 @@ class DipuAllocator final : public AllocatorBase {
     size_t size = round_size(nbytes);
     c10::StreamId stream = current_stream(device).id();
     Context context = gather(kState);
-    Block* block = caching_ ? take_cached(device, stream, size) : nullptr;
+    Usage usage;
+    Block* block = caching_ ? take_cached(device, stream, size, nbytes, context, usage) : nullptr;
     if (!block) {
       block = new_block(device, stream, size, nbytes, context);
       std::lock_guard<std::mutex> lock(mutex_);
       mark_active(block);
+      hand_out(block, nbytes, context, usage);
     }
-    DeviceStats after;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      auto& s = pools_[device].stats;
-      block->requested = nbytes;
-      block->context = context;
-      increase(s.requested_bytes, block->size, static_cast<int64_t>(nbytes));
-      record(device, Action::kAlloc, addr(block->ptr), block->size, stream, gather_for_trace(context));
-      after = s;
-    }
-    report_to_profiler(block->ptr, static_cast<int64_t>(block->size), after, dev);
+    report_to_profiler(block->ptr, static_cast<int64_t>(block->size), usage, dev);
     return {block->ptr, block, &delete_block, dev};
   }
 
@@ -216,10 +219,10 @@ class DipuAllocator final : public AllocatorBase {
     const size_t size = block->size;
     std::vector<c10::Stream> uses;
     Context context = g_shutdown.load() ? nullptr : gather(kAll);
-    DeviceStats after;
+    Usage usage;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      active_.erase(ptr);
+      block->active_node = active_.extract(ptr);
       auto& s = pools_[device].stats;
       decrease(s.allocated_bytes, size, static_cast<int64_t>(size));
       decrease(s.active_bytes, size, static_cast<int64_t>(size));
@@ -228,18 +231,18 @@ class DipuAllocator final : public AllocatorBase {
       decrease(s.active, size, 1);
       record(device, Action::kFreeRequested, addr(ptr), size, block->stream, context);
       block->context.reset();
-      after = s;
+      usage = usage_of(s);
       uses.swap(block->other_uses);
       if (uses.empty() && caching_) {
         record(device, Action::kFreeCompleted, addr(ptr), size, block->stream, context);
-        pools_[device].free_blocks.insert(block);
+        to_free_pool(block);
         block = nullptr;  // no longer this thread's
       }
     }
     // The process is ending, or is a forked child whose inherited memory the vendor no longer
     // serves: nothing to reuse or report, and a deleter must not fail.
     if (g_shutdown.load() || !g_initialized.load()) return;
-    report_to_profiler(ptr, -static_cast<int64_t>(size), after, c10::Device(kDipu, device));
+    report_to_profiler(ptr, -static_cast<int64_t>(size), usage, c10::Device(kDipu, device));
     if (!block) return;
     if (!caching_) {
       {
@@ -393,21 +396,50 @@ class DipuAllocator final : public AllocatorBase {
     if (trace.size() > max_entries_) trace.pop_front();
   }
 
-  void report_to_profiler(void* ptr, int64_t delta, const DeviceStats& s, c10::Device dev) {
+  // A device's allocated and reserved bytes after an action, for the profiler's memory events.
+  struct Usage {
+    int64_t allocated = 0, reserved = 0;
+  };
+  static Usage usage_of(const DeviceStats& s) { return {s.allocated_bytes[0].current, s.reserved_bytes[0].current}; }
+
+  void report_to_profiler(void* ptr, int64_t delta, const Usage& usage, c10::Device dev) {
     if (!c10::memoryProfilingEnabled()) return;
-    c10::reportMemoryUsageToProfiler(ptr, delta, static_cast<size_t>(s.allocated_bytes[0].current),
-                                     static_cast<size_t>(s.reserved_bytes[0].current), dev);
+    c10::reportMemoryUsageToProfiler(ptr, delta, static_cast<size_t>(usage.allocated),
+                                     static_cast<size_t>(usage.reserved), dev);
   }
 
-  // A cached block for (device, stream, size), already marked active; or null.
-  Block* take_cached(c10::DeviceIndex device, c10::StreamId stream, size_t size) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (pools_[device].pending.empty()) return pop_free(device, stream, size);
+  // A cached block for (device, stream, size), already handed out to a caller asking for `nbytes`;
+  // or null. One critical section unless blocks wait for their streams' events.
+  Block* take_cached(c10::DeviceIndex device, c10::StreamId stream, size_t size, size_t nbytes, const Context& context,
+                     Usage& usage) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (!pools_[device].pending.empty()) {
+      lock.unlock();
+      reclaim_pending(device);
+      lock.lock();
     }
-    reclaim_pending(device);
-    std::lock_guard<std::mutex> lock(mutex_);
-    return pop_free(device, stream, size);
+    Block* block = pop_free(device, stream, size);
+    if (block) hand_out(block, nbytes, context, usage);
+    return block;
+  }
+
+  // Requires mutex_. An active block becomes the allocation of `nbytes` the caller asked for.
+  void hand_out(Block* block, size_t nbytes, const Context& context, Usage& usage) {
+    auto& s = pools_[block->device].stats;
+    block->requested = nbytes;
+    block->context = context;
+    increase(s.requested_bytes, block->size, static_cast<int64_t>(nbytes));
+    record(block->device, Action::kAlloc, addr(block->ptr), block->size, block->stream, gather_for_trace(context));
+    usage = usage_of(s);
+  }
+
+  // Requires mutex_. Note [Nodes kept by their block].
+  void to_free_pool(Block* block) {
+    auto& free_blocks = pools_[block->device].free_blocks;
+    if (block->free_node)
+      free_blocks.insert(std::move(block->free_node));
+    else
+      free_blocks.insert(block);
   }
 
   // Requires mutex_.
@@ -419,14 +451,17 @@ class DipuAllocator final : public AllocatorBase {
     // looser fit would strand memory.
     if (it == free_blocks.end() || (*it)->stream != stream || (*it)->size > size + size / 4) return nullptr;
     Block* b = *it;
-    free_blocks.erase(it);
+    b->free_node = free_blocks.extract(it);
     mark_active(b);
     return b;
   }
 
   // Requires mutex_.
   void mark_active(Block* block) {
-    active_.emplace(block->ptr, block);
+    if (block->active_node)
+      active_.insert(std::move(block->active_node));
+    else
+      active_.emplace(block->ptr, block);
     auto& s = pools_[block->device].stats;
     increase(s.allocated_bytes, block->size, static_cast<int64_t>(block->size));
     increase(s.active_bytes, block->size, static_cast<int64_t>(block->size));
@@ -541,14 +576,14 @@ class DipuAllocator final : public AllocatorBase {
     auto& pool = pools_[device];
     for (Block* b : done) {
       record(device, Action::kFreeCompleted, addr(b->ptr), b->size, b->stream, nullptr);
-      pool.free_blocks.insert(b);
+      to_free_pool(b);
     }
     for (auto& p : still) pool.pending.push_back(std::move(p));
   }
 
   std::mutex mutex_;
   std::vector<DevicePool> pools_;
-  std::map<void*, Block*> active_;
+  ActiveMap active_;
   bool caching_ = true;
   // Note [Memory history]
   std::atomic<int> when_{kNever};
