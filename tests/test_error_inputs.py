@@ -10,6 +10,7 @@ an op listed there that agrees fails, so the table stays honest.
 
 from __future__ import annotations
 
+import json
 import re
 import warnings
 
@@ -23,13 +24,8 @@ import dipu  # noqa: F401  (registers the device)
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
 #: The CPU's refusals of overlapping memory (each torch adds error inputs of this kind: 2.15 has one for aminmax's
-#: two outputs). The CPU fallback makes them (Note [Overlapping memory] in dipu/csrc/overlap.cpp); a generated
-#: wrapper makes them once it calls dipu.kernels.support.check_written_memory before its DIOPI function, which the
-#: emitter does not do yet: until then such an error input of an op dipu serves makes the op an expected failure
-#: (kthvalue, gather, index_select, take, cat on torch 2.13), and the expectation lapses by itself once it does.
+#: two outputs): dipu raises them too, on every path (Note [Overlapping memory] in dipu/csrc/overlap.cpp).
 _OVERLAP = re.compile(r"overlap|refers? to a single memory location", re.IGNORECASE)
-_NO_OVERLAP_CHECK = ("out= overlapping an input (or itself): the CPU refuses it (at::assert_no_overlap, "
-                     "assert_no_internal_overlap); dipu's generated wrappers do not call check_written_memory yet")
 
 #: op key -> why dipu raises another exception type than the CPU for one of its error inputs.
 #: (narrow_copy was one until ops ATen serves elsewhere through a composite ran whole on the CPU fallback:
@@ -106,8 +102,7 @@ def test_error_inputs_raise_the_cpus_exception_type(op):
         assert differences, f"{op_key(op)} now raises the CPU's exception types: remove it from EXPECTED_DIFFERENCES"
         pytest.xfail(reason)
     assert not differences, "\n".join(differences)
-    if overlaps:
-        pytest.xfail(f"{_NO_OVERLAP_CHECK}: {overlaps[0]}")
+    assert not overlaps, f"the CPU refuses overlapping memory, dipu computes: {overlaps[0]}"
 
 
 def test_moving_a_sample_keeps_its_memory_shared():
@@ -156,6 +151,48 @@ def test_errors_dipu_finds_itself_stay_dipus():
     """Arguments the CPU accepts keep dipu's error: two devices mixed."""
     with pytest.raises(RuntimeError, match="found at least two devices, dipu:0 and dipu:1"):
         torch.mm(torch.ones(2, 2, device="dipu"), torch.ones(2, 2, device="dipu:1"))
+
+
+# ---- overlapping memory, on every op library ----------------------------------------------------------------
+
+OVERLAP_CALLS = """
+import json, torch, dipu
+cases = {
+    "add_ reading its own shifted view": lambda x: x[1:].add_(x[:-1]),
+    "mul out= over the input shifted": lambda x: torch.mul(x[:-1], 2, out=x[1:]),
+    "sqrt out= over the input shifted": lambda x: torch.sqrt(x[:-1], out=x[1:]),
+    "add_ into an expanded self": lambda x: x[:1].expand(3).add_(x[3:]),
+    "copy_ from its own shifted view": lambda x: x[1:].copy_(x[:-1]),
+    "copy_ between disjoint halves": lambda x: x[:3].copy_(x[3:]),
+    "add_ of itself": lambda x: x.add_(x),
+    "mul_ by a number": lambda x: x.mul_(2),
+}
+found = {}
+for name, case in cases.items():
+    found[name] = []
+    for device in ("cpu", "dipu"):
+        x = torch.arange(6., device=device)
+        try:
+            case(x)
+            found[name].append(x.cpu().tolist())
+        except RuntimeError as error:
+            found[name].append(str(error).split(".")[0])
+print(json.dumps(found))
+"""
+
+
+@pytest.mark.parametrize("library", ["torch_cpp", "torch", "ref_c"])
+def test_overlapping_memory_gets_the_cpus_error_or_result_from_every_op_library(python, library):
+    """An op writing memory it also reads in part (or through an expanded self) raises the CPU's error on every
+    path: the torch library in C++ and the Python one see the overlap through aliases that share one storage
+    (Note [Aliases share one storage] in dipu/csrc/ops.cpp), and a C library, which would compute garbage, never
+    gets the call (Note [Overlapping memory in C++] in dipu/kernels/cpp/wrapper_support.h). Memory that does
+    not overlap, or an in-place op reading its own self whole, computes as on the CPU."""
+    found = json.loads(python(OVERLAP_CALLS, env={"DIPU_DIOPI_IMPL": library}).stdout.strip().splitlines()[-1])
+    for name, (cpu, on_dipu) in found.items():
+        assert on_dipu == cpu, (name, cpu, on_dipu)
+    assert "single memory location" in found["add_ reading its own shifted view"][0]
+    assert found["copy_ between disjoint halves"][0] == [3.0, 4.0, 5.0, 3.0, 4.0, 5.0]
 
 
 # ---- output shapes the shape inference decides --------------------------------------------------------

@@ -47,7 +47,7 @@ def diopiAvgPool2dBackward(ctx, grad_input, grad_output, input, kernel_size, str
     return SUCCESS
 
 
-@library.register(aten=aten._adaptive_avg_pool2d.out, direct=True)
+@library.register(aten=aten._adaptive_avg_pool2d.out)  # in C++ by hand: diopi_impl/torch_cpp/handwritten.cpp
 def diopiAdaptiveAvgPool2d(ctx, out, input, output_size):
     d = ctx.device
     aten._adaptive_avg_pool2d.out(alias(input, d), output_size, out=alias(out, d))

@@ -8,6 +8,7 @@
 
 #include "support.h"
 
+#include <ATen/ops/_adaptive_avg_pool2d_ops.h>
 #include <ATen/ops/_fused_adam_ops.h>
 #include <ATen/ops/_fused_adamw_ops.h>
 #include <ATen/ops/_fused_sgd_ops.h>
@@ -16,6 +17,7 @@
 #include <ATen/ops/_softmax_backward_data_ops.h>
 #include <ATen/ops/_softmax_ops.h>
 #include <ATen/ops/abs_ops.h>
+#include <ATen/ops/adaptive_avg_pool2d_ops.h>
 #include <ATen/ops/bernoulli_ops.h>
 #include <ATen/ops/cat_ops.h>
 #include <ATen/ops/clamp_min_ops.h>
@@ -54,7 +56,7 @@ void write_result(diopiTensorHandle_t output, const at::Tensor& result) {
   if (output == nullptr) return;
   at::Tensor& target = *reinterpret_cast<at::Tensor*>(output);
   if (target.sizes() != result.sizes()) target.resize_(result.sizes());
-  tc::alias_of(target).copy_(result);
+  tc::copy_into(tc::alias_of(target), result);
 }
 
 // The output mask of a backward: which outputs the caller wants (a null handle: not wanted).
@@ -245,9 +247,9 @@ DIPU_EXPORT diopiError_t diopiConvolution2d(diopiContextHandle_t, diopiTensorHan
   return tc::guarded([&] {
     const at::Tensor x = tc::alias_of(input);
     const auto no_padding = zeros(x.dim() - 2);
-    tc::alias_of(out).copy_(at::_ops::convolution::call(x, tc::alias_of(weight), tc::optional_alias(bias),
-                                                        tc::sym_sizes(stride), tc::sym_sizes(padding),
-                                                        tc::sym_sizes(dilation), false, no_padding, groups));
+    tc::copy_into(tc::alias_of(out), at::_ops::convolution::call(x, tc::alias_of(weight), tc::optional_alias(bias),
+                                                                 tc::sym_sizes(stride), tc::sym_sizes(padding),
+                                                                 tc::sym_sizes(dilation), false, no_padding, groups));
   });
 }
 
@@ -274,9 +276,10 @@ DIPU_EXPORT diopiError_t diopiConvTranspose2d(diopiContextHandle_t, diopiTensorH
                                               diopiConstTensorHandle_t bias, diopiSize_t stride, diopiSize_t padding,
                                               diopiSize_t output_padding, int64_t groups, diopiSize_t dilation) {
   return tc::guarded([&] {
-    tc::alias_of(out).copy_(at::_ops::convolution::call(
-        tc::alias_of(input), tc::alias_of(weight), tc::optional_alias(bias), tc::sym_sizes(stride),
-        tc::sym_sizes(padding), tc::sym_sizes(dilation), true, tc::sym_sizes(output_padding), groups));
+    tc::copy_into(tc::alias_of(out),
+                  at::_ops::convolution::call(tc::alias_of(input), tc::alias_of(weight), tc::optional_alias(bias),
+                                              tc::sym_sizes(stride), tc::sym_sizes(padding), tc::sym_sizes(dilation),
+                                              true, tc::sym_sizes(output_padding), groups));
   });
 }
 
@@ -296,6 +299,23 @@ DIPU_EXPORT diopiError_t diopiConvTranspose2dBackward(diopiContextHandle_t, diop
                                                        tc::sym_sizes(stride), tc::sym_sizes(padding),
                                                        tc::sym_sizes(dilation), true, tc::sym_sizes(output_padding),
                                                        groups, wanted(grad_input, grad_weight, grad_bias)));
+  });
+}
+
+// ---- diopi_impl/torch/pooling.py ----
+
+DIPU_EXPORT diopiError_t diopiAdaptiveAvgPool2d(diopiContextHandle_t, diopiTensorHandle_t out,
+                                                diopiConstTensorHandle_t input, diopiSize_t output_size) {
+  return tc::guarded([&] {
+    const at::Tensor x = tc::alias_of(input);
+    at::Tensor o = tc::alias_of(out);
+    // ATen makes _adaptive_avg_pool2d.out by copying a functional result; adaptive_avg_pool2d.out runs the same
+    // kernel into out, but first lays out out as the input suggests (resize_ with a memory format, which would
+    // restride the alias and not the dipu tensor), so it serves only an out laid out so already.
+    if (o.dim() == x.dim() && o.is_contiguous(x.suggest_memory_format()))
+      at::_ops::adaptive_avg_pool2d_out::call(x, tc::sym_sizes(output_size), o);
+    else
+      at::_ops::_adaptive_avg_pool2d_out::call(x, tc::sym_sizes(output_size), o);
   });
 }
 
@@ -390,8 +410,9 @@ DIPU_EXPORT diopiError_t diopiEmbeddingBackward(diopiContextHandle_t, diopiTenso
                                                 bool sparse) {
   if (sparse) return diopiForceFallbackToCPU;  // a dense out cannot hold a sparse gradient
   return tc::guarded([&] {
-    tc::alias_of(out).copy_(at::_ops::embedding_dense_backward::call(tc::alias_of(grad), tc::alias_of(indices),
-                                                                     num_weights, padding_idx, scale_grad_by_freq));
+    tc::copy_into(tc::alias_of(out),
+                  at::_ops::embedding_dense_backward::call(tc::alias_of(grad), tc::alias_of(indices), num_weights,
+                                                           padding_idx, scale_grad_by_freq));
   });
 }
 

@@ -7,12 +7,14 @@
 #include <diopi/diopirt.h>
 
 #include <ATen/ATen.h>
+#include <ATen/ScalarOps.h>
 #include <c10/core/StorageImpl.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/core/TensorImpl.h>
 
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <exception>
 #include <optional>
 #include <stdexcept>
@@ -80,12 +82,18 @@ inline at::Tensor alias_of(const at::Tensor& t) {
   const c10::Device device(g_alias_type, g_alias_type == c10::DeviceType::CPU ? -1 : t.device().index());
   at::Tensor& cached = cached_alias(storage.data());
   if (cached.defined() && cached.use_count() == 1 && same_view(cached, t, storage, device)) return cached;
-  auto impl = c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), storage.nbytes(),
-                                                    c10::DataPtr(const_cast<void*>(storage.data()), device),
-                                                    /*allocator=*/nullptr, /*resizable=*/false);
+  // One memory, one alias storage: ATen finds overlapping arguments by their storages (Note [Aliases share one
+  // storage] in dipu/csrc/ops.cpp). Views of one storage share its data address, hence the slot.
+  c10::Storage shared;
+  if (cached.defined() && cached.storage().data() == storage.data() && cached.storage().nbytes() == storage.nbytes() &&
+      cached.device() == device)
+    shared = cached.storage();
+  else
+    shared = c10::Storage(c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), storage.nbytes(),
+                                                                c10::DataPtr(const_cast<void*>(storage.data()), device),
+                                                                /*allocator=*/nullptr, /*resizable=*/false));
   at::Tensor result = at::detail::make_tensor<c10::TensorImpl>(
-      c10::Storage(std::move(impl)), c10::DispatchKeySet(c10::computeDispatchKey(std::nullopt, at::kStrided, device)),
-      t.dtype());
+      std::move(shared), c10::DispatchKeySet(c10::computeDispatchKey(std::nullopt, at::kStrided, device)), t.dtype());
   result.unsafeGetTensorImpl()->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
   if (t.is_conj()) result._set_conj(true);
   if (t.is_neg()) result._set_neg(true);
@@ -146,6 +154,12 @@ inline at::Scalar scalar(const diopiScalar_t* s) {
     default: return at::Scalar(static_cast<int64_t>(s->ival));
   }
 }
+// Note [Scalars as wrapped numbers]
+// ATen makes the Scalar_out overloads of add, sub, mul and div by computing the functional result and copying it
+// into out. So the generated diopiMulScalar and its kin (WRAPPED_NUMBER in scripts/autogen/dest/aten_library.py)
+// apply the Tensor overload (mul.out) with the Scalar as a wrapped number, as ATen's functional Scalar overload
+// and Python's torch.mul(t, 0.5, out=o) do: it promotes as a Python number, and the result goes straight to out.
+inline at::Tensor wrapped_number(const diopiScalar_t* s) { return at::native::wrapped_scalar_tensor(scalar(s)); }
 inline std::optional<at::Scalar> optional_scalar(const diopiScalar_t* s) {
   return s == nullptr ? std::nullopt : std::optional<at::Scalar>(scalar(s));
 }
@@ -186,6 +200,21 @@ inline std::optional<at::ScalarType> optional_dtype(const diopiDtype_t* p) {
   return p == nullptr ? std::nullopt : std::optional<at::ScalarType>(dtype(*p));
 }
 
+// Note [Results copied into outputs]
+// A function whose ATen op only returns new tensors copies them into its outputs' aliases. ATen's copy_ costs
+// about as much as a tiny op itself (dispatch, TensorIterator), so where both are contiguous CPU tensors of one
+// dtype, shape and lazy bits the bytes are moved directly; anything else (another device, a layout, a cast, a
+// broadcast) goes through copy_.
+inline void copy_into(const at::Tensor& dst, const at::Tensor& src) {
+  if (dst.is_cpu() && src.is_cpu() && src.layout() == at::kStrided && dst.scalar_type() == src.scalar_type() &&
+      dst.sizes() == src.sizes() && dst.is_contiguous() && src.is_contiguous() && dst.is_conj() == src.is_conj() &&
+      dst.is_neg() == src.is_neg()) {
+    if (src.numel() > 0) std::memmove(dst.mutable_data_ptr(), src.const_data_ptr(), src.nbytes());
+    return;
+  }
+  dst.copy_(src);
+}
+
 // Note [Outputs a function allocates] in dipu/diopi/context.py: a new contiguous dipu tensor from the call's
 // context holding ATen's result, stored in *slot (the Python library's require_copy).
 inline void require_copy(diopiContextHandle_t ctx, diopiTensorHandle_t* slot, const at::Tensor& result) {
@@ -193,7 +222,7 @@ inline void require_copy(diopiContextHandle_t ctx, diopiTensorHandle_t* slot, co
   diopiTensorHandle_t h = nullptr;
   if (diopiRequireTensor(ctx, &h, &shape, nullptr, c_dtype(result.scalar_type()), diopi_device) != diopiSuccess)
     throw std::runtime_error("torch_cpp: the dipu runtime could not allocate an output (diopiRequireTensor)");
-  alias_of(tensor(h)).copy_(result);
+  copy_into(alias_of(tensor(h)), result);
   *slot = h;
 }
 inline void require_copies(diopiContextHandle_t ctx, diopiTensorHandle_t* slots, const at::Tensor& result) {

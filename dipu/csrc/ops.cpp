@@ -13,6 +13,7 @@
 #include <ATen/EmptyTensor.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/copy_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/unfold_native.h>
 #include <ATen/ops/view_as_complex_native.h>
@@ -23,6 +24,7 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <array>
 #include <iostream>
 #include <memory>
 #include <mutex>
@@ -183,6 +185,24 @@ at::Tensor copy_from(const at::Tensor& source, const at::Tensor& dst, bool non_b
   host.copy_(src);
   write_back(dst, host);
   return dst;
+}
+
+// Note [copy_ between aliases]
+// ATen's copy_ is a composite that checks its arguments and hands a copy involving dipu to _copy_from, which
+// aliases both sides and copies with the alias device's copy_, checks and all. On a vendor with native aliases
+// dipu's copy_ takes that last step directly for dense tensors on dipu or the CPU: the alias device's copy_
+// broadcasts, casts, reads the lazy bits through the aliases and, as the aliases of one dipu storage share one
+// storage (Note [Aliases share one storage]), refuses the overlaps the CPU refuses. Anything else (another
+// device or layout, a zero tensor, a vendor without aliases) takes ATen's composite.
+at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
+  auto plain = [](const at::Tensor& t) {
+    return t.defined() && t.layout() == at::kStrided && (on_dipu(t) || t.device().is_cpu()) && !t._is_zerotensor() &&
+           !t.is_quantized();
+  };
+  if (!vendor().has_alias || !plain(self) || !plain(src)) return at::native::copy_(self, src, non_blocking);
+  at::Tensor out = on_dipu(self) ? native_alias(self) : self;
+  out.copy_(on_dipu(src) ? native_alias(src) : src, non_blocking);
+  return self;
 }
 
 at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
@@ -449,23 +469,48 @@ std::vector<std::string> route_whole_ops_to_fallback() {
 
 }  // namespace
 
+namespace {
+
+// Note [Aliases share one storage]
+// ATen finds arguments that overlap (x[1:].add_(x[:-1]), which the CPU refuses rather than compute garbage) by
+// comparing their storages, so the aliases of dipu tensors over one storage must share one alias storage. Each
+// thread remembers, for the dipu storages it aliased last, the alias storage it made (weakly), and an alias of
+// any view of that storage reuses it while it lives and still covers the same memory. A live alias storage keeps
+// its dipu storage alive, so an entry whose alias still lives cannot name a storage that was freed and reused.
+c10::Storage alias_storage(const c10::Storage& storage, const c10::Device& device) {
+  struct Entry {
+    c10::StorageImpl* key = nullptr;
+    c10::weak_intrusive_ptr<c10::StorageImpl> alias{c10::intrusive_ptr<c10::StorageImpl>()};
+  };
+  thread_local std::array<Entry, 16> entries;
+  c10::StorageImpl* key = storage.unsafeGetStorageImpl();
+  Entry& entry = entries[(reinterpret_cast<uintptr_t>(key) >> 6) % entries.size()];
+  if (entry.key == key) {
+    c10::intrusive_ptr<c10::StorageImpl> live = entry.alias.lock();
+    if (live && live->data() == storage.data() && live->nbytes() == storage.nbytes() && live->device() == device)
+      return c10::Storage(std::move(live));
+  }
+  c10::DataPtr data(key->mutable_data_ptr().get(),
+                    new AliasContext{c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(key)}, &delete_alias_context,
+                    device);
+  auto impl = c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), storage.nbytes(),
+                                                    std::move(data), /*allocator=*/nullptr, /*resizable=*/false);
+  entry.key = key;
+  entry.alias = c10::weak_intrusive_ptr<c10::StorageImpl>(impl);
+  return c10::Storage(std::move(impl));
+}
+
+}  // namespace
+
 at::Tensor native_alias(const at::Tensor& t) {
   ensure_initialized();  // a forked child must not touch memory its parent's runtime owns
   TORCH_CHECK(vendor().has_alias, "dipu: the ", vendor().name,
               " vendor declares no native alias device (DeviceRuntime.native_device_type)");
-  const c10::Storage& storage = t.storage();
   c10::DeviceIndex index = vendor().alias_type == c10::DeviceType::CPU ? -1 : t.device().index();
   c10::Device device(vendor().alias_type, index);
-  c10::DataPtr data(
-      storage.unsafeGetStorageImpl()->mutable_data_ptr().get(),
-      new AliasContext{c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(storage.unsafeGetStorageImpl())},
-      &delete_alias_context, device);
-  auto impl =
-      c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), storage.nbytes(), std::move(data),
-                                            /*allocator=*/nullptr, /*resizable=*/false);
   at::Tensor alias = at::detail::make_tensor<c10::TensorImpl>(
-      c10::Storage(std::move(impl)), c10::DispatchKeySet(c10::computeDispatchKey(std::nullopt, at::kStrided, device)),
-      t.dtype());
+      alias_storage(t.storage(), device),
+      c10::DispatchKeySet(c10::computeDispatchKey(std::nullopt, at::kStrided, device)), t.dtype());
   alias.unsafeGetTensorImpl()->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
   return with_bits_of(std::move(alias), t);
 }
@@ -508,6 +553,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_.source_Storage_storage_offset", &set_storage);
   m.impl("set_.source_Tensor", &set_source_tensor);
   m.impl("set_", &set_empty);
+  m.impl("copy_", &copy_);
   m.impl("_copy_from", &copy_from);
   m.impl("_copy_from_and_resize", &copy_from_and_resize);
   m.impl("_local_scalar_dense", &local_scalar_dense);

@@ -12,12 +12,14 @@
 
 #include <ATen/ATen.h>
 #include <ATen/EmptyTensor.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/core/boxing/impl/boxing.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/csrc/profiler/orchestration/observer.h>
 #include <torch/library.h>
 
+#include <array>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -128,6 +130,38 @@ inline bool on(at::TensorList list, c10::DeviceIndex device) {
     if (!on(t, device)) return false;
   return true;
 }
+// Note [Overlapping memory in C++]
+// A C library computes whatever memory it is given, so a wrapper whose op writes a tensor (in place or out=)
+// first asks whether that tensor overlaps itself (an expanded self), another output, or a tensor the op reads
+// (a view of the same storage); then the Python wrapper takes the call, and its check raises what the CPU raises
+// (Note [Overlapping memory] in dipu/csrc/overlap.cpp). The in-place self read as itself (x.add_(x)) is no
+// overlap, as the DIOPI contract lets an output be an input; out= given an input (out=x) is, as in the Python
+// check (cat and index_select refuse it). Pointer comparisons only; written lists (the foreach steps) are not
+// checked.
+inline bool reads_memory_of(const at::Tensor& w, const at::Tensor& r, bool in_place) {
+  return r.defined() && !(in_place && r.is_same(w)) && r.has_storage() && r.storage().is_alias_of(w.storage());
+}
+inline bool reads_memory_of(const at::Tensor& w, const std::optional<at::Tensor>& r, bool in_place) {
+  return r.has_value() && reads_memory_of(w, *r, in_place);
+}
+inline bool reads_memory_of(const at::Tensor& w, at::TensorList reads, bool in_place) {
+  for (const at::Tensor& r : reads)
+    if (reads_memory_of(w, r, in_place)) return true;
+  return false;
+}
+template <size_t N, class... Reads>
+bool written_overlaps(const std::array<const at::Tensor*, N>& written, bool in_place, const Reads&... reads) {
+  for (size_t i = 0; i < N; ++i) {
+    const at::Tensor& w = *written[i];
+    if (!w.defined()) continue;
+    if (at::has_internal_overlap(w) == at::MemOverlap::Yes) return true;
+    for (size_t j = i + 1; j < N; ++j)
+      if (written[j]->defined() && written[j]->storage().is_alias_of(w.storage())) return true;
+    if ((reads_memory_of(w, reads, in_place) || ...)) return true;
+  }
+  return false;
+}
+
 inline bool contiguous(const at::Tensor& t) { return t.is_contiguous(); }
 inline bool contiguous(const std::optional<at::Tensor>& t) {
   return !t.has_value() || !t->defined() || t->is_contiguous();

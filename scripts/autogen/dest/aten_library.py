@@ -38,6 +38,12 @@ from .c_header import c_parameters
 TEMPLATE = "aten_library.cpp.j2"
 
 
+#: The Scalar overloads that ATen makes by copying a functional result into out -> the Tensor overload applied
+#: instead, with the Scalar (the second argument) as a wrapped number.
+WRAPPED_NUMBER = {"add.Scalar_out": "add_out", "sub.Scalar_out": "sub_out", "mul.Scalar_out": "mul_out",
+                  "div.Scalar_mode_out": "div_out_mode"}
+
+
 class Unsupported(Exception):
     """A pairing the C++ library cannot call; its text says why."""
 
@@ -103,6 +109,9 @@ def _function(function: Function, schema: FunctionSchema) -> CFunction:
         by_name[arg.name] = expression
     call_args = [by_name[a.name] for a in arguments.flat_all]
     name = schema.name.unambiguous_name()
+    if str(schema.name) in WRAPPED_NUMBER:  # Note [Scalars as wrapped numbers] in diopi_impl/torch_cpp/support.h
+        name, other = WRAPPED_NUMBER[str(schema.name)], arguments.flat_all.index(arguments.flat_positional[1])
+        call_args[other] = call_args[other].replace("tc::scalar(", "tc::wrapped_number(")
     call = f"at::_ops::{name}::call({', '.join(call_args)})"
     if allocated:  # Note [Outputs a function allocates] in dipu/diopi/context.py
         call = f"tc::require_copies(ctx, {allocated[0].name}, {call})"

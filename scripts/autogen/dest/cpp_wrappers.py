@@ -90,7 +90,7 @@ from torchgen.api.types import DispatcherSignature
 from torchgen.model import FunctionSchema
 
 from .. import proto
-from ..model import Allocation, CallArg, Kernel, StrideRule
+from ..model import Allocation, CallArg, Kernel, StrideRule, Variant
 from ..shape_rules import CPP_META_TWINS as _CPP_META_TWINS
 from ..shape_rules import CPP_RULES
 from .c_header import c_parameters
@@ -184,6 +184,7 @@ class CWrapper:
     lists: tuple[str, ...] = ()  # Tensor[] arguments whose elements must be on the device (Note [Tensor lists in C++])
     meta_call: str = ""  # the op on meta twins of its tensors, for kernels with meta shapes (Note [Meta shapes in C++])
     generators: tuple[str, ...] = ()  # Generator? arguments, which must be dipu's (Note [Generators in C++])
+    overlap_check: str = ""  # written_overlaps(...) for a kernel that writes tensors (Note [Overlapping memory in C++])
 
 
 def values(kernels: list[Kernel], functions: frozenset[str] | None = None) -> dict:
@@ -344,6 +345,7 @@ def _wrapper(kernel: Kernel) -> CWrapper:
         vector = signature.returns_type().cpp_type() == _TENSOR_VECTOR
         result = f"{result}_c.{'tensors' if vector else 'tensor'}()"
     return CWrapper(
+        overlap_check=_overlap_check(kernel, types),
         op=kernel.name, schema=str(schema), name=kernel.name.replace(".", "_"), function=function.name,
         c_params=", ".join(p.type for p in c_parameters(function)[1:]),
         returns=signature.returns_type().cpp_type(),
@@ -358,6 +360,21 @@ def _wrapper(kernel: Kernel) -> CWrapper:
         scalar_locals=tuple(scalar_locals), scalar_call_args=", ".join(scalar_call_args),
         outputs=tuple(cpp(o) for o in kernel.outputs) if len(kernel.outputs) > 1 else (), lists=lists,
         meta_call=meta_call, generators=generators)
+
+
+def _overlap_check(kernel: Kernel, types: dict[str, str]) -> str:
+    """The test of Note [Overlapping memory in C++] in dipu/kernels/cpp/wrapper_support.h, "" for a kernel that
+    writes no tensor (or writes lists, which it does not check)."""
+    schema = kernel.schema
+    in_place = kernel.variant is Variant.INPLACE
+    written = ["self"] if in_place else [a.name for a in schema.arguments.out] if kernel.variant is Variant.OUT else []
+    if not written or any(types[n] not in _TENSOR_TYPES for n in written):
+        return ""
+    readable = (*_TENSOR_TYPES, "const ::std::optional<at::Tensor> &", "at::TensorList")
+    reads = [cpp(a.name) for a in schema.arguments.flat_non_out if a.name not in written and types[a.name] in readable]
+    pointers = ", ".join(f"&{cpp(n)}" for n in written)
+    return (f"written_overlaps(std::array<const at::Tensor*, {len(written)}>{{{pointers}}}, "
+            f"{'true' if in_place else 'false'}{''.join(', ' + r for r in reads)})")
 
 
 #: Argument types a meta twin stands in for (Note [Meta shapes in C++]): the rest pass as they are.

@@ -5,7 +5,7 @@ A wrapper is built by a factory (``make_add_out(op, diopiAdd, diopiAddScalar)``)
 functions when the kernels are registered, so a call pays for closure reads, not for lookups. Per call a
 wrapper: guards the device of its first tensor, dumps its arguments (DIPU_DUMP_OP_ARGS, read once per call into
 a local), checks devices (DIPU_CHECK_TENSOR_DEVICE), allocates its outputs from a shape rule (functional),
-resizes them (out=) or checks them (in-place), refuses out= memory that overlaps as the CPU does
+resizes them (out=) or checks them (in-place), refuses written memory that overlaps as the CPU does
 (``check_written_memory``, Note [Overlapping memory] in dipu/csrc/overlap.cpp), calls the DIOPI function,
 handles a failed status, synchronizes (DIPU_SYNC_EXEC_MODE) and dumps its results. A Python number where the
 schema says Tensor is retried as a tensor, at no cost to tensors (Note [Python numbers in Tensor positions] in
@@ -155,9 +155,15 @@ def _wrapper(kernel: Kernel, imports: set, meta_rules: set, rules: set) -> Wrapp
     fallback_kwargs = "{" + ", ".join(f"{a.name!r}: {a.name}" for a in list(schema.arguments.flat_kwarg_only)
                                       + list(schema.arguments.out)) + "}"
     overlap_check = ""
-    if kernel.variant is Variant.OUT:
-        inputs = [py(a.name) for a in schema.arguments.flat_non_out if "Tensor" in str(a.type)]
-        overlap_check = (f"check_written_memory(op, {_tuple(py(a.name) for a in schema.arguments.out)}, "
+    # an in-place list (the foreach steps) is not checked: n tensors would cost n * n comparisons a call
+    self_type = schema.arguments.self_arg.argument.type if schema.arguments.self_arg is not None else None
+    in_place_tensor = kernel.variant is Variant.INPLACE and self_type is not None and self_type.is_list_like() is None
+    written = [a.name for a in schema.arguments.out] if kernel.variant is Variant.OUT else \
+        ["self"] if in_place_tensor else []
+    if written:
+        inputs = [py(a.name) for a in schema.arguments.flat_non_out
+                  if "Tensor" in str(a.type) and a.name not in written]
+        overlap_check = (f"check_written_memory(op, {_tuple(py(n) for n in written)}, "
                          f"{_tuple(inputs) if inputs else '()'}, {fallback_args}, {fallback_kwargs})")
     return Wrapper(
         schema=str(schema), factory=f"make_{suffix}", wrapper=f"dipu_{suffix}",

@@ -53,7 +53,7 @@ __attribute__((visibility("default"))) diopiError_t diopiAdd(diopiContextHandle_
 __attribute__((visibility("default"))) diopiError_t diopiAddScalar(diopiContextHandle_t ctx, diopiTensorHandle_t out, diopiConstTensorHandle_t input, const diopiScalar_t* other, const diopiScalar_t* alpha) {
   return guarded([&] {
     auto out_a = tc::alias_of(out);
-    at::_ops::add_Scalar_out::call(tc::alias_of(input), tc::scalar(other), tc::scalar(alpha), out_a);
+    at::_ops::add_out::call(tc::alias_of(input), tc::wrapped_number(other), tc::scalar(alpha), out_a);
   });
 }
 

@@ -59,6 +59,8 @@ at::Tensor & dipu__log_softmax_backward_data_out(const at::Tensor & grad_output,
   const c10::DeviceIndex d = grad_output.device().index();
   if (C10_UNLIKELY(!kern.fast_path() || !on(grad_output, d) || !on(output, d) || !on(out, d)))
     { kern.python(grad_output, output, dim, input_dtype, out); return out; }
+  if (C10_UNLIKELY(written_overlaps(std::array<const at::Tensor*, 1>{&out}, false, grad_output, output)))
+    { kern.python(grad_output, output, dim, input_dtype, out); return out; }  // Note [Overlapping memory in C++]
   Spec spec;
   if (C10_UNLIKELY(!rules::unary(spec, grad_output, output, dim, input_dtype)))
     { kern.python(grad_output, output, dim, input_dtype, out); return out; }
@@ -117,6 +119,8 @@ at::Tensor & dipu_add_out(const at::Tensor & self, const at::Tensor & other, con
   const bool number = is_number(other);  // Note [Wrapped numbers in C++]
   if (C10_UNLIKELY(!kern.fast_path() || !on(self, d) || !on(out, d) || !(number ? kern.scalar_function != nullptr : on(other, d))))
     { kern.python(self, other, alpha, out); return out; }
+  if (C10_UNLIKELY(written_overlaps(std::array<const at::Tensor*, 1>{&out}, false, self, other)))
+    { kern.python(self, other, alpha, out); return out; }  // Note [Overlapping memory in C++]
   Spec spec;
   if (C10_UNLIKELY(!rules::binary(spec, self, other, alpha)))
     { kern.python(self, other, alpha, out); return out; }
@@ -149,6 +153,8 @@ at::Tensor & dipu_add__Tensor(at::Tensor & self, const at::Tensor & other, const
   const bool number = is_number(other);  // Note [Wrapped numbers in C++]
   if (C10_UNLIKELY(!kern.fast_path() || !on(self, d) || !(number ? kern.scalar_function != nullptr : on(other, d))))
     { kern.python(self, other, alpha); return self; }
+  if (C10_UNLIKELY(written_overlaps(std::array<const at::Tensor*, 1>{&self}, true, other)))
+    { kern.python(self, other, alpha); return self; }  // Note [Overlapping memory in C++]
   Spec spec;
   if (C10_UNLIKELY(!rules::binary(spec, self, other, alpha) || self.sizes() != c10::IntArrayRef(spec.shape)))
     { kern.python(self, other, alpha); return self; }
@@ -226,6 +232,8 @@ at::Tensor & dipu_div_out(const at::Tensor & self, const at::Tensor & other, at:
   const c10::DeviceIndex d = self.device().index();
   if (C10_UNLIKELY(!kern.fast_path() || !on(self, d) || !on(other, d) || !on(out, d)))
     { kern.python(self, other, out); return out; }
+  if (C10_UNLIKELY(written_overlaps(std::array<const at::Tensor*, 1>{&out}, false, self, other)))
+    { kern.python(self, other, out); return out; }  // Note [Overlapping memory in C++]
   Spec spec;
   if (C10_UNLIKELY(!rules::divide(spec, self, other)))
     { kern.python(self, other, out); return out; }
@@ -293,6 +301,8 @@ at::Tensor & dipu_relu_(at::Tensor & self) {
   const c10::DeviceIndex d = self.device().index();
   if (C10_UNLIKELY(!kern.fast_path() || !on(self, d)))
     { kern.python(self); return self; }
+  if (C10_UNLIKELY(written_overlaps(std::array<const at::Tensor*, 1>{&self}, true)))
+    { kern.python(self); return self; }  // Note [Overlapping memory in C++]
   DeviceScope scope(d);
   diopi::Context ctx(d);
   const diopiError_t status = reinterpret_cast<relu__fn>(kern.function)(diopi::handle(ctx), c_out(self));
@@ -335,6 +345,8 @@ at::Tensor & dipu_sigmoid_out(const at::Tensor & self, at::Tensor & out) {
   const c10::DeviceIndex d = self.device().index();
   if (C10_UNLIKELY(!kern.fast_path() || !on(self, d) || !on(out, d)))
     { kern.python(self, out); return out; }
+  if (C10_UNLIKELY(written_overlaps(std::array<const at::Tensor*, 1>{&out}, false, self)))
+    { kern.python(self, out); return out; }  // Note [Overlapping memory in C++]
   Spec spec;
   if (C10_UNLIKELY(!rules::unary_float(spec, self)))
     { kern.python(self, out); return out; }
@@ -357,6 +369,8 @@ at::Tensor & dipu_sigmoid_(at::Tensor & self) {
   const c10::DeviceIndex d = self.device().index();
   if (C10_UNLIKELY(!kern.fast_path() || !on(self, d)))
     { kern.python(self); return self; }
+  if (C10_UNLIKELY(written_overlaps(std::array<const at::Tensor*, 1>{&self}, true)))
+    { kern.python(self); return self; }  // Note [Overlapping memory in C++]
   Spec spec;
   if (C10_UNLIKELY(!rules::unary_float(spec, self) || self.sizes() != c10::IntArrayRef(spec.shape)))
     { kern.python(self); return self; }
@@ -378,6 +392,8 @@ at::Tensor & dipu_sum_IntList_out(const at::Tensor & self, at::OptionalIntArrayR
   const c10::DeviceIndex d = self.device().index();
   if (C10_UNLIKELY(!kern.fast_path() || !on(self, d) || !on(out, d)))
     { kern.python(self, dim, keepdim, dtype, out); return out; }
+  if (C10_UNLIKELY(written_overlaps(std::array<const at::Tensor*, 1>{&out}, false, self)))
+    { kern.python(self, dim, keepdim, dtype, out); return out; }  // Note [Overlapping memory in C++]
   Spec spec;
   if (C10_UNLIKELY(!rules::reduction(spec, self, dim, keepdim, dtype)))
     { kern.python(self, dim, keepdim, dtype, out); return out; }
@@ -424,6 +440,8 @@ at::Tensor & dipu_uniform_(at::Tensor & self, double from_, double to, ::std::op
   const c10::DeviceIndex d = self.device().index();
   if (C10_UNLIKELY(!kern.fast_path() || !on(self, d) || !dipu_generator(generator)))
     { kern.python(self, from_, to, generator); return self; }
+  if (C10_UNLIKELY(written_overlaps(std::array<const at::Tensor*, 1>{&self}, true)))
+    { kern.python(self, from_, to, generator); return self; }  // Note [Overlapping memory in C++]
   DeviceScope scope(d);
   GeneratorArg generator_c(generator, d);
   diopi::Context ctx(d);

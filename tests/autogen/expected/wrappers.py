@@ -125,10 +125,10 @@ def make__log_softmax_backward_data_out(op, diopiLogSoftmaxBackward):
             dump = env_get(DUMP_KEY) not in DUMP_OFF
             if dump or CHECK_DEVICE:
                 checked_args(op, d, dump, (grad_output, output, dim, input_dtype, out))
+            check_written_memory(op, (out,), (grad_output, output), (grad_output, output, dim, input_dtype), {'out': out})
             shape, dtype = shape_unary(grad_output, output, dim, input_dtype)
             if out.shape != shape:
                 out.resize_(shape)
-            check_written_memory(op, (out,), (grad_output, output), (grad_output, output, dim, input_dtype), {'out': out})
             status = diopiLogSoftmaxBackward(contexts[d], out, grad_output, output, dim)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (grad_output, output, dim, input_dtype), {'out': out})
@@ -197,10 +197,10 @@ def make_add_out(op, diopiAdd, diopiAddScalar):
             dump = env_get(DUMP_KEY) not in DUMP_OFF
             if dump or CHECK_DEVICE:
                 checked_args(op, d, dump, (self, other, alpha, out))
+            check_written_memory(op, (out,), (self, other), (self, other), {'alpha': alpha, 'out': out})
             shape, dtype = shape_binary(self, other, alpha)
             if out.shape != shape:
                 out.resize_(shape)
-            check_written_memory(op, (out,), (self, other), (self, other), {'alpha': alpha, 'out': out})
             if isinstance(other, Tensor):
                 status = diopiAdd(contexts[d], out, self, other, alpha)
             else:
@@ -231,6 +231,7 @@ def make_add__Tensor(op, diopiAdd, diopiAddScalar):
             dump = env_get(DUMP_KEY) not in DUMP_OFF
             if dump or CHECK_DEVICE:
                 checked_args(op, d, dump, (self, other, alpha))
+            check_written_memory(op, (self,), (other,), (self, other), {'alpha': alpha})
             shape, dtype = shape_binary(self, other, alpha)
             if shape != self.shape:
                 check_inplace_shape(op, self, shape)
@@ -365,10 +366,10 @@ def make_div_out(op, diopiDiv):
             dump = env_get(DUMP_KEY) not in DUMP_OFF
             if dump or CHECK_DEVICE:
                 checked_args(op, d, dump, (self, other, out))
+            check_written_memory(op, (out,), (self, other), (self, other), {'out': out})
             shape, dtype = shape_divide(self, other)
             if out.shape != shape:
                 out.resize_(shape)
-            check_written_memory(op, (out,), (self, other), (self, other), {'out': out})
             status = diopiDiv(contexts[d], out, self, other, None)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, other), {'out': out})
@@ -461,6 +462,7 @@ def make_relu_(op, diopiReluInp):
             dump = env_get(DUMP_KEY) not in DUMP_OFF
             if dump or CHECK_DEVICE:
                 checked_args(op, d, dump, (self,))
+            check_written_memory(op, (self,), (), (self,), {})
             status = diopiReluInp(contexts[d], self)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self,), {})
@@ -524,10 +526,10 @@ def make_sigmoid_out(op, diopiSigmoid):
             dump = env_get(DUMP_KEY) not in DUMP_OFF
             if dump or CHECK_DEVICE:
                 checked_args(op, d, dump, (self, out))
+            check_written_memory(op, (out,), (self,), (self,), {'out': out})
             shape, dtype = shape_unary_float(self)
             if out.shape != shape:
                 out.resize_(shape)
-            check_written_memory(op, (out,), (self,), (self,), {'out': out})
             status = diopiSigmoid(contexts[d], out, self)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self,), {'out': out})
@@ -555,6 +557,7 @@ def make_sigmoid_(op, diopiSigmoid):
             dump = env_get(DUMP_KEY) not in DUMP_OFF
             if dump or CHECK_DEVICE:
                 checked_args(op, d, dump, (self,))
+            check_written_memory(op, (self,), (), (self,), {})
             shape, dtype = shape_unary_float(self)
             if shape != self.shape:
                 check_inplace_shape(op, self, shape)
@@ -586,10 +589,10 @@ def make_sum_IntList_out(op, diopiSum):
             dump = env_get(DUMP_KEY) not in DUMP_OFF
             if dump or CHECK_DEVICE:
                 checked_args(op, d, dump, (self, dim, keepdim, dtype, out))
+            check_written_memory(op, (out,), (self,), (self, dim, keepdim), {'dtype': dtype, 'out': out})
             shape, dtype = shape_reduction(self, dim, keepdim, dtype)
             if out.shape != shape:
                 out.resize_(shape)
-            check_written_memory(op, (out,), (self,), (self, dim, keepdim), {'dtype': dtype, 'out': out})
             status = diopiSum(contexts[d], out, self, dim)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, out, (self, dim, keepdim), {'dtype': dtype, 'out': out})
@@ -652,6 +655,7 @@ def make_uniform_(op, diopiUniformInp):
             dump = env_get(DUMP_KEY) not in DUMP_OFF
             if dump or CHECK_DEVICE:
                 checked_args(op, d, dump, (self, from_, to, generator))
+            check_written_memory(op, (self,), (), (self, from_, to), {'generator': generator})
             status = diopiUniformInp(contexts[d], self, from_, to, generator)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, self, (self, from_, to), {'generator': generator})
