@@ -641,3 +641,18 @@ def test_dropout_random_arange_and_optimizer_ops_take_the_cpp_path_with_the_cpu_
     assert {"uniform_", "normal_", "exponential_"} <= set(r["fast"]), r["fast"]
     assert "generator" in r["cpu generator"] and "cpu" in r["cpu generator"], r["cpu generator"]
     assert r["fallbacks"] == {}, r["fallbacks"]
+
+
+def test_a_cpp_op_library_that_cannot_be_loaded_leaves_its_python_twin_serving(monkeypatch):
+    """A built twin this process cannot load (a symbol this torch lacks) is a warning, and the Python library
+    serves every op (Note [C++ op library cache] in dipu/diopi/cpp_build.py), as when no compiler is found."""
+    from dipu.diopi import c_library, cpp_build
+    from dipu.diopi_impl import torch_cpp
+    from dipu.diopi_impl.torch import library as python_library
+
+    def unloadable(path, source, dipu_header=False):
+        raise c_library.CLibraryError(f"{source}: undefined symbol: _ZN2at6native16DispatchStubImpl")
+
+    monkeypatch.setattr(c_library, "load", unloadable)
+    with pytest.warns(UserWarning, match="could not be built or loaded, so op library 'torch' serves every op"):
+        assert cpp_build.twin("torch_cpp", python_library, [torch_cpp.HANDWRITTEN]) is python_library

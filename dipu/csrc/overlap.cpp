@@ -13,13 +13,17 @@
 //   host buffer and builds the host arguments over it with their own offsets and
 //   strides: the CPU kernel sees the memory as the user made it, raises what it
 //   raises and computes what it computes, and the spans written come back.
-// - A generated wrapper calls its DIOPI function directly, and a library computes
-//   whatever overlapping memory gives it. A wrapper asks `_C.written_memory_overlaps`
-//   first (cheap: metadata only) and, when memory overlaps, runs the op on host
-//   replicas as a probe whose error, if any, is the call's (dipu.kernels.support
-//   .check_written_memory). One tensor both written and read (`out=x` with input
-//   `x`) counts as overlap there too: ops calling at::assert_no_overlap (cat,
-//   index_select, gather, take) refuse it, and only the probe can tell which.
+// - A generated wrapper calls its DIOPI function directly, and a C library computes
+//   whatever overlapping memory gives it. A Python wrapper of an out= or in-place
+//   kernel asks `_C.written_memory_overlaps` first (cheap: metadata only; before it
+//   resizes out=, as the CPU kernel may refuse first) and, when memory overlaps, runs
+//   the op on host replicas as a probe whose error, if any, is the call's
+//   (dipu.kernels.support.check_written_memory); a C++ wrapper hands such a call to
+//   its Python wrapper (Note [Overlapping memory in C++]). One tensor both written
+//   and read (`out=x` with input `x`) counts as overlap there too: ops calling
+//   at::assert_no_overlap (cat, index_select, gather, take) refuse it, and only the
+//   probe can tell which. The torch libraries, which run ATen on aliases, would see
+//   the overlap themselves (Note [Aliases share one storage] in ops.cpp).
 // Neither path costs anything but the metadata check when no memory overlaps.
 #include "overlap.h"
 

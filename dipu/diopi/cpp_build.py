@@ -117,12 +117,12 @@ def twin(name: str, python_library, sources: Sequence[Path] = ()):
 
     try:
         path = twin_path(name, python_library, sources)
-    except Exception as error:
-        warnings.warn(f"dipu: the C++ op library {name} could not be built, so op library "
+        functions = c_library.load(str(path), f"the C++ op library {path}", dipu_header=True)
+    except Exception as error:  # no compiler, a failed build, a library this torch cannot load
+        warnings.warn(f"dipu: the C++ op library {name} could not be built or loaded, so op library "
                       f"'{python_library.name}' serves every op (DIPU_DIOPI_IMPL={python_library.name} skips "
                       f"trying): {error}", stacklevel=3)
         return python_library
-    functions = c_library.load(str(path), f"the C++ op library {path}", dipu_header=True)
     device = (vendor().native_device_type or "cpu").encode()
     ctypes.CFUNCTYPE(None, ctypes.c_char_p)(_C.c_library_symbol("dipuTorchCppSetAliasDevice"))(device)
     library = OpLibrary(name, base=python_library, native_alias=True)
