@@ -3,6 +3,7 @@
 // ATen's, and the guard that keeps every C++ exception inside the library.
 #pragma once
 
+#include <diopi/aten_aliases.h>
 #include <diopi/aten_dtypes.h>
 #include <diopi/diopirt.h>
 
@@ -44,32 +45,13 @@ inline c10::DeviceIndex current_device() {
   return impl->getDevice().index();
 }
 
-// Note [Alias cache]
-// Making an alias costs a StorageImpl, a TensorImpl and its version counter, which for a tiny op is more than
-// the arithmetic. Each thread keeps the last aliases it made, one per slot of a small table indexed by the
-// memory's address, and hands one out again when nothing else holds it (use_count 1: an ATen kernel that kept
-// a reference, or a second argument over the same memory in this call, gets a new one) and it still
-// describes exactly the view asked for: the same memory, size, device, dtype, sizes, strides, offset and
-// bits. The alias owns nothing, so one whose memory went back to the allocator is never read: it is either
-// replaced or found to describe the memory a new tensor holds, which it then correctly aliases.
-inline at::Tensor& cached_alias(const void* data) {
-  thread_local std::array<at::Tensor, 32> slots;
-  return slots[(reinterpret_cast<uintptr_t>(data) >> 9) % slots.size()];
-}
-inline bool same_view(const at::Tensor& alias, const at::Tensor& t, const c10::Storage& storage,
-                      const c10::Device& device) {
-  const c10::Storage& mine = alias.storage();
-  return mine.data() == storage.data() && mine.nbytes() == storage.nbytes() && alias.device() == device &&
-         alias.dtype() == t.dtype() && alias.storage_offset() == t.storage_offset() && alias.sizes() == t.sizes() &&
-         alias.strides() == t.strides() && alias.is_conj() == t.is_conj() && alias.is_neg() == t.is_neg();
-}
-
 // Note [Native aliases in C++]
 // The tensor of the alias device over the same memory, sizes, strides and offset as the dipu tensor t, and
 // with its conjugate and negative bits, as the core's native_alias makes it. Unlike the core's, it does
-// not own the memory: it lives only for the call, while the caller holds t. It is also the device check,
-// as the Python library's alias is: a 0-dim CPU tensor (a wrapped Python number, a CPU step count) passes
-// through, as ATen lets it beside any device; a tensor on another device is refused with torch's message.
+// not own the memory: it lives only for the call, while the caller holds t (diopi/aten_aliases.h). It is
+// also the device check, as the Python library's alias is: a 0-dim CPU tensor (a wrapped Python number, a CPU
+// step count) passes through, as ATen lets it beside any device; a tensor on another device is refused with
+// torch's message.
 inline at::Tensor alias_of(const at::Tensor& t) {
   if (!t.defined()) return t;
   const c10::DeviceIndex index = current_device();
@@ -78,27 +60,7 @@ inline at::Tensor alias_of(const at::Tensor& t) {
     throw DeviceMismatch(c10::str("Expected all tensors to be on the same device, but found at least two devices, ",
                                   c10::Device(c10::DeviceType::PrivateUse1, index), " and ", t.device(), "!"));
   }
-  const c10::Storage& storage = t.storage();
-  const c10::Device device(g_alias_type, g_alias_type == c10::DeviceType::CPU ? -1 : t.device().index());
-  at::Tensor& cached = cached_alias(storage.data());
-  if (cached.defined() && cached.use_count() == 1 && same_view(cached, t, storage, device)) return cached;
-  // One memory, one alias storage: ATen finds overlapping arguments by their storages (Note [Aliases share one
-  // storage] in dipu/csrc/ops.cpp). Views of one storage share its data address, hence the slot.
-  c10::Storage shared;
-  if (cached.defined() && cached.storage().data() == storage.data() && cached.storage().nbytes() == storage.nbytes() &&
-      cached.device() == device)
-    shared = cached.storage();
-  else
-    shared = c10::Storage(c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), storage.nbytes(),
-                                                                c10::DataPtr(const_cast<void*>(storage.data()), device),
-                                                                /*allocator=*/nullptr, /*resizable=*/false));
-  at::Tensor result = at::detail::make_tensor<c10::TensorImpl>(
-      std::move(shared), c10::DispatchKeySet(c10::computeDispatchKey(std::nullopt, at::kStrided, device)), t.dtype());
-  result.unsafeGetTensorImpl()->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
-  if (t.is_conj()) result._set_conj(true);
-  if (t.is_neg()) result._set_neg(true);
-  cached = result;
-  return result;
+  return diopi_aliases::call_alias(t, c10::Device(g_alias_type, g_alias_type == c10::DeviceType::CPU ? -1 : index));
 }
 // A list-taking function's argument: a CPU tensor of any size passes (the Tensor of scalars of
 // _foreach_addcmul_, a step count), as alias_tensors lets it in Python.

@@ -9,6 +9,7 @@
 // through a host image of the strided span when layouts or dtypes differ.
 #include "python.h"
 #include "overlap.h"
+#include "../include/diopi/aten_aliases.h"
 
 #include <ATen/EmptyTensor.h>
 #include <ATen/native/CPUFallback.h>
@@ -159,13 +160,21 @@ at::Tensor& set_empty(at::Tensor& self) {
 // `clone`, whose `copy_` lands in `_copy_from` again, recursing until the stack
 // overflows; hence the fallthrough registrations at the end of this file.
 
+// A dipu tensor the caller holds, as the vendor's native device sees it for this call (diopi/aten_aliases.h: no
+// ownership to take and give back, and the last aliases are reused).
+at::Tensor call_alias(const at::Tensor& t) {
+  ensure_initialized();  // as native_alias
+  const c10::DeviceType type = vendor().alias_type;
+  return diopi_aliases::call_alias(t, c10::Device(type, type == c10::DeviceType::CPU ? -1 : t.device().index()));
+}
+
 at::Tensor copy_from(const at::Tensor& source, const at::Tensor& dst, bool non_blocking) {
   if (dst.numel() == 0) return dst;
   // copy_ broadcasts its source; ATen hands it to _copy_from unexpanded.
   at::Tensor self = source.sizes() == dst.sizes() ? source : source.expand(dst.sizes());
   if (vendor().has_alias) {
-    at::Tensor src = on_dipu(self) ? native_alias(self) : self;
-    at::Tensor out = on_dipu(dst) ? native_alias(dst) : dst;
+    at::Tensor src = on_dipu(self) ? call_alias(self) : self;
+    at::Tensor out = on_dipu(dst) ? call_alias(dst) : dst;
     out.copy_(src, non_blocking);
     return dst;
   }
@@ -200,8 +209,8 @@ at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
            !t.is_quantized();
   };
   if (!vendor().has_alias || !plain(self) || !plain(src)) return at::native::copy_(self, src, non_blocking);
-  at::Tensor out = on_dipu(self) ? native_alias(self) : self;
-  out.copy_(on_dipu(src) ? native_alias(src) : src, non_blocking);
+  at::Tensor out = on_dipu(self) ? call_alias(self) : self;
+  out.copy_(on_dipu(src) ? call_alias(src) : src, non_blocking);
   return self;
 }
 
@@ -211,13 +220,13 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
 }
 
 at::Scalar local_scalar_dense(const at::Tensor& self) {
-  if (vendor().has_alias) return at::_local_scalar_dense(native_alias(self));
+  if (vendor().has_alias) return at::_local_scalar_dense(call_alias(self));
   return at::_local_scalar_dense(host_image(self));
 }
 
 at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
   if (vendor().has_alias) {
-    native_alias(self).fill_(value);
+    call_alias(self).fill_(value);
     return self;
   }
   at::Tensor host = host_image(self);
@@ -228,7 +237,7 @@ at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
 
 at::Tensor& zero_(at::Tensor& self) {
   if (vendor().has_alias) {  // the native zero_, not fill_(0): the CPU's zero_ has a faster path (a memset)
-    native_alias(self).zero_();
+    call_alias(self).zero_();
     return self;
   }
   return fill_scalar(self, 0);

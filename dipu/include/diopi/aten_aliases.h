@@ -1,0 +1,63 @@
+// Aliases for the length of a call, for C++ built against ATen (so not a C header, like aten_dtypes.h): the
+// native core's copy_, fill_ and zero_ (dipu/csrc/ops.cpp) and the torch op library in C++ (diopi_impl/torch_cpp)
+// run ATen kernels of the vendor's native device on tensors of this kind over dipu's memory.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/StorageImpl.h>
+#include <c10/core/TensorImpl.h>
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <utility>
+
+namespace diopi_aliases {
+
+// Note [Alias cache]
+// Making an alias costs a StorageImpl, a TensorImpl and its version counter, which for a tiny op is more than
+// the arithmetic. Each thread keeps the last aliases it made, one per slot of a small table indexed by the
+// memory's address, and hands one out again when nothing else holds it (use_count 1: an ATen kernel that kept
+// a reference, or a second argument over the same memory in this call, gets a new one) and it still
+// describes exactly the view asked for: the same memory, size, device, dtype, sizes, strides, offset and
+// bits. The alias owns nothing, so one whose memory went back to the allocator is never read: it is either
+// replaced or found to describe the memory a new tensor holds, which it then correctly aliases.
+inline at::Tensor& cached_alias(const void* data) {
+    thread_local std::array<at::Tensor, 32> slots;
+    return slots[(reinterpret_cast<uintptr_t>(data) >> 9) % slots.size()];
+}
+inline bool same_view(const at::Tensor& alias, const at::Tensor& t, const c10::Storage& storage,
+                      const c10::Device& device) {
+    const c10::Storage& mine = alias.storage();
+    return mine.data() == storage.data() && mine.nbytes() == storage.nbytes() && alias.device() == device &&
+           alias.dtype() == t.dtype() && alias.storage_offset() == t.storage_offset() && alias.sizes() == t.sizes() &&
+           alias.strides() == t.strides() && alias.is_conj() == t.is_conj() && alias.is_neg() == t.is_neg();
+}
+
+// The tensor of `device` (the vendor's native device) over the memory, sizes, strides and offset of dipu tensor
+// t, with its conjugate and negative bits. It owns nothing: it serves while the caller holds t.
+inline at::Tensor call_alias(const at::Tensor& t, const c10::Device& device) {
+    const c10::Storage& storage = t.storage();
+    at::Tensor& cached = cached_alias(storage.data());
+    if (cached.defined() && cached.use_count() == 1 && same_view(cached, t, storage, device)) return cached;
+    // One memory, one alias storage: ATen finds overlapping arguments by their storages (Note [Aliases share one
+    // storage] in dipu/csrc/ops.cpp). Views of one storage share its data address, hence the slot.
+    c10::Storage shared;
+    if (cached.defined() && cached.storage().data() == storage.data() &&
+        cached.storage().nbytes() == storage.nbytes() && cached.device() == device)
+        shared = cached.storage();
+    else
+        shared =
+            c10::Storage(c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), storage.nbytes(),
+                                                               c10::DataPtr(const_cast<void*>(storage.data()), device),
+                                                               /*allocator=*/nullptr, /*resizable=*/false));
+    at::Tensor result = at::detail::make_tensor<c10::TensorImpl>(
+        std::move(shared), c10::DispatchKeySet(c10::computeDispatchKey(std::nullopt, at::kStrided, device)), t.dtype());
+    result.unsafeGetTensorImpl()->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
+    if (t.is_conj()) result._set_conj(true);
+    if (t.is_neg()) result._set_neg(true);
+    cached = result;
+    return result;
+}
+
+}  // namespace diopi_aliases
