@@ -58,7 +58,7 @@ def test_stats_have_torch_cuda_names_and_pools():
         assert stats[f"allocated_bytes.{pool}.current"] >= 0
     assert stats["allocated_bytes.all.current"] == (stats["allocated_bytes.small_pool.current"]
                                                     + stats["allocated_bytes.large_pool.current"])
-    assert stats["allocated_bytes.large_pool.current"] >= 4 * MiB  # 3 MiB rounds up to 4 MiB
+    assert stats["allocated_bytes.large_pool.current"] >= 3 * MiB  # x, a block above 1 MiB
     assert stats["num_device_alloc"] >= stats["num_device_free"]
     del x, y
 

@@ -26,6 +26,16 @@ def test_stats_return_to_baseline():
     assert torch.dipu.memory_allocated(1) == base
 
 
+def test_a_large_tensor_holds_its_size_not_a_2_mib_step():
+    """Note [Block sizes]: blocks are never split, so a large request rounds to 512 B, not to CUDA's 2 MiB."""
+    gc.collect()
+    torch.dipu.empty_cache()  # no cached block up to 25% larger to reuse
+    base = torch.dipu.memory_allocated(1)
+    x = torch.empty(MiB + 100_000, dtype=torch.uint8, device="dipu:1")
+    assert torch.dipu.memory_allocated(1) - base == (MiB + 100_000 + 511) // 512 * 512
+    del x
+
+
 def test_cache_reuses_blocks_without_vendor_calls():
     x = torch.empty(MiB, dtype=torch.uint8, device="dipu")
     ptr = x.data_ptr()

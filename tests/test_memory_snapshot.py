@@ -21,7 +21,7 @@ def history():
 
 
 def allocate_in_a_named_function():
-    return torch.empty(5 * MiB, dtype=torch.uint8, device="dipu:1")
+    return torch.empty(5 * MiB + 100, dtype=torch.uint8, device="dipu:1")  # a block of 5 MiB + 512 B
 
 
 def test_snapshot_has_torch_cuda_format_with_python_frames(history):
@@ -30,10 +30,10 @@ def test_snapshot_has_torch_cuda_format_with_python_frames(history):
     assert set(snapshot) >= {"segments", "device_traces"}
     assert len(snapshot["device_traces"]) == torch.dipu.device_count()
     segment = next(s for s in snapshot["segments"] if s["address"] == x.data_ptr())
-    assert segment["device"] == 1 and segment["total_size"] == 6 * MiB and segment["segment_type"] == "large"
+    assert segment["device"] == 1 and segment["total_size"] == 5 * MiB + 512 and segment["segment_type"] == "large"
     (block,) = segment["blocks"]
-    assert block["state"] == "active_allocated" and block["size"] == 6 * MiB
-    assert block["requested_size"] == 5 * MiB
+    assert block["state"] == "active_allocated" and block["size"] == 5 * MiB + 512
+    assert block["requested_size"] == 5 * MiB + 100
     assert any(f["name"] == "allocate_in_a_named_function" and f["filename"] == __file__
                for f in block["frames"])
     actions = [(e["action"], e["addr"]) for e in snapshot["device_traces"][1]]

@@ -99,8 +99,13 @@ def _function(function: Function, schema: FunctionSchema) -> CFunction:
     # a list-taking function's CPU tensors (a step count, a Tensor of scalars) pass as alias_tensors lets them
     lenient = bool(lengths)
     by_name, locals_ = {}, []
+    # Note [Scalars as wrapped numbers] in diopi_impl/torch_cpp/support.h: the Scalar passes as the Tensor overload's
+    # second argument
+    wrapped = WRAPPED_NUMBER.get(str(schema.name))
+    number = arguments.flat_positional[1] if wrapped else None
     for param, arg in zip(params, outs + inputs):
-        expression, local = _convert(param, arg.type, lengths.get(param.name), arg.is_write)
+        aten_type = BaseType(BaseTy.Tensor) if arg is number else arg.type
+        expression, local = _convert(param, aten_type, lengths.get(param.name), arg.is_write)
         if lenient:
             expression = expression.replace("tc::alias_of(", "tc::alias_or_cpu(")
         if local:
@@ -108,11 +113,7 @@ def _function(function: Function, schema: FunctionSchema) -> CFunction:
             expression = f"{param.name}_a"
         by_name[arg.name] = expression
     call_args = [by_name[a.name] for a in arguments.flat_all]
-    name = schema.name.unambiguous_name()
-    if str(schema.name) in WRAPPED_NUMBER:  # Note [Scalars as wrapped numbers] in diopi_impl/torch_cpp/support.h
-        name, other = WRAPPED_NUMBER[str(schema.name)], arguments.flat_all.index(arguments.flat_positional[1])
-        call_args[other] = call_args[other].replace("tc::scalar(", "tc::wrapped_number(")
-    call = f"at::_ops::{name}::call({', '.join(call_args)})"
+    call = f"at::_ops::{wrapped or schema.name.unambiguous_name()}::call({', '.join(call_args)})"
     if allocated:  # Note [Outputs a function allocates] in dipu/diopi/context.py
         call = f"tc::require_copies(ctx, {allocated[0].name}, {call})"
     return CFunction(
@@ -150,6 +151,8 @@ def _convert(param: proto.Param, aten_type, length: str | None, written: bool) -
     if not isinstance(base, BaseType):
         raise Unsupported(f"{param} as {aten_type}")
     ty = base.name
+    if ty is BaseTy.Tensor and kind is Kind.SCALAR and not optional and not param.optional:
+        return f"tc::wrapped_number({name})", False
     if ty is BaseTy.Tensor and kind in (Kind.TENSOR, Kind.TENSOR_OUT):
         if optional:
             return f"tc::optional_alias({name})", False

@@ -327,6 +327,7 @@ def _wrapper(kernel: Kernel) -> CWrapper:
     function = entry.interface.function
     locals_, call_args = _call_values(entry.interface, types, renamed)
     scalar_locals, scalar_call_args = _call_values(entry.scalar_interface, types, renamed) if number else ((), [])
+    scalar_locals = [line for line in scalar_locals if line not in locals_]  # made before the branch already
     contiguous = ()
     rule = rule_args = ""
     non_out = [cpp(a.name) for a in schema.arguments.flat_non_out]

@@ -97,7 +97,6 @@ at::Tensor dipu_add_Tensor(const at::Tensor & self, const at::Tensor & other, co
   diopiError_t status;
   if (number) {
     const diopiScalar_t other_n = scalar(number_of(other));
-    ScalarArg alpha_c(alpha);
     status = reinterpret_cast<add_Tensor_scalar_fn>(kern.scalar_function)(diopi::handle(ctx), c_out(out), c_in(self), &other_n, alpha_c.get());
   } else {
     status = reinterpret_cast<add_Tensor_fn>(kern.function)(diopi::handle(ctx), c_out(out), c_in(self), c_in(other), alpha_c.get());
@@ -131,7 +130,6 @@ at::Tensor & dipu_add_out(const at::Tensor & self, const at::Tensor & other, con
   diopiError_t status;
   if (number) {
     const diopiScalar_t other_n = scalar(number_of(other));
-    ScalarArg alpha_c(alpha);
     status = reinterpret_cast<add_out_scalar_fn>(kern.scalar_function)(diopi::handle(ctx), c_out(out), c_in(self), &other_n, alpha_c.get());
   } else {
     status = reinterpret_cast<add_out_fn>(kern.function)(diopi::handle(ctx), c_out(out), c_in(self), c_in(other), alpha_c.get());
@@ -164,7 +162,6 @@ at::Tensor & dipu_add__Tensor(at::Tensor & self, const at::Tensor & other, const
   diopiError_t status;
   if (number) {
     const diopiScalar_t other_n = scalar(number_of(other));
-    ScalarArg alpha_c(alpha);
     status = reinterpret_cast<add__Tensor_scalar_fn>(kern.scalar_function)(diopi::handle(ctx), c_out(self), c_in(self), &other_n, alpha_c.get());
   } else {
     status = reinterpret_cast<add__Tensor_fn>(kern.function)(diopi::handle(ctx), c_out(self), c_in(self), c_in(other), alpha_c.get());
