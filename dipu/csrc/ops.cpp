@@ -476,10 +476,6 @@ std::vector<std::string> route_whole_ops_to_fallback() {
   return routed;
 }
 
-}  // namespace
-
-namespace {
-
 // Note [Aliases share one storage]
 // ATen finds arguments that overlap (x[1:].add_(x[:-1]), which the CPU refuses rather than compute garbage) by
 // comparing their storages, so the aliases of dipu tensors over one storage must share one alias storage. Each

@@ -158,6 +158,20 @@ class Kernel:
         return op_name(self.schema)
 
     @property
+    def checked_writes(self) -> tuple[str, ...]:
+        """The tensors whose memory the wrappers check against the inputs' before the call (Note [Overlapping
+        memory] in dipu/csrc/overlap.cpp): an out= kernel's outputs, an in-place kernel's self, () for the rest.
+        Written lists (the foreach steps) are not checked: n tensors would cost n * n comparisons a call."""
+        arguments = self.schema.arguments
+        if self.variant is Variant.OUT:
+            written = tuple(arguments.out)
+        elif self.variant is Variant.INPLACE and arguments.self_arg is not None:
+            written = (arguments.self_arg.argument,)
+        else:
+            return ()
+        return () if any(a.type.is_list_like() for a in written) else tuple(a.name for a in written)
+
+    @property
     def functions(self) -> tuple[Function, ...]:
         """What the registry binds, in order: the main function, the scalar variant, an impl's calls."""
         scalar = (self.entry.scalar_interface.function,) if self.entry.scalar_interface is not None else ()

@@ -366,11 +366,10 @@ def _wrapper(kernel: Kernel) -> CWrapper:
 def _overlap_check(kernel: Kernel, types: dict[str, str]) -> str:
     """The test of Note [Overlapping memory in C++] in dipu/kernels/cpp/wrapper_support.h, "" for a kernel that
     writes no tensor (or writes lists, which it does not check)."""
-    schema = kernel.schema
-    in_place = kernel.variant is Variant.INPLACE
-    written = ["self"] if in_place else [a.name for a in schema.arguments.out] if kernel.variant is Variant.OUT else []
+    schema, written = kernel.schema, kernel.checked_writes
     if not written or any(types[n] not in _TENSOR_TYPES for n in written):
         return ""
+    in_place = kernel.variant is Variant.INPLACE
     readable = (*_TENSOR_TYPES, "const ::std::optional<at::Tensor> &", "at::TensorList")
     reads = [cpp(a.name) for a in schema.arguments.flat_non_out if a.name not in written and types[a.name] in readable]
     pointers = ", ".join(f"&{cpp(n)}" for n in written)

@@ -28,7 +28,7 @@ import keyword
 from torchgen.model import Argument, BaseTy, BaseType, FunctionSchema, ListType, OptionalType
 
 from ..kernels import is_tensor_list
-from ..model import Allocation, Call, Kernel, SpecError, StrideRule, Variant, op_name
+from ..model import Allocation, Call, Kernel, SpecError, StrideRule, op_name
 from ..shape_rules import RUNTIME_MODULE
 
 TEMPLATE = "wrappers.py.j2"
@@ -155,11 +155,7 @@ def _wrapper(kernel: Kernel, imports: set, meta_rules: set, rules: set) -> Wrapp
     fallback_kwargs = "{" + ", ".join(f"{a.name!r}: {a.name}" for a in list(schema.arguments.flat_kwarg_only)
                                       + list(schema.arguments.out)) + "}"
     overlap_check = ""
-    # an in-place list (the foreach steps) is not checked: n tensors would cost n * n comparisons a call
-    self_type = schema.arguments.self_arg.argument.type if schema.arguments.self_arg is not None else None
-    in_place_tensor = kernel.variant is Variant.INPLACE and self_type is not None and self_type.is_list_like() is None
-    written = [a.name for a in schema.arguments.out] if kernel.variant is Variant.OUT else \
-        ["self"] if in_place_tensor else []
+    written = kernel.checked_writes
     if written:
         inputs = [py(a.name) for a in schema.arguments.flat_non_out
                   if "Tensor" in str(a.type) and a.name not in written]
