@@ -570,6 +570,45 @@ def test_convolution_batch_norm_and_max_pool_take_the_cpp_path_with_the_cpu_s_re
                                     "nll_loss_forward": 4}, r["meta twins fast"]
 
 
+LAYER_NORM_BITS = """
+import json, torch, torch.nn.functional as F, dipu
+from dipu.kernels import cpp_wrappers
+
+def run(device, shape, norm, dtype, weight, bias):
+    g = torch.Generator().manual_seed(1)
+    x, dy = torch.randn(shape, generator=g).to(dtype), torch.randn(shape, generator=g).to(dtype)
+    params = [torch.randn(norm, generator=g).to(dtype).to(device).requires_grad_() if p else None
+              for p in (weight, bias)]
+    leaf = x.to(device).requires_grad_()
+    y, mean, rstd = torch.native_layer_norm(leaf, norm, *params, 1e-5)
+    y.backward(dy.to(device))
+    return [t.detach().cpu() for t in (y, mean, rstd, leaf.grad, *(p.grad for p in params if p is not None))]
+
+r = {"same": [], "fast": {}}
+for shape, norm, dtype in (((64, 1000), (1000,), torch.float32), ((4, 6, 8), (6, 8), torch.float32),
+                           ((3, 40), (40,), torch.float64), ((8, 32), (32,), torch.bfloat16),
+                           ((8, 32), (32,), torch.float16)):
+    for weight, bias in ((True, True), (True, False), (False, False)):
+        cpu, on_dipu = run("cpu", shape, norm, dtype, weight, bias), run("dipu", shape, norm, dtype, weight, bias)
+        r["same"].append(all(c.shape == d.shape and c.dtype == d.dtype and torch.equal(c, d)
+                             for c, d in zip(cpu, on_dipu)))
+r["fast"] = {op: n for op, n in cpp_wrappers.fast_calls().items() if "layer_norm" in op}
+print(json.dumps(r))
+"""
+
+
+@pytest.mark.parametrize("capability", ["machine", "default"])
+def test_layer_norm_on_the_torch_library_gives_the_cpu_s_bits_with_its_cpu_kernel(python, capability):
+    """The default library writes layer norm straight into its outputs with the CPU kernel ATen would pick
+    (Note [ATen's CPU kernels, called directly] in diopi_impl/torch_cpp/cpu_kernels.h): the CPU's bits in
+    every dtype, with and without weight and bias, whether ATEN_CPU_CAPABILITY holds ATen to its DEFAULT
+    kernels (whose rounding differs from AVX2's on a 1000-wide row) or not."""
+    env = {"ATEN_CPU_CAPABILITY": "default"} if capability == "default" else {}
+    r = json.loads(python(LAYER_NORM_BITS, env=env).stdout.strip().splitlines()[-1])
+    assert r["same"] == [True] * 15, r["same"]
+    assert r["fast"] == {"native_layer_norm": 15, "native_layer_norm_backward": 15}, r["fast"]
+
+
 RANDOM_CALLS = """
 import json, torch, torch.nn.functional as F, dipu
 from dipu.kernels import cpp_wrappers

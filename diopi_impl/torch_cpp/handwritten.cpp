@@ -6,6 +6,7 @@
 // Python twin line by line, and the conformance suite runs both (tests/test_conformance.py -k torch_cpp-).
 #include <diopi/functions.h>
 
+#include "cpu_kernels.h"
 #include "support.h"
 
 #include <ATen/ops/_adaptive_avg_pool2d_ops.h>
@@ -37,6 +38,7 @@
 #include <ATen/ops/native_layer_norm_backward_ops.h>
 #include <ATen/ops/native_layer_norm_ops.h>
 #include <ATen/ops/sum_ops.h>
+#include <ATen/native/layer_norm.h>
 
 namespace tc = dipu::torch_cpp;
 
@@ -187,11 +189,99 @@ DIPU_EXPORT diopiError_t diopiMean(diopiContextHandle_t, diopiTensorHandle_t out
   });
 }
 
+namespace {
+
+// Note [ATen's CPU kernels, called directly] in cpu_kernels.h: layer norm's kernels write into the outputs
+// where the arguments are what layer_norm_cpu hands its kernel (N > 0 elements normalized over the trailing
+// normalized_shape of a non-empty input, weight and bias of that shape, statistics of the input's dtype shaped
+// as ATen shapes them); false leaves the call to at::_ops.
+struct LayerNormShape {
+  int64_t M = 0, N = 0;
+  std::vector<int64_t> stats;  // the mean's and rstd's shape: the input's leading dims, then ones
+};
+std::optional<LayerNormShape> layer_norm_shape(const at::Tensor& x, diopiSize_t normalized_shape) {
+  const at::IntArrayRef shape = tc::sizes(normalized_shape);
+  const int64_t axis = x.dim() - static_cast<int64_t>(shape.size());
+  if (shape.empty() || axis < 0 || x.numel() == 0 || x.sizes().slice(axis) != shape) return std::nullopt;
+  const auto type = x.scalar_type();
+  if (type != at::kFloat && type != at::kDouble && type != at::kBFloat16 && type != at::kHalf) return std::nullopt;
+  LayerNormShape result;
+  result.N = c10::multiply_integers(shape);
+  result.M = x.numel() / result.N;
+  result.stats.assign(x.sizes().begin(), x.sizes().begin() + axis);
+  result.stats.resize(x.dim(), 1);
+  return result;
+}
+// A weight or bias given as normalized_shape (an absent one is fine: the kernel reads an undefined tensor).
+bool affine_ok(diopiConstTensorHandle_t h, const at::Tensor* plain, diopiSize_t normalized_shape) {
+  return h == nullptr || (plain != nullptr && plain->sizes() == tc::sizes(normalized_shape));
+}
+
+bool layer_norm_direct(diopiTensorHandle_t out, diopiTensorHandle_t save_mean, diopiTensorHandle_t save_invstd,
+                       diopiConstTensorHandle_t input, diopiConstTensorHandle_t weight, diopiConstTensorHandle_t bias,
+                       diopiSize_t normalized_shape, double eps) {
+  const auto kernel = tc::cpu_kernel<at::native::LayerNormKernel_DECLARE_DISPATCH_type>();
+  if (kernel == nullptr || input == nullptr) return false;
+  const auto shape = layer_norm_shape(tc::tensor(input), normalized_shape);
+  if (!shape) return false;
+  const auto type = tc::tensor(input).scalar_type();
+  const at::Tensor* x = tc::plain(input, type, shape->M * shape->N);
+  const at::Tensor* gamma = tc::plain(weight, type, shape->N);
+  const at::Tensor* beta = tc::plain(bias, type, shape->N);
+  at::Tensor* y = tc::plain(out, type, shape->M * shape->N);
+  at::Tensor* mean = tc::plain(save_mean, type, shape->M);
+  at::Tensor* rstd = tc::plain(save_invstd, type, shape->M);
+  if (x == nullptr || !affine_ok(weight, gamma, normalized_shape) || !affine_ok(bias, beta, normalized_shape) ||
+      y == nullptr || y->sizes() != x->sizes() || mean == nullptr || mean->sizes() != shape->stats ||
+      rstd == nullptr || rstd->sizes() != shape->stats)
+    return false;
+  const at::Tensor undefined;
+  kernel(*x, gamma ? *gamma : undefined, beta ? *beta : undefined, shape->M, shape->N, eps, y, mean, rstd);
+  return true;
+}
+
+bool layer_norm_backward_direct(diopiTensorHandle_t grad_input, diopiTensorHandle_t grad_weight,
+                                diopiTensorHandle_t grad_bias, diopiConstTensorHandle_t grad_output,
+                                diopiConstTensorHandle_t input, diopiConstTensorHandle_t weight,
+                                diopiConstTensorHandle_t bias, diopiConstTensorHandle_t mean_h,
+                                diopiConstTensorHandle_t rstd_h, diopiSize_t normalized_shape) {
+  const auto kernel = tc::cpu_kernel<at::native::LayerNormBackwardKernel_DECLARE_DISPATCH_type>();
+  if (kernel == nullptr || input == nullptr) return false;
+  const auto shape = layer_norm_shape(tc::tensor(input), normalized_shape);
+  if (!shape) return false;
+  const auto type = tc::tensor(input).scalar_type();
+  const int64_t numel = shape->M * shape->N;
+  const at::Tensor* x = tc::plain(input, type, numel);
+  const at::Tensor* dy = tc::plain(grad_output, type, numel);
+  const at::Tensor* mean = tc::plain(mean_h, type, shape->M);
+  const at::Tensor* rstd = tc::plain(rstd_h, type, shape->M);
+  const at::Tensor* gamma = tc::plain(weight, type, shape->N);
+  const at::Tensor* beta = tc::plain(bias, type, shape->N);
+  at::Tensor* dx = tc::plain(grad_input, type, numel);
+  at::Tensor* dgamma = tc::plain(grad_weight, type, shape->N);
+  at::Tensor* dbeta = tc::plain(grad_bias, type, shape->N);
+  // ATen shapes dgamma and dbeta as the weight and bias, so a wanted one needs its parameter.
+  if (x == nullptr || dy == nullptr || dy->sizes() != x->sizes() || mean == nullptr || rstd == nullptr ||
+      !affine_ok(weight, gamma, normalized_shape) || !affine_ok(bias, beta, normalized_shape) ||
+      (grad_input != nullptr && (dx == nullptr || dx->sizes() != x->sizes())) ||
+      (grad_weight != nullptr && (gamma == nullptr || dgamma == nullptr || dgamma->sizes() != gamma->sizes())) ||
+      (grad_bias != nullptr && (beta == nullptr || dbeta == nullptr || dbeta->sizes() != beta->sizes())))
+    return false;
+  at::Tensor none_dx, none_dgamma, none_dbeta;  // undefined: the kernel skips an unwanted gradient
+  const at::Tensor undefined;
+  kernel(*dy, *x, *mean, *rstd, gamma ? *gamma : undefined, shape->M, shape->N, dx ? dx : &none_dx,
+         dgamma ? dgamma : &none_dgamma, dbeta ? dbeta : &none_dbeta);
+  return true;
+}
+
+}  // namespace
+
 DIPU_EXPORT diopiError_t diopiLayerNorm(diopiContextHandle_t, diopiTensorHandle_t out, diopiTensorHandle_t save_mean,
                                         diopiTensorHandle_t save_invstd, diopiConstTensorHandle_t input,
                                         diopiConstTensorHandle_t weight, diopiConstTensorHandle_t bias,
                                         diopiSize_t normalized_shape, double eps) {
   return tc::guarded([&] {
+    if (layer_norm_direct(out, save_mean, save_invstd, input, weight, bias, normalized_shape, eps)) return;
     const auto results = at::_ops::native_layer_norm::call(tc::alias_of(input), tc::sym_sizes(normalized_shape),
                                                            tc::optional_alias(weight), tc::optional_alias(bias), eps);
     write_result(out, std::get<0>(results));
@@ -207,6 +297,9 @@ DIPU_EXPORT diopiError_t diopiLayerNormBackward(diopiContextHandle_t, diopiTenso
                                                 diopiConstTensorHandle_t mean, diopiConstTensorHandle_t rstd,
                                                 diopiSize_t normalized_shape) {
   return tc::guarded([&] {
+    if (layer_norm_backward_direct(grad_input, grad_weight, grad_bias, grad_output, input, weight, bias, mean, rstd,
+                                   normalized_shape))
+      return;
     const std::array<bool, 3> mask{grad_input != nullptr, grad_weight != nullptr, grad_bias != nullptr};
     const auto results = at::_ops::native_layer_norm_backward::call(
         tc::alias_of(grad_output), tc::alias_of(input), tc::sym_sizes(normalized_shape), tc::alias_of(mean),
