@@ -26,12 +26,22 @@ inline at::Tensor& cached_alias(const void* data) {
     thread_local std::array<at::Tensor, 32> slots;
     return slots[(reinterpret_cast<uintptr_t>(data) >> 9) % slots.size()];
 }
+// Sizes and strides compared element by element: a tensor has a few dims, and memcmp's call costs more.
+inline bool same_ints(c10::IntArrayRef a, c10::IntArrayRef b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i)
+        if (a[i] != b[i]) return false;
+    return true;
+}
 inline bool same_view(const at::Tensor& alias, const at::Tensor& t, const c10::Storage& storage,
                       const c10::Device& device) {
-    const c10::Storage& mine = alias.storage();
-    return mine.data() == storage.data() && mine.nbytes() == storage.nbytes() && alias.device() == device &&
-           alias.dtype() == t.dtype() && alias.storage_offset() == t.storage_offset() && alias.sizes() == t.sizes() &&
-           alias.strides() == t.strides() && alias.is_conj() == t.is_conj() && alias.is_neg() == t.is_neg();
+    const c10::TensorImpl& mine = *alias.unsafeGetTensorImpl();
+    const c10::TensorImpl& theirs = *t.unsafeGetTensorImpl();
+    const c10::StorageImpl& memory = *mine.storage().unsafeGetStorageImpl();
+    return memory.data() == storage.data() && memory.nbytes() == storage.nbytes() && mine.device() == device &&
+           mine.dtype() == theirs.dtype() && mine.storage_offset() == theirs.storage_offset() &&
+           same_ints(mine.sizes(), theirs.sizes()) && same_ints(mine.strides(), theirs.strides()) &&
+           mine.is_conj() == theirs.is_conj() && mine.is_neg() == theirs.is_neg();
 }
 
 // The tensor of `device` (the vendor's native device) over the memory, sizes, strides and offset of dipu tensor
