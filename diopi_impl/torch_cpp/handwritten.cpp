@@ -232,8 +232,8 @@ bool layer_norm_direct(diopiTensorHandle_t out, diopiTensorHandle_t save_mean, d
   at::Tensor* mean = tc::plain(save_mean, type, shape->M);
   at::Tensor* rstd = tc::plain(save_invstd, type, shape->M);
   if (x == nullptr || !affine_ok(weight, gamma, normalized_shape) || !affine_ok(bias, beta, normalized_shape) ||
-      y == nullptr || y->sizes() != x->sizes() || mean == nullptr || mean->sizes() != shape->stats ||
-      rstd == nullptr || rstd->sizes() != shape->stats)
+      y == nullptr || y->sizes() != x->sizes() || mean == nullptr || mean->sizes() != shape->stats || rstd == nullptr ||
+      rstd->sizes() != shape->stats)
     return false;
   const at::Tensor undefined;
   kernel(*x, gamma ? *gamma : undefined, beta ? *beta : undefined, shape->M, shape->N, eps, y, mean, rstd);
