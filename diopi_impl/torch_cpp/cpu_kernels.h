@@ -59,18 +59,19 @@ typename Stub::FnPtr cpu_kernel() {
   return g_alias_type == c10::DeviceType::CPU ? chosen : nullptr;
 }
 
-// A handle's tensor when it is on the call's device, contiguous, of dtype `type` and `numel` elements: what a
+// A handle's tensor when it is on `device` (the call's), contiguous, of dtype `type` and `numel` elements: what a
 // direct kernel may read or write; null otherwise (the at::_ops path then takes the call).
-inline const at::Tensor* plain(diopiConstTensorHandle_t h, at::ScalarType type, int64_t numel) {
+inline const at::Tensor* plain(diopiConstTensorHandle_t h, c10::DeviceIndex device, at::ScalarType type,
+                               int64_t numel) {
   if (h == nullptr) return nullptr;
   const at::Tensor& t = tensor(h);
-  const bool ok = t.device().type() == c10::DeviceType::PrivateUse1 && t.device().index() == current_device() &&
+  const bool ok = t.device().type() == c10::DeviceType::PrivateUse1 && t.device().index() == device &&
                   t.layout() == at::kStrided && t.scalar_type() == type && t.numel() == numel && t.is_contiguous() &&
                   !t.is_conj() && !t.is_neg();
   return ok ? &t : nullptr;
 }
-inline at::Tensor* plain(diopiTensorHandle_t h, at::ScalarType type, int64_t numel) {
-  return const_cast<at::Tensor*>(plain(static_cast<diopiConstTensorHandle_t>(h), type, numel));
+inline at::Tensor* plain(diopiTensorHandle_t h, c10::DeviceIndex device, at::ScalarType type, int64_t numel) {
+  return const_cast<at::Tensor*>(plain(static_cast<diopiConstTensorHandle_t>(h), device, type, numel));
 }
 
 }  // namespace dipu::torch_cpp

@@ -194,49 +194,58 @@ namespace {
 // Note [ATen's CPU kernels, called directly] in cpu_kernels.h: layer norm's kernels write into the outputs
 // where the arguments are what layer_norm_cpu hands its kernel (N > 0 elements normalized over the trailing
 // normalized_shape of a non-empty input, weight and bias of that shape, statistics of the input's dtype shaped
-// as ATen shapes them); false leaves the call to at::_ops.
-struct LayerNormShape {
+// as ATen shapes them); nullopt or false leaves the call to at::_ops.
+struct LayerNormArgs {
   int64_t M = 0, N = 0;
   std::vector<int64_t> stats;  // the mean's and rstd's shape: the input's leading dims, then ones
+  c10::DeviceIndex device = 0;
+  at::ScalarType type = at::kFloat;
+  const at::Tensor* x = nullptr;
+  const at::Tensor* gamma = nullptr;  // null when absent (the kernel then reads an undefined tensor)
+  const at::Tensor* beta = nullptr;
 };
-std::optional<LayerNormShape> layer_norm_shape(const at::Tensor& x, diopiSize_t normalized_shape) {
+// What forward and backward share: the input, weight and bias checked, and the sizes derived from them.
+std::optional<LayerNormArgs> layer_norm_args(diopiConstTensorHandle_t input, diopiConstTensorHandle_t weight,
+                                             diopiConstTensorHandle_t bias, diopiSize_t normalized_shape) {
+  if (input == nullptr) return std::nullopt;
+  const at::Tensor& t = tc::tensor(input);
   const at::IntArrayRef shape = tc::sizes(normalized_shape);
-  const int64_t axis = x.dim() - static_cast<int64_t>(shape.size());
-  if (shape.empty() || axis < 0 || x.numel() == 0 || x.sizes().slice(axis) != shape) return std::nullopt;
-  const auto type = x.scalar_type();
-  if (type != at::kFloat && type != at::kDouble && type != at::kBFloat16 && type != at::kHalf) return std::nullopt;
-  LayerNormShape result;
-  result.N = c10::multiply_integers(shape);
-  result.M = x.numel() / result.N;
-  result.stats.assign(x.sizes().begin(), x.sizes().begin() + axis);
-  result.stats.resize(x.dim(), 1);
-  return result;
-}
-// A weight or bias given as normalized_shape (an absent one is fine: the kernel reads an undefined tensor).
-bool affine_ok(diopiConstTensorHandle_t h, const at::Tensor* plain, diopiSize_t normalized_shape) {
-  return h == nullptr || (plain != nullptr && plain->sizes() == tc::sizes(normalized_shape));
+  const int64_t axis = t.dim() - static_cast<int64_t>(shape.size());
+  if (shape.empty() || axis < 0 || t.numel() == 0 || t.sizes().slice(axis) != shape) return std::nullopt;
+  LayerNormArgs a;
+  a.type = t.scalar_type();
+  if (a.type != at::kFloat && a.type != at::kDouble && a.type != at::kBFloat16 && a.type != at::kHalf)
+    return std::nullopt;
+  a.N = c10::multiply_integers(shape);
+  a.M = t.numel() / a.N;
+  a.stats.assign(t.sizes().begin(), t.sizes().begin() + axis);
+  a.stats.resize(t.dim(), 1);
+  a.device = tc::current_device();
+  a.x = tc::plain(input, a.device, a.type, a.M * a.N);
+  a.gamma = tc::plain(weight, a.device, a.type, a.N);
+  a.beta = tc::plain(bias, a.device, a.type, a.N);
+  const auto affine_ok = [&](diopiConstTensorHandle_t h, const at::Tensor* p) {
+    return h == nullptr || (p != nullptr && p->sizes() == shape);
+  };
+  if (a.x == nullptr || !affine_ok(weight, a.gamma) || !affine_ok(bias, a.beta)) return std::nullopt;
+  return a;
 }
 
 bool layer_norm_direct(diopiTensorHandle_t out, diopiTensorHandle_t save_mean, diopiTensorHandle_t save_invstd,
                        diopiConstTensorHandle_t input, diopiConstTensorHandle_t weight, diopiConstTensorHandle_t bias,
                        diopiSize_t normalized_shape, double eps) {
   const auto kernel = tc::cpu_kernel<at::native::LayerNormKernel_DECLARE_DISPATCH_type>();
-  if (kernel == nullptr || input == nullptr) return false;
-  const auto shape = layer_norm_shape(tc::tensor(input), normalized_shape);
-  if (!shape) return false;
-  const auto type = tc::tensor(input).scalar_type();
-  const at::Tensor* x = tc::plain(input, type, shape->M * shape->N);
-  const at::Tensor* gamma = tc::plain(weight, type, shape->N);
-  const at::Tensor* beta = tc::plain(bias, type, shape->N);
-  at::Tensor* y = tc::plain(out, type, shape->M * shape->N);
-  at::Tensor* mean = tc::plain(save_mean, type, shape->M);
-  at::Tensor* rstd = tc::plain(save_invstd, type, shape->M);
-  if (x == nullptr || !affine_ok(weight, gamma, normalized_shape) || !affine_ok(bias, beta, normalized_shape) ||
-      y == nullptr || y->sizes() != x->sizes() || mean == nullptr || mean->sizes() != shape->stats || rstd == nullptr ||
-      rstd->sizes() != shape->stats)
+  if (kernel == nullptr) return false;
+  const auto a = layer_norm_args(input, weight, bias, normalized_shape);
+  if (!a) return false;
+  at::Tensor* y = tc::plain(out, a->device, a->type, a->M * a->N);
+  at::Tensor* mean = tc::plain(save_mean, a->device, a->type, a->M);
+  at::Tensor* rstd = tc::plain(save_invstd, a->device, a->type, a->M);
+  if (y == nullptr || y->sizes() != a->x->sizes() || mean == nullptr || mean->sizes() != a->stats || rstd == nullptr ||
+      rstd->sizes() != a->stats)
     return false;
   const at::Tensor undefined;
-  kernel(*x, gamma ? *gamma : undefined, beta ? *beta : undefined, shape->M, shape->N, eps, y, mean, rstd);
+  kernel(*a->x, a->gamma ? *a->gamma : undefined, a->beta ? *a->beta : undefined, a->M, a->N, eps, y, mean, rstd);
   return true;
 }
 
@@ -246,30 +255,25 @@ bool layer_norm_backward_direct(diopiTensorHandle_t grad_input, diopiTensorHandl
                                 diopiConstTensorHandle_t bias, diopiConstTensorHandle_t mean_h,
                                 diopiConstTensorHandle_t rstd_h, diopiSize_t normalized_shape) {
   const auto kernel = tc::cpu_kernel<at::native::LayerNormBackwardKernel_DECLARE_DISPATCH_type>();
-  if (kernel == nullptr || input == nullptr) return false;
-  const auto shape = layer_norm_shape(tc::tensor(input), normalized_shape);
-  if (!shape) return false;
-  const auto type = tc::tensor(input).scalar_type();
-  const int64_t numel = shape->M * shape->N;
-  const at::Tensor* x = tc::plain(input, type, numel);
-  const at::Tensor* dy = tc::plain(grad_output, type, numel);
-  const at::Tensor* mean = tc::plain(mean_h, type, shape->M);
-  const at::Tensor* rstd = tc::plain(rstd_h, type, shape->M);
-  const at::Tensor* gamma = tc::plain(weight, type, shape->N);
-  const at::Tensor* beta = tc::plain(bias, type, shape->N);
-  at::Tensor* dx = tc::plain(grad_input, type, numel);
-  at::Tensor* dgamma = tc::plain(grad_weight, type, shape->N);
-  at::Tensor* dbeta = tc::plain(grad_bias, type, shape->N);
+  if (kernel == nullptr) return false;
+  const auto a = layer_norm_args(input, weight, bias, normalized_shape);
+  if (!a) return false;
+  const int64_t numel = a->M * a->N;
+  const at::Tensor* dy = tc::plain(grad_output, a->device, a->type, numel);
+  const at::Tensor* mean = tc::plain(mean_h, a->device, a->type, a->M);
+  const at::Tensor* rstd = tc::plain(rstd_h, a->device, a->type, a->M);
+  at::Tensor* dx = tc::plain(grad_input, a->device, a->type, numel);
+  at::Tensor* dgamma = tc::plain(grad_weight, a->device, a->type, a->N);
+  at::Tensor* dbeta = tc::plain(grad_bias, a->device, a->type, a->N);
   // ATen shapes dgamma and dbeta as the weight and bias, so a wanted one needs its parameter.
-  if (x == nullptr || dy == nullptr || dy->sizes() != x->sizes() || mean == nullptr || rstd == nullptr ||
-      !affine_ok(weight, gamma, normalized_shape) || !affine_ok(bias, beta, normalized_shape) ||
-      (grad_input != nullptr && (dx == nullptr || dx->sizes() != x->sizes())) ||
-      (grad_weight != nullptr && (gamma == nullptr || dgamma == nullptr || dgamma->sizes() != gamma->sizes())) ||
-      (grad_bias != nullptr && (beta == nullptr || dbeta == nullptr || dbeta->sizes() != beta->sizes())))
+  if (dy == nullptr || dy->sizes() != a->x->sizes() || mean == nullptr || rstd == nullptr ||
+      (grad_input != nullptr && (dx == nullptr || dx->sizes() != a->x->sizes())) ||
+      (grad_weight != nullptr && (a->gamma == nullptr || dgamma == nullptr || dgamma->sizes() != a->gamma->sizes())) ||
+      (grad_bias != nullptr && (a->beta == nullptr || dbeta == nullptr || dbeta->sizes() != a->beta->sizes())))
     return false;
   at::Tensor none_dx, none_dgamma, none_dbeta;  // undefined: the kernel skips an unwanted gradient
   const at::Tensor undefined;
-  kernel(*dy, *x, *mean, *rstd, gamma ? *gamma : undefined, shape->M, shape->N, dx ? dx : &none_dx,
+  kernel(*dy, *a->x, *mean, *rstd, a->gamma ? *a->gamma : undefined, a->M, a->N, dx ? dx : &none_dx,
          dgamma ? dgamma : &none_dgamma, dbeta ? dbeta : &none_dbeta);
   return true;
 }
