@@ -18,6 +18,11 @@ sim_only = pytest.mark.skipif(dipu.vendor().name != "sim",
                               reason="checks the sim vendor itself (its name, capacity or test methods)")
 
 
+#: The torch device whose kernels and generator compute dipu's numbers ("cpu" on the sim and refc vendors,
+#: "cuda" on the CUDA vendor): a test that checks dipu against the CPU bit for bit holds only where it is "cpu".
+NATIVE_DEVICE = dipu.vendor().native_device_type or "cpu"
+
+
 #: Note [Tests on a vendor with one device]
 #: The suite is written for the sim vendor's two devices. Where the vendor has one (DIPU_VENDOR=cuda on a
 #: one-GPU machine, or DIPU_SIM_DEVICE_COUNT=1), a test whose code names a second device is skipped with

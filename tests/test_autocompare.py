@@ -222,6 +222,23 @@ def test_complex_is_judged_on_its_real_and_imaginary_parts():
     assert judged(expected * 1j, expected) is False
 
 
+def test_a_tf32_convolution_passes_as_tf32_and_only_on_a_cuda_vendor(monkeypatch):
+    # Note [TF32 on a CUDA vendor]: a float32 convolution computed from TF32-rounded inputs (10-bit mantissas)
+    # is beyond float32's tolerance but within TF32's; a 1% error is beyond both.
+    x, w = torch.randn(64, 16, 8, 8), torch.randn(32, 16, 3, 3)
+    tf32 = [(t.view(torch.int32) & ~0x1FFF).view(torch.float32) for t in (x, w)]
+    expected, actual = F.conv2d(x, w, padding=1), F.conv2d(*tf32, padding=1)
+    assert autocompare.judge(actual, expected)[0] is False
+    assert autocompare.judge(actual, expected, tf32=True)[0] is True
+    assert autocompare.judge(expected * 1.01, expected, tf32=True)[0] is False
+    monkeypatch.setattr(dipu.vendor(), "native_device_type", "cpu")
+    assert not autocompare._tf32("convolution_overrideable")
+    monkeypatch.setattr(dipu.vendor(), "native_device_type", "cuda")
+    assert autocompare._tf32("convolution_backward_overrideable") and not autocompare._tf32("add.out")
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
+    assert not autocompare._tf32("convolution_overrideable")
+
+
 def test_rtol_and_atol_overrides(monkeypatch):
     expected = torch.randn(100)
     monkeypatch.setattr(autocompare, "RTOL", 2e-2)

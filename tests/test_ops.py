@@ -5,6 +5,7 @@ import torch
 import torch.nn.functional as F
 
 import dipu
+from conftest import NATIVE_DEVICE
 from dipu.kernels.registry import registered_ops
 
 
@@ -150,9 +151,10 @@ def test_random_ops_follow_the_dipu_seed():
                           F.dropout(torch.ones(5, device="dipu"), 0.5)]).cpu()
     first, second = draw(), draw()
     assert torch.equal(first, second)
-    torch.manual_seed(7)
-    cpu = torch.cat([torch.empty(5).uniform_(-1, 1), torch.randn(5), torch.empty(5).bernoulli_(0.5)])
-    assert torch.equal(first[:15], cpu)  # the simulated vendor's native generator is a CPU one
+    torch.manual_seed(7)  # the vendor's native generator (the CPU's on the sim vendor, CUDA's on the CUDA one)
+    native = torch.cat([torch.empty(5, device=NATIVE_DEVICE).uniform_(-1, 1), torch.randn(5, device=NATIVE_DEVICE),
+                        torch.empty(5, device=NATIVE_DEVICE).bernoulli_(0.5)]).cpu()
+    assert torch.equal(first[:15], native)
     dropped = first[15:]
     assert set(dropped.tolist()) <= {0.0, 2.0}
 

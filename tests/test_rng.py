@@ -2,6 +2,8 @@
 
 import torch
 
+from conftest import NATIVE_DEVICE
+
 
 def test_manual_seed_makes_dipu_random_ops_reproducible():
     torch.manual_seed(0)
@@ -12,11 +14,11 @@ def test_manual_seed_makes_dipu_random_ops_reproducible():
     assert torch.equal(torch.rand(5, device="dipu:1").cpu(), b.cpu())
 
 
-def test_dipu_stream_of_numbers_matches_cpu_for_the_same_seed():
+def test_dipu_stream_of_numbers_matches_the_native_device_s_for_the_same_seed():
+    torch.manual_seed(42)  # seeds every device: the CPU's generator on the sim vendor, CUDA's on the CUDA one
+    native = torch.randn(8, device=NATIVE_DEVICE).cpu()
     torch.manual_seed(42)
-    cpu = torch.randn(8)
-    torch.manual_seed(42)
-    assert torch.equal(torch.randn(8, device="dipu").cpu(), cpu)
+    assert torch.equal(torch.randn(8, device="dipu").cpu(), native)
 
 
 def test_device_generators_are_independent_of_cpu():

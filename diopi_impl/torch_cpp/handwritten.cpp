@@ -428,9 +428,11 @@ DIPU_EXPORT diopiError_t diopiBatchNorm(diopiContextHandle_t, diopiTensorHandle_
     at::Tensor o = tc::alias_of(out);
     if (same_dense_layout(x, o)) {
       // The out= kernel writes the outputs in place, where the Python twin copies a functional result (it
-      // computes right only where the output is laid out as the input); in evaluation it leaves the
-      // statistics empty, as dipu allocates them.
-      at::Tensor mean = tc::alias_of(save_mean), invstd = tc::alias_of(save_invstd);
+      // computes right only where the output is laid out as the input). In evaluation dipu's statistics are
+      // empty, as the CPU leaves them; ATen's CUDA kernel fills its statistics from the running ones, resizing
+      // them, which an alias cannot do, so there it gets scratch tensors of its own.
+      at::Tensor mean = training ? tc::alias_of(save_mean) : x.new_empty({0});
+      at::Tensor invstd = training ? tc::alias_of(save_invstd) : x.new_empty({0});
       at::_ops::native_batch_norm_out::call(x, tc::optional_alias(weight), tc::optional_alias(bias),
                                             tc::optional_alias(running_mean), tc::optional_alias(running_var), training,
                                             momentum, eps, o, mean, invstd);
