@@ -7,9 +7,9 @@
 #   bash benchmarks/gpu_check.sh --help
 #
 # Writes to that directory: summary.txt (one line per step: status, seconds), install.log, build.log,
-# pytest.txt, native.txt, eager.txt, compile.txt, autocompare.txt, bench.txt and bench.json. Each step has its own time limit and
-# the steps share one budget (TOTAL_SECONDS, default 450), so the script ends in time whatever hangs. Without
-# a GPU it writes "skipped" to summary.txt and exits 0.
+# pytest.txt, native.txt, eager.txt, compile.txt, autocompare.txt, bench.txt, bench.json and profile.txt. Each
+# step has its own time limit and the steps share one budget (TOTAL_SECONDS, default 450), so the script ends in
+# time whatever hangs. Without a GPU it writes "skipped" to summary.txt and exits 0.
 set -uo pipefail
 
 if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
@@ -104,6 +104,8 @@ step autocompare 90 "$out/autocompare.txt" env DIPU_VENDOR=cuda DIPU_AUTOCOMPARE
     "$python" examples/train.py --model cnn --epochs 1
 # 7. native CUDA against dipu(cuda), each in its own processes.
 step bench 150 "$out/bench.txt" "$python" benchmarks/bench_gpu.py --quick --json "$out/bench.json"
+# 8. where a step of many short kernels spends its host time, op by op, native against dipu.
+step profile 60 "$out/profile.txt" "$python" benchmarks/profile_step.py --case resnet18-infer-b1
 
 note "gpu_check: $([ "$failed" -eq 0 ] && echo ok || echo 'FAILED (see above)') in $((SECONDS - started))s; results in $out"
 exit "$failed"

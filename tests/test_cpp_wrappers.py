@@ -323,6 +323,8 @@ def dumping():
 r["dump"] = fast_while(dumping())
 r["autocompare"] = fast_while(dipu.autocompare("add.*"))
 r["profiler"] = fast_while(torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]))
+activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.PrivateUse1]
+r["timeline"] = fast_while(torch.profiler.profile(activities=activities)) if dipu._C.has_device_timeline() else None
 r["after_hooks"] = fast_while(contextlib.nullcontext())
 print(json.dumps(r))
 """
@@ -362,7 +364,8 @@ def test_a_hook_switched_on_at_run_time_routes_through_the_python_wrapper(python
     assert r["dump"] == [True, 0], r["dump"]
     assert "[dipu_add_Tensor]:add.Tensor  diopiAdd" in r["dumped"], r["dumped"]
     assert r["autocompare"] == [True, 0], r["autocompare"]
-    assert r["profiler"] == [True, 0], r["profiler"]
+    assert r["profiler"] == [True, 1], r["profiler"]  # profiling the CPU alone measures the C++ path itself
+    assert r["timeline"] in ([True, 0], None), r["timeline"]  # dipu's device timeline: the Python path feeds it
     assert r["after_hooks"] == [True, 1], r["after_hooks"]  # and back on the C++ path once they are off
 
 

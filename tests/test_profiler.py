@@ -90,3 +90,22 @@ def test_second_profile_is_independent():
     first = {e.key: e.count for e in run_profiled().key_averages()}
     second = {e.key: e.count for e in run_profiled().key_averages()}
     assert first["dipu kernel: aten::mm"] == second["dipu kernel: aten::mm"] == 3
+
+
+def test_profile_step_joins_both_sides_op_by_op():
+    # benchmarks/profile_step.py: native (here the CPU, in a process without dipu) against dipu, one table of self
+    # CPU time per step by op; a CPU-only profile, so dipu's ops stay on their C++ path.
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "profile_step.py"
+    done = subprocess.run([sys.executable, str(script), "--case", "tiny-add", "--steps", "1", "--rows", "40"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("tiny-add: a step takes") and "native (cpu)" in lines[0], lines[0]
+    rows = {line.split()[0]: line.split()[1:] for line in lines[2:]}
+    native_us, native_calls, dipu_us, dipu_calls, _ = rows["aten::add"]
+    assert float(native_calls) == 2000 and float(dipu_calls) >= 2000, rows["aten::add"]  # dipu's, and its alias call
+    assert "all" in rows

@@ -125,6 +125,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("memory_snapshot", &memory_snapshot);
   m.def("has_device_timeline", &profiler_has_device_timeline,
         "Whether this torch lets dipu give the profiler a device timeline (Note [Device timeline]).");
+  m.def(
+      "timeline_flag_address", [] { return reinterpret_cast<uintptr_t>(&g_timeline_active); },
+      "The address of the flag set while a device timeline records, for the C++ wrappers' hook test.");
   m.def("empty_cache", &empty_cache);
 
   m.def("native_generator", [](std::optional<at::Generator> gen, int index) {

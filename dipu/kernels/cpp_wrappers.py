@@ -121,6 +121,9 @@ def load():
         spec = importlib.util.spec_from_file_location(NAME, target)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
+        from dipu._core import _C
+
+        module.set_timeline_flag(_C.timeline_flag_address())  # Note [Hooks on the C++ path]
         _module = module
     return _module
 

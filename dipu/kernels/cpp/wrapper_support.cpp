@@ -63,6 +63,8 @@ const c10::FunctionSchema& schema_of(const std::string& op) {
 }  // namespace
 
 bool g_sync = env_flag("DIPU_SYNC_EXEC_MODE");
+const std::atomic<bool> g_always{true};
+const std::atomic<bool>* g_timeline = &g_always;
 
 namespace {
 
@@ -206,6 +208,9 @@ void define_module(py::module& m) {
     for (const Entry* entry : entries) entry->kernel->fast_calls.store(0, std::memory_order_relaxed);
   });
   m.def("hooks_on", &hooks_on, "Whether a run-time hook sends calls to the Python path now.");
+  m.def(
+      "set_timeline_flag", [](uintptr_t address) { g_timeline = reinterpret_cast<const std::atomic<bool>*>(address); },
+      "Read the native core's device-timeline flag at this address (Note [Hooks on the C++ path]).");
   m.def("sync", [] { return g_sync; });
 }
 
