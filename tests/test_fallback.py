@@ -322,6 +322,32 @@ def test_the_fallback_sees_overlapping_memory_as_the_cpu_does(case):
     assert torch.equal(dipu_x, cpu_x)
 
 
+def test_copies_on_a_runtime_only_vendor_refuse_overlap_as_the_cpu_does(python):
+    """Without native aliases dipu copies with the vendor's memcpy: a copy between overlapping parts of one storage
+    (or into an expanded tensor) is refused as the CPU's copy_ refuses it, and one it accepts gives its values."""
+    python("""
+        import torch
+        cases = {
+            "partial": lambda x: x[1:].copy_(x[:-1]),
+            "internal": lambda x: x[:1].expand(3).copy_(x[3:]),
+            "full": lambda x: x.copy_(x.clone()),
+            "disjoint": lambda x: x[:3].copy_(x[3:]),
+            "broadcast": lambda x: x.view(2, 3).copy_(x[:3]),
+        }
+        for name, call in cases.items():
+            seen = []
+            for device in ("cpu", "dipu"):
+                x = torch.arange(6.).to(device)
+                try:
+                    call(x)
+                    seen.append(("ok", x.cpu().tolist()))
+                except RuntimeError as error:
+                    seen.append((str(error), x.cpu().tolist()))
+            assert seen[0] == seen[1], (name, seen)
+            assert (seen[0][0] != "ok") == (name in ("partial", "internal", "broadcast")), (name, seen)
+    """, env=_RUNTIME_ONLY)
+
+
 def test_forced_fallback_of_aten_ops_refuses_overlap_as_the_cpu_does(python):
     """aten ops on the fallback: each op's own rule (add: partial overlap refused; cat: any overlap; sum.out: none)."""
     python("""

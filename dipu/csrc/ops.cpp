@@ -12,6 +12,7 @@
 #include "../include/diopi/aten_aliases.h"
 
 #include <ATen/EmptyTensor.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/copy_native.h>
@@ -178,6 +179,10 @@ at::Tensor copy_from(const at::Tensor& source, const at::Tensor& dst, bool non_b
     out.copy_(src, non_blocking);
     return dst;
   }
+  // ATen's copy_ hands a dipu copy to _copy_from before its TensorIterator checks memory; the alias path above
+  // gets them from the alias device's copy_, and here they are made as it makes them, with its errors.
+  at::assert_no_internal_overlap(dst);
+  at::assert_no_partial_overlap(dst, source);
   if (same_layout_dense(self, dst)) {
     copy_bytes(dst.data_ptr(), dst.device(), self.data_ptr(), self.device(), self.nbytes());
     return dst;
