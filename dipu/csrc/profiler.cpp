@@ -269,8 +269,9 @@ class Profiler final : public libkineto::IActivityProfiler {
   const std::set<libkineto::ActivityType>& availableActivities() const override { return activities_; }
   std::unique_ptr<libkineto::IActivityProfilerSession> configure(const std::set<libkineto::ActivityType>& types,
                                                                  const libkineto::Config&) override {
-    for (auto type : types)
-      if (activities_.count(type)) return std::make_unique<Session>();
+    // torch adds PRIVATEUSE1_RUNTIME and PRIVATEUSE1_DRIVER to every profile's CPU activities, so only the
+    // device's kernels (CONCURRENT_KERNEL, which ProfilerActivity.PrivateUse1 or CUDA asks for) start a timeline.
+    if (types.count(libkineto::ActivityType::CONCURRENT_KERNEL)) return std::make_unique<Session>();
     return nullptr;  // a CPU-only profile: no device timeline, no cost
   }
   std::unique_ptr<libkineto::IActivityProfilerSession> configure(int64_t, int64_t,
