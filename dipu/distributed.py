@@ -95,10 +95,13 @@ class DiclProcessGroup(dist.ProcessGroup):
         self._group_desc = desc
 
     def shutdown(self) -> None:
-        """destroy_process_group: release the vendor communicator (gloo goes with this object)."""
+        """destroy_process_group: release the vendor communicator and the host gloo group."""
         if self._communicator is not None:
             self._communicator.shutdown()
             self._communicator = None
+        # Now, while the interpreter is whole: a gloo group left to interpreter teardown can abort the
+        # process there (std::terminate) when its worker threads still hold work with tensors.
+        self._host = None
 
     # ---- routing ------------------------------------------------------------------------------
 
