@@ -59,16 +59,9 @@ def worker(side: str, case: str, steps: int) -> None:
     print(json.dumps({"device": device, "ms": ms, "ops": ops}))
 
 
-def _environment(side: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if side == "dipu" or not k.startswith("DIPU_")}
-    if side == "native":
-        env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
-    return env
-
-
-def measure(side: str, case: str, steps: int) -> dict:
+def measure(side: str, case: str, steps: int, env: dict[str, str]) -> dict:
     command = [sys.executable, str(HERE), "--worker", side, "--case", case, "--steps", str(steps)]
-    done = subprocess.run(command, env=_environment(side), capture_output=True, text=True)
+    done = subprocess.run(command, env=env, capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"the {side} side failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -103,17 +96,12 @@ def main(argv=None) -> int:
     if args.worker:
         worker(args.worker, args.case, args.steps)
         return 0
-    autoload = os.environ.get("TORCH_DEVICE_BACKEND_AUTOLOAD")
-    os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"  # the parent only asks whether there is a GPU: no dipu
-    import torch
-
-    if autoload is None:
-        del os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"]
-    else:
-        os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = autoload
-    if torch.cuda.is_available() and not os.environ.get("DIPU_VENDOR"):
-        os.environ["DIPU_VENDOR"] = "cuda"
-    print(table(args.case, {side: measure(side, args.case, args.steps) for side in SIDES}, args.rows))
+    native = measure("native", args.case, args.steps, bench_gpu._environment("native"))
+    env = dict(os.environ)
+    if native["device"] == "cuda":  # beside a GPU, dipu runs on the CUDA vendor unless DIPU_VENDOR names another
+        env.setdefault("DIPU_VENDOR", "cuda")
+    dipu = measure("dipu", args.case, args.steps, env)
+    print(table(args.case, {"native": native, "dipu": dipu}, args.rows))
     return 0
 
 
