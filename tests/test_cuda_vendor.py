@@ -54,6 +54,35 @@ def test_kernels_launch_on_the_selected_dipu_stream(python):
 
 
 @needs_gpu
+def test_convolution_and_eval_batch_norm_write_cudnn_results_into_the_output(python):
+    # Note [cuDNN into the output on CUDA] in diopi_impl/torch_cpp/handwritten.cpp: native CUDA's numbers,
+    # from cuDNN's out= kernels, with no copy of a functional result.
+    python("""
+        import copy, torch
+        from torch.profiler import ProfilerActivity, profile
+        torch.backends.cudnn.allow_tf32 = False
+        torch.manual_seed(0)
+        conv = torch.nn.Conv2d(8, 16, 3, padding=1).cuda()
+        bn = torch.nn.BatchNorm2d(16).cuda().eval()
+        bn.running_mean.uniform_(-1, 1)
+        bn.running_var.uniform_(0.5, 2)
+        for layout in (torch.contiguous_format, torch.channels_last):
+            x = torch.randn(2, 8, 16, 16, device="cuda").to(memory_format=layout)
+            model = torch.nn.Sequential(copy.deepcopy(conv), copy.deepcopy(bn)).to(memory_format=layout)
+            with torch.no_grad():
+                expected = model(x)
+                on_dipu = model.to("dipu")
+                with profile(activities=[ProfilerActivity.CPU]) as prof:
+                    got = on_dipu(x.to("dipu"))
+            names = {e.key for e in prof.key_averages()}
+            assert {"aten::cudnn_convolution", "aten::cudnn_batch_norm"} <= names, sorted(names)
+            assert "aten::copy_" not in names, sorted(names)
+            assert got.is_contiguous(memory_format=layout)
+            torch.testing.assert_close(got.cpu(), expected.cpu(), rtol=1e-5, atol=1e-5)
+    """, env=CUDA)
+
+
+@needs_gpu
 def test_memory_stats_and_out_of_memory(python):
     python("""
         import torch

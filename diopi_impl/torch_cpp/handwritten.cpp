@@ -24,6 +24,8 @@
 #include <ATen/ops/clamp_min_ops.h>
 #include <ATen/ops/convolution_backward_ops.h>
 #include <ATen/ops/convolution_ops.h>
+#include <ATen/ops/cudnn_batch_norm_ops.h>
+#include <ATen/ops/cudnn_convolution_ops.h>
 #include <ATen/ops/embedding_dense_backward_ops.h>
 #include <ATen/ops/fill_ops.h>
 #include <ATen/ops/index_select_ops.h>
@@ -38,7 +40,11 @@
 #include <ATen/ops/native_layer_norm_backward_ops.h>
 #include <ATen/ops/native_layer_norm_ops.h>
 #include <ATen/ops/sum_ops.h>
+#include <ATen/detail/CUDAHooksInterface.h>
+#include <ATen/native/ConvUtils.h>
 #include <ATen/native/layer_norm.h>
+
+#include <climits>
 
 namespace tc = dipu::torch_cpp;
 
@@ -95,6 +101,71 @@ bool same_dense_layout(const at::Tensor& a, const at::Tensor& b) {
 }
 
 std::vector<c10::SymInt> zeros(int64_t n) { return std::vector<c10::SymInt>(std::max<int64_t>(n, 0), 0); }
+
+// Note [cuDNN into the output on CUDA]
+// On CUDA, ATen runs a convolution, and a batch norm in evaluation, through cuDNN's functional ops, which
+// allocate their result. dipu's wrapper has allocated the output already, so a functional result costs a
+// copy (one more kernel and its launch, about 13 us of host time a call), and ATen's native_batch_norm_out
+// runs three kernels in evaluation where cuDNN runs one. cuDNN's out= kernels (cudnn_convolution.out,
+// cudnn_batch_norm.out) write dipu's output directly. They serve exactly where native CUDA would run cuDNN
+// (ATen's select_conv_backend; for batch norm the conditions of ATen's _batch_norm_impl_index) and where the
+// output is laid out as cuDNN writes it; every other case, and every device but CUDA, takes the general path.
+
+// A convolution into `out` through cudnn_convolution.out; false (nothing written) where ATen would not run
+// cuDNN for these arguments or out is not laid out as cuDNN's result.
+bool cudnn_convolution_into(at::Tensor& out, const at::Tensor& x, const at::Tensor& w,
+                            const std::optional<at::Tensor>& bias, diopiSize_t stride, diopiSize_t padding,
+                            diopiSize_t dilation, int64_t groups) {
+  if (!x.is_cuda() || x.dim() < 4 || out.numel() == 0 || out.scalar_type() != x.scalar_type()) return false;
+  if (bias.has_value() && bias->scalar_type() != x.scalar_type()) return false;  // ATen's error, on the general path
+  const auto backend = at::native::select_conv_backend(x, w, bias, tc::sym_sizes(stride), tc::sym_sizes(padding),
+                                                       tc::sym_sizes(dilation), false, zeros(x.dim() - 2), groups,
+                                                       std::nullopt);
+  if (backend != at::native::ConvBackend::Cudnn) return false;
+  const at::MemoryFormat layout = at::native::_determine_backend_memory_format(x, w, backend);
+  if (!out.is_contiguous(layout)) return false;
+  at::Context& ctx = at::globalContext();
+  at::_ops::cudnn_convolution_out::call(x.contiguous(layout), w, tc::sym_sizes(padding), tc::sym_sizes(stride),
+                                        tc::sym_sizes(dilation), groups, ctx.benchmarkCuDNN(),
+                                        ctx.deterministicCuDNN() || ctx.deterministicAlgorithms(),
+                                        ctx.allowTF32CuDNN(at::Float32Op::CONV), out);
+  if (bias.has_value()) {
+    std::vector<int64_t> shape(x.dim(), 1);
+    shape[1] = -1;
+    out.add_(bias->reshape(shape));
+  }
+  return true;
+}
+
+// A batch norm in evaluation into `out` through cudnn_batch_norm.out; false (nothing written) where native
+// CUDA would not run cuDNN, or cuDNN's kernel would not take the tensors as they are (it writes the output with
+// the input's strides and reads contiguous parameters).
+bool cudnn_batch_norm_eval_into(at::Tensor& out, at::Tensor& save_mean, at::Tensor& save_invstd,
+                                const at::Tensor& x, const std::optional<at::Tensor>& weight,
+                                const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& running_mean,
+                                const std::optional<at::Tensor>& running_var, double eps) {
+  if (!x.is_cuda() || !weight.has_value() || !bias.has_value() || !running_mean.has_value() ||
+      !running_var.has_value() || !save_mean.defined() || !save_invstd.defined())
+    return false;
+  const at::ScalarType type = x.scalar_type(), params = weight->scalar_type();
+  if (type == at::kBFloat16 || params == at::kBFloat16 || (type == at::kHalf && params != at::kFloat) ||
+      (type != at::kHalf && params != type))
+    return false;
+  for (const auto* p : {&*weight, &*bias, &*running_mean, &*running_var})
+    if (p->scalar_type() != params || !p->is_contiguous() || p->numel() != x.size(1)) return false;
+  if (x.dim() < 3 || x.dim() > 5 || x.size(0) > 65535 || x.numel() >= INT_MAX ||
+      !x.is_contiguous(x.suggest_memory_format()) || out.sizes() != x.sizes() || out.strides() != x.strides() ||
+      out.scalar_type() != type)
+    return false;
+  const at::CUDAHooksInterface& cuda = at::detail::getCUDAHooks();
+  if (!cuda.compiledWithCuDNN() || !at::globalContext().userEnabledCuDNN() || cuda.versionCuDNN() < 5110L ||
+      eps < cuda.batchnormMinEpsilonCuDNN())
+    return false;
+  at::Tensor reserve = save_mean;  // in evaluation cuDNN replaces it with an empty tensor of its own
+  at::_ops::cudnn_batch_norm_out::call(x, *weight, bias, running_mean, running_var, false, 0.0, eps, out, save_mean,
+                                       save_invstd, reserve);
+  return true;
+}
 
 // ---- diopi_impl/torch/optim.py's fused steps: the proto orders eps before weight_decay, ATen after; the lists,
 // the step counts and a tensor lr pass as the Python library's alias_tensors lets them (a CPU tensor as it is) ----
@@ -342,11 +413,12 @@ DIPU_EXPORT diopiError_t diopiConvolution2d(diopiContextHandle_t, diopiTensorHan
                                             diopiConstTensorHandle_t bias, diopiSize_t stride, diopiSize_t padding,
                                             diopiSize_t dilation, int64_t groups) {
   return tc::guarded([&] {
-    const at::Tensor x = tc::alias_of(input);
-    const auto no_padding = zeros(x.dim() - 2);
-    tc::copy_into(tc::alias_of(out), at::_ops::convolution::call(x, tc::alias_of(weight), tc::optional_alias(bias),
-                                                                 tc::sym_sizes(stride), tc::sym_sizes(padding),
-                                                                 tc::sym_sizes(dilation), false, no_padding, groups));
+    const at::Tensor x = tc::alias_of(input), w = tc::alias_of(weight);
+    const std::optional<at::Tensor> b = tc::optional_alias(bias);
+    at::Tensor o = tc::alias_of(out);
+    if (cudnn_convolution_into(o, x, w, b, stride, padding, dilation, groups)) return;
+    tc::copy_into(o, at::_ops::convolution::call(x, w, b, tc::sym_sizes(stride), tc::sym_sizes(padding),
+                                                 tc::sym_sizes(dilation), false, zeros(x.dim() - 2), groups));
   });
 }
 
@@ -425,22 +497,21 @@ DIPU_EXPORT diopiError_t diopiBatchNorm(diopiContextHandle_t, diopiTensorHandle_
                                         bool training, double momentum, double eps) {
   return tc::guarded([&] {
     const at::Tensor x = tc::alias_of(input);
-    at::Tensor o = tc::alias_of(out);
+    const std::optional<at::Tensor> w = tc::optional_alias(weight), b = tc::optional_alias(bias),
+                                    rm = tc::optional_alias(running_mean), rv = tc::optional_alias(running_var);
+    at::Tensor o = tc::alias_of(out), mean = tc::alias_of(save_mean), invstd = tc::alias_of(save_invstd);
+    if (!training && cudnn_batch_norm_eval_into(o, mean, invstd, x, w, b, rm, rv, eps)) return;
     if (same_dense_layout(x, o)) {
       // The out= kernel writes the outputs in place, where the Python twin copies a functional result (it
       // computes right only where the output is laid out as the input). In evaluation dipu's statistics are
-      // empty, as the CPU leaves them; ATen's CUDA kernel fills its statistics from the running ones, resizing
-      // them, which an alias cannot do, so there it gets scratch tensors of its own.
-      at::Tensor mean = training ? tc::alias_of(save_mean) : x.new_empty({0});
-      at::Tensor invstd = training ? tc::alias_of(save_invstd) : x.new_empty({0});
-      at::_ops::native_batch_norm_out::call(x, tc::optional_alias(weight), tc::optional_alias(bias),
-                                            tc::optional_alias(running_mean), tc::optional_alias(running_var), training,
-                                            momentum, eps, o, mean, invstd);
+      // empty, as the CPU leaves them; ATen's kernels of other devices (CUDA's) fill their statistics from the
+      // running ones, resizing them, which an alias cannot do, so there they get scratch tensors of their own.
+      if (!training && (!x.is_cpu() || !mean.defined() || !invstd.defined()))
+        mean = x.new_empty({0}), invstd = x.new_empty({0});
+      at::_ops::native_batch_norm_out::call(x, w, b, rm, rv, training, momentum, eps, o, mean, invstd);
       return;
     }
-    const auto results = at::_ops::native_batch_norm::call(x, tc::optional_alias(weight), tc::optional_alias(bias),
-                                                           tc::optional_alias(running_mean),
-                                                           tc::optional_alias(running_var), training, momentum, eps);
+    const auto results = at::_ops::native_batch_norm::call(x, w, b, rm, rv, training, momentum, eps);
     write_result(out, std::get<0>(results));
     if (training) {  // evaluation saves no statistics, whatever ATen's CPU kernel hands back
       write_result(save_mean, std::get<1>(results));
