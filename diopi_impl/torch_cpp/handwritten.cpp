@@ -118,9 +118,9 @@ bool cudnn_convolution_into(at::Tensor& out, const at::Tensor& x, const at::Tens
                             diopiSize_t dilation, int64_t groups) {
   if (!x.is_cuda() || x.dim() < 4 || out.numel() == 0 || out.scalar_type() != x.scalar_type()) return false;
   if (bias.has_value() && bias->scalar_type() != x.scalar_type()) return false;  // ATen's error, on the general path
-  const auto backend = at::native::select_conv_backend(x, w, bias, tc::sym_sizes(stride), tc::sym_sizes(padding),
-                                                       tc::sym_sizes(dilation), false, zeros(x.dim() - 2), groups,
-                                                       std::nullopt);
+  const auto backend =
+      at::native::select_conv_backend(x, w, bias, tc::sym_sizes(stride), tc::sym_sizes(padding),
+                                      tc::sym_sizes(dilation), false, zeros(x.dim() - 2), groups, std::nullopt);
   if (backend != at::native::ConvBackend::Cudnn) return false;
   const at::MemoryFormat layout = at::native::_determine_backend_memory_format(x, w, backend);
   if (!out.is_contiguous(layout)) return false;
@@ -140,9 +140,9 @@ bool cudnn_convolution_into(at::Tensor& out, const at::Tensor& x, const at::Tens
 // A batch norm in evaluation into `out` through cudnn_batch_norm.out; false (nothing written) where native
 // CUDA would not run cuDNN, or cuDNN's kernel would not take the tensors as they are (it writes the output with
 // the input's strides and reads contiguous parameters).
-bool cudnn_batch_norm_eval_into(at::Tensor& out, at::Tensor& save_mean, at::Tensor& save_invstd,
-                                const at::Tensor& x, const std::optional<at::Tensor>& weight,
-                                const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& running_mean,
+bool cudnn_batch_norm_eval_into(at::Tensor& out, at::Tensor& save_mean, at::Tensor& save_invstd, const at::Tensor& x,
+                                const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
+                                const std::optional<at::Tensor>& running_mean,
                                 const std::optional<at::Tensor>& running_var, double eps) {
   if (!x.is_cuda() || !weight.has_value() || !bias.has_value() || !running_mean.has_value() ||
       !running_var.has_value() || !save_mean.defined() || !save_invstd.defined())
