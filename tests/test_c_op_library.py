@@ -145,6 +145,29 @@ def test_a_status_error_carries_the_library_s_message(python, tmp_path):
     assert "diopiMm failed with diopiErrorOccurred" in out and "input is 2x3, mat2 is 4x2" in out, out
 
 
+def test_a_tensor_of_another_device_is_refused_and_a_cpu_scalar_moved_before_the_c_call(python):
+    """Note [Tensors a C library is handed]: the library (the reference C one) never reads host memory as the
+    device's."""
+    code = """
+        import torch, dipu
+        x = torch.rand(2, 3, device="dipu")
+        for name, call in [("other of diopiAdd", lambda: x + torch.ones(2, 3)),
+                           ("mat2 of diopiMm", lambda: torch.mm(x, torch.ones(3, 2))),
+                           ("out of diopiAdd", lambda: torch.add(x, x, out=torch.empty(2, 3)))]:
+            try:
+                call()
+                raise AssertionError(name + ": no error")
+            except RuntimeError as error:
+                assert str(error) == ("Expected all tensors to be on the same device, but found at least two "
+                                      f"devices, dipu:0 and cpu! (when checking argument {name})"), str(error)
+        dipu.reset_fallback_counts()
+        scaled = x * torch.tensor(3.0)  # a 0-dim CPU tensor stands beside any device's, as in ATen
+        assert torch.equal(scaled.cpu(), x.cpu() * 3) and dipu.fallback_counts() == {}
+        print("ok")
+    """
+    assert python(code, env={"DIPU_DIOPI_IMPL": "ref_c"}).stdout.strip().endswith("ok")
+
+
 def test_the_runtime_functions_answer_from_the_call(python, tmp_path):
     """diopiNormalInp in the tiny library is a probe writing what the runtime tells it (see its source)."""
     library = compile_library(tmp_path, "dipu")
@@ -252,8 +275,8 @@ import dipu
 served = collections.Counter()  # how each DIOPI call was served
 make = c_library.trampoline
 
-def counting(function, address, *last_error):
-    call = make(function, address, *last_error)
+def counting(function, address, *last_error, **options):
+    call = make(function, address, *last_error, **options)
     def counted(ctx, *args):
         status = call(ctx, *args)
         served["C" if status == Status.SUCCESS else "C refused"] += 1

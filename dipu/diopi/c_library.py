@@ -29,6 +29,18 @@ A C function answers DIOPI's codes (``diopi/diopirt.h``): 0 success; ``diopiForc
 call on the CPU fallback; ``diopiDtypeNotSupported`` (1000) and every other code are errors, whose
 text is the code's name and value and the library's ``diopiGetLastErrorString()``.
 
+Note [Tensors a C library is handed]
+A C library reads every tensor it is handed as memory of the call's device. A tensor elsewhere (a CPU
+tensor a user forgot to move) would be read as device memory: wrong numbers on a simulated device whose
+memory is the host's, an illegal address on a real one. So before each call the trampoline checks its
+tensor arguments as ATen checks a kernel's: a tensor on another device is refused with torch's own
+message, naming the argument and the function; a 0-dim CPU tensor, which ATen lets stand beside any
+device's tensors where it is read, is copied to the call's device first (DIOPI has no way to pass a host
+number in a Tensor position). Only calls through the trampoline pay for this; the C++ wrappers hand a C
+library nothing but tensors of the call's device (their own test, ``on``). dipu's C++ torch library
+(``dipu_header``) is exempt: it reads its arguments as ATen does, CPU scalars included, and refuses a
+tensor of another device itself.
+
 Note [diopiFusedAdamW under AMP]
 dipu's ``diopiFusedAdamW`` takes ``grad_scale`` and ``found_inf`` after DeepLink's last parameter
 (``maximize``): ATen's ``_fused_adamw_`` unscales the gradients and skips the step on an inf when a
@@ -115,10 +127,47 @@ def _failure(code: int, last_error: Callable[[], bytes | None] | None) -> Status
     return Status.DTYPE_NOT_SUPPORTED if code == 1000 else Status.ERROR_OCCURRED
 
 
-def trampoline(function: Function, address: int, last_error: Callable | None = None) -> Callable:
+def _device_checks(function: Function) -> tuple[tuple[int, str, bool, bool], ...]:
+    """(position, name, written, list) of each tensor argument Note [Tensors a C library is handed] checks."""
+    kinds = {Kind.TENSOR: (False, False), Kind.TENSOR_OUT: (True, False), Kind.TENSOR_LIST: (False, True),
+             Kind.TENSOR_LIST_OUT: (True, True)}
+    return tuple((i, p.name, *kinds[p.kind]) for i, p in enumerate(function.params) if p.kind in kinds)
+
+
+def _on_the_device(function: Function, device: int, args: tuple, checks) -> tuple:
+    """``args`` with each 0-dim CPU tensor read copied to dipu:``device``; any other tensor off that device is
+    refused (Note [Tensors a C library is handed])."""
+    copied = None
+    for i, name, written, is_list in checks:
+        value = args[i]
+        if value is None:
+            continue
+        for k, t in enumerate(value if is_list else (value,)):
+            place = t.device
+            if place.type == "dipu" and place.index == device:
+                continue
+            if not written and place.type == "cpu" and t.dim() == 0:
+                copied = copied or list(args)
+                moved = t.to(f"dipu:{device}")
+                if is_list:
+                    copied[i] = list(copied[i]) if copied[i] is value else copied[i]
+                    copied[i][k] = moved
+                else:
+                    copied[i] = moved
+                continue
+            where = f"{name}[{k}]" if is_list else name
+            raise RuntimeError("Expected all tensors to be on the same device, but found at least two devices, "
+                               f"dipu:{device} and {place}! (when checking argument {where} of {function.name})")
+    return args if copied is None else tuple(copied)
+
+
+def trampoline(function: Function, address: int, last_error: Callable | None = None,
+               check_devices: bool = True) -> Callable:
     """A Python function with ``function``'s proto signature calling the C function at ``address``;
-    ``last_error``: its library's diopiGetLastErrorString (None if it has none)."""
+    ``last_error``: its library's diopiGetLastErrorString (None if it has none); ``check_devices``: whether
+    it checks its tensor arguments' devices (Note [Tensors a C library is handed])."""
     form = c_form(function)
+    checks = _device_checks(function) if check_devices else ()
     call = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, *(_CTYPES[c] for c in form))(address)
     sizes = [i for i, c in enumerate(form) if c == "z"]
     python_args = [c for c in form if c != "n"]
@@ -127,6 +176,8 @@ def trampoline(function: Function, address: int, last_error: Callable | None = N
     frame_type = _C.DiopiFrame
 
     def c_function(ctx, *args):
+        if checks:
+            args = _on_the_device(function, ctx.device, args, checks)
         frame = frame_type(ctx.device)
         words = frame.marshal(form, args)
         for i in sizes:
@@ -194,7 +245,7 @@ def load(path: str, source: str, dipu_header: bool = False) -> dict[str, Callabl
     # Each trampoline asks its own library why a call failed, whichever library was loaded last.
     last_error_address = _C.c_library_symbol("diopiGetLastErrorString")
     last_error = ctypes.CFUNCTYPE(ctypes.c_char_p)(last_error_address) if last_error_address else None
-    functions = {name: trampoline(FUNCTIONS[name], address, last_error)
+    functions = {name: trampoline(FUNCTIONS[name], address, last_error, check_devices=not dipu_header)
                  for name, address in found.items() if address}
     for name, parameters in ({} if dipu_header else _UNKNOWN_TO_DEEPLINK).items():
         if name in functions:
