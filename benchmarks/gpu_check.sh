@@ -6,10 +6,10 @@
 #   bash benchmarks/gpu_check.sh            # results in $OUT if set, else ./gpu_check_results
 #   bash benchmarks/gpu_check.sh --help
 #
-# Writes to that directory: summary.txt (one line per step: status, seconds), install.log, build.log,
-# pytest.txt, native.txt, eager.txt, compile.txt, autocompare.txt, bench.txt, bench.json and profile.txt. Each
-# step has its own time limit and the steps share one budget (TOTAL_SECONDS, default 450), so the script ends in
-# time whatever hangs. Without a GPU it writes "skipped" to summary.txt and exits 0.
+# Writes to that directory: summary.txt (one line per step: status, seconds), install.log, build.log, pytest.txt,
+# native.txt, eager.txt, compile.txt, autocompare.txt, bench.txt, bench.json, profile.txt, profile_train.txt.
+# Each step has its own time limit and the steps share one budget (TOTAL_SECONDS, default 450), so the script
+# ends in time whatever hangs. Without a GPU it writes "skipped" to summary.txt and exits 0.
 set -uo pipefail
 
 if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
@@ -68,13 +68,14 @@ step build 180 "$out/build.log" env DIPU_VENDOR=cuda "$python" -c \
     'import torch, dipu; x = torch.ones(3, device="dipu"); print(dipu.vendor().name, (x + x).cpu().tolist())'
 # 3. the GPU-relevant tests on the CUDA vendor (tests that cannot hold on one GPU skip with their reason).
 #    One line per test as it ends (-v), so a run cut at its limit still says what passed and what failed.
-#    $PYTEST_WORKERS test processes share the GPU (default 8) for at most $PYTEST_SECONDS (210); $PYTEST_TESTS
+#    $PYTEST_WORKERS test processes share the GPU (default 12) for at most $PYTEST_SECONDS (180); $PYTEST_TESTS
 #    overrides the files.
 tests="${PYTEST_TESTS:-tests/test_cuda_vendor.py tests/test_coexistence.py tests/test_errors.py tests/test_ops.py
-    tests/test_device.py tests/test_memory.py tests/test_streams.py tests/test_autograd.py tests/test_training.py}"
+    tests/test_device.py tests/test_memory.py tests/test_streams.py tests/test_autograd.py tests/test_training.py
+    tests/test_nn_ops.py tests/test_rng.py tests/test_autocompare.py tests/test_amp.py}"
 # shellcheck disable=SC2086  # $tests is a list of paths
-step pytest "${PYTEST_SECONDS:-210}" "$out/pytest.txt" env DIPU_VENDOR=cuda "$python" -m pytest -o addopts= -v -rfEs \
-    -p no:cacheprovider -n "${PYTEST_WORKERS:-8}" --dist loadfile $tests
+step pytest "${PYTEST_SECONDS:-180}" "$out/pytest.txt" env DIPU_VENDOR=cuda "$python" -m pytest -o addopts= -v -rfEs \
+    -p no:cacheprovider -n "${PYTEST_WORKERS:-12}" --dist loadfile $tests
 # 4. a process where dipu is installed but not asked for is native CUDA's own: its training runs backward.
 step native 60 "$out/native.txt" "$python" -c '
 import sys, torch
@@ -104,8 +105,10 @@ step autocompare 90 "$out/autocompare.txt" env DIPU_VENDOR=cuda DIPU_AUTOCOMPARE
     "$python" examples/train.py --model cnn --epochs 1
 # 7. native CUDA against dipu(cuda), each in its own processes.
 step bench 150 "$out/bench.txt" "$python" benchmarks/bench_gpu.py --quick --json "$out/bench.json"
-# 8. where a step of many short kernels spends its host time, op by op, native against dipu.
+# 8. where a step of many short kernels spends its host time, op by op, native against dipu: inference, then
+#    training (what the budget leaves).
 step profile 60 "$out/profile.txt" "$python" benchmarks/profile_step.py --case resnet18-infer-b1
+step profile-train 60 "$out/profile_train.txt" "$python" benchmarks/profile_step.py --case resnet50-train-b64
 
 note "gpu_check: $([ "$failed" -eq 0 ] && echo ok || echo 'FAILED (see above)') in $((SECONDS - started))s; results in $out"
 exit "$failed"
