@@ -129,6 +129,47 @@ def test_record_stream_defers_reuse_and_release_until_stream_event_completes(pyt
     assert python(code, env=MANUAL_EVENTS).stdout.strip() == "ok"
 
 
+def test_an_output_taking_aten_s_result_memory_counts_as_dipu_s_and_follows_its_stream_rules(python):
+    """Note [Taken results]: a convolution's output (torch op library in C++, ATen's functional result) holds
+    the result's own memory: counted while it lives, never cached, held past its streams' work."""
+    code = """
+        import torch, dipu
+        import torch.nn.functional as F
+
+        def state(ptr):
+            return [s["blocks"][0]["state"] for s in torch.dipu.memory_snapshot() if s["address"] == ptr]
+
+        x, w = torch.randn(2, 3, 17, 19), torch.randn(5, 3, 3, 3)
+        xd, wd = x.to("dipu"), w.to("dipu")
+        torch.dipu.empty_cache()
+        reserved, allocated = torch.dipu.memory_reserved(), torch.dipu.memory_allocated()
+        y = F.conv2d(xd, wd)
+        assert torch.equal(y.cpu(), F.conv2d(x, w))
+        size = y.untyped_storage().nbytes()  # 2*5*15*17 floats: not a multiple of dipu's 512-byte blocks
+        assert torch.dipu.memory_allocated() - allocated == size, "the output is not the result's own memory"
+        assert state(y.data_ptr()) == ["active_allocated"]
+        del y
+        # Not cached: it went back to the CPU's allocator, and only dipu's own block for the output stays.
+        assert torch.dipu.memory_allocated() == allocated
+        assert torch.dipu.memory_reserved() - reserved == (size + 511) // 512 * 512
+
+        side = torch.dipu.Stream()
+        side_handle = dipu._C.stream_handle(side.stream_id, 0)
+        y = F.conv2d(xd, wd)
+        ptr = y.data_ptr()
+        y.record_stream(side)
+        del y
+        torch.dipu.empty_cache()
+        assert state(ptr) == ["active_pending_free"], state(ptr)  # the side stream may still read it
+        assert dipu.vendor().advance(0, side_handle)
+        torch.dipu.empty_cache()
+        assert state(ptr) == [], state(ptr)
+        assert torch.dipu.memory_reserved() == torch.dipu.memory_allocated()
+        print("ok")
+    """
+    assert python(code, env=MANUAL_EVENTS).stdout.strip() == "ok"
+
+
 def test_device_from_pointer():
     x = torch.empty(100, device="dipu:1")
     assert dipu._C.device_from_pointer(x.data_ptr() + 8) == torch.device("dipu:1")

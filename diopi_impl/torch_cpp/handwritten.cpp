@@ -59,9 +59,9 @@ at::OptionalIntArrayRef dims(diopiSize_t dim) {
 }
 
 // diopi_impl/torch/_aten.py's write_results: each wanted output takes its result, resized where the shapes
-// differ.
-void write_result(diopiTensorHandle_t output, const at::Tensor& result) {
-  if (output == nullptr) return;
+// differ; an output the caller allocated for the call takes the result's memory where it can (tc::took).
+void write_result(diopiContextHandle_t ctx, diopiTensorHandle_t output, const at::Tensor& result) {
+  if (output == nullptr || tc::took(ctx, output, result)) return;
   at::Tensor& target = *reinterpret_cast<at::Tensor*>(output);
   if (target.sizes() != result.sizes()) target.resize_(result.sizes());
   tc::copy_into(tc::alias_of(target), result);
@@ -73,10 +73,11 @@ std::array<bool, 3> wanted(diopiTensorHandle_t a, diopiTensorHandle_t b, diopiTe
 }
 
 template <class Results>
-void write_results(diopiTensorHandle_t a, diopiTensorHandle_t b, diopiTensorHandle_t c, const Results& results) {
-  write_result(a, std::get<0>(results));
-  write_result(b, std::get<1>(results));
-  write_result(c, std::get<2>(results));
+void write_results(diopiContextHandle_t ctx, diopiTensorHandle_t a, diopiTensorHandle_t b, diopiTensorHandle_t c,
+                   const Results& results) {
+  write_result(ctx, a, std::get<0>(results));
+  write_result(ctx, b, std::get<1>(results));
+  write_result(ctx, c, std::get<2>(results));
 }
 
 // diopi_impl/torch/convolution.py's _bias_sizes: ATen needs the bias's shape exactly when it computes its
@@ -351,21 +352,21 @@ bool layer_norm_backward_direct(diopiTensorHandle_t grad_input, diopiTensorHandl
 
 }  // namespace
 
-DIPU_EXPORT diopiError_t diopiLayerNorm(diopiContextHandle_t, diopiTensorHandle_t out, diopiTensorHandle_t save_mean,
-                                        diopiTensorHandle_t save_invstd, diopiConstTensorHandle_t input,
-                                        diopiConstTensorHandle_t weight, diopiConstTensorHandle_t bias,
-                                        diopiSize_t normalized_shape, double eps) {
+DIPU_EXPORT diopiError_t diopiLayerNorm(diopiContextHandle_t ctx, diopiTensorHandle_t out,
+                                        diopiTensorHandle_t save_mean, diopiTensorHandle_t save_invstd,
+                                        diopiConstTensorHandle_t input, diopiConstTensorHandle_t weight,
+                                        diopiConstTensorHandle_t bias, diopiSize_t normalized_shape, double eps) {
   return tc::guarded([&] {
     if (layer_norm_direct(out, save_mean, save_invstd, input, weight, bias, normalized_shape, eps)) return;
     const auto results = at::_ops::native_layer_norm::call(tc::alias_of(input), tc::sym_sizes(normalized_shape),
                                                            tc::optional_alias(weight), tc::optional_alias(bias), eps);
-    write_result(out, std::get<0>(results));
-    write_result(save_mean, std::get<1>(results));
-    write_result(save_invstd, std::get<2>(results));
+    write_result(ctx, out, std::get<0>(results));
+    write_result(ctx, save_mean, std::get<1>(results));
+    write_result(ctx, save_invstd, std::get<2>(results));
   });
 }
 
-DIPU_EXPORT diopiError_t diopiLayerNormBackward(diopiContextHandle_t, diopiTensorHandle_t grad_input,
+DIPU_EXPORT diopiError_t diopiLayerNormBackward(diopiContextHandle_t ctx, diopiTensorHandle_t grad_input,
                                                 diopiTensorHandle_t grad_weight, diopiTensorHandle_t grad_bias,
                                                 diopiConstTensorHandle_t grad_output, diopiConstTensorHandle_t input,
                                                 diopiConstTensorHandle_t weight, diopiConstTensorHandle_t bias,
@@ -379,9 +380,9 @@ DIPU_EXPORT diopiError_t diopiLayerNormBackward(diopiContextHandle_t, diopiTenso
     const auto results = at::_ops::native_layer_norm_backward::call(
         tc::alias_of(grad_output), tc::alias_of(input), tc::sym_sizes(normalized_shape), tc::alias_of(mean),
         tc::alias_of(rstd), tc::optional_alias(weight), tc::optional_alias(bias), mask);
-    write_result(grad_input, std::get<0>(results));
-    write_result(grad_weight, std::get<1>(results));
-    write_result(grad_bias, std::get<2>(results));
+    write_result(ctx, grad_input, std::get<0>(results));
+    write_result(ctx, grad_weight, std::get<1>(results));
+    write_result(ctx, grad_bias, std::get<2>(results));
   });
 }
 
@@ -408,7 +409,7 @@ DIPU_EXPORT diopiError_t diopiAbs(diopiContextHandle_t, diopiTensorHandle_t out,
 
 // ---- diopi_impl/torch/convolution.py ----
 
-DIPU_EXPORT diopiError_t diopiConvolution2d(diopiContextHandle_t, diopiTensorHandle_t out,
+DIPU_EXPORT diopiError_t diopiConvolution2d(diopiContextHandle_t ctx, diopiTensorHandle_t out,
                                             diopiConstTensorHandle_t input, diopiConstTensorHandle_t weight,
                                             diopiConstTensorHandle_t bias, diopiSize_t stride, diopiSize_t padding,
                                             diopiSize_t dilation, int64_t groups) {
@@ -417,12 +418,13 @@ DIPU_EXPORT diopiError_t diopiConvolution2d(diopiContextHandle_t, diopiTensorHan
     const std::optional<at::Tensor> b = tc::optional_alias(bias);
     at::Tensor o = tc::alias_of(out);
     if (cudnn_convolution_into(o, x, w, b, stride, padding, dilation, groups)) return;
-    tc::copy_into(o, at::_ops::convolution::call(x, w, b, tc::sym_sizes(stride), tc::sym_sizes(padding),
-                                                 tc::sym_sizes(dilation), false, zeros(x.dim() - 2), groups));
+    write_result(ctx, out,
+                 at::_ops::convolution::call(x, w, b, tc::sym_sizes(stride), tc::sym_sizes(padding),
+                                             tc::sym_sizes(dilation), false, zeros(x.dim() - 2), groups));
   });
 }
 
-DIPU_EXPORT diopiError_t diopiConvolution2dBackward(diopiContextHandle_t, diopiTensorHandle_t grad_input,
+DIPU_EXPORT diopiError_t diopiConvolution2dBackward(diopiContextHandle_t ctx, diopiTensorHandle_t grad_input,
                                                     diopiTensorHandle_t grad_weight, diopiTensorHandle_t grad_bias,
                                                     diopiConstTensorHandle_t grad_output,
                                                     diopiConstTensorHandle_t input, diopiConstTensorHandle_t weight,
@@ -432,7 +434,7 @@ DIPU_EXPORT diopiError_t diopiConvolution2dBackward(diopiContextHandle_t, diopiT
     const at::Tensor x = tc::alias_of(input), w = tc::alias_of(weight);
     std::array<c10::SymInt, 1> channels{w.size(0)};
     const auto no_padding = zeros(x.dim() - 2);
-    write_results(grad_input, grad_weight, grad_bias,
+    write_results(ctx, grad_input, grad_weight, grad_bias,
                   at::_ops::convolution_backward::call(
                       tc::alias_of(grad_output), x, w, bias_sizes(given_bias_sizes, grad_bias, channels),
                       tc::sym_sizes(stride), tc::sym_sizes(padding), tc::sym_sizes(dilation), false, no_padding, groups,
@@ -452,7 +454,7 @@ DIPU_EXPORT diopiError_t diopiConvTranspose2d(diopiContextHandle_t, diopiTensorH
   });
 }
 
-DIPU_EXPORT diopiError_t diopiConvTranspose2dBackward(diopiContextHandle_t, diopiTensorHandle_t grad_input,
+DIPU_EXPORT diopiError_t diopiConvTranspose2dBackward(diopiContextHandle_t ctx, diopiTensorHandle_t grad_input,
                                                       diopiTensorHandle_t grad_weight, diopiTensorHandle_t grad_bias,
                                                       diopiConstTensorHandle_t grad_output,
                                                       diopiConstTensorHandle_t input, diopiConstTensorHandle_t weight,
@@ -462,7 +464,7 @@ DIPU_EXPORT diopiError_t diopiConvTranspose2dBackward(diopiContextHandle_t, diop
   return tc::guarded([&] {
     const at::Tensor w = tc::alias_of(weight);
     std::array<c10::SymInt, 1> channels{w.size(1) * groups};
-    write_results(grad_input, grad_weight, grad_bias,
+    write_results(ctx, grad_input, grad_weight, grad_bias,
                   at::_ops::convolution_backward::call(tc::alias_of(grad_output), tc::alias_of(input), w,
                                                        bias_sizes(given_bias_sizes, grad_bias, channels),
                                                        tc::sym_sizes(stride), tc::sym_sizes(padding),
@@ -490,11 +492,11 @@ DIPU_EXPORT diopiError_t diopiAdaptiveAvgPool2d(diopiContextHandle_t, diopiTenso
 
 // ---- diopi_impl/torch/normalization.py ----
 
-DIPU_EXPORT diopiError_t diopiBatchNorm(diopiContextHandle_t, diopiTensorHandle_t out, diopiTensorHandle_t save_mean,
-                                        diopiTensorHandle_t save_invstd, diopiConstTensorHandle_t input,
-                                        diopiConstTensorHandle_t weight, diopiConstTensorHandle_t bias,
-                                        diopiTensorHandle_t running_mean, diopiTensorHandle_t running_var,
-                                        bool training, double momentum, double eps) {
+DIPU_EXPORT diopiError_t diopiBatchNorm(diopiContextHandle_t ctx, diopiTensorHandle_t out,
+                                        diopiTensorHandle_t save_mean, diopiTensorHandle_t save_invstd,
+                                        diopiConstTensorHandle_t input, diopiConstTensorHandle_t weight,
+                                        diopiConstTensorHandle_t bias, diopiTensorHandle_t running_mean,
+                                        diopiTensorHandle_t running_var, bool training, double momentum, double eps) {
   return tc::guarded([&] {
     const at::Tensor x = tc::alias_of(input);
     const std::optional<at::Tensor> w = tc::optional_alias(weight), b = tc::optional_alias(bias),
@@ -512,15 +514,15 @@ DIPU_EXPORT diopiError_t diopiBatchNorm(diopiContextHandle_t, diopiTensorHandle_
       return;
     }
     const auto results = at::_ops::native_batch_norm::call(x, w, b, rm, rv, training, momentum, eps);
-    write_result(out, std::get<0>(results));
+    write_result(ctx, out, std::get<0>(results));
     if (training) {  // evaluation saves no statistics, whatever ATen's CPU kernel hands back
-      write_result(save_mean, std::get<1>(results));
-      write_result(save_invstd, std::get<2>(results));
+      write_result(ctx, save_mean, std::get<1>(results));
+      write_result(ctx, save_invstd, std::get<2>(results));
     }
   });
 }
 
-DIPU_EXPORT diopiError_t diopiBatchNormBackward(diopiContextHandle_t, diopiTensorHandle_t grad_input,
+DIPU_EXPORT diopiError_t diopiBatchNormBackward(diopiContextHandle_t ctx, diopiTensorHandle_t grad_input,
                                                 diopiTensorHandle_t grad_weight, diopiTensorHandle_t grad_bias,
                                                 diopiConstTensorHandle_t grad_output, diopiConstTensorHandle_t input,
                                                 diopiConstTensorHandle_t weight, diopiConstTensorHandle_t running_mean,
@@ -528,7 +530,7 @@ DIPU_EXPORT diopiError_t diopiBatchNormBackward(diopiContextHandle_t, diopiTenso
                                                 diopiConstTensorHandle_t save_mean,
                                                 diopiConstTensorHandle_t save_invstd, bool training, double eps) {
   return tc::guarded([&] {
-    write_results(grad_input, grad_weight, grad_bias,
+    write_results(ctx, grad_input, grad_weight, grad_bias,
                   at::_ops::native_batch_norm_backward::call(
                       tc::alias_of(grad_output), tc::alias_of(input), tc::optional_alias(weight),
                       tc::optional_alias(running_mean), tc::optional_alias(running_var), tc::optional_alias(save_mean),

@@ -177,6 +177,14 @@ inline void copy_into(const at::Tensor& dst, const at::Tensor& src) {
   dst.copy_(src);
 }
 
+// Whether the output `out` took the memory of `result` (ATen's new tensor) instead of a copy: where the caller
+// allocated out for this call alone and result is laid out as it (dipuTakeResult, Note [Taken results] in
+// dipu/csrc/allocator.cpp). Takes nothing from a runtime without the function.
+inline bool took(diopiContextHandle_t ctx, diopiTensorHandle_t out, const at::Tensor& result) {
+  return dipuTakeResult != nullptr && ctx != nullptr && out != nullptr &&
+         dipuTakeResult(ctx, out, reinterpret_cast<diopiConstTensorHandle_t>(&result)) == diopiSuccess;
+}
+
 // Note [Outputs a function allocates] in dipu/diopi/context.py: a new contiguous dipu tensor from the call's
 // context holding ATen's result, stored in *slot (the Python library's require_copy).
 inline void require_copy(diopiContextHandle_t ctx, diopiTensorHandle_t* slot, const at::Tensor& result) {

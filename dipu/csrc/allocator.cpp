@@ -36,6 +36,18 @@
 // activation took 2 MiB), with 512 B steps it is what they hold. A cached block serves a request
 // up to 25% smaller than itself (pop_free), so sizes that vary a little still reuse the cache.
 //
+// Note [Taken results]
+// A kernel of the torch op library that can only call a functional ATen op (cuDNN's convolution backward,
+// mkldnn's convolution, batch norm's backward) gets its result in memory the native device's allocator
+// handed out; copying it into the output dipu allocated costs a pass over the memory and, on a GPU, a
+// kernel launch. Instead the output may take the result's memory (dipuTakeResult in diopi_rt.cpp, for an
+// output the wrapper allocated for that call alone): `take` makes a block of it, which keeps the
+// result's storage alive and counts in every statistic as memory dipu allocated (its own segment, of the
+// result's exact size). It follows a block's stream rules (record_stream holds it until those streams
+// are done) and then goes back to the allocator it came from, never into dipu's cache. A take that would
+// pass the memory cap is refused (the library copies). The vendor never sees this memory: a simulated
+// device's capacity does not count it.
+//
 // Note [Memory fraction]
 // set_per_process_memory_fraction caps what this process may reserve from the
 // vendor on a device. A request that would pass the cap first releases the
@@ -105,6 +117,8 @@ struct Block {
   // the cache allocate no heap memory of their own.
   FreeSet::node_type free_node;
   ActiveMap::node_type active_node;
+  // Note [Taken results]: the native storage whose memory this block is; empty for the vendor's memory.
+  c10::Storage taken;
 };
 
 bool FreeOrder::operator()(const Block* a, const Block* b) const {
@@ -208,6 +222,30 @@ class DipuAllocator final : public AllocatorBase {
 
   c10::DeleterFnPtr raw_deleter() const override { return &delete_block; }
 
+  // Note [Taken results]: a DataPtr of dipu:device over `native`'s memory, counted as dipu's; empty if the
+  // memory cap refuses it.
+  c10::DataPtr take(const c10::Storage& native, c10::DeviceIndex device) {
+    const size_t size = native.nbytes();
+    if (over_limit(device, size)) return {};
+    c10::Device dev(kDipu, device);
+    Context context = gather(kState);
+    auto* block = new Block{device, current_stream(device).id(), size, native.mutable_data(), {}};
+    block->taken = native;
+    block->segment_context = context;
+    Usage usage;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto& s = pools_[device].stats;
+      increase(s.reserved_bytes, size, static_cast<int64_t>(size));
+      increase(s.segment, size, 1);
+      record(device, Action::kSegmentAlloc, addr(block->ptr), size, block->stream, gather_for_trace(context));
+      mark_active(block);
+      hand_out(block, size, context, usage);
+    }
+    report_to_profiler(block->ptr, static_cast<int64_t>(size), usage, dev);
+    return {block->ptr, block, &delete_block, dev};
+  }
+
   void copy_data(void* dest, const void* src, std::size_t count) const override {
     c10::Device dev(kDipu, current_device());
     copy_bytes(dest, dev, src, dev, count);
@@ -236,7 +274,7 @@ class DipuAllocator final : public AllocatorBase {
       block->context.reset();
       usage = usage_of(s);
       uses.swap(block->other_uses);
-      if (uses.empty() && caching_) {
+      if (uses.empty() && caching_ && !block->taken) {
         record(device, Action::kFreeCompleted, addr(ptr), size, block->stream, context);
         to_free_pool(block);
         block = nullptr;  // no longer this thread's
@@ -247,7 +285,15 @@ class DipuAllocator final : public AllocatorBase {
     if (g_shutdown.load() || !g_initialized.load()) return;
     report_to_profiler(ptr, -static_cast<int64_t>(size), usage, c10::Device(kDipu, device));
     if (!block) return;
-    if (!caching_) {
+    if (block->taken && (uses.empty() || !caching_)) {  // uncached memory is freed at once, as below
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        record(device, Action::kFreeCompleted, addr(ptr), size, block->stream, context);
+      }
+      give_back({block});
+      return;
+    }
+    if (!caching_ && !block->taken) {
       {
         std::lock_guard<std::mutex> lock(mutex_);
         record(device, Action::kFreeCompleted, addr(ptr), size, block->stream, context);
@@ -575,13 +621,38 @@ class DipuAllocator final : public AllocatorBase {
       for (auto& [ev, dev] : p.events) runtime().destroy_event(dev, ev);
       done.push_back(p.block);
     }
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto& pool = pools_[device];
-    for (Block* b : done) {
-      record(device, Action::kFreeCompleted, addr(b->ptr), b->size, b->stream, nullptr);
-      to_free_pool(b);
+    std::vector<Block*> taken;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto& pool = pools_[device];
+      for (Block* b : done) {
+        record(device, Action::kFreeCompleted, addr(b->ptr), b->size, b->stream, nullptr);
+        if (b->taken)
+          taken.push_back(b);
+        else
+          to_free_pool(b);
+      }
+      for (auto& p : still) pool.pending.push_back(std::move(p));
     }
-    for (auto& p : still) pool.pending.push_back(std::move(p));
+    give_back(taken);
+  }
+
+  // Taken blocks (Note [Taken results]) no longer used: their memory goes back to the allocator it came from
+  // (the storage is released outside mutex_).
+  void give_back(const std::vector<Block*>& blocks) {
+    if (blocks.empty()) return;
+    std::vector<c10::Storage> storages;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (Block* b : blocks) {
+        auto& s = pools_[b->device].stats;
+        decrease(s.reserved_bytes, b->size, static_cast<int64_t>(b->size));
+        decrease(s.segment, b->size, 1);
+        record(b->device, Action::kSegmentFree, addr(b->ptr), b->size, b->stream, nullptr);
+        storages.push_back(std::move(b->taken));
+        delete b;
+      }
+    }
   }
 
   std::mutex mutex_;
@@ -674,6 +745,9 @@ void resize_storage_bytes(const c10::Storage& storage, size_t newsize) {
   if (keep > 0) copy_bytes(data.get(), data.device(), storage.data(), storage.device(), keep);
   storage.unsafeGetStorageImpl()->set_data_ptr_noswap(std::move(data));
   storage.unsafeGetStorageImpl()->set_nbytes(newsize);
+}
+c10::DataPtr take_memory(const c10::Storage& native, c10::DeviceIndex device) {
+  return g_allocator.take(native, device);
 }
 void empty_cache() { g_allocator.empty_cache(); }
 DeviceStats device_stats(c10::DeviceIndex index) {

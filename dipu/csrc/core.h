@@ -60,6 +60,9 @@ c10::Allocator* device_allocator();
 void resize_storage_bytes(const c10::Storage& storage, size_t newsize);
 void allocator_init(int device_count, bool caching);
 void empty_cache();
+// A DataPtr of dipu:device over the memory of `native` (a storage of the alias device), counted as dipu's
+// allocation while it lives; empty where the memory cap refuses it. Note [Taken results] in allocator.cpp.
+c10::DataPtr take_memory(const c10::Storage& native, c10::DeviceIndex device);
 DeviceStats device_stats(c10::DeviceIndex index);
 void reset_peak_stats(c10::DeviceIndex index);
 void reset_accumulated_stats(c10::DeviceIndex index);

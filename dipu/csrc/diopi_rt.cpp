@@ -28,6 +28,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <memory>
 #include <mutex>
 
@@ -322,6 +323,46 @@ diopiError_t dipuGetNativeGenerator(diopiConstGeneratorHandle_t th, diopiGenerat
     const at::Generator& owner = dipu::native_generator(*reinterpret_cast<const at::Generator*>(th));
     *native = reinterpret_cast<diopiGeneratorHandle_t>(const_cast<at::Generator*>(&owner));
   });
+}
+
+// dipu's own runtime function (Note [Taken results] in allocator.cpp): `out`, an output the caller allocated
+// for this call alone (Context::fresh), takes the memory of `result`, a tensor of the native alias device laid
+// out exactly as out, whose memory nothing else refers to; out's own block goes back to the cache. Anything
+// else (another output, another layout or dtype or device, memory a view or an alias of dipu memory, the memory
+// cap) answers diopiErrorOccurred and changes nothing: the library then copies.
+namespace {
+bool takes(const dipu::diopi::Context& ctx, at::Tensor& out, const at::Tensor& result) {
+  const bool fresh = std::find(ctx.fresh.begin(), ctx.fresh.end(), &out) != ctx.fresh.end();
+  if (!fresh || !out.defined() || !result.defined() || !dipu::vendor().has_alias) return false;
+  const c10::DeviceType alias = dipu::vendor().alias_type;
+  const c10::Device native(alias, alias == c10::DeviceType::CPU ? -1 : ctx.device);
+  const c10::Storage& mine = out.storage();
+  const c10::Storage& theirs = result.storage();
+  if (out.device() != c10::Device(c10::DeviceType::PrivateUse1, ctx.device) || result.device() != native ||
+      out.use_count() != 1 || mine.use_count() != 1 || out.storage_offset() != 0 ||
+      mine.data_ptr().get_deleter() != dipu::device_allocator()->raw_deleter())
+    return false;
+  // The result's memory is its own: not a view, not shared, not an alias over dipu memory (whose DataPtr owns
+  // nothing, so has no deleter).
+  if (result.use_count() != 1 || theirs.use_count() != 1 || result.storage_offset() != 0 ||
+      theirs.data_ptr().get_deleter() == nullptr || theirs.nbytes() < mine.nbytes())
+    return false;
+  if (result.scalar_type() != out.scalar_type() || result.sizes() != out.sizes() || result.strides() != out.strides() ||
+      result.is_conj() != out.is_conj() || result.is_neg() != out.is_neg() || result.layout() != at::kStrided)
+    return false;
+  c10::DataPtr memory = dipu::take_memory(theirs, ctx.device);
+  if (!memory) return false;
+  mine.unsafeGetStorageImpl()->set_data_ptr_noswap(std::move(memory));
+  return true;
+}
+}  // namespace
+
+diopiError_t dipuTakeResult(diopiContextHandle_t ctx, diopiTensorHandle_t out, diopiConstTensorHandle_t result) {
+  if (!ctx || !out || !result) return diopiErrorOccurred;
+  bool taken = false;
+  const diopiError_t status =
+      dipu::diopi::guarded([&] { taken = takes(context(ctx), dipu::diopi::tensor(out), dipu::diopi::tensor(result)); });
+  return status == diopiSuccess && taken ? diopiSuccess : diopiErrorOccurred;
 }
 
 // A library's named range shows in torch.profiler as a user-scope record function (on the CPU

@@ -9,6 +9,7 @@
 #include <ATen/ATen.h>
 #include <c10/core/Stream.h>
 
+#include <array>
 #include <list>
 #include <string>
 #include <vector>
@@ -30,6 +31,9 @@ struct Context {
   std::list<at::Tensor> required;
   // Tensors the runtime handed out that are not the caller's (generator states).
   std::list<at::Tensor> held;
+  // The outputs the caller allocated for this call alone, which may take a result's memory (dipuTakeResult,
+  // Note [Taken results] in allocator.cpp); null slots are unused.
+  std::array<const at::Tensor*, 3> fresh{};
 };
 
 inline diopiContextHandle_t handle(Context& ctx) { return reinterpret_cast<diopiContextHandle_t>(&ctx); }

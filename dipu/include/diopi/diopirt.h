@@ -198,6 +198,14 @@ extern DIOPI_RT_API DIOPI_ATTR_WEAK diopiError_t diopiGeneratorSetSeedAndOffset(
 extern DIOPI_RT_API DIOPI_ATTR_WEAK diopiError_t dipuGetNativeGenerator(diopiConstGeneratorHandle_t th,
                                                                         diopiGeneratorHandle_t* native);
 
+/* dipu's own addition, not DIOPI's: out, an output the caller allocated for this call alone, takes over the
+   memory of result, a tensor of the native alias device that the library computed and holds alone, laid out as
+   out (same dtype, sizes and strides); out's own memory is freed. So a library that can only get a functional
+   result (a new tensor) needs no copy. Anything else answers diopiErrorOccurred and changes nothing; the
+   library then copies. For libraries computing on native aliases (dipu's C++ torch library). */
+extern DIOPI_RT_API DIOPI_ATTR_WEAK diopiError_t dipuTakeResult(diopiContextHandle_t ctx, diopiTensorHandle_t out,
+                                                                diopiConstTensorHandle_t result);
+
 /* ---- profiling: a named range of the library's own work, from Start to End ---------------------- */
 extern DIOPI_RT_API DIOPI_ATTR_WEAK diopiError_t diopiRecordStart(const char* record_name, void** record);
 extern DIOPI_RT_API DIOPI_ATTR_WEAK diopiError_t diopiRecordEnd(void** record);

@@ -86,6 +86,7 @@ at::Tensor dipu_convolution(const at::Tensor& input, const at::Tensor& weight, c
   DeviceScope scope(d);
   at::Tensor out = empty_in(shape, input.scalar_type(), convolution_layout(input, weight));
   diopi::Context ctx(d);
+  ctx.fresh = {&out};  // Note [Taken results] in dipu/csrc/allocator.cpp
   const diopiError_t status = reinterpret_cast<convolution_fn>(kern.function)(
       diopi::handle(ctx), c_out(out), c_in(input), c_in(weight), c_in(bias), c_sizes(stride), c_sizes(padding),
       c_sizes(dilation), c_integer(groups));
@@ -123,6 +124,7 @@ Three dipu_convolution_backward(const at::Tensor& grad_output, const at::Tensor&
   at::Tensor grad_bias = output_mask[2] ? empty({channels}, weight.scalar_type()) : at::Tensor();
   diopiSize_t bias_sizes{&channels, 1};  // DIOPI's sign that the forward had a bias
   diopi::Context ctx(d);
+  ctx.fresh = {&grad_input, &grad_weight, &grad_bias};  // Note [Taken results] in dipu/csrc/allocator.cpp
   const diopiError_t status = reinterpret_cast<convolution_backward_fn>(kern.function)(
       diopi::handle(ctx), c_out(grad_input), c_out(grad_weight), c_out(grad_bias), c_in(grad_output), c_in(input),
       c_in(weight), output_mask[2] ? &bias_sizes : nullptr, c_sizes(stride), c_sizes(padding), c_sizes(dilation),
@@ -164,6 +166,7 @@ Three dipu_batch_norm(const at::Tensor& input, const std::optional<at::Tensor>& 
   at::Tensor out = empty_in(input.sizes(), input.scalar_type(), layout_of(input));
   at::Tensor save_mean = empty({channels}, saved), save_invstd = empty({channels}, saved);
   diopi::Context ctx(d);
+  ctx.fresh = {&out, &save_mean, &save_invstd};  // Note [Taken results] in dipu/csrc/allocator.cpp
   const diopiError_t status = reinterpret_cast<batch_norm_fn>(kern.function)(
       diopi::handle(ctx), c_out(out), c_out(save_mean), c_out(save_invstd), c_in(input), c_in(weight), c_in(bias),
       c_written(running_mean), c_written(running_var), training, momentum, eps);
@@ -203,6 +206,7 @@ Three dipu_batch_norm_backward(const at::Tensor& grad_out, const at::Tensor& inp
   at::Tensor grad_weight = output_mask[1] ? empty(weight->sizes(), weight->scalar_type()) : at::Tensor();
   at::Tensor grad_bias = output_mask[2] ? empty(weight->sizes(), weight->scalar_type()) : at::Tensor();
   diopi::Context ctx(d);
+  ctx.fresh = {&grad_input, &grad_weight, &grad_bias};  // Note [Taken results] in dipu/csrc/allocator.cpp
   const diopiError_t status = reinterpret_cast<batch_norm_backward_fn>(kern.function)(
       diopi::handle(ctx), c_out(grad_input), c_out(grad_weight), c_out(grad_bias), c_in(grad_out), c_in(input),
       c_in(weight), c_in(running_mean), c_in(running_var), c_in(save_mean), c_in(save_invstd), train, eps);
