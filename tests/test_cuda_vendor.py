@@ -54,31 +54,42 @@ def test_kernels_launch_on_the_selected_dipu_stream(python):
 
 
 @needs_gpu
-def test_convolution_and_eval_batch_norm_write_cudnn_results_into_the_output(python):
-    # Note [cuDNN into the output on CUDA] in diopi_impl/torch_cpp/handwritten.cpp: native CUDA's numbers,
-    # from cuDNN's out= kernels, with no copy of a functional result.
+def test_convolution_and_batch_norm_write_their_results_into_the_outputs_without_copies(python):
+    # Note [cuDNN into the output on CUDA] in diopi_impl/torch_cpp/handwritten.cpp (forward, evaluation batch
+    # norm) and Note [Taken results] in dipu/csrc/allocator.cpp (the backwards): native CUDA's numbers, and no
+    # copy of a functional result anywhere.
     python("""
         import copy, torch
         from torch.profiler import ProfilerActivity, profile
         torch.backends.cudnn.allow_tf32 = False
         torch.manual_seed(0)
         conv = torch.nn.Conv2d(8, 16, 3, padding=1).cuda()
-        bn = torch.nn.BatchNorm2d(16).cuda().eval()
+        bn = torch.nn.BatchNorm2d(16).cuda()
         bn.running_mean.uniform_(-1, 1)
         bn.running_var.uniform_(0.5, 2)
         for layout in (torch.contiguous_format, torch.channels_last):
             x = torch.randn(2, 8, 16, 16, device="cuda").to(memory_format=layout)
-            model = torch.nn.Sequential(copy.deepcopy(conv), copy.deepcopy(bn)).to(memory_format=layout)
-            with torch.no_grad():
-                expected = model(x)
-                on_dipu = model.to("dipu")
+            native = torch.nn.Sequential(copy.deepcopy(conv), copy.deepcopy(bn)).to(memory_format=layout)
+            on_dipu = copy.deepcopy(native).to("dipu")
+            for training in (False, True):
+                native.train(training)
+                on_dipu.train(training)
+                xn, xd = x.clone().requires_grad_(), x.to("dipu").requires_grad_()
+                expected = native(xn)
+                expected.square().sum().backward()
                 with profile(activities=[ProfilerActivity.CPU]) as prof:
-                    got = on_dipu(x.to("dipu"))
-            names = {e.key for e in prof.key_averages()}
-            assert {"aten::cudnn_convolution", "aten::cudnn_batch_norm"} <= names, sorted(names)
-            assert "aten::copy_" not in names, sorted(names)
-            assert got.is_contiguous(memory_format=layout)
-            torch.testing.assert_close(got.cpu(), expected.cpu(), rtol=1e-5, atol=1e-5)
+                    got = on_dipu(xd)
+                    got.square().sum().backward()
+                names = {e.key for e in prof.key_averages()}
+                assert "aten::cudnn_convolution" in names, sorted(names)
+                assert training or "aten::cudnn_batch_norm" in names, sorted(names)
+                assert "aten::copy_" not in names, (training, sorted(names))
+                assert got.is_contiguous(memory_format=layout)
+                torch.testing.assert_close(got.cpu(), expected.cpu(), rtol=1e-5, atol=1e-5)
+                torch.testing.assert_close(xd.grad.cpu(), xn.grad.cpu(), rtol=1e-4, atol=1e-4)
+                for a, b in zip(on_dipu.parameters(), native.parameters()):
+                    torch.testing.assert_close(a.grad.cpu(), b.grad.cpu(), rtol=1e-4, atol=1e-4)
+                    a.grad = b.grad = None
     """, env=CUDA)
 
 
