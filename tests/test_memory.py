@@ -165,6 +165,10 @@ def test_an_output_taking_aten_s_result_memory_counts_as_dipu_s_and_follows_its_
         torch.dipu.empty_cache()
         assert state(ptr) == [], state(ptr)
         assert torch.dipu.memory_reserved() == torch.dipu.memory_allocated()
+        # Empty results hold no memory to take: outputs of a batch of none, two alive at once.
+        empty = [F.conv2d(torch.randn(0, 3, 8, 8, device="dipu"), wd) for _ in range(2)]
+        assert [tuple(e.shape) for e in empty] == [(0, 5, 6, 6)] * 2
+        del empty
         print("ok")
     """
     assert python(code, env=MANUAL_EVENTS).stdout.strip() == "ok"

@@ -223,10 +223,10 @@ class DipuAllocator final : public AllocatorBase {
   c10::DeleterFnPtr raw_deleter() const override { return &delete_block; }
 
   // Note [Taken results]: a DataPtr of dipu:device over `native`'s memory, counted as dipu's; empty if the
-  // memory cap refuses it.
+  // memory cap refuses it, or there is no memory to take (blocks are keyed by their address).
   c10::DataPtr take(const c10::Storage& native, c10::DeviceIndex device) {
     const size_t size = native.nbytes();
-    if (over_limit(device, size)) return {};
+    if (size == 0 || native.data() == nullptr || over_limit(device, size)) return {};
     c10::Device dev(kDipu, device);
     Context context = gather(kState);
     auto* block = new Block{device, current_stream(device).id(), size, native.mutable_data(), {}};
