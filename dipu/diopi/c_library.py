@@ -143,8 +143,8 @@ def _on_the_device(function: Function, device: int, args: tuple, checks) -> tupl
         if value is None:
             continue
         for k, t in enumerate(value if is_list else (value,)):
-            place = t.device
-            if place.type == "dipu" and place.index == device:
+            place = getattr(t, "device", None)  # None: an optional list element left out (the frame checks the rest)
+            if place is None or (place.type == "dipu" and place.index == device):
                 continue
             if not written and place.type == "cpu" and t.dim() == 0:
                 copied = copied or list(args)
