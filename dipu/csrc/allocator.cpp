@@ -293,7 +293,7 @@ class DipuAllocator final : public AllocatorBase {
       give_back({block});
       return;
     }
-    if (!caching_ && !block->taken) {
+    if (!caching_) {
       {
         std::lock_guard<std::mutex> lock(mutex_);
         record(device, Action::kFreeCompleted, addr(ptr), size, block->stream, context);
