@@ -51,6 +51,29 @@ def test_dump_levels_follow_the_variable_at_run_time():
     assert sections["0"] == ""
 
 
+def test_dump_follows_every_way_os_environ_changes_the_variable():
+    """The C++ wrappers hear of DIPU_DUMP_OP_ARGS through os.environ (Note [Hooks cost nothing unless asked
+    for]): each of its mutating methods turns dumps on or off for the next op."""
+    out = run("""
+        import os, torch, dipu
+        a = torch.ones(4, device="dipu")
+        changes = [("update", lambda: os.environ.update(DIPU_DUMP_OP_ARGS="1")),
+                   ("pop", lambda: os.environ.pop("DIPU_DUMP_OP_ARGS")),
+                   ("setdefault", lambda: os.environ.setdefault("DIPU_DUMP_OP_ARGS", "1")),
+                   ("set 0", lambda: os.environ.__setitem__("DIPU_DUMP_OP_ARGS", "0")),
+                   ("set 1", lambda: os.environ.__setitem__("DIPU_DUMP_OP_ARGS", "1")),
+                   ("del", lambda: os.environ.__delitem__("DIPU_DUMP_OP_ARGS"))]
+        for name, change in changes:
+            change()
+            print(f"== {name}")
+            a + a
+    """).stdout
+    sections = dict(re.findall(r"== (.+?)\n(.*?)(?=== |\Z)", out, re.S))
+    dumped = {name: "add.Tensor" in text for name, text in sections.items()}
+    assert dumped == {"update": True, "pop": False, "setdefault": True, "set 0": False, "set 1": True,
+                      "del": False}
+
+
 def test_dump_shows_every_result_of_a_functional_op():
     out = run("""
         import torch, dipu

@@ -52,9 +52,10 @@ inline c10::DeviceIndex current_device() {
 // also the device check, as the Python library's alias is: a 0-dim CPU tensor (a wrapped Python number, a CPU
 // step count) passes through, as ATen lets it beside any device; a tensor on another device is refused with
 // torch's message.
-inline at::Tensor alias_of(const at::Tensor& t) {
+// The generated functions read the call's device once and pass it (`device`): reading it costs a virtual call
+// into the core, a tenth of a tiny op's overhead when done for each argument.
+inline at::Tensor alias_of(const at::Tensor& t, c10::DeviceIndex index) {
   if (!t.defined()) return t;
-  const c10::DeviceIndex index = current_device();
   if (t.device().type() != c10::DeviceType::PrivateUse1 || t.device().index() != index) {
     if (t.device().is_cpu() && t.dim() == 0) return t;
     throw DeviceMismatch(c10::str("Expected all tensors to be on the same device, but found at least two devices, ",
@@ -62,27 +63,39 @@ inline at::Tensor alias_of(const at::Tensor& t) {
   }
   return diopi_aliases::call_alias(t, c10::Device(g_alias_type, g_alias_type == c10::DeviceType::CPU ? -1 : index));
 }
+inline at::Tensor alias_of(const at::Tensor& t) { return alias_of(t, current_device()); }
 // A list-taking function's argument: a CPU tensor of any size passes (the Tensor of scalars of
 // _foreach_addcmul_, a step count), as alias_tensors lets it in Python.
-inline at::Tensor alias_or_cpu(diopiConstTensorHandle_t h) {
+inline at::Tensor alias_or_cpu(diopiConstTensorHandle_t h, c10::DeviceIndex device) {
   if (h == nullptr) return at::Tensor();
   const at::Tensor& t = tensor(h);
-  return t.device().is_cpu() ? t : alias_of(t);
+  return t.device().is_cpu() ? t : alias_of(t, device);
 }
-inline at::Tensor alias_of(diopiConstTensorHandle_t h) { return h == nullptr ? at::Tensor() : alias_of(tensor(h)); }
+inline at::Tensor alias_or_cpu(diopiConstTensorHandle_t h) { return alias_or_cpu(h, current_device()); }
+inline at::Tensor alias_of(diopiConstTensorHandle_t h, c10::DeviceIndex device) {
+  return h == nullptr ? at::Tensor() : alias_of(tensor(h), device);
+}
+inline at::Tensor alias_of(diopiConstTensorHandle_t h) { return alias_of(h, current_device()); }
+inline std::optional<at::Tensor> optional_alias(diopiConstTensorHandle_t h, c10::DeviceIndex device) {
+  return h == nullptr ? std::nullopt : std::optional<at::Tensor>(alias_of(tensor(h), device));
+}
 inline std::optional<at::Tensor> optional_alias(diopiConstTensorHandle_t h) {
-  return h == nullptr ? std::nullopt : std::optional<at::Tensor>(alias_of(tensor(h)));
+  return optional_alias(h, current_device());
 }
 // A list given as NULL is empty whatever its run's length (the fused optimizers' max_exp_avg_sqs without amsgrad).
-inline std::vector<at::Tensor> aliases_of(const diopiConstTensorHandle_t* hs, int64_t n) {
+inline std::vector<at::Tensor> aliases_of(const diopiConstTensorHandle_t* hs, int64_t n, c10::DeviceIndex device) {
   if (hs == nullptr) return {};
   std::vector<at::Tensor> result;
   result.reserve(n);
-  for (int64_t i = 0; i < n; ++i) result.push_back(alias_or_cpu(hs[i]));
+  for (int64_t i = 0; i < n; ++i) result.push_back(alias_or_cpu(hs[i], device));
   return result;
 }
-inline std::vector<at::Tensor> aliases_of(const diopiTensorHandle_t* hs, int64_t n) {
-  return aliases_of(reinterpret_cast<const diopiConstTensorHandle_t*>(hs), n);
+inline std::vector<at::Tensor> aliases_of(const diopiTensorHandle_t* hs, int64_t n, c10::DeviceIndex device) {
+  return aliases_of(reinterpret_cast<const diopiConstTensorHandle_t*>(hs), n, device);
+}
+template <class Handle>
+inline std::vector<at::Tensor> aliases_of(const Handle* hs, int64_t n) {
+  return aliases_of(hs, n, current_device());
 }
 
 // Note [Native generators] in dipu/csrc/hooks.cpp: a generator handle is a dipu generator (the device's default

@@ -124,6 +124,7 @@ def load():
         from dipu._core import _C
 
         module.set_timeline_flag(_C.timeline_flag_address())  # Note [Hooks on the C++ path]
+        switches.watch_dump(module.set_dump)
         _module = module
     return _module
 

@@ -6,9 +6,14 @@ registered (dipu/kernels/registry.py): a force-fallback op is simply not
 registered (the core's CPU fallback takes it) and an autocompare op gets a
 compared kernel over its plain one. ``DIPU_CHECK_TENSOR_DEVICE`` and
 ``DIPU_SYNC_EXEC_MODE`` are read once at import into constants the wrappers
-test. Only ``DIPU_DUMP_OP_ARGS`` must follow changes at run time, so wrappers
-read it per call straight from ``os.environ``'s underlying dict
-(``env_get(DUMP_KEY)``, about 30 ns; ``os.getenv`` costs about 750 ns).
+test. Only ``DIPU_DUMP_OP_ARGS`` must follow changes at run time, so Python
+wrappers read it per call straight from ``os.environ``'s underlying dict
+(``env_get(DUMP_KEY)``, about 30 ns; ``os.getenv`` costs about 750 ns). The C++
+wrappers read a flag instead (``watch_dump``): that dict is replaced by one that
+tells them when the variable changes, which costs a C++ call nothing (the C
+library's getenv scanned the whole environment, 3% of a tiny add). Both paths so
+follow the same thing, ``os.environ``; a C ``setenv`` behind its back reaches
+neither.
 """
 
 from __future__ import annotations
@@ -31,9 +36,43 @@ CHECK_DEVICE = env_flag("DIPU_CHECK_TENSOR_DEVICE")
 SYNC = env_flag("DIPU_SYNC_EXEC_MODE")
 
 # See Note [Hooks cost nothing unless asked for].
-env_get = os.environ._data.get
 DUMP_KEY = os.environ.encodekey(DUMP_VAR)
 DUMP_OFF = frozenset((None, os.environ.encodevalue(""), os.environ.encodevalue("0")))
+_dump_watchers: list = []
+
+
+class _WatchedEnviron(dict):
+    """``os.environ``'s underlying dict, which os.environ changes only through these two methods (its update,
+    pop, clear and setdefault included): each change of DIPU_DUMP_OP_ARGS is told to the watchers."""
+
+    __slots__ = ()
+
+    def __setitem__(self, key, value):
+        dict.__setitem__(self, key, value)
+        if key == DUMP_KEY:
+            _tell_dump_watchers()
+
+    def __delitem__(self, key):
+        dict.__delitem__(self, key)
+        if key == DUMP_KEY:
+            _tell_dump_watchers()
+
+
+def _tell_dump_watchers() -> None:
+    on = env_get(DUMP_KEY) not in DUMP_OFF
+    for watcher in _dump_watchers:
+        watcher(on)
+
+
+def watch_dump(watcher) -> None:
+    """Call ``watcher(on)`` now and whenever os.environ's DIPU_DUMP_OP_ARGS changes (on: not unset, "" or "0")."""
+    _dump_watchers.append(watcher)
+    watcher(env_get(DUMP_KEY) not in DUMP_OFF)
+
+
+if type(os.environ._data) is dict:
+    os.environ._data = _WatchedEnviron(os.environ._data)
+env_get = os.environ._data.get
 
 
 DUMP_LEVELS = {"": 0, "0": 0, "1": 1, "2": 2, "3": 3}

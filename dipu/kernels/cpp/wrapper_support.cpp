@@ -63,6 +63,10 @@ const c10::FunctionSchema& schema_of(const std::string& op) {
 }  // namespace
 
 bool g_sync = env_flag("DIPU_SYNC_EXEC_MODE");
+std::atomic<bool> g_dump{[] {
+  const char* dump = std::getenv("DIPU_DUMP_OP_ARGS");
+  return dump != nullptr && dump[0] != '\0' && !(dump[0] == '0' && dump[1] == '\0');
+}()};
 const std::atomic<bool> g_always{true};
 const std::atomic<bool>* g_timeline = &g_always;
 
@@ -211,6 +215,9 @@ void define_module(py::module& m) {
   m.def(
       "set_timeline_flag", [](uintptr_t address) { g_timeline = reinterpret_cast<const std::atomic<bool>*>(address); },
       "Read the native core's device-timeline flag at this address (Note [Hooks on the C++ path]).");
+  m.def(
+      "set_dump", [](bool on) { g_dump.store(on, std::memory_order_relaxed); },
+      "Whether DIPU_DUMP_OP_ARGS asks for dumps now (dipu/kernels/switches.py's watch_dump calls it).");
   m.def("sync", [] { return g_sync; });
 }
 

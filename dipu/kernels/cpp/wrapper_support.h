@@ -36,6 +36,10 @@ constexpr auto kDipu = c10::DeviceType::PrivateUse1;
 // DIPU_SYNC_EXEC_MODE, read once when the extension loads, as dipu/kernels/switches.py reads it.
 extern bool g_sync;
 
+// Whether DIPU_DUMP_OP_ARGS asks for dumps: read from the process environment when the extension loads, then set
+// by dipu/kernels/cpp_wrappers.py whenever os.environ changes it (watch_dump in dipu/kernels/switches.py).
+extern std::atomic<bool> g_dump;
+
 // The native core's flag of an active device timeline (Note [Device timeline] in dipu/csrc/profiler.cpp), which
 // dipu/kernels/cpp_wrappers.py hands over when it loads the extension; until then a flag that is always set.
 extern const std::atomic<bool>* g_timeline;
@@ -44,14 +48,13 @@ extern const std::atomic<bool>* g_timeline;
 // Force fallback and autocompare are decided by registration (dipu/kernels/registry.py): a forced op
 // never gets a kernel, and a compared op's overlay is registered over the C++ wrapper, so neither
 // costs the C++ path anything. The two hooks that switch on at run time without a registration are
-// tested on every call: DIPU_DUMP_OP_ARGS (read from the process environment, which os.environ
-// writes through, with the Python wrappers' idea of "off": unset, empty or "0") and a profiler that
+// tested on every call: DIPU_DUMP_OP_ARGS (as os.environ holds it, g_dump, with the Python wrappers' idea of
+// "off": unset, empty or "0") and a profiler that
 // records dipu's device timeline (which the Python path's exchange_device feeds). Either sends the call
 // to the Python wrapper. A profiler of the CPU alone leaves calls on the C++ path, so that its profile
 // measures the path that runs when nothing profiles it.
 inline bool hooks_on() {
-  const char* dump = std::getenv("DIPU_DUMP_OP_ARGS");
-  if (dump != nullptr && dump[0] != '\0' && !(dump[0] == '0' && dump[1] == '\0')) return true;
+  if (g_dump.load(std::memory_order_relaxed)) return true;
   return torch::profiler::impl::profilerEnabled() && g_timeline->load(std::memory_order_relaxed);
 }
 

@@ -36,6 +36,8 @@ from ..proto import Function, Kind
 from .c_header import c_parameters
 
 TEMPLATE = "aten_library.cpp.j2"
+#: The local holding the call's device, which the aliases are checked against.
+DEVICE = "device"
 
 
 #: The Scalar overloads that ATen makes by copying a functional result into out -> the Tensor overload applied
@@ -98,7 +100,7 @@ def _function(function: Function, schema: FunctionSchema) -> CFunction:
     lengths = {p.param.name: name for p, name in _list_lengths(function)}
     # a list-taking function's CPU tensors (a step count, a Tensor of scalars) pass as alias_tensors lets them
     lenient = bool(lengths)
-    by_name, locals_ = {}, []
+    by_name, locals_, aliases = {}, [], False
     # Note [Scalars as wrapped numbers] in diopi_impl/torch_cpp/support.h: the Scalar passes as the Tensor overload's
     # second argument
     wrapped = WRAPPED_NUMBER.get(str(schema.name))
@@ -108,6 +110,7 @@ def _function(function: Function, schema: FunctionSchema) -> CFunction:
         expression, local = _convert(param, aten_type, lengths.get(param.name), arg.is_write)
         if lenient:
             expression = expression.replace("tc::alias_of(", "tc::alias_or_cpu(")
+        aliases = aliases or DEVICE in expression
         if local:
             locals_.append(f"auto {param.name}_a = {expression};")
             expression = f"{param.name}_a"
@@ -116,6 +119,8 @@ def _function(function: Function, schema: FunctionSchema) -> CFunction:
     call = f"at::_ops::{wrapped or schema.name.unambiguous_name()}::call({', '.join(call_args)})"
     if allocated:  # Note [Outputs a function allocates] in dipu/diopi/context.py
         call = f"tc::require_copies(ctx, {allocated[0].name}, {call})"
+    if aliases:  # the call's device, read once (Note [Native aliases in C++])
+        locals_.insert(0, f"const c10::DeviceIndex {DEVICE} = tc::current_device();")
     return CFunction(
         name=function.name, schema=str(schema), header=schema.name.name.base,
         parameters=", ".join(str(p) for p in c_parameters(function)[1:]), locals=tuple(locals_), call=call)
@@ -141,7 +146,7 @@ def _convert(param: proto.Param, aten_type, length: str | None, written: bool) -
     if isinstance(base, ListType):
         element = base.elem
         if element == BaseType(BaseTy.Tensor) and kind in (Kind.TENSOR_LIST, Kind.TENSOR_LIST_OUT) and not optional:
-            return f"tc::aliases_of({name}, {length})", True
+            return f"tc::aliases_of({name}, {length}, {DEVICE})", True
         if element == BaseType(BaseTy.Scalar) and kind is Kind.SCALAR_LIST and not optional:
             return f"tc::scalars({name}, {length})", True
         if element in (BaseType(BaseTy.int), BaseType(BaseTy.SymInt)) and kind is Kind.SIZE:
@@ -155,8 +160,8 @@ def _convert(param: proto.Param, aten_type, length: str | None, written: bool) -
         return f"tc::wrapped_number({name})", False
     if ty is BaseTy.Tensor and kind in (Kind.TENSOR, Kind.TENSOR_OUT):
         if optional:
-            return f"tc::optional_alias({name})", False
-        return f"tc::alias_of({name})", written
+            return f"tc::optional_alias({name}, {DEVICE})", False
+        return f"tc::alias_of({name}, {DEVICE})", written
     if optional and not param.optional and ty is not BaseTy.Tensor:
         optional_of = {BaseTy.Scalar: "at::Scalar", BaseTy.int: "int64_t", BaseTy.SymInt: "c10::SymInt",
                        BaseTy.float: "double", BaseTy.bool: "bool"}.get(ty)

@@ -44,31 +44,35 @@ __attribute__((visibility("default"))) void dipuTorchCppSetAliasDevice(const cha
 // add.out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)
 __attribute__((visibility("default"))) diopiError_t diopiAdd(diopiContextHandle_t ctx, diopiTensorHandle_t out, diopiConstTensorHandle_t input, diopiConstTensorHandle_t other, const diopiScalar_t* alpha) {
   return guarded([&] {
-    auto out_a = tc::alias_of(out);
-    at::_ops::add_out::call(tc::alias_of(input), tc::alias_of(other), tc::scalar(alpha), out_a);
+    const c10::DeviceIndex device = tc::current_device();
+    auto out_a = tc::alias_of(out, device);
+    at::_ops::add_out::call(tc::alias_of(input, device), tc::alias_of(other, device), tc::scalar(alpha), out_a);
   });
 }
 
 // add.Scalar_out(Tensor self, Scalar other, Scalar alpha=1, *, Tensor(a!) out) -> Tensor(a!)
 __attribute__((visibility("default"))) diopiError_t diopiAddScalar(diopiContextHandle_t ctx, diopiTensorHandle_t out, diopiConstTensorHandle_t input, const diopiScalar_t* other, const diopiScalar_t* alpha) {
   return guarded([&] {
-    auto out_a = tc::alias_of(out);
-    at::_ops::add_out::call(tc::alias_of(input), tc::wrapped_number(other), tc::scalar(alpha), out_a);
+    const c10::DeviceIndex device = tc::current_device();
+    auto out_a = tc::alias_of(out, device);
+    at::_ops::add_out::call(tc::alias_of(input, device), tc::wrapped_number(other), tc::scalar(alpha), out_a);
   });
 }
 
 // bernoulli.out(Tensor self, *, Generator? generator=None, Tensor(a!) out) -> Tensor(a!)
 __attribute__((visibility("default"))) diopiError_t diopiBernoulli(diopiContextHandle_t ctx, diopiTensorHandle_t out, diopiConstTensorHandle_t input, diopiGeneratorHandle_t generator) {
   return guarded([&] {
-    auto out_a = tc::alias_of(out);
-    at::_ops::bernoulli_out::call(tc::alias_of(input), tc::native_generator(generator), out_a);
+    const c10::DeviceIndex device = tc::current_device();
+    auto out_a = tc::alias_of(out, device);
+    at::_ops::bernoulli_out::call(tc::alias_of(input, device), tc::native_generator(generator), out_a);
   });
 }
 
 // _foreach_add_.ScalarList(Tensor(a!)[] self, Scalar[] scalars) -> ()
 __attribute__((visibility("default"))) diopiError_t diopiForeachAddInpScalarList(diopiContextHandle_t ctx, diopiTensorHandle_t* inputs, const diopiScalar_t* scalars, int64_t num_inputs) {
   return guarded([&] {
-    auto inputs_a = tc::aliases_of(inputs, num_inputs);
+    const c10::DeviceIndex device = tc::current_device();
+    auto inputs_a = tc::aliases_of(inputs, num_inputs, device);
     auto scalars_a = tc::scalars(scalars, num_inputs);
     at::_ops::_foreach_add__ScalarList::call(inputs_a, scalars_a);
   });
@@ -77,7 +81,8 @@ __attribute__((visibility("default"))) diopiError_t diopiForeachAddInpScalarList
 // _foreach_norm.Scalar(Tensor[] self, Scalar ord=2, ScalarType? dtype=None) -> Tensor[]
 __attribute__((visibility("default"))) diopiError_t diopiForeachNorm(diopiContextHandle_t ctx, diopiTensorHandle_t* outs, diopiConstTensorHandle_t* inputs, int64_t num_inputs, const diopiScalar_t* ord, const diopiDtype_t* dtype) {
   return guarded([&] {
-    auto inputs_a = tc::aliases_of(inputs, num_inputs);
+    const c10::DeviceIndex device = tc::current_device();
+    auto inputs_a = tc::aliases_of(inputs, num_inputs, device);
     tc::require_copies(ctx, outs, at::_ops::_foreach_norm_Scalar::call(inputs_a, tc::scalar(ord), tc::optional_dtype(dtype)));
   });
 }
@@ -85,7 +90,8 @@ __attribute__((visibility("default"))) diopiError_t diopiForeachNorm(diopiContex
 // relu_(Tensor(a!) self) -> Tensor(a!)
 __attribute__((visibility("default"))) diopiError_t diopiReluInp(diopiContextHandle_t ctx, diopiTensorHandle_t input) {
   return guarded([&] {
-    auto input_a = tc::alias_of(input);
+    const c10::DeviceIndex device = tc::current_device();
+    auto input_a = tc::alias_of(input, device);
     at::_ops::relu_::call(input_a);
   });
 }
@@ -93,7 +99,8 @@ __attribute__((visibility("default"))) diopiError_t diopiReluInp(diopiContextHan
 // uniform_(Tensor(a!) self, float from=0., float to=1., *, Generator? generator=None) -> Tensor(a!)
 __attribute__((visibility("default"))) diopiError_t diopiUniformInp(diopiContextHandle_t ctx, diopiTensorHandle_t inout, double from_, double to, diopiGeneratorHandle_t generator) {
   return guarded([&] {
-    auto inout_a = tc::alias_of(inout);
+    const c10::DeviceIndex device = tc::current_device();
+    auto inout_a = tc::alias_of(inout, device);
     at::_ops::uniform_::call(inout_a, from_, to, tc::native_generator(generator));
   });
 }
