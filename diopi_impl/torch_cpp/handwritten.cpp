@@ -627,11 +627,12 @@ DIPU_EXPORT diopiError_t diopiNLLLossV2Backward(diopiContextHandle_t, diopiTenso
 DIPU_EXPORT diopiError_t diopiCat(diopiContextHandle_t, diopiTensorHandle_t out, diopiConstTensorHandle_t* tensors,
                                   int64_t num_tensors, int64_t dim) {
   return tc::guarded([&] {
-    std::vector<at::Tensor> parts;
+    const c10::DeviceIndex device = tc::current_device();
+    c10::SmallVector<at::Tensor, 8> parts;
     parts.reserve(num_tensors);
-    for (int64_t i = 0; i < num_tensors; ++i) parts.push_back(tc::alias_of(tensors[i]));
-    at::Tensor o = tc::alias_of(out);
-    at::_ops::cat_out::call(at::ITensorListRef(parts), dim, o);
+    for (int64_t i = 0; i < num_tensors; ++i) parts.push_back(tc::alias_of(tensors[i], device));
+    at::Tensor o = tc::alias_of(out, device);
+    at::_ops::cat_out::call(at::ITensorListRef(at::TensorList(parts)), dim, o);
   });
 }
 

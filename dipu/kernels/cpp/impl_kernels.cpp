@@ -372,8 +372,7 @@ at::Tensor dipu_adaptive_avg_pool2d_backward(const at::Tensor& grad_output, cons
 using cat_fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, diopiConstTensorHandle_t*, int64_t, int64_t);
 Kernel k_cat("cat", "diopiCat");
 
-bool cat_size(c10::SmallVector<int64_t, 6>& shape, const std::vector<at::Tensor>& parts, int64_t& dim,
-              c10::DeviceIndex d) {
+bool cat_size(c10::SmallVector<int64_t, 6>& shape, at::TensorList parts, int64_t& dim, c10::DeviceIndex d) {
   if (parts.empty()) return false;
   const at::Tensor& first = parts[0];
   const int64_t rank = first.dim();
@@ -392,14 +391,23 @@ bool cat_size(c10::SmallVector<int64_t, 6>& shape, const std::vector<at::Tensor>
 
 at::Tensor dipu_cat(const at::ITensorListRef& tensors, int64_t dim) {
   Kernel& kern = k_cat;
-  std::vector<at::Tensor> parts(tensors.begin(), tensors.end());
+  // The list as the caller holds it: copying a tensor that Python also holds would take the GIL twice
+  // (torch keeps the Python object alive while C++ shares the tensor), a fifth of a small cat.
+  std::vector<at::Tensor> copied;
+  at::TensorList parts;
+  if (tensors.isUnboxed()) {
+    parts = tensors.toUnboxed();
+  } else {
+    copied.assign(tensors.begin(), tensors.end());
+    parts = copied;
+  }
   const c10::DeviceIndex d = parts.empty() ? -1 : parts[0].device().index();
   c10::SmallVector<int64_t, 6> shape;
   int64_t axis = dim;
   if (C10_UNLIKELY(!kern.fast_path() || !cat_size(shape, parts, axis, d))) return kern.python_tensor(tensors, dim);
   DeviceScope scope(d);
   at::Tensor out = empty(shape, parts[0].scalar_type());
-  HandleList handles{at::TensorList(parts)};
+  HandleList handles{parts};
   diopi::Context ctx(d);
   const diopiError_t status =
       reinterpret_cast<cat_fn>(kern.function)(diopi::handle(ctx), c_out(out), handles.data(), handles.size(), axis);

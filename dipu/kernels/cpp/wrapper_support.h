@@ -371,7 +371,7 @@ class HandleList {
   int64_t size() const { return static_cast<int64_t>(handles_.size()); }
 
  private:
-  std::vector<void*> handles_;
+  c10::SmallVector<void*, 16> handles_;  // no allocation for a short list (a cat's parts)
 };
 
 // The outputs a DIOPI function allocates (Note [Outputs a function allocates, in C++] in
