@@ -62,4 +62,8 @@ def aten_library(pairs: list[tuple[str, str]], source: str) -> str:
 
     from dipu.diopi.proto import FUNCTIONS
 
-    return emitter.render([(FUNCTIONS[n], s) for n, s in pairs], source)
+    import torch
+
+    # torch's own headers, which the library is compiled against (Note [ATen's CPU kernels without the dispatcher])
+    cpu_kernels = emitter.CpuKernels(Path(torch.__file__).parent / "include")
+    return emitter.render([(FUNCTIONS[n], s) for n, s in pairs], source, cpu_kernels)

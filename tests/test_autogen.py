@@ -52,12 +52,39 @@ def test_small_spec_generates_exactly_the_golden_files(tmp_path):
     assert (tmp_path / "cpp_wrappers.cpp").read_text() == golden("cpp_wrappers.cpp")
 
 
+#: The at::cpu:: functions the golden file may call, as torch's ATen/ops/<op>_cpu_dispatch.h declare them (types
+#: unspaced): add.out's and relu_'s kernels; bernoulli's stays on at::_ops (its generator's type differs here).
+CPU_KERNELS = {"add": {"add_outf": {("constat::Tensor&", "constat::Tensor&", "constat::Scalar&", "at::Tensor&")}},
+               "relu": {"relu_": {("at::Tensor&",)}},
+               "bernoulli": {"bernoulli_outf": {("constat::Tensor&", "at::Generator", "at::Tensor&")}}}
+
+
 def test_the_torch_op_library_s_direct_functions_are_the_golden_file():
     from dipugen.dest import aten_library
     from dipugen.proto import FUNCTIONS
 
-    text = aten_library.render([(FUNCTIONS[n], schema) for n, schema in ATEN_LIBRARY_PAIRS], "tests/test_autogen.py")
+    text = aten_library.render([(FUNCTIONS[n], schema) for n, schema in ATEN_LIBRARY_PAIRS], "tests/test_autogen.py",
+                               aten_library.CpuKernels(declared=CPU_KERNELS))
     assert text == golden("aten_library.cpp")
+
+
+def test_the_cpu_kernels_are_read_from_torch_s_own_headers():
+    """Note [ATen's CPU kernels without the dispatcher]: the installed torch's headers name add.out's CPU kernel
+    with the types torchgen gives its schema, and none for an op whose CPU kernel is composite."""
+    from dipugen.dest import aten_library
+
+    kernels = aten_library.CpuKernels(Path(torch.__file__).parent / "include")
+    assert ("constat::Tensor&", "constat::Tensor&", "constat::Scalar&", "at::Tensor&") in kernels("add")["add_outf"]
+    assert kernels("_foreach_add") == {}
+    from torchgen.model import FunctionSchema
+
+    def cpu_function(schema: str):
+        return aten_library._cpu_function(FunctionSchema.parse(schema), kernels)
+
+    assert cpu_function("add.out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)") == \
+        "add_outf"
+    # only the Tensor overload of remainder has a CPU kernel: the Scalar one is composite
+    assert cpu_function("remainder.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out) -> Tensor(a!)") is None
 
 
 def test_second_run_changes_nothing(tmp_path, capsys):

@@ -612,6 +612,35 @@ def test_layer_norm_on_the_torch_library_gives_the_cpu_s_bits_with_its_cpu_kerne
     assert r["fast"] == {"native_layer_norm": 15, "native_layer_norm_backward": 15}, r["fast"]
 
 
+LAZY_BITS = """
+import json, torch, dipu
+from dipu.diopi.context import Context
+from dipu.kernels import registry
+library = registry.registration.library
+x = torch.randn(4, dtype=torch.complex64)
+r = torch.randn(4)
+ctx = Context(0)
+results = {"library": library.name}
+out = torch.empty(4, device="dipu")
+negative = torch._neg_view(r.to("dipu"))
+status = library.get("diopiAdd")(ctx, out, negative, r.to("dipu"), 1)
+results["neg"] = [status, torch.equal(out.cpu(), torch._neg_view(r) + r)]
+out = torch.empty(4, dtype=torch.complex64, device="dipu")
+conjugate = x.to("dipu").conj()
+status = library.get("diopiMul")(ctx, out, conjugate, x.to("dipu"))
+results["conj"] = [status, torch.allclose(out.cpu(), x.conj() * x)]
+print(json.dumps(results))
+"""
+
+
+def test_the_cpp_torch_library_honours_conjugate_and_negative_bits_given_to_it(python):
+    """A function of the default library handed a lazily negated or conjugated view (by a C caller, a Python
+    library building on it) computes with the bit, as the dispatcher resolves it (Note [ATen's CPU kernels
+    without the dispatcher] in scripts/autogen/dest/aten_library.py): its CPU kernel alone would ignore it."""
+    r = json.loads(python(LAZY_BITS).stdout.strip().splitlines()[-1])
+    assert r == {"library": "torch_cpp", "neg": [0, True], "conj": [0, True]}, r
+
+
 RANDOM_CALLS = """
 import json, torch, torch.nn.functional as F, dipu
 from dipu.kernels import cpp_wrappers

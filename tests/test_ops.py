@@ -138,9 +138,17 @@ def test_inplace_broadcast_mismatch_raises_like_aten():
         torch.ones(3, device="dipu").add_(torch.ones(2, 3, device="dipu"))
 
 
-def test_mixing_devices_raises():
-    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
-        torch.ones(3, device="dipu") + torch.ones(3)
+def test_mixing_devices_raises_torch_s_own_error():
+    """Whichever library computes, the user reads what torch says of the same mistake on CUDA."""
+    # then, as on CUDA, perhaps the argument it checked
+    expected = "Expected all tensors to be on the same device, but found at least two devices, dipu:0 and cpu!"
+    for mixed in (lambda: torch.ones(3, device="dipu") + torch.ones(3),
+                  lambda: torch.ones(3) + torch.ones(3, device="dipu"),
+                  lambda: torch.mm(torch.ones(2, 2, device="dipu"), torch.ones(2, 2))):
+        with pytest.raises(RuntimeError) as raised:
+            mixed()
+        assert str(raised.value).startswith(expected), str(raised.value)
+    assert torch.equal((torch.ones(3, device="dipu") + torch.tensor(2.0)).cpu(), torch.full((3,), 3.0))
 
 
 def test_random_ops_follow_the_dipu_seed():

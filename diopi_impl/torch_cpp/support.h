@@ -118,6 +118,26 @@ inline std::optional<at::Generator> native_generator(diopiGeneratorHandle_t h) {
   return *reinterpret_cast<const at::Generator*>(native);
 }
 
+// Whether a generated function may call ATen's CPU kernel directly (Note [ATen's CPU kernels without the
+// dispatcher] in scripts/autogen/dest/aten_library.py): the aliases are CPU tensors, and none carries a key
+// beyond those every CPU tensor has (a conjugate or negative bit, which the dispatcher resolves first).
+inline bool plain(const at::Tensor& t) {
+  static const c10::DispatchKeySet own = c10::DispatchKeySet(c10::DispatchKey::CPU) |
+                                         c10::getAutogradRelatedKeySetFromBackend(c10::BackendComponent::CPUBit) |
+                                         c10::getAutocastRelatedKeySetFromBackend(c10::BackendComponent::CPUBit);
+  return !t.defined() || own.has_all(t.key_set());
+}
+inline bool plain(const std::optional<at::Tensor>& t) { return !t.has_value() || plain(*t); }
+inline bool plain(const std::vector<at::Tensor>& ts) {
+  for (const at::Tensor& t : ts)
+    if (!plain(t)) return false;
+  return true;
+}
+template <class... Tensors>
+inline bool plain_cpu(const Tensors&... tensors) {
+  return g_alias_type == c10::DeviceType::CPU && (plain(tensors) && ...);
+}
+
 // Note [Scalars in C calls] in dipu/csrc: floats as float64, integers as int64, bools as bool.
 inline at::Scalar scalar(const diopiScalar_t* s) {
   switch (s->stype) {

@@ -180,8 +180,19 @@ def on_failure(status: int, op, args: tuple, kwargs: dict):
         return result
     text = Status(status).text if status in Status._value2member_map_ else f"unknown status {int(status)}"
     message = take_last_error()
+    devices = _argument_devices(op, args)
+    if len(devices) > 1:  # the caller's mistake, which no library computes with: torch's own words for it
+        raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, "
+                           f"{devices[0]} and {devices[1]}!")
     function = op.diopi_for({**dict(zip(op.arg_names, args)), **kwargs})
     raise RuntimeError(f"{op.name}: {function} failed with {text}" + (f": {message}" if message else ""))
+
+
+def _argument_devices(op, args: tuple) -> list:
+    """The devices of the tensor arguments, dipu's first (as torch names a CUDA op's own device first); a 0-dim CPU
+    tensor, which torch allows beside any device's, counts for none."""
+    devices = {t.device for _, t in _tensors(args, op.arg_names) if not (t.device.type == "cpu" and t.dim() == 0)}
+    return sorted(devices, key=lambda d: (d.type != "dipu", str(d)))
 
 
 # Note [Errors of the CPU's type]

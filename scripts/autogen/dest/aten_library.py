@@ -23,12 +23,26 @@ library applies exactly what the Python reference applies and a function added t
 build. A pairing the C++ side cannot call (several allocated outputs, a parameter kind without a
 conversion here) is left out, and its Python function keeps serving it: :func:`explain` says
 why for each.
+
+Note [ATen's CPU kernels without the dispatcher]
+On the CPU alias type a call through ``at::_ops`` costs the dispatcher's lookup and its profiling hook, 2%
+of a tiny op, to reach a kernel that torch also exports directly: ``at::cpu::add_outf`` is the kernel
+``add.out`` dispatches to on the CPU (torch's ``ATen/ops/<op>_cpu_dispatch.h``). Where that header
+declares the overload's function with the parameter types torchgen gives the schema (``CpuKernels``
+reads the installed torch's headers), the generated function calls it when every aliased tensor is a plain CPU tensor
+(``tc::plain_cpu``): a conjugate or negative bit, or any other key a caller's CPU tensor may carry, needs
+the dispatcher's handling, as does every other alias device (CUDA), so those keep the ``at::_ops`` call.
+Below the dipu kernel nothing else of the dispatcher applies: autograd is already excluded there.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
+from pathlib import Path
 
+from torchgen import local
+from torchgen.api import cpp
 from torchgen.model import BaseTy, BaseType, FunctionSchema, ListType, OptionalType
 
 from .. import proto
@@ -60,17 +74,61 @@ class CFunction:
     parameters: str  # the C parameters after the context
     locals: tuple[str, ...]  # the written tensors' aliases, lists
     call: str  # at::_ops::add_out::call(...)
+    cpu_header: bool  # it may call at::cpu:: (ATen/ops/add_cpu_dispatch.h)
 
 
-def values(pairings: list[tuple[Function, str]]) -> dict:
+class CpuKernels:
+    """The functions torch's ``ATen/ops/<op>_cpu_dispatch.h`` headers under ``include`` declare, by op: name -> the
+    parameter types of each overload, spaces removed (Note [ATen's CPU kernels without the dispatcher]).
+    ``declared`` stands in for the headers (the golden test's fixed set)."""
+
+    _DECLARATION = re.compile(r"^TORCH_API .*?(\w+)\((.*)\);$", re.M)
+
+    def __init__(self, include: Path | None = None, declared: dict[str, dict[str, set[tuple]]] | None = None):
+        self.include = include
+        self.declared = dict(declared or {})
+
+    def __call__(self, op: str) -> dict[str, set[tuple[str, ...]]]:
+        if op not in self.declared:
+            header = self.include / "ATen" / "ops" / f"{op}_cpu_dispatch.h" if self.include else None
+            found: dict[str, set[tuple[str, ...]]] = {}
+            if header is not None and header.is_file():
+                for name, params in self._DECLARATION.findall(header.read_text()):
+                    found.setdefault(name, set()).add(tuple(_parameter_type(p) for p in _split_parameters(params)))
+            self.declared[op] = found
+        return self.declared[op]
+
+
+def _split_parameters(text: str) -> list[str]:
+    """A C++ parameter list's parameters: split at its commas outside brackets."""
+    parts, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        if char in "<({[":
+            depth += 1
+        elif char in ">)}]":
+            depth -= 1
+        elif char == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    return [*parts, text[start:]] if text.strip() else []
+
+
+def _parameter_type(parameter: str) -> str:
+    """``const at::Tensor & self=...`` -> ``constat::Tensor&``: the type without its name and default, unspaced."""
+    declared = parameter.split("=", 1)[0].strip()
+    return re.sub(r"\s+", "", re.sub(r"\w+$", "", declared))
+
+
+def values(pairings: list[tuple[Function, str]], cpu_kernels: CpuKernels | None = None) -> dict:
     """The template's values: a C function for each (DIOPI function, ATen schema) pairing it can call."""
     functions = []
     for function, schema in sorted(pairings, key=lambda p: p[0].name):
         try:
-            functions.append(_function(function, FunctionSchema.parse(schema)))
+            functions.append(_function(function, FunctionSchema.parse(schema), cpu_kernels))
         except Unsupported:
             continue
-    return dict(functions=functions, headers=sorted({f.header for f in functions}))
+    return dict(functions=functions, headers=sorted({f.header for f in functions}),
+                cpu_headers=sorted({f.header for f in functions if f.cpu_header}))
 
 
 def explain(pairings: list[tuple[Function, str]]) -> dict[str, str]:
@@ -78,13 +136,33 @@ def explain(pairings: list[tuple[Function, str]]) -> dict[str, str]:
     reasons = {}
     for function, schema in pairings:
         try:
-            _function(function, FunctionSchema.parse(schema))
+            _function(function, FunctionSchema.parse(schema), None)
         except Unsupported as why:
             reasons[function.name] = str(why)
     return reasons
 
 
-def _function(function: Function, schema: FunctionSchema) -> CFunction:
+def _cpu_function(schema: FunctionSchema, cpu_kernels: CpuKernels | None, number=None) -> str | None:
+    """The at::cpu:: function the overload dispatches to on the CPU, where torch declares it (Note [ATen's CPU
+    kernels without the dispatcher]); None otherwise. ``number``: the argument passed as a wrapped number."""
+    if cpu_kernels is None:
+        return None
+    name, arguments = schema.name.name, schema.arguments.flat_all
+    symint = any("SymInt" in str(a.type) for a in arguments)
+    if schema.is_out_fn():
+        function = f"{name.base}{'_symint' if symint else ''}_outf"
+    elif name.inplace:
+        function = None if symint else f"{name.base}_"
+    else:
+        function = f"{name.base}{'_symint' if symint else ''}"
+    with local.parametrize(use_const_ref_for_mutable_tensors=False, use_ilistref_for_tensor_lists=False):
+        types = tuple(re.sub(r"\s+", "", cpp.argumenttype_type(
+            BaseType(BaseTy.Tensor) if a is number else a.type, mutable=a.is_write, binds=a.name,
+            symint=True).cpp_type()) for a in arguments)
+    return function if function is not None and types in cpu_kernels(name.base).get(function, ()) else None
+
+
+def _function(function: Function, schema: FunctionSchema, cpu_kernels: CpuKernels | None) -> CFunction:
     arguments = schema.arguments
     outs = list(arguments.out)
     inputs = [a for a in arguments.flat_all if a not in outs]
@@ -105,25 +183,33 @@ def _function(function: Function, schema: FunctionSchema) -> CFunction:
     # second argument
     wrapped = WRAPPED_NUMBER.get(str(schema.name))
     number = arguments.flat_positional[1] if wrapped else None
+    cpu = _cpu_function(schema, cpu_kernels, number)
+    checked = []  # the aliases tc::plain_cpu looks at before a direct CPU call
     for param, arg in zip(params, outs + inputs):
         aten_type = BaseType(BaseTy.Tensor) if arg is number else arg.type
         expression, local = _convert(param, aten_type, lengths.get(param.name), arg.is_write)
         if lenient:
             expression = expression.replace("tc::alias_of(", "tc::alias_or_cpu(")
-        aliases = aliases or DEVICE in expression
-        if local:
+        aliased = DEVICE in expression
+        aliases = aliases or aliased
+        if local or (cpu and aliased):
             locals_.append(f"auto {param.name}_a = {expression};")
             expression = f"{param.name}_a"
+            if aliased:
+                checked.append(expression)
         by_name[arg.name] = expression
-    call_args = [by_name[a.name] for a in arguments.flat_all]
-    call = f"at::_ops::{wrapped or schema.name.unambiguous_name()}::call({', '.join(call_args)})"
+    call_args = ", ".join(by_name[a.name] for a in arguments.flat_all)
+    call = f"at::_ops::{wrapped or schema.name.unambiguous_name()}::call({call_args})"
+    if cpu:  # Note [ATen's CPU kernels without the dispatcher]
+        call = f"(tc::plain_cpu({', '.join(checked)}) ? at::cpu::{cpu}({call_args}) : {call})"
     if allocated:  # Note [Outputs a function allocates] in dipu/diopi/context.py
         call = f"tc::require_copies(ctx, {allocated[0].name}, {call})"
     if aliases:  # the call's device, read once (Note [Native aliases in C++])
         locals_.insert(0, f"const c10::DeviceIndex {DEVICE} = tc::current_device();")
     return CFunction(
         name=function.name, schema=str(schema), header=schema.name.name.base,
-        parameters=", ".join(str(p) for p in c_parameters(function)[1:]), locals=tuple(locals_), call=call)
+        parameters=", ".join(str(p) for p in c_parameters(function)[1:]), locals=tuple(locals_), call=call,
+        cpu_header=cpu is not None)
 
 
 def _list_lengths(function: Function):
@@ -199,8 +285,9 @@ def _convert(param: proto.Param, aten_type, length: str | None, written: bool) -
     raise Unsupported(f"{param} as {aten_type}")
 
 
-def render(pairings: list[tuple[Function, str]], source: str) -> str:
-    """The text of aten_library.cpp for ``pairings`` (see :func:`values`)."""
+def render(pairings: list[tuple[Function, str]], source: str, cpu_kernels: CpuKernels | None = None) -> str:
+    """The text of aten_library.cpp for ``pairings`` (see :func:`values`); ``cpu_kernels``: the at::cpu:: functions
+    the generated ones may call directly (none without it)."""
     import jinja2
 
     from ..emit import TEMPLATES
@@ -208,7 +295,7 @@ def render(pairings: list[tuple[Function, str]], source: str) -> str:
     environment = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True, autoescape=False)
-    return environment.get_template(TEMPLATE).render(source=source, **values(pairings))
+    return environment.get_template(TEMPLATE).render(source=source, **values(pairings, cpu_kernels))
 
 
-__all__ = ["TEMPLATE", "explain", "render", "values"]
+__all__ = ["TEMPLATE", "CpuKernels", "explain", "render", "values"]

@@ -10,6 +10,8 @@
 #include <ATen/ops/bernoulli_ops.h>
 #include <ATen/ops/relu_ops.h>
 #include <ATen/ops/uniform_ops.h>
+#include <ATen/ops/add_cpu_dispatch.h>
+#include <ATen/ops/relu_cpu_dispatch.h>
 
 namespace dipu::torch_cpp {
 
@@ -46,7 +48,9 @@ __attribute__((visibility("default"))) diopiError_t diopiAdd(diopiContextHandle_
   return guarded([&] {
     const c10::DeviceIndex device = tc::current_device();
     auto out_a = tc::alias_of(out, device);
-    at::_ops::add_out::call(tc::alias_of(input, device), tc::alias_of(other, device), tc::scalar(alpha), out_a);
+    auto input_a = tc::alias_of(input, device);
+    auto other_a = tc::alias_of(other, device);
+    (tc::plain_cpu(out_a, input_a, other_a) ? at::cpu::add_outf(input_a, other_a, tc::scalar(alpha), out_a) : at::_ops::add_out::call(input_a, other_a, tc::scalar(alpha), out_a));
   });
 }
 
@@ -55,7 +59,8 @@ __attribute__((visibility("default"))) diopiError_t diopiAddScalar(diopiContextH
   return guarded([&] {
     const c10::DeviceIndex device = tc::current_device();
     auto out_a = tc::alias_of(out, device);
-    at::_ops::add_out::call(tc::alias_of(input, device), tc::wrapped_number(other), tc::scalar(alpha), out_a);
+    auto input_a = tc::alias_of(input, device);
+    (tc::plain_cpu(out_a, input_a) ? at::cpu::add_outf(input_a, tc::wrapped_number(other), tc::scalar(alpha), out_a) : at::_ops::add_out::call(input_a, tc::wrapped_number(other), tc::scalar(alpha), out_a));
   });
 }
 
@@ -92,7 +97,7 @@ __attribute__((visibility("default"))) diopiError_t diopiReluInp(diopiContextHan
   return guarded([&] {
     const c10::DeviceIndex device = tc::current_device();
     auto input_a = tc::alias_of(input, device);
-    at::_ops::relu_::call(input_a);
+    (tc::plain_cpu(input_a) ? at::cpu::relu_(input_a) : at::_ops::relu_::call(input_a));
   });
 }
 
