@@ -16,14 +16,17 @@ namespace diopi_aliases {
 
 // Note [Alias cache]
 // Making an alias costs a StorageImpl, a TensorImpl and its version counter, which for a tiny op is more than
-// the arithmetic. Each thread keeps the last aliases it made, one per slot of a small table indexed by the
-// memory's address, and hands one out again when nothing else holds it (use_count 1: an ATen kernel that kept
-// a reference, or a second argument over the same memory in this call, gets a new one) and it still
-// describes exactly the view asked for: the same memory, size, device, dtype, sizes, strides, offset and
-// bits. The alias owns nothing, so one whose memory went back to the allocator is never read: it is either
-// replaced or found to describe the memory a new tensor holds, which it then correctly aliases.
-inline at::Tensor& cached_alias(const void* data) {
-    thread_local std::array<at::Tensor, 32> slots;
+// the arithmetic. Each thread keeps the last aliases it made in a small table indexed by the memory's address,
+// two to a slot, and hands one out again when nothing else holds it (use_count 1: an ATen kernel that kept a
+// reference gets a new one) and it still describes exactly the view asked for: the same memory, size, device,
+// dtype, sizes, strides, offset and bits. Two ways per slot serve the commonest pairs without a new alias: an
+// in-place op's output and input over the same memory (a += b reaches the library as add.out(a, b, out=a), and
+// the two arguments must be two tensors: an output ATen resizes must not resize the input it reads), and two
+// tensors whose addresses fall in one slot. The alias owns nothing, so one whose memory went back to the
+// allocator is never read: it is either replaced or found to describe the memory a new tensor holds, which it
+// then correctly aliases.
+inline std::array<at::Tensor, 2>& cached_aliases(const void* data) {
+    thread_local std::array<std::array<at::Tensor, 2>, 32> slots;
     return slots[(reinterpret_cast<uintptr_t>(data) >> 9) % slots.size()];
 }
 // Sizes and strides compared element by element: a tensor has a few dims, and memcmp's call costs more.
@@ -48,15 +51,19 @@ inline bool same_view(const at::Tensor& alias, const at::Tensor& t, const c10::S
 // t, with its conjugate and negative bits. It owns nothing: it serves while the caller holds t.
 inline at::Tensor call_alias(const at::Tensor& t, const c10::Device& device) {
     const c10::Storage& storage = t.storage();
-    at::Tensor& cached = cached_alias(storage.data());
-    if (cached.defined() && cached.use_count() == 1 && same_view(cached, t, storage, device)) return cached;
+    std::array<at::Tensor, 2>& ways = cached_aliases(storage.data());
+    for (const at::Tensor& cached : ways)
+        if (cached.defined() && cached.use_count() == 1 && same_view(cached, t, storage, device)) return cached;
     // One memory, one alias storage: ATen finds overlapping arguments by their storages (Note [Aliases share one
     // storage] in dipu/csrc/ops.cpp). Views of one storage share its data address, hence the slot.
     c10::Storage shared;
-    if (cached.defined() && cached.storage().data() == storage.data() &&
-        cached.storage().nbytes() == storage.nbytes() && cached.device() == device)
-        shared = cached.storage();
-    else
+    for (const at::Tensor& cached : ways)
+        if (cached.defined() && cached.storage().data() == storage.data() &&
+            cached.storage().nbytes() == storage.nbytes() && cached.device() == device) {
+            shared = cached.storage();
+            break;
+        }
+    if (!shared)
         shared =
             c10::Storage(c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), storage.nbytes(),
                                                                c10::DataPtr(const_cast<void*>(storage.data()), device),
@@ -66,7 +73,12 @@ inline at::Tensor call_alias(const at::Tensor& t, const c10::Device& device) {
     result.unsafeGetTensorImpl()->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
     if (t.is_conj()) result._set_conj(true);
     if (t.is_neg()) result._set_neg(true);
-    cached = result;
+    // It replaces an empty way, else one nothing holds (not this call's other argument), the second way if both.
+    const size_t way = !ways[0].defined()                                    ? 0
+                       : !ways[1].defined()                                  ? 1
+                       : ways[1].use_count() > 1 && ways[0].use_count() == 1 ? 0
+                                                                             : 1;
+    ways[way] = result;
     return result;
 }
 
