@@ -49,10 +49,9 @@ extern const std::atomic<bool>* g_timeline;
 // never gets a kernel, and a compared op's overlay is registered over the C++ wrapper, so neither
 // costs the C++ path anything. The two hooks that switch on at run time without a registration are
 // tested on every call: DIPU_DUMP_OP_ARGS (as os.environ holds it, g_dump, with the Python wrappers' idea of
-// "off": unset, empty or "0") and a profiler that
-// records dipu's device timeline (which the Python path's exchange_device feeds). Either sends the call
-// to the Python wrapper. A profiler of the CPU alone leaves calls on the C++ path, so that its profile
-// measures the path that runs when nothing profiles it.
+// "off": unset, empty or "0") and a profiler that records dipu's device timeline (which the Python path's
+// exchange_device feeds). Either sends the call to the Python wrapper. A profiler of the CPU alone leaves calls
+// on the C++ path, so that its profile measures the path that runs when nothing profiles it.
 inline bool hooks_on() {
   if (g_dump.load(std::memory_order_relaxed)) return true;
   return torch::profiler::impl::profilerEnabled() && g_timeline->load(std::memory_order_relaxed);
