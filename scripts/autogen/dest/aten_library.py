@@ -25,14 +25,16 @@ conversion here) is left out, and its Python function keeps serving it: :func:`e
 why for each.
 
 Note [ATen's CPU kernels without the dispatcher]
-On the CPU alias type a call through ``at::_ops`` costs the dispatcher's lookup and its profiling hook, 2%
-of a tiny op, to reach a kernel that torch also exports directly: ``at::cpu::add_outf`` is the kernel
-``add.out`` dispatches to on the CPU (torch's ``ATen/ops/<op>_cpu_dispatch.h``). Where that header
-declares the overload's function with the parameter types torchgen gives the schema (``CpuKernels``
-reads the installed torch's headers), the generated function calls it when every aliased tensor is a plain CPU tensor
-(``tc::plain_cpu``): a conjugate or negative bit, or any other key a caller's CPU tensor may carry, needs
-the dispatcher's handling, as does every other alias device (CUDA), so those keep the ``at::_ops`` call.
-Below the dipu kernel nothing else of the dispatcher applies: autograd is already excluded there.
+On the CPU alias type a call through ``at::_ops`` costs the dispatcher's lookup and its profiling hook
+(about 130 instructions of a tiny op's 10,500) to reach a kernel that torch also exports directly:
+``at::cpu::add_outf`` is the kernel ``add.out`` dispatches to on the CPU (torch's
+``ATen/ops/<op>_cpu_dispatch.h``). Where that header declares the overload's function with exactly the
+parameter types torchgen gives the schema (``CpuKernels`` reads the installed torch's headers; a name and
+an arity are not enough: ``remainder``'s Scalar overload is composite, its Tensor one is not), the generated
+function calls it when every alias is a plain CPU tensor (``tc::plain_cpu``): a conjugate or negative bit,
+or any other key a caller's CPU tensor may carry, needs the dispatcher's handling, as does every other alias
+device (CUDA), so those keep the ``at::_ops`` call. Below the dipu kernel nothing else of the dispatcher
+applies: autograd is already excluded there, and a user's CPU autocast has no business with its aliases.
 """
 
 from __future__ import annotations
@@ -190,7 +192,7 @@ def _function(function: Function, schema: FunctionSchema, cpu_kernels: CpuKernel
         expression, local = _convert(param, aten_type, lengths.get(param.name), arg.is_write)
         if lenient:
             expression = expression.replace("tc::alias_of(", "tc::alias_or_cpu(")
-        aliased = DEVICE in expression
+        aliased = f", {DEVICE})" in expression  # an alias (or list of them) checked against the call's device
         aliases = aliases or aliased
         if local or (cpu and aliased):
             locals_.append(f"auto {param.name}_a = {expression};")
