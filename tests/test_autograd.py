@@ -1,5 +1,7 @@
 """Autograd and training on dipu devices."""
 
+import threading
+
 import torch
 
 
@@ -46,3 +48,39 @@ def test_backward_through_views_and_copies_between_devices():
     expected = torch.zeros(4, 4)
     expected[:, 1:] = 1
     assert torch.equal(a.grad, expected)
+
+
+def _backward_seen_from_inside() -> dict:
+    """Runs a backward on dipu from the current thread; what its hook saw: its thread and intra-op thread count."""
+    seen = {"caller": threading.get_ident()}
+    x = torch.randn(3, device="dipu", requires_grad=True)
+    y = x * 2
+    y.register_hook(lambda grad: seen.update(thread=threading.get_ident(), threads=torch.get_num_threads()))
+    y.sum().backward()
+    assert torch.equal(x.grad.cpu(), torch.full((3,), 2.0))
+    return seen
+
+
+def test_backward_runs_on_the_thread_that_calls_it_as_on_the_cpu():
+    # Note [Backward on the caller's thread] in dipu/csrc/allocator.cpp: the default vendor computes on the host
+    seen = _backward_seen_from_inside()
+    assert seen["thread"] == seen["caller"]
+    assert not torch.autograd.is_multithreading_enabled()
+
+    from_thread = {}
+    worker = threading.Thread(target=lambda: from_thread.update(_backward_seen_from_inside()))
+    worker.start()
+    worker.join(timeout=60)
+    assert from_thread["thread"] == from_thread["caller"] != seen["caller"]
+
+    # an intra-op thread count set after backward first ran reaches the next backward
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1 if threads > 1 else 2)
+        assert _backward_seen_from_inside()["threads"] == torch.get_num_threads()
+    finally:
+        torch.set_num_threads(threads)
+
+    # the thread may still ask for autograd's worker threads
+    with torch.autograd.set_multithreading_enabled(True):
+        assert _backward_seen_from_inside()["thread"] != threading.get_ident()
