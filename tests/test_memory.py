@@ -174,6 +174,34 @@ def test_an_output_taking_aten_s_result_memory_counts_as_dipu_s_and_follows_its_
     assert python(code, env=MANUAL_EVENTS).stdout.strip() == "ok"
 
 
+def test_outputs_a_function_allocates_take_aten_s_results_instead_of_copies(python):
+    """Note [Taken results]: the outputs of a functional _foreach_ op (torch op library in C++, which allocates
+    them) are ATen's results' own memory (dipuRequireResult), counted while they live, and behave as any dipu
+    tensor: they compute, grow and go back to the CPU's allocator."""
+    code = """
+        import torch, dipu
+
+        xs = [torch.rand(3, 37), torch.rand(5)]
+        xds = [x.to("dipu:1") for x in xs]
+        torch.dipu.empty_cache()
+        allocated = torch.dipu.memory_allocated(1)
+        ys = torch._foreach_sqrt(xds)
+        assert [y.device for y in ys] == [torch.device("dipu:1")] * 2
+        assert all(torch.equal(y.cpu(), x.sqrt()) for x, y in zip(xs, ys))
+        sizes = [y.untyped_storage().nbytes() for y in ys]
+        assert sizes == [3 * 37 * 4, 5 * 4]  # not rounded to dipu's 512-byte blocks: no output was allocated
+        assert torch.dipu.memory_allocated(1) - allocated == sum(sizes)
+        ys[0].mul_(2)
+        ys[1].resize_(300)  # grows into a block of dipu's own; the taken memory goes back
+        ys[1][5:] = 1
+        assert torch.equal(ys[0].cpu(), xs[0].sqrt() * 2) and torch.equal(ys[1][:5].cpu(), xs[1].sqrt())
+        del ys
+        assert torch.dipu.memory_allocated(1) == allocated
+        print("ok")
+    """
+    assert python(code).stdout.strip() == "ok"
+
+
 def test_device_from_pointer():
     x = torch.empty(100, device="dipu:1")
     assert dipu._C.device_from_pointer(x.data_ptr() + 8) == torch.device("dipu:1")

@@ -219,8 +219,12 @@ inline bool took(diopiContextHandle_t ctx, diopiTensorHandle_t out, const at::Te
 }
 
 // Note [Outputs a function allocates] in dipu/diopi/context.py: a new contiguous dipu tensor from the call's
-// context holding ATen's result, stored in *slot (the Python library's require_copy).
+// context holding ATen's result, stored in *slot (the Python library's require_copy). It takes the result's
+// memory where it can (dipuRequireResult, Note [Taken results] in dipu/csrc/allocator.cpp), else copies.
 inline void require_copy(diopiContextHandle_t ctx, diopiTensorHandle_t* slot, const at::Tensor& result) {
+  if (dipuRequireResult != nullptr &&
+      dipuRequireResult(ctx, slot, reinterpret_cast<diopiConstTensorHandle_t>(&result)) == diopiSuccess)
+    return;
   const diopiSize_t shape{result.sizes().data(), result.dim()};
   diopiTensorHandle_t h = nullptr;
   if (diopiRequireTensor(ctx, &h, &shape, nullptr, c_dtype(result.scalar_type()), diopi_device) != diopiSuccess)

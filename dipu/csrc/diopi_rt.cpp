@@ -325,37 +325,68 @@ diopiError_t dipuGetNativeGenerator(diopiConstGeneratorHandle_t th, diopiGenerat
   });
 }
 
+namespace {
+// Whether `result` holds memory of its own on the native alias device of the call's dipu device: not a view,
+// not shared, not an alias over dipu memory (whose DataPtr owns nothing, so has no deleter).
+bool owns_native_memory(const dipu::diopi::Context& ctx, const at::Tensor& result) {
+  if (!result.defined() || !dipu::vendor().has_alias || result.layout() != at::kStrided) return false;
+  const c10::DeviceType alias = dipu::vendor().alias_type;
+  const c10::Storage& theirs = result.storage();
+  return result.device() == c10::Device(alias, alias == c10::DeviceType::CPU ? -1 : ctx.device) &&
+         result.use_count() == 1 && theirs.use_count() == 1 && result.storage_offset() == 0 &&
+         theirs.data_ptr().get_deleter() != nullptr;
+}
+
 // dipu's own runtime function (Note [Taken results] in allocator.cpp): `out`, an output the caller allocated
 // for this call alone (Context::fresh), takes the memory of `result`, a tensor of the native alias device laid
 // out exactly as out, whose memory nothing else refers to; out's own block goes back to the cache. Anything
 // else (another output, another layout or dtype or device, memory a view or an alias of dipu memory, the memory
 // cap) answers diopiErrorOccurred and changes nothing: the library then copies.
-namespace {
 bool takes(const dipu::diopi::Context& ctx, at::Tensor& out, const at::Tensor& result) {
   const bool fresh = std::find(ctx.fresh.begin(), ctx.fresh.end(), &out) != ctx.fresh.end();
-  if (!fresh || !out.defined() || !result.defined() || !dipu::vendor().has_alias) return false;
-  const c10::DeviceType alias = dipu::vendor().alias_type;
-  const c10::Device native(alias, alias == c10::DeviceType::CPU ? -1 : ctx.device);
+  if (!fresh || !out.defined() || !owns_native_memory(ctx, result)) return false;
   const c10::Storage& mine = out.storage();
-  const c10::Storage& theirs = result.storage();
-  if (out.device() != c10::Device(c10::DeviceType::PrivateUse1, ctx.device) || result.device() != native ||
-      out.use_count() != 1 || mine.use_count() != 1 || out.storage_offset() != 0 ||
-      mine.data_ptr().get_deleter() != dipu::device_allocator()->raw_deleter())
-    return false;
-  // The result's memory is its own: not a view, not shared, not an alias over dipu memory (whose DataPtr owns
-  // nothing, so has no deleter).
-  if (result.use_count() != 1 || theirs.use_count() != 1 || result.storage_offset() != 0 ||
-      theirs.data_ptr().get_deleter() == nullptr || theirs.nbytes() < mine.nbytes())
+  if (out.device() != c10::Device(c10::DeviceType::PrivateUse1, ctx.device) || out.use_count() != 1 ||
+      mine.use_count() != 1 || out.storage_offset() != 0 ||
+      mine.data_ptr().get_deleter() != dipu::device_allocator()->raw_deleter() ||
+      result.storage().nbytes() < mine.nbytes())
     return false;
   if (result.scalar_type() != out.scalar_type() || result.sizes() != out.sizes() || result.strides() != out.strides() ||
-      result.is_conj() != out.is_conj() || result.is_neg() != out.is_neg() || result.layout() != at::kStrided)
+      result.is_conj() != out.is_conj() || result.is_neg() != out.is_neg())
     return false;
-  c10::DataPtr memory = dipu::take_memory(theirs, ctx.device);
+  c10::DataPtr memory = dipu::take_memory(result.storage(), ctx.device);
   if (!memory) return false;
   mine.unsafeGetStorageImpl()->set_data_ptr_noswap(std::move(memory));
   return true;
 }
+
+// dipu's own runtime function (Note [Taken results]): a new output of the call, kept alive by the context as
+// diopiRequireTensor's are, over the memory of `result`, a contiguous tensor of the native alias device whose
+// memory nothing else refers to. Anything else answers diopiErrorOccurred and changes nothing: the library then
+// requires a tensor and copies.
+bool requires_taken(dipu::diopi::Context& ctx, diopiTensorHandle_t* out, const at::Tensor& result) {
+  if (!owns_native_memory(ctx, result) || !result.is_contiguous() || result.is_conj() || result.is_neg()) return false;
+  const size_t nbytes = result.storage().nbytes();
+  c10::DataPtr memory = dipu::take_memory(result.storage(), ctx.device);
+  if (!memory) return false;
+  at::Tensor taken = at::detail::make_tensor<c10::TensorImpl>(
+      c10::Storage(c10::Storage::use_byte_size_t(), nbytes, std::move(memory), dipu::device_allocator(),
+                   /*resizable=*/true),
+      c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), result.dtype());
+  taken.unsafeGetTensorImpl()->set_sizes_contiguous(result.sizes());
+  ctx.required.push_back(std::move(taken));
+  *out = dipu::diopi::handle(ctx.required.back());
+  return true;
+}
 }  // namespace
+
+diopiError_t dipuRequireResult(diopiContextHandle_t ctx, diopiTensorHandle_t* out, diopiConstTensorHandle_t result) {
+  if (!ctx || !out || !result) return diopiErrorOccurred;
+  bool taken = false;
+  const diopiError_t status =
+      dipu::diopi::guarded([&] { taken = requires_taken(context(ctx), out, dipu::diopi::tensor(result)); });
+  return status == diopiSuccess && taken ? diopiSuccess : diopiErrorOccurred;
+}
 
 diopiError_t dipuTakeResult(diopiContextHandle_t ctx, diopiTensorHandle_t out, diopiConstTensorHandle_t result) {
   if (!ctx || !out || !result) return diopiErrorOccurred;

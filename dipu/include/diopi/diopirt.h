@@ -206,6 +206,14 @@ extern DIOPI_RT_API DIOPI_ATTR_WEAK diopiError_t dipuGetNativeGenerator(diopiCon
 extern DIOPI_RT_API DIOPI_ATTR_WEAK diopiError_t dipuTakeResult(diopiContextHandle_t ctx, diopiTensorHandle_t out,
                                                                 diopiConstTensorHandle_t result);
 
+/* dipu's own addition, not DIOPI's: *out becomes a new output of the call (kept alive by the context, as
+   diopiRequireTensor's outputs are) over the memory of result, a contiguous tensor of the native alias device
+   that the library computed and holds alone: what a function that allocates its outputs (a functional
+   _foreach_ one) stores instead of requiring a tensor and copying result into it. Anything else answers
+   diopiErrorOccurred and changes nothing; the library then requires a tensor and copies. */
+extern DIOPI_RT_API DIOPI_ATTR_WEAK diopiError_t dipuRequireResult(diopiContextHandle_t ctx, diopiTensorHandle_t* out,
+                                                                   diopiConstTensorHandle_t result);
+
 /* ---- profiling: a named range of the library's own work, from Start to End ---------------------- */
 extern DIOPI_RT_API DIOPI_ATTR_WEAK diopiError_t diopiRecordStart(const char* record_name, void** record);
 extern DIOPI_RT_API DIOPI_ATTR_WEAK diopiError_t diopiRecordEnd(void** record);
