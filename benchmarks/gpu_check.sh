@@ -88,8 +88,10 @@ for _ in range(20):
     optimizer.step()
 print("accelerator", torch.accelerator.current_accelerator(), "dipu loaded:", "dipu" in sys.modules, "loss", loss.item())
 sys.exit(1 if "dipu" in sys.modules else 0)'
-# 5. torch.compile with Triton on dipu(cuda): the compiled CNN trains with the eager losses.
-step eager 60 "$out/eager.txt" env DIPU_VENDOR=cuda "$python" examples/train.py --model cnn --epochs 1
+# 5. torch.compile with Triton on dipu(cuda): the compiled CNN trains with the eager losses. Eager runs on the
+#    Python reference runtime first (DIPU_CUDA_RUNTIME=python), then on the core's C++ one, whose loss is compared.
+step eager 90 "$out/eager.txt" env DIPU_VENDOR=cuda PYTHON="$python" bash -c \
+    'DIPU_CUDA_RUNTIME=python "$PYTHON" examples/train.py --model cnn --epochs 1 && "$PYTHON" examples/train.py --model cnn --epochs 1'
 step compile 120 "$out/compile.txt" env DIPU_VENDOR=cuda "$python" examples/train.py --model cnn --epochs 1 --compile
 final_loss() { tr '\r' '\n' < "$1" 2>/dev/null | grep -o 'epoch 1/1  loss [0-9.]*' | tail -1 | awk '{print $4}'; }
 eager_loss="$(final_loss "$out/eager.txt")" compiled_loss="$(final_loss "$out/compile.txt")"

@@ -50,6 +50,7 @@ _C.register_vendor(
     caching_allocator,
     _vendor.native_generator,
     _plugin,
+    _vendor.native_cuda_library,
 )
 
 

@@ -107,6 +107,11 @@ class DeviceRuntime(abc.ABC):
     #: ``backend="aot_eager"`` does, through dipu's kernels, with a warning; see Note
     #: [torch.compile without a compiler] in dipu/compile_without_compiler.py).
     compiler_backend: str | None = None
+    #: For a vendor of NVIDIA GPUs: the CUDA runtime library (``""``: the one torch loaded) through which
+    #: the core's C++ CUDA runtime serves it (Note [The CUDA runtime in the core] in
+    #: dipu/csrc/vendor_cuda.cpp), so its memory, copies, streams and events never run Python. ``None``:
+    #: the core calls this object's methods.
+    native_cuda_library: str | None = None
 
     # ---- required: devices -------------------------------------------------
     @abc.abstractmethod

@@ -1,5 +1,7 @@
 """The CUDA vendor (DIPU_VENDOR=cuda). GPU checks skip without a GPU."""
 
+import ast
+
 import pytest
 import torch
 
@@ -110,6 +112,49 @@ def test_memory_stats_and_out_of_memory(python):
             assert "dipu out of memory on cuda device dipu:0" in str(e)
         assert torch.ones(10, device="dipu").sum().item() == 10
     """, env=CUDA)
+
+
+def test_the_native_cuda_runtime_binds_the_cuda_runtime_torch_loaded_or_says_why_not():
+    # Note [The CUDA runtime in the core] in dipu/csrc/vendor_cuda.cpp: making it touches no device, so this runs
+    # on any machine; on pip's CUDA builds of torch (CI's oldest) it binds the real libcudart
+    import ctypes.util
+
+    import dipu
+
+    if torch.version.cuda is None:
+        with pytest.raises(RuntimeError, match="this torch has no CUDA device guard .it is not a CUDA build"):
+            dipu._C.check_cuda_runtime()
+        return
+    assert dipu._C.check_cuda_runtime() == "loaded by torch"
+    with pytest.raises(RuntimeError, match="cannot open the CUDA runtime library /no/libcudart.so"):
+        dipu._C.check_cuda_runtime("/no/libcudart.so")
+    with pytest.raises(RuntimeError, match=r"lacks cudaMalloc cudaFree cudaMemcpy .*cudaGetErrorString"):
+        dipu._C.check_cuda_runtime(ctypes.util.find_library("m"))
+
+
+@needs_gpu
+def test_the_core_serves_the_cuda_vendor_without_python_unless_asked(python):
+    # The vendor's Python methods are the reference (DIPU_CUDA_RUNTIME=python); the core does not call them.
+    code = """
+        import os, torch, dipu
+        calls = []
+        for name in ("malloc", "memcpy_h2d", "create_stream", "record_event"):
+            method = getattr(dipu.vendor(), name)
+            setattr(dipu.vendor(), name, lambda *a, _n=name, _m=method: calls.append(_n) or _m(*a))
+        x = torch.arange(6.0).to("dipu")
+        s, e = torch.dipu.Stream(), torch.dipu.Event()
+        with torch.dipu.stream(s):
+            y = (x * 2).cpu()
+            e.record()
+        e.synchronize()
+        assert y.tolist() == [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]
+        print(sorted(set(calls)))
+    """
+    assert python(code, env=CUDA).stdout.strip() == "[]"
+    out = python(code, env={**CUDA, "DIPU_CUDA_RUNTIME": "python"}).stdout.strip()
+    assert {"create_stream", "malloc", "record_event"} <= set(ast.literal_eval(out))
+    proc = python("import dipu", env={**CUDA, "DIPU_CUDA_RUNTIME": "ctypes"}, check=False)
+    assert "DIPU_CUDA_RUNTIME='ctypes' is not one of: native, python" in proc.stderr
 
 
 # ---- the GPU check and the GPU benchmark (benchmarks/): what runs without a GPU -----------------------------

@@ -55,10 +55,14 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   // call), `start_runtime` at the first device use, `forget_runtime` in a forked child.
   m.def("register_vendor",
         [](py::object runtime, const std::string& name, int device_count, std::optional<std::string> alias_type,
-           bool has_pinned, bool has_stream_hook, bool caching, py::object make_native_generator, py::object plugin) {
-          // Note [Two kinds of vendor runtime]: a C plug-in's table, else the Python object.
+           bool has_pinned, bool has_stream_hook, bool caching, py::object make_native_generator, py::object plugin,
+           std::optional<std::string> cuda_library) {
+          // Note [Two kinds of vendor runtime]: a C plug-in's table, the native CUDA runtime (Note [The CUDA
+          // runtime in the core]), else the Python object.
           auto v = std::make_unique<Vendor>();
-          v->runtime = !plugin.is_none() ? plugin_runtime(plugin) : python_runtime(std::move(runtime));
+          v->runtime = !plugin.is_none() ? plugin_runtime(plugin)
+                       : cuda_library    ? cuda_runtime(*cuda_library)
+                                         : python_runtime(std::move(runtime));
           v->name = name;
           v->device_count = device_count;
           v->has_alias = alias_type.has_value();
@@ -137,6 +141,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
 
   register_fallback_python(m);
   register_plugin_python(m);
+  register_cuda_runtime_python(m);
   register_xccl_python(m);  // a plug-in's collectives: Note [Collectives on a plug-in's streams]
   register_op_stats_python(m);  // the run report's per-op times: Note [Op statistics]
   diopi::register_diopi_python(m);  // C op libraries: Note [The Python trampoline]

@@ -18,6 +18,7 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include <memory>
+#include <optional>
 
 namespace py = pybind11;
 
@@ -33,6 +34,12 @@ py::object python_handle(Handle handle);
 std::unique_ptr<Runtime> plugin_runtime(const py::object& plugin);
 // dipu._C.RuntimePlugin and dipu._C.load_runtime_plugin.
 void register_plugin_python(py::module& m);
+// The cuda vendor's runtime in C++ (vendor_cuda.cpp, Note [The CUDA runtime in the core]), its CUDA runtime
+// library `library` ("": the one torch loaded); the torch stream behind one of its stream handles (nullopt for
+// another runtime's handle or a null one); dipu._C.check_cuda_runtime.
+std::unique_ptr<Runtime> cuda_runtime(const std::string& library);
+std::optional<c10::Stream> cuda_stream_of(Handle stream);
+void register_cuda_runtime_python(py::module& m);
 
 // ---- memory (memory_snapshot.cpp) -------------------------------------------
 // torch.cuda.memory._snapshot()'s dict of memory_snapshot_data(), its stacks symbolized.

@@ -64,7 +64,8 @@ const char* method_name(VendorMethod method);
 
 // Note [Two kinds of vendor runtime]
 // A vendor's runtime is a Python DeviceRuntime (vendor_python.cpp) or a C plug-in's function
-// table (vendor_plugin.cpp); the core sees only this interface, with C types: device indices,
+// table (vendor_plugin.cpp), and the cuda vendor's is the core's own C++ runtime over the CUDA
+// runtime library (vendor_cuda.cpp, Note [The CUDA runtime in the core]); the core sees only this interface, with C types: device indices,
 // pointers, byte counts and opaque handles. The Python runtime takes the GIL inside each call
 // and turns Python exceptions into c10::Errors naming the vendor and the method; the plug-in
 // runtime never takes the GIL, and releases it around calls that wait (synchronize_*), so a

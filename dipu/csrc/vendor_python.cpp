@@ -139,7 +139,12 @@ std::unique_ptr<Runtime> python_runtime(py::object device_runtime) {
 
 py::object python_handle(Handle handle) {
   if (auto* python = dynamic_cast<PythonRuntime*>(&runtime())) return python->to_python(handle);
-  py::gil_scoped_acquire gil;  // a C plug-in's own handle
+  py::gil_scoped_acquire gil;
+  if (auto stream = cuda_stream_of(handle))  // what the Python cuda runtime's handle is: a torch.cuda.Stream
+    return py::module_::import("torch.cuda")
+        .attr("Stream")(py::arg("stream_id") = stream->id(), py::arg("device_index") = stream->device_index(),
+                        py::arg("device_type") = static_cast<int>(stream->device_type()));
+  // a C plug-in's own handle
   return handle ? py::object(py::int_(addr(handle))) : py::object(py::none());
 }
 

@@ -1,5 +1,9 @@
 """The CUDA vendor: dipu devices backed by NVIDIA GPUs (``DIPU_VENDOR=cuda``).
 
+The core serves this vendor with its C++ CUDA runtime (Note [The CUDA runtime in the core] in
+dipu/csrc/vendor_cuda.cpp), which does what the methods below do without Python; they stay the
+reference, used with ``DIPU_CUDA_RUNTIME=python``, and describe the behaviour.
+
 Device memory comes straight from the CUDA runtime (cudaMalloc through ctypes;
 dipu's core caches it, so PyTorch's CUDA caching allocator is not stacked
 underneath). Streams and events are real ``torch.cuda`` streams and events, and
@@ -59,12 +63,21 @@ class CudaRuntime(DeviceRuntime):
         self.cudart = _load_cudart()
         self.cudart.cudaGetErrorString.restype = ctypes.c_char_p
         self.pinned: set[int] = set()
+        # Note [The CUDA runtime in the core]: the core serves this vendor in C++ with the same CUDA runtime
+        # library; the methods below stay the reference, used with DIPU_CUDA_RUNTIME=python.
+        choice = os.environ.get("DIPU_CUDA_RUNTIME", "native").strip() or "native"
+        if choice not in ("native", "python"):
+            raise ValueError(f"DIPU_CUDA_RUNTIME={choice!r} is not one of: native, python")
+        self.native_cuda_library = (self.cudart._name or "") if choice == "native" else None
 
     def _check(self, status: int, what: str) -> None:
         if status != 0:
             self.cudart.cudaGetLastError()  # reset the runtime's last-error state
             message = self.cudart.cudaGetErrorString(status).decode()
             raise RuntimeError(f"{what} failed: {message} (cudaError {status})")
+
+    def initialize(self) -> None:
+        torch.cuda.init()  # torch's CUDA state (its context, generators) before the first kernel on an alias
 
     # ---- devices -----------------------------------------------------------
     def device_count(self) -> int:
