@@ -9,6 +9,16 @@ lock serializes concurrent first imports; the build goes to a private
 directory that is renamed into place, so readers never see a half-written
 library.
 
+Note [Stale cache entries]
+Every change of the sources (a dipu upgrade) makes new entries, 20 to 70 MB each,
+and nothing else would ever delete the old ones. A load marks its entry used (it
+touches the entry's ``.used`` file; the library's own modification time stays its
+build's, which tells a rebuild); a build then removes the entries of the same kind,
+torch build and Python (the same directory name but for its hash) that no process
+has loaded for ``STALE_DAYS``. An entry another dipu installation still uses is
+loaded, so kept; a process that had mapped a removed library keeps running, and a
+later one rebuilds it. A cache dipu cannot write is left as it is.
+
 Note [Sanitizer builds]
 ``DIPU_SANITIZE=address`` or ``DIPU_SANITIZE=thread`` builds the native core with AddressSanitizer
 or ThreadSanitizer (``-fsanitize=...``, debug info, ``-O1``, frame pointers) to find memory errors
@@ -44,9 +54,11 @@ import functools
 import hashlib
 import importlib.util
 import os
+import re
 import shutil
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import torch
@@ -173,13 +185,40 @@ def _build(target: Path) -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
+#: Note [Stale cache entries]: the days after which an entry no process loaded is removed, and the file whose
+#: modification time says when one last did.
+STALE_DAYS = 14
+USED_MARK = ".used"
+_ENTRY = re.compile(r"^(.*)-[0-9a-f]{12}(-[a-z]+)?$")  # <kind and torch build>-<hash>[-<sanitizer>]
+
+
 def ensure_built(target: Path, build=None) -> Path:
-    """Build `target` unless it exists; concurrent callers build it once."""
+    """Build `target` unless it exists; concurrent callers build it once. A build removes stale entries of its
+    kind (Note [Stale cache entries]); a load marks its entry used."""
+    entry = target if _ENTRY.match(target.name) else target.parent
     if not target.exists():
         with _locked(target.parent / ".lock"):
             if not target.exists():
                 (build or _build)(target)
+                _remove_stale_siblings(entry)
+    elif entry.is_dir():
+        with contextlib.suppress(OSError):
+            (entry / USED_MARK).touch()
     return target
+
+
+def _remove_stale_siblings(entry: Path) -> None:
+    match = _ENTRY.match(entry.name)
+    if match is None:
+        return
+    deadline = time.time() - STALE_DAYS * 86400
+    for sibling in entry.parent.iterdir():
+        other = _ENTRY.match(sibling.name)
+        if sibling == entry or other is None or other.groups() != match.groups() or not sibling.is_dir():
+            continue
+        with contextlib.suppress(OSError):  # an entry is the directory, or a library in it
+            if max(f.stat().st_mtime for f in (sibling, *sibling.iterdir())) < deadline:
+                shutil.rmtree(sibling)
 
 
 def _check_sanitizer_runtime() -> None:

@@ -1,10 +1,13 @@
 """The native core's build cache: keyed by torch and sources, safe under concurrency."""
 
 import graphlib
+import os
 import re
 import subprocess
 import sys
 import textwrap
+import time
+from pathlib import Path
 
 import torch
 
@@ -79,6 +82,36 @@ def use_graph() -> dict[str, set[str]]:
     return {file: {defined_in[name] for name in defined_in
                    if defined_in[name] != file and re.search(rf"\b{name}\b", code)}
             for file, code in sources.items()}
+
+
+def test_a_build_removes_the_entries_of_its_kind_nothing_loaded_for_weeks(tmp_path):
+    """Note [Stale cache entries]: old builds of the same kind, torch and Python go; a recently loaded one, other
+    kinds, other torches and the sanitized builds stay, and a load marks its entry used."""
+    old = time.time() - (_native.STALE_DAYS + 1) * 86400
+
+    def entry(name: str, age: float | None = old) -> Path:
+        (tmp_path / name).mkdir()
+        library = tmp_path / name / "lib.so"
+        library.write_bytes(b"x")
+        if age is not None:
+            os.utime(library, (age, age))
+            os.utime(tmp_path / name, (age, age))
+        return library
+
+    stale = entry("torch_cpp-torch2.13.0+cpu-cf30153c4c-py311-aaaaaaaaaaaa")
+    recent = entry("torch_cpp-torch2.13.0+cpu-cf30153c4c-py311-bbbbbbbbbbbb", age=None)
+    loaded = entry("torch_cpp-torch2.13.0+cpu-cf30153c4c-py311-cccccccccccc")
+    kept = [entry("torch_cpp-torch2.11.0+cu130-70d99e998b-py311-dddddddddddd"),  # another torch
+            entry("torch2.13.0+cpu-cf30153c4c-py311-eeeeeeeeeeee"),  # another kind: the core
+            entry("torch_cpp-torch2.13.0+cpu-cf30153c4c-py311-ffffffffffff-asan")]  # a sanitized build
+    _native.ensure_built(loaded)  # found: marked used, nothing built or removed
+    assert stale.exists() and loaded.stat().st_mtime == old  # the library itself is untouched
+    built = tmp_path / "torch_cpp-torch2.13.0+cpu-cf30153c4c-py311-123456789abc" / "lib.so"
+    built.parent.mkdir()
+    _native.ensure_built(built, lambda target: target.write_bytes(b"new"))
+    assert built.read_bytes() == b"new"
+    assert not stale.parent.exists()
+    assert recent.exists() and loaded.exists() and all(k.exists() for k in kept)
 
 
 def test_the_native_core_files_form_no_cycle():
