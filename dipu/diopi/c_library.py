@@ -63,7 +63,7 @@ from pathlib import Path
 from typing import Callable
 
 from dipu._core import _C
-from dipu.diopi.context import SUCCESS, Status, set_last_error
+from dipu.diopi.context import SUCCESS, Status, is_host_scalar, set_last_error
 from dipu.diopi.c_form import c_parameters
 from dipu.diopi.proto import FUNCTIONS, Function, Kind
 
@@ -146,7 +146,7 @@ def _on_the_device(function: Function, device: int, args: tuple, checks) -> tupl
             place = getattr(t, "device", None)  # None: an optional list element left out (the frame checks the rest)
             if place is None or (place.type == "dipu" and place.index == device):
                 continue
-            if not written and place.type == "cpu" and t.dim() == 0:
+            if not written and is_host_scalar(t):
                 copied = copied or list(args)
                 moved = t.to(f"dipu:{device}")
                 if is_list:

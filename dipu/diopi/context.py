@@ -83,6 +83,12 @@ def take_last_error() -> str:
     return message
 
 
+def is_host_scalar(tensor) -> bool:
+    """Whether a tensor argument is a 0-dim CPU tensor, which torch allows beside any device's tensors: the one
+    exception to "Expected all tensors to be on the same device"."""
+    return tensor.device.type == "cpu" and tensor.dim() == 0
+
+
 class Context:
     """What a DIOPI function gets as ``ctx``: one per device, shared by all calls.
 

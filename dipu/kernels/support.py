@@ -12,7 +12,7 @@ import threading
 import torch
 
 from dipu._core import _C
-from dipu.diopi.context import Context, Status, take_last_error
+from dipu.diopi.context import Context, Status, is_host_scalar, take_last_error
 from dipu.kernels import fallback
 from dipu.kernels.fallback import device_of
 from dipu.kernels.switches import CHECK_DEVICE, DUMP_KEY, DUMP_OFF, SYNC, dump_level, env_get
@@ -165,7 +165,7 @@ def _tensors(args: tuple, names: tuple[str, ...]):
 def check_device(op, device: int, args: tuple) -> None:
     """DIPU_CHECK_TENSOR_DEVICE: every tensor argument is on dipu:<device> (0-dim CPU tensors pass)."""
     for name, tensor in _tensors(args, op.arg_names):
-        if tensor.device.type == "cpu" and tensor.dim() == 0:
+        if is_host_scalar(tensor):
             continue
         if tensor.device.type != "dipu" or tensor.get_device() != device:
             raise RuntimeError(f"{op.name}: argument '{name}' is on {tensor.device}, expected dipu:{device}")
@@ -189,9 +189,9 @@ def on_failure(status: int, op, args: tuple, kwargs: dict):
 
 
 def _argument_devices(op, args: tuple) -> list:
-    """The devices of the tensor arguments, dipu's first (as torch names a CUDA op's own device first); a 0-dim CPU
-    tensor, which torch allows beside any device's, counts for none."""
-    devices = {t.device for _, t in _tensors(args, op.arg_names) if not (t.device.type == "cpu" and t.dim() == 0)}
+    """The devices of the tensor arguments, dipu's first (as torch names a CUDA op's own device first); a host scalar
+    (``is_host_scalar``) counts for none."""
+    devices = {t.device for _, t in _tensors(args, op.arg_names) if not is_host_scalar(t)}
     return sorted(devices, key=lambda d: (d.type != "dipu", str(d)))
 
 
