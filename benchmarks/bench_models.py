@@ -24,10 +24,11 @@ no CPU fallbacks.
 
 The C library run (``--c-library PATH`` or a name DIPU_DIOPI_IMPL accepts; default
 ``$DIPU_BENCH_C_LIBRARY``, else the reference C op library ``ref_c`` when installed; ``--c-library ''``
-skips it): the same table from a second process with ``DIPU_DIOPI_IMPL=PATH``,
-and how many of a step's op calls the generated C++ wrappers served (Note [Generated C++ wrappers] in
-scripts/autogen/dest/cpp_wrappers.py); the rest took the Python wrappers (the library's trampolines, or
-the Python library it is laid over).
+skips it): the same table from a second process with ``DIPU_DIOPI_IMPL=PATH``.
+
+Each table says how many of a step's op calls the generated C++ wrappers served (Note [Generated C++ wrappers]
+in scripts/autogen/dest/cpp_wrappers.py); the rest took the Python wrappers (the library's trampolines, or
+the Python library it is laid over) or need no kernel of dipu's (views).
 """
 
 from __future__ import annotations
@@ -199,8 +200,7 @@ def main() -> None:
         print(f"{name:<26}{dipu_ms:>10.1f}{cpu_ms:>10.1f}{ratio:>7.2f}  {time_verdict:<18}"
               f"{dipu_peak / mib:>9.1f}{dipu_metered / mib:>11.1f}{cpu_metered / mib:>10.1f}"
               f"{memory:>10.2f}  {memory_verdict:<16}{fallbacks:>6} {verdict(fallbacks == 0)}")
-        if args.c_child:
-            print(f"{'':<26}C++ wrappers served {cpp_share(dipu_case):.0%} of a step's op calls")
+        print(f"{'':<26}C++ wrappers served {cpp_share(dipu_case):.0%} of a step's op calls")
     if args.c_library and not args.c_child:
         print(f"\nwith the C op library {args.c_library} (DIPU_DIOPI_IMPL):", flush=True)
         command = [sys.executable, __file__, "--c-child", *sys.argv[1:]]
