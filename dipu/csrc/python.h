@@ -24,7 +24,17 @@ namespace py = pybind11;
 
 namespace dipu {
 
-// ---- the vendor (vendor_python.cpp, vendor_plugin.cpp) ----------------------
+// ---- the vendor (vendor_python.cpp, vendor_plugin.cpp, vendor_cuda.cpp) --------
+// Runs `call`, a vendor call that may wait for the device (a synchronize, a synchronous copy), without the GIL
+// where this thread holds it, so other Python threads run meanwhile; returns what the call returns.
+template <typename F>
+decltype(auto) waiting(F call) {
+  if (Py_IsInitialized() && PyGILState_Check()) {
+    py::gil_scoped_release release;
+    return call();
+  }
+  return call();
+}
 // The Python runtime of a DeviceRuntime object.
 std::unique_ptr<Runtime> python_runtime(py::object device_runtime);
 // A handle as dipu's Python sees it (torch.dipu.Stream's vendor handle): the Python vendor's

@@ -43,17 +43,6 @@ struct Cudart {
   const char* (*get_error_string)(int) = nullptr;
 };
 
-// Calls that may wait for the device let other Python threads run meanwhile.
-template <typename F>
-void waiting(F call) {
-  if (Py_IsInitialized() && PyGILState_Check()) {
-    py::gil_scoped_release release;
-    call();
-  } else {
-    call();
-  }
-}
-
 // A dipu event: the CUDA event torch's guard creates at the first record, with the flag that says whether it
 // can time.
 struct Event {

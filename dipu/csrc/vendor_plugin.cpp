@@ -51,16 +51,6 @@ const char* status_name(C_Status status) {
   return "an unknown status";
 }
 
-// Calls that may wait for the device let other Python threads run meanwhile.
-template <typename F>
-C_Status waiting(F call) {
-  if (Py_IsInitialized() && PyGILState_Check()) {
-    py::gil_scoped_release release;
-    return call();
-  }
-  return call();
-}
-
 // An event of a plug-in and the host time its stream reached it (NaN until then). The stamp is
 // shared with a pending stream callback, which may outlive the event.
 struct PluginEvent {
