@@ -175,9 +175,9 @@ ERRORS = [
      + "  interface: diopiRelu(ctx, out, self)\n  torch: '<99'\n",
      "diopi_functions.yaml:4: relu: duplicate entry (first at line 1; entries for one op need torch ranges that "
      "do not overlap)"),
-    ("- op: relu\n  interface: diopiRelu\n  impl: dipu.ops.indexing.index\n",
-     "diopi_functions.yaml:1: relu: impl 'dipu.ops.indexing.index' takes (diopi, ctx, self, indices), but is "
-     "called with (diopi, ctx, self)"),
+    ("- op: relu\n  interface: diopiRelu\n  impl: dipu.ops.dropout.native_dropout\n",
+     "diopi_functions.yaml:1: relu: impl 'dipu.ops.dropout.native_dropout' takes (diopi, ctx, input, p, train), "
+     "but is called with (diopi, ctx, self)"),
     ("- op: relu.nope\n  interface: diopiRelu(ctx, out, self)\n",
      f"diopi_functions.yaml:1: relu.nope: aten::relu.nope does not exist in the installed torch {torch.__version__}"),
     (RELU + "  interface: diopiRelux(ctx, out, self)\n",

@@ -210,7 +210,9 @@ def test_the_emitter_writes_one_typed_kernel_per_supported_kernel(tmp_path):
     # the dispatcher's C++ signature, the C++ shape rule, a new output, the C call with C values, status
     assert "(const at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha)" in functional
     assert "rules::binary(spec, self, other, alpha)" in functional
-    assert "at::Tensor out = empty(spec.shape, spec.dtype);" in functional
+    # an elementwise kernel lays out a strided call's output itself (Note [Elementwise strides in C++])
+    assert "!(contiguous(self) && contiguous(other)) && !elementwise_strides(spec, self, other)" in functional
+    assert "at::Tensor out = empty(spec);" in functional
     assert "(diopi::handle(ctx), c_out(out), c_in(self), c_in(other), alpha_c.get())" in functional
     assert "if (C10_UNLIKELY(status != diopiSuccess))" in functional
     # the function pointer's C types are those of dipu's functions.h
@@ -543,10 +545,35 @@ for device in ("cpu", "dipu"):
     twins[device] = [rows.detach(), t.grad, torch.index_select(x, 1, torch.tensor([4, 0]).to(device)),
                      torch.index_select(x, 0, torch.tensor(3).to(device)), F.nll_loss(x, target),
                      F.nll_loss(x, target, reduction="none"), F.nll_loss(x[0], target[0]),
-                     F.nll_loss(x, target, weight=weight.to(device), reduction="sum")]
+                     F.nll_loss(x, target, weight=weight.to(device), reduction="sum"),
+                     x.argmax(1), x.argmin(0, keepdim=True), x.argmax(), x.argmax(keepdim=True), x.argmin(-1),
+                     x[0, 0].argmax(0), torch.empty(0, 3).to(device).argmax(1)]
 r["meta twins"] = [same(c, d) for c, d in zip(twins["cpu"], twins["dipu"])]
 r["meta twins fast"] = {op: n for op, n in cpp_wrappers.fast_calls().items()
-                        if op in ("embedding", "embedding_dense_backward", "index_select", "nll_loss_forward")}
+                        if op in ("embedding", "embedding_dense_backward", "index_select", "nll_loss_forward",
+                                  "argmax", "argmin")}
+errors = []
+for device in ("cpu", "dipu"):  # a reduction over no elements: the C++ rule leaves it to the CPU's error
+    try:
+        torch.empty(0, 3).to(device).argmax(0)
+    except IndexError as e:
+        errors.append(str(e).splitlines()[0])
+r["argmax of nothing"] = errors
+# Tensor?[] indices (index.Tensor, index_put_ and the rest): None entries, masks, a CPU index (the Python path)
+cpp_wrappers.reset_fast_calls()
+source, mask = torch.randn(2, 3, 4), torch.tensor([True, False, True, True])
+indexed = {}
+for device in ("cpu", "dipu"):
+    x = source.to(device).detach().requires_grad_()
+    rows = torch.tensor([2, 0, 2]).to(device)
+    got = [x[:, rows], x[..., mask.to(device)], x[x.detach() > 0], x[1, rows], x[:, torch.tensor([1])]]
+    sum(g.sum() for g in got).backward()
+    t = torch.zeros(5, 3).to(device)
+    t.index_put_((torch.tensor([0, 0, 4]).to(device),), torch.ones(3).to(device), accumulate=True)
+    put = t.index_put((torch.tensor([1]).to(device), torch.tensor([2]).to(device)), torch.tensor(7.0).to(device))
+    indexed[device] = [g.detach() for g in got] + [x.grad, t, put]
+r["indexed"] = [same(c, d) for c, d in zip(indexed["cpu"], indexed["dipu"])]
+r["indexed fast"] = {op: n for op, n in cpp_wrappers.fast_calls().items() if "index" in op}
 r["fallbacks"] = dipu.fallback_counts()
 print(json.dumps(r))
 """
@@ -555,10 +582,12 @@ print(json.dumps(r))
 def test_convolution_batch_norm_and_max_pool_take_the_cpp_path_with_the_cpu_s_results_and_layouts(python):
     """The hot path's impl kernels (and cat) have C++ twins: forward and backward give the CPU's values, shapes,
     dtypes and strides (channels_last kept), and what a twin leaves to Python (a transposed convolution, cat of
-    mixed dtypes or layouts) still works."""
+    mixed dtypes or layouts) still works. So do the C++ twins of meta kernels (argmax's among them) and the
+    kernels taking Tensor?[] indices (Note [Tensor lists in C++])."""
     r = json.loads(python(IMPL_CALLS).stdout.strip().splitlines()[-1])
     cases = {k: v for k, v in r.items() if k not in ("fast", "fallbacks", "transposed", "batch norm eval", "cat",
-                                                    "meta twins", "meta twins fast")}
+                                                    "meta twins", "meta twins fast", "argmax of nothing", "indexed",
+                                                    "indexed fast")}
     assert len(cases) == 15, cases
     for case, checks in cases.items():
         assert checks == [True] * len(checks), (case, checks)
@@ -568,9 +597,117 @@ def test_convolution_batch_norm_and_max_pool_take_the_cpp_path_with_the_cpu_s_re
     assert r["fast"] == {"convolution_overrideable": 1, "native_batch_norm": 1, "max_pool2d_with_indices": 1,
                          "_adaptive_avg_pool2d": 1, "cat": 1}, r["fast"]
     assert r["fallbacks"] == {}, r["fallbacks"]
-    assert r["meta twins"] == [True] * 8, r["meta twins"]
+    assert r["meta twins"] == [True] * 15, r["meta twins"]
     assert r["meta twins fast"] == {"embedding": 1, "embedding_dense_backward": 1, "index_select": 2,
-                                    "nll_loss_forward": 4}, r["meta twins fast"]
+                                    "nll_loss_forward": 4, "argmax": 5, "argmin": 2}, r["meta twins fast"]
+    # the CPU says "argmax():", the meta kernel behind dipu's Python path "argmax:"
+    assert [e.split(" ", 1)[1] for e in r["argmax of nothing"]] == \
+        ["Expected reduction dim 0 to have non-zero size."] * 2, r["argmax of nothing"]
+    # every index tensor on the device: C++; the CPU index tensor of x[:, torch.tensor([1])]: the Python path
+    assert r["indexed"] == [True] * 8, r["indexed"]
+    assert r["indexed fast"] == {"index.Tensor": 4, "index_put_": 1, "index_put": 1, "_index_put_impl_": 4}, \
+        r["indexed fast"]
+
+
+STRIDED_CALLS = """
+import json, torch, dipu
+from dipu.kernels import cpp_wrappers
+torch.manual_seed(0)
+a, per_channel, other = torch.randn(2, 3, 4, 5), torch.randn(3, 1, 1), torch.randn(5, 4, 3)
+column = torch.randn(2, 3, 1, 1)
+aten = torch.ops.aten
+cl = torch.channels_last
+cases = {  # name: (the op whose C++ kernel the last call takes, the call)
+    "channels_last + number": ("add.Tensor", lambda t: t(a.to(memory_format=cl)) + 1.5),
+    "channels_last * per channel": ("mul.Tensor", lambda t: t(a.to(memory_format=cl)) * t(per_channel)),
+    "per channel * channels_last": ("mul.Tensor", lambda t: t(per_channel) * t(a.to(memory_format=cl))),
+    "transposed / contiguous": ("div.Tensor", lambda t: t(a.transpose(1, 3)) / t(other)),
+    "expanded gradient / 4": ("div.Scalar", lambda t: aten.div.Scalar(t(column).expand(2, 3, 4, 5), 4)),
+    "sliced * 2": ("mul.Tensor", lambda t: t(a)[:, :, ::2] * 2),
+    "permuted * 0-dim tensor": ("mul.Tensor", lambda t: t(a.permute(2, 0, 3, 1)) * t(torch.tensor(3.0))),
+    "exp of permuted": ("exp", lambda t: torch.exp(t(a.permute(2, 0, 3, 1)))),
+    "compare of transposed": ("gt.Scalar", lambda t: t(a.transpose(2, 3)) > 0.5),
+    "addcmul of layouts": ("addcmul", lambda t: torch.addcmul(t(a), t(a.to(memory_format=cl)),
+                                                              t(a.transpose(1, 3)).transpose(1, 3), value=0.5)),
+    "broadcast of two strided": ("add.Tensor", lambda t: t(a.transpose(0, 1))[:1] + t(a.transpose(0, 1))),
+}
+r = {}
+for name, (op, fn) in cases.items():
+    cpu = fn(lambda x: x)
+    cpp_wrappers.reset_fast_calls()
+    on_dipu = fn(lambda x: x.to("dipu"))
+    r[name] = [cpu.stride() == on_dipu.stride(), cpu.dtype == on_dipu.dtype, torch.equal(cpu, on_dipu.cpu()),
+               cpp_wrappers.fast_calls().get(op, 0) > 0]
+print(json.dumps(r))
+"""
+
+
+def test_elementwise_kernels_given_strided_inputs_lay_out_their_outputs_as_the_cpu_in_cpp(python):
+    """Note [Elementwise strides in C++]: channels_last, transposed, sliced and expanded operands, alone or with
+    numbers, per-channel tensors and 0-dim tensors, give the CPU's strides and values, on the C++ path."""
+    r = json.loads(python(STRIDED_CALLS).stdout.strip().splitlines()[-1])
+    for case, checks in r.items():
+        assert checks == [True] * 4, (case, "[strides, dtype, values, served in C++]", checks)
+
+
+TRAINING_PATHS = """
+import json, sys, torch, torch.nn.functional as F, dipu
+sys.path.insert(0, {examples!r})
+from models import GPT, GPTConfig, resnet50_like
+from dipu.kernels import cpp_wrappers
+from dipu.report.collect import op_records
+
+def train(model, batch, loss_fn, optimizer, autocast=None, scaler=None):
+    model, batch = model.to("dipu"), [t.to("dipu") for t in batch]
+    opt = optimizer(model.parameters())
+    for _ in range(2):
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("dipu", dtype=autocast or torch.float32, enabled=autocast is not None):
+            loss = loss_fn(model, *batch)
+        if scaler is None:
+            loss.backward()
+            opt.step()
+        else:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+    return model
+
+torch.manual_seed(0)
+images, labels = torch.randn(4, 3, 32, 32), torch.randint(10, (4,))
+classify = lambda model, x, y: F.cross_entropy(model(x), y)
+for sgd in ({{}}, {{"foreach": False}}, {{"fused": True}}):
+    train(resnet50_like(10), (images, labels), classify, lambda p: torch.optim.SGD(p, lr=0.01, momentum=0.9, **sgd))
+model = train(resnet50_like(10), (images, labels), classify, lambda p: torch.optim.SGD(p, lr=0.01, momentum=0.9),
+              torch.float16, torch.amp.GradScaler("dipu"))
+x = images.to("dipu")
+order = torch.randperm(4).to("dipu")
+(model(x[order]).argmax(1) == labels.to("dipu")[order]).sum().item()  # examples/train.py's batching and accuracy
+config = GPTConfig(vocab_size=64, seq_len=16, n_layer=2, n_head=2, d_model=32, dropout=0.1)
+tokens = torch.randint(64, (4, 17))
+language = lambda model, inputs, targets: model(inputs, targets)[1]
+for adamw, autocast in (({{}}, None), ({{"foreach": False}}, None), ({{"fused": True}}, torch.bfloat16)):
+    train(GPT(config), (tokens[:, :-1], tokens[:, 1:]), language, lambda p: torch.optim.AdamW(p, lr=1e-3, **adamw),
+          autocast)
+fast = cpp_wrappers.fast_calls()
+records = op_records()
+native = {{name: r for name, r in records.items() if r["category"] == "native"}}
+print(json.dumps({{"kernels": len(native), "python": {{n: [r["calls"], fast.get(n, 0)] for n, r in native.items()
+                                                      if fast.get(n, 0) < r["calls"]}},
+                  "fallbacks": {{n: r["fallback_calls"] for n, r in records.items() if r["fallback_calls"]}}}}))
+"""
+
+
+def test_resnet_and_gpt_training_steps_take_no_python_wrapper(python, tmp_path):
+    """Every call of a dipu kernel in a ResNet-50-like and a GPT training step (SGD with momentum for-loop,
+    foreach and fused, fp16 autocast with GradScaler; AdamW for-loop, foreach and fused under bf16 autocast;
+    train.py's x[order] batching and argmax accuracy) is served by a C++ wrapper: the run report's native ops
+    against dipu.kernels.cpp_wrappers.fast_calls()."""
+    code = TRAINING_PATHS.format(examples=str(ROOT / "examples"))
+    r = json.loads(python(code, env={"DIPU_REPORT": str(tmp_path)}).stdout.strip().splitlines()[-1])
+    assert r["kernels"] > 30, r
+    assert r["python"] == {}, f"calls of these ops took the Python wrapper ([calls, C++ calls]): {r['python']}"
+    assert r["fallbacks"] == {}, r["fallbacks"]
 
 
 LAYER_NORM_BITS = """

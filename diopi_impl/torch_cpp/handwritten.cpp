@@ -28,6 +28,8 @@
 #include <ATen/ops/cudnn_convolution_ops.h>
 #include <ATen/ops/embedding_dense_backward_ops.h>
 #include <ATen/ops/fill_ops.h>
+#include <ATen/ops/index_ops.h>
+#include <ATen/ops/index_put_ops.h>
 #include <ATen/ops/index_select_ops.h>
 #include <ATen/ops/mean_ops.h>
 #include <ATen/ops/mul_ops.h>
@@ -633,6 +635,49 @@ DIPU_EXPORT diopiError_t diopiCat(diopiContextHandle_t, diopiTensorHandle_t out,
     for (int64_t i = 0; i < num_tensors; ++i) parts.push_back(tc::alias_of(tensors[i], device));
     at::Tensor o = tc::alias_of(out, device);
     at::_ops::cat_out::call(at::ITensorListRef(at::TensorList(parts)), dim, o);
+  });
+}
+
+// ---- diopi_impl/torch/indexing.py: advanced indexing ----
+
+namespace {
+
+// indexing.py's _index_list: a null handle selects a whole dim, and a CPU index tensor stays on the CPU (ATen
+// takes it beside device tensors).
+c10::List<std::optional<at::Tensor>> index_list(const diopiConstTensorHandle_t* indices, int64_t n) {
+  const c10::DeviceIndex device = tc::current_device();
+  c10::List<std::optional<at::Tensor>> list;
+  list.reserve(n);
+  for (int64_t i = 0; i < n; ++i)
+    list.push_back(indices[i] == nullptr ? std::optional<at::Tensor>() : tc::alias_or_cpu(indices[i], device));
+  return list;
+}
+
+}  // namespace
+
+DIPU_EXPORT diopiError_t diopiIndex(diopiContextHandle_t ctx, diopiTensorHandle_t* out, diopiConstTensorHandle_t input,
+                                    diopiConstTensorHandle_t* indices, int64_t num_indices) {
+  return tc::guarded([&] {
+    tc::require_copy(ctx, out, at::_ops::index_Tensor::call(tc::alias_of(input), index_list(indices, num_indices)));
+  });
+}
+
+DIPU_EXPORT diopiError_t diopiIndexPutInp(diopiContextHandle_t, diopiTensorHandle_t input,
+                                          diopiConstTensorHandle_t values, diopiConstTensorHandle_t* indices,
+                                          int64_t num_indices, bool accumulate) {
+  return tc::guarded([&] {
+    at::Tensor x = tc::alias_of(input);
+    at::_ops::index_put_::call(x, index_list(indices, num_indices), tc::alias_of(values), accumulate);
+  });
+}
+
+DIPU_EXPORT diopiError_t diopiIndexPut(diopiContextHandle_t, diopiTensorHandle_t out, diopiConstTensorHandle_t input,
+                                       diopiConstTensorHandle_t values, diopiConstTensorHandle_t* indices,
+                                       int64_t num_indices, bool accumulate) {
+  return tc::guarded([&] {
+    at::Tensor o = tc::alias_of(out);
+    if (!tc::tensor(out).is_same(tc::tensor(input))) o.copy_(tc::alias_of(input));
+    at::_ops::index_put_::call(o, index_list(indices, num_indices), tc::alias_of(values), accumulate);
   });
 }
 

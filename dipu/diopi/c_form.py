@@ -37,6 +37,7 @@ _BY_VALUE = {
     Kind.TENSOR: "diopiConstTensorHandle_t",
     Kind.TENSOR_OUT: "diopiTensorHandle_t",
     Kind.TENSOR_ALLOC: "diopiTensorHandle_t*",
+    Kind.TENSOR_ALLOC_LIST: "diopiTensorHandle_t*",
     Kind.TENSOR_LIST: "diopiConstTensorHandle_t*",
     Kind.TENSOR_LIST_OUT: "diopiTensorHandle_t*",
     Kind.SCALAR: "const diopiScalar_t*",

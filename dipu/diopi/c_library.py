@@ -76,9 +76,8 @@ class DiopiSize(ctypes.Structure):
     _fields_ = [("data", ctypes.c_void_p), ("len", ctypes.c_int64)]
 
 
-_LISTS = (Kind.TENSOR_LIST, Kind.TENSOR_LIST_OUT, Kind.SCALAR_LIST)
 _FORM_LETTERS = {
-    Kind.TENSOR: "T", Kind.TENSOR_OUT: "O", Kind.TENSOR_ALLOC: "A", Kind.TENSOR_LIST: "L",
+    Kind.TENSOR: "T", Kind.TENSOR_OUT: "O", Kind.TENSOR_ALLOC: "A", Kind.TENSOR_ALLOC_LIST: "P", Kind.TENSOR_LIST: "L",
     Kind.TENSOR_LIST_OUT: "M", Kind.SCALAR: "S", Kind.SCALAR_LIST: "R", Kind.INT: "i", Kind.FLOAT: "f",
     Kind.BOOL: "b", Kind.SIZE: "z", Kind.STRING: "s", Kind.DTYPE: "d", Kind.GENERATOR: "g",
     Kind.REDUCTION: "r", Kind.ROUNDING_MODE: "m", Kind.MEMORY_FORMAT: "e",
@@ -94,13 +93,6 @@ _CTYPES = {
 
 def c_form(function: Function) -> str:
     """One letter per C parameter after ``ctx`` (Note [The Python trampoline])."""
-    form = _c_form(function)
-    if "A" in form and any(p.kind in _LISTS for p in function.params):
-        form = form.replace("A", "P")  # the _foreach_ functions' outs: one allocated output per element
-    return form
-
-
-def _c_form(function: Function) -> str:
     return "".join("n" if p.param is None else _letter(p.param, p.type.endswith("*"))
                    for p in c_parameters(function)[1:])
 

@@ -21,7 +21,11 @@ Note [Outputs a function allocates]
 Outputs whose shape depends on the data (nonzero, masked_select, unique) are
 ``Alloc`` parameters: the caller passes a one-element list and the function
 stores ``ctx.require_tensor(sizes, dtype)`` into it, which is C DIOPI's
-``diopiTensorHandle_t* out`` filled through ``diopiRequireTensor``.
+``diopiTensorHandle_t* out`` filled through ``diopiRequireTensor``. The
+functional _foreach_ functions allocate one output per element of the lists
+they go with: an ``Allocs`` parameter (``Tensor[]* outs``), whose one-element
+list the function fills with a list of tensors; its C form is the same array
+of handles, as long as those lists.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ class Kind(enum.Enum):
     TENSOR = "Tensor"  # read only
     TENSOR_OUT = "Tensor(a!)"  # written: an output, or an input updated in place
     TENSOR_ALLOC = "Tensor*"  # see Note [Outputs a function allocates]
+    TENSOR_ALLOC_LIST = "Tensor[]*"  # as many allocated outputs as the lists it goes with have elements
     TENSOR_LIST = "Tensor[]"
     TENSOR_LIST_OUT = "Tensor(a!)[]"  # a list of tensors written in place (_foreach_*_, fused optimizers)
     SCALAR = "Scalar"
@@ -56,11 +61,15 @@ class Kind(enum.Enum):
 
     @property
     def is_output(self) -> bool:
-        return self in (Kind.TENSOR_OUT, Kind.TENSOR_ALLOC, Kind.TENSOR_LIST_OUT)
+        return self in (Kind.TENSOR_OUT, Kind.TENSOR_ALLOC, Kind.TENSOR_ALLOC_LIST, Kind.TENSOR_LIST_OUT)
+
+    @property
+    def is_allocated(self) -> bool:
+        return self in (Kind.TENSOR_ALLOC, Kind.TENSOR_ALLOC_LIST)
 
 
-_TENSOR_KINDS = frozenset({Kind.TENSOR, Kind.TENSOR_OUT, Kind.TENSOR_ALLOC, Kind.TENSOR_LIST,
-                           Kind.TENSOR_LIST_OUT})
+_TENSOR_KINDS = frozenset({Kind.TENSOR, Kind.TENSOR_OUT, Kind.TENSOR_ALLOC, Kind.TENSOR_ALLOC_LIST,
+                           Kind.TENSOR_LIST, Kind.TENSOR_LIST_OUT})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,7 +107,7 @@ def _param(kind: Kind):
 
 
 In, Out, Alloc, Tensors = (_param(k) for k in (Kind.TENSOR, Kind.TENSOR_OUT, Kind.TENSOR_ALLOC, Kind.TENSOR_LIST))
-OutTensors = _param(Kind.TENSOR_LIST_OUT)
+OutTensors, Allocs = _param(Kind.TENSOR_LIST_OUT), _param(Kind.TENSOR_ALLOC_LIST)
 Scalar, Int, Float, Bool, Sizes = (_param(k) for k in (Kind.SCALAR, Kind.INT, Kind.FLOAT, Kind.BOOL, Kind.SIZE))
 Scalars = _param(Kind.SCALAR_LIST)
 String, Dtype, Gen = (_param(k) for k in (Kind.STRING, Kind.DTYPE, Kind.GENERATOR))
@@ -590,13 +599,13 @@ _DECLARATIONS = [
                 "ScalarList": (Tensors("tensors1"), Tensors("tensors2"), Scalars("scalars"))})
           for op in ("Addcmul", "Addcdiv")],
     ) for variant, rest in params.items() for f in (
-        Function(f"diopiForeach{name}{variant}", (Alloc("outs"), Tensors("inputs"), *rest)),
+        Function(f"diopiForeach{name}{variant}", (Allocs("outs"), Tensors("inputs"), *rest)),
         Function(f"diopiForeach{name}Inp{variant}", (OutTensors("inputs"), *rest)))],
     *[f for name in ("Abs", "Neg", "Sqrt", "Rsqrt", "Exp", "Expm1", "Log", "Log1p", "Log2", "Log10", "Reciprocal",
                      "Sign", "Sigmoid", "Tanh", "Sin", "Cos", "Erf", "Ceil", "Floor", "Round", "Trunc", "Frac")
-      for f in (Function(f"diopiForeach{name}", (Alloc("outs"), Tensors("inputs"))),
+      for f in (Function(f"diopiForeach{name}", (Allocs("outs"), Tensors("inputs"))),
                 Function(f"diopiForeach{name}Inp", (OutTensors("inputs"),)))],
-    Function("diopiForeachNorm", (Alloc("outs"), Tensors("inputs"), Scalar("ord"), Dtype("dtype", optional=True))),
+    Function("diopiForeachNorm", (Allocs("outs"), Tensors("inputs"), Scalar("ord"), Dtype("dtype", optional=True))),
     Function("diopiForeachZeroInp", (OutTensors("inputs"),)),
     Function("diopiForeachCopyInp", (OutTensors("inputs"), Tensors("srcs"), Bool("non_blocking"))),
     # fused optimizer steps: every list but state_steps is updated in place
@@ -645,14 +654,14 @@ _DECLARATIONS = [
         Out("grad_input"), In("grad_output"), In("input"), In("noise"), Scalar("lower"), Scalar("upper"),
         Bool("training"), Bool("self_is_result"))),
     *[f for name in ("Acos", "Asin", "Atan", "Tan", "Sinh", "Cosh", "Erfc", "Lgamma")
-      for f in (Function(f"diopiForeach{name}", (Alloc("outs"), Tensors("inputs"))),
+      for f in (Function(f"diopiForeach{name}", (Allocs("outs"), Tensors("inputs"))),
                 Function(f"diopiForeach{name}Inp", (OutTensors("inputs"),)))],
-    Function("diopiForeachMax", (Alloc("outs"), Tensors("inputs"))),
-    Function("diopiForeachPowsum", (Alloc("outs"), Tensors("inputs"), Scalar("ord"), Dtype("dtype", optional=True))),
-    Function("diopiForeachPowScalarAndTensor", (Alloc("outs"), Scalar("input"), Tensors("exponents"))),
-    Function("diopiForeachZero", (Alloc("outs"), Tensors("inputs"))),
-    Function("diopiForeachCopy", (Alloc("outs"), Tensors("inputs"), Tensors("srcs"), Bool("non_blocking"))),
-    Function("diopiForeachClone", (Alloc("outs"), Tensors("inputs"), MemoryFormat("memory_format", optional=True))),
+    Function("diopiForeachMax", (Allocs("outs"), Tensors("inputs"))),
+    Function("diopiForeachPowsum", (Allocs("outs"), Tensors("inputs"), Scalar("ord"), Dtype("dtype", optional=True))),
+    Function("diopiForeachPowScalarAndTensor", (Allocs("outs"), Scalar("input"), Tensors("exponents"))),
+    Function("diopiForeachZero", (Allocs("outs"), Tensors("inputs"))),
+    Function("diopiForeachCopy", (Allocs("outs"), Tensors("inputs"), Tensors("srcs"), Bool("non_blocking"))),
+    Function("diopiForeachClone", (Allocs("outs"), Tensors("inputs"), MemoryFormat("memory_format", optional=True))),
     *[Function(f"diopiFusedAdagrad{suffix}", (  # the tensor_lr variant leaves state_steps alone, as ATen's
         OutTensors("params"), OutTensors("grads"), OutTensors("state_sums"), steps("state_steps"), lr,
         Float("lr_decay"),
@@ -713,8 +722,8 @@ def aten_mismatch(function: Function, outs: list[AtenArg], inputs: list[AtenArg]
     returns when they are ``Alloc``; the rest stand for the inputs, in order.
     """
     params = list(function.params)
-    if not outs and params and params[0].kind == Kind.TENSOR_ALLOC:
-        if sum(p.kind == Kind.TENSOR_ALLOC for p in params[:returned]) != returned:
+    if not outs and params and params[0].kind.is_allocated:
+        if sum(p.kind.is_allocated for p in params[:returned]) != returned:
             return f"returns {returned} value(s), which {function.name} does not allocate"
         params = params[returned:]
     pairs_out, params = params[:len(outs)], params[len(outs):]

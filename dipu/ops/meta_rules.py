@@ -122,7 +122,9 @@ def meta(overload, kwarg_names: tuple[str, ...], several: bool):
 # contiguous`` (the CPU kernel allocates contiguous; the meta kernel follows its input) or ``strides:
 # {format_of: <argument>}`` (the CPU kernel allocates its first output in that argument's
 # ``suggest_memory_format``; the meta kernel allocates contiguous). A stride rule answers None (contiguous)
-# for an output it cannot infer, and those that infer are memoized (Note [Memoized meta inference]).
+# for an output it cannot infer, and those that infer are memoized (Note [Memoized meta inference]). The C++
+# wrappers compute the elementwise rule themselves (Note [Elementwise strides in C++] in
+# dipu/kernels/cpp/wrapper_support.h) and leave the others to these.
 _TENSOR_ITERATORS = {1: torch.neg, 2: torch.add, 3: torch.addcmul}
 
 

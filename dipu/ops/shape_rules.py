@@ -59,8 +59,8 @@ RULES: dict[str, Rule] = {
 #: Ops whose spec takes their shapes from the meta kernel, and the outputs the C++ twin of that meta kernel of
 #: the same name in dipu/kernels/cpp/shape_rules.h fills (Note [Meta shapes in C++]).
 CPP_META_TWINS: dict[str, int] = {
-    "embedding": 1, "embedding_dense_backward": 1, "index_select": 1, "native_layer_norm_backward": 3,
-    "nll_loss_forward": 2,
+    "argmax": 1, "argmin": 1, "embedding": 1, "embedding_dense_backward": 1, "index_select": 1,
+    "native_layer_norm_backward": 3, "nll_loss_forward": 2,
 }
 __all__ = sorted(RULES)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from torchgen.model import Argument, BaseTy, BaseType, FunctionSchema, ListType, OptionalType
 
-from . import proto, schemas
+from . import schemas
 from .model import Allocation, Entry, Kernel, ShapeSource, SpecError, StrideRule, Strides, Variant, op_name
 
 
@@ -79,7 +79,7 @@ def _allocated_by_function(entry: Entry) -> frozenset[str]:
     if entry.interface is None:
         return frozenset()
     return frozenset(arg.name for arg, param in zip(entry.interface.args, entry.interface.function.params)
-                     if param.kind == proto.Kind.TENSOR_ALLOC and arg.name is not None)
+                     if param.kind.is_allocated and arg.name is not None)
 
 
 def _allocation(entry: Entry, variant: Variant, outputs: tuple[str, ...], allocated: frozenset[str],

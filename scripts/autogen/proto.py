@@ -54,6 +54,8 @@ def argument_kinds(arg) -> set[Kind]:
     is_list = isinstance(t, ListType)
     if is_list:
         t = t.elem
-    if not isinstance(t, BaseType):  # Tensor?[]: no proto parameter takes it
+        if isinstance(t, OptionalType):  # Tensor?[] (indices): a tensor list whose None entries are null handles
+            t = t.elem
+    if not isinstance(t, BaseType):
         return set()
     return kinds_of(t.name.name, is_list, arg.annotation is not None and arg.annotation.is_write)

@@ -72,7 +72,7 @@ def _compare(what: str, actual, expected, case: Case) -> None:
 
 def _expect_refusal(function, case: Case, declared, dev: dict, reference_error: Exception) -> None:
     """The CPU reference refused these inputs: the function must refuse them too."""
-    call = [dev.get(p.name, [None] if p.kind == Kind.TENSOR_ALLOC else None) for p in declared.params]
+    call = [dev.get(p.name, [None] if p.kind.is_allocated else None) for p in declared.params]
     try:
         status = function(contexts[DEVICE], *call)
     except Exception:  # noqa: BLE001  (refused, as the reference was)
@@ -114,7 +114,7 @@ def run_case(function, case: Case) -> str | None:
     for param in declared.params:
         if param.name in dev:
             call.append(dev[param.name])
-        elif param.kind == Kind.TENSOR_ALLOC:
+        elif param.kind.is_allocated:
             call.append([None])
         elif param.kind == Kind.TENSOR_OUT:
             want = expected_by_name[param.name]
@@ -136,7 +136,7 @@ def run_case(function, case: Case) -> str | None:
     for param, value in zip(declared.params, call):
         if param.name in expected_by_name:
             if expected_by_name[param.name] is not None:
-                actual = value[0] if param.kind == Kind.TENSOR_ALLOC else value
+                actual = value[0] if param.kind.is_allocated else value
                 _compare(f"output {param.name}", actual, expected_by_name[param.name], case)
         elif param.kind.is_output:
             _compare(f"in-place {param.name}", value, reference_args[param.name], case)

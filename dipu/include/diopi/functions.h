@@ -721,14 +721,14 @@ DIOPI_API diopiError_t diopiFmodInpScalar(diopiContextHandle_t ctx, diopiTensorH
 DIOPI_API diopiError_t diopiFmodScalar(diopiContextHandle_t ctx, diopiTensorHandle_t out,
                                        diopiConstTensorHandle_t input, const diopiScalar_t* other);
 
-/* diopiForeachAbs(ctx, Tensor* outs, Tensor[] inputs) */
+/* diopiForeachAbs(ctx, Tensor[]* outs, Tensor[] inputs) */
 DIOPI_API diopiError_t diopiForeachAbs(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                        diopiConstTensorHandle_t* inputs, int64_t num_inputs);
 
 /* diopiForeachAbsInp(ctx, Tensor(a!)[] inputs) */
 DIOPI_API diopiError_t diopiForeachAbsInp(diopiContextHandle_t ctx, diopiTensorHandle_t* inputs, int64_t num_inputs);
 
-/* diopiForeachAcos(ctx, Tensor* outs, Tensor[] inputs) */
+/* diopiForeachAcos(ctx, Tensor[]* outs, Tensor[] inputs) */
 DIOPI_API diopiError_t diopiForeachAcos(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                         diopiConstTensorHandle_t* inputs, int64_t num_inputs);
 
@@ -749,17 +749,17 @@ DIOPI_API diopiError_t diopiForeachAddInpTensor(diopiContextHandle_t ctx, diopiT
                                                 int64_t num_inputs, diopiConstTensorHandle_t other,
                                                 const diopiScalar_t* alpha);
 
-/* diopiForeachAddList(ctx, Tensor* outs, Tensor[] inputs, Tensor[] others, Scalar alpha) */
+/* diopiForeachAddList(ctx, Tensor[]* outs, Tensor[] inputs, Tensor[] others, Scalar alpha) */
 DIOPI_API diopiError_t diopiForeachAddList(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                            diopiConstTensorHandle_t* inputs, diopiConstTensorHandle_t* others,
                                            int64_t num_inputs, const diopiScalar_t* alpha);
 
-/* diopiForeachAddScalarList(ctx, Tensor* outs, Tensor[] inputs, Scalar[] scalars) */
+/* diopiForeachAddScalarList(ctx, Tensor[]* outs, Tensor[] inputs, Scalar[] scalars) */
 DIOPI_API diopiError_t diopiForeachAddScalarList(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                                  diopiConstTensorHandle_t* inputs, const diopiScalar_t* scalars,
                                                  int64_t num_inputs);
 
-/* diopiForeachAddTensor(ctx, Tensor* outs, Tensor[] inputs, Tensor other, Scalar alpha) */
+/* diopiForeachAddTensor(ctx, Tensor[]* outs, Tensor[] inputs, Tensor other, Scalar alpha) */
 DIOPI_API diopiError_t diopiForeachAddTensor(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                              diopiConstTensorHandle_t* inputs, int64_t num_inputs,
                                              diopiConstTensorHandle_t other, const diopiScalar_t* alpha);
@@ -782,20 +782,20 @@ DIOPI_API diopiError_t diopiForeachAddcdivInpTensor(diopiContextHandle_t ctx, di
                                                     diopiConstTensorHandle_t* tensors2, int64_t num_inputs,
                                                     diopiConstTensorHandle_t scalars);
 
-/* diopiForeachAddcdivScalar(ctx, Tensor* outs, Tensor[] inputs, Tensor[] tensors1, Tensor[] tensors2, Scalar value) */
+/* diopiForeachAddcdivScalar(ctx, Tensor[]* outs, Tensor[] inputs, Tensor[] tensors1, Tensor[] tensors2, Scalar value) */
 DIOPI_API diopiError_t diopiForeachAddcdivScalar(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                                  diopiConstTensorHandle_t* inputs, diopiConstTensorHandle_t* tensors1,
                                                  diopiConstTensorHandle_t* tensors2, int64_t num_inputs,
                                                  const diopiScalar_t* value);
 
-/* diopiForeachAddcdivScalarList(ctx, Tensor* outs, Tensor[] inputs, Tensor[] tensors1, Tensor[] tensors2, Scalar[] scalars) */
+/* diopiForeachAddcdivScalarList(ctx, Tensor[]* outs, Tensor[] inputs, Tensor[] tensors1, Tensor[] tensors2, Scalar[] scalars) */
 DIOPI_API diopiError_t diopiForeachAddcdivScalarList(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                                      diopiConstTensorHandle_t* inputs,
                                                      diopiConstTensorHandle_t* tensors1,
                                                      diopiConstTensorHandle_t* tensors2, const diopiScalar_t* scalars,
                                                      int64_t num_inputs);
 
-/* diopiForeachAddcdivTensor(ctx, Tensor* outs, Tensor[] inputs, Tensor[] tensors1, Tensor[] tensors2, Tensor scalars) */
+/* diopiForeachAddcdivTensor(ctx, Tensor[]* outs, Tensor[] inputs, Tensor[] tensors1, Tensor[] tensors2, Tensor scalars) */
 DIOPI_API diopiError_t diopiForeachAddcdivTensor(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                                  diopiConstTensorHandle_t* inputs, diopiConstTensorHandle_t* tensors1,
                                                  diopiConstTensorHandle_t* tensors2, int64_t num_inputs,
@@ -819,40 +819,40 @@ DIOPI_API diopiError_t diopiForeachAddcmulInpTensor(diopiContextHandle_t ctx, di
                                                     diopiConstTensorHandle_t* tensors2, int64_t num_inputs,
                                                     diopiConstTensorHandle_t scalars);
 
-/* diopiForeachAddcmulScalar(ctx, Tensor* outs, Tensor[] inputs, Tensor[] tensors1, Tensor[] tensors2, Scalar value) */
+/* diopiForeachAddcmulScalar(ctx, Tensor[]* outs, Tensor[] inputs, Tensor[] tensors1, Tensor[] tensors2, Scalar value) */
 DIOPI_API diopiError_t diopiForeachAddcmulScalar(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                                  diopiConstTensorHandle_t* inputs, diopiConstTensorHandle_t* tensors1,
                                                  diopiConstTensorHandle_t* tensors2, int64_t num_inputs,
                                                  const diopiScalar_t* value);
 
-/* diopiForeachAddcmulScalarList(ctx, Tensor* outs, Tensor[] inputs, Tensor[] tensors1, Tensor[] tensors2, Scalar[] scalars) */
+/* diopiForeachAddcmulScalarList(ctx, Tensor[]* outs, Tensor[] inputs, Tensor[] tensors1, Tensor[] tensors2, Scalar[] scalars) */
 DIOPI_API diopiError_t diopiForeachAddcmulScalarList(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                                      diopiConstTensorHandle_t* inputs,
                                                      diopiConstTensorHandle_t* tensors1,
                                                      diopiConstTensorHandle_t* tensors2, const diopiScalar_t* scalars,
                                                      int64_t num_inputs);
 
-/* diopiForeachAddcmulTensor(ctx, Tensor* outs, Tensor[] inputs, Tensor[] tensors1, Tensor[] tensors2, Tensor scalars) */
+/* diopiForeachAddcmulTensor(ctx, Tensor[]* outs, Tensor[] inputs, Tensor[] tensors1, Tensor[] tensors2, Tensor scalars) */
 DIOPI_API diopiError_t diopiForeachAddcmulTensor(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                                  diopiConstTensorHandle_t* inputs, diopiConstTensorHandle_t* tensors1,
                                                  diopiConstTensorHandle_t* tensors2, int64_t num_inputs,
                                                  diopiConstTensorHandle_t scalars);
 
-/* diopiForeachAsin(ctx, Tensor* outs, Tensor[] inputs) */
+/* diopiForeachAsin(ctx, Tensor[]* outs, Tensor[] inputs) */
 DIOPI_API diopiError_t diopiForeachAsin(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                         diopiConstTensorHandle_t* inputs, int64_t num_inputs);
 
 /* diopiForeachAsinInp(ctx, Tensor(a!)[] inputs) */
 DIOPI_API diopiError_t diopiForeachAsinInp(diopiContextHandle_t ctx, diopiTensorHandle_t* inputs, int64_t num_inputs);
 
-/* diopiForeachAtan(ctx, Tensor* outs, Tensor[] inputs) */
+/* diopiForeachAtan(ctx, Tensor[]* outs, Tensor[] inputs) */
 DIOPI_API diopiError_t diopiForeachAtan(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                         diopiConstTensorHandle_t* inputs, int64_t num_inputs);
 
 /* diopiForeachAtanInp(ctx, Tensor(a!)[] inputs) */
 DIOPI_API diopiError_t diopiForeachAtanInp(diopiContextHandle_t ctx, diopiTensorHandle_t* inputs, int64_t num_inputs);
 
-/* diopiForeachCeil(ctx, Tensor* outs, Tensor[] inputs) */
+/* diopiForeachCeil(ctx, Tensor[]* outs, Tensor[] inputs) */
 DIOPI_API diopiError_t diopiForeachCeil(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                         diopiConstTensorHandle_t* inputs, int64_t num_inputs);
 
@@ -871,17 +871,17 @@ DIOPI_API diopiError_t diopiForeachClampMaxInpScalar(diopiContextHandle_t ctx, d
 DIOPI_API diopiError_t diopiForeachClampMaxInpScalarList(diopiContextHandle_t ctx, diopiTensorHandle_t* inputs,
                                                          const diopiScalar_t* scalars, int64_t num_inputs);
 
-/* diopiForeachClampMaxList(ctx, Tensor* outs, Tensor[] inputs, Tensor[] others) */
+/* diopiForeachClampMaxList(ctx, Tensor[]* outs, Tensor[] inputs, Tensor[] others) */
 DIOPI_API diopiError_t diopiForeachClampMaxList(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                                 diopiConstTensorHandle_t* inputs, diopiConstTensorHandle_t* others,
                                                 int64_t num_inputs);
 
-/* diopiForeachClampMaxScalar(ctx, Tensor* outs, Tensor[] inputs, Scalar scalar) */
+/* diopiForeachClampMaxScalar(ctx, Tensor[]* outs, Tensor[] inputs, Scalar scalar) */
 DIOPI_API diopiError_t diopiForeachClampMaxScalar(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                                   diopiConstTensorHandle_t* inputs, int64_t num_inputs,
                                                   const diopiScalar_t* scalar);
 
-/* diopiForeachClampMaxScalarList(ctx, Tensor* outs, Tensor[] inputs, Scalar[] scalars) */
+/* diopiForeachClampMaxScalarList(ctx, Tensor[]* outs, Tensor[] inputs, Scalar[] scalars) */
 DIOPI_API diopiError_t diopiForeachClampMaxScalarList(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                                       diopiConstTensorHandle_t* inputs, const diopiScalar_t* scalars,
                                                       int64_t num_inputs);
@@ -898,27 +898,27 @@ DIOPI_API diopiError_t diopiForeachClampMinInpScalar(diopiContextHandle_t ctx, d
 DIOPI_API diopiError_t diopiForeachClampMinInpScalarList(diopiContextHandle_t ctx, diopiTensorHandle_t* inputs,
                                                          const diopiScalar_t* scalars, int64_t num_inputs);
 
-/* diopiForeachClampMinList(ctx, Tensor* outs, Tensor[] inputs, Tensor[] others) */
+/* diopiForeachClampMinList(ctx, Tensor[]* outs, Tensor[] inputs, Tensor[] others) */
 DIOPI_API diopiError_t diopiForeachClampMinList(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                                 diopiConstTensorHandle_t* inputs, diopiConstTensorHandle_t* others,
                                                 int64_t num_inputs);
 
-/* diopiForeachClampMinScalar(ctx, Tensor* outs, Tensor[] inputs, Scalar scalar) */
+/* diopiForeachClampMinScalar(ctx, Tensor[]* outs, Tensor[] inputs, Scalar scalar) */
 DIOPI_API diopiError_t diopiForeachClampMinScalar(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                                   diopiConstTensorHandle_t* inputs, int64_t num_inputs,
                                                   const diopiScalar_t* scalar);
 
-/* diopiForeachClampMinScalarList(ctx, Tensor* outs, Tensor[] inputs, Scalar[] scalars) */
+/* diopiForeachClampMinScalarList(ctx, Tensor[]* outs, Tensor[] inputs, Scalar[] scalars) */
 DIOPI_API diopiError_t diopiForeachClampMinScalarList(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                                       diopiConstTensorHandle_t* inputs, const diopiScalar_t* scalars,
                                                       int64_t num_inputs);
 
-/* diopiForeachClone(ctx, Tensor* outs, Tensor[] inputs, memory format? memory_format) */
+/* diopiForeachClone(ctx, Tensor[]* outs, Tensor[] inputs, memory format? memory_format) */
 DIOPI_API diopiError_t diopiForeachClone(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                          diopiConstTensorHandle_t* inputs, int64_t num_inputs,
                                          diopiMemoryFormat_t memory_format);
 
-/* diopiForeachCopy(ctx, Tensor* outs, Tensor[] inputs, Tensor[] srcs, bool non_blocking) */
+/* diopiForeachCopy(ctx, Tensor[]* outs, Tensor[] inputs, Tensor[] srcs, bool non_blocking) */
 DIOPI_API diopiError_t diopiForeachCopy(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                         diopiConstTensorHandle_t* inputs, diopiConstTensorHandle_t* srcs,
                                         int64_t num_inputs, bool non_blocking);
@@ -927,14 +927,14 @@ DIOPI_API diopiError_t diopiForeachCopy(diopiContextHandle_t ctx, diopiTensorHan
 DIOPI_API diopiError_t diopiForeachCopyInp(diopiContextHandle_t ctx, diopiTensorHandle_t* inputs,
                                            diopiConstTensorHandle_t* srcs, int64_t num_inputs, bool non_blocking);
 
-/* diopiForeachCos(ctx, Tensor* outs, Tensor[] inputs) */
+/* diopiForeachCos(ctx, Tensor[]* outs, Tensor[] inputs) */
 DIOPI_API diopiError_t diopiForeachCos(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                        diopiConstTensorHandle_t* inputs, int64_t num_inputs);
 
 /* diopiForeachCosInp(ctx, Tensor(a!)[] inputs) */
 DIOPI_API diopiError_t diopiForeachCosInp(diopiContextHandle_t ctx, diopiTensorHandle_t* inputs, int64_t num_inputs);
 
-/* diopiForeachCosh(ctx, Tensor* outs, Tensor[] inputs) */
+/* diopiForeachCosh(ctx, Tensor[]* outs, Tensor[] inputs) */
 DIOPI_API diopiError_t diopiForeachCosh(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                         diopiConstTensorHandle_t* inputs, int64_t num_inputs);
 
@@ -957,62 +957,62 @@ DIOPI_API diopiError_t diopiForeachDivInpScalarList(diopiContextHandle_t ctx, di
 DIOPI_API diopiError_t diopiForeachDivInpTensor(diopiContextHandle_t ctx, diopiTensorHandle_t* inputs,
                                                 int64_t num_inputs, diopiConstTensorHandle_t other);
 
-/* diopiForeachDivList(ctx, Tensor* outs, Tensor[] inputs, Tensor[] others) */
+/* diopiForeachDivList(ctx, Tensor[]* outs, Tensor[] inputs, Tensor[] others) */
 DIOPI_API diopiError_t diopiForeachDivList(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                            diopiConstTensorHandle_t* inputs, diopiConstTensorHandle_t* others,
                                            int64_t num_inputs);
 
-/* diopiForeachDivScalar(ctx, Tensor* outs, Tensor[] inputs, Scalar scalar) */
+/* diopiForeachDivScalar(ctx, Tensor[]* outs, Tensor[] inputs, Scalar scalar) */
 DIOPI_API diopiError_t diopiForeachDivScalar(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                              diopiConstTensorHandle_t* inputs, int64_t num_inputs,
                                              const diopiScalar_t* scalar);
 
-/* diopiForeachDivScalarList(ctx, Tensor* outs, Tensor[] inputs, Scalar[] scalars) */
+/* diopiForeachDivScalarList(ctx, Tensor[]* outs, Tensor[] inputs, Scalar[] scalars) */
 DIOPI_API diopiError_t diopiForeachDivScalarList(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                                  diopiConstTensorHandle_t* inputs, const diopiScalar_t* scalars,
                                                  int64_t num_inputs);
 
-/* diopiForeachDivTensor(ctx, Tensor* outs, Tensor[] inputs, Tensor other) */
+/* diopiForeachDivTensor(ctx, Tensor[]* outs, Tensor[] inputs, Tensor other) */
 DIOPI_API diopiError_t diopiForeachDivTensor(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                              diopiConstTensorHandle_t* inputs, int64_t num_inputs,
                                              diopiConstTensorHandle_t other);
 
-/* diopiForeachErf(ctx, Tensor* outs, Tensor[] inputs) */
+/* diopiForeachErf(ctx, Tensor[]* outs, Tensor[] inputs) */
 DIOPI_API diopiError_t diopiForeachErf(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                        diopiConstTensorHandle_t* inputs, int64_t num_inputs);
 
 /* diopiForeachErfInp(ctx, Tensor(a!)[] inputs) */
 DIOPI_API diopiError_t diopiForeachErfInp(diopiContextHandle_t ctx, diopiTensorHandle_t* inputs, int64_t num_inputs);
 
-/* diopiForeachErfc(ctx, Tensor* outs, Tensor[] inputs) */
+/* diopiForeachErfc(ctx, Tensor[]* outs, Tensor[] inputs) */
 DIOPI_API diopiError_t diopiForeachErfc(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                         diopiConstTensorHandle_t* inputs, int64_t num_inputs);
 
 /* diopiForeachErfcInp(ctx, Tensor(a!)[] inputs) */
 DIOPI_API diopiError_t diopiForeachErfcInp(diopiContextHandle_t ctx, diopiTensorHandle_t* inputs, int64_t num_inputs);
 
-/* diopiForeachExp(ctx, Tensor* outs, Tensor[] inputs) */
+/* diopiForeachExp(ctx, Tensor[]* outs, Tensor[] inputs) */
 DIOPI_API diopiError_t diopiForeachExp(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                        diopiConstTensorHandle_t* inputs, int64_t num_inputs);
 
 /* diopiForeachExpInp(ctx, Tensor(a!)[] inputs) */
 DIOPI_API diopiError_t diopiForeachExpInp(diopiContextHandle_t ctx, diopiTensorHandle_t* inputs, int64_t num_inputs);
 
-/* diopiForeachExpm1(ctx, Tensor* outs, Tensor[] inputs) */
+/* diopiForeachExpm1(ctx, Tensor[]* outs, Tensor[] inputs) */
 DIOPI_API diopiError_t diopiForeachExpm1(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                          diopiConstTensorHandle_t* inputs, int64_t num_inputs);
 
 /* diopiForeachExpm1Inp(ctx, Tensor(a!)[] inputs) */
 DIOPI_API diopiError_t diopiForeachExpm1Inp(diopiContextHandle_t ctx, diopiTensorHandle_t* inputs, int64_t num_inputs);
 
-/* diopiForeachFloor(ctx, Tensor* outs, Tensor[] inputs) */
+/* diopiForeachFloor(ctx, Tensor[]* outs, Tensor[] inputs) */
 DIOPI_API diopiError_t diopiForeachFloor(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                          diopiConstTensorHandle_t* inputs, int64_t num_inputs);
 
 /* diopiForeachFloorInp(ctx, Tensor(a!)[] inputs) */
 DIOPI_API diopiError_t diopiForeachFloorInp(diopiContextHandle_t ctx, diopiTensorHandle_t* inputs, int64_t num_inputs);
 
-/* diopiForeachFrac(ctx, Tensor* outs, Tensor[] inputs) */
+/* diopiForeachFrac(ctx, Tensor[]* outs, Tensor[] inputs) */
 DIOPI_API diopiError_t diopiForeachFrac(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                         diopiConstTensorHandle_t* inputs, int64_t num_inputs);
 
@@ -1034,47 +1034,47 @@ DIOPI_API diopiError_t diopiForeachLerpInpScalarList(diopiContextHandle_t ctx, d
                                                      diopiConstTensorHandle_t* tensors1, const diopiScalar_t* weights,
                                                      int64_t num_inputs);
 
-/* diopiForeachLerpList(ctx, Tensor* outs, Tensor[] inputs, Tensor[] tensors1, Tensor[] weights) */
+/* diopiForeachLerpList(ctx, Tensor[]* outs, Tensor[] inputs, Tensor[] tensors1, Tensor[] weights) */
 DIOPI_API diopiError_t diopiForeachLerpList(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                             diopiConstTensorHandle_t* inputs, diopiConstTensorHandle_t* tensors1,
                                             diopiConstTensorHandle_t* weights, int64_t num_inputs);
 
-/* diopiForeachLerpScalar(ctx, Tensor* outs, Tensor[] inputs, Tensor[] tensors1, Scalar weight) */
+/* diopiForeachLerpScalar(ctx, Tensor[]* outs, Tensor[] inputs, Tensor[] tensors1, Scalar weight) */
 DIOPI_API diopiError_t diopiForeachLerpScalar(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                               diopiConstTensorHandle_t* inputs, diopiConstTensorHandle_t* tensors1,
                                               int64_t num_inputs, const diopiScalar_t* weight);
 
-/* diopiForeachLerpScalarList(ctx, Tensor* outs, Tensor[] inputs, Tensor[] tensors1, Scalar[] weights) */
+/* diopiForeachLerpScalarList(ctx, Tensor[]* outs, Tensor[] inputs, Tensor[] tensors1, Scalar[] weights) */
 DIOPI_API diopiError_t diopiForeachLerpScalarList(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                                   diopiConstTensorHandle_t* inputs, diopiConstTensorHandle_t* tensors1,
                                                   const diopiScalar_t* weights, int64_t num_inputs);
 
-/* diopiForeachLgamma(ctx, Tensor* outs, Tensor[] inputs) */
+/* diopiForeachLgamma(ctx, Tensor[]* outs, Tensor[] inputs) */
 DIOPI_API diopiError_t diopiForeachLgamma(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                           diopiConstTensorHandle_t* inputs, int64_t num_inputs);
 
 /* diopiForeachLgammaInp(ctx, Tensor(a!)[] inputs) */
 DIOPI_API diopiError_t diopiForeachLgammaInp(diopiContextHandle_t ctx, diopiTensorHandle_t* inputs, int64_t num_inputs);
 
-/* diopiForeachLog(ctx, Tensor* outs, Tensor[] inputs) */
+/* diopiForeachLog(ctx, Tensor[]* outs, Tensor[] inputs) */
 DIOPI_API diopiError_t diopiForeachLog(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                        diopiConstTensorHandle_t* inputs, int64_t num_inputs);
 
-/* diopiForeachLog10(ctx, Tensor* outs, Tensor[] inputs) */
+/* diopiForeachLog10(ctx, Tensor[]* outs, Tensor[] inputs) */
 DIOPI_API diopiError_t diopiForeachLog10(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                          diopiConstTensorHandle_t* inputs, int64_t num_inputs);
 
 /* diopiForeachLog10Inp(ctx, Tensor(a!)[] inputs) */
 DIOPI_API diopiError_t diopiForeachLog10Inp(diopiContextHandle_t ctx, diopiTensorHandle_t* inputs, int64_t num_inputs);
 
-/* diopiForeachLog1p(ctx, Tensor* outs, Tensor[] inputs) */
+/* diopiForeachLog1p(ctx, Tensor[]* outs, Tensor[] inputs) */
 DIOPI_API diopiError_t diopiForeachLog1p(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                          diopiConstTensorHandle_t* inputs, int64_t num_inputs);
 
 /* diopiForeachLog1pInp(ctx, Tensor(a!)[] inputs) */
 DIOPI_API diopiError_t diopiForeachLog1pInp(diopiContextHandle_t ctx, diopiTensorHandle_t* inputs, int64_t num_inputs);
 
-/* diopiForeachLog2(ctx, Tensor* outs, Tensor[] inputs) */
+/* diopiForeachLog2(ctx, Tensor[]* outs, Tensor[] inputs) */
 DIOPI_API diopiError_t diopiForeachLog2(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                         diopiConstTensorHandle_t* inputs, int64_t num_inputs);
 
@@ -1084,7 +1084,7 @@ DIOPI_API diopiError_t diopiForeachLog2Inp(diopiContextHandle_t ctx, diopiTensor
 /* diopiForeachLogInp(ctx, Tensor(a!)[] inputs) */
 DIOPI_API diopiError_t diopiForeachLogInp(diopiContextHandle_t ctx, diopiTensorHandle_t* inputs, int64_t num_inputs);
 
-/* diopiForeachMax(ctx, Tensor* outs, Tensor[] inputs) */
+/* diopiForeachMax(ctx, Tensor[]* outs, Tensor[] inputs) */
 DIOPI_API diopiError_t diopiForeachMax(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                        diopiConstTensorHandle_t* inputs, int64_t num_inputs);
 
@@ -1100,17 +1100,17 @@ DIOPI_API diopiError_t diopiForeachMaximumInpScalar(diopiContextHandle_t ctx, di
 DIOPI_API diopiError_t diopiForeachMaximumInpScalarList(diopiContextHandle_t ctx, diopiTensorHandle_t* inputs,
                                                         const diopiScalar_t* scalars, int64_t num_inputs);
 
-/* diopiForeachMaximumList(ctx, Tensor* outs, Tensor[] inputs, Tensor[] others) */
+/* diopiForeachMaximumList(ctx, Tensor[]* outs, Tensor[] inputs, Tensor[] others) */
 DIOPI_API diopiError_t diopiForeachMaximumList(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                                diopiConstTensorHandle_t* inputs, diopiConstTensorHandle_t* others,
                                                int64_t num_inputs);
 
-/* diopiForeachMaximumScalar(ctx, Tensor* outs, Tensor[] inputs, Scalar scalar) */
+/* diopiForeachMaximumScalar(ctx, Tensor[]* outs, Tensor[] inputs, Scalar scalar) */
 DIOPI_API diopiError_t diopiForeachMaximumScalar(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                                  diopiConstTensorHandle_t* inputs, int64_t num_inputs,
                                                  const diopiScalar_t* scalar);
 
-/* diopiForeachMaximumScalarList(ctx, Tensor* outs, Tensor[] inputs, Scalar[] scalars) */
+/* diopiForeachMaximumScalarList(ctx, Tensor[]* outs, Tensor[] inputs, Scalar[] scalars) */
 DIOPI_API diopiError_t diopiForeachMaximumScalarList(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                                      diopiConstTensorHandle_t* inputs, const diopiScalar_t* scalars,
                                                      int64_t num_inputs);
@@ -1127,17 +1127,17 @@ DIOPI_API diopiError_t diopiForeachMinimumInpScalar(diopiContextHandle_t ctx, di
 DIOPI_API diopiError_t diopiForeachMinimumInpScalarList(diopiContextHandle_t ctx, diopiTensorHandle_t* inputs,
                                                         const diopiScalar_t* scalars, int64_t num_inputs);
 
-/* diopiForeachMinimumList(ctx, Tensor* outs, Tensor[] inputs, Tensor[] others) */
+/* diopiForeachMinimumList(ctx, Tensor[]* outs, Tensor[] inputs, Tensor[] others) */
 DIOPI_API diopiError_t diopiForeachMinimumList(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                                diopiConstTensorHandle_t* inputs, diopiConstTensorHandle_t* others,
                                                int64_t num_inputs);
 
-/* diopiForeachMinimumScalar(ctx, Tensor* outs, Tensor[] inputs, Scalar scalar) */
+/* diopiForeachMinimumScalar(ctx, Tensor[]* outs, Tensor[] inputs, Scalar scalar) */
 DIOPI_API diopiError_t diopiForeachMinimumScalar(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                                  diopiConstTensorHandle_t* inputs, int64_t num_inputs,
                                                  const diopiScalar_t* scalar);
 
-/* diopiForeachMinimumScalarList(ctx, Tensor* outs, Tensor[] inputs, Scalar[] scalars) */
+/* diopiForeachMinimumScalarList(ctx, Tensor[]* outs, Tensor[] inputs, Scalar[] scalars) */
 DIOPI_API diopiError_t diopiForeachMinimumScalarList(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                                      diopiConstTensorHandle_t* inputs, const diopiScalar_t* scalars,
                                                      int64_t num_inputs);
@@ -1150,24 +1150,24 @@ DIOPI_API diopiError_t diopiForeachMulInpList(diopiContextHandle_t ctx, diopiTen
 DIOPI_API diopiError_t diopiForeachMulInpScalarList(diopiContextHandle_t ctx, diopiTensorHandle_t* inputs,
                                                     const diopiScalar_t* scalars, int64_t num_inputs);
 
-/* diopiForeachMulList(ctx, Tensor* outs, Tensor[] inputs, Tensor[] others) */
+/* diopiForeachMulList(ctx, Tensor[]* outs, Tensor[] inputs, Tensor[] others) */
 DIOPI_API diopiError_t diopiForeachMulList(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                            diopiConstTensorHandle_t* inputs, diopiConstTensorHandle_t* others,
                                            int64_t num_inputs);
 
-/* diopiForeachMulScalarList(ctx, Tensor* outs, Tensor[] inputs, Scalar[] scalars) */
+/* diopiForeachMulScalarList(ctx, Tensor[]* outs, Tensor[] inputs, Scalar[] scalars) */
 DIOPI_API diopiError_t diopiForeachMulScalarList(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                                  diopiConstTensorHandle_t* inputs, const diopiScalar_t* scalars,
                                                  int64_t num_inputs);
 
-/* diopiForeachNeg(ctx, Tensor* outs, Tensor[] inputs) */
+/* diopiForeachNeg(ctx, Tensor[]* outs, Tensor[] inputs) */
 DIOPI_API diopiError_t diopiForeachNeg(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                        diopiConstTensorHandle_t* inputs, int64_t num_inputs);
 
 /* diopiForeachNegInp(ctx, Tensor(a!)[] inputs) */
 DIOPI_API diopiError_t diopiForeachNegInp(diopiContextHandle_t ctx, diopiTensorHandle_t* inputs, int64_t num_inputs);
 
-/* diopiForeachNorm(ctx, Tensor* outs, Tensor[] inputs, Scalar ord, ScalarType? dtype) */
+/* diopiForeachNorm(ctx, Tensor[]* outs, Tensor[] inputs, Scalar ord, ScalarType? dtype) */
 DIOPI_API diopiError_t diopiForeachNorm(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                         diopiConstTensorHandle_t* inputs, int64_t num_inputs, const diopiScalar_t* ord,
                                         const diopiDtype_t* dtype);
@@ -1184,32 +1184,32 @@ DIOPI_API diopiError_t diopiForeachPowInpScalar(diopiContextHandle_t ctx, diopiT
 DIOPI_API diopiError_t diopiForeachPowInpScalarList(diopiContextHandle_t ctx, diopiTensorHandle_t* inputs,
                                                     const diopiScalar_t* exponents, int64_t num_inputs);
 
-/* diopiForeachPowList(ctx, Tensor* outs, Tensor[] inputs, Tensor[] exponents) */
+/* diopiForeachPowList(ctx, Tensor[]* outs, Tensor[] inputs, Tensor[] exponents) */
 DIOPI_API diopiError_t diopiForeachPowList(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                            diopiConstTensorHandle_t* inputs, diopiConstTensorHandle_t* exponents,
                                            int64_t num_inputs);
 
-/* diopiForeachPowScalar(ctx, Tensor* outs, Tensor[] inputs, Scalar exponent) */
+/* diopiForeachPowScalar(ctx, Tensor[]* outs, Tensor[] inputs, Scalar exponent) */
 DIOPI_API diopiError_t diopiForeachPowScalar(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                              diopiConstTensorHandle_t* inputs, int64_t num_inputs,
                                              const diopiScalar_t* exponent);
 
-/* diopiForeachPowScalarAndTensor(ctx, Tensor* outs, Scalar input, Tensor[] exponents) */
+/* diopiForeachPowScalarAndTensor(ctx, Tensor[]* outs, Scalar input, Tensor[] exponents) */
 DIOPI_API diopiError_t diopiForeachPowScalarAndTensor(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                                       const diopiScalar_t* input, diopiConstTensorHandle_t* exponents,
                                                       int64_t num_exponents);
 
-/* diopiForeachPowScalarList(ctx, Tensor* outs, Tensor[] inputs, Scalar[] exponents) */
+/* diopiForeachPowScalarList(ctx, Tensor[]* outs, Tensor[] inputs, Scalar[] exponents) */
 DIOPI_API diopiError_t diopiForeachPowScalarList(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                                  diopiConstTensorHandle_t* inputs, const diopiScalar_t* exponents,
                                                  int64_t num_inputs);
 
-/* diopiForeachPowsum(ctx, Tensor* outs, Tensor[] inputs, Scalar ord, ScalarType? dtype) */
+/* diopiForeachPowsum(ctx, Tensor[]* outs, Tensor[] inputs, Scalar ord, ScalarType? dtype) */
 DIOPI_API diopiError_t diopiForeachPowsum(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                           diopiConstTensorHandle_t* inputs, int64_t num_inputs,
                                           const diopiScalar_t* ord, const diopiDtype_t* dtype);
 
-/* diopiForeachReciprocal(ctx, Tensor* outs, Tensor[] inputs) */
+/* diopiForeachReciprocal(ctx, Tensor[]* outs, Tensor[] inputs) */
 DIOPI_API diopiError_t diopiForeachReciprocal(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                               diopiConstTensorHandle_t* inputs, int64_t num_inputs);
 
@@ -1217,21 +1217,21 @@ DIOPI_API diopiError_t diopiForeachReciprocal(diopiContextHandle_t ctx, diopiTen
 DIOPI_API diopiError_t diopiForeachReciprocalInp(diopiContextHandle_t ctx, diopiTensorHandle_t* inputs,
                                                  int64_t num_inputs);
 
-/* diopiForeachRound(ctx, Tensor* outs, Tensor[] inputs) */
+/* diopiForeachRound(ctx, Tensor[]* outs, Tensor[] inputs) */
 DIOPI_API diopiError_t diopiForeachRound(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                          diopiConstTensorHandle_t* inputs, int64_t num_inputs);
 
 /* diopiForeachRoundInp(ctx, Tensor(a!)[] inputs) */
 DIOPI_API diopiError_t diopiForeachRoundInp(diopiContextHandle_t ctx, diopiTensorHandle_t* inputs, int64_t num_inputs);
 
-/* diopiForeachRsqrt(ctx, Tensor* outs, Tensor[] inputs) */
+/* diopiForeachRsqrt(ctx, Tensor[]* outs, Tensor[] inputs) */
 DIOPI_API diopiError_t diopiForeachRsqrt(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                          diopiConstTensorHandle_t* inputs, int64_t num_inputs);
 
 /* diopiForeachRsqrtInp(ctx, Tensor(a!)[] inputs) */
 DIOPI_API diopiError_t diopiForeachRsqrtInp(diopiContextHandle_t ctx, diopiTensorHandle_t* inputs, int64_t num_inputs);
 
-/* diopiForeachSigmoid(ctx, Tensor* outs, Tensor[] inputs) */
+/* diopiForeachSigmoid(ctx, Tensor[]* outs, Tensor[] inputs) */
 DIOPI_API diopiError_t diopiForeachSigmoid(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                            diopiConstTensorHandle_t* inputs, int64_t num_inputs);
 
@@ -1239,28 +1239,28 @@ DIOPI_API diopiError_t diopiForeachSigmoid(diopiContextHandle_t ctx, diopiTensor
 DIOPI_API diopiError_t diopiForeachSigmoidInp(diopiContextHandle_t ctx, diopiTensorHandle_t* inputs,
                                               int64_t num_inputs);
 
-/* diopiForeachSign(ctx, Tensor* outs, Tensor[] inputs) */
+/* diopiForeachSign(ctx, Tensor[]* outs, Tensor[] inputs) */
 DIOPI_API diopiError_t diopiForeachSign(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                         diopiConstTensorHandle_t* inputs, int64_t num_inputs);
 
 /* diopiForeachSignInp(ctx, Tensor(a!)[] inputs) */
 DIOPI_API diopiError_t diopiForeachSignInp(diopiContextHandle_t ctx, diopiTensorHandle_t* inputs, int64_t num_inputs);
 
-/* diopiForeachSin(ctx, Tensor* outs, Tensor[] inputs) */
+/* diopiForeachSin(ctx, Tensor[]* outs, Tensor[] inputs) */
 DIOPI_API diopiError_t diopiForeachSin(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                        diopiConstTensorHandle_t* inputs, int64_t num_inputs);
 
 /* diopiForeachSinInp(ctx, Tensor(a!)[] inputs) */
 DIOPI_API diopiError_t diopiForeachSinInp(diopiContextHandle_t ctx, diopiTensorHandle_t* inputs, int64_t num_inputs);
 
-/* diopiForeachSinh(ctx, Tensor* outs, Tensor[] inputs) */
+/* diopiForeachSinh(ctx, Tensor[]* outs, Tensor[] inputs) */
 DIOPI_API diopiError_t diopiForeachSinh(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                         diopiConstTensorHandle_t* inputs, int64_t num_inputs);
 
 /* diopiForeachSinhInp(ctx, Tensor(a!)[] inputs) */
 DIOPI_API diopiError_t diopiForeachSinhInp(diopiContextHandle_t ctx, diopiTensorHandle_t* inputs, int64_t num_inputs);
 
-/* diopiForeachSqrt(ctx, Tensor* outs, Tensor[] inputs) */
+/* diopiForeachSqrt(ctx, Tensor[]* outs, Tensor[] inputs) */
 DIOPI_API diopiError_t diopiForeachSqrt(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                         diopiConstTensorHandle_t* inputs, int64_t num_inputs);
 
@@ -1280,43 +1280,43 @@ DIOPI_API diopiError_t diopiForeachSubInpScalar(diopiContextHandle_t ctx, diopiT
 DIOPI_API diopiError_t diopiForeachSubInpScalarList(diopiContextHandle_t ctx, diopiTensorHandle_t* inputs,
                                                     const diopiScalar_t* scalars, int64_t num_inputs);
 
-/* diopiForeachSubList(ctx, Tensor* outs, Tensor[] inputs, Tensor[] others, Scalar alpha) */
+/* diopiForeachSubList(ctx, Tensor[]* outs, Tensor[] inputs, Tensor[] others, Scalar alpha) */
 DIOPI_API diopiError_t diopiForeachSubList(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                            diopiConstTensorHandle_t* inputs, diopiConstTensorHandle_t* others,
                                            int64_t num_inputs, const diopiScalar_t* alpha);
 
-/* diopiForeachSubScalar(ctx, Tensor* outs, Tensor[] inputs, Scalar scalar) */
+/* diopiForeachSubScalar(ctx, Tensor[]* outs, Tensor[] inputs, Scalar scalar) */
 DIOPI_API diopiError_t diopiForeachSubScalar(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                              diopiConstTensorHandle_t* inputs, int64_t num_inputs,
                                              const diopiScalar_t* scalar);
 
-/* diopiForeachSubScalarList(ctx, Tensor* outs, Tensor[] inputs, Scalar[] scalars) */
+/* diopiForeachSubScalarList(ctx, Tensor[]* outs, Tensor[] inputs, Scalar[] scalars) */
 DIOPI_API diopiError_t diopiForeachSubScalarList(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                                  diopiConstTensorHandle_t* inputs, const diopiScalar_t* scalars,
                                                  int64_t num_inputs);
 
-/* diopiForeachTan(ctx, Tensor* outs, Tensor[] inputs) */
+/* diopiForeachTan(ctx, Tensor[]* outs, Tensor[] inputs) */
 DIOPI_API diopiError_t diopiForeachTan(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                        diopiConstTensorHandle_t* inputs, int64_t num_inputs);
 
 /* diopiForeachTanInp(ctx, Tensor(a!)[] inputs) */
 DIOPI_API diopiError_t diopiForeachTanInp(diopiContextHandle_t ctx, diopiTensorHandle_t* inputs, int64_t num_inputs);
 
-/* diopiForeachTanh(ctx, Tensor* outs, Tensor[] inputs) */
+/* diopiForeachTanh(ctx, Tensor[]* outs, Tensor[] inputs) */
 DIOPI_API diopiError_t diopiForeachTanh(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                         diopiConstTensorHandle_t* inputs, int64_t num_inputs);
 
 /* diopiForeachTanhInp(ctx, Tensor(a!)[] inputs) */
 DIOPI_API diopiError_t diopiForeachTanhInp(diopiContextHandle_t ctx, diopiTensorHandle_t* inputs, int64_t num_inputs);
 
-/* diopiForeachTrunc(ctx, Tensor* outs, Tensor[] inputs) */
+/* diopiForeachTrunc(ctx, Tensor[]* outs, Tensor[] inputs) */
 DIOPI_API diopiError_t diopiForeachTrunc(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                          diopiConstTensorHandle_t* inputs, int64_t num_inputs);
 
 /* diopiForeachTruncInp(ctx, Tensor(a!)[] inputs) */
 DIOPI_API diopiError_t diopiForeachTruncInp(diopiContextHandle_t ctx, diopiTensorHandle_t* inputs, int64_t num_inputs);
 
-/* diopiForeachZero(ctx, Tensor* outs, Tensor[] inputs) */
+/* diopiForeachZero(ctx, Tensor[]* outs, Tensor[] inputs) */
 DIOPI_API diopiError_t diopiForeachZero(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                         diopiConstTensorHandle_t* inputs, int64_t num_inputs);
 
@@ -1327,7 +1327,7 @@ DIOPI_API diopiError_t diopiForeachZeroInp(diopiContextHandle_t ctx, diopiTensor
 DIOPI_API diopiError_t diopiForeachaddInpScalar(diopiContextHandle_t ctx, diopiTensorHandle_t* inputs,
                                                 int64_t num_inputs, const diopiScalar_t* scalar);
 
-/* diopiForeachaddScalar(ctx, Tensor* outs, Tensor[] inputs, Scalar scalar) */
+/* diopiForeachaddScalar(ctx, Tensor[]* outs, Tensor[] inputs, Scalar scalar) */
 DIOPI_API diopiError_t diopiForeachaddScalar(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                              diopiConstTensorHandle_t* inputs, int64_t num_inputs,
                                              const diopiScalar_t* scalar);
@@ -1340,12 +1340,12 @@ DIOPI_API diopiError_t diopiForeachmulInpScalar(diopiContextHandle_t ctx, diopiT
 DIOPI_API diopiError_t diopiForeachmulInpTensor(diopiContextHandle_t ctx, diopiTensorHandle_t* inputs,
                                                 int64_t num_inputs, diopiConstTensorHandle_t other);
 
-/* diopiForeachmulScalar(ctx, Tensor* outs, Tensor[] inputs, Scalar scalar) */
+/* diopiForeachmulScalar(ctx, Tensor[]* outs, Tensor[] inputs, Scalar scalar) */
 DIOPI_API diopiError_t diopiForeachmulScalar(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                              diopiConstTensorHandle_t* inputs, int64_t num_inputs,
                                              const diopiScalar_t* scalar);
 
-/* diopiForeachmulTensor(ctx, Tensor* outs, Tensor[] inputs, Tensor other) */
+/* diopiForeachmulTensor(ctx, Tensor[]* outs, Tensor[] inputs, Tensor other) */
 DIOPI_API diopiError_t diopiForeachmulTensor(diopiContextHandle_t ctx, diopiTensorHandle_t* outs,
                                              diopiConstTensorHandle_t* inputs, int64_t num_inputs,
                                              diopiConstTensorHandle_t other);

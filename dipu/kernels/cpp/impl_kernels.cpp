@@ -184,8 +184,8 @@ using batch_norm_backward_fn = diopiError_t (*)(diopiContextHandle_t, diopiTenso
 Kernel k_batch_norm_backward("native_batch_norm_backward", "diopiBatchNormBackward");
 
 // The Python twin takes these outputs' shapes from the meta kernel: the input's for grad_input, the
-// weight's for its gradients. The fast path takes the case where those are plain: an affine weight of the
-// input's dtype and one element per channel.
+// weight's for its gradients, each in its tensor's dtype (a half input under autocast has float weights).
+// The fast path takes the case where those are plain: an affine weight of one element per channel.
 Three dipu_batch_norm_backward(const at::Tensor& grad_out, const at::Tensor& input,
                                const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& running_mean,
                                const std::optional<at::Tensor>& running_var, const std::optional<at::Tensor>& save_mean,
@@ -195,8 +195,8 @@ Three dipu_batch_norm_backward(const at::Tensor& grad_out, const at::Tensor& inp
   const c10::DeviceIndex d = grad_out.device().index();
   if (C10_UNLIKELY(!kern.fast_path() || !on(grad_out, d) || !on(input, d) || !on(weight, d) || !on(running_mean, d) ||
                    !on(running_var, d) || !on(save_mean, d) || !on(save_invstd, d) || input.dim() < 2 ||
-                   !weight.has_value() || !weight->defined() || weight->scalar_type() != input.scalar_type() ||
-                   weight->dim() != 1 || weight->size(0) != input.size(1) || !grad_out.sizes().equals(input.sizes()) ||
+                   !weight.has_value() || !weight->defined() || weight->dim() != 1 ||
+                   weight->size(0) != input.size(1) || !grad_out.sizes().equals(input.sizes()) ||
                    grad_out.scalar_type() != input.scalar_type()))
     return three(kern.python_tensors(grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, train,
                                      eps, output_mask));

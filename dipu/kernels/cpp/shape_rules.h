@@ -326,6 +326,25 @@ bool embedding_dense_backward(Spec& spec, const at::Tensor& grad_output, const a
   return true;
 }
 
+// argmax/argmin: int64 indices over `dim` reduced, or over every element (a 0-dim result, all ones with keepdim).
+// A reduction over no elements is left to the Python path, which raises the CPU's error.
+inline bool arg_reduction(Spec& spec, const at::Tensor& self, const std::optional<int64_t>& dim, bool keepdim) {
+  spec.dtype = at::kLong;
+  if (!dim.has_value()) {
+    spec.shape.assign(keepdim ? self.dim() : 0, 1);
+    return self.numel() > 0;
+  }
+  const int64_t d = *dim;
+  if (!reduced_shape(spec, self, c10::IntArrayRef(d), keepdim)) return false;
+  return self.dim() == 0 || self.size(d < 0 ? d + self.dim() : d) > 0;
+}
+inline bool argmax(Spec& spec, const at::Tensor& self, const std::optional<int64_t>& dim, bool keepdim) {
+  return arg_reduction(spec, self, dim, keepdim);
+}
+inline bool argmin(Spec& spec, const at::Tensor& self, const std::optional<int64_t>& dim, bool keepdim) {
+  return arg_reduction(spec, self, dim, keepdim);
+}
+
 // index_select: the input with `dim` cut to the index's length.
 template <class... Rest>
 bool index_select(Spec& spec, const at::Tensor& self, int64_t dim, const at::Tensor& index, const Rest&...) {

@@ -13,6 +13,7 @@
 #include <ATen/ATen.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/MemoryOverlap.h>
+#include <ATen/TensorIterator.h>
 #include <ATen/core/boxing/impl/boxing.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
@@ -137,6 +138,12 @@ inline bool on(at::TensorList list, c10::DeviceIndex device) {
     if (!on(t, device)) return false;
   return true;
 }
+// Tensor?[] (indices): every tensor given is on the device; None entries select whole dims.
+inline bool on(const c10::List<std::optional<at::Tensor>>& list, c10::DeviceIndex device) {
+  for (const std::optional<at::Tensor>& t : list)
+    if (!on(t, device)) return false;
+  return true;
+}
 // Note [Overlapping memory in C++]
 // A C library computes whatever memory it is given, so a wrapper whose op writes a tensor (in place or out=)
 // first asks whether that tensor overlaps itself (an expanded self), another output, or a tensor the op reads
@@ -153,6 +160,11 @@ inline bool reads_memory_of(const at::Tensor& w, const std::optional<at::Tensor>
 }
 inline bool reads_memory_of(const at::Tensor& w, at::TensorList reads, bool in_place) {
   for (const at::Tensor& r : reads)
+    if (reads_memory_of(w, r, in_place)) return true;
+  return false;
+}
+inline bool reads_memory_of(const at::Tensor& w, const c10::List<std::optional<at::Tensor>>& reads, bool in_place) {
+  for (const std::optional<at::Tensor>& r : reads)
     if (reads_memory_of(w, r, in_place)) return true;
   return false;
 }
@@ -236,6 +248,41 @@ template <size_t N, class... Ts>
 inline void fill_specs(std::array<rules::Spec, N>& specs, const std::tuple<Ts...>& results) {
   size_t i = 0;
   std::apply([&](const auto&... r) { (fill_spec(specs[i++], r), ...); }, results);
+}
+
+// Note [Elementwise strides in C++]
+// A functional elementwise kernel (the ELEMENTWISE stride rule of Note [Output strides] in dipu/ops/meta_rules.py)
+// given a non-contiguous operand lays out its output as TensorIterator does on the CPU: a channels_last input keeps
+// channels_last, and an expanded gradient (mean's backward) gives a contiguous output. The Python rule reads
+// those strides off TensorIterator run on float32 meta twins of the tensor operands, in schema order and without
+// the wrapped numbers (which reach Python kernels as numbers); this does the same without the dispatcher: the
+// iterator allocates its meta output with the strides it chose. No operand, more than three (the Python rule has
+// no iterator for them) or shapes that do not broadcast: false, and the Python path takes the call.
+inline void add_operand(at::TensorIteratorConfig& config, const at::Tensor& t, int& count) {
+  if (!t.defined() || is_number(t)) return;
+  config.add_owned_const_input(at::detail::empty_strided_meta(t.sizes(), t.strides(), at::kFloat));
+  ++count;
+}
+inline void add_operand(at::TensorIteratorConfig& config, const std::optional<at::Tensor>& t, int& count) {
+  if (t.has_value()) add_operand(config, *t, count);
+}
+template <class... Tensors>
+bool elementwise_strides(rules::Spec& spec, const Tensors&... operands) {
+  at::TensorIteratorConfig config;
+  config.set_check_mem_overlap(false).check_all_same_dtype(false).add_owned_output(at::Tensor());
+  int count = 0;
+  (add_operand(config, operands, count), ...);
+  if (count == 0 || count > 3) return false;
+  try {
+    const at::TensorIterator iter = config.build();
+    const at::Tensor& out = iter.output(0);
+    if (!out.sizes().equals(spec.shape)) return false;
+    spec.strides.assign(out.strides().begin(), out.strides().end());
+    spec.strided = true;
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
 }
 
 // The outputs' specs from the kernel's own op on meta twins (Note [Meta shapes in C++]); false where the
@@ -361,6 +408,14 @@ class HandleList {
     handles_.reserve(list.size());
     for (const at::Tensor& t : list) handles_.push_back(const_cast<at::Tensor*>(&t));
   }
+  // Tensor?[]: a c10::List holds IValues, not tensors to point at, so the list keeps its own references (made
+  // whole before any address is taken); None is the null handle.
+  explicit HandleList(const c10::List<std::optional<at::Tensor>>& list) {
+    kept_.reserve(list.size());
+    for (const std::optional<at::Tensor>& t : list) kept_.push_back(t.has_value() ? *t : at::Tensor());
+    handles_.reserve(kept_.size());
+    for (at::Tensor& t : kept_) handles_.push_back(t.defined() ? &t : nullptr);
+  }
   struct Data {
     void** p;
     operator diopiTensorHandle_t*() const { return reinterpret_cast<diopiTensorHandle_t*>(p); }
@@ -371,6 +426,7 @@ class HandleList {
 
  private:
   c10::SmallVector<void*, 16> handles_;  // no allocation for a short list (a cat's parts)
+  c10::SmallVector<at::Tensor, 4> kept_;  // a Tensor?[]'s tensors
 };
 
 // The outputs a DIOPI function allocates (Note [Outputs a function allocates, in C++] in

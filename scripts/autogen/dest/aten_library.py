@@ -169,10 +169,12 @@ def _function(function: Function, schema: FunctionSchema, cpu_kernels: CpuKernel
     outs = list(arguments.out)
     inputs = [a for a in arguments.flat_all if a not in outs]
     params = list(function.params)
-    allocated = [p for p in params if p.kind is Kind.TENSOR_ALLOC]
+    allocated = [p for p in params if p.kind.is_allocated]
     if allocated:  # a functional overload whose one result (a tensor or a list) becomes the allocated outputs
+        returned = ListType(BaseType(BaseTy.Tensor), None) if allocated[0].kind is Kind.TENSOR_ALLOC_LIST \
+            else BaseType(BaseTy.Tensor)
         if len(allocated) != 1 or params[0] is not allocated[0] or outs or len(schema.returns) != 1 or \
-                schema.returns[0].type not in (BaseType(BaseTy.Tensor), ListType(BaseType(BaseTy.Tensor), None)):
+                schema.returns[0].type != returned:
             raise Unsupported("it allocates its outputs otherwise than as the overload's one result")
         params = params[1:]
     if len(params) != len(outs) + len(inputs):

@@ -10,7 +10,8 @@ twin of its shape rule (dipu/kernels/cpp/shape_rules.h), allocates it from the c
 C function and synchronizes in DIPU_SYNC_EXEC_MODE. Everything else goes to the Python wrapper (the kernel's
 ``python`` path, the same call through the trampoline): a hook switched on (DIPU_DUMP_OP_ARGS, the profiler),
 an argument that is not a tensor on that device (a wrapped Python number, a CPU scalar), a non-contiguous
-input of a functional kernel (the Python stride rules lay out its output), an in-place shape mismatch, a
+input of a functional kernel (the Python stride rules lay out its output; an elementwise kernel lays it out
+itself: Note [Elementwise strides in C++] in dipu/kernels/cpp/wrapper_support.h), an in-place shape mismatch, a
 shape rule's precondition failing (a matrix that is not 2-D), and a status other than success: the Python
 wrapper calls the function again and owns what a failed status means (the CPU fallback, counted in
 dipu.fallback_counts(), or the error naming the library's last error string). A DIOPI function is required
@@ -57,9 +58,11 @@ one: the upsample backwards and _ctc_loss). Named C++ shape rules are what makes
 Note [Tensor lists in C++]
 The in-place ``_foreach_`` kernels (Tensor[] arguments, nothing returned) get C++ wrappers: the device is
 the first tensor's, every element must be on it (else the Python path), and each list reaches C as an
-array of handles followed by the run's shared length, as functions.h declares it. Only ``at::TensorList``
-kernels: an op that torch declares with ``ITensorListRef`` (``cat``) would need the kernel's exact C++
-signature, which the schema alone does not give.
+array of handles followed by the run's shared length, as functions.h declares it. A ``Tensor?[]`` (the
+indices of index.Tensor and index_put_) is such a list whose None entries are null handles; an index tensor
+off the device (a CPU index, which ATen accepts) takes the Python path. Only ``at::TensorList`` and
+``c10::List`` kernels: an op that torch declares with ``ITensorListRef`` (``cat``) would need the kernel's exact
+C++ signature, which the schema alone does not give.
 
 Note [Generators in C++]
 A random kernel's ``Generator?`` reaches C as the handle of a dipu generator: the one given, or the
@@ -122,6 +125,7 @@ _C_TYPES = {
     proto.Kind.SCALAR_LIST: "const diopiScalar_t*",
     proto.Kind.GENERATOR: "diopiGeneratorHandle_t",
     proto.Kind.TENSOR_ALLOC: "diopiTensorHandle_t*",
+    proto.Kind.TENSOR_ALLOC_LIST: "diopiTensorHandle_t*",
     proto.Kind.DTYPE: "diopiDtype_t",
 }
 _LISTS = (proto.Kind.TENSOR_LIST, proto.Kind.TENSOR_LIST_OUT, proto.Kind.SCALAR_LIST)
@@ -138,13 +142,15 @@ _CONVERSIONS = {
     proto.Kind.STRING: {"c10::string_view": "text", "::std::optional<c10::string_view>": "text"},
     proto.Kind.ROUNDING_MODE: {"::std::optional<c10::string_view>": "rounding_mode"},
     proto.Kind.REDUCTION: {"int64_t": "reduction"},
-    proto.Kind.TENSOR_LIST: {"at::TensorList": "list"},
+    proto.Kind.TENSOR_LIST: {"at::TensorList": "list", "const c10::List<::std::optional<at::Tensor>> &": "list"},
     proto.Kind.TENSOR_LIST_OUT: {"at::TensorList": "list"},
     proto.Kind.SCALAR_LIST: {"at::ArrayRef<at::Scalar>": "scalar_list"},
     proto.Kind.GENERATOR: {"::std::optional<at::Generator>": "generator"},
     proto.Kind.DTYPE: {"at::ScalarType": "dtype", "::std::optional<at::ScalarType>": "dtype"},
 }
 _TENSOR_TYPES = ("const at::Tensor &", "at::Tensor &")
+#: The kernel types of a tensor list: Tensor[] and Tensor?[] (indices, whose None entries reach C as null handles).
+_LIST_TYPES = ("at::TensorList", "const c10::List<::std::optional<at::Tensor>> &")
 #: Optional numbers DIOPI takes by pointer (NULL for None): the address of the kernel's own optional's value.
 _BY_POINTER = frozenset({"::std::optional<int64_t>", "::std::optional<double>", "::std::optional<bool>"})
 #: Literals of the spec (``None``, numbers) by kind: the C++ expression of the C value.
@@ -185,6 +191,9 @@ class CWrapper:
     meta_call: str = ""  # the op on meta twins of its tensors, for kernels with meta shapes (Note [Meta shapes in C++])
     generators: tuple[str, ...] = ()  # Generator? arguments, which must be dipu's (Note [Generators in C++])
     overlap_check: str = ""  # written_overlaps(...) for a kernel that writes tensors (Note [Overlapping memory in C++])
+    # an elementwise kernel's tensor operands in schema order, whose strides lay out a non-contiguous call's output
+    # (Note [Elementwise strides in C++] in dipu/kernels/cpp/wrapper_support.h); empty: such a call goes to Python
+    strided_operands: tuple[str, ...] = ()
 
 
 def values(kernels: list[Kernel], functions: frozenset[str] | None = None) -> dict:
@@ -211,7 +220,7 @@ def supported(kernel: Kernel) -> str | None:
             return f"shape rule {rule} has no C++ twin"
     elif kernel.allocation is Allocation.BY_FUNCTION:
         kinds = [p.kind for p in entry.interface.function.params]
-        if len(kernel.outputs) != 1 or kinds.count(proto.Kind.TENSOR_ALLOC) != 1:
+        if len(kernel.outputs) != 1 or sum(kind.is_allocated for kind in kinds) != 1:
             return "the function allocates several outputs"
     several = len(kernel.outputs) != 1
     if several and (rule not in CPP_MULTI_RULES and rule is not None or kernel.allocation is not Allocation.NEW):
@@ -224,7 +233,7 @@ def supported(kernel: Kernel) -> str | None:
     if not void and not allocated_list and (returns != (_tuple_of(len(kernel.outputs)) if several else returns) or (
             not several and returns not in ("at::Tensor", "at::Tensor &"))):
         return f"returns {returns}"
-    if not any(t in _TENSOR_TYPES or t == "at::TensorList" for t in types.values()):
+    if not any(t in _TENSOR_TYPES or t in _LIST_TYPES for t in types.values()):
         return "no tensor argument to take the device from"
     if rule is None and kernel.allocation is Allocation.NEW:
         unknown = [t for t in types.values() if "Tensor" in t and t not in _META_TWINS]
@@ -321,14 +330,14 @@ def _wrapper(kernel: Kernel) -> CWrapper:
     number = _number_arg(kernel, types)
     tensors = tuple(cpp(n) for n, t in types.items() if t in _TENSOR_TYPES and n != number)
     optional_tensors = tuple(cpp(n) for n, t in types.items() if t == "const ::std::optional<at::Tensor> &")
-    lists = tuple(cpp(n) for n, t in types.items() if t == "at::TensorList")
+    lists = tuple(cpp(n) for n, t in types.items() if t in _LIST_TYPES)
     generators = tuple(cpp(n) for n, t in types.items() if t == "::std::optional<at::Generator>")
     device_arg = f"{tensors[0]}.device().index()" if tensors else f"device_of({lists[0]})"
     function = entry.interface.function
     locals_, call_args = _call_values(entry.interface, types, renamed)
     scalar_locals, scalar_call_args = _call_values(entry.scalar_interface, types, renamed) if number else ((), [])
     scalar_locals = [line for line in scalar_locals if line not in locals_]  # made before the branch already
-    contiguous = ()
+    contiguous = strided_operands = ()
     rule = rule_args = ""
     non_out = [cpp(a.name) for a in schema.arguments.flat_non_out]
     meta_call = ""
@@ -341,6 +350,9 @@ def _wrapper(kernel: Kernel) -> CWrapper:
         if (kernel.allocation is Allocation.NEW and kernel.strides is not None and rule not in _CONTIGUOUS_OUTPUTS
                 and kernel.strides.rule is not StrideRule.CONTIGUOUS):
             contiguous = tensors + optional_tensors + ((cpp(number),) if number else ())
+            if kernel.strides.rule is StrideRule.ELEMENTWISE:
+                strided_operands = tuple(cpp(n) for n, t in types.items()
+                                         if t in (*_TENSOR_TYPES, "const ::std::optional<at::Tensor> &"))
     result = cpp(renamed.get(output, output))
     if kernel.allocation is Allocation.BY_FUNCTION:
         vector = signature.returns_type().cpp_type() == _TENSOR_VECTOR
@@ -360,7 +372,7 @@ def _wrapper(kernel: Kernel) -> CWrapper:
         scalar_c_params=", ".join(p.type for p in c_parameters(entry.scalar_interface.function)[1:]) if number else "",
         scalar_locals=tuple(scalar_locals), scalar_call_args=", ".join(scalar_call_args),
         outputs=tuple(cpp(o) for o in kernel.outputs) if len(kernel.outputs) > 1 else (), lists=lists,
-        meta_call=meta_call, generators=generators)
+        meta_call=meta_call, generators=generators, strided_operands=strided_operands)
 
 
 def _overlap_check(kernel: Kernel, types: dict[str, str]) -> str:
@@ -370,7 +382,7 @@ def _overlap_check(kernel: Kernel, types: dict[str, str]) -> str:
     if not written or any(types[n] not in _TENSOR_TYPES for n in written):
         return ""
     in_place = kernel.variant is Variant.INPLACE
-    readable = (*_TENSOR_TYPES, "const ::std::optional<at::Tensor> &", "at::TensorList")
+    readable = (*_TENSOR_TYPES, "const ::std::optional<at::Tensor> &", *_LIST_TYPES)
     reads = [cpp(a.name) for a in schema.arguments.flat_non_out if a.name not in written and types[a.name] in readable]
     pointers = ", ".join(f"&{cpp(n)}" for n in written)
     return (f"written_overlaps(std::array<const at::Tensor*, {len(written)}>{{{pointers}}}, "
@@ -391,9 +403,11 @@ def _call_values(call, types: dict[str, str], renamed: dict[str, str]) -> tuple[
     params = call.function.params
     run = None  # the first list of the run of lists being passed: the run's length is its size
     allocated = first_list = None
+    allocated_list = False
     for index, (arg, param) in enumerate(zip(call.args, params)):
-        if param.kind is proto.Kind.TENSOR_ALLOC:  # Note [Outputs a function allocates, in C++]
+        if param.kind.is_allocated:  # Note [Outputs a function allocates, in C++]
             allocated = cpp(renamed.get(arg.name, arg.name))
+            allocated_list = param.kind is proto.Kind.TENSOR_ALLOC_LIST
             call_args.append(f"{allocated}_c.data()")
             continue
         if param.kind in _LISTS:
@@ -443,7 +457,7 @@ def _call_values(call, types: dict[str, str], renamed: dict[str, str]) -> tuple[
         else:
             call_args.append(f"c_{helper}({value})")
     if allocated is not None:  # as many outputs as the lists have elements, or one
-        locals_.append(f"Allocated {allocated}_c({first_list + '_c.size()' if first_list else 1});")
+        locals_.append(f"Allocated {allocated}_c({first_list + '_c.size()' if allocated_list else 1});")
     return locals_, call_args
 
 

@@ -85,13 +85,13 @@ at::Tensor dipu_add_Tensor(const at::Tensor & self, const at::Tensor & other, co
   const bool number = is_number(other);  // Note [Wrapped numbers in C++]
   if (C10_UNLIKELY(!kern.fast_path() || !on(self, d) || !(number ? kern.scalar_function != nullptr : on(other, d))))
     return kern.python_tensor(self, other, alpha);
-  if (C10_UNLIKELY(!(contiguous(self) && contiguous(other))))
-    return kern.python_tensor(self, other, alpha);  // the Python stride rules lay out the output
   Spec spec;
   if (C10_UNLIKELY(!rules::binary(spec, self, other, alpha)))
     return kern.python_tensor(self, other, alpha);
+  if (C10_UNLIKELY(!(contiguous(self) && contiguous(other)) && !elementwise_strides(spec, self, other)))
+    return kern.python_tensor(self, other, alpha);  // Note [Elementwise strides in C++]
   DeviceScope scope(d);
-  at::Tensor out = empty(spec.shape, spec.dtype);
+  at::Tensor out = empty(spec);
   ScalarArg alpha_c(alpha);
   diopi::Context ctx(d);
   diopiError_t status;
@@ -205,13 +205,13 @@ at::Tensor dipu_div_Tensor(const at::Tensor & self, const at::Tensor & other) {
   const c10::DeviceIndex d = self.device().index();
   if (C10_UNLIKELY(!kern.fast_path() || !on(self, d) || !on(other, d)))
     return kern.python_tensor(self, other);
-  if (C10_UNLIKELY(!(contiguous(self) && contiguous(other))))
-    return kern.python_tensor(self, other);  // the Python stride rules lay out the output
   Spec spec;
   if (C10_UNLIKELY(!rules::divide(spec, self, other)))
     return kern.python_tensor(self, other);
+  if (C10_UNLIKELY(!(contiguous(self) && contiguous(other)) && !elementwise_strides(spec, self, other)))
+    return kern.python_tensor(self, other);  // Note [Elementwise strides in C++]
   DeviceScope scope(d);
-  at::Tensor out = empty(spec.shape, spec.dtype);
+  at::Tensor out = empty(spec);
   diopi::Context ctx(d);
   const diopiError_t status = reinterpret_cast<div_Tensor_fn>(kern.function)(diopi::handle(ctx), c_out(out), c_in(self), c_in(other), RoundModeNone);
   if (C10_UNLIKELY(status != diopiSuccess))
@@ -318,13 +318,13 @@ at::Tensor dipu_sigmoid(const at::Tensor & self) {
   const c10::DeviceIndex d = self.device().index();
   if (C10_UNLIKELY(!kern.fast_path() || !on(self, d)))
     return kern.python_tensor(self);
-  if (C10_UNLIKELY(!(contiguous(self))))
-    return kern.python_tensor(self);  // the Python stride rules lay out the output
   Spec spec;
   if (C10_UNLIKELY(!rules::unary_float(spec, self)))
     return kern.python_tensor(self);
+  if (C10_UNLIKELY(!(contiguous(self)) && !elementwise_strides(spec, self)))
+    return kern.python_tensor(self);  // Note [Elementwise strides in C++]
   DeviceScope scope(d);
-  at::Tensor out = empty(spec.shape, spec.dtype);
+  at::Tensor out = empty(spec);
   diopi::Context ctx(d);
   const diopiError_t status = reinterpret_cast<sigmoid_fn>(kern.function)(diopi::handle(ctx), c_out(out), c_in(self));
   if (C10_UNLIKELY(status != diopiSuccess))
