@@ -191,10 +191,7 @@ def _function(function: Function, schema: FunctionSchema, cpu_kernels: CpuKernel
     checked = []  # the aliases tc::plain_cpu looks at before a direct CPU call
     for param, arg in zip(params, outs + inputs):
         aten_type = BaseType(BaseTy.Tensor) if arg is number else arg.type
-        expression, local = _convert(param, aten_type, lengths.get(param.name), arg.is_write)
-        if lenient:
-            expression = expression.replace("tc::alias_of(", "tc::alias_or_cpu(")
-        aliased = f", {DEVICE})" in expression  # an alias (or list of them) checked against the call's device
+        expression, local, aliased = _convert(param, aten_type, lengths.get(param.name), arg.is_write, lenient)
         aliases = aliases or aliased
         if local or (cpu and aliased):
             locals_.append(f"auto {param.name}_a = {expression};")
@@ -227,16 +224,38 @@ def _list_lengths(function: Function):
             run.append(c_param)
 
 
-def _convert(param: proto.Param, aten_type, length: str | None, written: bool) -> tuple[str, bool]:
-    """The C++ expression passing ``param`` as an argument of ``aten_type``, and whether it must be a local
-    (a written tensor binds to ``at::Tensor&``; a list's vector must outlive the call)."""
+def _convert(param: proto.Param, aten_type, length: str | None, written: bool,
+             lenient: bool = False) -> tuple[str, bool, bool]:
+    """The C++ expression passing ``param`` as an argument of ``aten_type``, whether it must be a local (a written
+    tensor binds to ``at::Tensor&``; a list's vector must outlive the call), and whether it is a native alias (or a
+    list of them) checked against the call's device. ``lenient``: a CPU tensor passes as it is (alias_or_cpu)."""
+    if param.kind in (Kind.TENSOR, Kind.TENSOR_OUT, Kind.TENSOR_LIST, Kind.TENSOR_LIST_OUT):
+        return (*_convert_tensor(param, aten_type, length, written, lenient), True)
+    expression, local = _convert_value(param, aten_type, length, written)
+    return expression, local, False
+
+
+def _convert_tensor(param: proto.Param, aten_type, length: str | None, written: bool,
+                    lenient: bool) -> tuple[str, bool]:
+    name, kind = param.name, param.kind
+    optional = isinstance(aten_type, OptionalType)
+    base = aten_type.elem if optional else aten_type
+    if isinstance(base, ListType):
+        if base.elem == BaseType(BaseTy.Tensor) and kind in (Kind.TENSOR_LIST, Kind.TENSOR_LIST_OUT) and not optional:
+            return f"tc::aliases_of({name}, {length}, {DEVICE})", True
+    elif base == BaseType(BaseTy.Tensor) and kind in (Kind.TENSOR, Kind.TENSOR_OUT):
+        if optional:
+            return f"tc::optional_alias({name}, {DEVICE})", False
+        return f"tc::{'alias_or_cpu' if lenient else 'alias_of'}({name}, {DEVICE})", written
+    raise Unsupported(f"{param} as {aten_type}")
+
+
+def _convert_value(param: proto.Param, aten_type, length: str | None, written: bool) -> tuple[str, bool]:
     name, kind = param.name, param.kind
     optional = isinstance(aten_type, OptionalType)
     base = aten_type.elem if optional else aten_type
     if isinstance(base, ListType):
         element = base.elem
-        if element == BaseType(BaseTy.Tensor) and kind in (Kind.TENSOR_LIST, Kind.TENSOR_LIST_OUT) and not optional:
-            return f"tc::aliases_of({name}, {length}, {DEVICE})", True
         if element == BaseType(BaseTy.Scalar) and kind is Kind.SCALAR_LIST and not optional:
             return f"tc::scalars({name}, {length})", True
         if element in (BaseType(BaseTy.int), BaseType(BaseTy.SymInt)) and kind is Kind.SIZE:
@@ -248,15 +267,11 @@ def _convert(param: proto.Param, aten_type, length: str | None, written: bool) -
     ty = base.name
     if ty is BaseTy.Tensor and kind is Kind.SCALAR and not optional and not param.optional:
         return f"tc::wrapped_number({name})", False
-    if ty is BaseTy.Tensor and kind in (Kind.TENSOR, Kind.TENSOR_OUT):
-        if optional:
-            return f"tc::optional_alias({name}, {DEVICE})", False
-        return f"tc::alias_of({name}, {DEVICE})", written
     if optional and not param.optional and ty is not BaseTy.Tensor:
         optional_of = {BaseTy.Scalar: "at::Scalar", BaseTy.int: "int64_t", BaseTy.SymInt: "c10::SymInt",
                        BaseTy.float: "double", BaseTy.bool: "bool"}.get(ty)
         if optional_of is not None:  # a value always given where ATen would take None
-            value, _ = _convert(param, base, length, written)
+            value, _ = _convert_value(param, base, length, written)
             return f"::std::optional<{optional_of}>({value})", False
     if ty is BaseTy.Scalar:
         if kind is Kind.SCALAR:
