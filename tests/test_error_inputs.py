@@ -166,6 +166,12 @@ cases = {
     "copy_ between disjoint halves": lambda x: x[:3].copy_(x[3:]),
     "add_ of itself": lambda x: x.add_(x),
     "mul_ by a number": lambda x: x.mul_(2),
+    # written lists, element by element (Note [Written lists overlapping] in dipu/kernels/support.py)
+    "_foreach_add_ into an expanded element": lambda x: torch._foreach_add_([x[:2], x[2:3].expand(2)], [x[4:]] * 2),
+    "_foreach_add_ reading its element shifted": lambda x: torch._foreach_add_([x[:2], x[3:6]], [x[4:], x[2:5]]),
+    "_foreach_mul_ of itself": lambda x: torch._foreach_mul_([x[:3], x[3:]], [x[:3], x[3:]]),
+    "_foreach_add_ of each other's elements": lambda x: torch._foreach_add_([x[:3], x[3:]], [x[3:], x[:3]]),
+    "_foreach_add_ of a scalar tensor in the list": lambda x: torch._foreach_add_([x[:3], x[3:]], x[0]),
 }
 found = {}
 for name, case in cases.items():
@@ -193,6 +199,8 @@ def test_overlapping_memory_gets_the_cpus_error_or_result_from_every_op_library(
     for name, (cpu, on_dipu) in found.items():
         assert on_dipu == cpu, (name, cpu, on_dipu)
     assert "single memory location" in found["add_ reading its own shifted view"][0]
+    assert "single memory location" in found["_foreach_add_ into an expanded element"][0]
+    assert "single memory location" in found["_foreach_add_ reading its element shifted"][0]
     assert found["copy_ between disjoint halves"][0] == [3.0, 4.0, 5.0, 3.0, 4.0, 5.0]
 
 

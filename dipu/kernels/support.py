@@ -309,3 +309,26 @@ def check_written_memory(op, written: tuple, inputs: tuple, args: tuple, kwargs:
     index_select, gather, take, ...) refuse it, and only the probe tells which."""
     if _C.written_memory_overlaps(written, inputs):
         _C.overlap_probe(op.name, *fallback._numbers_as_tensors(op.name, args, kwargs))
+
+
+# Note [Written lists overlapping]
+# The ops that write tensor lists (the _foreach_ steps, the fused optimizers, out= lists) run on the CPU one
+# element at a time, each element checked as a single in-place op checks its tensors. So the wrappers check
+# element i of each written list against itself (expanded), against element i of every other list the op takes,
+# and against every tensor it reads whole (a _foreach_ op's Tensor other, a fused step's lr or grad_scale): about
+# as many metadata checks as elements, where every pair would be quadratic. Elements of different indices are
+# not compared, as the CPU's loop does not compare them. An overlap runs the op on host replicas (Note
+# [Overlapping memory] in dipu/csrc/overlap.cpp), whose error, if any, is the call's; the C++ wrappers hand such a
+# call to this path (written_lists_overlap in dipu/kernels/cpp/wrapper_support.h).
+def check_written_lists(op, lists: tuple, inputs: tuple, args: tuple, kwargs: dict) -> None:
+    """``check_written_memory`` for the tensor lists an op writes (Note [Written lists overlapping]). A tensor read
+    as itself in place (``_foreach_mul_(xs, xs)``) counts as an overlap for the probe, which the CPU allows."""
+    singles = [t for t in inputs if isinstance(t, torch.Tensor)]
+    others = [x for x in inputs if isinstance(x, (list, tuple))]
+    for k, written in enumerate(lists):
+        for i, w in enumerate(written):
+            reads = [*singles, *(x[i] for x in (*lists[:k], *lists[k + 1:], *others)
+                                  if i < len(x) and isinstance(x[i], torch.Tensor))]
+            if _C.written_memory_overlaps((w,), tuple(reads)):
+                _C.overlap_probe(op.name, *fallback._numbers_as_tensors(op.name, args, kwargs))
+                return

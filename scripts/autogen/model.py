@@ -161,7 +161,7 @@ class Kernel:
     def checked_writes(self) -> tuple[str, ...]:
         """The tensors whose memory the wrappers check against the inputs' before the call (Note [Overlapping
         memory] in dipu/csrc/overlap.cpp): an out= kernel's outputs, an in-place kernel's self, () for the rest.
-        Written lists (the foreach steps) are not checked: n tensors would cost n * n comparisons a call."""
+        Written lists are checked element by element instead (``checked_written_lists``)."""
         arguments = self.schema.arguments
         if self.variant is Variant.OUT:
             written = tuple(arguments.out)
@@ -170,6 +170,15 @@ class Kernel:
         else:
             return ()
         return () if any(a.type.is_list_like() for a in written) else tuple(a.name for a in written)
+
+    @property
+    def checked_written_lists(self) -> tuple[str, ...]:
+        """The tensor lists the op writes (a _foreach_ step's self, a fused optimizer's states, out= lists), which
+        the wrappers check element by element before the call: the CPU runs such an op one element at a time, so
+        element i may not overlap itself or share memory with element i of the other lists or with a tensor read
+        whole (Note [Written lists overlapping])."""
+        return tuple(a.name for a in self.schema.arguments.flat_all
+                     if a.annotation is not None and a.annotation.is_write and a.type.is_list_like())
 
     @property
     def functions(self) -> tuple[Function, ...]:

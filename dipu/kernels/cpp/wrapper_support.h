@@ -150,8 +150,8 @@ inline bool on(const c10::List<std::optional<at::Tensor>>& list, c10::DeviceInde
 // (a view of the same storage); then the Python wrapper takes the call, and its check raises what the CPU raises
 // (Note [Overlapping memory] in dipu/csrc/overlap.cpp). The in-place self read as itself (x.add_(x)) is no
 // overlap, as the DIOPI contract lets an output be an input; out= given an input (out=x) is, as in the Python
-// check (cat and index_select refuse it). Pointer comparisons only; written lists (the foreach steps) are not
-// checked.
+// check (cat and index_select refuse it). Pointer comparisons only; written lists (the foreach steps) are checked
+// element by element (written_lists_overlap below).
 inline bool reads_memory_of(const at::Tensor& w, const at::Tensor& r, bool in_place) {
   return r.defined() && !(in_place && r.is_same(w)) && r.has_storage() && r.storage().is_alias_of(w.storage());
 }
@@ -178,6 +178,31 @@ bool written_overlaps(const std::array<const at::Tensor*, N>& written, bool in_p
       if (written[j]->defined() && written[j]->storage().is_alias_of(w.storage())) return true;
     if ((reads_memory_of(w, reads, in_place) || ...)) return true;
   }
+  return false;
+}
+
+// Note [Written lists overlapping] in dipu/kernels/support.py: element i of each written list against itself,
+// element i of the other lists and the tensors read whole (the same tensor in place, as x.mul_(x), is no overlap).
+inline bool element_reads_memory_of(const at::Tensor& w, size_t, const at::Tensor& r) {
+  return reads_memory_of(w, r, true);
+}
+inline bool element_reads_memory_of(const at::Tensor& w, size_t, const std::optional<at::Tensor>& r) {
+  return reads_memory_of(w, r, true);
+}
+inline bool element_reads_memory_of(const at::Tensor& w, size_t i, at::TensorList r) {
+  return i < r.size() && reads_memory_of(w, r[i], true);
+}
+template <size_t N, class... Reads>
+bool written_lists_overlap(const std::array<at::TensorList, N>& written, const Reads&... reads) {
+  for (size_t k = 0; k < N; ++k)
+    for (size_t i = 0; i < written[k].size(); ++i) {
+      const at::Tensor& w = written[k][i];
+      if (!w.defined()) continue;
+      if (at::has_internal_overlap(w) == at::MemOverlap::Yes) return true;
+      for (size_t l = 0; l < N; ++l)
+        if (l != k && i < written[l].size() && reads_memory_of(w, written[l][i], false)) return true;
+      if ((element_reads_memory_of(w, i, reads) || ...)) return true;
+    }
   return false;
 }
 

@@ -376,9 +376,17 @@ def _wrapper(kernel: Kernel) -> CWrapper:
 
 
 def _overlap_check(kernel: Kernel, types: dict[str, str]) -> str:
-    """The test of Note [Overlapping memory in C++] in dipu/kernels/cpp/wrapper_support.h, "" for a kernel that
-    writes no tensor (or writes lists, which it does not check)."""
+    """The test of Note [Overlapping memory in C++] in dipu/kernels/cpp/wrapper_support.h (for written lists, element
+    by element: Note [Written lists overlapping] in dipu/kernels/support.py), "" for a kernel that writes nothing."""
     schema, written = kernel.schema, kernel.checked_writes
+    lists = kernel.checked_written_lists
+    if lists and not written:  # Note [Written lists overlapping] in dipu/kernels/support.py
+        if any(types[n] != "at::TensorList" for n in lists):
+            return ""
+        readable = (*_TENSOR_TYPES, "const ::std::optional<at::Tensor> &", "at::TensorList")
+        reads = [cpp(a.name) for a in schema.arguments.flat_all if a.name not in lists and types[a.name] in readable]
+        return (f"written_lists_overlap(std::array<at::TensorList, {len(lists)}>{{{', '.join(cpp(n) for n in lists)}}}"
+                f"{''.join(', ' + r for r in reads)})")
     if not written or any(types[n] not in _TENSOR_TYPES for n in written):
         return ""
     in_place = kernel.variant is Variant.INPLACE

@@ -161,6 +161,11 @@ def _wrapper(kernel: Kernel, imports: set, meta_rules: set, rules: set) -> Wrapp
                   if "Tensor" in str(a.type) and a.name not in written]
         overlap_check = (f"check_written_memory(op, {_tuple(py(n) for n in written)}, "
                          f"{_tuple(inputs) if inputs else '()'}, {fallback_args}, {fallback_kwargs})")
+    elif kernel.checked_written_lists:
+        lists = kernel.checked_written_lists
+        inputs = [py(a.name) for a in schema.arguments.flat_all if "Tensor" in str(a.type) and a.name not in lists]
+        overlap_check = (f"check_written_lists(op, {_tuple(py(n) for n in lists)}, "
+                         f"{_tuple(inputs) if inputs else '()'}, {fallback_args}, {fallback_kwargs})")
     return Wrapper(
         schema=str(schema), factory=f"make_{suffix}", wrapper=f"dipu_{suffix}",
         factory_params=", ".join(("op", *(f.name for f in kernel.functions))),

@@ -17,6 +17,8 @@ void dipu__foreach_add__ScalarList(at::TensorList self, at::ArrayRef<at::Scalar>
   const c10::DeviceIndex d = device_of(self);
   if (C10_UNLIKELY(!kern.fast_path() || !on(self, d)))
     { kern.python(self, scalars); return; }
+  if (C10_UNLIKELY(written_lists_overlap(std::array<at::TensorList, 1>{self})))
+    { kern.python(self, scalars); return; }  // Note [Overlapping memory in C++]
   DeviceScope scope(d);
   HandleList self_c(self);
   ScalarList scalars_c(scalars);

@@ -10,7 +10,7 @@ from torch import Tensor
 
 from dipu.kernels.support import (CHECK_DEVICE, DUMP_KEY, DUMP_OFF, SYNC, all_contiguous, allocate,
                                   allocate_strided, call_with_numbers, check_device, check_inplace_shape,
-                                  check_written_memory,
+                                  check_written_lists, check_written_memory,
                                   contexts, device_of, dump_op_args, dump_op_results, empty, empty_strided,
                                   env_get, exchange_device, has_numbers, on_failure, raise_as_the_cpu,
                                   resize_outputs, synchronize)
@@ -62,6 +62,7 @@ def make__foreach_add__ScalarList(op, diopiForeachAddInpScalarList):
             dump = env_get(DUMP_KEY) not in DUMP_OFF
             if dump or CHECK_DEVICE:
                 checked_args(op, d, dump, (self, scalars))
+            check_written_lists(op, (self,), (), (self, scalars), {})
             status = diopiForeachAddInpScalarList(contexts[d], self, scalars)
             if status or SYNC or dump:
                 return finished(status, op, d, dump, None, (self, scalars), {})
