@@ -149,6 +149,9 @@ _CONVERSIONS = {
     proto.Kind.DTYPE: {"at::ScalarType": "dtype", "::std::optional<at::ScalarType>": "dtype"},
 }
 _TENSOR_TYPES = ("const at::Tensor &", "at::Tensor &")
+_OPTIONAL_TENSOR = "const ::std::optional<at::Tensor> &"
+#: A tensor argument, given or optional: the operands of the stride and overlap checks.
+_TENSOR_OR_OPTIONAL = (*_TENSOR_TYPES, _OPTIONAL_TENSOR)
 #: The kernel types of a tensor list: Tensor[] and Tensor?[] (indices, whose None entries reach C as null handles).
 _LIST_TYPES = ("at::TensorList", "const c10::List<::std::optional<at::Tensor>> &")
 #: Optional numbers DIOPI takes by pointer (NULL for None): the address of the kernel's own optional's value.
@@ -329,7 +332,7 @@ def _wrapper(kernel: Kernel) -> CWrapper:
     output = kernel.outputs[0]
     number = _number_arg(kernel, types)
     tensors = tuple(cpp(n) for n, t in types.items() if t in _TENSOR_TYPES and n != number)
-    optional_tensors = tuple(cpp(n) for n, t in types.items() if t == "const ::std::optional<at::Tensor> &")
+    optional_tensors = tuple(cpp(n) for n, t in types.items() if t == _OPTIONAL_TENSOR)
     lists = tuple(cpp(n) for n, t in types.items() if t in _LIST_TYPES)
     generators = tuple(cpp(n) for n, t in types.items() if t == "::std::optional<at::Generator>")
     device_arg = f"{tensors[0]}.device().index()" if tensors else f"device_of({lists[0]})"
@@ -351,8 +354,7 @@ def _wrapper(kernel: Kernel) -> CWrapper:
                 and kernel.strides.rule is not StrideRule.CONTIGUOUS):
             contiguous = tensors + optional_tensors + ((cpp(number),) if number else ())
             if kernel.strides.rule is StrideRule.ELEMENTWISE:
-                strided_operands = tuple(cpp(n) for n, t in types.items()
-                                         if t in (*_TENSOR_TYPES, "const ::std::optional<at::Tensor> &"))
+                strided_operands = tuple(cpp(n) for n, t in types.items() if t in _TENSOR_OR_OPTIONAL)
     result = cpp(renamed.get(output, output))
     if kernel.allocation is Allocation.BY_FUNCTION:
         vector = signature.returns_type().cpp_type() == _TENSOR_VECTOR
@@ -383,14 +385,14 @@ def _overlap_check(kernel: Kernel, types: dict[str, str]) -> str:
     if lists and not written:  # Note [Written lists overlapping] in dipu/kernels/support.py
         if any(types[n] != "at::TensorList" for n in lists):
             return ""
-        readable = (*_TENSOR_TYPES, "const ::std::optional<at::Tensor> &", "at::TensorList")
+        readable = (*_TENSOR_OR_OPTIONAL, "at::TensorList")
         reads = [cpp(a.name) for a in schema.arguments.flat_all if a.name not in lists and types[a.name] in readable]
         return (f"written_lists_overlap(std::array<at::TensorList, {len(lists)}>{{{', '.join(cpp(n) for n in lists)}}}"
                 f"{''.join(', ' + r for r in reads)})")
     if not written or any(types[n] not in _TENSOR_TYPES for n in written):
         return ""
     in_place = kernel.variant is Variant.INPLACE
-    readable = (*_TENSOR_TYPES, "const ::std::optional<at::Tensor> &", *_LIST_TYPES)
+    readable = (*_TENSOR_OR_OPTIONAL, *_LIST_TYPES)
     reads = [cpp(a.name) for a in schema.arguments.flat_non_out if a.name not in written and types[a.name] in readable]
     pointers = ", ".join(f"&{cpp(n)}" for n in written)
     return (f"written_overlaps(std::array<const at::Tensor*, {len(written)}>{{{pointers}}}, "
@@ -398,7 +400,7 @@ def _overlap_check(kernel: Kernel, types: dict[str, str]) -> str:
 
 
 #: Argument types a meta twin stands in for (Note [Meta shapes in C++]): the rest pass as they are.
-_META_TWINS = frozenset({"const at::Tensor &", "at::Tensor &", "const ::std::optional<at::Tensor> &"})
+_META_TWINS = frozenset(_TENSOR_OR_OPTIONAL)
 
 #: Rules whose output the meta kernel lays out contiguously whatever the inputs' strides (the matrix products):
 #: their functional kernels need no stride rule, so non-contiguous inputs stay on the C++ path.
