@@ -18,7 +18,7 @@ namespace {
 // One C parameter's form, as c_library.py spells it (one letter per C parameter, from the proto's
 // C form: Note [The C form of a proto function] in dipu/diopi/c_form.py).
 //   T/O tensor read/written (None: null)   A allocated output (a one-element list to fill)
-//   L/M tensor list read/written           n the length of the list before it (no Python argument)
+//   L/M tensor list read/written           n the length of the run of lists before it (no Python argument)
 //   S/R Scalar (None: null) / Scalar list  i/I int / optional int (by pointer)
 //   f/F double / optional double           b/B bool / optional bool
 //   z/Z size list by value / by pointer    s string (None: null)
@@ -33,10 +33,19 @@ class Frame {
   py::list marshal(const std::string& codes, const py::tuple& args) {
     py::list words;
     size_t next = 0;
-    int64_t last_length = 0;
+    // Consecutive lists share one length (Note [The C form of a proto function]): the first list's, as the C++
+    // wrappers pass it. A later list of the run may be empty (the fused SGD's momentum buffers without momentum,
+    // the fused Adam's max_exp_avg_sqs without amsgrad): it is NULL, and the run keeps its length.
+    int64_t run_length = 0;
+    bool in_run = false;
+    auto list_length = [&](size_t size) {
+      if (!in_run) run_length = static_cast<int64_t>(size);
+      in_run = true;
+    };
     for (char code : codes) {
       if (code == 'n') {
-        words.append(last_length);
+        words.append(run_length);
+        in_run = false;
         continue;
       }
       TORCH_CHECK(next < args.size(), "DIOPI call: ", args.size(), " arguments for the C form '", codes, "'");
@@ -60,7 +69,7 @@ class Frame {
         case 'M': {
           auto& handles = handle_lists_.emplace_back();
           for (py::handle item : value) handles.push_back(tensor_handle(item));
-          last_length = static_cast<int64_t>(handles.size());
+          list_length(handles.size());
           words.append(handles.empty() ? 0 : address(handles.data()));  // an empty list is NULL, 0 long
           break;
         }
@@ -68,7 +77,7 @@ class Frame {
         case 'R': {
           auto& list = scalar_lists_.emplace_back();
           for (py::handle item : value) list.push_back(to_scalar(item));
-          last_length = static_cast<int64_t>(list.size());
+          list_length(list.size());
           words.append(list.empty() ? 0 : address(list.data()));
           break;
         }
@@ -100,7 +109,7 @@ class Frame {
     TORCH_CHECK(next == args.size(), "DIOPI call: ", args.size(), " arguments for the C form '", codes, "'");
     // Lists of allocated outputs have the length of the lists, known only now.
     for (auto& [word, outputs] : pending_lists_) {
-      outputs->assign(static_cast<size_t>(last_length), nullptr);
+      outputs->assign(static_cast<size_t>(run_length), nullptr);
       words[word] = address(outputs->data());
     }
     return words;
