@@ -5,6 +5,16 @@ ATen's LSTM and GRU run their cells through _thnn_fused_lstm_cell / _thnn_fused_
 the CPU, which has no such kernels (so no CPU fallback either). These compute what the CUDA kernels do, with
 ATen math on the aliases: gates in (input, forget, cell, output) order for the LSTM and (reset, input, new) for
 the GRU, and the same workspace layout, so the backward functions can read what the forwards saved.
+
+Their results agree with the CPU's within float32's tolerance but not bit for bit, and no cell can make them:
+ATen chooses another computation for every device but the CPU before any dipu kernel runs (RNN.cpp). The CPU
+projects the whole sequence's input at once with the bias inside one addmm, runs the gates as separate
+elementwise ops (LSTM through oneDNN where it can) and lets autograd sum each step's gradients; off the CPU
+each step projects its input without the bias, the fused cell adds both biases, and its backward is the
+closed form above. The same sums in another order round differently (ModuleInfo's float32 training samples of
+GRU and LSTM: every gradient within assertEqual's rtol 1.3e-6 and atol 1e-5, up to 1.1e-4 relative on
+elements above 1e-3, none bit for bit; CUDA's own kernels differ from the CPU's in the same way).
+tests/test_nn_ops.py compares them in float64 and over ModuleInfo's float32 samples.
 """
 
 import torch
