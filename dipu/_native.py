@@ -144,18 +144,27 @@ def _loaded_libstdcxx() -> list[str]:
     return []
 
 
-def _check_compiler() -> None:
-    compiler = os.environ.get("CXX", "c++")
-    if shutil.which(compiler) is None:
+#: Per language: the variable that names its compiler, the default, and the packages that install one.
+_COMPILERS = {"C": ("CC", "cc", "gcc", "gcc", "gcc or clang"),
+              "C++17": ("CXX", "c++", "g++", "gcc-c++", "g++ or clang++")}
+
+
+def compiler(language: str, building: str) -> str:
+    """The compiler of ``language`` ("C" or "C++17") that ``building`` (what is being built) needs: $CC or $CXX,
+    or an error saying what to install. The one rule for the native core and the C and C++ op libraries."""
+    variable, default, debian, fedora, names = _COMPILERS[language]
+    name = os.environ.get(variable, default)
+    if shutil.which(name) is None:
         raise RuntimeError(
-            f"dipu: building the native core needs a C++17 compiler, and '{compiler}' was not "
-            "found. Install one (Debian/Ubuntu: apt install g++; Fedora: dnf install gcc-c++; "
-            "macOS: xcode-select --install) or point CXX at it."
+            f"dipu: {building} needs a {language} compiler, and '{name}' was not found. Install one "
+            f"(Debian/Ubuntu: apt install {debian}; Fedora: dnf install {fedora}; macOS: xcode-select --install; "
+            f"{names}) or point {variable} at it."
         )
+    return name
 
 
 def _build(target: Path) -> None:
-    _check_compiler()
+    compiler("C++17", "building the native core")
     from torch.utils import cpp_extension
 
     print(f"dipu: building the native core for torch {torch.__version__} "
@@ -230,11 +239,11 @@ def _check_sanitizer_runtime() -> None:
     import ctypes
 
     if not hasattr(ctypes.CDLL(None), init_symbol):
-        compiler = os.environ.get("CXX", "c++")
+        cxx = os.environ.get("CXX", "c++")
         raise RuntimeError(
             f"dipu: DIPU_SANITIZE={name} loads a native core built with -fsanitize={name}, whose "
-            f"runtime must be loaded before Python: run with LD_PRELOAD=\"$({compiler} "
-            f"-print-file-name={library}) $({compiler} -print-file-name=libstdc++.so)\" "
+            f"runtime must be loaded before Python: run with LD_PRELOAD=\"$({cxx} "
+            f"-print-file-name={library}) $({cxx} -print-file-name=libstdc++.so)\" "
             "(docs/vendor-guide.md: Sanitizer builds)"
         )
 

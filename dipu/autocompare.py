@@ -172,9 +172,7 @@ def ran_functions(results: Results) -> set[str]:
 def never_ran(results: Results) -> tuple[str | None, list[str]]:
     """(the active library's name, its top layer's functions no compared call of ``results`` reached);
     see Note [What autocompare checked]."""
-    from dipu.report.coverage import active_library
-
-    library = active_library()
+    library = registration.library
     if library is None:
         return None, []
     return library.name, sorted(set(library.functions) - ran_functions(results))

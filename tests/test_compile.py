@@ -31,7 +31,7 @@ def test_registered_with_dynamo_and_inductor():
     from torch._dynamo.device_interface import get_interface_for_device
     from torch._inductor.codegen.common import get_device_op_overrides, get_scheduling_for_device
 
-    torch.dipu.Scheduling  # what inductor reads first; it registers all (Note [How torch.compile finds dipu])
+    assert torch.dipu.Scheduling  # what inductor reads first; it registers all (Note [How torch.compile finds dipu])
     interface = get_interface_for_device("dipu")
     assert interface.device_count() == torch.dipu.device_count()
     assert interface.exchange_device(1) == 0 and interface.exchange_device(0) == 1

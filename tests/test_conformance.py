@@ -63,6 +63,7 @@ def test_function(library_name, function):
     declared = library.supported_dtypes(function)
     STATS["functions"] += 1
     failures = []
+    compared = fell_back = 0
     for case in cases:
         STATS["cases"] += 1
         if declared is not None and case.dtype not in declared:
@@ -71,7 +72,10 @@ def test_function(library_name, function):
         try:
             if run_case(library.get(function), case) is not FALLBACK:
                 STATS["passed"] += 1
-            elif library.base is not None and library.base.name in LIBRARY_NAMES and \
+                compared += 1
+                continue
+            fell_back += 1
+            if library.base is not None and library.base.name in LIBRARY_NAMES and \
                     library.base.get(function) is not None and \
                     run_case(library.base.get(function), case) is not FALLBACK:
                 # a twin library (torch_cpp) refusing what the library it is laid over computes: its fallback
@@ -82,6 +86,11 @@ def test_function(library_name, function):
             STATS["failed"] += 1
             failures.append(f"{case.label}: {type(error).__name__}: {error}")
     assert not failures, f"{len(failures)} of {len(cases)} cases failed:\n" + "\n".join(failures[:10])
+    # A function whose every case fell back or was left out for its dtype compared nothing: passing would say
+    # the library computes it right when the CPU computed every case.
+    assert compared, (f"{function} of op library '{library_name}' compared nothing: of {len(cases)} cases, "
+                      f"{fell_back} fell back to the CPU and {len(cases) - fell_back} are in dtypes it does not "
+                      f"declare; give it a case it computes, or a skip with its reason in tests/conformance/skips.py")
 
 
 def test_runner_catches_wrong_values_and_mutated_inputs():

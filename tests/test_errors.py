@@ -78,9 +78,16 @@ def test_missing_compiler_says_what_to_install(monkeypatch):
     from dipu import _native
 
     monkeypatch.setenv("CXX", "no-such-compiler-xyz")
-    with pytest.raises(RuntimeError, match="needs a C\\+\\+17 compiler, and 'no-such-compiler-xyz' "
-                                           "was not found. Install one \\(Debian/Ubuntu: apt install g\\+\\+"):
-        _native._check_compiler()
+    with pytest.raises(RuntimeError, match="building the native core needs a C\\+\\+17 compiler, and "
+                                           "'no-such-compiler-xyz' was not found. Install one \\(Debian/Ubuntu: "
+                                           "apt install g\\+\\+"):
+        _native.compiler("C++17", "building the native core")
+    monkeypatch.setenv("CC", "no-such-c-compiler")
+    from dipu.diopi import c_build
+
+    with pytest.raises(RuntimeError, match="building a C library needs a C compiler, and 'no-such-c-compiler' "
+                                           "was not found.*point CC at it"):
+        c_build.compiler()
 
 
 @sim_only

@@ -1,11 +1,12 @@
 """PyTorch's own OptimizerInfo database on the dipu device: every configuration against the CPU.
 
 Each optimizer of `optim_db`, with every configuration its `optim_inputs_func` lists, once with each of
-the implementations it supports (the for-loop, `foreach=True`, `fused=True`, `differentiable=True`;
-made as PyTorch's own `TestOptimRenewed` makes them), takes three steps on a weight and a bias on dipu and the same three on the CPU,
-each step through a closure that recomputes the loss and its gradients. The parameters and every tensor of
-the optimizer's state must then agree with the CPU's (`TestCase.assertEqual`, torch's per-dtype tolerances;
-on the sim and refc vendors they are ATen's CPU kernels on the same memory, so they agree bit for bit).
+the implementations it supports (the for-loop, `foreach=True`, `fused=True`, `differentiable=True`, made as
+PyTorch's own `TestOptimRenewed` makes them), takes three steps on a weight and a bias on dipu and the same
+three on the CPU, each step through a closure that recomputes the loss and its gradients. The parameters and
+every tensor of the optimizer's state must then agree with the CPU's (`TestCase.assertEqual`, torch's
+per-dtype tolerances; on the sim and refc vendors they are ATen's CPU kernels on the same memory, so they
+agree bit for bit).
 
 This is the differential test of the op libraries' optimizer kernels (the fused and foreach functions of
 `diopi_impl/torch_cpp/` and `diopi_impl/torch/`, and the trampoline that hands them their lists): a twin
@@ -56,7 +57,8 @@ def _cases():
                 continue
             for k, config in enumerate(_configs(info)):
                 flags = "-".join(f for f in ("foreach", "fused", "differentiable") if config.get(f))
-                yield pytest.param(info, config, dtype, id=f"{name}-{k}-{flags or 'loop'}-{dtype}".replace("torch.", ""))
+                case = f"{name}-{k}-{flags or 'loop'}-{dtype}".replace("torch.", "")
+                yield pytest.param(info, config, dtype, id=case)
 
 
 def _steps(info, kwargs, device, dtype):

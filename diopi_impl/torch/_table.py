@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import inspect
 import warnings
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 

@@ -38,8 +38,8 @@
 #include <vector>
 
 namespace dipu {
-namespace {
 
+// What a plug-in's call returned, by name (the runtime here, the collectives in xccl.cpp).
 const char* status_name(C_Status status) {
   switch (status) {
     case C_SUCCESS: return "C_SUCCESS";
@@ -50,6 +50,8 @@ const char* status_name(C_Status status) {
   }
   return "an unknown status";
 }
+
+namespace {
 
 // An event of a plug-in and the host time its stream reached it (NaN until then). The stamp is
 // shared with a pending stream callback, which may outlive the event.

@@ -30,19 +30,9 @@ struct PluginTable {
   std::shared_ptr<void> keep_alive;
 };
 PluginTable plugin_table(const py::object& plugin);
+const char* status_name(C_Status status);  // vendor_plugin.cpp
 
 namespace {
-
-const char* status_text(C_Status status) {
-  switch (status) {
-    case C_SUCCESS: return "C_SUCCESS";
-    case C_WARNING: return "C_WARNING";
-    case C_FAILED: return "C_FAILED";
-    case C_ERROR: return "C_ERROR";
-    case C_INTERNAL_ERROR: return "C_INTERNAL_ERROR";
-  }
-  return "an unknown status";
-}
 
 bool ok(C_Status status) { return status == C_SUCCESS || status == C_WARNING; }
 
@@ -103,11 +93,11 @@ class XcclComm : public std::enable_shared_from_this<XcclComm> {
 
   void check(C_Status status, const char* function) const {
     TORCH_CHECK(ok(status), "dipu: vendor '", p_.vendor, "' failed in ", function, ": it returned ",
-                status_text(status));
+                status_name(status));
   }
   static void check_static(const PluginTable& p, C_Status status, const char* function) {
     TORCH_CHECK(ok(status), "dipu: vendor '", p.vendor, "' failed in ", function, ": it returned ",
-                status_text(status));
+                status_name(status));
   }
   C_CCLComm comm() const {
     TORCH_CHECK(comm_, "dipu xccl: the communicator was destroyed");
@@ -184,7 +174,7 @@ class XcclEvent {
  private:
   void fail_unless(C_Status status) {
     TORCH_CHECK(ok(status), "dipu: vendor '", comm_->p_.vendor, "' reports that ", function_,
-                " failed (its completion event returned ", status_text(status),
+                " failed (its completion event returned ", status_name(status),
                 "); the plug-in may have said why on stderr");
   }
 

@@ -43,7 +43,7 @@ class Stream(torch.Stream):
         """The stream's priority: every dipu stream has priority 0 (Note [Stream priorities])."""
         return _LEAST_PRIORITY
 
-    def record_event(self, event: "Event | None" = None) -> "Event":
+    def record_event(self, event: Event | None = None) -> Event:
         event = event if event is not None else Event()
         event.record(self)
         return event
@@ -81,7 +81,7 @@ class Event:
     def synchronize(self) -> None:
         self.event.synchronize()
 
-    def elapsed_time(self, end: "Event") -> float:
+    def elapsed_time(self, end: Event) -> float:
         return self.event.elapsed_time(_unwrap(end))
 
     def __repr__(self) -> str:

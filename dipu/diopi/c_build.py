@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import subprocess
 import tempfile
 from pathlib import Path
@@ -39,11 +38,7 @@ FLAGS = ["-shared", "-fPIC", "-pthread", "-O3", "-fno-trapping-math", "-fno-math
 
 
 def compiler() -> str:
-    name = os.environ.get("CC", "cc")
-    if shutil.which(name) is None:
-        raise RuntimeError(f"dipu: building a C library needs a C compiler, and '{name}' was not found "
-                           "(install gcc or clang, or point CC at one)")
-    return name
+    return _native.compiler("C", "building a C library")
 
 
 def _inputs(source_dir: Path) -> list[Path]:

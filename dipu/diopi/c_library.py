@@ -60,7 +60,7 @@ from __future__ import annotations
 import ctypes
 import os
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 from dipu._core import _C
 from dipu.diopi.context import SUCCESS, Status, is_host_scalar, set_last_error

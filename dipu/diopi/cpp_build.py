@@ -24,7 +24,7 @@ import sys
 import tempfile
 import warnings
 from pathlib import Path
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 
@@ -61,11 +61,7 @@ def _flags(sources: Sequence[Path]) -> list[str]:
 
 
 def compiler() -> str:
-    name = os.environ.get("CXX", "c++")
-    if shutil.which(name) is None:
-        raise RuntimeError(f"dipu: building a C++ op library needs a C++ compiler, and '{name}' was not found "
-                           "(install g++ or clang++, or point CXX at one)")
-    return name
+    return _native.compiler("C++17", "building a C++ op library")
 
 
 def library_file(name: str, pairs: list[tuple[str, str]], sources: Sequence[Path]) -> Path:

@@ -33,7 +33,7 @@ import importlib
 import inspect
 import os
 from importlib import metadata
-from typing import Callable
+from collections.abc import Callable
 
 from dipu.diopi import c_library
 from dipu.diopi.context import Status

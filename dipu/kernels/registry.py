@@ -31,7 +31,7 @@ and touches no other kernel.
 from __future__ import annotations
 
 import warnings
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 

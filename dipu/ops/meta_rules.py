@@ -160,7 +160,7 @@ def meta_strides(overload, kwarg_names: tuple[str, ...], several: bool):
 
 def contiguous_strides(*_):
     """The stride rule of an op whose CPU kernel allocates contiguous outputs."""
-    return None
+    return
 
 
 def format_of_strides(position: int, several: bool):

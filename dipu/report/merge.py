@@ -86,7 +86,7 @@ def _coverage(coverage: dict | None) -> dict | None:
     if not coverage:
         return None
     families: dict[str, dict] = {}
-    for name, function in coverage["functions"].items():
+    for function in coverage["functions"].values():
         family = families.setdefault(function["family"], {"implemented": 0, "total": 0})
         family["total"] += 1
         family["implemented"] += function["implemented"]

@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
 
         args.cpp_wrappers.write_text(cpp_wrappers.render(expand_all(entries, args.yaml.name), args.yaml.name))
         print(f"wrote {_relative(args.cpp_wrappers)}")
-    for name, reason in sorted(unmatched.items()):
+    for _, reason in sorted(unmatched.items()):
         print(f"not generated for torch {installed}: {reason}", file=sys.stderr)
     if args.out is None:  # the C header, the one output checked in (vendors compile against it)
         out, files = REPO.joinpath(*c_header.PATH[:-1]), {c_header.PATH[-1]: emit.c_header()}

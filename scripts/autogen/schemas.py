@@ -16,7 +16,7 @@ def installed_torch() -> tuple[int, ...]:
     return tuple(int(part) for part in re.match(r"\d+(\.\d+)*", torch.__version__).group(0).split("."))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _installed_schema_texts() -> dict[str, str]:
     texts = {}
     for schema in torch._C._jit_get_all_schemas():
@@ -26,7 +26,7 @@ def _installed_schema_texts() -> dict[str, str]:
     return texts
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def installed_schema(name: str) -> FunctionSchema | None:
     text = _installed_schema_texts().get(name)
     try:

@@ -8,6 +8,7 @@ shape rules are the table of shape_rules.py.
 
 from __future__ import annotations
 
+from typing import NoReturn
 import ast
 import contextlib
 import functools
@@ -45,7 +46,7 @@ class _EntryReader:
         self.data = dict(data)
         self.where = where
 
-    def fail(self, message: str):
+    def fail(self, message: str) -> NoReturn:
         raise SpecError(f"{self.where}: {message}")
 
     def pop(self, key: str, types: type | tuple, default=None, required: bool = False):
@@ -363,13 +364,13 @@ def _strides(reader: _EntryReader, schema: FunctionSchema, value, variants: tupl
         if argument not in tensors:
             reader.fail(f"'strides' format_of names {argument!r}, which is not a tensor argument of {schema}")
         return Strides(StrideRule.FORMAT_OF, argument)
-    reader.fail(f"'strides' must be {_STRIDES_FORMS}, got {value!r}")
+    raise SpecError(f"{reader.where}: 'strides' must be {_STRIDES_FORMS}, got {value!r}")
 
 
 # ---- impl kernels: named Python functions of this repository ----------------------------------------------
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _top_level_function_nodes(path: Path) -> dict[str, ast.FunctionDef]:
     tree = ast.parse(path.read_text())
     return {node.name: node for node in tree.body

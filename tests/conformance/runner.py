@@ -98,7 +98,7 @@ def run_case(function, case: Case) -> str | None:
         expected = case.reference(**reference_args)
     except Exception as error:  # noqa: BLE001  (a case may expect the call to be refused)
         _expect_refusal(function, case, declared, dev, error)
-        return
+        return None
 
     missing_outputs = [p for p in declared.params if p.kind.is_output and p.name not in case.args]
     expected_by_name = {}
@@ -145,3 +145,4 @@ def run_case(function, case: Case) -> str | None:
             actual = value.cpu() if isinstance(value, torch.Tensor) else [v.cpu() for v in value]
             torch.testing.assert_close(actual, original, rtol=0, atol=0, equal_nan=True,
                                        msg=lambda m: f"input {param.name} was modified: {m}")
+    return None

@@ -193,7 +193,7 @@ def _default(arg: Argument) -> str:
     text = arg.default
     if text in ("True", "False", "None"):
         return text
-    if text.startswith('"') or text.startswith("'"):
+    if text.startswith(('"', "'")):
         return repr(text[1:-1])
     if text.startswith("["):
         return repr(tuple(int(v) for v in text[1:-1].split(",") if v.strip()))
