@@ -1,5 +1,6 @@
 """The generator: golden output, exact error messages, --check, reproducibility."""
 
+import re
 import textwrap
 from pathlib import Path
 
@@ -411,3 +412,11 @@ def test_an_impl_kernel_gets_the_functions_its_entry_calls(tmp_path):
     assert "def make_convolution_overrideable(op, diopiConvolution2d, diopiConvTranspose2d):" in files["wrappers.py"]
     assert "impl_dipu_ops_convolution_convolution(diopiConvolution2d, diopiConvTranspose2d, contexts[d], " \
         in files["wrappers.py"]
+
+
+def test_the_cpp_wrappers_template_only_substitutes_and_loops():
+    """Decisions live in the emitter (docs/architecture.md, The generator): the template of the C++ wrappers has no
+    branching or assigning tag, so what a wrapper does is read in one place, dest/cpp_wrappers.py."""
+    text = (Path(emit.TEMPLATES) / "cpp_wrappers.cpp.j2").read_text()
+    tags = re.findall(r"{%-?\s*(\w+)", text)
+    assert tags and set(tags) <= {"for", "endfor"}, sorted(set(tags))

@@ -9,8 +9,8 @@
 // vendor's runtime (vendor_python.cpp), the Python face of a C plug-in (vendor_plugin.cpp's
 // register_plugin_python), the memory snapshot's dict (memory_snapshot.cpp), the Python trampoline
 // of C op libraries (diopi_call.cpp), the fast calls, and each file's register_*_python.
-// tests/test_structure.py checks the runtime layer stays free of pybind, as OpenReg keeps its
-// runtime apart from its Python module.
+// tests/test_native_build.py (test_the_native_core_s_runtime_layer_knows_nothing_of_python) checks the runtime
+// layer stays free of pybind, as OpenReg keeps its runtime apart from its Python module.
 #pragma once
 
 #include "core.h"

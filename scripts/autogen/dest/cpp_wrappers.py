@@ -483,6 +483,98 @@ def explain(kernels: list[Kernel]) -> dict[str, str]:
 
 
 
+def _to_python(w: CWrapper) -> str:
+    """The statement handing the call to the Python wrapper and returning what it returns."""
+    if w.outputs:
+        results = ", ".join(f"r.at({i})" for i in range(len(w.outputs)))
+        return f"{{ const auto r = kern.python_tensors({w.args}); return {w.returns}({results}); }}"
+    if w.returns == "at::Tensor":
+        return f"return kern.python_tensor({w.args});"
+    if w.returns == _TENSOR_VECTOR:
+        return f"return kern.python_tensors({w.args});"
+    if w.returns == "void":
+        return f"{{ kern.python({w.args}); return; }}"
+    return f"{{ kern.python({w.args}); return {w.result}; }}"
+
+
+def _declarations(w: CWrapper) -> list[str]:
+    """The C function types and the Kernel record before the wrapper."""
+    lines = [f"using {w.name}_fn = diopiError_t (*)(diopiContextHandle_t, {w.c_params});"]
+    if w.number:
+        lines.append(f"using {w.name}_scalar_fn = diopiError_t (*)(diopiContextHandle_t, {w.scalar_c_params});")
+    meta = ", /*meta_shapes=*/true" if w.meta_call else ""
+    lines.append(f'Kernel k_{w.name}("{w.op}", "{w.function}", "{w.scalar_function}"{meta});')
+    return lines
+
+
+def _body(w: CWrapper) -> list[str]:
+    """The statements of the wrapper (Note [Generated C++ wrappers]): the checks that send a call to Python, the
+    output's shape, its allocation, the C call and the result."""
+    to_python = _to_python(w)
+    lines = ["  Kernel& kern = k_" + w.name + ";", f"  const c10::DeviceIndex d = {w.device_arg};"]
+
+    def unless(condition: str, comment: str = "") -> None:
+        lines.extend([f"  if (C10_UNLIKELY({condition}))", f"    {to_python}{comment}"])
+
+    if w.number:
+        lines.append(f"  const bool number = is_number({w.number});  // Note [Wrapped numbers in C++]")
+    checks = ["!kern.fast_path()", *(f"!on({t}, d)" for t in (*w.tensors, *w.optional_tensors, *w.lists)),
+              *(f"!dipu_generator({g})" for g in w.generators)]
+    if w.number:
+        checks.append(f"!(number ? kern.scalar_function != nullptr : on({w.number}, d))")
+    unless(" || ".join(checks))
+    if w.overlap_check:
+        unless(w.overlap_check, "  // Note [Overlapping memory in C++]")
+    all_contiguous = "(" + " && ".join(f"contiguous({t})" for t in w.contiguous) + ")"
+    if w.contiguous and not w.strided_operands:
+        unless(f"!{all_contiguous}", "  // the Python stride rules lay out the output")
+    if w.meta_call:
+        lines.append(f"  std::array<Spec, {len(w.outputs) or 1}> specs;  // Note [Meta shapes in C++]")
+        unless(f"!meta_specs(kern, specs, [&] {{ return {w.meta_call}; }})")
+    elif w.outputs:
+        lines.append(f"  std::array<Spec, {len(w.outputs)}> specs;  // Note [Several outputs in C++]")
+        unless(f"!rules::{w.rule}(specs, {w.rule_args})")
+    elif w.rule:
+        lines.append("  Spec spec;")
+        check = f" || {w.output}.sizes() != c10::IntArrayRef(spec.shape)" if w.allocation == "CHECK" else ""
+        unless(f"!rules::{w.rule}(spec, {w.rule_args}){check}")
+    if w.strided_operands:
+        unless(f"!{all_contiguous} && !elementwise_strides(spec, {', '.join(w.strided_operands)})",
+               "  // Note [Elementwise strides in C++]")
+    lines.append("  DeviceScope scope(d);")
+    if w.meta_call:
+        lines += [f"  at::Tensor {o} = empty(specs[{i}]);" for i, o in enumerate(w.outputs or (w.output,))]
+    elif w.outputs:
+        lines += [f"  at::Tensor {o} = specs[{i}].wanted ? empty(specs[{i}].shape, specs[{i}].dtype) : at::Tensor();"
+                  for i, o in enumerate(w.outputs)]
+    elif w.allocation == "NEW":
+        allocate = "empty(spec)" if w.strided_operands else "empty(spec.shape, spec.dtype)"
+        lines.append(f"  at::Tensor {w.output} = {allocate};")
+    elif w.allocation == "RESIZE":
+        lines.append(f"  if ({w.output}.sizes() != c10::IntArrayRef(spec.shape)) {w.output}.resize_(spec.shape);")
+    lines += [f"  {line}" for line in w.locals]
+    lines.append("  diopi::Context ctx(d);")
+    call = f"reinterpret_cast<{w.name}_fn>(kern.function)(diopi::handle(ctx), {w.call_args});"
+    if w.number:
+        lines += ["  diopiError_t status;", "  if (number) {", *(f"    {line}" for line in w.scalar_locals),
+                  f"    status = reinterpret_cast<{w.name}_scalar_fn>(kern.scalar_function)(diopi::handle(ctx), "
+                  f"{w.scalar_call_args});", "  } else {", f"    status = {call}", "  }"]
+    else:
+        lines.append(f"  const diopiError_t status = {call}")
+    unless("status != diopiSuccess", "  // the Python wrapper owns what a failed status means")
+    if w.allocation == "BY_FUNCTION":
+        unless(f"!{w.output}_c.complete()",
+               "  // success without every output: the Python wrapper says what is missing")
+    lines.append("  kern.finished(d);")
+    if w.outputs:
+        lines.append(f"  return {w.returns}({', '.join(w.outputs)});")
+    elif w.returns == "void":
+        lines.append("  return;")
+    else:
+        lines.append(f"  return {w.result};")
+    return lines
+
+
 def render(kernels: list[Kernel], source: str, functions: frozenset[str] | None = None) -> str:
     """The text of cpp_wrappers.cpp for ``kernels`` (see :func:`values`), in one part."""
     return render_parts(kernels, source, functions, 1)[0]
@@ -502,7 +594,10 @@ def render_parts(kernels: list[Kernel], source: str, functions: frozenset[str] |
     wrappers = values(kernels, functions)["wrappers"]
     parts = max(1, min(parts, len(wrappers)))
     size = -(-len(wrappers) // parts)
-    return [template.render(source=source, part=i + 1, parts=parts, wrappers=wrappers[i * size:(i + 1) * size])
+    rendered = [dict(op=w.op, name=w.name, schema=w.schema, returns=w.returns, params=w.params,
+                     declarations=_declarations(w), body=_body(w)) for w in wrappers]
+    return [template.render(source=source, part=f"// Part {i + 1} of {parts} (Note [The wrappers in parts]).\n"
+                            if parts > 1 else "", wrappers=rendered[i * size:(i + 1) * size])
             for i in range(parts)]
 
 
