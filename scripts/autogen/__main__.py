@@ -44,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
                              "wrappers] in dest/cpp_wrappers.py)")
     args = parser.parse_args(argv)
     installed = ".".join(map(str, schemas.installed_torch()))
+    unmatched: dict[str, str]  # op name -> why the installed torch's schema does not fit its entry
     try:
         if installed == REFERENCE_TORCH:  # the torch the spec is written against: every entry must fit
             entries, unmatched = spec.load(args.yaml), {}
