@@ -64,11 +64,11 @@ def _vendor() -> list[str]:
 
 
 def _devices() -> list[str]:
-    count = torch.dipu.device_count()
+    count = torch.dipu.device_count()  # type: ignore[attr-defined]  # torch.dipu: registered at run time
     lines = [f"devices: {count}"]
     for index in range(count):
-        props = torch.dipu.get_device_properties(index)
-        free, total = torch.dipu.mem_get_info(index)
+        props = torch.dipu.get_device_properties(index)  # type: ignore[attr-defined]  # as above
+        free, total = torch.dipu.mem_get_info(index)  # type: ignore[attr-defined]  # as above
         lines.append(f"  dipu:{index}: {props.name}, capability {props.major}.{props.minor}, "
                      f"{props.multi_processor_count} processors, {total / 2**30:.1f} GiB "
                      f"({free / 2**30:.1f} GiB free)")
@@ -80,7 +80,7 @@ def _op_library() -> list[str]:
     if library is None:
         return ["op library: none (a runtime only: every op runs on the CPU fallback)"]
     names = implemented(library)
-    layers, layer = [], library
+    layers, layer = [], registration.library  # library, typed OpLibrary | None: the walk ends on None
     while layer is not None:
         layers.append(f"{layer.name} ({len(set(layer.functions) & set(FUNCTIONS))} functions)")
         layer = layer.base

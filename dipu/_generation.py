@@ -27,7 +27,10 @@ PROTO_FILES = (Path(__file__).parent / "diopi" / "proto.py", Path(__file__).pare
 
 def generator_file(*parts: str) -> Path:
     """A file of the generator package (found, not imported)."""
-    return Path(importlib.util.find_spec(GENERATOR).submodule_search_locations[0]).joinpath(*parts)
+    spec = importlib.util.find_spec(GENERATOR)
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError(f"dipu: the generator package {GENERATOR} is not installed")
+    return Path(spec.submodule_search_locations[0]).joinpath(*parts)
 
 
 def inputs() -> list[Path]:

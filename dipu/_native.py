@@ -100,12 +100,13 @@ def cache_dir() -> Path:
         digest.update(str(path.relative_to(CSRC.parent)).encode())
         digest.update(path.read_bytes())
     digest.update(" ".join(cxx_runtime_flags()).encode())  # a core linked otherwise is rebuilt
+    sanitize = sanitizer()
     key = "-".join([
         f"torch{torch.__version__}",
         (torch.version.git_version or "nogit")[:10],
         f"py{sys.version_info.major}{sys.version_info.minor}",
         digest.hexdigest()[:12],
-    ] + ([SANITIZERS[sanitizer()][3]] if sanitizer() else []))
+    ] + ([SANITIZERS[sanitize][3]] if sanitize else []))
     return cache_root() / key
 
 
@@ -171,8 +172,9 @@ def _build(target: Path) -> None:
           f"(first import only, about a minute)...", file=sys.stderr, flush=True)
     work = Path(tempfile.mkdtemp(prefix="build-", dir=target.parent))
     cflags, ldflags = ["-O2", "-fvisibility=hidden"], cxx_runtime_flags()
-    if sanitizer():
-        flag = SANITIZERS[sanitizer()][0]
+    sanitize = sanitizer()
+    if sanitize:
+        flag = SANITIZERS[sanitize][0]
         cflags = ["-O1", "-g", "-fno-omit-frame-pointer", "-fvisibility=hidden", flag]
         ldflags = [flag, *ldflags]
     try:
@@ -253,6 +255,8 @@ def load():
     _check_sanitizer_runtime()
     target = ensure_built(cache_dir() / f"{NAME}.so")
     spec = importlib.util.spec_from_file_location(NAME, target)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"dipu: cannot load the native core {target}")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

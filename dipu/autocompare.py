@@ -161,7 +161,7 @@ def _with_diopi(op_name: str) -> str:
 
 def ran_functions(results: Results) -> set[str]:
     """The DIOPI functions the compared calls of ``results`` reached (each compared op's functions)."""
-    found = set()
+    found: set[str] = set()
     for name in results.op_calls:
         entry = registration.kernels.get(name)
         if entry:

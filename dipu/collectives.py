@@ -38,6 +38,7 @@ from __future__ import annotations
 import abc
 import datetime
 import threading
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -117,7 +118,10 @@ def check_communicator_class(vendor: str, cls: type) -> None:
         )
 
 
-_WorkBase = torch.distributed._Work if torch.distributed.is_available() else object
+if TYPE_CHECKING:  # the checker reads torch's stubs, which always declare it
+    from torch.distributed import _Work as _WorkBase
+else:
+    _WorkBase = torch.distributed._Work if torch.distributed.is_available() else object
 
 
 class ChainedWork(_WorkBase):
@@ -134,7 +138,7 @@ class ChainedWork(_WorkBase):
         self._works, self._result, self._finish = works, result, finish
         self._lock = threading.Lock()
         self._finished = False
-        self._future = None
+        self._future: torch.futures.Future | None = None
 
     def _complete(self) -> None:
         with self._lock:
@@ -160,14 +164,16 @@ class ChainedWork(_WorkBase):
         return self._future
 
     def _resolve(self, collected) -> None:
+        own = self._future
+        assert own is not None, "get_future() makes the future before it adds this callback"
         try:
             for future in collected.value():
                 future.wait()  # raises the collective's error
             self._complete()
         except Exception as error:  # noqa: BLE001 -- handed to whoever waits on the future
-            self._future.set_exception(error)
+            own.set_exception(error)
         else:
-            self._future.set_result(self._result)
+            own.set_result(self._result)
 
 
 class GlooCommunicator(Communicator):
@@ -186,7 +192,8 @@ class GlooCommunicator(Communicator):
 
     def to_host(self, tensor: torch.Tensor) -> torch.Tensor:
         """A CPU tensor holding ``tensor``'s values (its own memory when ``zero_copy``)."""
-        torch.dipu.synchronize(tensor.get_device())  # vendor streams may still be writing it
+        # vendor streams may still be writing it; torch.dipu: not importable here (vendors import this module)
+        torch.dipu.synchronize(tensor.get_device())  # type: ignore[attr-defined]  # registered at run time
         return tensor.cpu()
 
     def _done(self, work, written: list[tuple[torch.Tensor, torch.Tensor]]):

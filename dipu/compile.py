@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from typing import cast
 
 import torch
 from torch._dynamo.device_interface import DeviceInterface, register_interface_for_device
@@ -44,6 +45,7 @@ from torch._inductor.codegen.common import (
 )
 from torch._inductor.codegen.wrapper import PythonWrapperCodegen as StockPythonWrapperCodegen
 from torch._inductor.virtualized import V
+from torch.utils._config_module import ConfigModule
 
 from dipu import _inductor_config
 from dipu._core import _C, vendor
@@ -372,6 +374,8 @@ register_device_op_overrides(_TYPE, DipuDeviceOpOverrides())
 _inductor_config.codegen_source_hash = hashlib.sha256(
     b"".join(Path(path).read_bytes() for path in (__file__, convolution.__file__))).hexdigest()
 _inductor_config.vendor_compiler = f"{vendor().name}:{compiler_backend()}"
-register_backend_for_device(_TYPE, Scheduling, DipuPythonWrapperCodegen, CppWrapperCodegen,
-                            device_custom_config=_inductor_config)
+register_backend_for_device(_TYPE, Scheduling, DipuPythonWrapperCodegen,
+                            CppWrapperCodegen,  # type: ignore[arg-type]  # duck-typed: inductor calls only .create
+                            # cast: install_config_module made the module a ConfigModule
+                            device_custom_config=cast(ConfigModule, _inductor_config))
 PythonWrapperCodegen = DipuPythonWrapperCodegen  # the name inductor looks up

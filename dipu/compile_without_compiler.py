@@ -41,8 +41,8 @@ def install() -> None:
 
         return lookup_backend("aot_eager")(model_, inputs_)
 
-    __call__._dipu_without_compiler = True
-    wrapper.__call__ = __call__
+    __call__._dipu_without_compiler = True  # type: ignore[attr-defined]  # a marker on the function, read above
+    wrapper.__call__ = __call__  # type: ignore[method-assign]  # torch's class, patched on purpose
 
 
 def _on_dipu(value) -> bool:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import datetime
 import zlib
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -58,14 +59,16 @@ class DiclProcessGroup(dist.ProcessGroup):
     """The ``dicl`` process group; see Note [The dicl process group]."""
 
     def __init__(self, store, rank: int, size: int, timeout: datetime.timedelta):
-        super().__init__(rank, size)
+        super().__init__(rank, size)  # type: ignore[call-arg]  # torch's stub has only (store, rank, size)
         self._rank, self._size, self._timeout = rank, size, timeout
         self._store = store
         # Connecting gloo here makes init_process_group itself fail after `timeout`
         # when a rank never joins.
-        self._host = dist.ProcessGroupGloo(dist.PrefixStore("cpu", store), rank, size, timeout)
-        self._communicator = None
-        self._device_index = None
+        # Any: torch's stub of gloo's Backend base lacks send, recv, recv_anysource and _allgather_base, which
+        # the binding has; None once shut down, when no collective reaches it.
+        self._host: Any = dist.ProcessGroupGloo(dist.PrefixStore("cpu", store), rank, size, timeout)
+        self._communicator: collectives.Communicator | None = None
+        self._device_index: int | None = None
         self._group_name = self._group_desc = ""
 
     #: Whether new groups may be split from this one's communicator (NCCL's ncclCommSplit).
@@ -180,7 +183,8 @@ class DiclProcessGroup(dist.ProcessGroup):
 
     def _vendor_op(self, op: str, reduce_op, dtype: torch.dtype):
         """(vendor op, factor to multiply the input by or None, divisor after or None)."""
-        kind = reduce_op.op if isinstance(reduce_op, ReduceOp) else reduce_op
+        # torch's stub of ReduceOp lacks the binding's .op
+        kind = reduce_op.op if isinstance(reduce_op, ReduceOp) else reduce_op  # type: ignore[attr-defined]
         if kind == ReduceOp.AVG:
             return ReduceOp.SUM, None, self._size
         if kind == ReduceOp.PREMUL_SUM:

@@ -26,6 +26,8 @@ import sys
 
 import torch
 
+from dipu import device as torch_dipu  # the module torch.dipu is (dipu/__init__.py registers it)
+
 NAME = "dipu"
 #: The modules that define Lightning's accelerator registry, one per name Lightning is installed under.
 REGISTRY_MODULES = ("lightning.pytorch.accelerators", "pytorch_lightning.accelerators")
@@ -50,14 +52,14 @@ def accelerator_class(accelerators):
         def setup_device(self, device: torch.device) -> None:
             # Called before setup() with the strategy's first choice, the CPU (Note [Lightning accelerator]).
             if device.type == NAME:
-                torch.dipu.set_device(device)
+                torch_dipu.set_device(device)
 
         def setup(self, trainer) -> None:
             strategy = trainer.strategy
             device = _chosen_device(trainer)
             if strategy.root_device.type != NAME and hasattr(strategy, "_root_device"):
                 strategy._root_device = device  # SingleDeviceStrategy's own attribute: no setter exists
-            torch.dipu.set_device(device)
+            torch_dipu.set_device(device)
             precision = strategy.precision_plugin
             mixed = getattr(_precision_module(package), "MixedPrecision", None)
             if mixed is not None and isinstance(precision, mixed) and precision.device != NAME:
@@ -67,14 +69,14 @@ def accelerator_class(accelerators):
             rank_zero_info(f"dipu: training on {device}")
 
         def get_device_stats(self, device) -> dict:
-            return torch.dipu.memory_stats(device)
+            return torch_dipu.memory_stats(device)
 
         def teardown(self) -> None:
-            torch.dipu.empty_cache()
+            torch_dipu.empty_cache()
 
         @staticmethod
         def parse_devices(devices) -> list[int]:
-            count = torch.dipu.device_count()
+            count = torch_dipu.device_count()
             if devices in ("auto", -1, "-1"):
                 indices = [0]
             elif isinstance(devices, (list, tuple)):
@@ -103,7 +105,7 @@ def accelerator_class(accelerators):
 
         @staticmethod
         def is_available() -> bool:
-            return torch.dipu.is_available()
+            return torch_dipu.is_available()
 
         @staticmethod
         def name() -> str:
@@ -123,7 +125,7 @@ def _chosen_device(trainer) -> torch.device:
     for device in chosen:
         if isinstance(device, torch.device) and device.type == NAME:
             return device
-    return torch.device(NAME, torch.dipu.current_device())
+    return torch.device(NAME, torch_dipu.current_device())
 
 
 def register(accelerators) -> None:

@@ -40,6 +40,7 @@ import os
 import torch
 from torch.overrides import TorchFunctionMode
 
+from dipu import device as torch_dipu  # the module torch.dipu is (dipu/__init__.py registers it)
 from dipu.device._devices import _accept_device_type
 
 _CUDA = "cuda"
@@ -148,7 +149,7 @@ class CudaToDipu(TorchFunctionMode):
     @staticmethod
     def _cuda(tensor, device=None, non_blocking=False, memory_format=torch.preserve_format):
         if device is None:
-            target = torch.device(_TYPE, torch.dipu.current_device())
+            target = torch.device(_TYPE, torch_dipu.current_device())
         elif isinstance(device, int):
             target = torch.device(_TYPE, device)
         else:
@@ -201,7 +202,7 @@ def _dipu_device(device) -> torch.device:
     """A device of ``torch.nn.parallel.comm``'s arguments (index, -1 for the CPU, None for the current one) as
     dipu's."""
     if device is None:
-        return torch.device(_TYPE, torch.dipu.current_device())
+        return torch.device(_TYPE, torch_dipu.current_device())
     if isinstance(device, int):
         return torch.device("cpu") if device < 0 else torch.device(_TYPE, device)
     return torch.device(to_dipu(device))
@@ -262,7 +263,8 @@ def _install_data_parallel() -> None:
 
     comm.broadcast_coalesced, comm.scatter, comm.gather = _broadcast_coalesced, _scatter, _gather
     nccl.is_available = _without_dipu_tensors(nccl.is_available)
-    torch.nn.DataParallel.__init__ = _dipu_data_parallel_init(torch.nn.DataParallel.__init__)
+    torch.nn.DataParallel.__init__ = _dipu_data_parallel_init(  # type: ignore[method-assign]  # patched on purpose
+        torch.nn.DataParallel.__init__)
 
 
 def _is_cuda(tensor) -> bool:
@@ -277,7 +279,7 @@ def install() -> None:
     global _installed
     if _installed is not None:
         return
-    dipu_module = torch.dipu
+    dipu_module = torch_dipu
     _accept_device_type(_CUDA)  # torch.cuda.set_device(torch.device("cuda:1")) and every other device argument
     for name in dir(dipu_module):
         if not name.startswith("_") and hasattr(torch.cuda, name):
@@ -287,18 +289,22 @@ def install() -> None:
     torch.cuda._lazy_init = dipu_module._lazy_init
     torch.cuda.is_initialized = dipu_module.is_initialized
 
-    torch.autocast = torch.amp.autocast = torch.amp.autocast_mode.autocast = \
-        _mapped_autocast(torch.amp.autocast_mode.autocast)
-    torch.cuda.amp.autocast = _cuda_amp_autocast(torch.amp.autocast_mode.autocast)
-    torch.amp.GradScaler = torch.amp.grad_scaler.GradScaler = _mapped_grad_scaler(torch.amp.grad_scaler.GradScaler)
-    torch.cuda.amp.GradScaler = _mapped_grad_scaler(torch.amp.grad_scaler.GradScaler, _TYPE)
+    # torch's classes replaced by dipu's subclasses on purpose (type: ignore[misc]: assigning to a class name)
+    torch.autocast = torch.amp.autocast = torch.amp.autocast_mode.autocast = (  # type: ignore[misc]
+        _mapped_autocast(torch.amp.autocast_mode.autocast))
+    torch.cuda.amp.autocast = _cuda_amp_autocast(torch.amp.autocast_mode.autocast)  # type: ignore[misc]
+    torch.amp.GradScaler = torch.amp.grad_scaler.GradScaler = (  # type: ignore[misc]
+        _mapped_grad_scaler(torch.amp.grad_scaler.GradScaler))
+    torch.cuda.amp.GradScaler = _mapped_grad_scaler(torch.amp.grad_scaler.GradScaler, _TYPE)  # type: ignore[misc]
     # nn.DataParallel's replicas run under torch.is_autocast_enabled(), the no-device (CUDA) form
     torch.is_autocast_enabled = _autocast_state(torch.is_autocast_enabled)
     torch.get_autocast_dtype = _autocast_state(torch.get_autocast_dtype)
     torch.get_autocast_gpu_dtype = functools.partial(torch.get_autocast_dtype, _TYPE)
 
     _install_data_parallel()
-    torch.Tensor.is_cuda = property(_is_cuda, doc="True for cuda and (DIPU_MOCK_CUDA) dipu tensors.")
+    # a property over the stub's plain bool attribute, on purpose
+    torch.Tensor.is_cuda = property(  # type: ignore[assignment]
+        _is_cuda, doc="True for cuda and (DIPU_MOCK_CUDA) dipu tensors.")
     _install_distributed()
 
     _installed = CudaToDipu()

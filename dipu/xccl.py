@@ -91,7 +91,7 @@ class XcclWork(collectives._WorkBase):
     def __init__(self, communicator: XcclCommunicator, name: str, event, tensors: list):
         super().__init__()
         self._communicator, self._name, self._event, self._tensors = communicator, name, event, tensors
-        self._future = None
+        self._future: torch.futures.Future | None = None
 
     def _wait_host(self) -> None:
         timeout = self._communicator.timeout.total_seconds()
@@ -124,12 +124,14 @@ class XcclWork(collectives._WorkBase):
 
     def _settle(self) -> None:
         """On the watcher thread: wait on the host, then complete the future."""
+        future = self._future
+        assert future is not None, "get_future() makes the future before it asks the watcher to settle it"
         try:
             self._wait_host()
         except Exception as error:  # noqa: BLE001 -- handed to whoever waits on the future
-            self._future.set_exception(error)
+            future.set_exception(error)
         else:
-            self._future.set_result(None)
+            future.set_result(None)
 
 
 class XcclCommunicator(collectives.Communicator):
@@ -165,7 +167,7 @@ class XcclCommunicator(collectives.Communicator):
         expected = [n * (n + 1) // 2, n, -(n * (n + 1) // 2)]
         try:
             self.all_reduce(values, dist.ReduceOp.SUM).wait()
-            got = values.cpu().tolist()
+            got: list[int] | str = values.cpu().tolist()
         except RuntimeError as error:
             got = f"an error ({error})"
         self._store.set(f"xccl_self_test_{self.rank}", "ok" if got == expected else "wrong")

@@ -27,6 +27,10 @@ _LEGACY_TYPES = {
 class _TensorType(type):
     """The metaclass of ``torch.dipu.<Scalar>Tensor``, mirroring ``torch.tensortype``."""
 
+    # each class's own, from _legacy_type's namespace
+    _dtype: torch.dtype
+    _cpu_class: type
+
     dtype = property(lambda cls: cls._dtype)
     layout = property(lambda cls: torch.strided)
     is_cuda = property(lambda cls: False)
@@ -61,7 +65,7 @@ def _legacy_type(name: str, dtype: torch.dtype) -> _TensorType:
         "__doc__": f"``torch.{_TYPE}.{name}Tensor``: the legacy class of {dtype} dipu tensors (see Note "
                    f"[Legacy tensor types])."})
     cls.__qualname__ = f"{name}Tensor"
-    torch._tensor_classes.add(cls)
+    torch._tensor_classes.add(cls)  # type: ignore[arg-type]  # legacy classes are no Tensor subclasses (torch's own neither)
     return cls
 
 

@@ -43,7 +43,8 @@ class Stream(torch.Stream):
         """The stream's priority: every dipu stream has priority 0 (Note [Stream priorities])."""
         return _LEAST_PRIORITY
 
-    def record_event(self, event: Event | None = None) -> Event:
+    # as torch.cuda.Stream's, it takes and returns its own Event class (no torch.Event subclass)
+    def record_event(self, event: Event | None = None) -> Event:  # type: ignore[override]
         event = event if event is not None else Event()
         event.record(self)
         return event

@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections
 import pickle
 import sys
+from typing import cast
 
 from dipu._core import _C, vendor
 from dipu.device._devices import _get_device_index, get_device_name
@@ -74,7 +75,8 @@ def empty_cache() -> None:
 
 def mem_get_info(device=None) -> tuple[int, int]:
     _lazy_init()  # asks the vendor: Note [Lazy initialization]
-    return tuple(vendor().mem_get_info(_get_device_index(device)))
+    # cast: the vendor contract's (free, total), which tuple() keeps (a vendor may give a list)
+    return cast(tuple[int, int], tuple(vendor().mem_get_info(_get_device_index(device))))
 
 
 def set_per_process_memory_fraction(fraction: float, device=None) -> None:
@@ -157,7 +159,7 @@ def _dump_snapshot(filename: str = "dump_snapshot.pickle") -> None:
         pickle.dump(snapshot, f)
 
 
-def _format_bytes(n: int) -> str:
+def _format_bytes(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(n) < 1024 or unit == "TiB":
             return f"{n} {unit}" if unit == "B" else f"{n:.2f} {unit}"

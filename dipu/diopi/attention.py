@@ -158,6 +158,6 @@ def blockwise_backward(grad_query, grad_key, grad_value, grad_bias, grad_out, qu
         grad_key.copy_(sum_head_groups(key_sum, kv_heads))
     if grad_value is not None:
         grad_value.copy_(sum_head_groups(value_sum, kv_heads))
-    if grad_bias is not None:
+    if grad_bias is not None and bias_sum is not None:  # bias_sum is made exactly when grad_bias is given
         grad_bias.copy_(bias_sum.view(grad_bias.shape))
 

@@ -184,7 +184,7 @@ def trampoline(function: Function, address: int, last_error: Callable | None = N
         return SUCCESS
 
     c_function.__name__ = c_function.__qualname__ = function.name
-    c_function.c_address = address
+    c_function.c_address = address  # type: ignore[attr-defined]  # an attribute of the function object
     return c_function
 
 

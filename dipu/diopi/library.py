@@ -148,7 +148,7 @@ def _dtype_guard(fn: Callable, declared, dtypes: frozenset) -> Callable:
         return fn(ctx, *args)
 
     guarded.__name__ = fn.__name__
-    guarded.__wrapped__ = fn
+    guarded.__wrapped__ = fn  # type: ignore[attr-defined]  # functools.wraps's attribute, set alone
     return guarded
 
 

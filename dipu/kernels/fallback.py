@@ -25,6 +25,8 @@ import collections
 import os
 import sys
 import warnings
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -101,7 +103,7 @@ def fused_attention_backward(grad_out, query, key, value, attn_bias, grad_input_
 
 
 #: Placeholder op name -> its CPU substitute (Note [Overrideable ops in the fallback]).
-CPU_SUBSTITUTES = {
+CPU_SUBSTITUTES: dict[str, Callable[..., Any]] = {
     "convolution_overrideable": convolution,
     "convolution_backward_overrideable": convolution_backward,
     "_scaled_dot_product_fused_attention_overrideable": fused_attention,

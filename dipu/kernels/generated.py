@@ -89,6 +89,8 @@ def _load(directory: Path):
         spec = importlib.util.spec_from_file_location(
             fullname, path, loader=_CachedCodeLoader(fullname, str(path)),
             submodule_search_locations=[str(directory)] if name == "__init__" else None)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"dipu: cannot load the generated {path}")
         module = importlib.util.module_from_spec(spec)
         sys.modules[fullname] = module
         try:
@@ -97,7 +99,7 @@ def _load(directory: Path):
             del sys.modules[fullname]
             raise
     package = sys.modules[PACKAGE]
-    package.wrappers = sys.modules[f"{PACKAGE}.wrappers"]
+    package.wrappers = sys.modules[f"{PACKAGE}.wrappers"]  # type: ignore[attr-defined]  # a submodule, set at run time
     return package
 
 

@@ -53,7 +53,7 @@ def _force_fallback(*args) -> Status:
 class Registration:
     """What is registered on PrivateUse1: plain kernels, and the compared overlay (Note [Autocompare as a switch])."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._plain: torch.library.Library | None = None
         self._compared: torch.library.Library | None = None
         self.kernels: dict[str, tuple[Op, Callable]] = {}  # op name -> (op, plain kernel)
@@ -73,19 +73,20 @@ class Registration:
         self.library = library
         self._plain = torch.library.Library("aten", "IMPL")
         missing: dict[str, list[str]] = {}  # DIOPI function the library lacks -> the ops that need it
-        for op in ops if library is not None else ():
-            if not op.register or op.fallback and (force_fallback.matches(op.name) or
-                                                   op.entry and force_fallback.matches(op.entry)):
-                continue
-            functions = [library.get(name) for name in op.functions]
-            if functions[0] is None:
-                missing.setdefault(op.diopi, []).append(op.name)
-                continue
-            kernel = op.make(op, *(fn or _force_fallback for fn in functions))
-            self._plain.impl(op.name, kernel, "PrivateUse1")
-            self.kernels[op.name] = (op, kernel)
+        if library is not None:  # none: no op is bound
+            for op in ops:
+                if not op.register or op.fallback and (force_fallback.matches(op.name) or
+                                                       op.entry and force_fallback.matches(op.entry)):
+                    continue
+                functions = [library.get(name) for name in op.functions]
+                if functions[0] is None:
+                    missing.setdefault(op.diopi, []).append(op.name)
+                    continue
+                kernel = op.make(op, *(fn or _force_fallback for fn in functions))
+                self._plain.impl(op.name, kernel, "PrivateUse1")
+                self.kernels[op.name] = (op, kernel)
         self.missing = missing
-        if report_missing and missing:
+        if report_missing and missing and library is not None:  # missing: only ever filled with a library
             print(f"dipu: the op library '{library.name}' lacks {len(missing)} of the DIOPI functions the spec "
                   f"calls; their {sum(map(len, missing.values()))} ops run on the CPU fallback "
                   "(`python -m dipu --missing` lists them)", flush=True)
@@ -125,7 +126,8 @@ class Registration:
 def _c_addresses(library: OpLibrary) -> dict[str, int]:
     """DIOPI function -> the address of the C function behind it, for the functions a C library gives
     ``library`` (its trampolines carry ``c_address``: Note [The Python trampoline] in dipu/diopi/c_library.py)."""
-    names, layer = set(), library
+    names: set[str] = set()
+    layer: OpLibrary | None = library
     while layer is not None:
         names.update(layer.functions)
         layer = layer.base

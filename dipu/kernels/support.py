@@ -7,6 +7,7 @@ status, a Python number where the schema says Tensor).
 
 from __future__ import annotations
 
+import sys
 import threading
 
 import torch
@@ -234,7 +235,9 @@ def raise_as_the_cpu(op, error: Exception, args: tuple, kwargs: dict) -> None:
     if getattr(_checking, "running", False) or isinstance(error, _KEPT_ERRORS) or \
             _the_cpu_accepts(op, error, args, kwargs):
         function = op.diopi_for({**dict(zip(op.arg_names, args)), **kwargs})
-        error.add_note(f"dipu: raised in the kernel of {op.name} ({op.wrapper_name}, DIOPI function {function})")
+        if sys.version_info >= (3, 11):  # Python 3.10 has no exception notes
+            error.add_note(f"dipu: raised in the kernel of {op.name} ({op.wrapper_name}, DIOPI function "
+                           f"{function})")
 
 
 def _the_cpu_accepts(op, error: Exception, args: tuple, kwargs: dict) -> bool:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 FORCE_FALLBACK_VAR = "DIPU_FORCE_FALLBACK_OPS_LIST"
 FORCE_FALLBACK_CONFIG = ".dipu_force_fallback_op_list.config"
@@ -70,9 +71,10 @@ def watch_dump(watcher) -> None:
     watcher(env_get(DUMP_KEY) not in DUMP_OFF)
 
 
-if type(os.environ._data) is dict:
-    os.environ._data = _WatchedEnviron(os.environ._data)
-env_get = os.environ._data.get
+_environ: Any = os.environ  # its mapping, _data, is CPython's private attribute, which typeshed does not declare
+if type(_environ._data) is dict:
+    _environ._data = _WatchedEnviron(_environ._data)
+env_get = _environ._data.get
 
 
 DUMP_LEVELS = {"": 0, "0": 0, "1": 1, "2": 2, "3": 3}

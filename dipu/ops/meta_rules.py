@@ -9,6 +9,9 @@ it imports torch only.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import torch
 
 _Tensor = torch.Tensor
@@ -43,7 +46,7 @@ _META_CACHE_SIZE = 4096
 
 def _signature(args: tuple) -> tuple:
     """The memo key of an argument tuple (flat loops: this runs on every call)."""
-    key = []
+    key: list[object] = []
     for value in args:
         if isinstance(value, _Tensor):
             key.append((value.shape, value.stride(), value.dtype))
@@ -56,7 +59,7 @@ def _signature(args: tuple) -> tuple:
     return tuple(key)
 
 
-def _memoized(infer):
+def _memoized(infer: Callable[[tuple], Any]) -> Callable[..., Any]:
     """``infer(args)`` answered from a cache keyed by the arguments' signature."""
     cache: dict = {}
 

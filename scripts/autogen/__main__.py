@@ -7,7 +7,8 @@ The generator reads the installed torch's schemas, and ``import torch`` would lo
 torch.backends entry point, registering the very kernels being regenerated (stale, or broken by a spec
 change). So the command turns that autoload off for its own process before torch is imported; as a
 library (dipu regenerating its kernels for another torch) it imports nothing of dipu either, but the
-proto's leaf modules (Note [The generator reads the runtime's proto] in proto.py).
+proto's leaf modules (Note [The generator reads the runtime's proto] in proto.py); only the type checker
+reads dipu's modules (proto.py's ``if TYPE_CHECKING:`` import).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
                              "wrappers] in dest/cpp_wrappers.py)")
     args = parser.parse_args(argv)
     installed = ".".join(map(str, schemas.installed_torch()))
+    unmatched: dict[str, str]  # op name -> why the installed torch's schema does not fit its entry
     try:
         if installed == REFERENCE_TORCH:  # the torch the spec is written against: every entry must fit
             entries, unmatched = spec.load(args.yaml), {}

@@ -17,8 +17,7 @@ from torchgen.model import Argument, FunctionSchema, OptionalType
 
 from . import proto
 from .model import Call, CallArg, Function
-
-Kind, Param = proto.Kind, proto.Param
+from .proto import Kind, Param
 
 _CALL = re.compile(r"\s*([A-Za-z_]\w*)\s*\((.*)\)\s*", re.DOTALL)
 

@@ -34,7 +34,9 @@ def expand(entry: Entry, where: str) -> list[Kernel]:
     """The kernels ``entry`` generates: itself and, for out= schemas, its functional and in-place siblings."""
     found = schemas.siblings(entry.schema)
     own = Variant.of(entry.schema)
-    by_variant = {**found, own: entry.schema} if own is Variant.OUT else {own: entry.schema}
+    assert own is not None, "spec._fit refuses the schemas that are no variant"
+    by_variant: dict[Variant, FunctionSchema] = \
+        {**found, own: entry.schema} if own is Variant.OUT else {own: entry.schema}
     return [_kernel(entry, variant, by_variant[variant], found.get(Variant.FUNCTIONAL), where)
             for variant in entry.variants]
 

@@ -23,9 +23,7 @@ import enum
 
 from torchgen.model import FunctionSchema, SchemaKind
 
-from . import proto
-
-Function = proto.Function
+from .proto import Function
 
 
 class SpecError(Exception):

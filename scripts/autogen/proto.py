@@ -18,9 +18,18 @@ from __future__ import annotations
 import importlib.util
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+
+def _dipu_dir() -> Path:
+    spec = importlib.util.find_spec("dipu")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("dipugen: the dipu package is not importable")
+    return Path(spec.submodule_search_locations[0])
+
 
 #: The dipu package's directory, found without importing it.
-DIPU_DIR = Path(importlib.util.find_spec("dipu").submodule_search_locations[0])
+DIPU_DIR = _dipu_dir()
 
 
 def leaf(name: str):
@@ -28,6 +37,8 @@ def leaf(name: str):
     if name in sys.modules:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, DIPU_DIR.joinpath(*name.split(".")[1:]).with_suffix(".py"))
+    if spec is None or spec.loader is None:
+        raise ImportError(f"dipugen: cannot load {name} from {DIPU_DIR}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     try:
@@ -41,9 +52,13 @@ def leaf(name: str):
 _proto = leaf("dipu.diopi.proto")
 _c_form = leaf("dipu.diopi.c_form")  # after the proto, which it imports
 
-Kind, Param, Function, FUNCTIONS = _proto.Kind, _proto.Param, _proto.Function, _proto.FUNCTIONS
-kinds_of = _proto.kinds_of
-CParam, c_parameters = _c_form.CParam, _c_form.c_parameters
+if TYPE_CHECKING:  # the same names, for the type checker: it reads the files leaf() loads as dipu's modules
+    from dipu.diopi.c_form import CParam, c_parameters
+    from dipu.diopi.proto import FUNCTIONS, Function, Kind, Param, kinds_of
+else:
+    Kind, Param, Function, FUNCTIONS = _proto.Kind, _proto.Param, _proto.Function, _proto.FUNCTIONS
+    kinds_of = _proto.kinds_of
+    CParam, c_parameters = _c_form.CParam, _c_form.c_parameters
 
 
 def argument_kinds(arg) -> set[Kind]:

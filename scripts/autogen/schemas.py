@@ -13,7 +13,10 @@ from .model import Variant
 
 def installed_torch() -> tuple[int, ...]:
     """The installed torch's release numbers (2.15.0+cu132 and 2.15.0 are both (2, 15, 0))."""
-    return tuple(int(part) for part in re.match(r"\d+(\.\d+)*", torch.__version__).group(0).split("."))
+    release = re.match(r"\d+(\.\d+)*", torch.__version__)
+    if release is None:
+        raise RuntimeError(f"dipugen: cannot read torch's version {torch.__version__!r}")
+    return tuple(int(part) for part in release.group(0).split("."))
 
 
 @functools.cache
@@ -38,12 +41,15 @@ def installed_schema(name: str) -> FunctionSchema | None:
 def siblings(schema: FunctionSchema) -> dict[Variant, FunctionSchema]:
     """The installed schemas with the same signature as ``schema``, by variant (out/functional/inplace)."""
     base = str(schema.name.name.base)
-    found = {}
+    found: dict[Variant, FunctionSchema] = {}
     for name in _installed_schema_texts():
         if name.split(".")[0] in (base, base + "_"):
             other = installed_schema(name)
+            if other is None:
+                continue
             # factory siblings (arange.start_step for arange.start_out) have no tensor to dispatch on
-            has_tensor = other is not None and any(a.type.is_tensor_like() for a in other.arguments.flat_all)
-            if has_tensor and Variant.of(other) is not None and other.signature() == schema.signature():
-                found.setdefault(Variant.of(other), other)
+            has_tensor = any(a.type.is_tensor_like() for a in other.arguments.flat_all)
+            variant = Variant.of(other)
+            if has_tensor and variant is not None and other.signature() == schema.signature():
+                found.setdefault(variant, other)
     return found

@@ -125,7 +125,13 @@ def _check_unique_keys(node: yaml.Node, filename: str) -> None:
             _check_unique_keys(value, filename)
 
 
-class _Loader(yaml.CSafeLoader if hasattr(yaml, "CSafeLoader") else yaml.SafeLoader):
+try:
+    from yaml import CSafeLoader as _SafeLoader  # libyaml's, where PyYAML was built with it
+except ImportError:
+    from yaml import SafeLoader as _SafeLoader
+
+
+class _Loader(_SafeLoader):
     pass
 
 
@@ -263,8 +269,8 @@ def _called_function(reader: _EntryReader, name) -> calls.Function:
     return calls.function("calls", name)
 
 
-def _fit(reader, line, name, interface_text, scalar_text, functions, returns, writes, unused, shape, strides,
-         impl, variants, autocompare, fallback, register) -> Entry:
+def _fit(reader: _EntryReader, line, name, interface_text, scalar_text, functions, returns, writes, unused, shape,
+         strides, impl, variants, autocompare, fallback, register) -> Entry:
     """The entry bound to the installed torch's schema of its op; see Note [The spec follows the installed torch]."""
     schema = schemas.installed_schema(name)
     if schema is None:
@@ -331,7 +337,9 @@ def _variants(reader: _EntryReader, schema: FunctionSchema, requested: list | No
     if schema.kind() != SchemaKind.out or impl is not None:
         if requested is not None:
             reader.fail("'variants' applies to out= schemas without impl only")
-        return (Variant.of(schema),)
+        own = Variant.of(schema)
+        assert own is not None, "_fit refuses the schemas that are no variant"
+        return (own,)
     available = schemas.siblings(schema)
     if len(schema.arguments.out) != 1:
         available.pop(Variant.INPLACE, None)

@@ -48,7 +48,7 @@ from torchgen.api import cpp
 from torchgen.model import BaseTy, BaseType, FunctionSchema, ListType, OptionalType
 
 from .. import proto
-from ..proto import Function, Kind
+from ..proto import CParam, Function, Kind
 from .c_header import c_parameters
 
 TEMPLATE = "aten_library.cpp.j2"
@@ -151,6 +151,7 @@ def _cpu_function(schema: FunctionSchema, cpu_kernels: CpuKernels | None, number
         return None
     name, arguments = schema.name.name, schema.arguments.flat_all
     symint = any("SymInt" in str(a.type) for a in arguments)
+    function: str | None
     if schema.is_out_fn():
         function = f"{name.base}{'_symint' if symint else ''}_outf"
     elif name.inplace:
@@ -215,7 +216,7 @@ def _function(function: Function, schema: FunctionSchema, cpu_kernels: CpuKernel
 
 def _list_lengths(function: Function):
     """(C parameter of a list, the name of the length that follows its run of lists)."""
-    run = []
+    run: list[CParam] = []
     for c_param in c_parameters(function)[1:]:
         if c_param.param is None:
             yield from ((p, c_param.name) for p in run)

@@ -336,19 +336,24 @@ def _wrapper(kernel: Kernel) -> CWrapper:
     lists = tuple(cpp(n) for n, t in types.items() if t in _LIST_TYPES)
     generators = tuple(cpp(n) for n, t in types.items() if t == "::std::optional<at::Generator>")
     device_arg = f"{tensors[0]}.device().index()" if tensors else f"device_of({lists[0]})"
+    assert entry.interface is not None, "supported() passes entries with an interface only"
     function = entry.interface.function
+    scalar = entry.scalar_interface if number else None  # _number_arg found the number in the scalar interface
     locals_, call_args = _call_values(entry.interface, types, renamed)
-    scalar_locals, scalar_call_args = _call_values(entry.scalar_interface, types, renamed) if number else ((), [])
+    scalar_locals, scalar_call_args = _call_values(scalar, types, renamed) if scalar is not None else ((), [])
     scalar_locals = [line for line in scalar_locals if line not in locals_]  # made before the branch already
-    contiguous = strided_operands = ()
+    contiguous: tuple[str, ...] = ()
+    strided_operands: tuple[str, ...] = ()
     rule = rule_args = ""
     non_out = [cpp(a.name) for a in schema.arguments.flat_non_out]
     meta_call = ""
-    if kernel.allocation in (Allocation.NEW, Allocation.RESIZE, Allocation.CHECK) and _rule(kernel) is None:
+    allocates = kernel.allocation in (Allocation.NEW, Allocation.RESIZE, Allocation.CHECK)
+    shape_rule = _rule(kernel)
+    if allocates and shape_rule is None:
         meta_args = [f"meta({cpp(b.name)})" if b.type in _META_TWINS else cpp(b.name) for b in bindings]
         meta_call = f"at::_ops::{schema.name.unambiguous_name()}::call({', '.join(meta_args)})"
-    elif kernel.allocation in (Allocation.NEW, Allocation.RESIZE, Allocation.CHECK):
-        rule = _rule(kernel)
+    elif allocates and shape_rule is not None:
+        rule = shape_rule
         rule_args = ", ".join(non_out)
         if (kernel.allocation is Allocation.NEW and kernel.strides is not None and rule not in _CONTIGUOUS_OUTPUTS
                 and kernel.strides.rule is not StrideRule.CONTIGUOUS):
@@ -370,8 +375,8 @@ def _wrapper(kernel: Kernel) -> CWrapper:
         allocation=kernel.allocation.name, output=cpp(renamed.get(output, output)), rule=rule,
         rule_args=rule_args, contiguous=contiguous, locals=tuple(locals_), call_args=", ".join(call_args),
         result=result, number=cpp(number) if number else "",
-        scalar_function=entry.scalar_interface.function.name if number else "",
-        scalar_c_params=", ".join(p.type for p in c_parameters(entry.scalar_interface.function)[1:]) if number else "",
+        scalar_function=scalar.function.name if scalar is not None else "",
+        scalar_c_params=", ".join(p.type for p in c_parameters(scalar.function)[1:]) if scalar is not None else "",
         scalar_locals=tuple(scalar_locals), scalar_call_args=", ".join(scalar_call_args),
         outputs=tuple(cpp(o) for o in kernel.outputs) if len(kernel.outputs) > 1 else (), lists=lists,
         meta_call=meta_call, generators=generators, strided_operands=strided_operands)
@@ -385,7 +390,7 @@ def _overlap_check(kernel: Kernel, types: dict[str, str]) -> str:
     if lists and not written:  # Note [Written lists overlapping] in dipu/kernels/support.py
         if any(types[n] != "at::TensorList" for n in lists):
             return ""
-        readable = (*_TENSOR_OR_OPTIONAL, "at::TensorList")
+        readable: tuple[str, ...] = (*_TENSOR_OR_OPTIONAL, "at::TensorList")
         reads = [cpp(a.name) for a in schema.arguments.flat_all if a.name not in lists and types[a.name] in readable]
         return (f"written_lists_overlap(std::array<at::TensorList, {len(lists)}>{{{', '.join(cpp(n) for n in lists)}}}"
                 f"{''.join(', ' + r for r in reads)})")
@@ -438,6 +443,8 @@ def _call_values(call, types: dict[str, str], renamed: dict[str, str]) -> tuple[
             continue
         if arg.name is None:
             literal = _literal(arg, param)
+            if literal is None:
+                raise ValueError(f"{call.function.name}: no C++ form for {arg.literal!r} as {param.name}")
             if param.kind is proto.Kind.SCALAR and arg.literal is not None:
                 locals_.append(f"diopiScalar_t {param.name}_c = scalar({literal});")
                 call_args.append(f"&{param.name}_c")
@@ -467,7 +474,13 @@ def _call_values(call, types: dict[str, str], renamed: dict[str, str]) -> tuple[
         else:
             call_args.append(f"c_{helper}({value})")
     if allocated is not None:  # as many outputs as the lists have elements, or one
-        locals_.append(f"Allocated {allocated}_c({first_list + '_c.size()' if allocated_list else 1});")
+        if not allocated_list:
+            size = "1"
+        elif first_list is not None:
+            size = first_list + "_c.size()"
+        else:
+            raise ValueError(f"{call.function.name}: allocates a list of outputs, and takes no list to size it by")
+        locals_.append(f"Allocated {allocated}_c({size});")
     return locals_, call_args
 
 

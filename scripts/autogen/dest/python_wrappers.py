@@ -129,7 +129,8 @@ def _wrapper(kernel: Kernel, imports: set, meta_rules: set, rules: set) -> Wrapp
         rules.add(ModuleRule(name, value))
         strides_call = f"{name}({inputs})"
 
-    branches, impl_call, result = (), "", "None"
+    branches: tuple[Branch, ...] = ()
+    impl_call, result = "", "None"
     if entry.impl is not None:
         impl_name = "impl_" + entry.impl.replace(".", "_")
         module, _, function = entry.impl.rpartition(".")
@@ -138,6 +139,7 @@ def _wrapper(kernel: Kernel, imports: set, meta_rules: set, rules: set) -> Wrapp
         impl_call = f"{impl_name}({functions}, contexts[d], {inputs})"
         result = "result"
     else:
+        assert entry.interface is not None, "an entry without impl has an interface (spec._fit)"
         renamed = dict(kernel.renamed)
         main = _call(entry.interface, renamed)
         if entry.scalar_interface is None:
@@ -157,15 +159,15 @@ def _wrapper(kernel: Kernel, imports: set, meta_rules: set, rules: set) -> Wrapp
     overlap_check = ""
     written = kernel.checked_writes
     if written:
-        inputs = [py(a.name) for a in schema.arguments.flat_non_out
-                  if "Tensor" in str(a.type) and a.name not in written]
+        read = [py(a.name) for a in schema.arguments.flat_non_out
+                if "Tensor" in str(a.type) and a.name not in written]
         overlap_check = (f"check_written_memory(op, {_tuple(py(n) for n in written)}, "
-                         f"{_tuple(inputs) if inputs else '()'}, {fallback_args}, {fallback_kwargs})")
+                         f"{_tuple(read) if read else '()'}, {fallback_args}, {fallback_kwargs})")
     elif kernel.checked_written_lists:
         lists = kernel.checked_written_lists
-        inputs = [py(a.name) for a in schema.arguments.flat_all if "Tensor" in str(a.type) and a.name not in lists]
+        read = [py(a.name) for a in schema.arguments.flat_all if "Tensor" in str(a.type) and a.name not in lists]
         overlap_check = (f"check_written_lists(op, {_tuple(py(n) for n in lists)}, "
-                         f"{_tuple(inputs) if inputs else '()'}, {fallback_args}, {fallback_kwargs})")
+                         f"{_tuple(read) if read else '()'}, {fallback_args}, {fallback_kwargs})")
     return Wrapper(
         schema=str(schema), factory=f"make_{suffix}", wrapper=f"dipu_{suffix}",
         factory_params=", ".join(("op", *(f.name for f in kernel.functions))),
