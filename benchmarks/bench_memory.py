@@ -171,7 +171,8 @@ def run_case(name: str, args, fn) -> dict:
         "cpu_ms": cpu_ms,
     }
     row["ratio"] = row["peak_reserved"] / max(row["peak_alloc"], 1e-9)
-    print(f"[{name}] {steps} steps: peak allocated {row['peak_alloc']:.0f} MiB, reserved {row['peak_reserved']:.0f} MiB "
+    print(f"[{name}] {steps} steps: peak allocated {row['peak_alloc']:.0f} MiB, "
+          f"reserved {row['peak_reserved']:.0f} MiB "
           f"({row['ratio']:.2f}x), {row['mallocs_per_step']:.2f} device mallocs/step after step {warm}, "
           f"{row['dipu_ms']:.1f} ms/step (cpu {cpu_ms:.1f})", flush=True)
     return row
