@@ -567,8 +567,8 @@ class DipuAllocator final : public AllocatorBase {
 
   // A cached block for (device, stream) and a request of `nbytes`, already handed out; or null, with
   // `size` the block size the request needs. One critical section unless blocks wait for their events.
-  Block* take_cached(c10::DeviceIndex device, c10::StreamId stream, size_t nbytes, const Context& context,
-                     Usage& usage, size_t& size) {
+  Block* take_cached(c10::DeviceIndex device, c10::StreamId stream, size_t nbytes, const Context& context, Usage& usage,
+                     size_t& size) {
     std::unique_lock<std::mutex> lock(mutex_);
     if (!pools_[device].pending.empty()) {
       lock.unlock();
@@ -689,7 +689,7 @@ class DipuAllocator final : public AllocatorBase {
     auto it = free_blocks.lower_bound(&key);
     if (it == free_blocks.end() || (*it)->stream != stream) return nullptr;
     Block* b = *it;
-    // Note [Oversize blocks]
+    // See Note [Oversize blocks].
     if (size < settings_.max_split_size && b->size >= settings_.max_split_size) return nullptr;
     if (size >= settings_.max_split_size && b->size >= size + kLargeBuffer) return nullptr;
     from_free_pool(b);
@@ -782,14 +782,13 @@ class DipuAllocator final : public AllocatorBase {
                              ? " Reserved but unallocated memory is large: the cache is fragmented; setting "
                                "PYTORCH_ALLOC_CONF=max_split_size_mb:<MiB> keeps large blocks from being split."
                              : "";
-    TORCH_CHECK_WITH(OutOfMemoryError, false, "dipu out of memory on ", vendor().name,
-                     " device dipu:", static_cast<int>(device), ": tried to allocate ",
-                     format_bytes(static_cast<int64_t>(asked)), ". The device has a total capacity of ",
-                     format_bytes(static_cast<int64_t>(capacity)), " of which ",
-                     format_bytes(static_cast<int64_t>(device_free)), " is free", cap, ". Of the memory dipu holds, ",
-                     format_bytes(allocated), " is allocated and ", format_bytes(unallocated),
-                     " is reserved but unallocated.", advice,
-                     " Free tensors or call torch.dipu.empty_cache(); the process can continue.");
+    TORCH_CHECK_WITH(
+        OutOfMemoryError, false, "dipu out of memory on ", vendor().name, " device dipu:", static_cast<int>(device),
+        ": tried to allocate ", format_bytes(static_cast<int64_t>(asked)), ". The device has a total capacity of ",
+        format_bytes(static_cast<int64_t>(capacity)), " of which ", format_bytes(static_cast<int64_t>(device_free)),
+        " is free", cap, ". Of the memory dipu holds, ", format_bytes(allocated), " is allocated and ",
+        format_bytes(unallocated), " is reserved but unallocated.", advice,
+        " Free tensors or call torch.dipu.empty_cache(); the process can continue.");
     std::abort();  // not reached
   }
 
@@ -941,8 +940,8 @@ MemorySnapshot DipuAllocator::snapshot() {
       for (const auto& p : pool.pending) add(p.block);
     }
     for (Block* head : heads) {
-      MemorySnapshot::Segment seg{head->device, head->stream, addr(head->ptr), 0, head->small, head->segment_context,
-                                  {}};
+      MemorySnapshot::Segment seg{
+          head->device, head->stream, addr(head->ptr), 0, head->small, head->segment_context, {}};
       for (Block* b = head; b; b = b->next) {
         const char* state = b->pending ? "active_pending_free" : b->allocated ? "active_allocated" : "inactive";
         seg.blocks.push_back({addr(b->ptr), b->size, b->requested, state, b->allocated ? b->context : nullptr});

@@ -143,8 +143,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         settings.max_split_size = max_split_size == 0 ? SIZE_MAX : max_split_size;
         settings.garbage_collection_threshold = garbage_collection_threshold;
         TORCH_CHECK(roundup_power2_divisions.size() == settings.roundup_power2_divisions.size(),
-                    "set_allocator_settings: roundup_power2_divisions needs ",
-                    settings.roundup_power2_divisions.size(), " entries");
+                    "set_allocator_settings: roundup_power2_divisions needs ", settings.roundup_power2_divisions.size(),
+                    " entries");
         std::copy(roundup_power2_divisions.begin(), roundup_power2_divisions.end(),
                   settings.roundup_power2_divisions.begin());
         set_allocator_settings(settings);
