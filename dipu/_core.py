@@ -12,25 +12,19 @@ device module, the kernels and the integrations, in the order it states once.
 
 from __future__ import annotations
 
-import os
 import sys
 
 import torch
 
-from dipu import _native, runtime
+from dipu import _alloc_conf, _native, runtime
 
-__all__ = ["_C", "vendor", "caching_allocator"]
-
-
-def _allocator_mode() -> bool:
-    mode = os.environ.get("DIPU_ALLOCATOR", "caching").strip() or "caching"
-    if mode not in ("caching", "raw"):
-        raise ValueError(f"DIPU_ALLOCATOR={mode!r} is not one of: caching, raw")
-    return mode == "caching"
+__all__ = ["_C", "vendor", "caching_allocator", "allocator_settings"]
 
 
-#: Whether device memory goes through the caching allocator (``DIPU_ALLOCATOR``).
-caching_allocator = _allocator_mode()
+#: The allocator settings in effect (Note [Allocator settings] in dipu/_alloc_conf.py).
+allocator_settings = _alloc_conf.effective(_alloc_conf.from_environment())
+#: Whether device memory goes through the caching allocator (``backend`` of ``PYTORCH_ALLOC_CONF``).
+caching_allocator = allocator_settings.backend == "caching"
 
 torch.utils.rename_privateuse1_backend("dipu")
 #: The native core (dipu/csrc), also importable as ``dipu._C``.
@@ -52,6 +46,7 @@ _C.register_vendor(
     _plugin,
     _vendor.native_cuda_library,
 )
+_alloc_conf.apply(_C, allocator_settings)
 
 
 def vendor() -> runtime.DeviceRuntime:

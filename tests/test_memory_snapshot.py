@@ -1,6 +1,7 @@
 """Memory history and snapshots in torch.cuda.memory._snapshot()'s format, memory_summary, and the
 per-process memory fraction, all on the simulated vendor."""
 
+import gc
 import pickle
 import subprocess
 import sys
@@ -24,14 +25,25 @@ def allocate_in_a_named_function():
     return torch.empty(5 * MiB + 100, dtype=torch.uint8, device="dipu:1")  # a block of 5 MiB + 512 B
 
 
-def test_snapshot_has_torch_cuda_format_with_python_frames(history):
+@pytest.fixture
+def fresh_stream():
+    """A stream of dipu:1 whose pool holds no cached block: the next allocation makes a segment."""
+    gc.collect()
+    torch.dipu.empty_cache()
+    with torch.dipu.stream(torch.dipu.Stream(device=1)):
+        yield
+
+
+def test_snapshot_has_torch_cuda_format_with_python_frames(history, fresh_stream):
     x = allocate_in_a_named_function()
     snapshot = torch.dipu.memory._snapshot()
     assert set(snapshot) >= {"segments", "device_traces"}
     assert len(snapshot["device_traces"]) == torch.dipu.device_count()
     segment = next(s for s in snapshot["segments"] if s["address"] == x.data_ptr())
-    assert segment["device"] == 1 and segment["total_size"] == 5 * MiB + 512 and segment["segment_type"] == "large"
-    (block,) = segment["blocks"]
+    # A 20 MiB segment, split: the block and the rest (Note [Splitting blocks] in dipu/csrc/allocator.cpp).
+    assert segment["device"] == 1 and segment["total_size"] == 20 * MiB and segment["segment_type"] == "large"
+    block, rest = segment["blocks"]
+    assert rest["state"] == "inactive" and rest["size"] == 15 * MiB - 512
     assert block["state"] == "active_allocated" and block["size"] == 5 * MiB + 512
     assert block["requested_size"] == 5 * MiB + 100
     assert any(f["name"] == "allocate_in_a_named_function" and f["filename"] == __file__
@@ -92,7 +104,7 @@ def test_bad_arguments_are_named():
         torch.dipu.memory._record_memory_history(compile_context=True)
 
 
-def test_pytorch_memory_viz_reads_the_snapshot(history, tmp_path):
+def test_pytorch_memory_viz_reads_the_snapshot(history, fresh_stream, tmp_path):
     x = allocate_in_a_named_function()
     y = torch.ones(1000, device="dipu:1")
     del x
@@ -140,8 +152,8 @@ def test_memory_fraction_is_enforced(python):
         print("ok", torch.dipu.memory_stats(1)["num_ooms"])
     """
     out = python(code, env={"DIPU_SIM_MEMORY": "1G"}).stdout
-    assert ("OOM: dipu out of memory on sim device dipu:1: tried to allocate 100.00 MiB; this process may "
-            "reserve at most 256.00 MiB on this device (torch.dipu.set_per_process_memory_fraction)") in out
+    assert "OOM: dipu out of memory on sim device dipu:1: tried to allocate 100.00 MiB. The device has" in out
+    assert "and this process may reserve at most 256.00 MiB of it (torch.dipu.set_per_process_memory_fraction)" in out
     assert "ok 1" in out
 
 

@@ -7,6 +7,31 @@
 // `pending` until an event recorded on each of those streams has completed.
 // Vendor calls are made with the allocator mutex released: they take the GIL,
 // and a thread holding the GIL may be waiting for this mutex.
+//
+// Note [Splitting blocks]
+// As PyTorch's CUDA caching allocator: the vendor's memory comes in segments, and a segment is split
+// into blocks. A request of at most 1 MiB is served from the small pool, whose segments are 2 MiB; a
+// larger one from the large pool, whose segments are 20 MiB for requests under 10 MiB and the request
+// rounded up to 2 MiB above. Each pool finds the smallest cached block of the stream that fits (best
+// fit); a larger block is split and the remainder stays cached, and a freed block merges with the free
+// neighbours of its segment, so a segment wholly free again is one block that empty_cache can return to
+// the vendor. A remainder is kept apart from 512 B up in both pools (CUDA's large pool keeps remainders
+// of 1 MiB or less with the block): allocated bytes then stay what the tensors hold (Note [Block sizes]).
+// Workloads whose shapes change every step (variable sequence lengths, a KV cache that grows each
+// decoded token) reuse the cache this way; before, a block served only a request up to 25% smaller than
+// itself and each new size cost a device malloc (benchmarks/bench_memory.py: a variable-length
+// Transformer training loop reserved 4.2x its peak, a GPT-2 decode several times).
+// Segments are not expandable: that needs a virtual-memory part of the vendor contract that dipu has
+// not got, so expandable_segments:True is refused with a warning (dipu/_alloc_conf.py).
+//
+// Note [Oversize blocks]
+// With max_split_size_mb set (PYTORCH_ALLOC_CONF), a block of at least that size is never split, a
+// request below it never takes such a block, and a request at or above it takes a cached block only if
+// that is less than 20 MiB larger, as in CUDA: large buffers stop fragmenting the cache for the small
+// ones. On a failed device malloc the cache is released (every wholly free segment) and the malloc
+// retried. garbage_collection_threshold (with set_per_process_memory_fraction) returns the oldest
+// wholly free segments before a new segment would take reserved memory past that share of the cap.
+//
 // Note [Block ownership]
 // A Block belongs to one thread at a time, or to the pools. The thread that took it from a pool
 // (or from the vendor) owns it until it is freed; the DataPtr holding it, and free() until it
@@ -25,16 +50,16 @@
 // segment_free, oom) is appended to a per-device ring buffer of at most
 // `max_entries` (actions in `skip_actions` are not recorded; `clear_history` empties the
 // buffers). memory_snapshot_data() gathers both, and memory_snapshot.cpp reports them in
-// torch.cuda.memory._snapshot()'s format, so torch.cuda._memory_viz renders it. dipu never splits blocks, so
-// every segment holds exactly one block. Stacks are gathered before the
+// torch.cuda.memory._snapshot()'s format, so torch.cuda._memory_viz renders it, each segment with its blocks
+// (Note [Splitting blocks]). Stacks are gathered before the
 // allocator mutex is taken (gathering Python frames takes the GIL).
 //
 // Note [Block sizes]
-// A request rounds up to a multiple of 512 bytes, large or small. Because dipu never splits a block,
-// a coarser rounding of large requests (CUDA's 2 MiB segments) would be memory held for nothing:
-// with 2 MiB steps, a ResNet-18 training step's peak was 1.16x the bytes its tensors hold (a 1.1 MiB
-// activation took 2 MiB), with 512 B steps it is what they hold. A cached block serves a request
-// up to 25% smaller than itself (pop_free), so sizes that vary a little still reuse the cache.
+// A request rounds up to a multiple of 512 bytes, large or small, and is split off its segment at that
+// size (Note [Splitting blocks]): with CUDA's 2 MiB steps for large blocks, a ResNet-18 training step's
+// peak was 1.16x the bytes its tensors hold (a 1.1 MiB activation took 2 MiB), with 512 B steps it is
+// what they hold. roundup_power2_divisions (PYTORCH_ALLOC_CONF) rounds coarser, as in CUDA: a request
+// between two powers of two rounds up to the next of that many equal divisions.
 //
 // Note [Taken results]
 // A kernel of the torch op library that can only call a functional ATen op (cuDNN's convolution backward,
@@ -93,20 +118,23 @@ namespace dipu {
 namespace {
 
 constexpr size_t kRound = 512;  // every block is a multiple of this (Note [Block sizes])
-constexpr size_t kSmallSize = 1 << 20;  // blocks up to this size count as small_pool
+constexpr size_t kSmallSize = 1 << 20;  // requests up to this size are served from the small pool
+constexpr size_t kSmallBuffer = 2 << 20;  // the small pool's segments (Note [Splitting blocks])
+constexpr size_t kMinLargeAlloc = 10 << 20;  // large requests below this get a kLargeBuffer segment
+constexpr size_t kLargeBuffer = 20 << 20;
+constexpr size_t kRoundLarge = 2 << 20;  // larger segments round up to this
+constexpr size_t kMaxSpareBlocks = 1024;  // Block objects kept for reuse after merges
 
-size_t round_size(size_t n) { return (n + kRound - 1) / kRound * kRound; }
+// Index into a StatArray for a block of the small pool or the large one.
+size_t pool_index(bool small) { return small ? 1 : 2; }
 
-// Index into a StatArray for a block of `size` bytes: 1 small pool, 2 large pool.
-size_t pool_of(size_t size) { return size <= kSmallSize ? 1 : 2; }
-
-void increase(StatArray& stat, size_t size, int64_t amount) {
+void increase(StatArray& stat, bool small, int64_t amount) {
   stat[0].increase(amount);
-  stat[pool_of(size)].increase(amount);
+  stat[pool_index(small)].increase(amount);
 }
-void decrease(StatArray& stat, size_t size, int64_t amount) {
+void decrease(StatArray& stat, bool small, int64_t amount) {
   stat[0].decrease(amount);
-  stat[pool_of(size)].decrease(amount);
+  stat[pool_index(small)].decrease(amount);
 }
 
 using Context = std::shared_ptr<c10::GatheredContext>;
@@ -125,16 +153,25 @@ struct Block {
   void* ptr;
   std::vector<c10::Stream> other_uses;  // streams from record_stream
   size_t requested = 0;  // bytes asked for by the current (or last) user
+  bool small = false;  // of the small pool (Note [Splitting blocks])
+  bool allocated = false;  // handed out, or waiting for its streams' events
+  bool pending = false;  // waiting for its streams' events
+  Block* prev = nullptr;  // the neighbours in its segment
+  Block* next = nullptr;
+  uint64_t freed_at = 0;  // when it last entered the free pool (garbage_collection_threshold)
   Context context;  // stack of the current allocation (Note [Memory history])
-  Context segment_context;  // stack that made the vendor allocate this memory
+  Context segment_context;  // stack that made the vendor allocate this memory (on a segment's first block)
   // Note [Nodes kept by their block]
   // The node of the pool's FreeSet or of the active map that held this block, kept while the other
   // holds it: moving a block between the two reuses both nodes, so an allocation and a free from
-  // the cache allocate no heap memory of their own.
+  // the cache allocate no heap memory of their own. Block objects freed by merges are kept for the
+  // next split for the same reason.
   FreeSet::node_type free_node;
   ActiveMap::node_type active_node;
   // Note [Taken results]: the native storage whose memory this block is; empty for the vendor's memory.
   c10::Storage taken;
+
+  bool is_split() const { return prev != nullptr || next != nullptr; }
 };
 
 bool FreeOrder::operator()(const Block* a, const Block* b) const {
@@ -172,11 +209,13 @@ struct TraceRecord {
 };
 
 struct DevicePool {
-  FreeSet free_blocks;
+  FreeSet small_blocks, large_blocks;  // free blocks (Note [Splitting blocks])
   std::vector<Pending> pending;
   DeviceStats stats;
   int64_t limit = 0;  // Note [Memory fraction]; 0: none
+  uint64_t free_clock = 0;  // counts blocks entering the free pools
   std::deque<TraceRecord> trace;
+  FreeSet& blocks_of(bool small) { return small ? small_blocks : large_blocks; }
 };
 
 // c10::CachingDeviceAllocator::RecordContext values.
@@ -225,23 +264,23 @@ class DipuAllocator final : public AllocatorBase {
     caching_ = caching;
   }
 
+  void configure(const AllocatorSettings& settings) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    settings_ = settings;
+  }
+
   c10::DataPtr allocate(size_t nbytes) override {
     ensure_initialized();
     backward_on_this_thread();
     c10::DeviceIndex device = current_device();
     c10::Device dev(kDipu, device);
     if (nbytes == 0) return {nullptr, nullptr, &delete_block, dev};
-    size_t size = round_size(nbytes);
     c10::StreamId stream = current_stream(device).id();
     Context context = gather(kState);
     Usage usage;
-    Block* block = caching_ ? take_cached(device, stream, size, nbytes, context, usage) : nullptr;
-    if (!block) {
-      block = new_block(device, stream, size, nbytes, context);
-      std::lock_guard<std::mutex> lock(mutex_);
-      mark_active(block);
-      hand_out(block, nbytes, context, usage);
-    }
+    size_t size;
+    Block* block = caching_ ? take_cached(device, stream, nbytes, context, usage, size) : nullptr;
+    if (!block) block = new_segment(device, stream, caching_ ? size : round_up(nbytes, kRound), nbytes, context, usage);
     report_to_profiler(block->ptr, static_cast<int64_t>(block->size), usage, dev);
     return {block->ptr, block, &delete_block, dev};
   }
@@ -256,14 +295,15 @@ class DipuAllocator final : public AllocatorBase {
     c10::Device dev(kDipu, device);
     Context context = gather(kState);
     auto* block = new Block{device, current_stream(device).id(), size, native.mutable_data(), {}};
+    block->small = size <= kSmallSize;
     block->taken = native;
     block->segment_context = context;
     Usage usage;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       auto& s = pools_[device].stats;
-      increase(s.reserved_bytes, size, static_cast<int64_t>(size));
-      increase(s.segment, size, 1);
+      increase(s.reserved_bytes, block->small, static_cast<int64_t>(size));
+      increase(s.segment, block->small, 1);
       record(device, Action::kSegmentAlloc, addr(block->ptr), size, block->stream, gather_for_trace(context));
       mark_active(block);
       hand_out(block, size, context, usage);
@@ -279,8 +319,8 @@ class DipuAllocator final : public AllocatorBase {
 
   void free(Block* block) {
     // What the rest of this function needs of the block, read while this thread still owns it
-    // (Note [Block ownership]): once it is back in the free pool, another thread may reuse it or
-    // empty_cache may release and delete it.
+    // (Note [Block ownership]): once it is back in the free pool, another thread may reuse it,
+    // merge it into a neighbour, or empty_cache may release and delete it.
     const c10::DeviceIndex device = block->device;
     void* const ptr = block->ptr;
     const size_t size = block->size;
@@ -291,18 +331,20 @@ class DipuAllocator final : public AllocatorBase {
       std::lock_guard<std::mutex> lock(mutex_);
       block->active_node = active_.extract(ptr);
       auto& s = pools_[device].stats;
-      decrease(s.allocated_bytes, size, static_cast<int64_t>(size));
-      decrease(s.active_bytes, size, static_cast<int64_t>(size));
-      decrease(s.requested_bytes, size, static_cast<int64_t>(block->requested));
-      decrease(s.allocation, size, 1);
-      decrease(s.active, size, 1);
+      const bool small = block->small;
+      decrease(s.allocated_bytes, small, static_cast<int64_t>(size));
+      decrease(s.active_bytes, small, static_cast<int64_t>(size));
+      decrease(s.requested_bytes, small, static_cast<int64_t>(block->requested));
+      decrease(s.allocation, small, 1);
+      decrease(s.active, small, 1);
+      if (size >= settings_.max_split_size) s.oversize_allocations.decrease(1);
       record(device, Action::kFreeRequested, addr(ptr), size, block->stream, context);
       block->context.reset();
       usage = usage_of(s);
       uses.swap(block->other_uses);
       if (uses.empty() && caching_ && !block->taken) {
         record(device, Action::kFreeCompleted, addr(ptr), size, block->stream, context);
-        to_free_pool(block);
+        free_block(block);
         block = nullptr;  // no longer this thread's
       }
     }
@@ -334,6 +376,7 @@ class DipuAllocator final : public AllocatorBase {
       p.events.emplace_back(ev, stream.device_index());
     }
     std::lock_guard<std::mutex> lock(mutex_);
+    block->pending = true;
     pools_[device].pending.push_back(std::move(p));
   }
 
@@ -358,20 +401,27 @@ class DipuAllocator final : public AllocatorBase {
     return pools_.at(device).stats;
   }
 
+  int64_t max_split_size() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return settings_.max_split_size == SIZE_MAX ? -1 : static_cast<int64_t>(settings_.max_split_size);
+  }
+
   void reset_peak(c10::DeviceIndex device) {
     std::lock_guard<std::mutex> lock(mutex_);
     auto& s = pools_.at(device).stats;
     for (StatArray* a : {&s.allocation, &s.segment, &s.active, &s.allocated_bytes, &s.reserved_bytes, &s.active_bytes,
-                         &s.requested_bytes})
+                         &s.requested_bytes, &s.inactive_split, &s.inactive_split_bytes})
       for (auto& stat : *a) stat.peak = stat.current;
+    for (Stat* stat : {&s.oversize_allocations, &s.oversize_segments}) stat->peak = stat->current;
   }
 
   void reset_accumulated(c10::DeviceIndex device) {
     std::lock_guard<std::mutex> lock(mutex_);
     auto& s = pools_.at(device).stats;
     for (StatArray* a : {&s.allocation, &s.segment, &s.active, &s.allocated_bytes, &s.reserved_bytes, &s.active_bytes,
-                         &s.requested_bytes})
+                         &s.requested_bytes, &s.inactive_split, &s.inactive_split_bytes})
       for (auto& stat : *a) stat.allocated = stat.freed = 0;
+    for (Stat* stat : {&s.oversize_allocations, &s.oversize_segments}) stat->allocated = stat->freed = 0;
     s.num_alloc_retries = s.num_ooms = s.num_device_alloc = s.num_device_free = 0;
   }
 
@@ -415,25 +465,31 @@ class DipuAllocator final : public AllocatorBase {
     check_device_index(device);
     DeviceStats s = stats(device);
     c10::CachingDeviceAllocator::DeviceStats out;
-    auto copy = [](const StatArray& from, c10::CachingAllocator::StatArray& to) {
-      for (size_t i = 0; i < from.size(); ++i) {
-        to[i].current = from[i].current;
-        to[i].peak = from[i].peak;
-        to[i].allocated = from[i].allocated;
-        to[i].freed = from[i].freed;
-      }
+    auto copy_stat = [](const Stat& from, c10::CachingAllocator::Stat& to) {
+      to.current = from.current;
+      to.peak = from.peak;
+      to.allocated = from.allocated;
+      to.freed = from.freed;
+    };
+    auto copy = [&](const StatArray& from, c10::CachingAllocator::StatArray& to) {
+      for (size_t i = 0; i < from.size(); ++i) copy_stat(from[i], to[i]);
     };
     copy(s.allocation, out.allocation);
     copy(s.segment, out.segment);
     copy(s.active, out.active);
+    copy(s.inactive_split, out.inactive_split);
     copy(s.allocated_bytes, out.allocated_bytes);
     copy(s.reserved_bytes, out.reserved_bytes);
     copy(s.active_bytes, out.active_bytes);
+    copy(s.inactive_split_bytes, out.inactive_split_bytes);
     copy(s.requested_bytes, out.requested_bytes);
+    copy_stat(s.oversize_allocations, out.oversize_allocations);
+    copy_stat(s.oversize_segments, out.oversize_segments);
     out.num_alloc_retries = s.num_alloc_retries;
     out.num_ooms = s.num_ooms;
     out.num_device_alloc = s.num_device_alloc;
     out.num_device_free = s.num_device_free;
+    out.max_split_size = max_split_size();
     return out;
   }
   void resetAccumulatedStats(c10::DeviceIndex device) override {
@@ -453,6 +509,32 @@ class DipuAllocator final : public AllocatorBase {
 #endif
 
  private:
+  static size_t round_up(size_t n, size_t step) { return (n + step - 1) / step * step; }
+
+  // Requires mutex_. The block size for a request of `n` bytes (Note [Block sizes]).
+  size_t round_size(size_t n) const {
+    if (n <= kRound) return kRound;
+    size_t log_size = 63 - static_cast<size_t>(__builtin_clzll(n));
+    size_t index = log_size > 20 ? log_size - 20 : 0;  // intervals start at 1 MiB
+    size_t divisions = settings_.roundup_power2_divisions[std::min<size_t>(index, 15)];
+    if (divisions > 1 && n > kRound * divisions) {
+      if ((n & (n - 1)) == 0) return n;
+      size_t floor = size_t{1} << log_size;
+      size_t step = floor >> (63 - static_cast<size_t>(__builtin_clzll(divisions)));
+      if (step == 0) return floor << 1;
+      size_t down = n & ~(step - 1);
+      return down == n ? n : down + step;
+    }
+    return round_up(n, kRound);
+  }
+
+  // The segment the vendor allocates for a block of `size` bytes (Note [Splitting blocks]).
+  static size_t segment_size(size_t size) {
+    if (size <= kSmallSize) return kSmallBuffer;
+    if (size < kMinLargeAlloc) return kLargeBuffer;
+    return round_up(size, kRoundLarge);
+  }
+
   // The current stack if history is on at level `needed` or above; else null.
   Context gather(int needed) {
     if (when_.load() < needed || g_shutdown.load()) return nullptr;
@@ -483,16 +565,17 @@ class DipuAllocator final : public AllocatorBase {
                                      static_cast<size_t>(usage.reserved), dev);
   }
 
-  // A cached block for (device, stream, size), already handed out to a caller asking for `nbytes`;
-  // or null. One critical section unless blocks wait for their streams' events.
-  Block* take_cached(c10::DeviceIndex device, c10::StreamId stream, size_t size, size_t nbytes, const Context& context,
-                     Usage& usage) {
+  // A cached block for (device, stream) and a request of `nbytes`, already handed out; or null, with
+  // `size` the block size the request needs. One critical section unless blocks wait for their events.
+  Block* take_cached(c10::DeviceIndex device, c10::StreamId stream, size_t nbytes, const Context& context, Usage& usage,
+                     size_t& size) {
     std::unique_lock<std::mutex> lock(mutex_);
     if (!pools_[device].pending.empty()) {
       lock.unlock();
       reclaim_pending(device);
       lock.lock();
     }
+    size = round_size(nbytes);
     Block* block = pop_free(device, stream, size);
     if (block) hand_out(block, nbytes, context, usage);
     return block;
@@ -503,45 +586,134 @@ class DipuAllocator final : public AllocatorBase {
     auto& s = pools_[block->device].stats;
     block->requested = nbytes;
     block->context = context;
-    increase(s.requested_bytes, block->size, static_cast<int64_t>(nbytes));
+    increase(s.requested_bytes, block->small, static_cast<int64_t>(nbytes));
     record(block->device, Action::kAlloc, addr(block->ptr), block->size, block->stream, gather_for_trace(context));
     usage = usage_of(s);
   }
 
-  // Requires mutex_. Note [Nodes kept by their block].
+  // Requires mutex_. Puts a free block into its pool. Note [Nodes kept by their block].
   void to_free_pool(Block* block) {
-    auto& free_blocks = pools_[block->device].free_blocks;
+    auto& pool = pools_[block->device];
+    auto& free_blocks = pool.blocks_of(block->small);
+    block->freed_at = ++pool.free_clock;
     if (block->free_node)
       free_blocks.insert(std::move(block->free_node));
     else
       free_blocks.insert(block);
+    if (block->is_split()) {
+      increase(pool.stats.inactive_split, block->small, 1);
+      increase(pool.stats.inactive_split_bytes, block->small, static_cast<int64_t>(block->size));
+    }
   }
 
-  // Requires mutex_.
+  // Requires mutex_. Takes a free block out of its pool (keeping its node).
+  void from_free_pool(Block* block) {
+    auto& pool = pools_[block->device];
+    block->free_node = pool.blocks_of(block->small).extract(block);
+    if (block->is_split()) {
+      decrease(pool.stats.inactive_split, block->small, 1);
+      decrease(pool.stats.inactive_split_bytes, block->small, static_cast<int64_t>(block->size));
+    }
+  }
+
+  // Requires mutex_. A Block object for a new remainder: one a merge left over, or a new one.
+  Block* spare_block() {
+    if (spare_.empty()) return new Block{0, 0, 0, nullptr, {}};
+    Block* b = spare_.back();
+    spare_.pop_back();
+    return b;
+  }
+  void retire(Block* b) {
+    if (spare_.size() >= kMaxSpareBlocks) {
+      delete b;
+      return;
+    }
+    b->other_uses.clear();
+    b->context.reset();
+    b->segment_context.reset();
+    b->taken = c10::Storage();
+    b->prev = b->next = nullptr;
+    b->allocated = b->pending = false;
+    spare_.push_back(b);
+  }
+
+  // Requires mutex_. Whether taking `size` bytes of a free `block` leaves a remainder to keep cached.
+  bool should_split(const Block* block, size_t size) const {
+    return block->size - size >= kRound && (block->small || size < settings_.max_split_size);
+  }
+
+  // Requires mutex_. Cuts `block` (out of the pools) down to `size`, the rest cached as a block of its own.
+  void split(Block* block, size_t size) {
+    if (!should_split(block, size)) return;
+    Block* rest = spare_block();
+    rest->device = block->device;
+    rest->stream = block->stream;
+    rest->size = block->size - size;
+    rest->ptr = static_cast<char*>(block->ptr) + size;
+    rest->small = block->small;
+    rest->requested = 0;
+    rest->prev = block;
+    rest->next = block->next;
+    if (block->next) block->next->prev = rest;
+    block->next = rest;
+    block->size = size;
+    to_free_pool(rest);
+  }
+
+  // Requires mutex_. A block no longer in use joins its free neighbours and goes back to its pool.
+  void free_block(Block* block) {
+    block->allocated = block->pending = false;
+    for (Block* n : {block->prev, block->next}) {
+      if (!n || n->allocated) continue;
+      from_free_pool(n);
+      if (n == block->prev) {
+        block->ptr = n->ptr;
+        block->prev = n->prev;
+        if (block->prev) block->prev->next = block;
+        block->segment_context = std::move(n->segment_context);
+      } else {
+        block->next = n->next;
+        if (block->next) block->next->prev = block;
+      }
+      block->size += n->size;
+      retire(n);
+    }
+    to_free_pool(block);
+  }
+
+  // Requires mutex_. The best fit for `size` bytes on `stream`, taken out of its pool and split.
   Block* pop_free(c10::DeviceIndex device, c10::StreamId stream, size_t size) {
-    auto& free_blocks = pools_[device].free_blocks;
+    const bool small = size <= kSmallSize;
+    auto& free_blocks = pools_[device].blocks_of(small);
     Block key{device, stream, size, nullptr, {}};
     auto it = free_blocks.lower_bound(&key);
-    // A cached block may be at most 25% larger than asked: no splitting, so a
-    // looser fit would strand memory.
-    if (it == free_blocks.end() || (*it)->stream != stream || (*it)->size > size + size / 4) return nullptr;
+    if (it == free_blocks.end() || (*it)->stream != stream) return nullptr;
     Block* b = *it;
-    b->free_node = free_blocks.extract(it);
+    // See Note [Oversize blocks].
+    if (size < settings_.max_split_size && b->size >= settings_.max_split_size) return nullptr;
+    if (size >= settings_.max_split_size && b->size >= size + kLargeBuffer) return nullptr;
+    from_free_pool(b);
+    split(b, size);
     mark_active(b);
     return b;
   }
 
   // Requires mutex_.
   void mark_active(Block* block) {
-    if (block->active_node)
+    block->allocated = true;
+    if (block->active_node) {
+      block->active_node.key() = block->ptr;
+      block->active_node.mapped() = block;
       active_.insert(std::move(block->active_node));
-    else
+    } else {
       active_.emplace(block->ptr, block);
+    }
     auto& s = pools_[block->device].stats;
-    increase(s.allocated_bytes, block->size, static_cast<int64_t>(block->size));
-    increase(s.active_bytes, block->size, static_cast<int64_t>(block->size));
-    increase(s.allocation, block->size, 1);
-    increase(s.active, block->size, 1);
+    increase(s.allocated_bytes, block->small, static_cast<int64_t>(block->size));
+    increase(s.active_bytes, block->small, static_cast<int64_t>(block->size));
+    increase(s.allocation, block->small, 1);
+    increase(s.active, block->small, 1);
+    if (block->size >= settings_.max_split_size) s.oversize_allocations.increase(1);
   }
 
   // Whether reserving `size` more bytes would pass the device's cap (Note [Memory fraction]).
@@ -555,72 +727,124 @@ class DipuAllocator final : public AllocatorBase {
     return over_limit(device, size) ? nullptr : raw_malloc(device, size);
   }
 
-  Block* new_block(c10::DeviceIndex device, c10::StreamId stream, size_t size, size_t asked, const Context& context) {
-    void* ptr = limited_malloc(device, size);
+  // A new segment from the vendor for a block of `size` bytes (the request was `asked`), split and handed
+  // out; or torch.OutOfMemoryError.
+  Block* new_segment(c10::DeviceIndex device, c10::StreamId stream, size_t size, size_t asked, const Context& context,
+                     Usage& usage) {
+    const size_t seg = caching_ ? segment_size(size) : size;
+    collect_garbage(device, seg);
+    void* ptr = limited_malloc(device, seg);
     if (!ptr) {
       {
         std::lock_guard<std::mutex> lock(mutex_);
         pools_[device].stats.num_alloc_retries += 1;
       }
       release_cached(device);
-      ptr = limited_malloc(device, size);
+      ptr = limited_malloc(device, seg);
     }
-    if (!ptr) {
-      bool capped = over_limit(device, size);
-      int64_t device_free = 0;
-      if (!capped) device_free = static_cast<int64_t>(runtime().mem_get_info(device).first);
-      DeviceStats s;
-      int64_t limit;
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        pools_[device].stats.num_ooms += 1;
-        record(device, Action::kOom, static_cast<uintptr_t>(device_free), asked, stream, gather_for_trace(context));
-        s = pools_[device].stats;
-        limit = pools_[device].limit;
-      }
-      std::string cap = capped ? "; this process may reserve at most " + format_bytes(limit) +
-                                     " on this device (torch.dipu.set_per_process_memory_fraction)"
-                               : "";
-      TORCH_CHECK_WITH(OutOfMemoryError, false, "dipu out of memory on ", vendor().name,
-                       " device dipu:", static_cast<int>(device), ": tried to allocate ",
-                       format_bytes(static_cast<int64_t>(asked)), cap, "; ", format_bytes(s.allocated_bytes[0].current),
-                       " allocated by dipu, ", format_bytes(s.reserved_bytes[0].current),
-                       " reserved by dipu on this device. Free tensors or call "
-                       "torch.dipu.empty_cache(); the process can continue.");
-    }
+    if (!ptr) out_of_memory(device, stream, seg, asked, context);
     std::lock_guard<std::mutex> lock(mutex_);
     auto& s = pools_[device].stats;
-    increase(s.reserved_bytes, size, static_cast<int64_t>(size));
-    increase(s.segment, size, 1);
-    s.num_device_alloc += 1;
-    record(device, Action::kSegmentAlloc, addr(ptr), size, stream, gather_for_trace(context));
-    auto* block = new Block{device, stream, size, ptr, {}};
+    auto* block = new Block{device, stream, seg, ptr, {}};
+    block->small = size <= kSmallSize;
     block->segment_context = context;
+    increase(s.reserved_bytes, block->small, static_cast<int64_t>(seg));
+    increase(s.segment, block->small, 1);
+    if (seg >= settings_.max_split_size) s.oversize_segments.increase(1);
+    s.num_device_alloc += 1;
+    record(device, Action::kSegmentAlloc, addr(ptr), seg, stream, gather_for_trace(context));
+    if (caching_) split(block, size);
+    mark_active(block);
+    hand_out(block, asked, context, usage);
     return block;
+  }
+
+  [[noreturn]] void out_of_memory(c10::DeviceIndex device, c10::StreamId stream, size_t seg, size_t asked,
+                                  const Context& context) {
+    bool capped = over_limit(device, seg);
+    auto [device_free, capacity] = runtime().mem_get_info(device);
+    DeviceStats s;
+    int64_t limit;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      pools_[device].stats.num_ooms += 1;
+      record(device, Action::kOom, static_cast<uintptr_t>(device_free), asked, stream, gather_for_trace(context));
+      s = pools_[device].stats;
+      limit = pools_[device].limit;
+    }
+    const int64_t allocated = s.allocated_bytes[0].current;
+    const int64_t unallocated = s.reserved_bytes[0].current - allocated;
+    std::string cap = capped ? ", and this process may reserve at most " + format_bytes(limit) +
+                                   " of it (torch.dipu.set_per_process_memory_fraction)"
+                             : "";
+    // Enough bytes are cached, but no block of them is large enough: the cache is fragmented.
+    std::string advice = unallocated >= static_cast<int64_t>(asked)
+                             ? " Reserved but unallocated memory is large: the cache is fragmented; setting "
+                               "PYTORCH_ALLOC_CONF=max_split_size_mb:<MiB> keeps large blocks from being split."
+                             : "";
+    TORCH_CHECK_WITH(
+        OutOfMemoryError, false, "dipu out of memory on ", vendor().name, " device dipu:", static_cast<int>(device),
+        ": tried to allocate ", format_bytes(static_cast<int64_t>(asked)), ". The device has a total capacity of ",
+        format_bytes(static_cast<int64_t>(capacity)), " of which ", format_bytes(static_cast<int64_t>(device_free)),
+        " is free", cap, ". Of the memory dipu holds, ", format_bytes(allocated), " is allocated and ",
+        format_bytes(unallocated), " is reserved but unallocated.", advice,
+        " Free tensors or call torch.dipu.empty_cache(); the process can continue.");
+    std::abort();  // not reached
   }
 
   void* raw_malloc(c10::DeviceIndex device, size_t size) { return runtime().malloc(device, size); }
 
+  // Note [Oversize blocks]: with garbage_collection_threshold and a memory cap, returns the oldest wholly
+  // free segments until reserving `size` more stays within the threshold's share of the cap.
+  void collect_garbage(c10::DeviceIndex device, size_t size) {
+    std::vector<Block*> blocks;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto& pool = pools_[device];
+      if (settings_.garbage_collection_threshold <= 0 || pool.limit <= 0) return;
+      const auto target = static_cast<int64_t>(settings_.garbage_collection_threshold * pool.limit);
+      int64_t reserved = pool.stats.reserved_bytes[0].current + static_cast<int64_t>(size);
+      if (reserved <= target) return;
+      std::vector<Block*> whole;
+      for (auto* set : {&pool.small_blocks, &pool.large_blocks})
+        for (Block* b : *set)
+          if (!b->is_split()) whole.push_back(b);
+      std::sort(whole.begin(), whole.end(), [](const Block* a, const Block* b) { return a->freed_at < b->freed_at; });
+      for (Block* b : whole) {
+        if (reserved <= target) break;
+        from_free_pool(b);
+        blocks.push_back(b);
+        reserved -= static_cast<int64_t>(b->size);
+      }
+    }
+    release_to_vendor(blocks);
+  }
+
+  // Returns every wholly free segment of `device` to the vendor.
   void release_cached(c10::DeviceIndex device) {
     reclaim_pending(device);
     std::vector<Block*> blocks;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      auto& free_blocks = pools_[device].free_blocks;
-      blocks.assign(free_blocks.begin(), free_blocks.end());
-      free_blocks.clear();
+      auto& pool = pools_[device];
+      for (auto* set : {&pool.small_blocks, &pool.large_blocks})
+        for (Block* b : *set)
+          if (!b->is_split()) blocks.push_back(b);
+      for (Block* b : blocks) from_free_pool(b);
     }
     release_to_vendor(blocks);
   }
 
+  // Whole segments out of the pools (or uncached blocks) back to the vendor.
   void release_to_vendor(const std::vector<Block*>& blocks) {
     if (blocks.empty()) return;
     for (Block* b : blocks) runtime().free(b->device, b->ptr, b->size);
     std::lock_guard<std::mutex> lock(mutex_);
     for (Block* b : blocks) {
       auto& s = pools_[b->device].stats;
-      decrease(s.reserved_bytes, b->size, static_cast<int64_t>(b->size));
-      decrease(s.segment, b->size, 1);
+      decrease(s.reserved_bytes, b->small, static_cast<int64_t>(b->size));
+      decrease(s.segment, b->small, 1);
+      if (b->size >= settings_.max_split_size) s.oversize_segments.decrease(1);
       s.num_device_free += 1;
       record(b->device, Action::kSegmentFree, addr(b->ptr), b->size, b->stream, nullptr);
       delete b;
@@ -656,7 +880,7 @@ class DipuAllocator final : public AllocatorBase {
         if (b->taken)
           taken.push_back(b);
         else
-          to_free_pool(b);
+          free_block(b);
       }
       for (auto& p : still) pool.pending.push_back(std::move(p));
     }
@@ -672,8 +896,8 @@ class DipuAllocator final : public AllocatorBase {
       std::lock_guard<std::mutex> lock(mutex_);
       for (Block* b : blocks) {
         auto& s = pools_[b->device].stats;
-        decrease(s.reserved_bytes, b->size, static_cast<int64_t>(b->size));
-        decrease(s.segment, b->size, 1);
+        decrease(s.reserved_bytes, b->small, static_cast<int64_t>(b->size));
+        decrease(s.segment, b->small, 1);
         record(b->device, Action::kSegmentFree, addr(b->ptr), b->size, b->stream, nullptr);
         storages.push_back(std::move(b->taken));
         delete b;
@@ -684,6 +908,8 @@ class DipuAllocator final : public AllocatorBase {
   std::mutex mutex_;
   std::vector<DevicePool> pools_;
   ActiveMap active_;
+  std::vector<Block*> spare_;  // Note [Nodes kept by their block]
+  AllocatorSettings settings_;
   bool caching_ = true;
   // Note [Memory history]
   std::atomic<int> when_{kNever};
@@ -701,14 +927,29 @@ MemorySnapshot DipuAllocator::snapshot() {
   MemorySnapshot result;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    auto add = [&](const Block* b, const char* state) {
-      result.segments.push_back({b->device, b->stream, addr(b->ptr), b->size, b->requested, state,
-                                 pool_of(b->size) == 1, b->context, b->segment_context});
+    // Every segment by its first block, reached from any of its blocks.
+    std::set<Block*> heads;
+    auto add = [&](Block* b) {
+      while (b->prev) b = b->prev;
+      heads.insert(b);
     };
-    for (const auto& [ptr, b] : active_) add(b, "active_allocated");
+    for (const auto& [ptr, b] : active_) add(b);
+    for (auto& pool : pools_) {
+      for (auto* set : {&pool.small_blocks, &pool.large_blocks})
+        for (Block* b : *set) add(b);
+      for (const auto& p : pool.pending) add(p.block);
+    }
+    for (Block* head : heads) {
+      MemorySnapshot::Segment seg{
+          head->device, head->stream, addr(head->ptr), 0, head->small, head->segment_context, {}};
+      for (Block* b = head; b; b = b->next) {
+        const char* state = b->pending ? "active_pending_free" : b->allocated ? "active_allocated" : "inactive";
+        seg.blocks.push_back({addr(b->ptr), b->size, b->requested, state, b->allocated ? b->context : nullptr});
+        seg.total_size += b->size;
+      }
+      result.segments.push_back(std::move(seg));
+    }
     for (const auto& pool : pools_) {
-      for (const Block* b : pool.free_blocks) add(b, "inactive");
-      for (const auto& p : pool.pending) add(p.block, "active_pending_free");
       auto& events = result.traces.emplace_back();
       for (const TraceRecord& r : pool.trace)
         events.push_back(
@@ -776,6 +1017,8 @@ c10::DataPtr take_memory(const c10::Storage& native, c10::DeviceIndex device) {
   return g_allocator.take(native, device);
 }
 void empty_cache() { g_allocator.empty_cache(); }
+void set_allocator_settings(const AllocatorSettings& settings) { g_allocator.configure(settings); }
+int64_t allocator_max_split_size() { return g_allocator.max_split_size(); }
 DeviceStats device_stats(c10::DeviceIndex index) {
   check_device_index(index);
   return g_allocator.stats(index);

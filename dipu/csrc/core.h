@@ -53,8 +53,21 @@ struct Stat {
 using StatArray = std::array<Stat, 3>;
 struct DeviceStats {
   StatArray allocation, segment, active, allocated_bytes, reserved_bytes, active_bytes, requested_bytes;
+  StatArray inactive_split, inactive_split_bytes;  // free blocks of segments that are split
+  Stat oversize_allocations, oversize_segments;  // at least max_split_size_mb (Note [Oversize blocks])
   int64_t num_alloc_retries = 0, num_ooms = 0, num_device_alloc = 0, num_device_free = 0;
 };
+// The caching allocator's tunables, as PYTORCH_ALLOC_CONF spells them (Note [Allocator settings] in
+// dipu/_alloc_conf.py parses and checks them).
+struct AllocatorSettings {
+  size_t max_split_size = SIZE_MAX;  // bytes; SIZE_MAX: no oversize blocks
+  double garbage_collection_threshold = 0;  // share of the memory cap; 0: off
+  // Divisions of each power-of-two interval from 1 MiB (index 0: <= 1 MiB, 1: <= 2 MiB, ...); 0 or 1: none.
+  std::array<size_t, 16> roundup_power2_divisions{};
+};
+void set_allocator_settings(const AllocatorSettings& settings);
+// The max_split_size in effect, in bytes; -1 where there is none (as torch.cuda.memory_stats reports it).
+int64_t allocator_max_split_size();
 c10::Allocator* device_allocator();
 // Reallocates `storage` to `newsize` bytes on its device, keeping the contents.
 void resize_storage_bytes(const c10::Storage& storage, size_t newsize);
@@ -77,14 +90,20 @@ void record_memory_history(bool trace, int when, bool cpp_frames, size_t max_ent
 // What torch.cuda.memory._snapshot() reports, before its stacks are symbolized (python.h's memory_snapshot
 // makes the dict of it).
 struct MemorySnapshot {
-  struct Segment {  // one block per segment: dipu's allocator does not split segments
-    c10::DeviceIndex device;
-    c10::StreamId stream;
+  struct Block {  // one block of a segment, in address order
     uintptr_t address;
     size_t size, requested;
     const char* state;  // active_allocated, active_pending_free or inactive
+    std::shared_ptr<c10::GatheredContext> context;  // null: not recorded
+  };
+  struct Segment {  // memory the vendor allocated at once, split into blocks (Note [Splitting blocks])
+    c10::DeviceIndex device;
+    c10::StreamId stream;
+    uintptr_t address;
+    size_t total_size;
     bool small;  // of the small pool
-    std::shared_ptr<c10::GatheredContext> context, segment_context;  // null: not recorded
+    std::shared_ptr<c10::GatheredContext> segment_context;  // null: not recorded
+    std::vector<Block> blocks;
   };
   struct Event {
     const char* action;

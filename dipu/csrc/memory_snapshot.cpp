@@ -23,8 +23,12 @@ py::dict memory_snapshot() {
     to_symbolize.push_back(tb);
     return static_cast<int64_t>(to_symbolize.size()) - 1;
   };
-  std::vector<std::pair<int64_t, int64_t>> segment_frames;
-  for (const auto& s : data.segments) segment_frames.emplace_back(index_of(s.context), index_of(s.segment_context));
+  // Per segment: its own stack, then each block's.
+  std::vector<std::vector<int64_t>> segment_frames;
+  for (const auto& s : data.segments) {
+    segment_frames.push_back({index_of(s.segment_context)});
+    for (const auto& b : s.blocks) segment_frames.back().push_back(index_of(b.context));
+  }
   std::vector<std::vector<int64_t>> trace_frames;
   for (const auto& trace : data.traces) {
     trace_frames.emplace_back();
@@ -46,28 +50,37 @@ py::dict memory_snapshot() {
   py::list segment_list;
   for (size_t i = 0; i < data.segments.size(); ++i) {
     const auto& s = data.segments[i];
-    bool allocated = std::string(s.state) == "active_allocated";
-    bool active = allocated || std::string(s.state) == "active_pending_free";
-    py::dict block;
-    block["address"] = s.address;
-    block["size"] = s.size;
-    block["requested_size"] = s.requested;
-    block["state"] = s.state;
-    block["frames"] = frames_at(segment_frames[i].first);
+    size_t allocated = 0, active = 0, requested = 0;
+    py::list blocks;
+    for (size_t j = 0; j < s.blocks.size(); ++j) {
+      const auto& b = s.blocks[j];
+      bool is_allocated = std::string(b.state) == "active_allocated";
+      bool is_active = is_allocated || std::string(b.state) == "active_pending_free";
+      if (is_allocated) allocated += b.size;
+      if (is_active) {
+        active += b.size;
+        requested += b.requested;
+      }
+      py::dict block;
+      block["address"] = b.address;
+      block["size"] = b.size;
+      block["requested_size"] = is_active ? b.requested : 0;
+      block["state"] = b.state;
+      block["frames"] = frames_at(segment_frames[i][j + 1]);
+      blocks.append(block);
+    }
     py::dict seg;
     seg["device"] = static_cast<int>(s.device);
     seg["address"] = s.address;
-    seg["total_size"] = s.size;
-    seg["allocated_size"] = allocated ? s.size : 0;
-    seg["active_size"] = active ? s.size : 0;
-    seg["requested_size"] = active ? s.requested : 0;
+    seg["total_size"] = s.total_size;
+    seg["allocated_size"] = allocated;
+    seg["active_size"] = active;
+    seg["requested_size"] = requested;
     seg["stream"] = s.stream;
     seg["segment_type"] = s.small ? "small" : "large";
     seg["segment_pool_id"] = py::make_tuple(0, 0);
-    seg["is_expandable"] = false;
-    seg["frames"] = frames_at(segment_frames[i].second);
-    py::list blocks;
-    blocks.append(block);
+    seg["is_expandable"] = false;  // dipu has no expandable segments yet (Note [Splitting blocks])
+    seg["frames"] = frames_at(segment_frames[i][0]);
     seg["blocks"] = blocks;
     segment_list.append(seg);
   }
@@ -90,12 +103,9 @@ py::dict memory_snapshot() {
     }
     device_traces.append(entries);
   }
-  py::dict settings;
-  settings["PYTORCH_DIPU_ALLOC_CONF"] = data.caching ? "caching" : "raw";
   py::dict result;
   result["segments"] = segment_list;
   result["device_traces"] = device_traces;
-  result["allocator_settings"] = settings;
   result["external_annotations"] = py::list();
   return result;
 }

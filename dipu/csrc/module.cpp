@@ -36,9 +36,18 @@ py::dict memory_stats(int index) {
   put("reserved_bytes", s.reserved_bytes);
   put("active_bytes", s.active_bytes);
   put("requested_bytes", s.requested_bytes);
-  // dipu never splits a block: nothing is ever an inactive split.
-  put("inactive_split", StatArray{});
-  put("inactive_split_bytes", StatArray{});
+  put("inactive_split", s.inactive_split);
+  put("inactive_split_bytes", s.inactive_split_bytes);
+  auto put_one = [&](const char* name, const Stat& stat) {
+    std::string prefix = std::string(name) + ".";
+    d[py::str(prefix + "current")] = stat.current;
+    d[py::str(prefix + "peak")] = stat.peak;
+    d[py::str(prefix + "allocated")] = stat.allocated;
+    d[py::str(prefix + "freed")] = stat.freed;
+  };
+  put_one("oversize_allocations", s.oversize_allocations);
+  put_one("oversize_segments", s.oversize_segments);
+  d["max_split_size"] = allocator_max_split_size();
   d["num_alloc_retries"] = s.num_alloc_retries;
   d["num_ooms"] = s.num_ooms;
   d["num_device_alloc"] = s.num_device_alloc;
@@ -127,6 +136,20 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("record_memory_history", &record_memory_history, py::arg("trace"), py::arg("when"), py::arg("cpp_frames"),
         py::arg("max_entries"), py::arg("clear_history"), py::arg("skip_actions"));
   m.def("memory_snapshot", &memory_snapshot);
+  m.def(
+      "set_allocator_settings",
+      [](size_t max_split_size, double garbage_collection_threshold, std::vector<size_t> roundup_power2_divisions) {
+        AllocatorSettings settings;
+        settings.max_split_size = max_split_size == 0 ? SIZE_MAX : max_split_size;
+        settings.garbage_collection_threshold = garbage_collection_threshold;
+        TORCH_CHECK(roundup_power2_divisions.size() == settings.roundup_power2_divisions.size(),
+                    "set_allocator_settings: roundup_power2_divisions needs ", settings.roundup_power2_divisions.size(),
+                    " entries");
+        std::copy(roundup_power2_divisions.begin(), roundup_power2_divisions.end(),
+                  settings.roundup_power2_divisions.begin());
+        set_allocator_settings(settings);
+      },
+      "The caching allocator's tunables, parsed by dipu._alloc_conf (max_split_size 0: none).");
   m.def("has_device_timeline", &profiler_has_device_timeline,
         "Whether this torch lets dipu give the profiler a device timeline (Note [Device timeline]).");
   m.def(

@@ -10,11 +10,13 @@ history]), so ``python -m torch.cuda._memory_viz trace_plot|segment_plot`` rende
 from __future__ import annotations
 
 import collections
+import os
 import pickle
 import sys
 from typing import cast
 
-from dipu._core import _C, vendor
+from dipu import _alloc_conf
+from dipu._core import _C, caching_allocator, vendor
 from dipu.device._devices import _get_device_index, get_device_name
 from dipu.device._initialization import _lazy_init
 
@@ -22,16 +24,12 @@ __all__ = [
     "empty_cache", "max_memory_allocated", "max_memory_reserved", "mem_get_info", "memory_allocated",
     "memory_reserved", "memory_snapshot", "memory_stats", "memory_summary", "reset_accumulated_memory_stats",
     "reset_peak_memory_stats", "set_per_process_memory_fraction", "get_per_process_memory_fraction",
+    "get_allocator_backend",
 ]
 
-# Statistics torch.cuda reports that have no counterpart in dipu's allocator, which never splits a
-# block, has no oversize threshold and never synchronizes all streams: always zero here.
-_ALWAYS_ZERO = {
-    **{f"oversize_{kind}.{field}": 0 for kind in ("allocations", "segments")
-       for field in ("current", "peak", "allocated", "freed")},
-    "num_sync_all_streams": 0,
-    "max_split_size": 0,
-}
+# dipu's allocator never synchronizes every stream to free memory (a block used on other streams waits
+# for their events instead; Note [Caching allocator]), so this statistic of torch.cuda's stays zero.
+_ALWAYS_ZERO = {"num_sync_all_streams": 0}
 
 # The levels of c10::CachingDeviceAllocator::RecordContext.
 _CONTEXT_LEVELS = {None: 0, "state": 1, "alloc": 2, "all": 3}
@@ -144,7 +142,42 @@ def _snapshot(device=None) -> dict:
     ``segments`` (every reserved segment of every device, with its block), ``device_traces``
     (one list of recorded events per device) and ``allocator_settings``.
     """
-    return _C.memory_snapshot()
+    snapshot = _C.memory_snapshot()
+    snapshot["allocator_settings"] = _allocator_settings()
+    return snapshot
+
+
+def _allocator_settings() -> dict:
+    settings = _alloc_conf.current
+    return {
+        "PYTORCH_ALLOC_CONF": os.environ.get("PYTORCH_ALLOC_CONF", ""),
+        "PYTORCH_DIPU_ALLOC_CONF": os.environ.get("PYTORCH_DIPU_ALLOC_CONF", ""),
+        "backend": "caching" if caching_allocator else "raw",
+        "max_split_size": settings.max_split_size(),
+        "garbage_collection_threshold": settings.garbage_collection_threshold,
+        "expandable_segments": settings.expandable_segments,
+        "roundup_power2_divisions": {1 << i: n for i, n in enumerate(settings.roundup_power2_divisions)},
+    }
+
+
+def _set_allocator_settings(env: str) -> None:
+    """Change the caching allocator's settings at run time, as ``torch.cuda.memory._set_allocator_settings``.
+
+    ``env`` is ``PYTORCH_ALLOC_CONF``'s syntax (``"max_split_size_mb:64,garbage_collection_threshold:0.8"``);
+    keys it does not name keep their value (Note [Allocator settings] in dipu/_alloc_conf.py). The
+    ``backend`` is chosen at start-up and cannot change.
+    """
+    settings = _alloc_conf.parse(env, "_set_allocator_settings", _alloc_conf.current)
+    if settings.backend != _alloc_conf.current.backend:
+        raise ValueError(f"_set_allocator_settings: backend: the allocator backend is chosen at start-up "
+                         f"(PYTORCH_ALLOC_CONF); it is {_alloc_conf.current.backend!r} and cannot become "
+                         f"{settings.backend!r} now")
+    _alloc_conf.apply(_C, _alloc_conf.effective(settings))
+
+
+def get_allocator_backend() -> str:
+    """``"caching"`` or ``"raw"``: the ``backend`` of ``PYTORCH_ALLOC_CONF`` (torch.cuda's function's name)."""
+    return _alloc_conf.current.backend
 
 
 def memory_snapshot() -> list:

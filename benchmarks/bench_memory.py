@@ -1,0 +1,214 @@
+"""Memory the caching allocator reserves for workloads whose shapes vary, and for fixed-shape steps.
+
+    python benchmarks/bench_memory.py [--cases varlen,decode,resnet,gpt] [--steps N] [--tokens N]
+                                      [--fixed-steps N] [--no-cpu] [--threads N]
+
+Cases (Note [Caching allocator] and Note [Block sizes] in dipu/csrc/allocator.cpp say what they measure):
+
+- ``varlen``: a 2-layer Transformer encoder (d=256, 8 heads) with AdamW, batch 8, a sequence length drawn
+  from 16..512 each step (dynamic padding), ``--steps`` steps (default 60).
+- ``decode``: greedy ``generate()`` of a small random GPT-2 from transformers (4 layers, d=512, batch 4,
+  a 16-token prompt, ``--tokens`` new tokens, default 300): the KV cache grows by one token a step. Without
+  transformers, a hand-written loop over the same kind of cache.
+- ``resnet``, ``gpt``: the fixed-shape training steps of benchmarks/bench_models.py (ResNet-18-like batch 16,
+  4-layer GPT), ``--fixed-steps`` steps (default 10).
+
+Per case, from ``torch.dipu.memory_stats()`` after the whole run (the cache emptied and the statistics reset
+before it): peak allocated, peak reserved and their ratio; device mallocs (``num_device_alloc``) per step
+after the warm-up (the first 10 steps, or a third of them when fewer than 30); the median step time on
+dipu and on the CPU (the same steps, same shapes, unless ``--no-cpu``). The allocator settings in effect are
+whatever ``PYTORCH_ALLOC_CONF`` / ``PYTORCH_DIPU_ALLOC_CONF`` say; run the script once per setting to
+compare them.
+
+Targets (the variable-shape ones from the allocator's design): reserved / peak <= 1.6 for ``varlen`` and
+<= 1.3 for ``decode`` with plain segments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import random
+import statistics
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import dipu  # noqa: F401  (activates the dipu device)
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_models import TrainingCase, gpt_case, resnet_case  # noqa: E402
+
+MiB = 2**20
+warnings.filterwarnings("ignore", message="dipu: .* runs on the CPU through the fallback")
+
+
+class Recorder:
+    """Per-step wall times and device-malloc counts of one run on one device."""
+
+    def __init__(self, device: str):
+        self.device = device
+        self.times: list[float] = []
+        self.mallocs: list[int] = []
+        self._last = time.perf_counter()
+
+    def step_done(self) -> None:
+        if self.device == "dipu":
+            torch.dipu.synchronize()
+            self.mallocs.append(torch.dipu.memory_stats()["num_device_alloc"])
+        now = time.perf_counter()
+        self.times.append((now - self._last) * 1e3)
+        self._last = now
+
+
+def varlen_run(device: str, steps: int, rec: Recorder) -> None:
+    torch.manual_seed(0)
+    lengths = random.Random(0)
+    layer = nn.TransformerEncoderLayer(256, 8, dim_feedforward=1024, dropout=0.0, batch_first=True)
+    model = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False).to(device)
+    head = nn.Linear(256, 256).to(device)
+    optimizer = torch.optim.AdamW([*model.parameters(), *head.parameters()], lr=1e-4)
+    rec._last = time.perf_counter()
+    for _ in range(steps):
+        seq = lengths.randint(16, 512)
+        x = torch.randn(8, seq, 256, device=device)
+        optimizer.zero_grad(set_to_none=True)
+        loss = F.mse_loss(head(model(x)), x)
+        loss.backward()
+        optimizer.step()
+        rec.step_done()
+
+
+def decode_run(device: str, tokens: int, rec: Recorder) -> None:
+    torch.manual_seed(0)
+    prompt = torch.randint(1000, (4, 16))
+    try:
+        from transformers import GPT2Config, GPT2LMHeadModel, LogitsProcessor, LogitsProcessorList
+    except ImportError:
+        return manual_decode(device, prompt, tokens, rec)
+    config = GPT2Config(vocab_size=1000, n_positions=tokens + 32, n_embd=512, n_layer=4, n_head=8,
+                        bos_token_id=1, eos_token_id=2)
+    model = GPT2LMHeadModel(config).eval().to(device)
+
+    class EachToken(LogitsProcessor):
+        def __call__(self, input_ids, scores):
+            rec.step_done()
+            return scores
+
+    with torch.no_grad():
+        rec._last = time.perf_counter()
+        model.generate(prompt.to(device), max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False,
+                       pad_token_id=0, logits_processor=LogitsProcessorList([EachToken()]))
+
+
+def manual_decode(device: str, prompt: torch.Tensor, tokens: int, rec: Recorder) -> None:
+    """A KV-cache decode without transformers: 4 layers, d=512, the cache concatenated one token a step."""
+    d, heads, layers = 512, 8, 4
+    embed = nn.Embedding(1000, d).to(device)
+    blocks = [nn.ModuleDict({"qkv": nn.Linear(d, 3 * d), "out": nn.Linear(d, d), "mlp": nn.Sequential(
+        nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))}).to(device) for _ in range(layers)]
+    head = nn.Linear(d, 1000).to(device)
+    cache: list[tuple[torch.Tensor, torch.Tensor] | None] = [None] * layers
+    ids = prompt.to(device)
+    with torch.no_grad():
+        x = ids
+        rec._last = time.perf_counter()
+        for _ in range(tokens):
+            h = embed(x)
+            for i, blk in enumerate(blocks):
+                q, k, v = blk["qkv"](h).view(h.shape[0], h.shape[1], 3, heads, d // heads).unbind(2)
+                q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+                if cache[i] is not None:
+                    k, v = torch.cat([cache[i][0], k], 2), torch.cat([cache[i][1], v], 2)
+                cache[i] = (k, v)
+                a = F.scaled_dot_product_attention(q, k, v, is_causal=cache[i][0].shape[2] == q.shape[2])
+                h = h + blk["out"](a.transpose(1, 2).reshape(h.shape))
+                h = h + blk["mlp"](h)
+            x = head(h[:, -1:]).argmax(-1)
+            rec.step_done()
+
+
+def fixed_run(make, device: str, steps: int, rec: Recorder) -> None:
+    model, batch, loss_fn, make_optimizer = make()
+    case = TrainingCase(model, batch, loss_fn, make_optimizer, device)
+    rec._last = time.perf_counter()
+    for _ in range(steps):
+        case.step()
+        rec.step_done()
+
+
+def run_case(name: str, args, fn) -> dict:
+    gc.collect()
+    torch.dipu.synchronize()
+    torch.dipu.empty_cache()
+    torch.dipu.reset_peak_memory_stats()
+    torch.dipu.reset_accumulated_memory_stats()
+    rec = Recorder("dipu")
+    fn("dipu", rec)
+    stats = torch.dipu.memory_stats()
+    steps = len(rec.times)
+    warm = 10 if steps >= 30 else max(1, steps // 3)
+    mallocs_after = (rec.mallocs[-1] - rec.mallocs[warm - 1]) / max(steps - warm, 1)
+    cpu_ms = float("nan")
+    if not args.no_cpu:
+        cpu_rec = Recorder("cpu")
+        fn("cpu", cpu_rec)
+        cpu_ms = statistics.median(cpu_rec.times[warm:] or cpu_rec.times)
+    row = {
+        "case": name, "steps": steps,
+        "peak_alloc": stats["allocated_bytes.all.peak"] / MiB,
+        "peak_reserved": stats["reserved_bytes.all.peak"] / MiB,
+        "mallocs": stats["num_device_alloc"],
+        "mallocs_per_step": mallocs_after,
+        "retries": stats["num_alloc_retries"],
+        "dipu_ms": statistics.median(rec.times[warm:] or rec.times),
+        "cpu_ms": cpu_ms,
+    }
+    row["ratio"] = row["peak_reserved"] / max(row["peak_alloc"], 1e-9)
+    print(f"[{name}] {steps} steps: peak allocated {row['peak_alloc']:.0f} MiB, "
+          f"reserved {row['peak_reserved']:.0f} MiB "
+          f"({row['ratio']:.2f}x), {row['mallocs_per_step']:.2f} device mallocs/step after step {warm}, "
+          f"{row['dipu_ms']:.1f} ms/step (cpu {cpu_ms:.1f})", flush=True)
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", default="varlen,decode,resnet,gpt", help="comma-separated: varlen,decode,resnet,gpt")
+    parser.add_argument("--steps", type=int, default=60, help="varlen training steps")
+    parser.add_argument("--tokens", type=int, default=300, help="decode: new tokens")
+    parser.add_argument("--fixed-steps", type=int, default=10, help="resnet/gpt training steps")
+    parser.add_argument("--no-cpu", action="store_true", help="skip the CPU runs (no step-time comparison)")
+    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    cases = {
+        "varlen": lambda device, rec: varlen_run(device, args.steps, rec),
+        "decode": lambda device, rec: decode_run(device, args.tokens, rec),
+        "resnet": lambda device, rec: fixed_run(resnet_case, device, args.fixed_steps, rec),
+        "gpt": lambda device, rec: fixed_run(gpt_case, device, args.fixed_steps, rec),
+    }
+    chosen = [c.strip() for c in args.cases.split(",") if c.strip()]
+    unknown = [c for c in chosen if c not in cases]
+    if unknown:
+        parser.error(f"unknown case(s) {unknown}; choose from {list(cases)}")
+    conf = {k: os.environ[k] for k in ("PYTORCH_ALLOC_CONF", "PYTORCH_DIPU_ALLOC_CONF") if k in os.environ}
+    print(f"dipu allocator settings: {conf or 'defaults'}; torch threads {torch.get_num_threads()}", flush=True)
+    rows = [run_case(name, args, cases[name]) for name in chosen]
+    print(f"\n{'case':<8}{'steps':>6}{'peak alloc MiB':>16}{'reserved MiB':>14}{'res/peak':>10}"
+          f"{'mallocs':>9}{'mallocs/step':>14}{'retries':>9}{'dipu ms':>9}{'cpu ms':>8}{'ratio':>7}")
+    for r in rows:
+        print(f"{r['case']:<8}{r['steps']:>6}{r['peak_alloc']:>16.1f}{r['peak_reserved']:>14.1f}{r['ratio']:>10.2f}"
+              f"{r['mallocs']:>9}{r['mallocs_per_step']:>14.2f}{r['retries']:>9}{r['dipu_ms']:>9.1f}"
+              f"{r['cpu_ms']:>8.1f}{r['dipu_ms'] / r['cpu_ms']:>7.2f}")
+
+
+if __name__ == "__main__":
+    main()
