@@ -65,10 +65,20 @@ def start() -> None:
     atexit.register(_write_at_exit)
 
 
+def stop() -> None:
+    """Stop collecting and read the device times still in the rings back: at exit, before dipu stops the
+    vendor (dipu/__init__.py's _shutdown, which atexit runs before _write_at_exit)."""
+    if _state and _C.op_stats_enabled():
+        _C.op_stats_disable()
+        try:
+            _C.op_stats_drain()
+        except RuntimeError as error:
+            _state["drain_error"] = f"{type(error).__name__}: {error}"
+
+
 def _write_at_exit() -> None:
     try:
-        _C.op_stats_disable()
-        _C.op_stats_drain()
+        stop()
         record = process_record()
         if not record["ops"] and not record["autocompare"]:
             return  # a process that ran no dipu op (torchrun's launcher, through torch's autoload) adds nothing
