@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import sys
 import time
 
 import torch
@@ -80,6 +81,9 @@ def _shutdown() -> None:
     # of a one-line backward script with TORCH_AUTOGRAD_SHUTDOWN_WAIT_LIMIT=0,
     # none of 40 after this pause). Releasing the GIL briefly here, while the
     # interpreter is still whole, lets that thread finish.
+    report = sys.modules.get("dipu.report.collect")
+    if report is not None:  # its timing events are read back while the vendor still answers
+        report.stop()
     if not device.is_initialized():  # never started (or a forked child): nothing to finish
         _C.shutdown()
         return

@@ -1,4 +1,6 @@
 """``python -m dipu``: what a bug report needs to say about this installation.
+``python -m dipu conformance``: the conformance certificate (Note [The conformance certificate] in
+dipu/conformance/__init__.py).
 
 Versions, the vendor (and its plug-in for a runtime in C), its devices, the op library and how much
 of the DIOPI proto it implements, the native core's cache, and the DIPU_* variables set. Every
@@ -112,7 +114,22 @@ def _environment() -> list[str]:
     return lines
 
 
+def _certificate_environment() -> list[str]:
+    lines = []
+    for section in (_versions, _vendor, _op_library, _environment):
+        try:
+            lines += section()
+        except Exception as error:  # noqa: BLE001  (as in main: said in its place)
+            lines.append(f"{section.__name__.strip('_')}: failed: {type(error).__name__}: {error}")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["conformance"]:
+        from dipu.conformance.cli import main as conformance
+
+        return conformance(argv[1:], _certificate_environment())
     parser = argparse.ArgumentParser(prog="python -m dipu", description=__doc__.split("\n\n")[0])
     parser.add_argument("--missing", action="store_true",
                         help="list the DIOPI functions the op library lacks and the ops waiting for each")

@@ -35,9 +35,10 @@ import torch
 from torch.testing._internal.common_device_type import instantiate_device_type_tests, ops
 from torch.testing._internal.common_methods_invocations import op_db
 from torch.testing._internal.common_utils import TestCase
-from torch.utils._pytree import tree_flatten
-
 import dipu  # noqa: F401  (registers the device)
+# the comparisons, shared with `python -m dipu conformance` (Note [The conformance certificate])
+from dipu.conformance.compare import compare_backward, compare_forward, op_key
+from dipu.conformance.compare import summary as _summary
 
 sys.path.insert(0, os.path.dirname(__file__))
 from opinfo_expected_failures import CRASHES, EXPECTED_FAILURES, REASONS, SKIPS  # noqa: E402
@@ -54,63 +55,10 @@ pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
 STATS: dict[str, dict[str, int]] = {}  # "float32 forward" -> {"run": n, "agree": n}
 
-
-def op_key(op) -> str:
-    return f"{op.name}.{op.variant_test_name}" if op.variant_test_name else op.name
-
-
 OPS = [op for op in op_db if not SELECTED or op_key(op) in SELECTED]
 _UNKNOWN = SELECTED - {op_key(op) for op in OPS}
 if _UNKNOWN:
     raise ValueError(f"DIPU_OPINFO_OPS names ops that op_db lacks: {sorted(_UNKNOWN)}")
-
-
-def _to_cpu(x):
-    """A CPU leaf copy (same requires_grad); anything else (numbers, dtypes) unchanged."""
-    if isinstance(x, torch.Tensor):
-        return x.detach().to("cpu").requires_grad_(x.requires_grad)
-    return x
-
-
-def _grad_inputs(sample):
-    leaves, _ = tree_flatten((sample.input, sample.args, sample.kwargs))
-    return [t for t in leaves if isinstance(t, torch.Tensor) and t.requires_grad]
-
-
-def _forward(op, sample):
-    result = op(sample.input, *sample.args, **sample.kwargs)
-    return sample.output_process_fn_grad(result)
-
-
-def compare_forward(test, op, sample):
-    cpu_sample = sample.transform(_to_cpu)
-    actual = _forward(op, sample)
-    expected = _forward(op, cpu_sample)
-    test.assertEqual(actual, expected)
-
-
-def compare_backward(test, op, sample):
-    """Gradients of every differentiable input for the same random grad_outputs on both devices."""
-    cpu_sample = sample.transform(_to_cpu)
-    results = {}
-    for name, s in (("dipu", sample), ("cpu", cpu_sample)):
-        outputs = [t for t in tree_flatten(_forward(op, s))[0]
-                   if isinstance(t, torch.Tensor) and t.requires_grad]
-        inputs = _grad_inputs(s)
-        if not outputs or not inputs:
-            return False  # nothing differentiable in this sample
-        gen = torch.Generator().manual_seed(0)
-        grads = [torch.randn(t.shape, dtype=t.dtype, generator=gen).to(t.device) for t in outputs]
-        results[name] = torch.autograd.grad(outputs, inputs, grads, allow_unused=True)
-    test.assertEqual(results["dipu"], results["cpu"])
-    return True
-
-
-def _summary(error: BaseException) -> str:
-    """The error on one line: type, first line and, for mismatches, the greatest differences."""
-    lines = [line.strip() for line in f"{type(error).__name__}: {error}".splitlines() if line.strip()]
-    keep = lines[:1] + [line for line in lines[1:] if line.startswith(("Mismatched", "Greatest"))]
-    return " | ".join(keep)[:400]
 
 
 class _Recorder:

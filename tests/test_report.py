@@ -87,9 +87,47 @@ def diopiNeg(ctx, out, input):
 """
 
 
+# A vendor's op library with a slow kernel (diopiMul sleeps 10 ms), a wrong one (diopiExp returns its input)
+# and one that kills the process (diopiAbs): the run report and the conformance certificate must name each
+# (tests/test_conformance_certificate.py uses it too).
+SLOW_WRONG = """
+import os, time
+from dipu import _C
+from dipu.diopi import SUCCESS, OpLibrary
+from dipu.diopi_impl.torch import library as reference
+
+library = OpLibrary("slow_wrong", base=reference)
+
+@library.register
+def diopiMul(ctx, out, input, other):
+    time.sleep(0.01)
+    return reference.get("diopiMul")(ctx, out, input, other)
+
+@library.register
+def diopiExp(ctx, out, input):
+    _C.alias(out, ctx.device).copy_(_C.alias(input, ctx.device))
+    return SUCCESS
+
+@library.register
+def diopiAbs(ctx, out, input):
+    os.abort()
+"""
+
+SLOW_PROGRAM = """
+import torch, dipu
+x = torch.randn(64, 64).to("dipu")
+for _ in range(10):
+    x * x
+    x + x
+    x.sub(x)
+"""
+
+REPORT_CLEARED = ("DIPU_REPORT_TOP", "DIPU_REPORT_REFERENCE", "DIPU_REPORT_DEVICE_TIME")
+
+
 @pytest.fixture(autouse=True)
 def clean_environment(monkeypatch):
-    for var in CLEARED:
+    for var in CLEARED + REPORT_CLEARED:
         monkeypatch.delenv(var, raising=False)
 
 
@@ -159,7 +197,8 @@ def test_a_plain_run_reports_every_category_it_saw(plain_run):
     for name, op in ops.items():
         assert op["calls"] > 0 and op["inclusive_ns"] >= op["self_ns"] >= 0, name
     assert ops["linear"]["self_ns"] < ops["linear"]["inclusive_ns"]
-    assert report["device_time"].startswith("not measured")
+    assert report["device_time"].startswith("device time from the vendor's timing events")
+    assert ops["mm"]["device_calls"] == ops["mm"]["calls"] and ops["mm"]["device_self_ns"] > 0
     assert result.stdout.count("dipu run report: ") == 1 and "  by category: native " in result.stdout
 
 
@@ -432,6 +471,60 @@ def test_a_non_dipu_frame_passes_its_dipu_children_up():
     # outer's dipu children: x.cpu() and, below middle, x.to("dipu") (both to.dtype_layout) and neg
     assert stats["to.dtype_layout"]["calls"] == 2 and stats["neg"]["calls"] == 1
     assert outer["inclusive"] - outer["self"] == stats["to.dtype_layout"]["inclusive"] + stats["neg"]["inclusive"]
+
+
+@pytest.mark.parametrize("timing", ["events", "synchronize"])
+def test_device_time_per_signature(timing):
+    """Note [Device time per kernel]: device self time excludes the timed dipu children, exactly; each
+    signature keeps its first call's arguments as meta tensors; another thread's calls are counted."""
+    x = torch.ones(64, 64, device="dipu")
+    torch.nn.functional.linear(x, x)
+    dipu._C.op_stats_reset()
+    dipu._C.op_stats_enable(timing)
+    try:
+        torch.nn.functional.linear(x, x)
+        worker = threading.Thread(target=lambda: x.neg())
+        worker.start()
+        worker.join()
+    finally:
+        dipu._C.op_stats_disable()
+    dipu._C.op_stats_drain()
+    assert dipu._C.op_stats_device_timing() == timing
+    signatures = {s["op"]: s for s in dipu._C.op_stats_signatures()}
+    linear, mm = signatures["linear"], signatures["mm"]
+    assert linear["signature"] == "linear(f32[64,64], f32[64,64], None)"
+    assert mm["device_calls"] == mm["calls"] == 1 and 0 < mm["device_self_ns"] <= mm["device_ns"]
+    assert linear["device_ns"] - linear["device_self_ns"] == \
+        signatures["t"]["device_ns"] + signatures["matmul"]["device_ns"]
+    assert signatures["neg"]["device_calls"] == 1
+    args = mm["args"]
+    assert [(a.device.type, a.shape, a.dtype) for a in args] == [("meta", (64, 64), torch.float32)] * 2
+    dipu._C.op_stats_reset()
+
+
+def test_the_report_ranks_a_slow_kernel_against_the_cpu(tmp_path):
+    out = tmp_path / "report"
+    env = {**os.environ, **library_env(tmp_path, "slow_wrong", SLOW_WRONG)}
+    result = subprocess.run([sys.executable, "-m", "dipu.report", "-o", str(out), "--top", "3", "--reference", "cpu",
+                             "--", sys.executable, script(tmp_path, SLOW_PROGRAM)],
+                            env=env, capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert result.returncode == 0, result.stderr
+    report = load(out)
+    assert report["device_time"].startswith("device time from the vendor's timing events")
+    assert report["reference"]["device"] == "cpu"
+    ranked = report["reference"]["signatures"]
+    assert [row["op"] for row in ranked][0] == "mul.Tensor" and len(ranked) == 3
+    first = ranked[0]
+    assert first["signature"] == "mul.Tensor(f32[64,64], f32[64,64])" and first["device_calls"] == 10
+    assert first["ratio"] > 10 and first["saving_ns"] > 50e6 and first["error"] is None
+    assert first["path"] == "Python wrapper -> Python library slow_wrong"
+    mul = report["ops"]["mul.Tensor"]
+    assert mul["device_calls"] == 10 and mul["device_self_ns"] >= 100e6 and mul["self_ns"] >= 100e6
+    assert "slower than the reference (cpu)" in result.stdout and "mul.Tensor(f32[64,64], f32[64,64])" in result.stdout
+    html = (out / "report.html").read_text()
+    assert "Slower than the reference" in html and "device self ms" in html
+    lines = compare(report, report)
+    assert any(line.startswith("device time per call changed (per signature): 0 of ") for line in lines)
 
 
 # ---- merging, from records -------------------------------------------------------------------------

@@ -7,7 +7,9 @@ writes DIR/report.json and a self-contained DIR/report.html: per aten op that to
 host time (self and inclusive; Note [Op statistics] in dipu/csrc/op_stats.cpp) and how it ran; per DIOPI
 function of the proto, whether the active op library implements it (by family, with the ops that need it);
 "write these next", the missing functions ranked by the host time their ops spent on the CPU fallback; and
-autocompare's verdicts when it is on. Device time per op is not measured (the report says so).
+autocompare's verdicts when it is on; device time per op and per signature (Note [Device time per kernel] in
+dipu/csrc/op_stats.cpp), and the signatures of most device time against a reference device (Note [The
+reference device] in dipu/report/reference.py).
 
 Note [How an op ran]
 Each op gets one category, checked against real runs (tests/test_report.py):

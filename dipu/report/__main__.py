@@ -30,11 +30,20 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("-o", "--output", type=Path, help="the report's directory (created if missing)")
     parser.add_argument("--compare", nargs=2, type=Path, metavar=("OLD.json", "NEW.json"),
                         help="compare two report.json files")
+    parser.add_argument("--top", type=int, metavar="N",
+                        help="replay the N signatures of most device time on the reference device (default 10; "
+                             "DIPU_REPORT_TOP)")
+    parser.add_argument("--reference", choices=("auto", "cpu", "cuda", "off"),
+                        help="the reference device (default auto: cuda where the vendor's memory is CUDA memory, "
+                             "else cpu; DIPU_REPORT_REFERENCE)")
+    parser.add_argument("--device-time", choices=("auto", "events", "synchronize", "off"),
+                        help="how device time is measured (default auto: the vendor's timing events where it has "
+                             "them; DIPU_REPORT_DEVICE_TIME)")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command to run")
     return parser
 
 
-def run(output: Path, command: list[str]) -> int:
+def run(output: Path, command: list[str], settings: dict[str, str] | None = None) -> int:
     try:
         directory = files.writable_directory(output, "-o")
     except ValueError as error:
@@ -42,7 +51,7 @@ def run(output: Path, command: list[str]) -> int:
         return 2
     for stale in (directory / "processes").glob("*.json"):  # a new run: earlier runs' processes do not count
         stale.unlink()
-    env = {**os.environ, REPORT_VAR: str(directory)}
+    env = {**os.environ, **(settings or {}), REPORT_VAR: str(directory)}
     try:
         status = subprocess.call(command, env=env)
     except OSError as error:
@@ -68,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if args.compare:
-        if args.output or command:
+        if args.output or command or args.top is not None or args.reference or args.device_time:
             parser.error("--compare takes two report.json files and nothing else")
         try:
             old, new = (compare.load(path) for path in args.compare)
@@ -79,7 +88,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.output is None or not command:
         parser.error("give -o DIR -- <command ...> (or --compare OLD.json NEW.json)")
-    return run(args.output, command)
+    settings = {name: str(value) for name, value in (("DIPU_REPORT_TOP", args.top),
+                                                     ("DIPU_REPORT_REFERENCE", args.reference),
+                                                     ("DIPU_REPORT_DEVICE_TIME", args.device_time)) if value is not None}
+    return run(args.output, command, settings)
 
 
 if __name__ == "__main__":

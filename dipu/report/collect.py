@@ -8,7 +8,9 @@ then, holding a lock on the directory, it merges all process files there into ``
 or not ``python -m dipu.report`` started the run; the CLI merges once more at the end. A process that
 ends with ``os._exit`` (or a signal) runs no atexit handler and writes nothing.
 The process file holds everything only the live process knows: the per-op host times of the native core
-(Note [Op statistics] in dipu/csrc/op_stats.cpp), each op's category (needs the registration and the
+(Note [Op statistics] in dipu/csrc/op_stats.cpp), the device times per signature (Note [Device time per
+kernel] there) and their replay on the reference device (Note [The reference device] in
+dipu/report/reference.py), each op's category (needs the registration and the
 dispatcher), the fallback counts, the proto coverage of the active library and autocompare's results.
 """
 
@@ -28,9 +30,11 @@ from dipu._core import _C, vendor
 from dipu.kernels import fallback
 from dipu.kernels.registry import registration
 from dipu.kernels.switches import force_fallback_patterns
-from dipu.report import coverage, files, merge
+from dipu.report import coverage, files, merge, reference
 
 REPORT_VAR = "DIPU_REPORT"
+#: How device time is measured: auto (events where the vendor times them), events, synchronize or off.
+DEVICE_TIME_VAR = "DIPU_REPORT_DEVICE_TIME"
 
 _state: dict = {}
 
@@ -57,13 +61,24 @@ def start() -> None:
         return
     _state.update(directory=directory, started=time.time())
     _C.op_stats_reset()
-    _C.op_stats_enable()
+    _C.op_stats_enable(os.environ.get(DEVICE_TIME_VAR, "auto").strip() or "auto")
     atexit.register(_write_at_exit)
+
+
+def stop() -> None:
+    """Stop collecting and read the device times still in the rings back: at exit, before dipu stops the
+    vendor (dipu/__init__.py's _shutdown, which atexit runs before _write_at_exit)."""
+    if _state and _C.op_stats_enabled():
+        _C.op_stats_disable()
+        try:
+            _C.op_stats_drain()
+        except RuntimeError as error:
+            _state["drain_error"] = f"{type(error).__name__}: {error}"
 
 
 def _write_at_exit() -> None:
     try:
-        _C.op_stats_disable()
+        stop()
         record = process_record()
         if not record["ops"] and not record["autocompare"]:
             return  # a process that ran no dipu op (torchrun's launcher, through torch's autoload) adds nothing
@@ -110,9 +125,49 @@ def categorize(name: str, calls: int, fallback_calls: int, specs: dict, forced) 
     return "other"
 
 
-def op_records() -> dict[str, dict]:
-    """Per op that touched dipu: calls, host times, fallback calls, category, kernel kind, DIOPI functions."""
+def kernel_path(record: dict, library) -> str | None:
+    """How an op's calls reached their kernel: ``C++ wrapper`` or ``Python wrapper``, then the layer of
+    the op library that implements its DIOPI function and whether it is a ``C library``; or the
+    ``CPU fallback``."""
+    if record["category"] in ("fallback", "forced fallback", "refused"):
+        return "CPU fallback"
+    if record["kernel"] is None:
+        return None
+    wrapper = "C++ wrapper" if record["kernel"] == "C++" else "Python wrapper"
+    function = record["diopi"] and library is not None and _implementation(library, record["diopi"])
+    if not function:
+        return wrapper
+    layer, implementation = function
+    from dipu.diopi import c_library
+
+    kind = "C library" if getattr(implementation, "__module__", None) == c_library.__name__ else "Python library"
+    return f"{wrapper} -> {kind} {layer}"
+
+
+def _implementation(library, name: str):
+    while library is not None:
+        if name in library.functions:
+            return library.name, library.functions[name]
+        library = library.base
+    return None
+
+
+def signature_records() -> list[dict]:
+    """Per (op, shapes, dtypes, arguments) signature: calls, host and device times, the first call's
+    arguments (meta tensors; only the live process can replay them)."""
+    return list(_C.op_stats_signatures())
+
+
+def op_records(signatures: list[dict] | None = None) -> dict[str, dict]:
+    """Per op that touched dipu: calls, host and device times, fallback calls, category, kernel kind,
+    DIOPI functions."""
     stats = _C.op_stats()
+    device: dict[str, list[int]] = {}
+    for signature in signatures or ():
+        totals = device.setdefault(signature["op"], [0, 0, 0])
+        totals[0] += signature["device_calls"]
+        totals[1] += signature["device_ns"]
+        totals[2] += signature["device_self_ns"]
     fallback_calls = _fallback_calls()
     specs = {op.name: op for op in coverage.generated_ops()}
     forced = force_fallback_patterns()
@@ -131,6 +186,8 @@ def op_records() -> dict[str, dict]:
             "functions": list(op.functions) if op is not None else [],
             "in_spec": op is not None,
         }
+        device_calls, device_ns, device_self_ns = device.get(name, (0, 0, 0))
+        records[name].update(device_calls=device_calls, device_ns=device_ns, device_self_ns=device_self_ns)
     return records
 
 
@@ -148,6 +205,11 @@ def process_record() -> dict:
     library = coverage.active_library()
     error = getattr(sys, "last_value", None)  # set when the program ended with an uncaught exception
     started = _state.get("started", time.time())
+    signatures = signature_records()
+    ops = op_records(signatures)
+    paths = {name: kernel_path(op, library) for name, op in ops.items()}
+    for name, path in paths.items():
+        ops[name]["path"] = path
     return {
         "schema": merge.SCHEMA,
         "kind": "process",
@@ -162,9 +224,11 @@ def process_record() -> dict:
         "torch": torch.__version__,
         "vendor": vendor().name,
         "op_library": library.name if library is not None else None,
-        "device_time": "not measured",
+        "device_time": _C.op_stats_device_timing(),
         "forced_fallback_patterns": [regex.pattern for regex in force_fallback_patterns().regexes],
-        "ops": op_records(),
+        "ops": ops,
+        "signatures": [{k: v for k, v in s.items() if k != "args"} for s in signatures],
+        "reference": reference.compare(signatures, ops, paths, vendor().native_device_type),
         "coverage": coverage.proto_coverage(library),
         "autocompare": _autocompare_record(),
     }

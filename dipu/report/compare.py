@@ -69,6 +69,7 @@ def compare(old: dict, new: dict) -> list[str]:
     for title, found in (("slower (host time per call)", slower), ("faster (host time per call)", faster)):
         lines.append(f"{title}: {len(found)}")
         lines += [line for _, line in sorted(found, reverse=True)]
+    lines += _signature_lines(old, new)
     appeared = sorted(new_ops.keys() - old_ops.keys())
     vanished = sorted(old_ops.keys() - new_ops.keys())
     lines.append(f"new ops: {len(appeared)}" + (f" ({', '.join(appeared)})" if appeared else ""))
@@ -79,4 +80,35 @@ def compare(old: dict, new: dict) -> list[str]:
                      f"{new_cov.get('total')} functions")
     elif versions[0] != versions[1]:
         lines.append("not compared across schema versions: proto coverage, write these next, autocompare")
+    return lines
+
+
+def _device_per_call(signature: dict) -> float:
+    return signature["device_ns"] / signature["device_calls"] if signature.get("device_calls") else 0.0
+
+
+def _signature_lines(old: dict, new: dict) -> list[str]:
+    """Device time per call of each signature both reports timed, and each replayed one's ratio to the
+    reference (Note [The reference device] in dipu/report/reference.py)."""
+    before = {s["signature"]: s for s in old.get("signatures") or [] if s.get("device_calls")}
+    after = {s["signature"]: s for s in new.get("signatures") or [] if s.get("device_calls")}
+    if not before or not after:
+        return ["per signature: not compared (a report has no device times per signature)"]
+    changed = []
+    for text in sorted(before.keys() & after.keys()):
+        a, b = _device_per_call(before[text]), _device_per_call(after[text])
+        if not a or not b or abs(b - a) < MIN_DELTA_NS or max(a, b) < min(a, b) * RATIO:
+            continue
+        changed.append((b / a, f"  {text}: {a / 1e3:.1f} -> {b / 1e3:.1f} µs per call (x{b / a:.2f})"))
+    lines = [f"device time per call changed (per signature): {len(changed)} of {len(before.keys() & after.keys())}"]
+    lines += [line for _, line in sorted(changed, reverse=True)]
+    ratios = {}
+    for which, report in (("old", old), ("new", new)):
+        for row in (report.get("reference") or {}).get("signatures", []):
+            if row.get("ratio"):
+                ratios.setdefault(row["signature"], {})[which] = row["ratio"]
+    both = {text: r for text, r in ratios.items() if len(r) == 2}
+    if both:
+        lines.append(f"against the reference (dipu / reference per call), {len(both)} signatures replayed in both:")
+        lines += [f"  {text}: x{r['old']:.2f} -> x{r['new']:.2f}" for text, r in sorted(both.items())]
     return lines

@@ -122,15 +122,52 @@ def _ops_section(report: dict) -> str:
                                            if verdict["mismatches"] else f'{verdict["calls"]} agree')
         kind = f' <span class="muted">{op["kernel"]}</span>' if op.get("kernel") else ""
         per_call = op["self_ns"] / op["calls"] / 1e3 if op["calls"] else 0
+        device_per_call = op.get("device_ns", 0) / op["device_calls"] / 1e3 if op.get("device_calls") else 0
         rows.append(_cells(escape(name), (_tag(op["category"]) + kind, op["category"]), op["calls"],
                            op["fallback_calls"], float(_ms(op["self_ns"])), float(_ms(op["inclusive_ns"])),
-                           round(per_call, 1), escape(op.get("diopi") or ""), escape(check),
+                           round(per_call, 1), float(_ms(op.get("device_self_ns", 0))),
+                           float(_ms(op.get("device_ns", 0))), round(device_per_call, 1),
+                           escape(op.get("path") or ""), escape(op.get("diopi") or ""), escape(check),
                            classes="bad" if verdict and verdict["mismatches"] else ""))
     return ("<h2>Ops</h2><p class='muted'>Every aten op that touched dipu. Self time excludes the dipu ops it "
             "called; a fallback's CPU work is in its self time, its copies to and from the device are the "
-            "copy ops' own. Host time only: " + escape(report.get("device_time", "")) + ".</p>" +
+            "copy ops' own. Device time: " + escape(report.get("device_time", "")) + ".</p>" +
             _table(["op", "how it ran", "calls", "fallback calls", "self ms", "inclusive ms", "self µs/call",
-                    "DIOPI function", "autocompare"], rows))
+                    "device self ms", "device ms", "device µs/call", "path", "DIOPI function", "autocompare"], rows))
+
+
+def _reference_section(report: dict) -> str:
+    section = report.get("reference") or {}
+    head = "<h2>Slower than the reference</h2>"
+    if not section.get("device"):
+        return head + f"<p>No reference device: {escape(section.get('why_not') or 'nothing was replayed')}.</p>"
+    rows = []
+    for index, row in enumerate(section["signatures"]):
+        slower = row.get("saving_ns") is not None and row["saving_ns"] > 0
+        us = (lambda ns: round(ns / 1e3, 1) if ns is not None else "")
+        rows.append(_cells(index + 1, escape(row["signature"]), row["device_calls"], us(row.get("device_ns_per_call")),
+                           us(row.get("reference_ns_per_call")),
+                           round(row["ratio"], 2) if row.get("ratio") is not None else "",
+                           float(_ms(row["saving_ns"])) if row.get("saving_ns") is not None else "",
+                           f"{row['share']:.1%}" if row.get("share") is not None else "",
+                           escape(row.get("path") or ""), escape(row.get("error") or ""),
+                           classes="bad" if slower else ""))
+    return (head + f"<p class='muted'>The signatures of most device time, replayed on <b>{escape(section['device'])}"
+            "</b> with the same shapes, strides, dtypes and arguments and timed the same way; ranked by the time "
+            "dipu would save at the reference's speed, calls x (dipu - reference).</p>" +
+            _table(["#", "signature", "calls", "dipu µs/call", "reference µs/call", "ratio", "would save ms",
+                    "share of device time", "path", "replay error"], rows))
+
+
+def _signatures_section(report: dict, top: int = 50) -> str:
+    signatures = report.get("signatures") or []
+    rows = [_cells(escape(s["signature"]), s["calls"], float(_ms(s["host_self_ns"])), float(_ms(s["device_self_ns"])),
+                   float(_ms(s["device_ns"])),
+                   round(s["device_ns"] / s["device_calls"] / 1e3, 1) if s["device_calls"] else "")
+            for s in signatures[:top]]
+    return (f"<h2>Signatures</h2><p class='muted'>The {min(top, len(signatures))} of {len(signatures)} (op, shapes, "
+            "dtypes, arguments) signatures of most device self time.</p>" +
+            _table(["signature", "calls", "host self ms", "device self ms", "device ms", "device µs/call"], rows))
 
 
 def _coverage_section(coverage: dict | None) -> str:
@@ -211,7 +248,8 @@ def render(report: dict) -> str:
     return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>dipu run report</title>"
             f"<style>{CSS}</style></head><body><h1>dipu run report</h1>"
             f"<pre class='summary'>{escape(summary)}</pre><p>{legend}</p><div class='charts'>{charts}</div>"
-            f"{_write_next_section(report['write_next'])}{_ops_section(report)}"
+            f"{_write_next_section(report['write_next'])}{_reference_section(report)}{_ops_section(report)}"
+            f"{_signatures_section(report)}"
             f"{_autocompare_section(report.get('autocompare'))}{_coverage_section(coverage)}"
             f"{_processes_section(report['processes'])}"
             f"<p class='muted'>report schema {report['schema']}</p><script>{SORT_SCRIPT}</script></body></html>")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 #: The report's format version. Bump it when a field changes meaning; --compare says what it cannot
 #: compare across versions (dipu/report/compare.py).
-SCHEMA = 1
+SCHEMA = 2  # 2: device times per op and signature, the reference device
 
 #: The categories, in the order the report shows them (what each means: dipu/report/__init__.py).
 CATEGORIES = ("native", "refused", "fallback", "forced fallback", "core", "composite", "other")
@@ -33,10 +33,13 @@ def merge(records: list[dict]) -> dict:
         label = _rank_label(record)
         for name, op in record.get("ops", {}).items():
             merged = ops.setdefault(name, {"calls": 0, "inclusive_ns": 0, "self_ns": 0, "fallback_calls": 0,
+                                           "device_calls": 0, "device_ns": 0, "device_self_ns": 0,
+                                           "path": op.get("path"),
                                            "category": op["category"], "kernel": op.get("kernel"),
                                            "diopi": op.get("diopi"), "functions": op.get("functions", []),
                                            "in_spec": op.get("in_spec", False), "categories": {}})
-            for key in ("calls", "inclusive_ns", "self_ns", "fallback_calls"):
+            for key in ("calls", "inclusive_ns", "self_ns", "fallback_calls", "device_calls", "device_ns",
+                        "device_self_ns"):
                 merged[key] += op.get(key, 0)
             merged["categories"][op["category"]] = merged["categories"].get(op["category"], 0) + op["calls"]
             merged.setdefault("per_process", {})[label] = op["calls"]
@@ -51,7 +54,7 @@ def merge(records: list[dict]) -> dict:
         "op_library": first.get("op_library"),
         "torch": first.get("torch"),
         "argv": first.get("argv"),
-        "device_time": "not measured: host time per op only",
+        "device_time": _device_time(records),
         "forced_fallback_patterns": first.get("forced_fallback_patterns", []),
         "ops": ops,
         "coverage": _coverage(first.get("coverage")),
@@ -59,7 +62,73 @@ def merge(records: list[dict]) -> dict:
     }
     report["categories"] = _categories(ops)
     report["write_next"] = write_next(ops, report["coverage"])
+    report["signatures"] = _merge_signatures(records)
+    report["reference"] = _merge_reference(records, sum(op["device_self_ns"] for op in ops.values()))
     return report
+
+
+def ranked(entries: list[dict], total_device_ns: int) -> list[dict]:
+    """The replayed signatures with ratio, saving and share, slowest against the reference first."""
+    rows = []
+    for entry in entries:
+        per_call = entry["device_ns"] / entry["device_calls"] if entry.get("device_calls") else None
+        reference = entry.get("reference_ns_per_call")
+        row = {**entry, "device_ns_per_call": per_call,
+               "share": entry["device_ns"] / total_device_ns if total_device_ns else None}
+        if per_call is not None and reference:
+            row["ratio"] = per_call / reference
+            row["saving_ns"] = entry["device_calls"] * (per_call - reference)
+        else:
+            row["ratio"] = row["saving_ns"] = None
+        rows.append(row)
+    return sorted(rows, key=lambda r: (r["saving_ns"] is None, -(r["saving_ns"] or 0), r["signature"]))
+
+
+#: What each method of Note [Device time per kernel] (dipu/csrc/op_stats.cpp) means, for the report.
+DEVICE_TIME_METHODS = {
+    "events": "device time from the vendor's timing events around each call, read back in batches",
+    "synchronize": "the vendor has no timing events: host time of each call between two device synchronizes",
+    "off": "not measured (DIPU_REPORT_DEVICE_TIME=off): host time per op only",
+}
+
+
+def _device_time(records: list[dict]) -> str:
+    methods = sorted({r.get("device_time") or "not measured" for r in records})
+    return "; ".join(DEVICE_TIME_METHODS.get(m, m) for m in methods) if methods else "not measured"
+
+
+def _merge_signatures(records: list[dict]) -> list[dict]:
+    found: dict[str, dict] = {}
+    for record in records:
+        for signature in record.get("signatures", []):
+            merged = found.setdefault(signature["signature"], {"op": signature["op"], "signature": signature["signature"],
+                                                               "calls": 0, "host_ns": 0, "host_self_ns": 0,
+                                                               "device_calls": 0, "device_ns": 0, "device_self_ns": 0})
+            for key in ("calls", "host_ns", "host_self_ns", "device_calls", "device_ns", "device_self_ns"):
+                merged[key] += signature.get(key, 0)
+    return sorted(found.values(), key=lambda s: (-s["device_self_ns"], -s["host_self_ns"], s["signature"]))
+
+
+def _merge_reference(records: list[dict], total_device_ns: int) -> dict:
+    """The replayed signatures of every process, summed per signature (the first replay's time kept), ranked
+    by the time dipu would save at the reference's speed (Note [The reference device] in
+    dipu/report/reference.py)."""
+    found: dict[str, dict] = {}
+    device = why_not = None
+    for record in records:
+        section = record.get("reference") or {}
+        device = device or section.get("device")
+        why_not = why_not or section.get("why_not")
+        for entry in section.get("signatures", []):
+            merged = found.get(entry["signature"])
+            if merged is None:
+                found[entry["signature"]] = dict(entry)
+                continue
+            for key in ("calls", "device_calls", "device_ns", "host_ns"):
+                merged[key] += entry.get(key, 0)
+            if merged.get("reference_ns_per_call") is None:
+                merged["reference_ns_per_call"], merged["error"] = entry.get("reference_ns_per_call"), entry.get("error")
+    return {"device": device, "why_not": why_not, "signatures": ranked(list(found.values()), total_device_ns)}
 
 
 def _process_summary(record: dict) -> dict:
@@ -160,9 +229,10 @@ def summary_lines(report: dict, top: int = 5) -> list[str]:
     processes = report["processes"]
     lines = [f"dipu run report: {len(ops)} ops touched dipu in {len(processes)} process(es), "
              f"{sum(op['calls'] for op in ops.values())} calls, "
-             f"{_ms(sum(op['self_ns'] for op in ops.values()))} host time in dipu ops "
+             f"{_ms(sum(op['self_ns'] for op in ops.values()))} host time in dipu ops, "
+             f"{_ms(sum(op.get('device_self_ns', 0) for op in ops.values()))} device time "
              f"(vendor {report.get('vendor')}, op library {report.get('op_library') or 'none'}; "
-             f"device time not measured)"]
+             f"{report.get('device_time')})"]
     parts = [f"{category} {c['ops']} ops / {c['calls']} calls / {c['time_share']:.0%} of the time"
              for category, c in report["categories"].items() if c["ops"]]
     lines.append("  by category: " + "; ".join(parts) if parts else "  by category: no dipu op ran")
@@ -180,6 +250,7 @@ def summary_lines(report: dict, top: int = 5) -> list[str]:
                          f"({', '.join(item['ops'][:4])}{', ...' if len(item['ops']) > 4 else ''}): {item['action']}")
     else:
         lines.append("  write these next: nothing ran on the CPU fallback")
+    lines += reference_lines(report, top)
     compared = report.get("autocompare")
     if compared:
         verdict = (f"  autocompare: {len(compared['ops'])} ops compared in {compared['calls']} calls, "
@@ -193,4 +264,24 @@ def summary_lines(report: dict, top: int = 5) -> list[str]:
     for process in processes:
         if process.get("error"):
             lines.append(f"  {process['label']} ended with {process['error']}")
+    return lines
+
+
+def reference_lines(report: dict, top: int = 5) -> list[str]:
+    """"Slower than the reference" (Note [The reference device] in dipu/report/reference.py)."""
+    section = report.get("reference") or {}
+    if not section.get("device"):
+        return [f"  reference device: none ({section.get('why_not') or 'not replayed'})"] if section else []
+    rows = section.get("signatures", [])
+    slower = [r for r in rows if r.get("saving_ns") is not None and r["saving_ns"] > 0]
+    lines = [f"  slower than the reference ({section['device']}): {len(slower)} of {len(rows)} replayed signatures"]
+    for row in slower[:top]:
+        lines.append(f"    {row['signature']}: {row['device_ns_per_call'] / 1e3:.1f} vs "
+                     f"{row['reference_ns_per_call'] / 1e3:.1f} us per call (x{row['ratio']:.2f}), "
+                     f"{row['device_calls']} calls, would save {_ms(row['saving_ns'])} "
+                     f"({row['share']:.0%} of device time; {row.get('path') or 'no kernel'})")
+    failed = [r for r in rows if r.get("error")]
+    if failed:
+        lines.append(f"    not replayed: {len(failed)} ({failed[0]['signature']}: {failed[0]['error']}"
+                     f"{', ...' if len(failed) > 1 else ''})")
     return lines

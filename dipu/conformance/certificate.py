@@ -1,0 +1,161 @@
+"""The conformance certificate: verdicts gathered into certificate.json and a self-contained
+certificate.html, its summary lines, and the comparison with an earlier certificate."""
+
+from __future__ import annotations
+
+import json
+from html import escape
+from pathlib import Path
+
+SCHEMA = 1
+VERDICTS = ("agrees", "fallback", "mismatch", "error", "crash", "skipped")
+#: A verdict that was one of GOOD and is now one of BAD regressed.
+GOOD, BAD = ("agrees", "fallback"), ("mismatch", "error", "crash")
+COLORS = {"agrees": "#2e7d32", "fallback": "#ef6c00", "mismatch": "#c62828", "error": "#8e24aa",
+          "crash": "#000000", "skipped": "#9e9e9e"}
+
+
+def _key(record: dict) -> str:
+    return f"{record['suite']}:{record['name']}:{record['dtype']}:{record['pass']}"
+
+
+def build(records: list[dict], *, settings: dict, environment: list[str], not_here: dict, baseline: dict | None,
+          finished: str, wall_s: float) -> dict:
+    verdicts: dict[str, dict] = {}
+    for record in records:  # a resumed item's later verdict replaces the earlier one
+        if record.get("verdict") == "crash":
+            for key in [k for k, v in verdicts.items() if (v["suite"], v["name"]) == (record["suite"], record["name"])]:
+                del verdicts[key]  # the item's verdicts before it crashed are incomplete
+        verdicts[_key(record)] = record
+    summary: dict[str, dict[str, int]] = {}
+    agreement: dict[str, dict[str, int]] = {}
+    for record in verdicts.values():
+        counts = summary.setdefault(record["suite"], dict.fromkeys(VERDICTS, 0))
+        counts[record["verdict"]] += 1
+        if "samples" in record:
+            totals = agreement.setdefault(f"{record['suite']} {record['dtype']} {record['pass']}",
+                                          {"samples": 0, "agreed": 0})
+            totals["samples"] += record["samples"]
+            totals["agreed"] += record.get("agreed", 0)
+    certificate = {"schema": SCHEMA, "kind": "conformance certificate", "finished": finished,
+                   "wall_s": round(wall_s, 1), "settings": settings, "environment": environment,
+                   "not_here": not_here, "summary": summary, "agreement": agreement,
+                   "verdicts": sorted(verdicts.values(), key=lambda r: (r["suite"], r["name"], r["dtype"], r["pass"]))}
+    certificate["fallback_ops"] = sorted({op for r in verdicts.values() for op in r.get("fallback_ops", [])})
+    if baseline is not None:
+        certificate["comparison"] = compare(baseline, certificate)
+    return certificate
+
+
+def load(path: Path) -> dict:
+    try:
+        certificate = json.loads(Path(path).read_text())
+    except OSError as error:
+        raise ValueError(f"--baseline: cannot read {path}: {error.strerror or error}") from None
+    except ValueError as error:
+        raise ValueError(f"--baseline: {path} is not JSON: {error}") from None
+    if not isinstance(certificate, dict) or certificate.get("kind") != "conformance certificate":
+        raise ValueError(f"--baseline: {path} is not a dipu conformance certificate (certificate.json)")
+    return certificate
+
+
+def compare(old: dict, new: dict) -> dict:
+    """Per (suite, item, dtype, pass) both certificates judged: what regressed (good -> bad), what improved."""
+    before = {_key(r): r for r in old.get("verdicts", [])}
+    after = {_key(r): r for r in new.get("verdicts", [])}
+    regressed, improved, changed = [], [], []
+    for key in sorted(before.keys() & after.keys()):
+        a, b = before[key]["verdict"], after[key]["verdict"]
+        if a == b:
+            continue
+        row = {"key": key, "old": a, "new": b, "detail": after[key].get("detail") or after[key].get("reason")}
+        (regressed if a in GOOD and b in BAD else improved if a in BAD and b in GOOD else changed).append(row)
+    return {"regressed": regressed, "improved": improved, "changed": changed,
+            "only_old": len(before.keys() - after.keys()), "only_new": len(after.keys() - before.keys())}
+
+
+def summary_lines(certificate: dict) -> list[str]:
+    lines = [f"dipu conformance certificate ({certificate['wall_s']:.0f} s): " +
+             "; ".join(f"{suite}: " + ", ".join(f"{v} {n}" for v, n in counts.items() if n)
+                       for suite, counts in certificate["summary"].items())]
+    for name, totals in sorted(certificate["agreement"].items()):
+        if totals["samples"]:
+            lines.append(f"  {name}: {totals['agreed']} of {totals['samples']} samples agree with the CPU "
+                         f"({100 * totals['agreed'] / totals['samples']:.2f}%)")
+    for suite, why in certificate.get("not_here", {}).items():
+        lines.append(f"  {suite}: not run: {why}")
+    bad = [r for r in certificate["verdicts"] if r["verdict"] in BAD]
+    for record in bad[:10]:
+        lines.append(f"  {record['verdict']}: {record['suite']} {record['name']} {record['dtype']} {record['pass']}: "
+                     f"{(record.get('detail') or '')[:160]}")
+    if len(bad) > 10:
+        lines.append(f"  ... {len(bad) - 10} more in the certificate")
+    if certificate["fallback_ops"]:
+        lines.append(f"  ops that ran on the CPU fallback: {', '.join(certificate['fallback_ops'])}")
+    comparison = certificate.get("comparison")
+    if comparison:
+        lines.append(f"  against the baseline: {len(comparison['regressed'])} regressed, "
+                     f"{len(comparison['improved'])} improved, {len(comparison['changed'])} changed otherwise")
+        lines += [f"    regressed: {row['key']}: {row['old']} -> {row['new']}" for row in comparison["regressed"][:10]]
+    return lines
+
+
+def _tag(verdict: str) -> str:
+    return (f'<span style="background:{COLORS.get(verdict, "#757575")};color:#fff;padding:0 6px;'
+            f'border-radius:3px">{escape(verdict)}</span>')
+
+
+def _detail(record: dict) -> str:
+    parts = []
+    if record["verdict"] == "mismatch" and record.get("max_error"):
+        parts.append("largest error " + ", ".join(f"{k} {v:.3g} (tolerance {record['tolerance'][k]:.3g})"
+                                                   for k, v in record["max_error"].items()))
+    if record["verdict"] == "error":
+        parts.append(f"dipu: {record.get('dipu_error')}, CPU: {record.get('cpu_error') or 'no error'}")
+    if record.get("fallback_ops"):
+        parts.append("on the CPU fallback: " + ", ".join(record["fallback_ops"]))
+    text = record.get("detail") or record.get("reason") or ""
+    return escape("; ".join(parts)) + (f"<br><span class='muted'>{escape(text)}</span>" if text else "")
+
+
+def render(certificate: dict) -> str:
+    from dipu.report.html import CSS, SORT_SCRIPT, _table
+
+    rows = [f"<tr><td>{escape(suite)}</td>" + "".join(f'<td class="n">{counts[v]}</td>' for v in VERDICTS) + "</tr>"
+            for suite, counts in certificate["summary"].items()]
+    summary = _table(["suite", *VERDICTS], rows)
+    agreement = _table(["suite dtype pass", "samples", "agree", "%"], [
+        f"<tr><td>{escape(name)}</td><td class='n'>{t['samples']}</td><td class='n'>{t['agreed']}</td>"
+        f"<td class='n'>{100 * t['agreed'] / t['samples']:.2f}</td></tr>"
+        for name, t in sorted(certificate["agreement"].items()) if t["samples"]])
+    verdict_rows = [f"<tr class=\"{'bad' if r['verdict'] in BAD else ''}\"><td>{escape(r['suite'])}</td>"
+                    f"<td>{escape(r['name'])}</td><td>{escape(r['dtype'])}</td><td>{escape(r['pass'])}</td>"
+                    f"<td data-v=\"{escape(r['verdict'])}\">{_tag(r['verdict'])}</td>"
+                    f"<td class='n'>{r.get('samples', '')}</td><td>{_detail(r)}</td></tr>"
+                    for r in sorted(certificate["verdicts"], key=lambda r: (VERDICTS.index(r["verdict"]) < 2,
+                                                                            r["suite"], r["name"]))]
+    comparison = certificate.get("comparison")
+    compared = ""
+    if comparison:
+        rows = [f"<tr class=\"{'bad' if row in comparison['regressed'] else ''}\"><td>{escape(row['key'])}</td>"
+                f"<td>{_tag(row['old'])}</td><td>{_tag(row['new'])}</td><td>{escape(row.get('detail') or '')}</td></tr>"
+                for row in comparison["regressed"] + comparison["improved"] + comparison["changed"]]
+        compared = (f"<h2>Against the baseline</h2><p>{len(comparison['regressed'])} regressed, "
+                    f"{len(comparison['improved'])} improved, {len(comparison['changed'])} changed otherwise.</p>"
+                    + _table(["item", "was", "now", "detail"], rows))
+    environment = escape("\n".join(certificate["environment"]))
+    settings = escape(json.dumps(certificate["settings"]))
+    return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>dipu conformance certificate"
+            f"</title><style>{CSS}</style></head><body><h1>dipu conformance certificate</h1>"
+            f"<pre class='summary'>{escape(chr(10).join(summary_lines(certificate)))}</pre>"
+            f"<h2>Summary</h2>{summary}<h2>Samples agreeing with the CPU</h2>{agreement}{compared}"
+            f"<h2>Verdicts</h2><p class='muted'>Per item, dtype and pass; problems first.</p>"
+            f"{_table(['suite', 'item', 'dtype', 'pass', 'verdict', 'samples', 'detail'], verdict_rows)}"
+            f"<h2>Environment</h2><pre class='summary'>{environment}</pre><p class='muted'>settings: {settings}; "
+            f"finished {escape(certificate['finished'])}; schema {certificate['schema']}</p>"
+            f"<script>{SORT_SCRIPT}</script></body></html>")
+
+
+def write(directory: Path, certificate: dict) -> None:
+    (directory / "certificate.json").write_text(json.dumps(certificate, indent=1, sort_keys=True))
+    (directory / "certificate.html").write_text(render(certificate))
