@@ -91,7 +91,8 @@ def decode_run(device: str, tokens: int, rec: Recorder) -> None:
     try:
         from transformers import GPT2Config, GPT2LMHeadModel, LogitsProcessor, LogitsProcessorList
     except ImportError:
-        return manual_decode(device, prompt, tokens, rec)
+        manual_decode(device, prompt, tokens, rec)
+        return
     config = GPT2Config(vocab_size=1000, n_positions=tokens + 32, n_embd=512, n_layer=4, n_head=8,
                         bos_token_id=1, eos_token_id=2)
     model = GPT2LMHeadModel(config).eval().to(device)

@@ -27,6 +27,8 @@ not name keeps its value.
 
 from __future__ import annotations
 
+from typing import Any
+
 import dataclasses
 import os
 import warnings
@@ -144,7 +146,7 @@ _PARSERS = {"backend": _backend, "expandable_segments": _expandable, "garbage_co
 
 def parse(text: str, source: str, base: AllocatorSettings | None = None) -> AllocatorSettings:
     """``base`` with the keys ``text`` names; errors name ``source`` and the key."""
-    changes = {}
+    changes: dict[str, Any] = {}  # each value of its key's type (_PARSERS)
     for item in _items(text):
         key, sep, value = (part.strip() for part in item.partition(":"))
         if key not in _PARSERS:

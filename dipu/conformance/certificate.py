@@ -63,7 +63,9 @@ def compare(old: dict, new: dict) -> dict:
     """Per (suite, item, dtype, pass) both certificates judged: what regressed (good -> bad), what improved."""
     before = {_key(r): r for r in old.get("verdicts", [])}
     after = {_key(r): r for r in new.get("verdicts", [])}
-    regressed, improved, changed = [], [], []
+    regressed: list[dict] = []
+    improved: list[dict] = []
+    changed: list[dict] = []
     for key in sorted(before.keys() & after.keys()):
         a, b = before[key]["verdict"], after[key]["verdict"]
         if a == b:

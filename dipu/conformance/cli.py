@@ -85,10 +85,10 @@ def _run_batch(suite, batch, args, dtypes, journal: Path, deadline: float, log: 
     before = len(_read_journal(journal))
     task = {"suite": suite, "names": batch, "dtypes": dtypes, "samples": args.samples or None,
             "journal": str(journal), "deadline": deadline}
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as file:
-        json.dump(task, file)
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as task_file:
+        json.dump(task, task_file)
     with open(log, "a") as log_file:
-        worker = subprocess.Popen([sys.executable, "-m", "dipu.conformance.worker", file.name],
+        worker = subprocess.Popen([sys.executable, "-m", "dipu.conformance.worker", task_file.name],
                                   stdout=log_file, stderr=subprocess.STDOUT)
         killed = False
         while worker.poll() is None:
@@ -99,7 +99,7 @@ def _run_batch(suite, batch, args, dtypes, journal: Path, deadline: float, log: 
                 worker.kill()
                 killed = True
         worker.wait()
-    os.unlink(file.name)
+    os.unlink(task_file.name)
     new = _read_journal(journal)[before:]
     started = [r["name"] for r in new if r.get("event") == "start"]
     ended = {r["name"] for r in new if r.get("event") == "end"}
@@ -109,9 +109,9 @@ def _run_batch(suite, batch, args, dtypes, journal: Path, deadline: float, log: 
     state["done"] += len(ended)
     unfinished = [name for name in started if name not in ended]
     if unfinished:
-        tail = log.read_text()[-600:].strip().splitlines()[-3:] if log.exists() else []
+        last_lines = log.read_text()[-600:].strip().splitlines()[-3:] if log.exists() else []
         why = ("killed: it ran past the budget" if killed else
-               f"the worker died (exit status {worker.returncode}): {' | '.join(tail)[:300]}")
+               f"the worker died (exit status {worker.returncode}): {' | '.join(last_lines)[:300]}")
         with open(journal, "a") as file:
             file.write(json.dumps({"suite": suite, "name": unfinished[0], "dtype": "*", "pass": "*",
                                    "verdict": "crash", "detail": why}) + "\n")
@@ -168,7 +168,7 @@ def main(argv: list[str], environment: list[str]) -> int:
     total = sum(len(names) for names in plan.values())
     resumed = sum((s, n) in done for s, names in plan.items() for n in names)
     progress = _Progress(total, args.budget)
-    state = {"done": resumed, "counts": {}}
+    state: dict = {"done": resumed, "counts": {}}
     started = time.time()
     deadline = started + args.budget
     skipped = []

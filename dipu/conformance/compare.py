@@ -101,7 +101,10 @@ def compare_module(test, module_info, module_input, dtype, training: bool, backw
         return False
     dipu_module, cpu_module = _module_pair(module_info, module_input, dtype, training)
     fin = module_input.forward_input
-    to_dipu = lambda x: x.detach().to("dipu").requires_grad_(x.requires_grad) if isinstance(x, torch.Tensor) else x
+
+    def to_dipu(x):
+        return x.detach().to("dipu").requires_grad_(x.requires_grad) if isinstance(x, torch.Tensor) else x
+
     cpu_args, cpu_kwargs = tree_map(to_cpu, (fin.args, fin.kwargs))
     dipu_args, dipu_kwargs = tree_map(to_dipu, (cpu_args, cpu_kwargs))
     actual, expected = _both(lambda: dipu_module(*dipu_args, **dipu_kwargs),
@@ -134,7 +137,10 @@ def compare_optimizer(test, optim_info, optim_input, dtype, impl: str | None, st
     shapes = [(4, 3), (3,), (2, 2, 2)]
     cpu_params = [torch.randn(s, dtype=dtype).requires_grad_() for s in shapes]
     dipu_params = [p.detach().to("dipu").requires_grad_() for p in cpu_params]
-    make = lambda params: optim_info.optim_cls(params, **kwargs)  # tensor options (lr) stay on the CPU
+
+    def make(params):
+        return optim_info.optim_cls(params, **kwargs)  # tensor options (lr) stay on the CPU
+
     dipu_optimizer, cpu_optimizer = _both(lambda: make(dipu_params), lambda: make(cpu_params))
     if dipu_optimizer is None:
         return True
@@ -146,7 +152,7 @@ def compare_optimizer(test, optim_info, optim_input, dtype, impl: str | None, st
         for p, g in zip(dipu_params, grads):
             p.grad = g.to("dipu")
         closure = (lambda: torch.tensor(1.0)) if optim_info.step_requires_closure else None
-        _both(lambda: dipu_optimizer.step(closure), lambda: cpu_optimizer.step(closure))
+        _both(lambda c=closure: dipu_optimizer.step(c), lambda c=closure: cpu_optimizer.step(c))
     test.assertEqual([p.detach() for p in dipu_params], [p.detach() for p in cpu_params])
     return True
 
@@ -173,7 +179,7 @@ def classify(error: BaseException | None) -> dict:
     if isinstance(error, AssertionError):
         found = {kind: (float(value), float(allowed))
                  for kind, value, allowed in _GREATEST.findall(str(error)) if _is_number(value)}
-        verdict = {"verdict": "mismatch", "detail": summary(error)}
+        verdict: dict[str, object] = {"verdict": "mismatch", "detail": summary(error)}
         if found:
             verdict["max_error"] = {kind: value for kind, (value, _) in found.items()}
             verdict["tolerance"] = {kind: allowed for kind, (_, allowed) in found.items()}

@@ -58,7 +58,7 @@ def _cases():
     if not (CASES_DIR / "conformance" / "runner.py").is_file():
         return None
     sys.path.insert(0, str(CASES_DIR))
-    from conformance.runner import load_cases
+    from conformance.runner import load_cases  # type: ignore[import-not-found]  # tests/, on sys.path above
 
     return load_cases()
 
@@ -229,8 +229,8 @@ def _run_optimizer(name, dtypes, samples_cap):
 
 
 def _run_cases(name, dtypes, samples_cap):
-    from conformance.runner import FALLBACK, run_case
-    from conformance.skips import SKIPS
+    from conformance.runner import FALLBACK, run_case  # tests/, on sys.path by _cases
+    from conformance.skips import SKIPS  # type: ignore[import-not-found]
 
     from dipu.conformance.compare import classify
 

@@ -88,9 +88,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.output is None or not command:
         parser.error("give -o DIR -- <command ...> (or --compare OLD.json NEW.json)")
-    settings = {name: str(value) for name, value in (("DIPU_REPORT_TOP", args.top),
-                                                     ("DIPU_REPORT_REFERENCE", args.reference),
-                                                     ("DIPU_REPORT_DEVICE_TIME", args.device_time)) if value is not None}
+    given = (("DIPU_REPORT_TOP", args.top), ("DIPU_REPORT_REFERENCE", args.reference),
+             ("DIPU_REPORT_DEVICE_TIME", args.device_time))
+    settings = {name: str(value) for name, value in given if value is not None}
     return run(args.output, command, settings)
 
 

@@ -102,7 +102,7 @@ def _signature_lines(old: dict, new: dict) -> list[str]:
         changed.append((b / a, f"  {text}: {a / 1e3:.1f} -> {b / 1e3:.1f} µs per call (x{b / a:.2f})"))
     lines = [f"device time per call changed (per signature): {len(changed)} of {len(before.keys() & after.keys())}"]
     lines += [line for _, line in sorted(changed, reverse=True)]
-    ratios = {}
+    ratios: dict[str, dict] = {}
     for which, report in (("old", old), ("new", new)):
         for row in (report.get("reference") or {}).get("signatures", []):
             if row.get("ratio"):

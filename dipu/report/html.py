@@ -144,7 +144,10 @@ def _reference_section(report: dict) -> str:
     rows = []
     for index, row in enumerate(section["signatures"]):
         slower = row.get("saving_ns") is not None and row["saving_ns"] > 0
-        us = (lambda ns: round(ns / 1e3, 1) if ns is not None else "")
+
+        def us(ns):
+            return round(ns / 1e3, 1) if ns is not None else ""
+
         rows.append(_cells(index + 1, escape(row["signature"]), row["device_calls"], us(row.get("device_ns_per_call")),
                            us(row.get("reference_ns_per_call")),
                            round(row["ratio"], 2) if row.get("ratio") is not None else "",

@@ -101,9 +101,9 @@ def _merge_signatures(records: list[dict]) -> list[dict]:
     found: dict[str, dict] = {}
     for record in records:
         for signature in record.get("signatures", []):
-            merged = found.setdefault(signature["signature"], {"op": signature["op"], "signature": signature["signature"],
-                                                               "calls": 0, "host_ns": 0, "host_self_ns": 0,
-                                                               "device_calls": 0, "device_ns": 0, "device_self_ns": 0})
+            merged = found.setdefault(signature["signature"], {
+                "op": signature["op"], "signature": signature["signature"], "calls": 0, "host_ns": 0,
+                "host_self_ns": 0, "device_calls": 0, "device_ns": 0, "device_self_ns": 0})
             for key in ("calls", "host_ns", "host_self_ns", "device_calls", "device_ns", "device_self_ns"):
                 merged[key] += signature.get(key, 0)
     return sorted(found.values(), key=lambda s: (-s["device_self_ns"], -s["host_self_ns"], s["signature"]))
@@ -127,7 +127,8 @@ def _merge_reference(records: list[dict], total_device_ns: int) -> dict:
             for key in ("calls", "device_calls", "device_ns", "host_ns"):
                 merged[key] += entry.get(key, 0)
             if merged.get("reference_ns_per_call") is None:
-                merged["reference_ns_per_call"], merged["error"] = entry.get("reference_ns_per_call"), entry.get("error")
+                merged["reference_ns_per_call"] = entry.get("reference_ns_per_call")
+                merged["error"] = entry.get("error")
     return {"device": device, "why_not": why_not, "signatures": ranked(list(found.values()), total_device_ns)}
 
 

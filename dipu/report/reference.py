@@ -135,12 +135,12 @@ def compare(signatures: list[dict], ops: dict, paths: dict, native_device_type: 
     kernels = [s for s in signatures if ops.get(s["op"], {}).get("category") in KERNEL_CATEGORIES]
     kernels.sort(key=lambda s: (-(s["device_ns"] or s["host_ns"]), s["signature"]))
     entries = []
-    for signature in kernels[:wanted] if device else []:
+    for signature in kernels[:wanted] if device is not None else []:
         entry = {key: signature[key] for key in ("op", "signature", "calls", "device_calls", "device_ns",
                                                  "host_ns")}
         entry["path"] = paths.get(signature["op"])
         try:
-            entry["reference_ns_per_call"] = time_replay(signature["op"], signature["args"], device)
+            entry["reference_ns_per_call"] = time_replay(signature["op"], signature["args"], device)  # type: ignore[arg-type]  # not None: the loop runs only with a device
             entry["error"] = None
         except Exception as error:  # noqa: BLE001  (the report says why the replay failed)
             entry["reference_ns_per_call"] = None
