@@ -178,9 +178,7 @@ std::string printable_name(const c10::OperatorName* op) {
 
 // ---- signatures -------------------------------------------------------------------------------------
 
-inline void mix(uint64_t& h, uint64_t v) {
-  h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
-}
+inline void mix(uint64_t& h, uint64_t v) { h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2); }
 
 void hash_value(uint64_t& h, const c10::IValue& v) {
   mix(h, static_cast<uint64_t>(v.tag));
@@ -379,7 +377,8 @@ void drain(ThreadTotals& totals) {
       continue;
     }
     try {
-      elapsed[i] = static_cast<int64_t>(guard()->elapsedTime(p.start_event, p.end_event, p.stream.device_index()) * 1e6);
+      elapsed[i] =
+          static_cast<int64_t>(guard()->elapsedTime(p.start_event, p.end_event, p.stream.device_index()) * 1e6);
     } catch (const std::exception&) {
       elapsed[i] = -1;  // not counted
     }
@@ -598,8 +597,9 @@ void register_op_stats_python(py::module& m) {
   m.def("op_stats_enable", &enable, py::arg("device_timing") = "off",
         "Start collecting per-op host times (Note [Op statistics]) and, unless device_timing is 'off', device "
         "times per signature (Note [Device time per kernel]): 'auto', 'events' or 'synchronize'.");
-  m.def("op_stats_device_timing", [] { return std::string(timing_name(g_timing.load())); },
-        "How device time is measured (Note [Device time per kernel]).");
+  m.def(
+      "op_stats_device_timing", [] { return std::string(timing_name(g_timing.load())); },
+      "How device time is measured (Note [Device time per kernel]).");
   m.def("op_stats_drain", &drain_all, py::call_guard<py::gil_scoped_release>(),
         "Read the timing events still in the rings back (waits for their streams).");
   m.def("op_stats_signatures", &signatures,
