@@ -7,26 +7,48 @@ import json
 from html import escape
 from pathlib import Path
 
+from dipu.report.files import load_json
+
 SCHEMA = 1
-VERDICTS = ("agrees", "fallback", "mismatch", "error", "crash", "skipped")
+VERDICTS = ("agrees", "fallback", "expected failure", "mismatch", "error", "crash", "skipped")
 #: A verdict that was one of GOOD and is now one of BAD regressed.
 GOOD, BAD = ("agrees", "fallback"), ("mismatch", "error", "crash")
-COLORS = {"agrees": "#2e7d32", "fallback": "#ef6c00", "mismatch": "#c62828", "error": "#8e24aa",
-          "crash": "#000000", "skipped": "#9e9e9e"}
+COLORS = {"agrees": "#2e7d32", "fallback": "#ef6c00", "expected failure": "#5d4037", "mismatch": "#c62828",
+          "error": "#8e24aa", "crash": "#000000", "skipped": "#9e9e9e"}
+#: The dtype and pass of a verdict about a whole item (a crash, inputs that could not be made, the budget), and
+#: of an expected failure listed for every dtype and pass of an item.
+WHOLE = "*"
 
 
 def _key(record: dict) -> str:
     return f"{record['suite']}:{record['name']}:{record['dtype']}:{record['pass']}"
 
 
+def expected_key(suite: str, name: str, dtype: str = WHOLE, what: str = WHOLE) -> str:
+    """The key of an entry of the expected failures ``build`` applies."""
+    return f"{suite}:{name}:{dtype}:{what}"
+
+
+def _apply_expected(record: dict, expected: dict[str, str]) -> dict:
+    """A failing record the expected failures list becomes an ``expected failure`` (what it was kept)."""
+    reason = expected.get(_key(record)) or expected.get(expected_key(record["suite"], record["name"]))
+    if reason is None:
+        return record
+    if record["verdict"] in BAD:
+        return {**record, "verdict": "expected failure", "was": record["verdict"], "expected": reason}
+    return {**record, "expected": reason} if record["verdict"] in GOOD else record
+
+
 def build(records: list[dict], *, settings: dict, environment: list[str], not_here: dict, baseline: dict | None,
-          finished: str, wall_s: float) -> dict:
+          finished: str, wall_s: float, expected: dict[str, str] | None = None) -> dict:
+    """The certificate of ``records``; ``expected`` maps the keys of failures dipu's own suite expects (see
+    ``expected_key``) to their reasons."""
     verdicts: dict[str, dict] = {}
     for record in records:  # a resumed item's later verdict replaces the earlier one
         if record.get("verdict") == "crash":
             for key in [k for k, v in verdicts.items() if (v["suite"], v["name"]) == (record["suite"], record["name"])]:
                 del verdicts[key]  # the item's verdicts before it crashed are incomplete
-        verdicts[_key(record)] = record
+        verdicts[_key(record)] = _apply_expected(record, expected or {})
     summary: dict[str, dict[str, int]] = {}
     agreement: dict[str, dict[str, int]] = {}
     for record in verdicts.values():
@@ -48,21 +70,27 @@ def build(records: list[dict], *, settings: dict, environment: list[str], not_he
 
 
 def load(path: Path) -> dict:
-    try:
-        certificate = json.loads(Path(path).read_text())
-    except OSError as error:
-        raise ValueError(f"--baseline: cannot read {path}: {error.strerror or error}") from None
-    except ValueError as error:
-        raise ValueError(f"--baseline: {path} is not JSON: {error}") from None
-    if not isinstance(certificate, dict) or certificate.get("kind") != "conformance certificate":
-        raise ValueError(f"--baseline: {path} is not a dipu conformance certificate (certificate.json)")
-    return certificate
+    return load_json(path, kind="conformance certificate", option="--baseline",
+                     what="a dipu conformance certificate (certificate.json)")
+
+
+def _widen(verdicts: dict[str, dict], keys) -> dict[str, dict]:
+    """``verdicts`` with each whole-item verdict (a crash, the budget) standing for every key of ``keys`` of the
+    same item that it lacks, so that an item that agreed per pass and now crashes is compared pass by pass."""
+    whole = {(r["suite"], r["name"]): r for r in verdicts.values() if (r["dtype"], r["pass"]) == (WHOLE, WHOLE)}
+    widened = dict(verdicts)
+    for key in keys:
+        suite, name = key.split(":", 2)[:2]
+        if key not in widened and (suite, name) in whole:
+            widened[key] = whole[suite, name]
+    return widened
 
 
 def compare(old: dict, new: dict) -> dict:
     """Per (suite, item, dtype, pass) both certificates judged: what regressed (good -> bad), what improved."""
     before = {_key(r): r for r in old.get("verdicts", [])}
     after = {_key(r): r for r in new.get("verdicts", [])}
+    before, after = _widen(before, after), _widen(after, before)
     regressed: list[dict] = []
     improved: list[dict] = []
     changed: list[dict] = []
@@ -94,6 +122,12 @@ def summary_lines(certificate: dict) -> list[str]:
         lines.append(f"  ... {len(bad) - 10} more in the certificate")
     if certificate["fallback_ops"]:
         lines.append(f"  ops that ran on the CPU fallback: {', '.join(certificate['fallback_ops'])}")
+    listed = [r for r in certificate["verdicts"] if r.get("expected")]
+    if listed:
+        passing = [f"{r['suite']} {r['name']} {r['dtype']} {r['pass']}" for r in listed
+                   if r["verdict"] != "expected failure"]
+        lines.append(f"  expected failures (dipu's own lists, not regressions): {len(listed) - len(passing)}"
+                     + (f"; listed but agreeing now: {', '.join(passing[:10])}" if passing else ""))
     comparison = certificate.get("comparison")
     if comparison:
         lines.append(f"  against the baseline: {len(comparison['regressed'])} regressed, "
@@ -116,6 +150,8 @@ def _detail(record: dict) -> str:
         parts.append(f"dipu: {record.get('dipu_error')}, CPU: {record.get('cpu_error') or 'no error'}")
     if record.get("fallback_ops"):
         parts.append("on the CPU fallback: " + ", ".join(record["fallback_ops"]))
+    if record.get("expected"):
+        parts.append(f"expected ({record.get('was', 'listed, yet agreeing')}): {record['expected']}")
     text = record.get("detail") or record.get("reason") or ""
     return escape("; ".join(parts)) + (f"<br><span class='muted'>{escape(text)}</span>" if text else "")
 
@@ -134,7 +170,7 @@ def render(certificate: dict) -> str:
                     f"<td>{escape(r['name'])}</td><td>{escape(r['dtype'])}</td><td>{escape(r['pass'])}</td>"
                     f"<td data-v=\"{escape(r['verdict'])}\">{_tag(r['verdict'])}</td>"
                     f"<td class='n'>{r.get('samples', '')}</td><td>{_detail(r)}</td></tr>"
-                    for r in sorted(certificate["verdicts"], key=lambda r: (VERDICTS.index(r["verdict"]) < 2,
+                    for r in sorted(certificate["verdicts"], key=lambda r: (r["verdict"] in GOOD,
                                                                             r["suite"], r["name"]))]
     comparison = certificate.get("comparison")
     compared = ""

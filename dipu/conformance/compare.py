@@ -70,16 +70,23 @@ def compare_backward(test, op, sample):
     """Gradients of every differentiable input for the same random grad_outputs on both devices; False
     when the sample has nothing differentiable."""
     cpu_sample = sample.transform(to_cpu)
-    results = {}
-    for name, s in (("dipu", sample), ("cpu", cpu_sample)):
-        outputs = [t for t in tree_flatten(forward(op, s))[0] if isinstance(t, torch.Tensor) and t.requires_grad]
-        inputs = grad_inputs(s)
-        if not outputs or not inputs:
+    return _compare_gradients(test, (forward(op, sample), grad_inputs(sample)),
+                              (forward(op, cpu_sample), grad_inputs(cpu_sample)))
+
+
+def _compare_gradients(test, dipu_side, cpu_side) -> bool:
+    """Each side is (output, leaves): the gradients of the leaves for the same random grad_outputs over the
+    output's differentiable tensors, dipu's compared with the CPU's; False when a side has nothing to
+    differentiate (the OpInfo and ModuleInfo backward passes both end here)."""
+    results = []
+    for output, leaves in (dipu_side, cpu_side):
+        outputs = [t for t in tree_flatten(output)[0] if isinstance(t, torch.Tensor) and t.requires_grad]
+        if not outputs or not leaves:
             return False
         gen = torch.Generator().manual_seed(0)
         grads = [torch.randn(t.shape, dtype=t.dtype, generator=gen).to(t.device) for t in outputs]
-        results[name] = torch.autograd.grad(outputs, inputs, grads, allow_unused=True)
-    test.assertEqual(results["dipu"], results["cpu"])
+        results.append(torch.autograd.grad(outputs, leaves, grads, allow_unused=True))
+    test.assertEqual(results[0], results[1])
     return True
 
 
@@ -112,19 +119,13 @@ def compare_module(test, module_info, module_input, dtype, training: bool, backw
     if not backward:
         test.assertEqual(actual, expected)
         return True
-    results = {}
-    for name, out, module, inputs in (("dipu", actual, dipu_module, (dipu_args, dipu_kwargs)),
-                                      ("cpu", expected, cpu_module, (cpu_args, cpu_kwargs))):
-        outputs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor) and t.requires_grad]
-        leaves = [t for t in tree_flatten(inputs)[0] if isinstance(t, torch.Tensor) and t.requires_grad]
-        leaves += [p for p in module.parameters() if p.requires_grad]
-        if not outputs or not leaves:
-            return False
-        gen = torch.Generator().manual_seed(0)
-        grads = [torch.randn(t.shape, dtype=t.dtype, generator=gen).to(t.device) for t in outputs]
-        results[name] = torch.autograd.grad(outputs, leaves, grads, allow_unused=True)
-    test.assertEqual(results["dipu"], results["cpu"])
-    return True
+
+    def leaves(module, inputs):
+        found = [t for t in tree_flatten(inputs)[0] if isinstance(t, torch.Tensor) and t.requires_grad]
+        return found + [p for p in module.parameters() if p.requires_grad]
+
+    return _compare_gradients(test, (actual, leaves(dipu_module, (dipu_args, dipu_kwargs))),
+                              (expected, leaves(cpu_module, (cpu_args, cpu_kwargs))))
 
 
 def compare_optimizer(test, optim_info, optim_input, dtype, impl: str | None, steps: int = 3):

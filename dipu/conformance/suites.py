@@ -14,6 +14,7 @@ in dipu/conformance/__init__.py).
 from __future__ import annotations
 
 import functools
+import importlib.util
 import sys
 import time
 import warnings
@@ -61,6 +62,42 @@ def _cases():
     from conformance.runner import load_cases  # type: ignore[import-not-found]  # tests/, on sys.path above
 
     return load_cases()
+
+
+@functools.lru_cache(None)
+def _own_lists() -> dict:
+    """The expected failures and skips of dipu's own suite (tests/opinfo_expected_failures.py,
+    tests/module_info_expected_failures.py), where dipu runs from its source tree; empty where installed."""
+    lists: dict = {}
+    for suite, name in (("opinfo", "opinfo_expected_failures"), ("modules", "module_info_expected_failures")):
+        path = CASES_DIR / f"{name}.py"
+        if not path.is_file():
+            continue
+        spec = importlib.util.spec_from_file_location(f"_dipu_{name}", path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        lists[suite] = module
+    return lists
+
+
+def expected_failures() -> dict[str, str]:
+    """The failures dipu's own suite expects, keyed as ``certificate.expected_key`` keys them, with their reasons."""
+    from dipu.conformance.certificate import expected_key
+
+    expected = {}
+    for suite, lists in _own_lists().items():
+        for (name, dtype, what), (reason, _) in lists.EXPECTED_FAILURES.items():
+            expected[expected_key(suite, name, dtype, what)] = lists.REASONS.get(reason, reason)
+        for name, reason in getattr(lists, "CRASHES", {}).items():
+            expected[expected_key(suite, name)] = f"kills the process: {reason}"
+    return expected
+
+
+def not_compared(suite: str, name: str) -> str | None:
+    """Why dipu's own suite does not compare the item at all (values that differ by design), or None."""
+    lists = _own_lists().get(suite)
+    return getattr(lists, "SKIPS", {}).get(name) if lists is not None else None
 
 
 def _library():
@@ -160,6 +197,10 @@ def run_item(suite: str, name: str, dtypes, samples_cap: int | None):
     """Yields one verdict record per dtype and pass of item ``name``."""
     warnings.simplefilter("ignore")
     runner = {"opinfo": _run_opinfo, "modules": _run_module, "optim": _run_optimizer, "cases": _run_cases}[suite]
+    reason = not_compared(suite, name)
+    if reason:
+        yield {"suite": suite, "name": name, **_skipped("*", "*", f"not compared (as in dipu's own suite): {reason}")}
+        return
     for record in runner(name, dtypes, samples_cap):
         yield {"suite": suite, "name": name, **record}
 
@@ -189,25 +230,34 @@ def _run_opinfo(name, dtypes, samples_cap):
                    "seconds": round(time.perf_counter() - started, 3)}
 
 
-def _run_module(name, dtypes, samples_cap):
+def module_passes(info) -> list[tuple[str, bool, bool]]:
+    """The passes of a ModuleInfo: (name, training, backward); eval only where it differs from train."""
+    modes = (True, False) if info.train_and_eval_differ else (True,)
+    return [(f"{'backward' if backward else 'forward'} {'train' if training else 'eval'}", training, backward)
+            for training in modes for backward in (False, True)]
+
+
+def module_verdict(info, dtype, training: bool, backward: bool, samples_cap: int | None) -> dict:
+    """The verdict of one pass of a ModuleInfo (tests/test_module_info.py shares it)."""
     from dipu.conformance.compare import compare_module
 
+    inputs = info.module_inputs_func(info, device="cpu", dtype=dtype, requires_grad=backward, training=training)
+    runs = (functools.partial(compare_module, CHECK.test, info, module_input, dtype, training, backward)
+            for module_input in inputs)
+    return _verdict_of(runs, samples_cap=samples_cap)
+
+
+def _run_module(name, dtypes, samples_cap):
     info = _module_db()[name]
     for dtype in dtypes:
         if dtype not in info.supported_dtypes("cpu"):
             yield _skipped(dtype, "forward", f"the ModuleInfo declares no CPU support for {dtype_name(dtype)}")
             continue
-        modes = (True, False) if info.train_and_eval_differ else (True,)
-        for training in modes:
-            for backward in (False, True):
-                what = f"{'backward' if backward else 'forward'} {'train' if training else 'eval'}"
-                started = time.perf_counter()
-                inputs = info.module_inputs_func(info, device="cpu", dtype=dtype, requires_grad=backward,
-                                                 training=training)
-                runs = (functools.partial(compare_module, CHECK.test, info, module_input, dtype, training, backward)
-                        for module_input in inputs)
-                yield {"dtype": dtype_name(dtype), "pass": what, **_verdict_of(runs, samples_cap=samples_cap),
-                       "seconds": round(time.perf_counter() - started, 3)}
+        for what, training, backward in module_passes(info):
+            started = time.perf_counter()
+            yield {"dtype": dtype_name(dtype), "pass": what,
+                   **module_verdict(info, dtype, training, backward, samples_cap),
+                   "seconds": round(time.perf_counter() - started, 3)}
 
 
 def _run_optimizer(name, dtypes, samples_cap):

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from dipu.report.files import load_json
 from dipu.report.merge import ON_CPU, SCHEMA
 
 #: A change of host time per call smaller than this ratio, or than ``MIN_DELTA_NS``, is noise.
@@ -13,15 +13,7 @@ MIN_DELTA_NS = 2_000
 
 
 def load(path: Path) -> dict:
-    try:
-        report = json.loads(Path(path).read_text())
-    except OSError as error:
-        raise ValueError(f"--compare: cannot read {path}: {error.strerror or error}") from None
-    except ValueError as error:
-        raise ValueError(f"--compare: {path} is not JSON: {error}") from None
-    if not isinstance(report, dict) or report.get("kind") != "report":
-        raise ValueError(f"--compare: {path} is not a dipu run report (report.json)")
-    return report
+    return load_json(path, kind="report", option="--compare", what="a dipu run report (report.json)")
 
 
 def _per_call(op: dict) -> float:

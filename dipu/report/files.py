@@ -13,6 +13,21 @@ from pathlib import Path
 from dipu.report import html, merge
 
 
+def load_json(path: Path, *, kind: str, option: str, what: str) -> dict:
+    """The JSON object in ``path`` whose ``kind`` is ``kind``; else a ValueError naming ``option`` that says
+    whether the file could not be read, is not JSON, or is not ``what``. Loads a run report for ``--compare``
+    and a conformance certificate for ``--baseline``."""
+    try:
+        loaded = json.loads(Path(path).read_text())
+    except OSError as error:
+        raise ValueError(f"{option}: cannot read {path}: {error.strerror or error}") from None
+    except ValueError as error:
+        raise ValueError(f"{option}: {path} is not JSON: {error}") from None
+    if not isinstance(loaded, dict) or loaded.get("kind") != kind:
+        raise ValueError(f"{option}: {path} is not {what}")
+    return loaded
+
+
 def writable_directory(directory: Path, what: str) -> Path:
     """``directory``, created if missing, after checking a file can be written there; else a ValueError
     naming ``what`` (the variable or option that gave it)."""
