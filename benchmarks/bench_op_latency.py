@@ -1,7 +1,7 @@
 """Per-op latency on small tensors, dipu vs native CPU, for the ops that dominate the training
 steps of examples/models.py (ResNet-18-like CNN and GPT).
 
-    python benchmarks/bench_op_latency.py [--quick] [--c-library PATH | --no-c-library]
+    python benchmarks/bench_op_latency.py [--quick] [--report] [--c-library PATH | --no-c-library]
 
 Each op runs on tensors of a few hundred elements, so the time is the per-call overhead of the
 path (dispatch, wrapper, DIOPI call, allocation) rather than arithmetic. The sim vendor runs
@@ -20,6 +20,10 @@ through the library's trampoline, or the Python library the C library is laid ov
 op library (ref_c, diopi_impl/ref_c) when installed, else benchmarks/c_library/bench_diopi.c compiled
 here (float32 elementwise and matmul ops only). Target: a
 case the C++ wrappers serve whole within 1.5x of CPU, the 4-element add within 1.3x.
+
+--report: the same cases in two more processes with the run report on (DIPU_REPORT), host times and signatures
+only (DIPU_REPORT_DEVICE_TIME=off) and with each call's device time as well (auto), beside the run with it off:
+the per-call cost of collecting the report and of its device timing.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -196,14 +201,34 @@ def default_c_library() -> str:
     return "ref_c" if importlib.util.find_spec("dipu.diopi_impl.ref_c") is not None else str(bench_library())
 
 
-def c_path(library: str, quick: bool) -> dict:
-    """The C path's results, measured in a process with DIPU_DIOPI_IMPL=library."""
-    env = {**os.environ, "DIPU_DIOPI_IMPL": library}
-    command = [sys.executable, __file__, "--c-path-json"] + (["--quick"] if quick else [])
-    proc = subprocess.run(command, env=env, capture_output=True, text=True)
+def in_process(what: str, env: dict, quick: bool) -> dict:
+    """The cases measured (each against the CPU beside it) in a second process with ``env`` added."""
+    command = [sys.executable, __file__, "--json"] + (["--quick"] if quick else [])
+    proc = subprocess.run(command, env={**os.environ, **env}, capture_output=True, text=True)
     if proc.returncode != 0:
-        raise RuntimeError(f"the C path run failed:\n{proc.stderr}")
+        raise RuntimeError(f"the {what} run failed:\n{proc.stderr}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def print_report_table(off: dict, quick: bool) -> None:
+    """The same cases with the run report collecting (Note [Device time per kernel] in dipu/csrc/op_stats.cpp),
+    host times and signatures only and with device times too, each in a process of its own beside the CPU."""
+    runs = {}
+    with tempfile.TemporaryDirectory() as directory:
+        for mode in ("off", "auto"):
+            runs[mode] = in_process(f"report (device time {mode})", {"DIPU_REPORT": f"{directory}/{mode}",
+                                                                     "DIPU_REPORT_DEVICE_TIME": mode}, quick)
+    print("\nthe same cases with the run report on (DIPU_REPORT): host times and signatures only (device time off), "
+          "and with each call's device time (auto); median us per call, each process against the CPU beside it")
+    print(f"{'case':<28}{'off us':>8}{'cpu us':>8}{'sig us':>8}{'cpu us':>8}{'+dev us':>8}{'cpu us':>8}{'dev-sig':>8}")
+    extra = []
+    for name, (d, cpu) in off.items():
+        (sig, sig_cpu), (dev, dev_cpu) = runs["off"]["results"][name], runs["auto"]["results"][name]
+        extra.append(dev - sig)
+        print(f"{name:<28}{d:>8.2f}{cpu:>8.2f}{sig:>8.2f}{sig_cpu:>8.2f}{dev:>8.2f}{dev_cpu:>8.2f}{dev - sig:>8.2f}")
+    extra.sort()
+    print(f"device timing costs a median of {extra[len(extra) // 2]:.2f} us per call over the report's host times "
+          "and signatures")
 
 
 def print_c_table(python: dict, c: dict) -> None:
@@ -233,12 +258,14 @@ def main() -> None:
     parser.add_argument("--c-library", default=os.environ.get("DIPU_BENCH_C_LIBRARY"),
                         help="the C op library of the C path columns (default: benchmarks/c_library/bench_diopi.c)")
     parser.add_argument("--no-c-library", action="store_true", help="skip the C path columns")
-    parser.add_argument("--c-path-json", action="store_true", help=argparse.SUPPRESS)  # the C path's process
+    parser.add_argument("--report", action="store_true",
+                        help="also measure the cases with the run report on: host times only, and with device times")
+    parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)  # a second process's results
     args = parser.parse_args()
-    if args.c_path_json:
+    if args.json:
         results, fallbacks = measure(args.quick)
         served = served_by_cpp(op_cases(make_inputs("dipu")))
-        print(json.dumps({"library": os.environ["DIPU_DIOPI_IMPL"], "results": results, "fallbacks": fallbacks,
+        print(json.dumps({"library": os.environ.get("DIPU_DIOPI_IMPL"), "results": results, "fallbacks": fallbacks,
                           "served": served}))
         return
     if os.environ.get("DIPU_DIOPI_IMPL"):
@@ -259,8 +286,11 @@ def main() -> None:
         print("CPU fallbacks: " + "; ".join(f"{name}: {', '.join(ops)}" for name, ops in fallbacks.items()))
     else:
         print("CPU fallbacks: none")
+    if args.report:
+        print_report_table(results, args.quick)
     if not args.no_c_library:
-        print_c_table(results, c_path(args.c_library or default_c_library(), args.quick))
+        library = args.c_library or default_c_library()
+        print_c_table(results, in_process("C path", {"DIPU_DIOPI_IMPL": library}, args.quick))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """``python -m dipu conformance`` (dipu/conformance, Note [The conformance certificate]): a vendor library with a
 wrong kernel and a crashing one gets a certificate naming each, every other op agreeing; a resumed run with a
-baseline says what regressed in its exit status."""
+baseline says what regressed in its exit status; dipu's own expected failures are reported as such."""
 
 from __future__ import annotations
 
@@ -9,7 +9,13 @@ import os
 import subprocess
 import sys
 
-from test_report import REPO, SLOW_WRONG, library_env
+import pytest
+
+from dipu.conformance import certificate as certificates
+from dipu.conformance import suites
+from test_report import REPO, SLOW_WRONG, library_env, needs_chromium, screenshot
+
+ARGS = ["--suites", "opinfo,modules,optim", "--ops", "abs,add,exp,mul,nn.Linear,SGD", "--samples", "2"]
 
 
 def conformance(args: list[str], env: dict) -> subprocess.CompletedProcess:
@@ -17,13 +23,18 @@ def conformance(args: list[str], env: dict) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=600, cwd=REPO)
 
 
-def test_the_certificate_names_the_wrong_kernel_and_the_crashing_one(tmp_path):
-    env = {**library_env(tmp_path, "slow_wrong", SLOW_WRONG), "DIPU_REPORT": ""}
-    out = tmp_path / "cert"
-    args = ["--suites", "opinfo,modules,optim", "--ops", "abs,add,exp,mul,nn.Linear,SGD", "--samples", "2",
-            "-o", str(out)]
-    result = conformance(args, env)
+@pytest.fixture(scope="module")
+def certified(tmp_path_factory):
+    """The certificate of the library with a wrong diopiExp and a diopiAbs that aborts: (run, env, directory)."""
+    tmp = tmp_path_factory.mktemp("certificate")
+    env = {**library_env(tmp, "slow_wrong", SLOW_WRONG), "DIPU_REPORT": ""}
+    result = conformance([*ARGS, "-o", str(tmp / "cert")], env)
     assert result.returncode == 0, result.stdout + result.stderr
+    return result, env, tmp / "cert"
+
+
+def test_the_certificate_names_the_wrong_kernel_and_the_crashing_one(certified):
+    result, _, out = certified
     certificate = json.loads((out / "certificate.json").read_text())
     verdicts = {(r["suite"], r["name"], r["pass"]): r for r in certificate["verdicts"]}
     assert verdicts["opinfo", "abs", "*"]["verdict"] == "crash"
@@ -38,11 +49,80 @@ def test_the_certificate_names_the_wrong_kernel_and_the_crashing_one(tmp_path):
     html = (out / "certificate.html").read_text()
     assert "crash" in html and "vendor: sim" in html
 
-    # resumed: nothing runs again; against a baseline in which exp agreed, exp regressed (exit status 1)
-    baseline = dict(certificate, verdicts=[dict(r, verdict="agrees") if r["name"] == "exp" else r
-                                           for r in certificate["verdicts"]])
+
+def test_a_resumed_run_against_a_baseline_says_what_regressed(certified, tmp_path):
+    """Resumed, nothing runs again; against a baseline in which exp and abs agreed pass by pass, exp's mismatch
+    and abs's crash (a verdict about the whole op) regressed, and the exit status is 1."""
+    _, env, out = certified
+    certificate = json.loads((out / "certificate.json").read_text())
+    agreeing = [dict(r, verdict="agrees") for r in certificate["verdicts"] if r["name"] == "exp"]
+    agreeing += [dict(r, name="abs", verdict="agrees") for r in agreeing]
+    baseline = dict(certificate, verdicts=[r for r in certificate["verdicts"] if r["name"] not in ("abs", "exp")]
+                    + agreeing)
     (tmp_path / "baseline.json").write_text(json.dumps(baseline))
-    again = conformance([*args, "--baseline", str(tmp_path / "baseline.json")], env)
+    again = conformance([*ARGS, "-o", str(out), "--baseline", str(tmp_path / "baseline.json")], env)
     assert again.returncode == 1, again.stdout + again.stderr
     assert "regressed: opinfo:exp:float32:forward: agrees -> mismatch" in again.stdout
+    assert "regressed: opinfo:abs:float32:backward: agrees -> crash" in again.stdout
+    assert "against the baseline: 4 regressed, 0 improved" in again.stdout
     assert json.loads((out / "certificate.json").read_text())["wall_s"] < 30  # resumed from the journal
+
+
+def test_a_baseline_that_is_not_a_certificate_is_refused_before_the_run(tmp_path):
+    (tmp_path / "report.json").write_text(json.dumps({"kind": "report"}))
+    for name, message in (("report.json", "is not a dipu conformance certificate"), ("missing.json", "cannot read")):
+        result = conformance(["--suites", "optim", "--ops", "SGD", "-o", str(tmp_path / "cert"),
+                              "--baseline", str(tmp_path / name)], {})
+        assert result.returncode == 2 and message in result.stderr, result.stderr
+        assert not (tmp_path / "cert" / "journal.jsonl").exists()  # refused before running anything
+
+
+def _record(name: str, verdict: str, what: str = "forward") -> dict:
+    return {"suite": "opinfo", "name": name, "dtype": "float32", "pass": what, "verdict": verdict, "samples": 1,
+            "agreed": int(verdict == "agrees")}
+
+
+def test_an_expected_failure_is_reported_as_such_and_is_no_regression():
+    expected = {certificates.expected_key("opinfo", "exp", "float32", "forward"): "a known rounding",
+                certificates.expected_key("opinfo", "abs"): "kills the process: a known bug",
+                certificates.expected_key("opinfo", "add", "float32", "forward"): "was wrong once"}
+    records = [_record("exp", "mismatch"), _record("exp", "mismatch", "backward"), _record("add", "agrees"),
+               {**_record("abs", "crash"), "dtype": "*", "pass": "*"}]
+    baseline = {"verdicts": [_record(name, "agrees", what) for name in ("exp", "abs")
+                             for what in ("forward", "backward")]}
+    certificate = certificates.build(records, settings={}, environment=[], not_here={}, baseline=baseline,
+                                     finished="now", wall_s=1.0, expected=expected)
+    verdicts = {(r["name"], r["pass"]): r for r in certificate["verdicts"]}
+    assert verdicts["exp", "forward"]["verdict"] == "expected failure"
+    assert verdicts["exp", "forward"]["was"] == "mismatch" and verdicts["exp", "forward"]["expected"] == "a known rounding"
+    assert verdicts["abs", "*"]["verdict"] == "expected failure"  # an item-wide entry covers its crash
+    assert verdicts["exp", "backward"]["verdict"] == "mismatch"  # not listed
+    assert certificate["summary"]["opinfo"]["expected failure"] == 2
+    assert [row["key"] for row in certificate["comparison"]["regressed"]] == ["opinfo:exp:float32:backward"]
+    lines = "\n".join(certificates.summary_lines(certificate))
+    assert "expected failures (dipu's own lists, not regressions): 2; listed but agreeing now: opinfo add" in lines
+
+
+def test_the_certificate_reads_dipus_own_lists():
+    """The entries of tests/opinfo_expected_failures.py and tests/module_info_expected_failures.py, and the
+    OpInfo ops dipu's suite does not compare (uninitialized memory), which the certificate skips too."""
+    sys.path.insert(0, str(REPO / "tests"))
+    import module_info_expected_failures
+    import opinfo_expected_failures
+
+    expected = suites.expected_failures()
+    for (name, dtype, what), (reason, _) in opinfo_expected_failures.EXPECTED_FAILURES.items():
+        assert expected[certificates.expected_key("opinfo", name, dtype, what)] == \
+            opinfo_expected_failures.REASONS[reason]
+    for name, dtype, what in module_info_expected_failures.EXPECTED_FAILURES:
+        assert certificates.expected_key("modules", name, dtype, what) in expected
+    assert "uninitialized memory" in suites.not_compared("opinfo", "empty")
+    assert suites.not_compared("opinfo", "add") is None
+    records = list(suites.run_item("opinfo", "empty_like", [__import__("torch").float32], 1))
+    assert [(r["verdict"], r["dtype"], r["pass"]) for r in records] == [("skipped", "*", "*")]
+
+
+@needs_chromium
+def test_the_certificate_opens_in_chromium(certified, tmp_path):
+    data = screenshot(certified[2] / "certificate.html", "certificate.png", tmp_path, (1400, 1500))
+    assert len(data) > 40_000  # a blank page is a few kB

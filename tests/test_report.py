@@ -579,20 +579,31 @@ def test_the_html_is_self_contained(plain_run):
         assert remote not in html.replace('xmlns="http://www.w3.org/2000/svg"', ""), remote
 
 
-@pytest.mark.skipif(not CHROMIUM.exists(),
-                    reason="no /usr/bin/chromium (apt-get install chromium) to open the report in")
-def test_the_report_opens_in_chromium(plain_run, tmp_path):
-    png = tmp_path / "report.png"
+#: A directory: the tests that open a page in Chromium keep their screenshots there (report.png,
+#: certificate.png); the vendor guide's are taken so: DIPU_SCREENSHOTS=docs/images.
+SCREENSHOTS = os.environ.get("DIPU_SCREENSHOTS")
+needs_chromium = pytest.mark.skipif(not CHROMIUM.exists(),
+                                    reason="no /usr/bin/chromium (apt-get install chromium) to open the page in")
+
+
+def screenshot(page: Path, name: str, tmp_path: Path, size: tuple[int, int]) -> bytes:
+    """A headless Chromium's PNG of ``page`` in a window of ``size`` (checked), kept as DIPU_SCREENSHOTS/``name``."""
+    png = tmp_path / name
     command = [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-               "--disable-component-update", "--disable-sync", "--no-first-run",
-               f"--user-data-dir={tmp_path / 'profile'}",
-               f"--screenshot={png}", "--window-size=1400,2400", (plain_run[2] / "report.html").as_uri()]
+               "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars",
+               f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={png}",
+               f"--window-size={size[0]},{size[1]}", page.as_uri()]
     subprocess.run(command, capture_output=True, timeout=120)
-    keep = os.environ.get("DIPU_REPORT_SCREENSHOT")  # to look at it: DIPU_REPORT_SCREENSHOT=/tmp/shot.png
-    if keep:
-        shutil.copy(png, keep)
     data = png.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
-    assert (int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")) == (1400, 2400)
+    assert (int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")) == size
+    if SCREENSHOTS:
+        shutil.copy(png, Path(SCREENSHOTS) / name)
+    return data
+
+
+@needs_chromium
+def test_the_report_opens_in_chromium(plain_run, tmp_path):
+    data = screenshot(plain_run[2] / "report.html", "report.png", tmp_path, (1400, 2400))
     # a page that rendered nothing (white) compresses to a few kB; the report's text, tables and charts do not
     assert len(data) > 60_000

@@ -21,7 +21,14 @@ default/foreach/fused; the cases of one dtype):
   tolerances they exceeded;
 - ``error``: dipu raised where the CPU did not, or raised another type (both types given);
 - ``crash``: the worker died in it (or ran past the budget by two minutes and was killed);
-- ``skipped``: with the reason (no CPU support for the dtype declared, no case, the budget).
-``--baseline OLD.json`` compares per (suite, item, dtype, pass): a verdict that was ``agrees`` or
-``fallback`` and is now ``mismatch``, ``error`` or ``crash`` regressed, and the exit status is then 1.
+- ``skipped``: with the reason (no CPU support for the dtype declared, no case, the budget, an op dipu's
+  own suite does not compare either: uninitialized memory);
+- ``expected failure``: a ``mismatch``, ``error`` or ``crash`` that dipu's own suite lists as expected
+  (tests/opinfo_expected_failures.py, tests/module_info_expected_failures.py, read where dipu runs from its
+  source tree), with the listed reason and what it was; a listed pass that agrees says so in the summary.
+``--baseline OLD.json`` (read before anything runs) compares per (suite, item, dtype, pass): a verdict that
+was ``agrees`` or ``fallback`` and is now ``mismatch``, ``error`` or ``crash`` regressed, and the exit status
+is then 1. A verdict about a whole item (a crash, the budget: dtype and pass ``*``) stands for each of the
+item's passes the other certificate judged, so an op that agreed and now crashes regressed; an expected
+failure never regresses.
 """
