@@ -83,24 +83,28 @@ def _record(name: str, verdict: str, what: str = "forward") -> dict:
 
 
 def test_an_expected_failure_is_reported_as_such_and_is_no_regression():
-    expected = {certificates.expected_key("opinfo", "exp", "float32", "forward"): "a known rounding",
-                certificates.expected_key("opinfo", "abs"): "kills the process: a known bug",
-                certificates.expected_key("opinfo", "add", "float32", "forward"): "was wrong once"}
+    expected = {certificates.expected_key("opinfo", "exp", "float32", "forward"): ("a known rounding", 0),
+                certificates.expected_key("opinfo", "abs"): ("kills the process: a known bug", 0),
+                certificates.expected_key("opinfo", "add", "float32", "forward"): ("was wrong once", 0),
+                certificates.expected_key("opinfo", "mul", "float32", "forward"): ("fails from input 5 on", 5)}
     records = [_record("exp", "mismatch"), _record("exp", "mismatch", "backward"), _record("add", "agrees"),
-               {**_record("abs", "crash"), "dtype": "*", "pass": "*"}]
+               {**_record("abs", "crash"), "dtype": "*", "pass": "*"}, _record("mul", "agrees")]
     baseline = {"verdicts": [_record(name, "agrees", what) for name in ("exp", "abs")
                              for what in ("forward", "backward")]}
     certificate = certificates.build(records, settings={}, environment=[], not_here={}, baseline=baseline,
                                      finished="now", wall_s=1.0, expected=expected)
     verdicts = {(r["name"], r["pass"]): r for r in certificate["verdicts"]}
     assert verdicts["exp", "forward"]["verdict"] == "expected failure"
-    assert verdicts["exp", "forward"]["was"] == "mismatch" and verdicts["exp", "forward"]["expected"] == "a known rounding"
+    assert (verdicts["exp", "forward"]["was"], verdicts["exp", "forward"]["expected"]) == ("mismatch",
+                                                                                           "a known rounding")
     assert verdicts["abs", "*"]["verdict"] == "expected failure"  # an item-wide entry covers its crash
     assert verdicts["exp", "backward"]["verdict"] == "mismatch"  # not listed
     assert certificate["summary"]["opinfo"]["expected failure"] == 2
     assert [row["key"] for row in certificate["comparison"]["regressed"]] == ["opinfo:exp:float32:backward"]
     lines = "\n".join(certificates.summary_lines(certificate))
-    assert "expected failures (dipu's own lists, not regressions): 2; listed but agreeing now: opinfo add" in lines
+    # add compared the input listed as failing and agreed; mul did not reach it
+    assert "expected failures (dipu's own lists, not regressions): 2; listed but agreeing now: opinfo add float32 " \
+           "forward\n" in lines + "\n"
 
 
 def test_the_certificate_reads_dipus_own_lists():
@@ -111,9 +115,9 @@ def test_the_certificate_reads_dipus_own_lists():
     import opinfo_expected_failures
 
     expected = suites.expected_failures()
-    for (name, dtype, what), (reason, _) in opinfo_expected_failures.EXPECTED_FAILURES.items():
+    for (name, dtype, what), (reason, first) in opinfo_expected_failures.EXPECTED_FAILURES.items():
         assert expected[certificates.expected_key("opinfo", name, dtype, what)] == \
-            opinfo_expected_failures.REASONS[reason]
+            (opinfo_expected_failures.REASONS[reason], first)
     for name, dtype, what in module_info_expected_failures.EXPECTED_FAILURES:
         assert certificates.expected_key("modules", name, dtype, what) in expected
     assert "uninitialized memory" in suites.not_compared("opinfo", "empty")

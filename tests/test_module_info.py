@@ -40,6 +40,24 @@ if _UNKNOWN:
     raise ValueError(f"DIPU_MODULE_INFO_MODULES names modules that module_db lacks: {sorted(_UNKNOWN)}")
 
 
+STATS: dict[str, list[int]] = {}  # "float32 forward train" -> [inputs compared, inputs agreeing]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _agreement_summary(request):
+    """The inputs agreeing per dtype and pass, as tests/test_opinfo.py and the certificate count them."""
+    yield
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
+    if reporter is None or capture is None:
+        return
+    with capture.global_and_fixture_disabled():
+        for name, (compared, agreed) in sorted(STATS.items()):
+            if compared:
+                reporter.write_line(f"modules {name}: {agreed} of {compared} samples agree with the CPU "
+                                    f"({100 * agreed / compared:.2f}%)")
+
+
 def _cases():
     for info in MODULES:
         for dtype in DTYPES:
@@ -71,6 +89,9 @@ def judge(verdict: dict, expected: tuple[str, int] | None, sample_cap: int | Non
 @pytest.mark.parametrize("info,dtype,what,training,backward", list(_cases()))
 def test_module_agrees_with_the_cpu(info, dtype, what, training, backward):
     verdict = module_verdict(info, dtype, training, backward, SAMPLE_CAP)
+    totals = STATS.setdefault(f"{dtype_name(dtype)} {what}", [0, 0])
+    totals[0] += verdict.get("samples", 0)
+    totals[1] += verdict.get("agreed", 0)
     outcome, why = judge(verdict, EXPECTED_FAILURES.get((info.name, dtype_name(dtype), what)), SAMPLE_CAP)
     if outcome == "xfail":
         pytest.xfail(why)

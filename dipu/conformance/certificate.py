@@ -29,20 +29,24 @@ def expected_key(suite: str, name: str, dtype: str = WHOLE, what: str = WHOLE) -
     return f"{suite}:{name}:{dtype}:{what}"
 
 
-def _apply_expected(record: dict, expected: dict[str, str]) -> dict:
-    """A failing record the expected failures list becomes an ``expected failure`` (what it was kept)."""
-    reason = expected.get(_key(record)) or expected.get(expected_key(record["suite"], record["name"]))
-    if reason is None:
+def _apply_expected(record: dict, expected: dict[str, tuple[str, int]]) -> dict:
+    """A failing record the expected failures list becomes an ``expected failure`` (what it was kept); an agreeing
+    one that compared the input listed as the first to fail is marked as listed."""
+    entry = expected.get(_key(record)) or expected.get(expected_key(record["suite"], record["name"]))
+    if entry is None:
         return record
+    reason, first_failing = entry
     if record["verdict"] in BAD:
         return {**record, "verdict": "expected failure", "was": record["verdict"], "expected": reason}
-    return {**record, "expected": reason} if record["verdict"] in GOOD else record
+    if record["verdict"] in GOOD and record.get("samples", 0) > first_failing:
+        return {**record, "expected": reason}
+    return record
 
 
 def build(records: list[dict], *, settings: dict, environment: list[str], not_here: dict, baseline: dict | None,
-          finished: str, wall_s: float, expected: dict[str, str] | None = None) -> dict:
+          finished: str, wall_s: float, expected: dict[str, tuple[str, int]] | None = None) -> dict:
     """The certificate of ``records``; ``expected`` maps the keys of failures dipu's own suite expects (see
-    ``expected_key``) to their reasons."""
+    ``expected_key``) to their reasons and the index of the first input that fails."""
     verdicts: dict[str, dict] = {}
     for record in records:  # a resumed item's later verdict replaces the earlier one
         if record.get("verdict") == "crash":
@@ -100,7 +104,9 @@ def compare(old: dict, new: dict) -> dict:
             continue
         row = {"key": key, "old": a, "new": b, "detail": after[key].get("detail") or after[key].get("reason")}
         (regressed if a in GOOD and b in BAD else improved if a in BAD and b in GOOD else changed).append(row)
-    return {"regressed": regressed, "improved": improved, "changed": changed,
+    settings = old.get("settings") or {}, new.get("settings") or {}
+    differ = sorted(k for k in ("suites", "dtypes", "samples") if settings[0].get(k) != settings[1].get(k))
+    return {"regressed": regressed, "improved": improved, "changed": changed, "settings_differ": differ,
             "only_old": len(before.keys() - after.keys()), "only_new": len(after.keys() - before.keys())}
 
 
@@ -133,6 +139,9 @@ def summary_lines(certificate: dict) -> list[str]:
         lines.append(f"  against the baseline: {len(comparison['regressed'])} regressed, "
                      f"{len(comparison['improved'])} improved, {len(comparison['changed'])} changed otherwise")
         lines += [f"    regressed: {row['key']}: {row['old']} -> {row['new']}" for row in comparison["regressed"][:10]]
+        if comparison.get("settings_differ"):
+            lines.append(f"    the baseline ran with other {', '.join(comparison['settings_differ'])}: only the "
+                         f"verdicts both judged are compared")
     return lines
 
 

@@ -81,16 +81,17 @@ def _own_lists() -> dict:
     return lists
 
 
-def expected_failures() -> dict[str, str]:
-    """The failures dipu's own suite expects, keyed as ``certificate.expected_key`` keys them, with their reasons."""
+def expected_failures() -> dict[str, tuple[str, int]]:
+    """The failures dipu's own suite expects, keyed as ``certificate.expected_key`` keys them: their reasons and
+    the index of the first input that fails."""
     from dipu.conformance.certificate import expected_key
 
     expected = {}
     for suite, lists in _own_lists().items():
-        for (name, dtype, what), (reason, _) in lists.EXPECTED_FAILURES.items():
-            expected[expected_key(suite, name, dtype, what)] = lists.REASONS.get(reason, reason)
+        for (name, dtype, what), (reason, first) in lists.EXPECTED_FAILURES.items():
+            expected[expected_key(suite, name, dtype, what)] = (lists.REASONS.get(reason, reason), first)
         for name, reason in getattr(lists, "CRASHES", {}).items():
-            expected[expected_key(suite, name)] = f"kills the process: {reason}"
+            expected[expected_key(suite, name)] = (f"kills the process: {reason}", 0)
     return expected
 
 
