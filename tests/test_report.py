@@ -178,6 +178,13 @@ def plain_run(tmp_path_factory):
     return result, load(tmp / "report"), tmp / "report"
 
 
+def test_the_convolution_placeholders_are_replayed_as_the_convolutions_they_stand_for(plain_run):
+    """convolution_overrideable has no CPU kernel: the reference runs aten.convolution (and its backward) instead,
+    as the CPU fallback does (Note [Overrideable ops in the fallback])."""
+    rows = [row for row in plain_run[1]["reference"]["signatures"] if "overrideable" in row["op"]]
+    assert rows and all(row["error"] is None and row["reference_ns_per_call"] > 0 for row in rows), rows
+
+
 def test_a_plain_run_reports_every_category_it_saw(plain_run):
     result, report, _ = plain_run
     assert report["schema"] == merge.SCHEMA and len(report["processes"]) == 1

@@ -102,7 +102,11 @@ def _call_args(overload, args: list) -> tuple[list, dict]:
 def time_replay(op_name: str, args: list, device: str) -> float:
     """The median time per call, in ns, of ``op_name`` with ``args`` on ``device`` (Note [The reference
     device])."""
+    from dipu.kernels.fallback import CPU_SUBSTITUTES
+
     overload = resolve(op_name)
+    # a placeholder no backend but a vendor's implements (convolution_overrideable) runs as the op it stands for
+    call = CPU_SUBSTITUTES.get(op_name, overload)
     cuda = device == "cuda"
     samples: list[float] = []
     spent = 0.0
@@ -112,13 +116,13 @@ def time_replay(op_name: str, args: list, device: str) -> float:
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             torch.cuda.synchronize()
             start.record()
-            overload(*positional, **keywords)
+            call(*positional, **keywords)
             end.record()
             end.synchronize()
             elapsed = start.elapsed_time(end) * 1e6
         else:
             began = time.perf_counter_ns()
-            overload(*positional, **keywords)
+            call(*positional, **keywords)
             elapsed = time.perf_counter_ns() - began
         if index:  # the first call warms up
             samples.append(elapsed)
