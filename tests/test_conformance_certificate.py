@@ -10,9 +10,11 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from dipu.conformance import certificate as certificates
 from dipu.conformance import suites
+from dipu.conformance.compare import not_on_dipu, op_key
 from test_report import REPO, SLOW_WRONG, library_env, needs_chromium, screenshot
 
 ARGS = ["--suites", "opinfo,modules,optim", "--ops", "abs,add,exp,mul,nn.Linear,SGD", "--samples", "2"]
@@ -122,8 +124,20 @@ def test_the_certificate_reads_dipus_own_lists():
         assert certificates.expected_key("modules", name, dtype, what) in expected
     assert "uninitialized memory" in suites.not_compared("opinfo", "empty")
     assert suites.not_compared("opinfo", "add") is None
-    records = list(suites.run_item("opinfo", "empty_like", [__import__("torch").float32], 1))
+    records = list(suites.run_item("opinfo", "empty_like", [torch.float32], 1))
     assert [(r["verdict"], r["dtype"], r["pass"]) for r in records] == [("skipped", "*", "*")]
+
+
+def test_the_certificate_runs_the_opinfos_dipus_suite_runs():
+    """OpInfos whose tests PyTorch runs on CUDA only, on the CPU only or as slow tests are not instantiated for
+    dipu in tests/test_opinfo.py; the certificate skips them too, so that its figures are the suite's."""
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    skipped = {op_key(op) for op in op_db if not_on_dipu(op)}
+    assert {"jiterator_unary", "bmm.triton_optimized", "sparse.mm.reduce", "linalg.pinv.singular"} <= skipped
+    assert not {"add", "aminmax", "roll", "nn.functional.conv2d"} & skipped
+    records = list(suites.run_item("opinfo", "jiterator_unary", [torch.float32], 1))
+    assert [(r["verdict"], r["dtype"]) for r in records] == [("skipped", "*")] and "onlyCUDA" in records[0]["reason"]
 
 
 @needs_chromium

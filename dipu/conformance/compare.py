@@ -9,6 +9,7 @@ verdict (Note [The conformance certificate] in dipu/conformance/__init__.py).
 from __future__ import annotations
 
 import copy
+import os
 import re
 
 import torch
@@ -26,6 +27,27 @@ class DipuError(Exception):
 
 def op_key(op) -> str:
     return f"{op.name}.{op.variant_test_name}" if op.variant_test_name else op.name
+
+
+#: Decorators of an OpInfo under which PyTorch's device-generic tests never run it on a PrivateUse1 device.
+NOT_ON_PRIVATEUSE1 = {"onlyCUDA", "onlyCPU", "slowTest"}
+
+
+def not_on_dipu(op) -> str | None:
+    """Why PyTorch's device-generic tests (so tests/test_opinfo.py) never run ``op`` on dipu: a decorator of
+    NOT_ON_PRIVATEUSE1 on all its tests (``slowTest`` only without PYTORCH_TEST_WITH_SLOW=1); else None."""
+    for decorator in op.decorators:
+        if hasattr(decorator, "cls_name"):  # a DecorateInfo: only one for every test, device and dtype counts
+            if decorator.cls_name or decorator.test_name or decorator.device_type or decorator.dtypes:
+                continue
+            names = {getattr(d, "__name__", "") for d in decorator.decorators}
+        else:
+            names = {getattr(decorator, "__name__", "")}
+        if os.environ.get("PYTORCH_TEST_WITH_SLOW") == "1":
+            names.discard("slowTest")
+        if names & NOT_ON_PRIVATEUSE1:
+            return f"the OpInfo's tests are {', '.join(sorted(names & NOT_ON_PRIVATEUSE1))}"
+    return None
 
 
 def to_cpu(x):
