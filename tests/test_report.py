@@ -614,3 +614,24 @@ def test_the_report_opens_in_chromium(plain_run, tmp_path):
     data = screenshot(plain_run[2] / "report.html", "report.png", tmp_path, (1400, 2400))
     # a page that rendered nothing (white) compresses to a few kB; the report's text, tables and charts do not
     assert len(data) > 60_000
+
+
+def test_the_kernel_path_names_a_c_library_once():
+    """A C library laid by path is named "C library /path.so" already: the path says so once."""
+    from dipu.diopi import c_library
+    from dipu.report.collect import kernel_path
+
+    def diopiMul():
+        pass
+
+    diopiMul.__module__ = c_library.__name__
+
+    class Library:
+        base = None
+
+        def __init__(self, name):
+            self.name, self.functions = name, {"diopiMul": diopiMul}
+
+    record = {"category": "native", "kernel": "C++", "diopi": "diopiMul"}
+    assert kernel_path(record, Library("C library /lib/libref_c.so")) == "C++ wrapper -> C library /lib/libref_c.so"
+    assert kernel_path(record, Library("torch_cpp")) == "C++ wrapper -> C library torch_cpp"

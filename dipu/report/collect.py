@@ -141,7 +141,7 @@ def kernel_path(record: dict, library) -> str | None:
     from dipu.diopi import c_library
 
     kind = "C library" if getattr(implementation, "__module__", None) == c_library.__name__ else "Python library"
-    return f"{wrapper} -> {kind} {layer}"
+    return f"{wrapper} -> {layer if layer.startswith(kind) else f'{kind} {layer}'}"  # "C library /path.so" is named so
 
 
 def _implementation(library, name: str):
