@@ -86,8 +86,9 @@ static diopiError_t reduce(diopiTensorHandle_t out, diopiConstTensorHandle_t inp
     bool reduced[REF_MAX_DIMS] = {false};
     int64_t count = 0;
     for (int64_t i = 0; i < dim.len; ++i) {
-        int64_t d = dim.data[i] < 0 ? dim.data[i] + x.ndim : dim.data[i];
-        if (d < 0 || d >= (x.ndim ? x.ndim : 1))
+        int64_t wrap = x.ndim ? x.ndim : 1; /* a 0-dim tensor takes dim 0 or -1, as in PyTorch */
+        int64_t d = dim.data[i] < 0 ? dim.data[i] + wrap : dim.data[i];
+        if (d < 0 || d >= wrap)
             return ref_error("%s: dim %lld is out of range", name, (long long)dim.data[i]);
         if (x.ndim && !reduced[d]) ++count;
         if (x.ndim) reduced[d] = true;
