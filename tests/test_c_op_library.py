@@ -376,6 +376,9 @@ r = {
     "sum_0": close(lambda x: x.sum(0), a, rtol=1e-6),
     "mean_1": close(lambda x: x.mean(1), a, rtol=1e-6),
     "sum_middle": close(lambda x: x.view(37, 7, 10).sum(1), a, rtol=1e-6),
+    # a 0-dim tensor takes dim 0 or -1, as on the CPU
+    "sum_0dim_last": close(lambda x: x.sum(-1), a[0, 0], rtol=1e-6),
+    "mean_0dim_last": close(lambda x: x.mean([-1]), a[0, 0], rtol=1e-6),
 }
 r["fallback"] = dipu.fallback_counts()
 print(json.dumps(r))
