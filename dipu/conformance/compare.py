@@ -2,8 +2,9 @@
 inputs (forward and backward, train and eval) and OptimizerInfo configurations (a few steps).
 
 Shared by ``python -m dipu conformance`` (dipu/conformance/suites.py) and dipu's own suite
-(tests/test_opinfo.py). Each comparison raises on a difference; ``classify`` turns what it raised into a
-verdict (Note [The conformance certificate] in dipu/conformance/__init__.py).
+(tests/test_opinfo.py; tests/test_module_info.py through suites.module_verdict). Each comparison raises on a
+difference; ``classify`` turns what it raised into a verdict (Note [The conformance certificate] in
+dipu/conformance/__init__.py).
 """
 
 from __future__ import annotations
