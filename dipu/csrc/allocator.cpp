@@ -697,9 +697,7 @@ class DipuAllocator final : public AllocatorBase {
   }
 
   // Requires mutex_. Note [Oversize blocks]; never a block of an expandable segment (Note [Expandable segments]).
-  bool is_oversize(const Block* block) const {
-    return !block->expandable && block->size >= settings_.max_split_size;
-  }
+  bool is_oversize(const Block* block) const { return !block->expandable && block->size >= settings_.max_split_size; }
 
   // Requires mutex_. Cuts `block` (out of the pools) down to `size`, the rest cached as a block of its own.
   void split(Block* block, size_t size) {
@@ -828,7 +826,8 @@ class DipuAllocator final : public AllocatorBase {
     const size_t size = round_up(total ? total : kUnknownCapacityRange, granularity);
     void* base = runtime().vm_reserve(device, size);
     if (!base) {
-      TORCH_WARN_ONCE("dipu: the ", vendor().name, " vendor could not reserve ", format_bytes(static_cast<int64_t>(size)),
+      TORCH_WARN_ONCE("dipu: the ", vendor().name, " vendor could not reserve ",
+                      format_bytes(static_cast<int64_t>(size)),
                       " of addresses for an expandable segment; requests it cannot serve get plain segments");
       return nullptr;
     }
@@ -1189,9 +1188,9 @@ MemorySnapshot DipuAllocator::snapshot() {
       for (const auto& p : pool.pending) add(p.block);
     }
     for (Block* head : heads) {
-      MemorySnapshot::Segment seg{
-          head->device, head->stream, addr(head->ptr), 0, head->small, head->expandable != nullptr,
-          head->segment_context, {}};
+      MemorySnapshot::Segment seg{head->device, head->stream, addr(head->ptr), 0, head->small, false, nullptr, {}};
+      seg.expandable = head->expandable != nullptr;
+      seg.segment_context = head->segment_context;
       for (Block* b = head; b; b = b->next) {
         const char* state = b->pending ? "active_pending_free" : b->allocated ? "active_allocated" : "inactive";
         seg.blocks.push_back({addr(b->ptr), b->size, b->requested, state, b->allocated ? b->context : nullptr});

@@ -15,9 +15,9 @@
 //   which raises torch.OutOfMemoryError.
 // - Virtual memory (Note [Expandable segments] in allocator.cpp) calls the CUDA driver's VM API (cuMemAddressReserve,
 //   cuMemCreate, cuMemMap, cuMemSetAccess, cuMemUnmap, cuMemRelease, cuMemAddressFree), found with dlsym in the
-//   driver torch loaded (libcuda.so.1) at the first call. Each granule is mapped from an allocation of its own
-//   and the allocation released at once (the mapping keeps it alive), so any run of granules unmaps alone. A
-//   driver without the API reserves nothing: the allocator keeps plain segments.
+//   driver torch loaded (libcuda.so.1) at the first call. Each granule is mapped from an allocation of its own,
+//   released at once (the mapping keeps it alive), and unmapped alone (cuMemUnmap takes whole mappings), so any
+//   run of granules can go back. A driver without the API reserves nothing: the allocator keeps plain segments.
 // - Calls that wait (synchronize_*, the synchronous copies) release the GIL.
 // Making the runtime touches no device: CUDA starts at the first device use (Note [Lazy initialization]).
 #include "python.h"
@@ -246,7 +246,7 @@ class CudaRuntime final : public Runtime {
         status = vm->create(&handle, step, &prop, 0);
       }
       if (status == kCuOutOfMemory) {
-        if (done) check_driver(vm->unmap(start, done), VendorMethod::vm_unmap);
+        unmap(start, done, step);
         return false;
       }
       check_driver(status, VendorMethod::vm_map);
@@ -260,7 +260,7 @@ class CudaRuntime final : public Runtime {
   }
   void vm_unmap(int index, void* ptr, size_t nbytes) override {
     OnDevice on(started(), index);
-    check_driver(driver_vm()->unmap(static_cast<unsigned long long>(addr(ptr)), nbytes), VendorMethod::vm_unmap);
+    unmap(static_cast<unsigned long long>(addr(ptr)), nbytes, vm_granularity(index));
   }
   void vm_release(int index, void* ptr, size_t nbytes) override {
     OnDevice on(started(), index);
@@ -338,6 +338,12 @@ class CudaRuntime final : public Runtime {
       has_vm_ = missing.empty();
     });
     return has_vm_ ? &vm_ : nullptr;
+  }
+
+  // cuMemUnmap takes whole mappings: one granule at a time, as vm_map made them.
+  void unmap(unsigned long long start, size_t nbytes, size_t step) {
+    for (size_t done = 0; done < nbytes; done += step)
+      check_driver(driver_vm()->unmap(start + done, step), VendorMethod::vm_unmap);
   }
 
   void check_driver(int status, VendorMethod method) const {
