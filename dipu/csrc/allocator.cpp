@@ -20,7 +20,7 @@
 // Workloads whose shapes change every step (variable sequence lengths, a KV cache that grows each
 // decoded token) reuse the cache this way; before, a block served only a request up to 25% smaller than
 // itself and each new size cost a device malloc (benchmarks/bench_memory.py: a variable-length
-// Transformer training loop reserved 6.48x its peak, 1.39x with splitting; a GPT-2 decode 42.9x).
+// Transformer training loop reserved 6.48x its peak, 1.39x with splitting; a GPT-2 decode 42.9x, 1.37x).
 //
 // Note [Expandable segments]
 // With expandable_segments:True (Note [Allocator settings] in dipu/_alloc_conf.py) and a vendor that has the
@@ -29,8 +29,9 @@
 // addresses as large as the device is reserved once (vm_reserve), and when no cached block fits, memory is
 // mapped at the segment's end (vm_map, in multiples of the vendor's granularity), just what the request needs
 // beyond the free block already at the end, which the new memory joins. A segment is never too small for a
-// request, nor left with a tail no request fits, so a workload whose shapes vary reserves about its peak
-// (benchmarks/bench_memory.py). empty_cache, and an allocation that finds the device full, unmap the whole
+// request, nor left with a tail no request fits, so a workload whose shapes vary reserves less (benchmarks/
+// bench_memory.py: reserved/peak 1.26x for the variable-length Transformer and 1.21x for the GPT-2 decode,
+// against 1.39x and 1.37x with plain segments; holes between live blocks remain). empty_cache, and an allocation that finds the device full, unmap the whole
 // granules of each segment's free block at its end (vm_unmap); a segment left with nothing mapped gives its
 // range back (vm_release). Grows and shrinks run one at a time (vm_mutex_, taken before mutex_, and waited for
 // without the GIL: a Python vendor's call needs it), with mutex_ released around the vendor's calls; memory
