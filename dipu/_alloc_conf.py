@@ -16,8 +16,11 @@ the older spelling of ``backend``, is read first. The keys:
 - ``roundup_power2_divisions``: ``N`` (a power of two) for every size, or ``[1:4,256:2,>:8]``: from each
   size in MiB (rounded up to a power of two) up to the next, requests round up to one of N divisions of
   their power-of-two interval (Note [Block sizes]).
-- ``expandable_segments``: ``True`` or ``False``. dipu has no expandable segments yet (they need a
-  virtual-memory part of the vendor contract), so ``True`` warns once and keeps plain segments.
+- ``expandable_segments``: ``True`` or ``False`` (the default): one segment per stream and pool that grows
+  and shrinks by mapping memory at its end (Note [Expandable segments] in dipu/csrc/allocator.cpp). It needs
+  the vendor's virtual-memory methods (``vm_*`` in dipu/runtime.py; a C plug-in's ``DipuInitVirtualMemory``);
+  on a vendor without them ``True`` warns once, naming the vendor, and segments stay plain. Turned on or off
+  at run time, it governs the segments made from then on.
 
 An unknown key, a value that does not parse, or one out of range raises ``ValueError`` naming the variable
 (or ``_set_allocator_settings``) and the key. ``torch.dipu.memory._set_allocator_settings`` takes the same
@@ -173,15 +176,17 @@ def from_environment() -> AllocatorSettings:
 _warned_expandable = False
 
 
-def effective(settings: AllocatorSettings) -> AllocatorSettings:
-    """What dipu can do of ``settings``: expandable segments warn once and stay off (Note [Allocator settings])."""
+def effective(settings: AllocatorSettings, vendor: str, virtual_memory: bool) -> AllocatorSettings:
+    """What the vendor named ``vendor`` can do of ``settings``: without virtual memory, expandable segments warn
+    once and stay off (Note [Allocator settings])."""
     global _warned_expandable
-    if not settings.expandable_segments:
+    if not settings.expandable_segments or virtual_memory:
         return settings
     if not _warned_expandable:
         _warned_expandable = True
-        warnings.warn("dipu: expandable_segments:True is not supported yet (the vendor runtime contract has no "
-                      "virtual-memory API); the caching allocator keeps plain segments", stacklevel=3)
+        warnings.warn(f"dipu: expandable_segments:True: the {vendor} vendor's runtime has no virtual-memory methods "
+                      "(vm_granularity, vm_reserve, vm_map, vm_unmap, vm_release; for a C plug-in, "
+                      "DipuInitVirtualMemory); the caching allocator keeps plain segments", stacklevel=3)
     return dataclasses.replace(settings, expandable_segments=False)
 
 
@@ -194,4 +199,4 @@ def apply(native, settings: AllocatorSettings) -> None:
     global current
     current = settings
     native.set_allocator_settings((settings.max_split_size_mb or 0) << 20, settings.garbage_collection_threshold,
-                                  list(settings.roundup_power2_divisions))
+                                  list(settings.roundup_power2_divisions), settings.expandable_segments)

@@ -18,13 +18,14 @@ import torch
 
 from dipu import _alloc_conf, _native, runtime
 
-__all__ = ["_C", "vendor", "caching_allocator", "allocator_settings"]
+__all__ = ["_C", "vendor", "caching_allocator", "allocator_settings", "virtual_memory"]
 
 
-#: The allocator settings in effect (Note [Allocator settings] in dipu/_alloc_conf.py).
-allocator_settings = _alloc_conf.effective(_alloc_conf.from_environment())
+#: The allocator settings asked for (Note [Allocator settings] in dipu/_alloc_conf.py); read before anything
+#: loads, so that a bad value fails first.
+_asked = _alloc_conf.from_environment()
 #: Whether device memory goes through the caching allocator (``backend`` of ``PYTORCH_ALLOC_CONF``).
-caching_allocator = allocator_settings.backend == "caching"
+caching_allocator = _asked.backend == "caching"
 
 torch.utils.rename_privateuse1_backend("dipu")
 #: The native core (dipu/csrc), also importable as ``dipu._C``.
@@ -33,6 +34,8 @@ sys.modules["dipu._C"] = _C
 _vendor = runtime.load_vendor(load_plugin=_C.load_runtime_plugin)
 # A C plug-in's table serves the core directly (Note [Two kinds of vendor runtime]).
 _plugin = runtime.plugin_of(_vendor)
+#: Whether the vendor has the virtual-memory methods expandable segments need.
+virtual_memory = runtime.has_virtual_memory(_vendor)
 _C.register_vendor(
     _vendor,
     _vendor.name,
@@ -45,7 +48,10 @@ _C.register_vendor(
     _vendor.native_generator,
     _plugin,
     _vendor.native_cuda_library,
+    virtual_memory,
 )
+#: The allocator settings in effect: those asked for, as far as the vendor can do them.
+allocator_settings = _alloc_conf.effective(_asked, _vendor.name, virtual_memory)
 _alloc_conf.apply(_C, allocator_settings)
 
 

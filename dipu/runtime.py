@@ -78,6 +78,9 @@ class SynchronousEvent:
 #: (checked when it loads), so no default ever meets a handle it did not make.
 STREAM_AND_EVENT_METHODS = ("create_stream", "destroy_stream", "synchronize_stream", "stream_wait_event",
                             "create_event", "destroy_event", "record_event", "synchronize_event")
+#: The optional virtual-memory methods, for the caching allocator's expandable segments (Note [Expandable
+#: segments] in dipu/csrc/allocator.cpp): a vendor implements all of them or none (checked when it loads).
+VIRTUAL_MEMORY_METHODS = ("vm_granularity", "vm_reserve", "vm_map", "vm_unmap", "vm_release")
 
 
 class DeviceRuntime(abc.ABC):
@@ -240,6 +243,31 @@ class DeviceRuntime(abc.ABC):
         """Release memory from :meth:`host_malloc`."""
         raise NotImplementedError
 
+    # ---- optional: virtual memory ----------------------------------------------------
+    # A vendor that can put memory behind a reserved range of addresses piece by piece implements all five,
+    # and PYTORCH_ALLOC_CONF=expandable_segments:True then grows one segment per stream instead of allocating
+    # many (Note [Expandable segments] in dipu/csrc/allocator.cpp). Addresses and sizes dipu passes are
+    # multiples of the granularity.
+    def vm_granularity(self, index: int) -> int:
+        """The unit of mapping on device ``index`` in bytes: a power of two (2 MiB on CUDA)."""
+        raise NotImplementedError
+
+    def vm_reserve(self, index: int, nbytes: int) -> int:
+        """Reserve ``nbytes`` of addresses with no memory behind them; their start (0: no range that large)."""
+        raise NotImplementedError
+
+    def vm_map(self, index: int, ptr: int, nbytes: int) -> bool:
+        """Put device memory behind ``[ptr, ptr + nbytes)`` of a reserved range; False when out of memory."""
+        raise NotImplementedError
+
+    def vm_unmap(self, index: int, ptr: int, nbytes: int) -> None:
+        """Give the memory behind ``[ptr, ptr + nbytes)`` back to the device; the addresses stay reserved."""
+        raise NotImplementedError
+
+    def vm_release(self, index: int, ptr: int, nbytes: int) -> None:
+        """Give back a whole range :meth:`vm_reserve` made, nothing mapped in it."""
+        raise NotImplementedError
+
     # ---- optional: profiling and random numbers ---------------------------------------
     #: A vendor with its own tracer (CUPTI, a vendor profiler) hooks it here.
     def start_tracing(self) -> None:
@@ -269,6 +297,18 @@ def _implements(cls: type, method: str) -> bool:
     return getattr(cls, method) is not getattr(DeviceRuntime, method)
 
 
+def has_virtual_memory(runtime: DeviceRuntime) -> bool:
+    """Whether ``runtime`` has the virtual-memory methods expandable segments need: a Python vendor's own
+    :data:`VIRTUAL_MEMORY_METHODS`, a C plug-in's ``DipuInitVirtualMemory`` group, or, for the core's CUDA
+    runtime, the driver's (which answers for itself when it reserves)."""
+    plugin = plugin_of(runtime)
+    if plugin is not None:
+        return plugin.has_virtual_memory()
+    if runtime.native_cuda_library is not None:
+        return True
+    return all(overrides(runtime, m) for m in VIRTUAL_MEMORY_METHODS)
+
+
 def check_runtime_class(name: str, cls: type) -> None:
     """Fail at once, naming every missing required method, for an incomplete vendor."""
     if not (isinstance(cls, type) and issubclass(cls, DeviceRuntime)):
@@ -285,6 +325,13 @@ def check_runtime_class(name: str, cls: type) -> None:
             f"dipu vendor '{name}' ({cls.__module__}.{cls.__qualname__}) implements the stream and event "
             f"methods {', '.join(own)} but not {', '.join(m for m in STREAM_AND_EVENT_METHODS if m not in own)}: "
             "a vendor with streams of its own implements all of them, one without none"
+        )
+    own = [m for m in VIRTUAL_MEMORY_METHODS if _implements(cls, m)]
+    if own and len(own) < len(VIRTUAL_MEMORY_METHODS):
+        raise TypeError(
+            f"dipu vendor '{name}' ({cls.__module__}.{cls.__qualname__}) implements the virtual-memory methods "
+            f"{', '.join(own)} but not {', '.join(m for m in VIRTUAL_MEMORY_METHODS if m not in own)}: all of them "
+            "or none"
         )
 
 

@@ -2,7 +2,9 @@
 
 Four threads allocate, compute and free on both dipu devices (some tensors record_stream'ed on
 a stream of the other device, some moved across devices) while a fifth empties the cache and
-reads the statistics every 2 ms, with the memory history on. A race in the caching allocator
+reads the statistics every 2 ms, with the memory history on, and turns expandable segments on and
+off every 20 rounds where the vendor has them (Note [Expandable segments]), so blocks are split
+and merged in plain segments and in segments that grow and shrink, both at once. A race in the caching allocator
 shows as a crash of this process (abort, segfault, or a sanitizer's report), not as an
 exception: the parent only looks at the exit status and the final line.
 
@@ -30,8 +32,8 @@ def worker(k: int, deadline: float, errors: list) -> None:
         step = 0
         while time.monotonic() < deadline:
             step += 1
-            # Sizes from 2 KiB to 3 MiB: the small and the large pool, cached and new segments.
-            n = [512, 4096, 65536, 300_000, 786_432][step % 5]
+            # Sizes from 2 KiB to 12 MiB: the small and the large pool, cached and new segments.
+            n = [512, 4096, 65536, 300_000, 786_432, 3_000_000][step % 6]
             a = torch.randn(n, generator=gen).to(here)
             b = (a * 2 + 1).relu()
             if step % 3 == 0:
@@ -56,8 +58,13 @@ class _nothing:
 
 
 def housekeeper(deadline: float, errors: list, rounds: list) -> None:
+    import dipu
+
     try:
         while time.monotonic() < deadline:
+            if dipu._core.virtual_memory and rounds[0] % 20 == 0:
+                on = rounds[0] % 40 == 0
+                torch.dipu.memory._set_allocator_settings(f"expandable_segments:{on}")
             torch.dipu.empty_cache()
             for device in range(2):
                 torch.dipu.memory_stats(device)

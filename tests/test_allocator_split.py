@@ -201,22 +201,6 @@ def test_garbage_collection_threshold_returns_old_free_segments(python):
     assert python(code, env=env).stdout.split() == ["0", "350"]
 
 
-def test_expandable_segments_are_refused_with_a_warning(python):
-    code = """
-        import warnings
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            import torch, dipu
-            x = torch.ones(10, device="dipu")
-        print([str(w.message) for w in caught if "expandable" in str(w.message)])
-        print(torch.dipu.memory._snapshot()["allocator_settings"]["expandable_segments"],
-              {s["is_expandable"] for s in torch.dipu.memory_snapshot()})
-    """
-    out = python(code, env={"PYTORCH_ALLOC_CONF": "expandable_segments:True"}).stdout.splitlines()
-    assert "expandable_segments:True is not supported yet" in out[0]
-    assert out[1] == "False {False}"
-
-
 @pytest.mark.parametrize("text, message", [
     ("foo:1", "PYTORCH_ALLOC_CONF: unknown key 'foo'; dipu's allocator takes backend, expandable_segments, "
               "garbage_collection_threshold, max_split_size_mb, roundup_power2_divisions"),
@@ -288,7 +272,7 @@ def test_out_of_memory_names_fragmentation(python):
     assert "dipu out of memory on sim device dipu:0: tried to allocate 18.00 MiB. The device has a total capacity " \
            "of 256.00 MiB of which" in out
     assert " is reserved but unallocated. Reserved but unallocated memory is large: the cache is fragmented; " \
-           "setting PYTORCH_ALLOC_CONF=max_split_size_mb:<MiB>" in out
+           "setting PYTORCH_ALLOC_CONF=expandable_segments:True" in out  # Note [Expandable segments]
 
 
 def test_snapshot_segments_show_their_blocks_and_memory_viz_reads_them(tmp_path):

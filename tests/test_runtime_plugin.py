@@ -230,6 +230,41 @@ def test_a_failing_plugin_function_raises_and_the_process_goes_on(tmp_path, pyth
     """, env={"DIPU_VENDOR": str(path)})
 
 
+def test_a_plugin_without_virtual_memory_keeps_plain_segments_with_a_warning(tmp_path, python):
+    """Note [Expandable segments]: Paddle's table has no virtual memory; such a plug-in loads as it is."""
+    path = minimal(tmp_path)
+    assert not load(path).has_virtual_memory()
+    out = python("""
+        import warnings
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            import torch, dipu
+            x = torch.ones(1000, device="dipu")
+        print([str(w.message) for w in caught if "expandable" in str(w.message)])
+        print({s["is_expandable"] for s in torch.dipu.memory_snapshot()}, x.sum().item())
+    """, env={"DIPU_VENDOR": str(path), "PYTORCH_ALLOC_CONF": "expandable_segments:True"}).stdout.splitlines()
+    assert "expandable_segments:True: the mini vendor's runtime has no virtual-memory methods" in out[0]
+    assert out[1] == "{False} 1000.0"
+
+
+def test_a_plugin_filling_part_of_the_virtual_memory_group_is_refused(tmp_path):
+    source = MINIMAL + r"""
+static C_Status granularity(const C_Device d, size_t *g) { *g = 4096; return C_SUCCESS; }
+void DipuInitVirtualMemory(DipuVirtualMemoryInterface *vm) { vm->granularity = granularity; }
+"""
+    path = build(tmp_path, source, "partial", ["-DPLUGIN_EDIT=(void)0", "-DCOPY_STATUS=C_SUCCESS"])
+    with pytest.raises(RuntimeError, match="DipuInitVirtualMemory filled 1 of the 5 functions of "
+                                           "DipuVirtualMemoryInterface; a plug-in fills all of them or none"):
+        load(path)
+
+
+def test_refc_has_virtual_memory(python):
+    python("""
+        import dipu
+        assert dipu.vendor().plugin.has_virtual_memory() and dipu._core.virtual_memory
+    """, env=REFC)
+
+
 # ---- the reference C vendor --------------------------------------------------------------------------
 
 def test_refc_reports_its_devices(python):

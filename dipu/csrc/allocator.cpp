@@ -20,9 +20,29 @@
 // Workloads whose shapes change every step (variable sequence lengths, a KV cache that grows each
 // decoded token) reuse the cache this way; before, a block served only a request up to 25% smaller than
 // itself and each new size cost a device malloc (benchmarks/bench_memory.py: a variable-length
-// Transformer training loop reserved 4.2x its peak, a GPT-2 decode several times).
-// Segments are not expandable: that needs a virtual-memory part of the vendor contract that dipu has
-// not got, so expandable_segments:True is refused with a warning (dipu/_alloc_conf.py).
+// Transformer training loop reserved 6.48x its peak, 1.39x with splitting; a GPT-2 decode 42.9x, 1.37x).
+//
+// Note [Expandable segments]
+// With expandable_segments:True (Note [Allocator settings] in dipu/_alloc_conf.py) and a vendor that has the
+// virtual-memory functions (the vm_* methods of dipu/runtime.py; for a C plug-in, DipuVirtualMemoryInterface in
+// dipu/include/dipu/custom_runtime.h), each stream has one segment per pool instead of many: a range of
+// addresses as large as the device is reserved once (vm_reserve), and when no cached block fits, memory is
+// mapped at the segment's end (vm_map, in multiples of the vendor's granularity), just what the request needs
+// beyond the free block already at the end, which the new memory joins. A segment is never too small for a
+// request, nor left with a tail no request fits, so a workload whose shapes vary reserves less (benchmarks/
+// bench_memory.py: reserved/peak 1.26x for the variable-length Transformer and 1.21x for the GPT-2 decode,
+// against 1.39x and 1.37x with plain segments; holes between live blocks remain). empty_cache, and an allocation that finds the device full, unmap the whole
+// granules of each segment's free block at its end (vm_unmap); a segment left with nothing mapped gives its
+// range back (vm_release). Grows and shrinks run one at a time (vm_mutex_, taken before mutex_, and waited for
+// without the GIL: a Python vendor's call needs it), with mutex_ released around the vendor's calls; memory
+// enters the pools only once mapped and leaves them before it is unmapped. The statistics count the segment
+// once from its reservation to its release, its mapped bytes as reserved, and each map and unmap as a device
+// allocation and free (num_device_alloc, num_device_free); the history records them as segment_map and
+// segment_unmap, as CUDA's does, and the snapshot marks the segment is_expandable. A block of an expandable
+// segment is never oversize (max_split_size_mb) and garbage_collection_threshold leaves the segment alone: it
+// only grows by what is missing. Without the vendor's functions the setting warns once, naming the vendor, and
+// segments stay plain; a vendor that cannot reserve the range (vm_reserve answers null) serves that request
+// with a plain segment, after a warning.
 //
 // Note [Oversize blocks]
 // With max_split_size_mb set (PYTORCH_ALLOC_CONF), a block of at least that size is never split, a
@@ -70,9 +90,11 @@
 // outputs, such as a functional _foreach_ one): `take` makes a block of it, which keeps the
 // result's storage alive and counts in every statistic as memory dipu allocated (its own segment, of the
 // result's exact size). It follows a block's stream rules (record_stream holds it until those streams
-// are done) and then goes back to the allocator it came from, never into dipu's cache. A take that would
-// pass the memory cap is refused (the library copies). The vendor never sees this memory: a simulated
-// device's capacity does not count it.
+// are done) and then goes back to the allocator it came from, never into dipu's cache. The vendor never
+// sees this memory, so the allocator counts it against the device's capacity (mem_get_info's total, asked
+// once) itself: every byte dipu reserves, the vendor's and the taken, counts once, and a take or a vendor
+// allocation that would pass the capacity or the memory cap (Note [Memory fraction]) is refused (a take
+// is then copied by the library; an allocation is out of memory).
 //
 // Note [Backward on the caller's thread]
 // PyTorch's autograd engine runs the backward of every device but the CPU on a worker thread of its own, one
@@ -124,6 +146,7 @@ constexpr size_t kMinLargeAlloc = 10 << 20;  // large requests below this get a 
 constexpr size_t kLargeBuffer = 20 << 20;
 constexpr size_t kRoundLarge = 2 << 20;  // larger segments round up to this
 constexpr size_t kMaxSpareBlocks = 1024;  // Block objects kept for reuse after merges
+constexpr size_t kUnknownCapacityRange = size_t{64} << 30;  // an expandable segment's range where the total is unknown
 
 // Index into a StatArray for a block of the small pool or the large one.
 size_t pool_index(bool small) { return small ? 1 : 2; }
@@ -145,6 +168,8 @@ struct FreeOrder {
 };
 using FreeSet = std::set<Block*, FreeOrder>;
 using ActiveMap = std::map<void*, Block*>;
+
+struct Expandable;
 
 struct Block {
   c10::DeviceIndex device;
@@ -170,6 +195,7 @@ struct Block {
   ActiveMap::node_type active_node;
   // Note [Taken results]: the native storage whose memory this block is; empty for the vendor's memory.
   c10::Storage taken;
+  Expandable* expandable = nullptr;  // the segment, where it is expandable (Note [Expandable segments])
 
   bool is_split() const { return prev != nullptr || next != nullptr; }
 };
@@ -180,13 +206,35 @@ bool FreeOrder::operator()(const Block* a, const Block* b) const {
   return addr(a->ptr) < addr(b->ptr);
 }
 
+// Note [Expandable segments]: a reserved range, mapped from its start up to `mapped`, where blocks base..last
+// lie; changed under mutex_ and, for `mapped`, vm_mutex_ as well.
+struct Expandable {
+  c10::DeviceIndex device;
+  c10::StreamId stream;
+  bool small;
+  char* base;
+  size_t reserved;
+  size_t granularity;
+  size_t mapped = 0;
+  Block* last = nullptr;  // the block at the end of the mapped memory; null while none is mapped
+};
+
 struct Pending {
   Block* block;
   std::vector<std::pair<Handle, c10::DeviceIndex>> events;
 };
 
 // The allocator actions of c10::CachingDeviceAllocator::TraceEntry, by their snapshot names.
-enum class Action { kAlloc, kFreeRequested, kFreeCompleted, kSegmentAlloc, kSegmentFree, kOom };
+enum class Action {
+  kAlloc,
+  kFreeRequested,
+  kFreeCompleted,
+  kSegmentAlloc,
+  kSegmentFree,
+  kOom,
+  kSegmentMap,
+  kSegmentUnmap
+};
 const char* action_name(Action a) {
   switch (a) {
     case Action::kAlloc: return "alloc";
@@ -195,6 +243,8 @@ const char* action_name(Action a) {
     case Action::kSegmentAlloc: return "segment_alloc";
     case Action::kSegmentFree: return "segment_free";
     case Action::kOom: return "oom";
+    case Action::kSegmentMap: return "segment_map";
+    case Action::kSegmentUnmap: return "segment_unmap";
   }
   return "?";
 }
@@ -213,6 +263,8 @@ struct DevicePool {
   std::vector<Pending> pending;
   DeviceStats stats;
   int64_t limit = 0;  // Note [Memory fraction]; 0: none
+  int64_t capacity = -1;  // the device's total memory (Note [Taken results]); 0: unknown, -1: not asked yet
+  std::map<std::pair<c10::StreamId, bool>, Expandable*> expandable;  // by (stream, small)
   uint64_t free_clock = 0;  // counts blocks entering the free pools
   std::deque<TraceRecord> trace;
   FreeSet& blocks_of(bool small) { return small ? small_blocks : large_blocks; }
@@ -267,6 +319,7 @@ class DipuAllocator final : public AllocatorBase {
   void configure(const AllocatorSettings& settings) {
     std::lock_guard<std::mutex> lock(mutex_);
     settings_ = settings;
+    expandable_.store(settings.expandable_segments && vendor().has_vm);
   }
 
   c10::DataPtr allocate(size_t nbytes) override {
@@ -280,6 +333,7 @@ class DipuAllocator final : public AllocatorBase {
     Usage usage;
     size_t size;
     Block* block = caching_ ? take_cached(device, stream, nbytes, context, usage, size) : nullptr;
+    if (!block && caching_ && expandable_.load()) block = grow(device, stream, size, nbytes, context, usage);
     if (!block) block = new_segment(device, stream, caching_ ? size : round_up(nbytes, kRound), nbytes, context, usage);
     report_to_profiler(block->ptr, static_cast<int64_t>(block->size), usage, dev);
     return {block->ptr, block, &delete_block, dev};
@@ -291,7 +345,7 @@ class DipuAllocator final : public AllocatorBase {
   // memory cap refuses it, or there is no memory to take (blocks are keyed by their address).
   c10::DataPtr take(const c10::Storage& native, c10::DeviceIndex device) {
     const size_t size = native.nbytes();
-    if (size == 0 || native.data() == nullptr || over_limit(device, size)) return {};
+    if (size == 0 || native.data() == nullptr || over_limit(device, size) || over_capacity(device, size)) return {};
     c10::Device dev(kDipu, device);
     Context context = gather(kState);
     auto* block = new Block{device, current_stream(device).id(), size, native.mutable_data(), {}};
@@ -337,7 +391,7 @@ class DipuAllocator final : public AllocatorBase {
       decrease(s.requested_bytes, small, static_cast<int64_t>(block->requested));
       decrease(s.allocation, small, 1);
       decrease(s.active, small, 1);
-      if (size >= settings_.max_split_size) s.oversize_allocations.decrease(1);
+      if (is_oversize(block)) s.oversize_allocations.decrease(1);
       record(device, Action::kFreeRequested, addr(ptr), size, block->stream, context);
       block->context.reset();
       usage = usage_of(s);
@@ -390,7 +444,7 @@ class DipuAllocator final : public AllocatorBase {
     block->other_uses.push_back(stream);
   }
 
-  void empty_cache() {
+  void empty_cache() {  // every device's plain segments wholly free, and the free ends of expandable ones
     for (c10::DeviceIndex d = 0; d < static_cast<c10::DeviceIndex>(pools_.size()); ++d) {
       release_cached(d);
     }
@@ -632,6 +686,7 @@ class DipuAllocator final : public AllocatorBase {
     b->context.reset();
     b->segment_context.reset();
     b->taken = c10::Storage();
+    b->expandable = nullptr;
     b->prev = b->next = nullptr;
     b->allocated = b->pending = false;
     spare_.push_back(b);
@@ -639,8 +694,11 @@ class DipuAllocator final : public AllocatorBase {
 
   // Requires mutex_. Whether taking `size` bytes of a free `block` leaves a remainder to keep cached.
   bool should_split(const Block* block, size_t size) const {
-    return block->size - size >= kRound && (block->small || size < settings_.max_split_size);
+    return block->size - size >= kRound && (block->small || block->expandable || size < settings_.max_split_size);
   }
+
+  // Requires mutex_. Note [Oversize blocks]; never a block of an expandable segment (Note [Expandable segments]).
+  bool is_oversize(const Block* block) const { return !block->expandable && block->size >= settings_.max_split_size; }
 
   // Requires mutex_. Cuts `block` (out of the pools) down to `size`, the rest cached as a block of its own.
   void split(Block* block, size_t size) {
@@ -657,6 +715,8 @@ class DipuAllocator final : public AllocatorBase {
     if (block->next) block->next->prev = rest;
     block->next = rest;
     block->size = size;
+    rest->expandable = block->expandable;
+    if (block->expandable && block->expandable->last == block) block->expandable->last = rest;
     to_free_pool(rest);
   }
 
@@ -674,6 +734,7 @@ class DipuAllocator final : public AllocatorBase {
       } else {
         block->next = n->next;
         if (block->next) block->next->prev = block;
+        if (block->expandable && block->expandable->last == n) block->expandable->last = block;
       }
       block->size += n->size;
       retire(n);
@@ -690,8 +751,8 @@ class DipuAllocator final : public AllocatorBase {
     if (it == free_blocks.end() || (*it)->stream != stream) return nullptr;
     Block* b = *it;
     // See Note [Oversize blocks].
-    if (size < settings_.max_split_size && b->size >= settings_.max_split_size) return nullptr;
-    if (size >= settings_.max_split_size && b->size >= size + kLargeBuffer) return nullptr;
+    if (!b->expandable && size < settings_.max_split_size && b->size >= settings_.max_split_size) return nullptr;
+    if (!b->expandable && size >= settings_.max_split_size && b->size >= size + kLargeBuffer) return nullptr;
     from_free_pool(b);
     split(b, size);
     mark_active(b);
@@ -713,7 +774,7 @@ class DipuAllocator final : public AllocatorBase {
     increase(s.active_bytes, block->small, static_cast<int64_t>(block->size));
     increase(s.allocation, block->small, 1);
     increase(s.active, block->small, 1);
-    if (block->size >= settings_.max_split_size) s.oversize_allocations.increase(1);
+    if (is_oversize(block)) s.oversize_allocations.increase(1);
   }
 
   // Whether reserving `size` more bytes would pass the device's cap (Note [Memory fraction]).
@@ -723,8 +784,183 @@ class DipuAllocator final : public AllocatorBase {
     return pool.limit > 0 && pool.stats.reserved_bytes[0].current + static_cast<int64_t>(size) > pool.limit;
   }
 
+  // Whether reserving `size` more bytes would pass the device's total memory (Note [Taken results]).
+  bool over_capacity(c10::DeviceIndex device, size_t size) {
+    int64_t capacity;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      capacity = pools_[device].capacity;
+    }
+    if (capacity < 0) capacity = static_cast<int64_t>(runtime().mem_get_info(device).second);
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto& pool = pools_[device];
+    pool.capacity = capacity;
+    return capacity > 0 && pool.stats.reserved_bytes[0].current + static_cast<int64_t>(size) > capacity;
+  }
+
   void* limited_malloc(c10::DeviceIndex device, size_t size) {
-    return over_limit(device, size) ? nullptr : raw_malloc(device, size);
+    return over_limit(device, size) || over_capacity(device, size) ? nullptr : raw_malloc(device, size);
+  }
+
+  // ---- Note [Expandable segments] ----
+
+  // vm_mutex_, waited for without the GIL.
+  std::unique_lock<std::mutex> lock_vm() {
+    std::unique_lock<std::mutex> vm(vm_mutex_, std::try_to_lock);
+    if (!vm.owns_lock()) vendor().blocking([&] { vm.lock(); });
+    return vm;
+  }
+
+  // Requires vm_mutex_. (device, stream)'s expandable segment of a pool, its range reserved at the first call;
+  // null where the vendor reserves no range.
+  Expandable* expandable_of(c10::DeviceIndex device, c10::StreamId stream, bool small) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto& segments = pools_[device].expandable;
+      auto it = segments.find({stream, small});
+      if (it != segments.end()) return it->second;
+    }
+    const size_t granularity = runtime().vm_granularity(device);
+    TORCH_CHECK(granularity > 0 && (granularity & (granularity - 1)) == 0, "dipu: vendor '", vendor().name,
+                "' reports a virtual-memory granularity of ", granularity, " bytes; it must be a power of two");
+    const size_t total = runtime().mem_get_info(device).second;
+    const size_t size = round_up(total ? total : kUnknownCapacityRange, granularity);
+    void* base = runtime().vm_reserve(device, size);
+    if (!base) {
+      TORCH_WARN_ONCE("dipu: the ", vendor().name, " vendor could not reserve ",
+                      format_bytes(static_cast<int64_t>(size)),
+                      " of addresses for an expandable segment; requests it cannot serve get plain segments");
+      return nullptr;
+    }
+    if (addr(base) % granularity != 0) {
+      runtime().vm_release(device, base, size);
+      TORCH_CHECK(false, "dipu: vendor '", vendor().name, "' reserved a range at ", base,
+                  ", which is not a multiple of its granularity (", granularity, " bytes)");
+    }
+    auto* seg = new Expandable{device, stream, small, static_cast<char*>(base), size, granularity};
+    std::lock_guard<std::mutex> lock(mutex_);
+    pools_[device].expandable.emplace(std::make_pair(stream, small), seg);
+    increase(pools_[device].stats.segment, small, 1);
+    return seg;
+  }
+
+  // (device, stream)'s expandable segment of the pool of `size`-byte blocks grows until the free block at its end
+  // holds `size` bytes, which are handed out (the request was `asked`); null where the vendor reserves no range
+  // (a plain segment serves the request then); torch.OutOfMemoryError where the device is full.
+  Block* grow(c10::DeviceIndex device, c10::StreamId stream, size_t size, size_t asked, const Context& context,
+              Usage& usage) {
+    const bool small = size <= kSmallSize;
+    std::unique_lock<std::mutex> vm = lock_vm();
+    for (bool retried = false;;) {
+      Expandable* seg = expandable_of(device, stream, small);
+      if (!seg) return nullptr;
+      size_t missing;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        Block* last = seg->last;
+        const size_t tail = last && !last->allocated ? last->size : 0;
+        if (tail >= size) {
+          from_free_pool(last);
+          split(last, size);
+          mark_active(last);
+          hand_out(last, asked, context, usage);
+          return last;
+        }
+        missing = round_up(size - tail, seg->granularity);
+      }
+      if (map_more(seg, missing, context)) continue;
+      if (retried) out_of_memory(device, stream, missing, asked, context);
+      retried = true;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        pools_[device].stats.num_alloc_retries += 1;
+      }
+      release_cached_holding_vm(device);  // may release `seg`
+    }
+  }
+
+  // Requires vm_mutex_. Maps `bytes` more at the end of `seg`, joining the free block there; false where the
+  // range, the device or the memory cap has no room.
+  bool map_more(Expandable* seg, size_t bytes, const Context& context) {
+    const c10::DeviceIndex device = seg->device;
+    if (seg->mapped + bytes > seg->reserved || over_limit(device, bytes) || over_capacity(device, bytes)) return false;
+    char* at = seg->base + seg->mapped;
+    if (!runtime().vm_map(device, at, bytes)) return false;
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto& s = pools_[device].stats;
+    Block* last = seg->last;
+    if (last && !last->allocated) {
+      from_free_pool(last);
+      last->size += bytes;
+      to_free_pool(last);
+    } else {
+      Block* b = spare_block();
+      b->device = device;
+      b->stream = seg->stream;
+      b->size = bytes;
+      b->ptr = at;
+      b->small = seg->small;
+      b->requested = 0;
+      b->expandable = seg;
+      b->prev = last;
+      if (last)
+        last->next = b;
+      else
+        b->segment_context = context;
+      seg->last = b;
+      to_free_pool(b);
+    }
+    seg->mapped += bytes;
+    increase(s.reserved_bytes, seg->small, static_cast<int64_t>(bytes));
+    s.num_device_alloc += 1;
+    record(device, Action::kSegmentMap, addr(at), bytes, seg->stream, gather_for_trace(context));
+    return true;
+  }
+
+  // Requires vm_mutex_. Unmaps the whole granules of the free block at the end of each of `device`'s expandable
+  // segments; a segment left with nothing mapped gives its range back.
+  void shrink(c10::DeviceIndex device) {
+    std::vector<Expandable*> segments;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (const auto& entry : pools_[device].expandable) segments.push_back(entry.second);
+    }
+    for (Expandable* seg : segments) {
+      size_t keep = 0, bytes = 0;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        Block* last = seg->last;
+        if (last && last->allocated) continue;
+        if (last) {
+          const size_t offset = addr(last->ptr) - addr(seg->base);
+          keep = round_up(offset, seg->granularity);
+          bytes = seg->mapped - keep;
+        }
+        if (bytes) {
+          from_free_pool(last);
+          if (keep == addr(last->ptr) - addr(seg->base)) {  // the whole block goes
+            seg->last = last->prev;
+            if (last->prev) last->prev->next = nullptr;
+            retire(last);
+          } else {
+            last->size -= bytes;
+            to_free_pool(last);
+          }
+          seg->mapped = keep;
+          auto& s = pools_[device].stats;
+          decrease(s.reserved_bytes, seg->small, static_cast<int64_t>(bytes));
+          s.num_device_free += 1;
+          record(device, Action::kSegmentUnmap, addr(seg->base) + keep, bytes, seg->stream, nullptr);
+        }
+      }
+      if (bytes) runtime().vm_unmap(device, seg->base + keep, bytes);
+      if (seg->mapped > 0) continue;
+      runtime().vm_release(device, seg->base, seg->reserved);
+      std::lock_guard<std::mutex> lock(mutex_);
+      pools_[device].expandable.erase({seg->stream, seg->small});
+      decrease(pools_[device].stats.segment, seg->small, 1);
+      delete seg;
+    }
   }
 
   // A new segment from the vendor for a block of `size` bytes (the request was `asked`), split and handed
@@ -777,11 +1013,16 @@ class DipuAllocator final : public AllocatorBase {
     std::string cap = capped ? ", and this process may reserve at most " + format_bytes(limit) +
                                    " of it (torch.dipu.set_per_process_memory_fraction)"
                              : "";
-    // Enough bytes are cached, but no block of them is large enough: the cache is fragmented.
-    std::string advice = unallocated >= static_cast<int64_t>(asked)
-                             ? " Reserved but unallocated memory is large: the cache is fragmented; setting "
-                               "PYTORCH_ALLOC_CONF=max_split_size_mb:<MiB> keeps large blocks from being split."
-                             : "";
+    // Enough bytes are cached, but no block of them is large enough: the cache is fragmented. Expandable
+    // segments are the cure where the vendor has them and they are off (Note [Expandable segments]).
+    std::string advice;
+    if (unallocated >= static_cast<int64_t>(asked)) {
+      advice = " Reserved but unallocated memory is large: the cache is fragmented; setting PYTORCH_ALLOC_CONF=";
+      advice += vendor().has_vm && !expandable_.load()
+                    ? "expandable_segments:True lets one segment per stream grow instead (or max_split_size_mb:<MiB> "
+                      "keeps large blocks from being split)."
+                    : "max_split_size_mb:<MiB> keeps large blocks from being split.";
+    }
     TORCH_CHECK_WITH(
         OutOfMemoryError, false, "dipu out of memory on ", vendor().name, " device dipu:", static_cast<int>(device),
         ": tried to allocate ", format_bytes(static_cast<int64_t>(asked)), ". The device has a total capacity of ",
@@ -808,7 +1049,7 @@ class DipuAllocator final : public AllocatorBase {
       std::vector<Block*> whole;
       for (auto* set : {&pool.small_blocks, &pool.large_blocks})
         for (Block* b : *set)
-          if (!b->is_split()) whole.push_back(b);
+          if (!b->is_split() && !b->expandable) whole.push_back(b);
       std::sort(whole.begin(), whole.end(), [](const Block* a, const Block* b) { return a->freed_at < b->freed_at; });
       for (Block* b : whole) {
         if (reserved <= target) break;
@@ -820,8 +1061,13 @@ class DipuAllocator final : public AllocatorBase {
     release_to_vendor(blocks);
   }
 
-  // Returns every wholly free segment of `device` to the vendor.
+  // Returns every wholly free plain segment of `device` to the vendor, and unmaps the free ends of its expandable
+  // ones.
   void release_cached(c10::DeviceIndex device) {
+    std::unique_lock<std::mutex> vm = lock_vm();
+    release_cached_holding_vm(device);
+  }
+  void release_cached_holding_vm(c10::DeviceIndex device) {
     reclaim_pending(device);
     std::vector<Block*> blocks;
     {
@@ -829,10 +1075,11 @@ class DipuAllocator final : public AllocatorBase {
       auto& pool = pools_[device];
       for (auto* set : {&pool.small_blocks, &pool.large_blocks})
         for (Block* b : *set)
-          if (!b->is_split()) blocks.push_back(b);
+          if (!b->is_split() && !b->expandable) blocks.push_back(b);
       for (Block* b : blocks) from_free_pool(b);
     }
     release_to_vendor(blocks);
+    shrink(device);
   }
 
   // Whole segments out of the pools (or uncached blocks) back to the vendor.
@@ -905,7 +1152,9 @@ class DipuAllocator final : public AllocatorBase {
     }
   }
 
+  std::mutex vm_mutex_;  // Note [Expandable segments]: taken before mutex_
   std::mutex mutex_;
+  std::atomic<bool> expandable_{false};  // expandable segments are on (and the vendor has virtual memory)
   std::vector<DevicePool> pools_;
   ActiveMap active_;
   std::vector<Block*> spare_;  // Note [Nodes kept by their block]
@@ -940,8 +1189,9 @@ MemorySnapshot DipuAllocator::snapshot() {
       for (const auto& p : pool.pending) add(p.block);
     }
     for (Block* head : heads) {
-      MemorySnapshot::Segment seg{
-          head->device, head->stream, addr(head->ptr), 0, head->small, head->segment_context, {}};
+      MemorySnapshot::Segment seg{head->device, head->stream, addr(head->ptr), 0, head->small, false, nullptr, {}};
+      seg.expandable = head->expandable != nullptr;
+      seg.segment_context = head->segment_context;
       for (Block* b = head; b; b = b->next) {
         const char* state = b->pending ? "active_pending_free" : b->allocated ? "active_allocated" : "inactive";
         seg.blocks.push_back({addr(b->ptr), b->size, b->requested, state, b->allocated ? b->context : nullptr});
@@ -1040,7 +1290,7 @@ void record_memory_history(bool trace, int when, bool cpp_frames, size_t max_ent
   unsigned mask = 0;
   for (const auto& name : skip_actions) {
     bool known = false;
-    for (int a = 0; a <= static_cast<int>(Action::kOom); ++a) {
+    for (int a = 0; a <= static_cast<int>(Action::kSegmentUnmap); ++a) {
       if (name == action_name(static_cast<Action>(a))) {
         mask |= 1u << a;
         known = true;
@@ -1048,7 +1298,7 @@ void record_memory_history(bool trace, int when, bool cpp_frames, size_t max_ent
     }
     TORCH_CHECK_VALUE(known, "_record_memory_history: skip_actions names '", name,
                       "', which is not an allocator action (alloc, free_requested, free_completed, "
-                      "segment_alloc, segment_free, oom)");
+                      "segment_alloc, segment_free, oom, segment_map, segment_unmap)");
   }
   g_allocator.record_history(trace, when, cpp_frames, max_entries, clear_history, mask);
 }

@@ -64,6 +64,7 @@ struct AllocatorSettings {
   double garbage_collection_threshold = 0;  // share of the memory cap; 0: off
   // Divisions of each power-of-two interval from 1 MiB (index 0: <= 1 MiB, 1: <= 2 MiB, ...); 0 or 1: none.
   std::array<size_t, 16> roundup_power2_divisions{};
+  bool expandable_segments = false;  // Note [Expandable segments]; only set where Vendor::has_vm
 };
 void set_allocator_settings(const AllocatorSettings& settings);
 // The max_split_size in effect, in bytes; -1 where there is none (as torch.cuda.memory_stats reports it).
@@ -102,6 +103,7 @@ struct MemorySnapshot {
     uintptr_t address;
     size_t total_size;
     bool small;  // of the small pool
+    bool expandable;  // Note [Expandable segments]
     std::shared_ptr<c10::GatheredContext> segment_context;  // null: not recorded
     std::vector<Block> blocks;
   };

@@ -79,7 +79,7 @@ py::dict memory_snapshot() {
     seg["stream"] = s.stream;
     seg["segment_type"] = s.small ? "small" : "large";
     seg["segment_pool_id"] = py::make_tuple(0, 0);
-    seg["is_expandable"] = false;  // dipu has no expandable segments yet (Note [Splitting blocks])
+    seg["is_expandable"] = s.expandable;  // Note [Expandable segments]
     seg["frames"] = frames_at(segment_frames[i][0]);
     seg["blocks"] = blocks;
     segment_list.append(seg);

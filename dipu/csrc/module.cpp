@@ -65,7 +65,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("register_vendor",
         [](py::object runtime, const std::string& name, int device_count, std::optional<std::string> alias_type,
            bool has_pinned, bool has_stream_hook, bool caching, py::object make_native_generator, py::object plugin,
-           std::optional<std::string> cuda_library) {
+           std::optional<std::string> cuda_library, bool has_vm) {
           // Note [Two kinds of vendor runtime]: a C plug-in's table, the native CUDA runtime (Note [The CUDA
           // runtime in the core]), else the Python object.
           auto v = std::make_unique<Vendor>();
@@ -78,6 +78,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
           if (alias_type) v->alias_type = c10::Device(*alias_type).type();
           v->has_pinned = has_pinned;
           v->has_stream_hook = has_stream_hook;
+          v->has_vm = has_vm;
+          v->blocking = [](const std::function<void()>& wait) { waiting(wait); };
           // What the runtime layer calls Python through (Note [The core's layers]); never destroyed, as the vendor.
           v->make_native_generator = [make = std::move(make_native_generator)](c10::DeviceIndex index) {
             py::gil_scoped_acquire gil;
@@ -138,8 +140,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("memory_snapshot", &memory_snapshot);
   m.def(
       "set_allocator_settings",
-      [](size_t max_split_size, double garbage_collection_threshold, std::vector<size_t> roundup_power2_divisions) {
+      [](size_t max_split_size, double garbage_collection_threshold, std::vector<size_t> roundup_power2_divisions,
+         bool expandable_segments) {
         AllocatorSettings settings;
+        settings.expandable_segments = expandable_segments;
         settings.max_split_size = max_split_size == 0 ? SIZE_MAX : max_split_size;
         settings.garbage_collection_threshold = garbage_collection_threshold;
         TORCH_CHECK(roundup_power2_divisions.size() == settings.roundup_power2_divisions.size(),
@@ -149,7 +153,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
                   settings.roundup_power2_divisions.begin());
         set_allocator_settings(settings);
       },
-      "The caching allocator's tunables, parsed by dipu._alloc_conf (max_split_size 0: none).");
+      "The caching allocator's tunables, parsed by dipu._alloc_conf (max_split_size 0: none); expandable_segments "
+      "only where the vendor has virtual memory.");
   m.def("has_device_timeline", &profiler_has_device_timeline,
         "Whether this torch lets dipu give the profiler a device timeline (Note [Device timeline]).");
   m.def(

@@ -52,7 +52,12 @@ constexpr c10::DeviceType kDipu = c10::DeviceType::PrivateUse1;
   X(query_event)               \
   X(event_elapsed_time)        \
   X(start_tracing)             \
-  X(stop_tracing)
+  X(stop_tracing)              \
+  X(vm_granularity)            \
+  X(vm_reserve)                \
+  X(vm_map)                    \
+  X(vm_unmap)                  \
+  X(vm_release)
 
 enum class VendorMethod {
 #define DIPU_VENDOR_METHOD_ENUMERATOR(name) name,
@@ -107,6 +112,16 @@ class Runtime {
   virtual double event_elapsed_time(int index, Handle start, Handle end) = 0;
   virtual void start_tracing() = 0;
   virtual void stop_tracing() = 0;
+  // Virtual memory, for expandable segments (Note [Expandable segments] in allocator.cpp): only called when
+  // Vendor::has_vm. The granularity is a power of two; every address and size passed is a multiple of it.
+  virtual size_t vm_granularity(int index) = 0;
+  // A range of addresses with no memory behind it; null where the device has no range that large.
+  virtual void* vm_reserve(int index, size_t nbytes) = 0;
+  // Puts memory behind [ptr, ptr + nbytes) of a reserved range; false when the device is out of memory.
+  virtual bool vm_map(int index, void* ptr, size_t nbytes) = 0;
+  virtual void vm_unmap(int index, void* ptr, size_t nbytes) = 0;
+  // Gives back a range vm_reserve made, wholly unmapped.
+  virtual void vm_release(int index, void* ptr, size_t nbytes) = 0;
 };
 constexpr size_t kMinAlignment = 64;
 
@@ -118,11 +133,15 @@ struct Vendor {
   c10::DeviceType alias_type = c10::DeviceType::CPU;
   bool has_pinned = false;  // vendor implements host_malloc/host_free
   bool has_stream_hook = false;  // vendor implements set_current_stream
+  bool has_vm = false;  // vendor implements the vm_* methods (Note [Expandable segments] in allocator.cpp)
   // The alias device's generator behind device `index`'s dipu generator (Note [Native generators]).
   std::function<at::Generator(c10::DeviceIndex)> make_native_generator;
   // Starts the runtime on first use (Note [Lazy initialization]): torch.dipu._lazy_init, which raises in a
   // forked child of an initialized parent.
   std::function<void()> start;
+  // Runs `wait`, which may block this thread until another one is done with a vendor call, without the GIL
+  // where this thread holds it (the other thread's call may need the GIL).
+  std::function<void(const std::function<void()>& wait)> blocking;
 };
 
 // Makes `v` the vendor of this process, for good (it is never destroyed: what its functions hold

@@ -13,6 +13,11 @@
 //   would cache under dipu's cache. An allocation that finds the device full first empties that allocator's
 //   cache (native CUDA work in the process may hold memory), then answers "out of memory" to dipu's allocator,
 //   which raises torch.OutOfMemoryError.
+// - Virtual memory (Note [Expandable segments] in allocator.cpp) calls the CUDA driver's VM API (cuMemAddressReserve,
+//   cuMemCreate, cuMemMap, cuMemSetAccess, cuMemUnmap, cuMemRelease, cuMemAddressFree), found with dlsym in the
+//   driver torch loaded (libcuda.so.1) at the first call. Each granule is mapped from an allocation of its own,
+//   released at once (the mapping keeps it alive), and unmapped alone (cuMemUnmap takes whole mappings), so any
+//   run of granules can go back. A driver without the API reserves nothing: the allocator keeps plain segments.
 // - Calls that wait (synchronize_*, the synchronous copies) release the GIL.
 // Making the runtime touches no device: CUDA starts at the first device use (Note [Lazy initialization]).
 #include "python.h"
@@ -21,6 +26,7 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <dlfcn.h>
 
+#include <mutex>
 #include <string>
 
 namespace dipu {
@@ -41,6 +47,35 @@ struct Cudart {
   int (*free_host)(void*) = nullptr;
   int (*get_last_error)() = nullptr;
   const char* (*get_error_string)(int) = nullptr;
+};
+
+// The CUDA driver's virtual-memory functions and the structures they take (cuda.h's layout; CUresult is an int
+// enum, CUdeviceptr an unsigned long long).
+struct CuLocation {
+  int type;  // CU_MEM_LOCATION_TYPE_DEVICE = 1
+  int id;
+};
+struct CuAllocationProp {
+  int type;  // CU_MEM_ALLOCATION_TYPE_PINNED = 1
+  int handle_types;  // CU_MEM_HANDLE_TYPE_NONE = 0
+  CuLocation location;
+  void* win32_metadata;
+  unsigned char flags[8];
+};
+struct CuAccessDesc {
+  CuLocation location;
+  int flags;  // CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 3
+};
+constexpr int kCuOutOfMemory = 2;  // CUDA_ERROR_OUT_OF_MEMORY
+struct CudaDriverVm {
+  int (*granularity)(size_t*, const CuAllocationProp*, int) = nullptr;  // cuMemGetAllocationGranularity
+  int (*reserve)(unsigned long long*, size_t, size_t, unsigned long long, unsigned long long) = nullptr;
+  int (*create)(unsigned long long*, size_t, const CuAllocationProp*, unsigned long long) = nullptr;
+  int (*map)(unsigned long long, size_t, size_t, unsigned long long, unsigned long long) = nullptr;
+  int (*set_access)(unsigned long long, size_t, const CuAccessDesc*, size_t) = nullptr;
+  int (*unmap)(unsigned long long, size_t) = nullptr;
+  int (*release)(unsigned long long) = nullptr;
+  int (*address_free)(unsigned long long, size_t) = nullptr;
 };
 
 // A dipu event: the CUDA event torch's guard creates at the first record, with the flag that says whether it
@@ -181,6 +216,58 @@ class CudaRuntime final : public Runtime {
   void start_tracing() override {}
   void stop_tracing() override {}
 
+  size_t vm_granularity(int index) override {
+    const CudaDriverVm* vm = driver_vm();
+    if (!vm) return size_t{2} << 20;  // a driver without the API: vm_reserve answers null
+    const CuAllocationProp prop = allocation_prop(index);
+    size_t granularity = 0;
+    check_driver(vm->granularity(&granularity, &prop, 0), VendorMethod::vm_granularity);
+    return granularity;
+  }
+  void* vm_reserve(int index, size_t nbytes) override {
+    const CudaDriverVm* vm = driver_vm();
+    if (!vm) return nullptr;
+    OnDevice on(started(), index);
+    unsigned long long ptr = 0;
+    if (vm->reserve(&ptr, nbytes, 0, 0, 0) != kSuccess) return nullptr;
+    return reinterpret_cast<void*>(ptr);
+  }
+  bool vm_map(int index, void* ptr, size_t nbytes) override {
+    const CudaDriverVm* vm = driver_vm();
+    OnDevice on(started(), index);
+    const CuAllocationProp prop = allocation_prop(index);
+    const size_t step = vm_granularity(index);
+    const auto start = static_cast<unsigned long long>(addr(ptr));
+    for (size_t done = 0; done < nbytes; done += step) {
+      unsigned long long handle = 0;
+      int status = vm->create(&handle, step, &prop, 0);
+      if (status == kCuOutOfMemory) {
+        empty_native_cache();
+        status = vm->create(&handle, step, &prop, 0);
+      }
+      if (status == kCuOutOfMemory) {
+        unmap(start, done, step);
+        return false;
+      }
+      check_driver(status, VendorMethod::vm_map);
+      status = vm->map(start + done, step, 0, handle, 0);
+      vm->release(handle);  // the mapping holds the memory from here on
+      check_driver(status, VendorMethod::vm_map);
+    }
+    const CuAccessDesc access{{1, index}, 3};
+    check_driver(vm->set_access(start, nbytes, &access, 1), VendorMethod::vm_map);
+    return true;
+  }
+  void vm_unmap(int index, void* ptr, size_t nbytes) override {
+    OnDevice on(started(), index);
+    unmap(static_cast<unsigned long long>(addr(ptr)), nbytes, vm_granularity(index));
+  }
+  void vm_release(int index, void* ptr, size_t nbytes) override {
+    OnDevice on(started(), index);
+    check_driver(driver_vm()->address_free(static_cast<unsigned long long>(addr(ptr)), nbytes),
+                 VendorMethod::vm_release);
+  }
+
   // The torch stream behind a handle of this runtime (null: the device's default stream).
   c10::Stream cuda_stream(int index, Handle stream) const {
     return stream ? *static_cast<const c10::Stream*>(stream) : guard_->getDefaultStream(device(index));
@@ -231,6 +318,39 @@ class CudaRuntime final : public Runtime {
                               ", CUDA runtime " + library_ + ")");
   }
 
+  static CuAllocationProp allocation_prop(int index) { return CuAllocationProp{1, 0, {1, index}, nullptr, {}}; }
+
+  // The driver's virtual-memory functions, bound at the first call; null where the driver lacks them.
+  const CudaDriverVm* driver_vm() {
+    std::call_once(vm_once_, [this] {
+      void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+      if (!lib) lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+      if (!lib) return;
+      std::string missing;
+      bind(lib, "cuMemGetAllocationGranularity", vm_.granularity, missing);
+      bind(lib, "cuMemAddressReserve", vm_.reserve, missing);
+      bind(lib, "cuMemCreate", vm_.create, missing);
+      bind(lib, "cuMemMap", vm_.map, missing);
+      bind(lib, "cuMemSetAccess", vm_.set_access, missing);
+      bind(lib, "cuMemUnmap", vm_.unmap, missing);
+      bind(lib, "cuMemRelease", vm_.release, missing);
+      bind(lib, "cuMemAddressFree", vm_.address_free, missing);
+      has_vm_ = missing.empty();
+    });
+    return has_vm_ ? &vm_ : nullptr;
+  }
+
+  // cuMemUnmap takes whole mappings: one granule at a time, as vm_map made them.
+  void unmap(unsigned long long start, size_t nbytes, size_t step) {
+    for (size_t done = 0; done < nbytes; done += step)
+      check_driver(driver_vm()->unmap(start + done, step), VendorMethod::vm_unmap);
+  }
+
+  void check_driver(int status, VendorMethod method) const {
+    if (status == kSuccess) return;
+    vendor_failed(method, "CUDA driver error " + std::to_string(status) + " (the virtual-memory API of libcuda.so.1)");
+  }
+
   // What PyTorch's own CUDA caching allocator holds in this process goes back to the device.
   static void empty_native_cache() {
     if (auto* allocator = dynamic_cast<c10::DeviceAllocator*>(c10::GetAllocator(kCuda))) allocator->emptyCache();
@@ -238,6 +358,9 @@ class CudaRuntime final : public Runtime {
 
   const c10::impl::DeviceGuardImplInterface* guard_ = nullptr;
   Cudart cudart_;
+  std::once_flag vm_once_;
+  CudaDriverVm vm_;
+  bool has_vm_ = false;
   std::string library_;
 };
 

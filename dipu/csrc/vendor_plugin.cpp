@@ -19,6 +19,8 @@
 // - the ABI cannot time events: dipu stamps an event with the host clock when its stream
 //   reaches it (through stream_add_callback where the plug-in has it, else when it is recorded,
 //   which is exact for a synchronous runtime).
+// - dipu's own optional group, virtual memory (DipuInitVirtualMemory, outside Paddle's table), is looked up
+//   with dlsym; a plug-in without it keeps plain segments (Note [Expandable segments] in allocator.cpp).
 // A failed call (status other than C_SUCCESS or C_WARNING) raises a RuntimeError naming the
 // vendor, the function and the status; a failed allocation is "out of memory" to the caching
 // allocator, which raises torch.OutOfMemoryError. Plug-ins are never unloaded.
@@ -280,6 +282,39 @@ class RuntimePlugin {
     profiler_data_ = nullptr;
   }
 
+  // Note [Expandable segments] in allocator.cpp: DipuVirtualMemoryInterface, all null where the plug-in lacks it.
+  DipuVirtualMemoryInterface vm{};
+  bool has_vm() const { return vm.granularity != nullptr; }
+  size_t vm_granularity(int index) {
+    C_Device_st d = device(index);
+    size_t granularity = 0;
+    check(vm.granularity(&d, &granularity), "DipuVirtualMemoryInterface.granularity");
+    return granularity;
+  }
+  void* vm_reserve(int index, size_t nbytes) {
+    C_Device_st d = device(index);
+    void* ptr = nullptr;
+    C_Status status = vm.reserve(&d, &ptr, nbytes);
+    if (status == C_FAILED) return nullptr;
+    check(status, "DipuVirtualMemoryInterface.reserve");
+    return ptr;
+  }
+  bool vm_map(int index, void* ptr, size_t nbytes) {
+    C_Device_st d = device(index);
+    C_Status status = vm.map(&d, ptr, nbytes);
+    if (status == C_FAILED) return false;
+    check(status, "DipuVirtualMemoryInterface.map");
+    return true;
+  }
+  void vm_unmap(int index, void* ptr, size_t nbytes) {
+    C_Device_st d = device(index);
+    check(vm.unmap(&d, ptr, nbytes), "DipuVirtualMemoryInterface.unmap");
+  }
+  void vm_release(int index, void* ptr, size_t nbytes) {
+    C_Device_st d = device(index);
+    check(vm.release(&d, ptr, nbytes), "DipuVirtualMemoryInterface.release");
+  }
+
   // The functions the plug-in implements, by their names in the ABI.
   std::vector<std::string> functions() const;
 
@@ -411,6 +446,16 @@ std::shared_ptr<RuntimePlugin> load_plugin(const std::string& path, const char* 
     TORCH_CHECK(false, where, "the plug-in '", plugin->device_type, "' leaves required functions null: ", names.str());
   }
 
+  using InitVm = void (*)(DipuVirtualMemoryInterface*);
+  if (auto init_vm = reinterpret_cast<InitVm>(dlsym(library, "DipuInitVirtualMemory"))) {
+    auto& vm = plugin->vm;
+    vm.size = sizeof(DipuVirtualMemoryInterface);
+    init_vm(&vm);
+    const int filled = !!vm.granularity + !!vm.reserve + !!vm.map + !!vm.unmap + !!vm.release;
+    TORCH_CHECK(filled == 0 || filled == 5, where, "DipuInitVirtualMemory filled ", filled,
+                " of the 5 functions of DipuVirtualMemoryInterface; a plug-in fills all of them or none");
+  }
+
   size_t count = 0;
   plugin->check(plugin->table.get_device_count(&count), "get_device_count");
   TORCH_CHECK(count <= 127, where, "the plug-in reports ", count,
@@ -461,6 +506,11 @@ class PluginRuntime final : public Runtime {
   }
   void start_tracing() override { started().start_tracing(); }
   void stop_tracing() override { started().stop_tracing(); }
+  size_t vm_granularity(int index) override { return started().vm_granularity(index); }
+  void* vm_reserve(int index, size_t nbytes) override { return started().vm_reserve(index, nbytes); }
+  bool vm_map(int index, void* ptr, size_t nbytes) override { return started().vm_map(index, ptr, nbytes); }
+  void vm_unmap(int index, void* ptr, size_t nbytes) override { started().vm_unmap(index, ptr, nbytes); }
+  void vm_release(int index, void* ptr, size_t nbytes) override { started().vm_release(index, ptr, nbytes); }
 
  private:
   // The plug-in, its runtime started first (Note [Lazy initialization]).
@@ -499,6 +549,7 @@ void register_plugin_python(py::module& m) {
           "version",
           [](const RuntimePlugin& p) { return py::make_tuple(p.version.major, p.version.minor, p.version.patch); })
       .def("functions", &RuntimePlugin::functions)
+      .def("has_virtual_memory", &RuntimePlugin::has_vm, "Whether it exports DipuInitVirtualMemory's group.")
       .def("device_count", &RuntimePlugin::device_count)
       .def("device_ids", [](const RuntimePlugin& p) { return p.ids; })
       .def("initialize", &RuntimePlugin::initialize)

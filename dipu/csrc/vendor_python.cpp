@@ -73,6 +73,19 @@ class PythonRuntime final : public Runtime {
   }
   void start_tracing() override { call<void>(VendorMethod::start_tracing); }
   void stop_tracing() override { call<void>(VendorMethod::stop_tracing); }
+  size_t vm_granularity(int index) override { return call<size_t>(VendorMethod::vm_granularity, index); }
+  void* vm_reserve(int index, size_t nbytes) override {
+    return reinterpret_cast<void*>(call<uintptr_t>(VendorMethod::vm_reserve, index, nbytes));
+  }
+  bool vm_map(int index, void* ptr, size_t nbytes) override {
+    return call<bool>(VendorMethod::vm_map, index, addr(ptr), nbytes);
+  }
+  void vm_unmap(int index, void* ptr, size_t nbytes) override {
+    call<void>(VendorMethod::vm_unmap, index, addr(ptr), nbytes);
+  }
+  void vm_release(int index, void* ptr, size_t nbytes) override {
+    call<void>(VendorMethod::vm_release, index, addr(ptr), nbytes);
+  }
   // The vendor's object behind a handle this runtime made (None for null).
   py::object to_python(Handle handle) {
     py::gil_scoped_acquire gil;

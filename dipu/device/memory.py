@@ -16,7 +16,7 @@ import sys
 from typing import cast
 
 from dipu import _alloc_conf
-from dipu._core import _C, caching_allocator, vendor
+from dipu._core import _C, caching_allocator, vendor, virtual_memory
 from dipu.device._devices import _get_device_index, get_device_name
 from dipu.device._initialization import _lazy_init
 
@@ -172,7 +172,7 @@ def _set_allocator_settings(env: str) -> None:
         raise ValueError(f"_set_allocator_settings: backend: the allocator backend is chosen at start-up "
                          f"(PYTORCH_ALLOC_CONF); it is {_alloc_conf.current.backend!r} and cannot become "
                          f"{settings.backend!r} now")
-    _alloc_conf.apply(_C, _alloc_conf.effective(settings))
+    _alloc_conf.apply(_C, _alloc_conf.effective(settings, vendor().name, virtual_memory))
 
 
 def get_allocator_backend() -> str:

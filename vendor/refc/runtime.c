@@ -8,6 +8,9 @@
  * device's default stream first, as a legacy default stream does. Memory comes from
  * posix_memalign and is capped per device, so out-of-memory is a C_FAILED as on a real device.
  * Events are reference-counted: a stream's queued wait on an event outlives the event's destroy.
+ * It has dipu's virtual-memory group too (DipuInitVirtualMemory, for expandable segments): a range is
+ * reserved with mmap(PROT_NONE), memory mapped into it with MAP_FIXED and counted in the same capacity,
+ * and unmapped by mapping PROT_NONE over it again, which gives the pages back.
  *
  * A task may fail (a collective of xccl.c that gave up): its stream then stays failed, as a CUDA
  * stream does after a failed kernel, and every event recorded on it afterwards reports C_ERROR to
@@ -19,9 +22,11 @@
  * tests).
  */
 #define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS, MAP_NORESERVE */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "dipu/custom_runtime.h"
@@ -282,6 +287,60 @@ static C_Status deallocate(const C_Device device, void *ptr, size_t size) {
   pthread_mutex_unlock(&g.mutex);
   return C_SUCCESS;
 }
+/* ---- virtual memory (DipuVirtualMemoryInterface) ---- */
+#define REFC_GRANULARITY ((size_t)2 << 20)
+static C_Status vm_granularity(const C_Device device, size_t *granularity) {
+  (void)device;
+  *granularity = REFC_GRANULARITY;
+  return C_SUCCESS;
+}
+static C_Status vm_reserve(const C_Device device, void **ptr, size_t size) {
+  (void)device;
+  void *p = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  *ptr = p == MAP_FAILED ? NULL : p;
+  return *ptr ? C_SUCCESS : C_FAILED;
+}
+static int vm_aligned(const void *ptr, size_t size) {
+  return size > 0 && (uintptr_t)ptr % REFC_GRANULARITY == 0 && size % REFC_GRANULARITY == 0;
+}
+static C_Status vm_map(const C_Device device, void *ptr, size_t size) {
+  if (!vm_aligned(ptr, size)) return C_ERROR;
+  pthread_mutex_lock(&g.mutex);
+  int fits = g.used[device->id] + size <= g.capacity;
+  if (fits) g.used[device->id] += size;
+  pthread_mutex_unlock(&g.mutex);
+  if (!fits) return C_FAILED;
+  if (mmap(ptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != ptr) {
+    pthread_mutex_lock(&g.mutex);
+    g.used[device->id] -= size;
+    pthread_mutex_unlock(&g.mutex);
+    return C_FAILED;
+  }
+  return C_SUCCESS;
+}
+static C_Status vm_unmap(const C_Device device, void *ptr, size_t size) {
+  if (!vm_aligned(ptr, size)) return C_ERROR;
+  if (mmap(ptr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0) != ptr)
+    return C_INTERNAL_ERROR;
+  pthread_mutex_lock(&g.mutex);
+  g.used[device->id] -= size;
+  pthread_mutex_unlock(&g.mutex);
+  return C_SUCCESS;
+}
+static C_Status vm_release(const C_Device device, void *ptr, size_t size) {
+  (void)device;
+  return munmap(ptr, size) == 0 ? C_SUCCESS : C_ERROR;
+}
+
+void DipuInitVirtualMemory(DipuVirtualMemoryInterface *vm) {
+  if (vm->size != sizeof(DipuVirtualMemoryInterface)) return; /* another layout: fill nothing */
+  vm->granularity = vm_granularity;
+  vm->reserve = vm_reserve;
+  vm->map = vm_map;
+  vm->unmap = vm_unmap;
+  vm->release = vm_release;
+}
+
 static C_Status host_allocate(const C_Device device, void **ptr, size_t size) {
   (void)device;
   return posix_memalign(ptr, 64, size) == 0 ? C_SUCCESS : C_FAILED;

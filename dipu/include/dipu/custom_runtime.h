@@ -199,6 +199,26 @@ typedef struct CustomRuntimeParams CustomRuntimeParams;
 /* What a plug-in exports. */
 void InitPlugin(CustomRuntimeParams *params);
 
+/* dipu's own optional group, not part of Paddle's ABI: virtual memory, for the caching allocator's expandable
+ * segments (Note [Expandable segments] in dipu/csrc/allocator.cpp). A plug-in that has it also exports
+ *     void DipuInitVirtualMemory(DipuVirtualMemoryInterface *vm);
+ * which dipu finds with dlsym after InitPlugin and calls with a zeroed table whose `size` is set; the plug-in
+ * fills all five functions or none. C_DeviceInterface is untouched, so a Paddle plug-in loads as it is (and
+ * keeps plain segments), and a plug-in with this group still runs on Paddle. Every address and size dipu
+ * passes is a multiple of the granularity. */
+struct DipuVirtualMemoryInterface {
+  size_t size; /* set by dipu: sizeof(DipuVirtualMemoryInterface) */
+  C_Status (*granularity)(const C_Device device, size_t *granularity); /* a power of two */
+  /* A range of addresses with no memory behind it; C_FAILED: no range that large. */
+  C_Status (*reserve)(const C_Device device, void **ptr, size_t size);
+  /* Memory behind [ptr, ptr + size) of a reserved range, readable and writable; C_FAILED: out of memory. */
+  C_Status (*map)(const C_Device device, void *ptr, size_t size);
+  C_Status (*unmap)(const C_Device device, void *ptr, size_t size); /* the memory goes back to the device */
+  C_Status (*release)(const C_Device device, void *ptr, size_t size); /* a whole reserved, unmapped range */
+};
+typedef struct DipuVirtualMemoryInterface DipuVirtualMemoryInterface;
+void DipuInitVirtualMemory(DipuVirtualMemoryInterface *vm);
+
 /* The layout is the ABI: sizes and the offsets of each group's first member. */
 #if defined(__LP64__)
 #ifdef __cplusplus
@@ -214,6 +234,7 @@ DIPU_CR_ASSERT(offsetof(C_DeviceInterface, get_device_count) == 50 * 8, "info gr
 DIPU_CR_ASSERT(offsetof(C_DeviceInterface, xccl_get_unique_id_size) == 70 * 8, "ccl group at 560");
 DIPU_CR_ASSERT(offsetof(C_DeviceInterface, profiler_initialize) == 92 * 8, "profiler group at 736");
 DIPU_CR_ASSERT(offsetof(C_DeviceInterface, blas_axpby) == 106 * 8, "blas_axpby at 848");
+DIPU_CR_ASSERT(sizeof(DipuVirtualMemoryInterface) == 48, "DipuVirtualMemoryInterface is 48 bytes");
 #undef DIPU_CR_ASSERT
 #endif
 
