@@ -196,15 +196,16 @@ def test_the_wrappers_in_parts_are_the_wrappers_in_one_file(tmp_path):
 def test_the_emitter_writes_one_typed_kernel_per_supported_kernel(tmp_path):
     text = emitted(tmp_path)
     registered = [line.split('"')[1] for line in text.splitlines() if "TORCH_FN(" in line]
-    # add.out makes its functional and in-place siblings; addmv's shapes come from its meta kernel, called from
-    # C++ for the functional one (Note [Meta shapes in C++]), not for the out= one; the in-place one needs none
-    # (trusted, as its Python wrapper trusts it)
+    # add.out makes its functional and in-place siblings; addmv's shapes come from its meta kernel, ATen's C++ one
+    # called past the dispatcher for the functional one (Note [Meta shapes in C++]), not for the out= one; the
+    # in-place one needs none (trusted, as its Python wrapper trusts it)
     assert registered == ["add.Tensor", "add.out", "add_.Tensor", "addmv", "addmv_", "mm", "mm.out", "relu_"], \
         registered
     assert "('addmv.out', 'its shapes come from the meta kernel')" in text
     addmv = text[text.index("at::Tensor dipu_addmv("):text.index("// addmv_(")]
-    assert ("meta_specs(kern, specs, [&] { return at::_ops::addmv::call(meta(self), meta(mat), meta(vec), beta, "
+    assert ("meta_specs(kern, specs, [&] { return at::meta::addmv(meta(self), meta(mat), meta(vec), beta, "
             "alpha); })") in addmv
+    assert "#include <ATen/ops/addmv_meta_dispatch.h>" in text and "dispatched_meta" not in addmv
     assert "at::Tensor out = empty(specs[0]);" in addmv
     functional = text[text.index("at::Tensor dipu_add_Tensor("):text.index("// add.out(")]
     # the dispatcher's C++ signature, the C++ shape rule, a new output, the C call with C values, status

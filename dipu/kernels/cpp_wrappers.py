@@ -147,9 +147,9 @@ def install(kernels: dict, addresses: dict[str, int]) -> list[str]:
                       f"run through the Python wrappers ({_ENABLE_VAR}=0 skips trying): {error}", stacklevel=2)
         return []
     chosen = [(op, addresses[diopi], addresses.get(scalar, 0), kernels[op][1])
-              for op, diopi, scalar, meta_shapes in extension.ops()
+              for op, diopi, scalar, dispatched_meta in extension.ops()
               if op in kernels and diopi in addresses  # an op not in kernels: forced to the fallback
-              and not (meta_shapes and _python_meta(op))]
+              and not (dispatched_meta and _python_meta(op))]
     with warnings.catch_warnings():  # "Overriding a previously registered kernel": the point of installing
         warnings.simplefilter("ignore", UserWarning)
         return extension.install(chosen)

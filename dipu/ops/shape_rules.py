@@ -46,8 +46,7 @@ class Rule(NamedTuple):
 #: Every rule of this module (each a function below).
 RULES: dict[str, Rule] = {
     **dict.fromkeys(("compare", "ternary", "unary_bool", "binary", "binary_float", "divide", "unary_float",
-                     "unary_real"), Rule(elementwise=True, cpp=1)),
-    **dict.fromkeys(("where",), Rule(elementwise=True)),
+                     "unary_real", "where"), Rule(elementwise=True, cpp=1)),
     # unary is shared by ops of every sort (clone, softmax, channel_shuffle): their meta kernels know the strides
     **dict.fromkeys(("addmm", "arange", "arange_end", "bmm", "broadcast_grad", "like_self", "mm", "reduce_all",
                      "reduction", "sum_all", "unary"), Rule(cpp=1)),

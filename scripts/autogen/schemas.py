@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import functools
+import os
 import re
 
 import torch
-from torchgen.model import FunctionSchema
+from torchgen.model import FunctionSchema, NativeFunction
 
 from .model import Variant
 
@@ -53,3 +54,46 @@ def siblings(schema: FunctionSchema) -> dict[Variant, FunctionSchema]:
             if has_tensor and variant is not None and other.signature() == schema.signature():
                 found.setdefault(variant, other)
     return found
+
+
+@functools.cache
+def _native_functions() -> tuple[dict[str, NativeFunction], frozenset[str]]:
+    """The installed torch's native functions by name, from the native_functions.yaml its torchgen packages
+    (the same wheel, so the same release), and the names of those whose ``dispatch:`` names Meta; empty where
+    that file is missing."""
+    import torchgen
+    from torchgen.gen import parse_native_yaml
+
+    native = os.path.join(os.path.dirname(torchgen.__file__), "packaged", "ATen", "native")
+    path, tags = os.path.join(native, "native_functions.yaml"), os.path.join(native, "tags.yaml")
+    if not (os.path.exists(path) and os.path.exists(tags)):
+        return {}, frozenset()
+    from torchgen.model import DispatchKey
+
+    parsed = parse_native_yaml(path, tags)
+    meta = parsed.backend_indices[DispatchKey.Meta]
+    return ({str(f.func.name): f for f in parsed.native_functions},
+            frozenset(str(f.func.name) for f in parsed.native_functions if meta.has_kernel(f)))
+
+
+def meta_function(schema: FunctionSchema) -> tuple[str, str] | None:
+    """``(header, name)`` of the op's C++ meta kernel as ATen exports it, callable without the dispatcher:
+    ``at::meta::<name>`` declared in ``<header>`` (Note [Meta shapes in C++] in dest/cpp_wrappers.py). Every
+    structured op has one (torchgen writes the meta half of a structured kernel for the Meta key), as has an op
+    whose ``dispatch:`` names Meta. None for the rest (their meta kernels are registered in Python, or are
+    composite), and where the C++ function's argument types are not the dispatcher's (TensorOptions). Runs under
+    the caller's ``torchgen.local.parametrize``, which sets the dispatcher types it compares."""
+    from torchgen.api.types import CppSignatureGroup, DispatcherSignature
+
+    functions, with_meta = _native_functions()
+    found = functions.get(str(schema.name))
+    if found is None:
+        return None
+    if not (found.structured or found.structured_delegate is not None or str(schema.name) in with_meta):
+        return None
+    group = CppSignatureGroup.from_native_function(found, method=False)
+    signature = group.symint_signature if found.func.has_symint() and group.symint_signature else group.signature
+    wanted = [binding.type for binding in DispatcherSignature.from_schema(schema).arguments()]
+    if [binding.type for binding in signature.arguments()] != wanted:
+        return None
+    return f"ATen/ops/{found.root_name}_meta_dispatch.h", signature.name()

@@ -129,6 +129,17 @@ bool ternary(Spec& spec, const at::Tensor& self, const at::Tensor& first, const 
   return true;
 }
 
+// where(condition, self, other): three-way broadcast; a condition that is not bool, or self and other of mixed
+// dtypes, are left to the Python rule (and the error or the promotion it gives).
+template <class... Rest>
+bool where(Spec& spec, const at::Tensor& condition, const at::Tensor& self, const at::Tensor& other, const Rest&...) {
+  if (condition.scalar_type() != at::kBool || other.scalar_type() != self.scalar_type()) return false;
+  Spec pair;
+  if (!broadcast(pair, condition.sizes(), self.sizes()) || !broadcast(spec, pair.shape, other.sizes())) return false;
+  spec.dtype = self.scalar_type();
+  return true;
+}
+
 template <class... Rest>
 bool mm(Spec& spec, const at::Tensor& self, const at::Tensor& mat2, const Rest&...) {
   if (self.dim() != 2 || mat2.dim() != 2) return false;

@@ -161,10 +161,11 @@ void define_module(py::module& m) {
         std::vector<std::tuple<std::string, std::string, std::string, bool>> result;
         for (const Entry* entry : entries)
           result.emplace_back(entry->op, entry->kernel->diopi_name, entry->kernel->scalar_name,
-                              entry->kernel->meta_shapes);
+                              entry->kernel->dispatched_meta);
         return result;
       },
-      "(op, DIOPI function, scalar DIOPI function or '', whether its shapes come from the meta kernel) of every "
+      "(op, DIOPI function, scalar DIOPI function or '', whether its shapes come from the meta kernel the dispatcher "
+      "picks) of every "
       "kernel this extension has.");
   m.def(
       "install",

@@ -61,12 +61,14 @@ inline bool hooks_on() {
 // One generated kernel: its op, its DIOPI function (bound at install), its Python wrapper (the path
 // every case the C++ wrapper does not handle takes) and how often the C++ path served a call.
 struct Kernel {
-  Kernel(const char* op, const char* diopi_name, const char* scalar_name = "", bool meta_shapes = false)
-      : op(op), diopi_name(diopi_name), scalar_name(scalar_name), meta_shapes(meta_shapes) {}
+  Kernel(const char* op, const char* diopi_name, const char* scalar_name = "", bool dispatched_meta = false)
+      : op(op), diopi_name(diopi_name), scalar_name(scalar_name), dispatched_meta(dispatched_meta) {}
   const char* op;
   const char* diopi_name;
   const char* scalar_name;  // the scalar_interface's function, for a wrapped number; "" when none
-  bool meta_shapes;  // its output shapes come from its meta kernel (Note [Meta shapes in C++])
+  // its output shapes come from the meta kernel the dispatcher picks, not from ATen's C++ one called directly
+  // (Note [Meta shapes in C++])
+  bool dispatched_meta;
   void* function = nullptr;
   void* scalar_function = nullptr;  // null when the library lacks it
   void* python_kernel = nullptr;  // a strong reference to the Python wrapper (a PyObject*) while installed

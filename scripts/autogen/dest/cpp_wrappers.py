@@ -44,16 +44,19 @@ whose shapes come from the meta kernel gets one only where a C++ rule stands in 
 
 Note [Meta shapes in C++]
 A functional kernel whose spec takes its shapes from the meta kernel (no named rule, 214 kernels) gets a
-C++ wrapper too: it calls its own op through ``at::_ops`` on meta twins of its tensors (same sizes, strides
-and dtypes, no memory) and allocates each output with the sizes, strides and dtype the meta kernel chose,
-which are the CPU's (TensorIterator's memory-format rules included). A kernel whose meta kernel throws
-(the arguments are wrong, or the op has none) takes the Python path for that call, which raises the
-error the Python wrapper raises; one with no meta kernel at all is sent there for good after its first
-call. Only C++ meta kernels are worth it: torch registers most meta kernels in Python
-(torch/_meta_registrations.py, over the C++ ones), and reaching one from C++ costs more than the Python
-wrapper does (index_select: 57 us against 18 us, measured), so ``cpp_wrappers.install`` leaves a kernel
-whose meta kernel is Python on its Python wrapper (on torch 2.13, 7 of the 97 such kernels have a C++
-one: the upsample backwards and _ctc_loss). Named C++ shape rules are what makes the hot ops fast.
+C++ wrapper too: it runs its op on meta twins of its tensors (same sizes, strides and dtypes, no memory) and
+allocates each output with the sizes, strides and dtype the meta kernel chose, which are the CPU's
+(TensorIterator's memory-format rules included). A kernel whose meta kernel throws (the arguments are wrong,
+or the op has none) takes the Python path for that call, which raises the error the Python wrapper raises;
+one with no meta kernel at all is sent there for good after its first call.
+Where ATen has a C++ meta kernel for the op (every structured op, and those whose ``dispatch:`` names Meta:
+``schemas.meta_function``), the wrapper calls it as ``at::meta::<op>`` from the op's ``<op>_meta_dispatch.h``,
+past the dispatcher: about 1 us (clamp on 16x16, measured) where the Python wrapper costs 10+. Else it calls
+the op through ``at::_ops`` on the meta twins, and the dispatcher picks the Meta kernel: torch registers many in
+Python (torch/_meta_registrations.py, over the C++ ones), and reaching one from C++ costs more than the Python
+wrapper does (index_select: 57 us against 18 us), so ``cpp_wrappers.install`` leaves such a kernel
+(``dispatched_meta``) whose meta kernel is Python on its Python wrapper. Named C++ shape rules are still what
+makes the hottest ops fastest.
 
 Note [Tensor lists in C++]
 The in-place ``_foreach_`` kernels (Tensor[] arguments, nothing returned) get C++ wrappers: the device is
@@ -92,7 +95,7 @@ from torchgen import local
 from torchgen.api.types import DispatcherSignature
 from torchgen.model import FunctionSchema
 
-from .. import proto
+from .. import proto, schemas
 from ..model import Allocation, CallArg, Kernel, StrideRule, Variant
 from ..shape_rules import CPP_META_TWINS as _CPP_META_TWINS
 from ..shape_rules import CPP_RULES
@@ -192,6 +195,7 @@ class CWrapper:
     outputs: tuple[str, ...] = ()  # with several outputs (Note [Several outputs in C++]): their names
     lists: tuple[str, ...] = ()  # Tensor[] arguments whose elements must be on the device (Note [Tensor lists in C++])
     meta_call: str = ""  # the op on meta twins of its tensors, for kernels with meta shapes (Note [Meta shapes in C++])
+    meta_header: str = ""  # the ATen header declaring meta_call's at::meta function; "": meta_call dispatches
     generators: tuple[str, ...] = ()  # Generator? arguments, which must be dipu's (Note [Generators in C++])
     overlap_check: str = ""  # written_overlaps(...) for a kernel that writes tensors (Note [Overlapping memory in C++])
     # an elementwise kernel's tensor operands in schema order, whose strides lay out a non-contiguous call's output
@@ -246,10 +250,21 @@ def supported(kernel: Kernel) -> str | None:
 
 
 def _rule(kernel: Kernel) -> str | None:
-    """The name of the kernel's shape rule (a C++ twin of the meta kernel for CPP_META_TWINS), None for meta."""
+    """The name of the kernel's shape rule (a C++ twin of the meta kernel for CPP_META_TWINS), None for meta: also
+    for a functional kernel whose rule has no C++ twin where ATen has a C++ meta kernel to call instead (Note [Meta
+    shapes in C++])."""
     if kernel.shape is not None and kernel.shape.rule is not None:
-        return kernel.shape.rule.name
+        name = kernel.shape.rule.name
+        if name in CPP_SHAPE_RULES or kernel.allocation is not Allocation.NEW or _direct_meta(kernel.schema) is None:
+            return name
+        return None
     return kernel.name if kernel.name in CPP_META_TWINS else None
+
+
+def _direct_meta(schema: FunctionSchema) -> tuple[str, str] | None:
+    """``schemas.meta_function`` with the dispatcher types the wrappers are written with."""
+    with local.parametrize(use_const_ref_for_mutable_tensors=False, use_ilistref_for_tensor_lists=False):
+        return schemas.meta_function(schema)
 
 
 _TENSOR_VECTOR = "::std::vector<at::Tensor>"
@@ -346,12 +361,17 @@ def _wrapper(kernel: Kernel) -> CWrapper:
     strided_operands: tuple[str, ...] = ()
     rule = rule_args = ""
     non_out = [cpp(a.name) for a in schema.arguments.flat_non_out]
-    meta_call = ""
+    meta_call = meta_header = ""
     allocates = kernel.allocation in (Allocation.NEW, Allocation.RESIZE, Allocation.CHECK)
     shape_rule = _rule(kernel)
     if allocates and shape_rule is None:
-        meta_args = [f"meta({cpp(b.name)})" if b.type in _META_TWINS else cpp(b.name) for b in bindings]
-        meta_call = f"at::_ops::{schema.name.unambiguous_name()}::call({', '.join(meta_args)})"
+        meta_args = ", ".join(f"meta({cpp(b.name)})" if b.type in _META_TWINS else cpp(b.name) for b in bindings)
+        direct = _direct_meta(schema)
+        if direct is not None:
+            meta_header, function_name = direct
+            meta_call = f"at::meta::{function_name}({meta_args})"
+        else:
+            meta_call = f"at::_ops::{schema.name.unambiguous_name()}::call({meta_args})"
     elif allocates and shape_rule is not None:
         rule = shape_rule
         rule_args = ", ".join(non_out)
@@ -379,7 +399,7 @@ def _wrapper(kernel: Kernel) -> CWrapper:
         scalar_c_params=", ".join(p.type for p in c_parameters(scalar.function)[1:]) if scalar is not None else "",
         scalar_locals=tuple(scalar_locals), scalar_call_args=", ".join(scalar_call_args),
         outputs=tuple(cpp(o) for o in kernel.outputs) if len(kernel.outputs) > 1 else (), lists=lists,
-        meta_call=meta_call, generators=generators, strided_operands=strided_operands)
+        meta_call=meta_call, meta_header=meta_header, generators=generators, strided_operands=strided_operands)
 
 
 def _overlap_check(kernel: Kernel, types: dict[str, str]) -> str:
@@ -515,7 +535,7 @@ def _declarations(w: CWrapper) -> list[str]:
     lines = [f"using {w.name}_fn = diopiError_t (*)(diopiContextHandle_t, {w.c_params});"]
     if w.number:
         lines.append(f"using {w.name}_scalar_fn = diopiError_t (*)(diopiContextHandle_t, {w.scalar_c_params});")
-    meta = ", /*meta_shapes=*/true" if w.meta_call else ""
+    meta = ", /*dispatched_meta=*/true" if w.meta_call and not w.meta_header else ""
     lines.append(f'Kernel k_{w.name}("{w.op}", "{w.function}", "{w.scalar_function}"{meta});')
     return lines
 
@@ -609,9 +629,11 @@ def render_parts(kernels: list[Kernel], source: str, functions: frozenset[str] |
     size = -(-len(wrappers) // parts)
     rendered = [dict(op=w.op, name=w.name, schema=w.schema, returns=w.returns, params=w.params,
                      declarations=_declarations(w), body=_body(w)) for w in wrappers]
+    chunks = [slice(i * size, (i + 1) * size) for i in range(parts)]
     return [template.render(source=source, part=f"// Part {i + 1} of {parts} (Note [The wrappers in parts]).\n"
-                            if parts > 1 else "", wrappers=rendered[i * size:(i + 1) * size])
-            for i in range(parts)]
+                            if parts > 1 else "", wrappers=rendered[chunk],
+                            headers=sorted({w.meta_header for w in wrappers[chunk] if w.meta_header}))
+            for i, chunk in enumerate(chunks)]
 
 
 __all__ = [

@@ -2,6 +2,7 @@
 // The C++ wrappers of the C op library's functions: see Note [Generated C++ wrappers] there.
 #include "shape_rules.h"
 #include "wrapper_support.h"
+#include <ATen/ops/amax_meta_dispatch.h>
 
 namespace dipu::cwrap {
 namespace {
@@ -174,6 +175,28 @@ at::Tensor & dipu_add__Tensor(at::Tensor & self, const at::Tensor & other, const
   return self;
 }
 
+// amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor
+using amax_fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, diopiConstTensorHandle_t, diopiSize_t, bool);
+Kernel k_amax("amax", "diopiAmax", "");
+
+at::Tensor dipu_amax(const at::Tensor & self, at::IntArrayRef dim, bool keepdim) {
+  Kernel& kern = k_amax;
+  const c10::DeviceIndex d = self.device().index();
+  if (C10_UNLIKELY(!kern.fast_path() || !on(self, d)))
+    return kern.python_tensor(self, dim, keepdim);
+  std::array<Spec, 1> specs;  // Note [Meta shapes in C++]
+  if (C10_UNLIKELY(!meta_specs(kern, specs, [&] { return at::meta::amax(meta(self), dim, keepdim); })))
+    return kern.python_tensor(self, dim, keepdim);
+  DeviceScope scope(d);
+  at::Tensor out = empty(specs[0]);
+  diopi::Context ctx(d);
+  const diopiError_t status = reinterpret_cast<amax_fn>(kern.function)(diopi::handle(ctx), c_out(out), c_in(self), c_sizes(dim), c_boolean(keepdim));
+  if (C10_UNLIKELY(status != diopiSuccess))
+    return kern.python_tensor(self, dim, keepdim);  // the Python wrapper owns what a failed status means
+  kern.finished(d);
+  return out;
+}
+
 // channel_shuffle(Tensor self, SymInt groups) -> Tensor
 using channel_shuffle_fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, diopiConstTensorHandle_t, int64_t);
 Kernel k_channel_shuffle("channel_shuffle", "diopiChannelShuffle", "");
@@ -248,7 +271,7 @@ at::Tensor & dipu_div_out(const at::Tensor & self, const at::Tensor & other, at:
 
 // native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps) -> (Tensor, Tensor, Tensor)
 using native_layer_norm_fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, diopiTensorHandle_t, diopiTensorHandle_t, diopiConstTensorHandle_t, diopiConstTensorHandle_t, diopiConstTensorHandle_t, diopiSize_t, double);
-Kernel k_native_layer_norm("native_layer_norm", "diopiLayerNorm", "", /*meta_shapes=*/true);
+Kernel k_native_layer_norm("native_layer_norm", "diopiLayerNorm", "", /*dispatched_meta=*/true);
 
 ::std::tuple<at::Tensor,at::Tensor,at::Tensor> dipu_native_layer_norm(const at::Tensor & input, c10::SymIntArrayRef normalized_shape, const ::std::optional<at::Tensor> & weight, const ::std::optional<at::Tensor> & bias, double eps) {
   Kernel& kern = k_native_layer_norm;
@@ -458,6 +481,7 @@ const Entry kEntries[] = {
     {"add.Tensor", &k_add_Tensor, [](torch::Library& m) { m.impl("add.Tensor", TORCH_FN(dipu_add_Tensor)); }},
     {"add.out", &k_add_out, [](torch::Library& m) { m.impl("add.out", TORCH_FN(dipu_add_out)); }},
     {"add_.Tensor", &k_add__Tensor, [](torch::Library& m) { m.impl("add_.Tensor", TORCH_FN(dipu_add__Tensor)); }},
+    {"amax", &k_amax, [](torch::Library& m) { m.impl("amax", TORCH_FN(dipu_amax)); }},
     {"channel_shuffle", &k_channel_shuffle, [](torch::Library& m) { m.impl("channel_shuffle", TORCH_FN(dipu_channel_shuffle)); }},
     {"div.Tensor", &k_div_Tensor, [](torch::Library& m) { m.impl("div.Tensor", TORCH_FN(dipu_div_Tensor)); }},
     {"div.out", &k_div_out, [](torch::Library& m) { m.impl("div.out", TORCH_FN(dipu_div_out)); }},

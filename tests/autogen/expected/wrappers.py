@@ -22,9 +22,11 @@ from dipu.ops.shape_rules import reduction as shape_reduction
 from dipu.ops.shape_rules import unary as shape_unary
 from dipu.ops.shape_rules import unary_float as shape_unary_float
 
+meta_amax = meta(torch.ops.aten.amax.default, (), False)
 meta_native_layer_norm = meta(torch.ops.aten.native_layer_norm.default, (), True)
 strides__log_softmax_backward_data = contiguous_strides
 strides_add_Tensor = elementwise_strides()
+strides_amax = meta_strides(torch.ops.aten.amax.default, (), False)
 strides_channel_shuffle = format_of_strides(0, False)
 strides_div_Tensor = elementwise_strides()
 strides_native_layer_norm = meta_strides(torch.ops.aten.native_layer_norm.default, (), True)
@@ -251,6 +253,75 @@ def make_add__Tensor(op, diopiAdd, diopiAddScalar):
                 exchange_device(previous)
 
     return dipu_add__Tensor
+
+
+# amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor
+def make_amax(op, diopiAmax):
+    def dipu_amax(self, dim=(), keepdim=False):
+        try:
+            d = self.get_device()
+        except AttributeError:  # a Python number: Note [Python numbers in Tensor positions]
+            return call_with_numbers(op, dipu_amax, (self, dim, keepdim), {})
+        if d < 0:
+            d = device_of(self)
+        previous = exchange_device(d)
+        try:
+            dump = env_get(DUMP_KEY) not in DUMP_OFF
+            if dump or CHECK_DEVICE:
+                checked_args(op, d, dump, (self, dim, keepdim))
+            shape, dtype = meta_amax(self, dim, keepdim)
+            if self.is_contiguous():
+                out = empty(shape, dtype, d)
+            else:
+                out = empty_strided(shape, dtype, d, strides_amax(self, dim, keepdim))
+            status = diopiAmax(contexts[d], out, self, dim, keepdim)
+            if status or SYNC or dump:
+                return finished(status, op, d, dump, out, (self, dim, keepdim), {})
+            return out
+        except Exception as error:
+            if has_numbers(op, (self, dim, keepdim)):  # Note [Python numbers in Tensor positions]
+                return call_with_numbers(op, dipu_amax, (self, dim, keepdim), {})
+            raise_as_the_cpu(op, error, (self, dim, keepdim), {})  # Note [Errors of the CPU's type]
+            raise
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_amax
+
+
+# amax.out(Tensor self, int[1] dim=[], bool keepdim=False, *, Tensor(a!) out) -> Tensor(a!)
+def make_amax_out(op, diopiAmax):
+    def dipu_amax_out(self, dim=(), keepdim=False, *, out):
+        try:
+            d = self.get_device()
+        except AttributeError:  # a Python number: Note [Python numbers in Tensor positions]
+            return call_with_numbers(op, dipu_amax_out, (self, dim, keepdim), {'out': out})
+        if d < 0:
+            d = device_of(self, out)
+        previous = exchange_device(d)
+        try:
+            dump = env_get(DUMP_KEY) not in DUMP_OFF
+            if dump or CHECK_DEVICE:
+                checked_args(op, d, dump, (self, dim, keepdim, out))
+            check_written_memory(op, (out,), (self,), (self, dim, keepdim), {'out': out})
+            shape, dtype = meta_amax(self, dim, keepdim)
+            if out.shape != shape:
+                out.resize_(shape)
+            status = diopiAmax(contexts[d], out, self, dim, keepdim)
+            if status or SYNC or dump:
+                return finished(status, op, d, dump, out, (self, dim, keepdim), {'out': out})
+            return out
+        except Exception as error:
+            if has_numbers(op, (self, dim, keepdim, out)):  # Note [Python numbers in Tensor positions]
+                return call_with_numbers(op, dipu_amax_out, (self, dim, keepdim), {'out': out})
+            raise_as_the_cpu(op, error, (self, dim, keepdim), {'out': out})  # Note [Errors of the CPU's type]
+            raise
+        finally:
+            if previous != d:
+                exchange_device(previous)
+
+    return dipu_amax_out
 
 
 # channel_shuffle(Tensor self, SymInt groups) -> Tensor
