@@ -88,8 +88,7 @@ static diopiError_t reduce(diopiTensorHandle_t out, diopiConstTensorHandle_t inp
     for (int64_t i = 0; i < dim.len; ++i) {
         int64_t wrap = x.ndim ? x.ndim : 1; /* a 0-dim tensor takes dim 0 or -1, as in PyTorch */
         int64_t d = dim.data[i] < 0 ? dim.data[i] + wrap : dim.data[i];
-        if (d < 0 || d >= wrap)
-            return ref_error("%s: dim %lld is out of range", name, (long long)dim.data[i]);
+        if (d < 0 || d >= wrap) return ref_error("%s: dim %lld is out of range", name, (long long)dim.data[i]);
         if (x.ndim && !reduced[d]) ++count;
         if (x.ndim) reduced[d] = true;
     }
