@@ -91,7 +91,7 @@ def diopiMinAll(ctx, min, input):
     return SUCCESS
 
 
-@library.register
+@library.register(aten=aten.amax.out, direct=True)
 def diopiAmax(ctx, out, input, dim, keepdim):
     d = ctx.device
     x, o = alias(input, d), alias(out, d)
