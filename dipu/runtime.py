@@ -82,6 +82,13 @@ STREAM_AND_EVENT_METHODS = ("create_stream", "destroy_stream", "synchronize_stre
 #: segments] in dipu/csrc/allocator.cpp): a vendor implements all of them or none (checked when it loads).
 VIRTUAL_MEMORY_METHODS = ("vm_granularity", "vm_reserve", "vm_map", "vm_unmap", "vm_release")
 
+#: The optional groups a vendor implements whole or not at all, and the rule their error states.
+_WHOLE_GROUPS = {
+    "stream and event": (STREAM_AND_EVENT_METHODS,
+                         "a vendor with streams of its own implements all of them, one without none"),
+    "virtual-memory": (VIRTUAL_MEMORY_METHODS, "all of them or none"),
+}
+
 
 class DeviceRuntime(abc.ABC):
     """The runtime a vendor implements. Instantiated once per process."""
@@ -319,20 +326,13 @@ def check_runtime_class(name: str, cls: type) -> None:
             f"dipu vendor '{name}' ({cls.__module__}.{cls.__qualname__}) does not implement "
             f"the required runtime methods: {', '.join(missing)}"
         )
-    own = [m for m in STREAM_AND_EVENT_METHODS if _implements(cls, m)]
-    if own and len(own) < len(STREAM_AND_EVENT_METHODS):
-        raise TypeError(
-            f"dipu vendor '{name}' ({cls.__module__}.{cls.__qualname__}) implements the stream and event "
-            f"methods {', '.join(own)} but not {', '.join(m for m in STREAM_AND_EVENT_METHODS if m not in own)}: "
-            "a vendor with streams of its own implements all of them, one without none"
-        )
-    own = [m for m in VIRTUAL_MEMORY_METHODS if _implements(cls, m)]
-    if own and len(own) < len(VIRTUAL_MEMORY_METHODS):
-        raise TypeError(
-            f"dipu vendor '{name}' ({cls.__module__}.{cls.__qualname__}) implements the virtual-memory methods "
-            f"{', '.join(own)} but not {', '.join(m for m in VIRTUAL_MEMORY_METHODS if m not in own)}: all of them "
-            "or none"
-        )
+    for group, (methods, rule) in _WHOLE_GROUPS.items():
+        own = [m for m in methods if _implements(cls, m)]
+        if own and len(own) < len(methods):
+            raise TypeError(
+                f"dipu vendor '{name}' ({cls.__module__}.{cls.__qualname__}) implements the {group} methods "
+                f"{', '.join(own)} but not {', '.join(m for m in methods if m not in own)}: {rule}"
+            )
 
 
 class PluginRuntime(DeviceRuntime):
