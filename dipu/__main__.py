@@ -1,6 +1,8 @@
 """``python -m dipu``: what a bug report needs to say about this installation.
 ``python -m dipu conformance``: the conformance certificate (Note [The conformance certificate] in
 dipu/conformance/__init__.py).
+``python -m dipu build``: build ahead of time what dipu compiles on first use (Note [Build progress] in
+dipu/_native.py).
 
 Versions, the vendor (and its plug-in for a runtime in C), its devices, the op library and how much
 of the DIOPI proto it implements, the native core's cache, and the DIPU_* variables set. Every
@@ -124,12 +126,44 @@ def _certificate_environment() -> list[str]:
     return lines
 
 
+def _size(path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.is_dir() else path.stat().st_size
+
+
+def build(argv: list[str]) -> int:
+    """``python -m dipu build``: what the configured vendor compiles or generates on first use, built now (the
+    import of this module did that) and listed with its time and place (Note [Build progress] in
+    dipu/_native.py)."""
+    argparse.ArgumentParser(prog="python -m dipu build", description=(
+        "Build ahead of time what dipu compiles on first use for this torch and vendor (for an image or a CI "
+        "cache); DIPU_CACHE_DIR says where (default ~/.cache/dipu).")).parse_args(argv)
+    from dipu.kernels import cpp_wrappers
+
+    _op_library()  # every layer of the op library is loaded, and the C++ wrappers where a C library asks
+    if cpp_wrappers.enabled() and registration.cpp_kernels:
+        cpp_wrappers.build()
+    seen = set()
+    for what, path, seconds in _native.BUILDS:
+        if path in seen:
+            continue
+        seen.add(path)
+        done = f"built in {seconds:.1f} s" if seconds is not None else "cached"
+        entry = path if path.is_dir() else path.parent
+        print(f"{what}: {done}, {_size(entry) / 2**20:.0f} MiB in {entry}")
+    root = _native.cache_root()
+    print(f"cache: {root} ({_size(root) / 2**20:.0f} MiB in all; DIPU_CACHE_DIR moves it), "
+          f"for torch {torch.__version__} and vendor {vendor().name}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["conformance"]:
         from dipu.conformance.cli import main as conformance
 
         return conformance(argv[1:], _certificate_environment())
+    if argv[:1] == ["build"]:
+        return build(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m dipu", description=__doc__.split("\n\n")[0])
     parser.add_argument("--missing", action="store_true",
                         help="list the DIOPI functions the op library lacks and the ops waiting for each")

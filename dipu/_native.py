@@ -19,6 +19,13 @@ has loaded for ``STALE_DAYS``. An entry another dipu installation still uses is
 loaded, so kept; a process that had mapped a removed library keeps running, and a
 later one rebuilds it. A cache dipu cannot write is left as it is.
 
+Note [Build progress]
+Each part dipu compiles or generates on a cold cache (the native core, the generated op kernels, the C++ op
+library, the C++ wrappers, a C library) says on stderr when it starts and, when it is done, how long it took,
+so that a first ``import torch`` that takes a while says why. ``BUILDS`` keeps what the process found or built;
+``python -m dipu build`` builds ahead of time what the configured vendor uses (for an image or a CI cache) and
+lists each part, its time and its place in the cache.
+
 Note [Sanitizer builds]
 ``DIPU_SANITIZE=address`` or ``DIPU_SANITIZE=thread`` builds the native core with AddressSanitizer
 or ThreadSanitizer (``-fsanitize=...``, debug info, ``-O1``, frame pointers) to find memory errors
@@ -168,8 +175,6 @@ def _build(target: Path) -> None:
     compiler("C++17", "building the native core")
     from torch.utils import cpp_extension
 
-    print(f"dipu: building the native core for torch {torch.__version__} "
-          f"(first import only, about a minute)...", file=sys.stderr, flush=True)
     work = Path(tempfile.mkdtemp(prefix="build-", dir=target.parent))
     cflags, ldflags = ["-O2", "-fvisibility=hidden"], cxx_runtime_flags()
     sanitize = sanitizer()
@@ -203,18 +208,32 @@ USED_MARK = ".used"
 _ENTRY = re.compile(r"^(.*)-[0-9a-f]{12}(-[a-z]+)?$")  # <kind and torch build>-<hash>[-<sanitizer>]
 
 
-def ensure_built(target: Path, build=None) -> Path:
-    """Build `target` unless it exists; concurrent callers build it once. A build removes stale entries of its
-    kind (Note [Stale cache entries]); a load marks its entry used."""
+#: What this process found in the cache or built, in order (Note [Build progress]): (what, where, the seconds
+#: spent building it or None where it was cached).
+BUILDS: list[tuple[str, Path, float | None]] = []
+
+
+def ensure_built(target: Path, build=None, what: str | None = None) -> Path:
+    """Build `target` unless it exists, saying so (Note [Build progress]: `what` is built, its file name if not
+    given); concurrent callers build it once. A build removes stale entries of its kind (Note [Stale cache
+    entries]); a load marks its entry used."""
     entry = target if _ENTRY.match(target.name) else target.parent
+    what = what or target.name
+    seconds = None
     if not target.exists():
         with _locked(target.parent / ".lock"):
             if not target.exists():
+                print(f"dipu: building {what} for torch {torch.__version__} (once per torch and dipu version)...",
+                      file=sys.stderr, flush=True)
+                start = time.perf_counter()
                 (build or _build)(target)
+                seconds = time.perf_counter() - start
+                print(f"dipu: built {what} in {seconds:.1f} s", file=sys.stderr, flush=True)
                 _remove_stale_siblings(entry)
     elif entry.is_dir():
         with contextlib.suppress(OSError):
             (entry / USED_MARK).touch()
+    BUILDS.append((what, target, seconds))
     return target
 
 
@@ -253,7 +272,7 @@ def _check_sanitizer_runtime() -> None:
 def load():
     """Return the native module ``dipu._C``, building it first if needed."""
     _check_sanitizer_runtime()
-    target = ensure_built(cache_dir() / f"{NAME}.so")
+    target = ensure_built(cache_dir() / f"{NAME}.so", what="the native core")
     spec = importlib.util.spec_from_file_location(NAME, target)
     if spec is None or spec.loader is None:
         raise ImportError(f"dipu: cannot load the native core {target}")

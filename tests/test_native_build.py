@@ -38,18 +38,60 @@ def test_concurrent_first_builds_run_once_and_never_expose_a_partial_file(tmp_pa
             partial.write_text("complete")
             os.replace(partial, target)
 
-        path = _native.ensure_built(Path({str(target)!r}), build)
+        path = _native.ensure_built(Path({str(target)!r}), build, "the test part")
         print(path.read_text())
     """)
     env = {"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
-    import os
-
-    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
-                              env={**os.environ, **env}) for _ in range(4)]
-    outputs = [p.communicate(timeout=120)[0].strip() for p in procs]
+    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, env={**os.environ, **env}) for _ in range(4)]
+    results = [p.communicate(timeout=120) for p in procs]
     assert all(p.returncode == 0 for p in procs)
-    assert outputs == ["complete"] * 4
+    assert [out.strip() for out, _ in results] == ["complete"] * 4
     assert len((tmp_path / "builds.log").read_text().split()) == 1
+    # Note [Build progress]: the process that built says what and how long; the others say nothing
+    errors = sorted(err for _, err in results)
+    assert errors[:3] == [""] * 3
+    assert re.fullmatch(r"dipu: building the test part for torch \S+ \(once per torch and dipu version\)\.\.\.\n"
+                        r"dipu: built the test part in \d+\.\d s\n", errors[3]), errors[3]
+
+
+def test_python_m_dipu_build_lists_each_part_and_the_cache():
+    """Note [Build progress]: what the vendor uses is built (cached here: the suite has built it), each part listed
+    with its place in the cache."""
+    proc = subprocess.run([sys.executable, "-m", "dipu", "build"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    parts = [line.split(":")[0] for line in lines[:-1]]
+    assert parts[0] == "the native core" and "the op kernels (generated Python)" in parts, lines
+    for line in lines[:-1]:
+        assert re.search(r": (cached|built in \d+\.\d s), \d+ MiB in ", line), line
+        assert Path(line.rsplit(" MiB in ", 1)[1]).is_dir()
+    assert lines[-1].startswith(f"cache: {_native.cache_root()} (") and "DIPU_CACHE_DIR" in lines[-1]
+    bad = subprocess.run([sys.executable, "-m", "dipu", "build", "--nonsense"], capture_output=True, text=True,
+                         timeout=600)
+    assert bad.returncode == 2 and "unrecognized arguments: --nonsense" in bad.stderr
+
+
+def test_the_cpp_library_cache_key_does_not_depend_on_where_torch_and_dipu_are(tmp_path, monkeypatch):
+    """Note [C++ op library cache]: one torch build in two virtual environments, or dipu's sources in two places,
+    share one library; a change of the sources' text does not."""
+    from dipu.diopi import cpp_build
+
+    here = Path(__file__).resolve().parents[1] / "diopi_impl" / "torch_cpp"
+    copies = []
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        for path in here.iterdir():
+            if path.suffix in (".cpp", ".h"):
+                (tmp_path / name / path.name).write_bytes(path.read_bytes())
+        copies.append(sorted((tmp_path / name).glob("*.cpp")))
+    pairs = [("diopiAdd", "add.out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)")]
+    first = cpp_build.library_file("torch_cpp", pairs, copies[0])
+    assert cpp_build.library_file("torch_cpp", pairs, copies[1]) == first
+    monkeypatch.setattr(torch, "__file__", str(tmp_path / "elsewhere" / "torch" / "__init__.py"))
+    assert cpp_build.library_file("torch_cpp", pairs, copies[0]) == first
+    copies[1][0].write_text(copies[1][0].read_text() + "\n// changed\n")
+    assert cpp_build.library_file("torch_cpp", pairs, copies[1]) != first
 
 
 # ---- the native core's file graph: no include cycle, no two files using each other -------------

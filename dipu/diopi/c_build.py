@@ -71,4 +71,4 @@ def build(name: str, source_dir: Path | str) -> Path:
                                    f"{result.stderr}")
             os.replace(built, path)
 
-    return _native.ensure_built(target, compile_into)
+    return _native.ensure_built(target, compile_into, f"the C library {name}")

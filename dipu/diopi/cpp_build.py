@@ -7,7 +7,10 @@ Note [C++ op library cache]
 The library's text is a function of the installed torch's schemas, the Python library's pairings and the
 generator, so the cache key hashes the torch build, the pairings (DIOPI function and ATen schema text) and
 the files that turn them into C++ (the emitter, the proto, the template, support.h and the DIOPI
-headers); finding a built library costs no generation and no torchgen import. A miss generates the text,
+headers); finding a built library costs no generation and no torchgen import. Where torch and dipu are
+installed is not in the key, and the library has no run path: it loads into a process that has loaded
+torch's libraries already, so one torch build in two virtual environments, or dipu as a wheel beside a
+checkout, share one library. A miss generates the text,
 keeps it beside the library (aten_library.cpp, for reading) and compiles it with the C++ compiler against
 torch's headers and libraries, under the native core's lock and atomic rename (``_native.ensure_built``).
 Measured on the 2-core development machine: see docs/op-library-guide.md, "The torch op library in C++".
@@ -55,8 +58,7 @@ def _flags(sources: Sequence[Path]) -> list[str]:
     libraries = [str(root / "lib")]
     return ["-shared", "-fPIC", "-O2", "-std=c++20", "-fvisibility=hidden",
             f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
-            *(f"-I{p}" for p in includes), *(f"-L{p}" for p in libraries),
-            *(f"-Wl,-rpath,{p}" for p in libraries), "-lc10", "-ltorch_cpu",
+            *(f"-I{p}" for p in includes), *(f"-L{p}" for p in libraries), "-lc10", "-ltorch_cpu",
             *_native.cxx_runtime_flags()]  # Note [The C++ runtime of dipu's libraries] in dipu/_native.py
 
 
@@ -66,7 +68,10 @@ def compiler() -> str:
 
 def library_file(name: str, pairs: list[tuple[str, str]], sources: Sequence[Path]) -> Path:
     """Where the library for these pairings, sources and this torch lives (Note [C++ op library cache])."""
-    digest = hashlib.sha256(" ".join([compiler(), *_flags(sources)]).encode())
+    # Where torch and dipu are installed is not part of the key (the -I and -L flags): torch's headers are keyed
+    # by its build, dipu's by their text (_key_files).
+    flags = [flag for flag in _flags(sources) if not flag.startswith(("-I", "-L"))]
+    digest = hashlib.sha256(" ".join([compiler(), *flags]).encode())
     for path in _key_files(sources):
         digest.update(path.name.encode())
         digest.update(path.read_bytes())
@@ -82,8 +87,6 @@ def generate(pairs: list[tuple[str, str]], source: str) -> str:
 
 
 def _compile(target: Path, name: str, pairs: list[tuple[str, str]], sources: Sequence[Path]) -> None:
-    print(f"dipu: building the C++ op library {name} for torch {torch.__version__} (once per torch)...",
-          file=sys.stderr, flush=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as work:
         generated = Path(work) / "aten_library.cpp"
         generated.write_text(generate(pairs, f"the direct functions of op library {name}'s base"))
@@ -101,7 +104,8 @@ def twin_path(name: str, python_library, sources: Sequence[Path] = ()) -> Path:
     ``sources``: hand-written C++ files compiled with the generated one (their directory's headers too)."""
     pairs = pairings(python_library)
     target = library_file(name, pairs, sources)
-    return _native.ensure_built(target, lambda path: _compile(path, name, pairs, sources))
+    return _native.ensure_built(target, lambda path: _compile(path, name, pairs, sources),
+                                f"the C++ op library {name}")
 
 
 def twin(name: str, python_library, sources: Sequence[Path] = ()):

@@ -85,8 +85,6 @@ def _parts() -> int:
 def _build(target: Path) -> None:
     from torch.utils import cpp_extension
 
-    print(f"dipu: building the C++ wrappers for torch {torch.__version__} (once per torch)...", file=sys.stderr,
-          flush=True)
     work = Path(tempfile.mkdtemp(prefix="build-", dir=target.parent))
     try:
         sources = []
@@ -110,7 +108,7 @@ def _build(target: Path) -> None:
 
 def build() -> Path:
     """The extension, built first if it is not cached."""
-    return _native.ensure_built(cache_dir() / f"{NAME}.so", _build)
+    return _native.ensure_built(cache_dir() / f"{NAME}.so", _build, "the C++ wrappers")
 
 
 def load():

@@ -47,15 +47,13 @@ def _generated_dir() -> Path:
     target = _native.cache_root() / key
 
     def build(directory: Path) -> None:
-        print(f"dipu: generating the op kernels for torch {torch.__version__} (first import only)...",
-              file=sys.stderr, flush=True)
         files = _generation.python_kernels()
         work = Path(tempfile.mkdtemp(prefix="generating-", dir=directory.parent))
         for name, text in files.items():
             (work / name).write_text(text)
         os.replace(work, directory)
 
-    return _native.ensure_built(target, build)
+    return _native.ensure_built(target, build, "the op kernels (generated Python)")
 
 
 class _CachedCodeLoader(importlib.machinery.SourceFileLoader):
