@@ -181,7 +181,7 @@ def test_the_wrappers_in_parts_are_the_wrappers_in_one_file(tmp_path):
         found = kernels.expand_all(spec.load(path), path.name)
         whole = cpp_wrappers.render(found, path.name)
         parts = cpp_wrappers.render_parts(found, path.name, None, 3)
-        registered = lambda text: [line for line in text.splitlines() if "TORCH_FN(" in line]
+        registered = lambda text: [line for line in text.splitlines() if "m.impl(" in line]
         assert len(parts) == 3 and all(registered(p) for p in parts), parts
         assert sum((registered(p) for p in parts), []) == registered(whole)
         assert all('#include "wrapper_support.h"' in p and "const Table kTable(" in p for p in parts)
@@ -195,7 +195,7 @@ def test_the_wrappers_in_parts_are_the_wrappers_in_one_file(tmp_path):
 
 def test_the_emitter_writes_one_typed_kernel_per_supported_kernel(tmp_path):
     text = emitted(tmp_path)
-    registered = [line.split('"')[1] for line in text.splitlines() if "TORCH_FN(" in line]
+    registered = [line.split('"')[1] for line in text.splitlines() if "m.impl(" in line]
     # add.out makes its functional and in-place siblings; addmv's shapes come from its meta kernel, ATen's C++ one
     # called past the dispatcher for the functional one (Note [Meta shapes in C++]), not for the out= one; the
     # in-place one needs none (trusted, as its Python wrapper trusts it)
@@ -228,7 +228,7 @@ def test_the_emitter_writes_one_typed_kernel_per_supported_kernel(tmp_path):
 
 def test_the_emitter_writes_only_what_the_library_provides(tmp_path):
     text = emitted(tmp_path, frozenset({"diopiMm"}))
-    registered = [line.split('"')[1] for line in text.splitlines() if "TORCH_FN(" in line]
+    registered = [line.split('"')[1] for line in text.splitlines() if "m.impl(" in line]
     assert registered == ["mm", "mm.out"], registered
 
 
@@ -254,7 +254,7 @@ def test_the_emitter_writes_kernels_with_several_outputs_where_a_cpp_rule_gives_
     """Note [Several outputs in C++]: one Spec per output, an unwanted one undefined (NULL to C), the tuple
     returned; native_layer_norm_backward's meta shapes through its C++ twin; group norm (no C++ rule) not."""
     text = emitted(tmp_path, spec_text=SEVERAL_OUTPUTS)
-    registered = [line.split('"')[1] for line in text.splitlines() if "TORCH_FN(" in line]
+    registered = [line.split('"')[1] for line in text.splitlines() if "m.impl(" in line]
     assert registered == ["native_layer_norm", "native_layer_norm_backward"], registered
     assert "('native_group_norm', 'shape rule native_group_norm has no C++ twin')" in text
     backward = text[text.index("dipu_native_layer_norm_backward("):]

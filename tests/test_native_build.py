@@ -156,6 +156,24 @@ def test_a_build_removes_the_entries_of_its_kind_nothing_loaded_for_weeks(tmp_pa
     assert recent.exists() and loaded.exists() and all(k.exists() for k in kept)
 
 
+def test_the_native_core_compiles_as_one_part(tmp_path):
+    """Note [The native core in parts]: the sources compile together, so every split of them into parts does (no
+    name is defined in two files, even in an anonymous namespace)."""
+    import sysconfig
+
+    from torch.utils import cpp_extension
+
+    (unit,) = _native._in_parts(tmp_path, 1)
+    assert len(unit.read_text().splitlines()) == len(list(CSRC.glob("*.cpp")))
+    includes = [*cpp_extension.include_paths(), sysconfig.get_paths()["include"],
+                str(Path(torch.__file__).parent / "include" / "kineto")]
+    flags = ["-std=c++20", "-fsyntax-only", "-DTORCH_API_INCLUDE_EXTENSION_H", f"-DTORCH_EXTENSION_NAME={_native.NAME}",
+             f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}", *(f"-isystem{p}" for p in includes)]
+    proc = subprocess.run([_native.compiler("C++17", "the test"), *flags, str(unit)], capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+
+
 def test_the_native_core_files_form_no_cycle():
     includes, uses = include_graph(), use_graph()
     for graph in (includes, uses):

@@ -11,6 +11,7 @@
 #include <ATen/ATen.h>
 #include <c10/core/Allocator.h>
 #include <c10/core/Stream.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <array>
 #include <atomic>
@@ -18,6 +19,11 @@
 #include <vector>
 
 namespace dipu {
+
+// Whether `t` is a tensor on a dipu device (false for an undefined one).
+inline bool on_dipu(const at::Tensor& t) { return t.defined() && t.device().type() == kDipu; }
+// dipu's device guard (guard.cpp), as the profiler and the op statistics drive events through it.
+inline const c10::impl::DeviceGuardImplInterface* dipu_guard() { return c10::impl::getDeviceGuardImpl(kDipu); }
 
 // ---- the current device and streams (streams.cpp) -------------------------
 c10::DeviceIndex current_device();

@@ -41,11 +41,8 @@
 // (tensors) or value (numbers, lists, strings), hashed on each call; the first call of a signature
 // keeps its arguments with tensors replaced by meta tensors of the same shape, strides and dtype, so
 // the report can replay it on a reference device (dipu/report/reference.py).
-// torch's release libraries never set RecordFunction's debug-only inputs_valid_ flag, so the inline
-// check in RecordFunction::inputs() fails in a file compiled without NDEBUG, as the core is.
-#ifndef NDEBUG
-#define NDEBUG
-#endif
+// RecordFunction::inputs() checks a flag that torch's release libraries never set; the core is compiled
+// with NDEBUG, as they are, which leaves that check out (Note [The native core in parts]).
 #include "python.h"
 
 #include <ATen/EmptyTensor.h>
@@ -79,7 +76,7 @@ struct SignatureTotals {
 };
 
 // A timed frame waiting in the ring: its events, or (method "synchronize") its measured time.
-struct Pending {
+struct PendingTime {
   SignatureTotals* signature;
   void* start_event;
   void* end_event;
@@ -95,7 +92,7 @@ struct ThreadTotals {
   std::mutex drain_mutex;  // one drain at a time, in ring order
   std::unordered_map<const char*, OpTotals> ops;
   std::unordered_map<uint64_t, SignatureTotals> signatures;
-  std::vector<Pending> ring;
+  std::vector<PendingTime> ring;
   std::vector<void*> free_events;
   std::unordered_map<uint64_t, int64_t> children_ns;  // timed parent's sequence number -> its children's time
 };
@@ -125,8 +122,6 @@ struct Frame : at::ObserverContext {
 thread_local Frame* t_open_frame = nullptr;
 thread_local std::shared_ptr<ThreadTotals> t_totals;
 thread_local uint64_t t_seq = 0;
-
-const c10::impl::DeviceGuardImplInterface* guard() { return c10::impl::getDeviceGuardImpl(kDipu); }
 
 ThreadTotals& thread_totals() {
   if (!t_totals) {
@@ -316,15 +311,15 @@ Timing probe(const c10::Stream& stream) {
   void* end = nullptr;
   Timing found = Timing::kEvents;
   try {
-    guard()->record(&start, stream, stream.device_index(), c10::EventFlag::BACKEND_DEFAULT);
-    guard()->record(&end, stream, stream.device_index(), c10::EventFlag::BACKEND_DEFAULT);
-    guard()->synchronizeEvent(end);
-    guard()->elapsedTime(start, end, stream.device_index());
+    dipu_guard()->record(&start, stream, stream.device_index(), c10::EventFlag::BACKEND_DEFAULT);
+    dipu_guard()->record(&end, stream, stream.device_index(), c10::EventFlag::BACKEND_DEFAULT);
+    dipu_guard()->synchronizeEvent(end);
+    dipu_guard()->elapsedTime(start, end, stream.device_index());
   } catch (const std::exception&) {
     found = Timing::kSynchronize;
   }
-  guard()->destroyEvent(start, stream.device_index());
-  guard()->destroyEvent(end, stream.device_index());
+  dipu_guard()->destroyEvent(start, stream.device_index());
+  dipu_guard()->destroyEvent(end, stream.device_index());
   return found;
 }
 
@@ -349,9 +344,9 @@ void start_device_timing(Frame& frame) {
   frame.seq = ++t_seq;
   if (timing == Timing::kEvents) {
     frame.start_event = take_event(thread_totals());
-    guard()->record(&frame.start_event, stream, index, c10::EventFlag::BACKEND_DEFAULT);
+    dipu_guard()->record(&frame.start_event, stream, index, c10::EventFlag::BACKEND_DEFAULT);
   } else {
-    guard()->synchronizeDevice(index);
+    dipu_guard()->synchronizeDevice(index);
     frame.sync_start_ns = now_ns();
   }
 }
@@ -359,33 +354,33 @@ void start_device_timing(Frame& frame) {
 // Reads the ring's times back (one wait per stream) and adds them to their signatures.
 void drain(ThreadTotals& totals) {
   std::lock_guard<std::mutex> drain_lock(totals.drain_mutex);
-  std::vector<Pending> batch;
+  std::vector<PendingTime> batch;
   {
     std::lock_guard<std::mutex> lock(totals.mutex);
     batch.swap(totals.ring);
   }
   if (batch.empty()) return;
   std::map<std::pair<int, int64_t>, void*> last_per_stream;
-  for (const Pending& p : batch)
+  for (const PendingTime& p : batch)
     if (p.end_event) last_per_stream[{p.stream.device_index(), p.stream.id()}] = p.end_event;
-  for (const auto& [stream, event] : last_per_stream) guard()->synchronizeEvent(event);
+  for (const auto& [stream, event] : last_per_stream) dipu_guard()->synchronizeEvent(event);
   std::vector<int64_t> elapsed(batch.size());
   for (size_t i = 0; i < batch.size(); ++i) {
-    const Pending& p = batch[i];
+    const PendingTime& p = batch[i];
     if (!p.end_event) {
       elapsed[i] = p.measured_ns;
       continue;
     }
     try {
       elapsed[i] =
-          static_cast<int64_t>(guard()->elapsedTime(p.start_event, p.end_event, p.stream.device_index()) * 1e6);
+          static_cast<int64_t>(dipu_guard()->elapsedTime(p.start_event, p.end_event, p.stream.device_index()) * 1e6);
     } catch (const std::exception&) {
       elapsed[i] = -1;  // not counted
     }
   }
   std::lock_guard<std::mutex> lock(totals.mutex);
   for (size_t i = 0; i < batch.size(); ++i) {
-    const Pending& p = batch[i];
+    const PendingTime& p = batch[i];
     if (p.start_event) totals.free_events.push_back(p.start_event);
     if (p.end_event) totals.free_events.push_back(p.end_event);
     int64_t children = 0;
@@ -405,12 +400,13 @@ void drain(ThreadTotals& totals) {
 
 void end_device_timing(Frame& frame) {
   ThreadTotals& totals = thread_totals();
-  Pending pending{frame.signature, frame.start_event, nullptr, *frame.stream, 0, frame.seq, frame.timed_ancestor};
+  PendingTime pending{frame.signature, frame.start_event, nullptr, *frame.stream, 0, frame.seq, frame.timed_ancestor};
   if (frame.start_event) {
     pending.end_event = take_event(totals);
-    guard()->record(&pending.end_event, *frame.stream, frame.stream->device_index(), c10::EventFlag::BACKEND_DEFAULT);
+    dipu_guard()->record(&pending.end_event, *frame.stream, frame.stream->device_index(),
+                         c10::EventFlag::BACKEND_DEFAULT);
   } else {
-    guard()->synchronizeDevice(frame.stream->device_index());
+    dipu_guard()->synchronizeDevice(frame.stream->device_index());
     pending.measured_ns = now_ns() - frame.sync_start_ns;
   }
   bool full;

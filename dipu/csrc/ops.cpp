@@ -36,8 +36,6 @@
 namespace dipu {
 namespace {
 
-bool on_dipu(const at::Tensor& t) { return t.device().type() == kDipu; }
-
 struct AliasContext {
   c10::intrusive_ptr<c10::StorageImpl> keep_alive;
 };

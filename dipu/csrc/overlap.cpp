@@ -40,8 +40,6 @@
 namespace dipu {
 namespace {
 
-bool on_dipu(const at::Tensor& t) { return t.defined() && t.device().type() == kDipu; }
-
 // Bytes [begin, end) of its storage that `t` covers (empty for a tensor without elements).
 std::pair<int64_t, int64_t> byte_range(const at::Tensor& t) {
   if (t.numel() == 0) return {0, 0};

@@ -80,11 +80,9 @@ std::mutex g_mutex;
 uint64_t g_session = 0;  // id of the current (or last) session
 std::vector<TimedOp> g_timed_ops;  // of the current session, guarded by g_mutex
 
-const c10::impl::DeviceGuardImplInterface* guard() { return c10::impl::getDeviceGuardImpl(kDipu); }
-
 void destroy_events(const TimedOp& op) {
-  guard()->destroyEvent(op.start_event, op.device);
-  guard()->destroyEvent(op.end_event, op.device);
+  dipu_guard()->destroyEvent(op.start_event, op.device);
+  dipu_guard()->destroyEvent(op.end_event, op.device);
 }
 
 class KernelActivity final : public libkineto::ITraceActivity {
@@ -182,8 +180,8 @@ class Session final : public libkineto::IActivityProfilerSession {
     for (const auto& op : ops_) {
       int64_t duration_ns = 0;
       try {
-        guard()->synchronizeEvent(op.end_event);
-        duration_ns = static_cast<int64_t>(guard()->elapsedTime(op.start_event, op.end_event, op.device) * 1e6);
+        dipu_guard()->synchronizeEvent(op.end_event);
+        duration_ns = static_cast<int64_t>(dipu_guard()->elapsedTime(op.start_event, op.end_event, op.device) * 1e6);
       } catch (const std::exception& e) {
         errors_.push_back(e.what());
       }
@@ -222,7 +220,8 @@ class Session final : public libkineto::IActivityProfilerSession {
     if (!g_timeline_active.load()) return;
     // Frames left by an earlier session (stopped while its ops were still open) are dropped.
     while (!tl_frames.empty() && tl_frames.back().session != id_) {
-      if (tl_frames.back().start_event) guard()->destroyEvent(tl_frames.back().start_event, tl_frames.back().device);
+      if (tl_frames.back().start_event)
+        dipu_guard()->destroyEvent(tl_frames.back().start_event, tl_frames.back().device);
       tl_frames.pop_back();
     }
     if (!tl_frames.empty()) {
@@ -238,15 +237,15 @@ class Session final : public libkineto::IActivityProfilerSession {
     tl_frames.pop_back();
     if (!frame.start_event) return;
     if (frame.session != id_ || !g_timeline_active.load() || g_shutdown.load()) {
-      guard()->destroyEvent(frame.start_event, frame.device);
+      dipu_guard()->destroyEvent(frame.start_event, frame.device);
       return;
     }
     void* end_event = nullptr;
     try {
       c10::Stream stream(c10::Stream::UNSAFE, c10::Device(kDipu, frame.device), frame.stream);
-      guard()->record(&end_event, stream, frame.device, c10::EventFlag::BACKEND_DEFAULT);
+      dipu_guard()->record(&end_event, stream, frame.device, c10::EventFlag::BACKEND_DEFAULT);
     } catch (const std::exception& e) {
-      guard()->destroyEvent(frame.start_event, frame.device);
+      dipu_guard()->destroyEvent(frame.start_event, frame.device);
       std::lock_guard<std::mutex> lock(g_mutex);
       errors_.push_back(e.what());
       return;
@@ -297,7 +296,7 @@ void profiler_on_kernel(c10::DeviceIndex index) {
   frame.device = index;
   frame.stream = stream.id();
   frame.cpu_start_ns = c10::getTime();
-  guard()->record(&frame.start_event, stream, index, c10::EventFlag::BACKEND_DEFAULT);
+  dipu_guard()->record(&frame.start_event, stream, index, c10::EventFlag::BACKEND_DEFAULT);
 }
 
 void profiler_init() {

@@ -24,9 +24,7 @@
 // A failed call (status other than C_SUCCESS or C_WARNING) raises a RuntimeError naming the
 // vendor, the function and the status; a failed allocation is "out of memory" to the caching
 // allocator, which raises torch.OutOfMemoryError. Plug-ins are never unloaded.
-#include "python.h"
-
-#include "../include/dipu/custom_runtime.h"
+#include "vendor_plugin.h"
 
 #include <c10/util/ApproximateClock.h>
 #include <dlfcn.h>
@@ -527,13 +525,6 @@ std::unique_ptr<Runtime> plugin_runtime(const py::object& plugin) {
   return std::make_unique<PluginRuntime>(plugin.cast<std::shared_ptr<RuntimePlugin>>());
 }
 
-// For xccl.cpp: the table of a dipu._C.RuntimePlugin, kept alive with it.
-struct PluginTable {
-  const C_DeviceInterface* table = nullptr;
-  std::vector<int> ids;
-  std::string vendor;
-  std::shared_ptr<void> keep_alive;
-};
 PluginTable plugin_table(const py::object& plugin) {
   auto p = plugin.cast<std::shared_ptr<RuntimePlugin>>();
   return PluginTable{&p->table, p->ids, p->device_type, p};

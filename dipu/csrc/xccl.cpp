@@ -13,24 +13,12 @@
 // group's timeout on an ABI whose calls take none. A plug-in reports an asynchronous failure the
 // only way the ABI lets it, through the event: synchronize_event or query_event then return an
 // error status (refc fails the stream, as CUDA does).
-#include "python.h"
-
-#include "../include/dipu/custom_runtime.h"
+#include "vendor_plugin.h"
 
 #include <chrono>
 #include <thread>
 
 namespace dipu {
-
-// The plug-in behind a dipu._C.RuntimePlugin (vendor_plugin.cpp).
-struct PluginTable {
-  const C_DeviceInterface* table = nullptr;
-  std::vector<int> ids;
-  std::string vendor;
-  std::shared_ptr<void> keep_alive;
-};
-PluginTable plugin_table(const py::object& plugin);
-const char* status_name(C_Status status);  // vendor_plugin.cpp
 
 namespace {
 

@@ -18,6 +18,7 @@ Measured on the 2-core development machine: see docs/op-library-guide.md, "The t
 
 from __future__ import annotations
 
+import concurrent.futures
 import ctypes
 import hashlib
 import os
@@ -48,17 +49,19 @@ def _key_files(sources: Sequence[Path]) -> list[Path]:
             *sorted(p for d in directories for p in d.glob("*.h")), *sorted((INCLUDE / "diopi").glob("*.h"))]
 
 
-def _flags(sources: Sequence[Path]) -> list[str]:
+def _compile_flags(sources: Sequence[Path]) -> list[str]:
     # torch's headers and libraries where torch.utils.cpp_extension finds them, without importing it: the
     # flags are part of the cache key, computed at every import, and on a CUDA build of torch that import
     # logs a warning when no CUDA toolkit is installed.
     root = Path(torch.__file__).parent
     includes = [str(root / "include"), str(root / "include" / "torch" / "csrc" / "api" / "include"), str(INCLUDE),
                 *sorted({str(s.parent) for s in sources})]
-    libraries = [str(root / "lib")]
-    return ["-shared", "-fPIC", "-O2", "-std=c++20", "-fvisibility=hidden",
-            f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
-            *(f"-I{p}" for p in includes), *(f"-L{p}" for p in libraries), "-lc10", "-ltorch_cpu",
+    return ["-fPIC", "-O2", "-std=c++20", "-fvisibility=hidden",
+            f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}", *(f"-I{p}" for p in includes)]
+
+
+def _link_flags() -> list[str]:
+    return ["-shared", f"-L{Path(torch.__file__).parent / 'lib'}", "-lc10", "-ltorch_cpu",
             *_native.cxx_runtime_flags()]  # Note [The C++ runtime of dipu's libraries] in dipu/_native.py
 
 
@@ -70,7 +73,7 @@ def library_file(name: str, pairs: list[tuple[str, str]], sources: Sequence[Path
     """Where the library for these pairings, sources and this torch lives (Note [C++ op library cache])."""
     # Where torch and dipu are installed is not part of the key (the -I and -L flags): torch's headers are keyed
     # by its build, dipu's by their text (_key_files).
-    flags = [flag for flag in _flags(sources) if not flag.startswith(("-I", "-L"))]
+    flags = [flag for flag in [*_compile_flags(sources), *_link_flags()] if not flag.startswith(("-I", "-L"))]
     digest = hashlib.sha256(" ".join([compiler(), *flags]).encode())
     for path in _key_files(sources):
         digest.update(path.name.encode())
@@ -91,10 +94,19 @@ def _compile(target: Path, name: str, pairs: list[tuple[str, str]], sources: Seq
         generated = Path(work) / "aten_library.cpp"
         generated.write_text(generate(pairs, f"the direct functions of op library {name}'s base"))
         built = Path(work) / target.name
-        result = subprocess.run([compiler(), str(generated), *map(str, sources), *_flags(sources), "-o", str(built)],
-                                capture_output=True, text=True)
-        if result.returncode != 0:
-            raise RuntimeError(f"dipu: building the C++ op library {name} failed:\n{result.stderr[-4000:]}")
+        units = [generated, *sources]
+
+        def run(command: list[str]) -> None:
+            result = subprocess.run(command, capture_output=True, text=True)
+            if result.returncode != 0:
+                raise RuntimeError(f"dipu: building the C++ op library {name} failed:\n{result.stderr[-4000:]}")
+
+        # the files at once, as many as the build runs compilers (Note [The native core in parts]), then the link
+        objects = [Path(work) / f"{number}.o" for number in range(len(units))]
+        with concurrent.futures.ThreadPoolExecutor(_native.build_jobs()) as pool:
+            list(pool.map(run, ([compiler(), "-c", str(unit), *_compile_flags(sources), "-o", str(obj)]
+                                for unit, obj in zip(units, objects))))
+        run([compiler(), *map(str, objects), *_link_flags(), "-o", str(built)])
         shutil.copy(generated, target.parent / generated.name)
         os.replace(built, target)
 

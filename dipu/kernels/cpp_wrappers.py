@@ -74,12 +74,9 @@ def generate(functions: frozenset[str] | None, parts: int = 1) -> list[str]:
 
 
 def _parts() -> int:
-    """How many files the wrappers are compiled in: one per core, at most 16, or $MAX_JOBS (Note [The wrappers
-    in parts] in scripts/autogen/dest/cpp_wrappers.py)."""
-    jobs = os.environ.get("MAX_JOBS", "").strip()
-    if jobs.isdigit() and int(jobs) > 0:
-        return int(jobs)
-    return max(1, min(16, len(os.sched_getaffinity(0))))
+    """How many files the wrappers are compiled in: one per compiler the build runs at once (Note [The wrappers in
+    parts] in scripts/autogen/dest/cpp_wrappers.py)."""
+    return _native.build_jobs()
 
 
 def _build(target: Path) -> None:
