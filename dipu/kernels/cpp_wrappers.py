@@ -73,19 +73,13 @@ def generate(functions: frozenset[str] | None, parts: int = 1) -> list[str]:
     return _generation.cpp_wrappers(functions, parts)
 
 
-def _parts() -> int:
-    """How many files the wrappers are compiled in: one per compiler the build runs at once (Note [The wrappers in
-    parts] in scripts/autogen/dest/cpp_wrappers.py)."""
-    return _native.build_jobs()
-
-
 def _build(target: Path) -> None:
     from torch.utils import cpp_extension
 
     work = Path(tempfile.mkdtemp(prefix="build-", dir=target.parent))
     try:
         sources = []
-        for number, text in enumerate(generate(None, _parts()), 1):
+        for number, text in enumerate(generate(None, _native.build_jobs()), 1):  # Note [The wrappers in parts]
             sources.append(work / f"cpp_wrappers_{number}.cpp")
             sources[-1].write_text(text)
         cpp_extension.load(
