@@ -59,8 +59,9 @@ def cpp_wrappers(functions: frozenset[str] | None, parts: int = 1) -> list[str]:
     return emitter.render_parts(kernels.expand_all(entries, spec.SPEC.name), spec.SPEC.name, functions, parts)
 
 
-def aten_library(pairs: list[tuple[str, str]], source: str) -> str:
-    """The text of the C++ functions applying each (DIOPI function, ATen schema) of ``pairs`` directly."""
+def aten_library(pairs: list[tuple[str, str, tuple[tuple[str, str], ...]]], source: str) -> str:
+    """The text of the C++ functions applying each (DIOPI function, ATen schema, derived arguments) of ``pairs``
+    directly."""
     from dipugen.dest import aten_library as emitter
 
     from dipu.diopi.proto import FUNCTIONS
@@ -69,4 +70,4 @@ def aten_library(pairs: list[tuple[str, str]], source: str) -> str:
 
     # torch's own headers, which the library is compiled against (Note [ATen's CPU kernels without the dispatcher])
     cpu_kernels = emitter.CpuKernels(Path(torch.__file__).parent / "include")
-    return emitter.render([(FUNCTIONS[n], s) for n, s in pairs], source, cpu_kernels)
+    return emitter.render([(FUNCTIONS[n], s, dict(d)) for n, s, d in pairs], source, cpu_kernels)

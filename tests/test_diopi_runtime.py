@@ -8,7 +8,7 @@ import torch
 from conftest import run_python
 from dipu.diopi.proto import FUNCTIONS
 from dipu.diopi_impl.torch import library as torch_library
-from dipu.diopi import SUCCESS, OpLibrary, Status, load_library
+from dipu.diopi import KEPT_DIMS, OUTPUT_DTYPE, SUCCESS, OpLibrary, Status, load_library
 from dipu.kernels.support import contexts
 
 
@@ -183,6 +183,39 @@ def test_table_made_functions_are_checked_against_the_aten_op_they_apply():
     OpLibrary("fits").register(diopiForeachAddInpScalarList, aten=torch.ops.aten._foreach_add_)  # a packet
     with pytest.raises(TypeError, match=r"aten::_foreach_add_\.List takes 0 output\(s\) and 3 input\(s\)"):
         OpLibrary("drifted").register(diopiForeachAddInpScalarList, aten=torch.ops.aten._foreach_add_.List)
+
+
+def test_a_derived_argument_is_left_out_of_the_check_and_must_be_the_overloads():
+    """Note [Derived arguments]: diopiCumsum declares no dtype; deriving cumsum.out's dtype from the output makes the
+    pairing fit, and a derived name the overload lacks, or a rule nobody defined, fails at registration."""
+    def diopiCumsum(ctx, out, input, dim):
+        return SUCCESS
+
+    with pytest.raises(TypeError, match=r"cumsum\.out takes 1 output\(s\) and 3 input\(s\)"):
+        OpLibrary("underived").register(diopiCumsum, aten=torch.ops.aten.cumsum.out)
+    library = OpLibrary("derives")
+    library.register(diopiCumsum, aten=torch.ops.aten.cumsum.out, direct=True, derived={"dtype": OUTPUT_DTYPE})
+    assert library.derived == {"diopiCumsum": {"dtype": OUTPUT_DTYPE}}
+    with pytest.raises(TypeError, match=r"aten::cumsum\.out has no argument keepdim to derive"):
+        OpLibrary("wrong").register(diopiCumsum, aten=torch.ops.aten.cumsum.out, derived={"keepdim": KEPT_DIMS})
+    with pytest.raises(TypeError, match=r"derived arguments need aten= and rules among"):
+        OpLibrary("wrong").register(diopiCumsum, aten=torch.ops.aten.cumsum.out, derived={"dtype": "input_dtype"})
+
+
+def test_derived_arguments_follow_the_outputs():
+    """The table's derived rows compute keepdim and dtype from the outputs as the rules say: a kept or dropped dim
+    and a widened cumsum, each as the CPU computes them (the C++ twin's are in the conformance suite)."""
+    x = torch.randn(3, 4)
+    ctx = contexts[0]
+    for keep in (False, True):
+        shape = (3, 1) if keep else (3,)
+        values, indices = torch.empty(shape, device="dipu"), torch.empty(shape, dtype=torch.long, device="dipu")
+        assert torch_library.get("diopiMax")(ctx, values, indices, x.to("dipu"), 1) == SUCCESS
+        expected = x.max(1, keepdim=keep)
+        assert torch.equal(values.cpu(), expected.values) and torch.equal(indices.cpu(), expected.indices)
+    out = torch.empty(3, 4, dtype=torch.float64, device="dipu")
+    assert torch_library.get("diopiCumsum")(ctx, out, x.to("dipu"), 1) == SUCCESS
+    assert torch.equal(out.cpu(), x.cumsum(1, dtype=torch.float64))
 
 
 def test_the_table_builder_checks_every_function_it_makes_against_aten():

@@ -27,7 +27,7 @@ from collections.abc import Callable
 
 import torch
 
-from dipu.diopi import FUNCTIONS, SUCCESS, Kind
+from dipu.diopi import DERIVATIONS, FUNCTIONS, SUCCESS, Kind
 from dipu.diopi import native_alias as alias
 from ._aten import alias_tensors, fast_aten, require_copy
 from ._library import library
@@ -62,13 +62,13 @@ def warn_lacking() -> None:
             f"{'; '.join(f'{name} ({op})' for name, op in sorted(LACKING.items()))}", stacklevel=2)
 
 
-def _register(name: str, function: Callable, aten_op) -> None:
+def _register(name: str, function: Callable, aten_op, derived: dict[str, str] | None = None) -> None:
     """Register ``function(ctx, *args)`` under ``name`` with the proto's parameter names, checked against
     ``aten_op`` (an overload, or an op packet one of whose overloads must fit)."""
     function.__name__ = function.__qualname__ = name
     function.__signature__ = inspect.Signature(
         [inspect.Parameter(p, inspect.Parameter.POSITIONAL_OR_KEYWORD) for p in FUNCTIONS[name].param_names])
-    library.register(function, aten=aten_op, direct=True)
+    library.register(function, aten=aten_op, direct=True, derived=derived)
 
 
 def _alias(value, d):
@@ -76,16 +76,33 @@ def _alias(value, d):
     return alias(value, d) if isinstance(value, torch.Tensor) else value
 
 
-def out_function(name: str, overload, out_names: tuple[str, ...] = ()) -> None:
+def out_function(name: str, overload, out_names: tuple[str, ...] = (), derived: dict[str, str] | None = None) -> None:
     """``name(ctx, *outputs, *inputs)`` applying the out= ``overload`` to the inputs, writing the outputs.
 
     It is called through torch's binding of its op, whose ``out=`` picks the out= overload the arguments
     select (Note [Calling ATen from kernels]); an op without a binding (``out_names`` given: its outputs'
-    keyword names) is called through ``overload``. The registration checks the proto against ``overload``.
+    keyword names) is called through ``overload``. ``derived``: the overload's arguments computed from the first
+    output and the first input (Note [Derived arguments] in dipu/diopi/library.py), passed by name, also through
+    ``overload``. The registration checks the proto against ``overload``.
     """
     bound = getattr(fast_aten, overload._overloadpacket.__name__)
     outputs = len(out_names) or 1
     inputs = FUNCTIONS[name].params[outputs:]
+    if derived:
+        if inputs[0].kind is not Kind.TENSOR or inputs[0].optional:
+            raise TypeError(f"{name} derives {derived} from its first input, which is not a tensor")
+        rules = [(argument, DERIVATIONS[rule]) for argument, rule in derived.items()]
+        keywords = out_names or ("out",)
+
+        def derives(ctx, *args):
+            d = ctx.device
+            outs = [alias(t, d) for t in args[:outputs]]
+            ins = [_alias(a, d) for a in args[outputs:]]
+            overload(*ins, **{argument: rule(outs[0], ins[0]) for argument, rule in rules}, **dict(zip(keywords, outs)))
+            return SUCCESS
+
+        _register(name, derives, overload, derived)
+        return
     # The commonest shapes (a tensor, two tensors, a tensor and a Python number) skip the per-argument
     # type test: a few hundred nanoseconds of a tiny op's few microseconds.
     kinds = () if out_names else tuple(None if p.optional else p.kind for p in inputs)

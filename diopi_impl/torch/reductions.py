@@ -1,26 +1,43 @@
 """Reductions, scans, sorting and searching, and unique.
 
-DIOPI passes no keepdim: the output's rank says whether dims are kept, so most reductions do not line up
-with one ATen overload (which takes keepdim) and are registered without ``aten=``.
+DIOPI passes no keepdim: the output's rank says whether dims are kept. Where the rest lines up with one ATen
+overload, a table row derives keepdim (or a scan's dtype) from the output (Note [Derived arguments] in
+dipu/diopi/library.py); the others are written out, without ``aten=``.
 """
 
 import torch
 
-from dipu.diopi import SUCCESS
+from dipu.diopi import DERIVATIONS, KEPT_DIMS, OUTPUT_DTYPE, SUCCESS
 from dipu.diopi import native_alias as alias
 from ._aten import fast_aten, optional_alias, require_copy
 from ._library import library
+from ._table import out_function
 
 aten = torch.ops.aten
 
 
-def _keepdim(out, input) -> bool:
-    return out.dim() == input.dim() and input.dim() > 0
+#: Whether a reduction keeps its dims, read from its output (Note [Derived arguments] in dipu/diopi/library.py).
+_keepdim = DERIVATIONS[KEPT_DIMS]
 
 
 def _dims(dim):
     """DIOPI's optional dim list: None or empty reduces every dim."""
     return dim or None
+
+
+# One ATen overload each, keepdim or dtype derived from the output (Note [Derived arguments] in
+# dipu/diopi/library.py): table rows, generated in C++ as well.
+for _name, _overload, _outs in (
+        ("diopiMax", aten.max.dim_max, ("max", "max_values")),
+        ("diopiMin", aten.min.dim_min, ("min", "min_indices")),
+        ("diopiAmin", aten.amin.out, ()),
+        ("diopiMedian", aten.median.dim_values, ("values", "indices")),
+        ("diopiNanmedian", aten.nanmedian.dim_values, ("values", "indices")),
+        ("diopiMode", aten.mode.values, ("values", "indices")),
+        ("diopiKthvalue", aten.kthvalue.values, ("values", "indices"))):
+    out_function(_name, _overload, _outs, derived={"keepdim": KEPT_DIMS})
+for _name, _overload in (("diopiCumsum", aten.cumsum.out), ("diopiCumprod", aten.cumprod.out)):
+    out_function(_name, _overload, derived={"dtype": OUTPUT_DTYPE})
 
 
 # ---- reductions ------------------------------------------------------------------------------------------
@@ -61,26 +78,10 @@ def diopiNansum(ctx, out, input, dim):
     return SUCCESS
 
 
-@library.register
-def diopiMax(ctx, max, max_indices, input, dim):
-    d = ctx.device
-    x, values = alias(input, d), alias(max, d)
-    torch.max(x, dim, keepdim=_keepdim(values, x), out=(values, alias(max_indices, d)))
-    return SUCCESS
-
-
 @library.register(aten=aten.max.unary_out)
 def diopiMaxAll(ctx, max, input):
     d = ctx.device
     alias(max, d).copy_(torch.max(alias(input, d)))
-    return SUCCESS
-
-
-@library.register
-def diopiMin(ctx, min, min_indices, input, dim):
-    d = ctx.device
-    x, values = alias(input, d), alias(min, d)
-    torch.min(x, dim, keepdim=_keepdim(values, x), out=(values, alias(min_indices, d)))
     return SUCCESS
 
 
@@ -96,14 +97,6 @@ def diopiAmax(ctx, out, input, dim, keepdim):
     d = ctx.device
     x, o = alias(input, d), alias(out, d)
     torch.amax(x, dim, keepdim=keepdim, out=o)
-    return SUCCESS
-
-
-@library.register
-def diopiAmin(ctx, out, input, dim):
-    d = ctx.device
-    x, o = alias(input, d), alias(out, d)
-    torch.amin(x, dim, keepdim=_keepdim(o, x), out=o)
     return SUCCESS
 
 
@@ -204,14 +197,6 @@ def diopiLogSumExp(ctx, out, input, dim):
     return SUCCESS
 
 
-@library.register
-def diopiMedian(ctx, values, indices, input, dim):
-    d = ctx.device
-    x, v = alias(input, d), alias(values, d)
-    torch.median(x, dim, keepdim=_keepdim(v, x), out=(v, alias(indices, d)))
-    return SUCCESS
-
-
 @library.register(aten=aten.median.out)
 def diopiMedianAll(ctx, out, input):
     d = ctx.device
@@ -219,26 +204,10 @@ def diopiMedianAll(ctx, out, input):
     return SUCCESS
 
 
-@library.register
-def diopiNanmedian(ctx, values, indices, input, dim):
-    d = ctx.device
-    x, v = alias(input, d), alias(values, d)
-    torch.nanmedian(x, dim, keepdim=_keepdim(v, x), out=(v, alias(indices, d)))
-    return SUCCESS
-
-
 @library.register(aten=aten.nanmedian.out)
 def diopiNanmedianAll(ctx, out, input):
     d = ctx.device
     alias(out, d).copy_(torch.nanmedian(alias(input, d)))
-    return SUCCESS
-
-
-@library.register
-def diopiMode(ctx, values, indices, input, dim):
-    d = ctx.device
-    x, v = alias(input, d), alias(values, d)
-    torch.mode(x, dim, keepdim=_keepdim(v, x), out=(v, alias(indices, d)))
     return SUCCESS
 
 
@@ -272,22 +241,6 @@ def diopiBincount(ctx, out, input, weights, minlength):
 
 
 # ---- scans -----------------------------------------------------------------------------------------------
-
-
-@library.register
-def diopiCumsum(ctx, out, input, dim):
-    d = ctx.device
-    o = alias(out, d)
-    torch.cumsum(alias(input, d), dim, dtype=o.dtype, out=o)
-    return SUCCESS
-
-
-@library.register
-def diopiCumprod(ctx, out, input, dim):
-    d = ctx.device
-    o = alias(out, d)
-    torch.cumprod(alias(input, d), dim, dtype=o.dtype, out=o)
-    return SUCCESS
 
 
 @library.register(aten=aten.cummax.out, direct=True)
@@ -326,14 +279,6 @@ def diopiSort(ctx, values, indices, input, dim, descending, stable):
 def diopiTopk(ctx, values, indices, input, k, dim, largest, sorted):
     d = ctx.device
     torch.topk(alias(input, d), k, dim, largest, sorted, out=(alias(values, d), alias(indices, d)))
-    return SUCCESS
-
-
-@library.register
-def diopiKthvalue(ctx, values, indices, input, k, dim):
-    d = ctx.device
-    x, v = alias(input, d), alias(values, d)
-    torch.kthvalue(x, k, dim, keepdim=_keepdim(v, x), out=(v, alias(indices, d)))
     return SUCCESS
 
 

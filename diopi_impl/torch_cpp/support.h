@@ -138,6 +138,12 @@ inline bool plain_cpu(const Tensors&... tensors) {
   return g_alias_type == c10::DeviceType::CPU && (plain(tensors) && ...);
 }
 
+// Note [Derived arguments] in dipu/diopi/library.py: a reduction keeps its dims when its output has the input's
+// rank and the input is not a scalar (KEPT_DIMS there).
+inline bool kept_dims(const at::Tensor& out, const at::Tensor& input) {
+  return out.dim() == input.dim() && input.dim() > 0;
+}
+
 // Note [Scalars in C calls] in dipu/csrc: floats as float64, integers as int64, bools as bool.
 inline at::Scalar scalar(const diopiScalar_t* s) {
   switch (s->stype) {

@@ -5,8 +5,8 @@ torch's headers and libraries, cached, and loaded as a C op library over the Pyt
 
 Note [C++ op library cache]
 The library's text is a function of the installed torch's schemas, the Python library's pairings and the
-generator, so the cache key hashes the torch build, the pairings (DIOPI function and ATen schema text) and
-the files that turn them into C++ (the emitter, the proto, the template, support.h and the DIOPI
+generator, so the cache key hashes the torch build, the pairings (DIOPI function, ATen schema text, derived
+arguments) and the files that turn them into C++ (the emitter, the proto, the template, support.h and the DIOPI
 headers); finding a built library costs no generation and no torchgen import. Where torch and dipu are
 installed is not in the key, and the library has no run path: it loads into a process that has loaded
 torch's libraries already, so one torch build in two virtual environments, or dipu as a wheel beside a
@@ -36,10 +36,15 @@ from dipu import _generation, _native
 from dipu.diopi.c_build import INCLUDE
 
 
-def pairings(library) -> list[tuple[str, str]]:
-    """(DIOPI function, ATen schema) for each function of ``library`` that applies one overload directly
-    (``OpLibrary.direct``: every table-made function, and the hand-written ones registered so)."""
-    return sorted((name, str(library.aten[name]._schema).removeprefix("aten::")) for name in library.direct)
+#: (DIOPI function, ATen schema, the arguments it derives and their rules: Note [Derived arguments] in library.py)
+Pairing = tuple[str, str, tuple[tuple[str, str], ...]]
+
+
+def pairings(library) -> list[Pairing]:
+    """(DIOPI function, ATen schema, derived arguments) for each function of ``library`` that applies one overload
+    directly (``OpLibrary.direct``: every table-made function, and the hand-written ones registered so)."""
+    return sorted((name, str(library.aten[name]._schema).removeprefix("aten::"),
+                   tuple(sorted(library.derived.get(name, {}).items()))) for name in library.direct)
 
 
 def _key_files(sources: Sequence[Path]) -> list[Path]:
@@ -69,7 +74,7 @@ def compiler() -> str:
     return _native.compiler("C++17", "building a C++ op library")
 
 
-def library_file(name: str, pairs: list[tuple[str, str]], sources: Sequence[Path]) -> Path:
+def library_file(name: str, pairs: list[Pairing], sources: Sequence[Path]) -> Path:
     """Where the library for these pairings, sources and this torch lives (Note [C++ op library cache])."""
     # Where torch and dipu are installed is not part of the key (the -I and -L flags): torch's headers are keyed
     # by its build, dipu's by their text (_key_files).
@@ -78,18 +83,18 @@ def library_file(name: str, pairs: list[tuple[str, str]], sources: Sequence[Path
     for path in _key_files(sources):
         digest.update(path.name.encode())
         digest.update(path.read_bytes())
-    digest.update("\n".join(f"{n} {s}" for n, s in pairs).encode())
+    digest.update("\n".join(f"{n} {s} {d}" for n, s, d in pairs).encode())
     return _native.cache_root() / "-".join([
         name, f"torch{torch.__version__}", (torch.version.git_version or "nogit")[:10],
         f"py{sys.version_info.major}{sys.version_info.minor}", digest.hexdigest()[:12]]) / f"lib{name}.so"
 
 
-def generate(pairs: list[tuple[str, str]], source: str) -> str:
+def generate(pairs: list[Pairing], source: str) -> str:
     """The text of the generated functions for ``pairs``."""
     return _generation.aten_library(pairs, source)
 
 
-def _compile(target: Path, name: str, pairs: list[tuple[str, str]], sources: Sequence[Path]) -> None:
+def _compile(target: Path, name: str, pairs: list[Pairing], sources: Sequence[Path]) -> None:
     with tempfile.TemporaryDirectory(dir=target.parent) as work:
         generated = Path(work) / "aten_library.cpp"
         generated.write_text(generate(pairs, f"the direct functions of op library {name}'s base"))

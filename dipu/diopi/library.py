@@ -16,6 +16,14 @@ dtypes too: the Python number it refused reaches the CPU fallback as a 0-dim
 tensor (dipu/kernels/fallback.py), so ``steps.add_(1)`` on int64 still runs.
 Functions without a declaration pay nothing: ``get`` returns them as they are.
 
+Note [Derived arguments]
+DIOPI leaves out some arguments ATen takes because a function's outputs imply them: a reduction's ``keepdim``
+(its output keeps the input's rank) and the ``dtype`` of a scan or a sum (its output's). A function that applies
+one overload with such an argument derived says so: ``register(aten=..., derived={"keepdim": KEPT_DIMS})``.
+The pairing is then checked without those arguments, and each rule here is the one definition of what it
+computes, from the function's first output and first tensor input; the generated C++ twin (Note [The ATen
+library in C++]) computes the same from the same rule (``tc::kept_dims``, the output's ``scalar_type()``).
+
 Note [Choosing the op library]
 The vendor names its library (``DeviceRuntime.diopi_impl``); ``DIPU_DIOPI_IMPL``
 overrides it, which lets a developer try another library, or a test install a
@@ -32,6 +40,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import os
+import types
 from importlib import metadata
 from collections.abc import Callable
 
@@ -45,6 +54,15 @@ IMPL_VAR = "DIPU_DIOPI_IMPL"
 
 class LibraryNotFound(RuntimeError):
     """No entry point or module provides the op library asked for."""
+
+
+#: Note [Derived arguments]: the rules, each from (first output, first tensor input).
+KEPT_DIMS = "kept_dims"  # the output has the input's rank and the input is not a scalar
+OUTPUT_DTYPE = "output_dtype"  # the output's dtype
+DERIVATIONS: dict[str, Callable] = {
+    KEPT_DIMS: lambda out, input: out.dim() == input.dim() and input.dim() > 0,
+    OUTPUT_DTYPE: lambda out, input: out.dtype,
+}
 
 
 class OpLibrary:
@@ -70,6 +88,8 @@ class OpLibrary:
         #: ATen library in C++] in scripts/autogen/dest/aten_library.py).
         self.aten: dict[str, object] = {}
         self.direct: set[str] = set()
+        #: DIOPI function -> the ATen arguments it derives and their rules (Note [Derived arguments]).
+        self.derived: dict[str, dict[str, str]] = {}
 
     def cannot_run_on(self, runtime) -> str | None:
         """Why this library's kernels cannot run on vendor ``runtime`` (None: they can)."""
@@ -80,29 +100,35 @@ class OpLibrary:
                     f"'{runtime.name}' has none (no native_device_type)")
         return None
 
-    def register(self, fn: Callable | None = None, *, dtypes=None, aten=None, direct: bool = False):
+    def register(self, fn: Callable | None = None, *, dtypes=None, aten=None, direct: bool = False,
+                 derived: dict[str, str] | None = None):
         """Decorator: ``@library.register`` or ``@library.register(dtypes=(torch.float32, ...))``.
 
         ``aten``: the ATen overload (or op packet) a table-made function applies; see Note
         [Table-made functions are checked against ATen]. ``direct``: the function is that overload applied
-        to its aliases and nothing else, so it may be generated in C++ (``OpLibrary.direct``).
+        to its aliases and nothing else, so it may be generated in C++ (``OpLibrary.direct``). ``derived``:
+        the overload's arguments the function computes from its outputs (Note [Derived arguments]).
         """
         if fn is None:
-            return lambda f: self._register(f, dtypes, aten, direct)
-        return self._register(fn, dtypes, aten, direct)
+            return lambda f: self._register(f, dtypes, aten, direct, derived)
+        return self._register(fn, dtypes, aten, direct, derived)
 
-    def _register(self, fn: Callable, dtypes, aten, direct: bool = False) -> Callable:
+    def _register(self, fn: Callable, dtypes, aten, direct: bool = False,
+                  derived: dict[str, str] | None = None) -> Callable:
         name = fn.__name__
         declared = FUNCTIONS.get(name)
         if declared is None:
             raise TypeError(f"op library '{self.name}': {name} is not declared in the DIOPI proto")
-        params = tuple(inspect.signature(fn).parameters)
+        params = _parameter_names(fn)
         if params != declared.param_names:
             raise TypeError(
                 f"op library '{self.name}': {name}({', '.join(params)}) does not match "
                 f"the DIOPI proto {name}({', '.join(declared.param_names)})"
             )
-        overload = _check_aten(self.name, declared, aten) if aten is not None else None
+        if derived and (aten is None or set(derived.values()) - DERIVATIONS.keys()):
+            raise TypeError(f"op library '{self.name}': {name} derives {derived}: derived arguments need aten= and "
+                            f"rules among {sorted(DERIVATIONS)}")
+        overload = _check_aten(self.name, declared, aten, derived or {}) if aten is not None else None
         if name in self.functions:
             raise TypeError(f"op library '{self.name}': {name} is registered twice")
         self.functions[name] = fn
@@ -110,6 +136,8 @@ class OpLibrary:
             self.aten[name] = overload
             if direct:
                 self.direct.add(name)
+            if derived:
+                self.derived[name] = dict(derived)
         if dtypes is not None:
             if not any(p.kind.is_tensor and not p.kind.is_output for p in declared.params):
                 raise TypeError(f"op library '{self.name}': {name} declares dtypes but has no tensor input")
@@ -133,6 +161,18 @@ class OpLibrary:
         return f"OpLibrary({self.name!r}, {len(self.functions)} functions)"
 
 
+def _parameter_names(fn: Callable) -> tuple[str, ...]:
+    """``fn``'s parameter names. A plain function's are read from its code object: ``inspect.signature`` costs
+    about 25 us a function, and a library registers hundreds at import (Note [Start-up objects] in
+    dipu/__init__.py)."""
+    code = getattr(fn, "__code__", None)
+    if (type(fn) is types.FunctionType and code is not None
+            and not fn.__dict__.keys() & {"__signature__", "__wrapped__"} and not code.co_kwonlyargcount
+            and not code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)):
+        return code.co_varnames[:code.co_argcount]
+    return tuple(inspect.signature(fn).parameters)
+
+
 def _dtype_guard(fn: Callable, declared, dtypes: frozenset) -> Callable:
     """``fn`` behind a check of its first tensor input's dtype; see Note [Declared dtypes]."""
     position = next(i for i, p in enumerate(declared.params) if p.kind.is_tensor and not p.kind.is_output)
@@ -152,12 +192,13 @@ def _dtype_guard(fn: Callable, declared, dtypes: frozenset) -> Callable:
     return guarded
 
 
-def _check_aten(library: str, declared, aten):
+def _check_aten(library: str, declared, aten, derived: dict[str, str]):
     """Note [Table-made functions are checked against ATen]
     A function made from a table (one closure applying an ATen op, given the proto's signature) would
     pass the signature check by construction. What can drift is the pairing of the proto declaration
     with the ATen op, so that is checked instead: the declared parameters must take the overload's
-    arguments in order (``proto.aten_mismatch``); for an op packet, one of its overloads must fit. The
+    arguments in order (``proto.aten_mismatch``), but for those it derives (Note [Derived arguments]), which
+    the overload must have; for an op packet, one of its overloads must fit. The
     schema is read from torch's own schema objects, which costs nothing at import (torchgen would cost
     about 80 ms to import).
     """
@@ -165,7 +206,11 @@ def _check_aten(library: str, declared, aten):
     problems = []
     for overload in overloads:
         schema = overload._schema
-        args = [(a, _aten_arg(a)) for a in schema.arguments]
+        if derived.keys() - {a.name for a in schema.arguments}:
+            problems.append(f"{schema.name}.{schema.overload_name or 'default'} has no argument "
+                            f"{', '.join(sorted(derived.keys() - {a.name for a in schema.arguments}))} to derive")
+            continue
+        args = [(a, _aten_arg(a)) for a in schema.arguments if a.name not in derived]
         outs = [arg for a, arg in args if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write]
         inputs = [arg for a, arg in args if arg not in outs]
         problem = aten_mismatch(declared, outs, inputs, len(schema.returns))

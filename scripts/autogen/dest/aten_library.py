@@ -121,26 +121,41 @@ def _parameter_type(parameter: str) -> str:
     return re.sub(r"\s+", "", re.sub(r"\w+$", "", declared))
 
 
-def values(pairings: list[tuple[Function, str]], cpu_kernels: CpuKernels | None = None) -> dict:
+#: A pairing: (DIOPI function, ATen schema[, the arguments it derives -> their rules]) (Note [Derived arguments] in
+#: dipu/diopi/library.py).
+Pairing = tuple
+
+
+def _parts(pairing: Pairing) -> tuple[Function, FunctionSchema, dict[str, str]]:
+    function, schema, *derived = pairing
+    return function, FunctionSchema.parse(schema), dict(derived[0]) if derived else {}
+
+
+#: Note [Derived arguments] in dipu/diopi/library.py: each rule in C++, from the first output's and the first tensor
+#: input's aliases.
+DERIVATIONS = {"kept_dims": "tc::kept_dims({out}, {input})", "output_dtype": "{out}.scalar_type()"}
+
+
+def values(pairings: list[Pairing], cpu_kernels: CpuKernels | None = None) -> dict:
     """The template's values: a C function for each (DIOPI function, ATen schema) pairing it can call."""
     functions = []
-    for function, schema in sorted(pairings, key=lambda p: p[0].name):
+    for pairing in sorted(pairings, key=lambda p: p[0].name):
         try:
-            functions.append(_function(function, FunctionSchema.parse(schema), cpu_kernels))
+            functions.append(_function(*_parts(pairing), cpu_kernels))
         except Unsupported:
             continue
     return dict(functions=functions, headers=sorted({f.header for f in functions}),
                 cpu_headers=sorted({f.header for f in functions if f.cpu_header}))
 
 
-def explain(pairings: list[tuple[Function, str]]) -> dict[str, str]:
+def explain(pairings: list[Pairing]) -> dict[str, str]:
     """DIOPI function -> why the C++ library leaves it to the Python one, for those it leaves."""
     reasons = {}
-    for function, schema in pairings:
+    for pairing in pairings:
         try:
-            _function(function, FunctionSchema.parse(schema), None)
+            _function(*_parts(pairing), None)
         except Unsupported as why:
-            reasons[function.name] = str(why)
+            reasons[pairing[0].name] = str(why)
     return reasons
 
 
@@ -165,10 +180,11 @@ def _cpu_function(schema: FunctionSchema, cpu_kernels: CpuKernels | None, number
     return function if function is not None and types in cpu_kernels(name.base).get(function, ()) else None
 
 
-def _function(function: Function, schema: FunctionSchema, cpu_kernels: CpuKernels | None) -> CFunction:
+def _function(function: Function, schema: FunctionSchema, derived: dict[str, str],
+              cpu_kernels: CpuKernels | None) -> CFunction:
     arguments = schema.arguments
     outs = list(arguments.out)
-    inputs = [a for a in arguments.flat_all if a not in outs]
+    inputs = [a for a in arguments.flat_all if a not in outs and a.name not in derived]
     params = list(function.params)
     allocated = [p for p in params if p.kind.is_allocated]
     if allocated:  # a functional overload whose one result (a tensor or a list) becomes the allocated outputs
@@ -190,16 +206,24 @@ def _function(function: Function, schema: FunctionSchema, cpu_kernels: CpuKernel
     number = arguments.flat_positional[1] if wrapped else None
     cpu = _cpu_function(schema, cpu_kernels, number)
     checked = []  # the aliases tc::plain_cpu looks at before a direct CPU call
+    # what a derived argument is computed from (Note [Derived arguments]): these become locals
+    sources = [params[0], params[len(outs)]] if outs and len(params) > len(outs) else []
+    if derived and [p.kind for p in sources] != [Kind.TENSOR_OUT, Kind.TENSOR]:
+        raise Unsupported("it derives arguments but its first output and first input are not tensors")
     for param, arg in zip(params, outs + inputs):
         aten_type = BaseType(BaseTy.Tensor) if arg is number else arg.type
         expression, local, aliased = _convert(param, aten_type, lengths.get(param.name), arg.is_write, lenient)
         aliases = aliases or aliased
-        if local or (cpu and aliased):
+        if local or (cpu and aliased) or (derived and param in sources):
             locals_.append(f"auto {param.name}_a = {expression};")
             expression = f"{param.name}_a"
             if aliased:
                 checked.append(expression)
         by_name[arg.name] = expression
+    for name, rule in derived.items():
+        if rule not in DERIVATIONS:
+            raise Unsupported(f"no C++ for the derivation rule {rule}")
+        by_name[name] = DERIVATIONS[rule].format(out=f"{sources[0].name}_a", input=f"{sources[1].name}_a")
     call_args = ", ".join(by_name[a.name] for a in arguments.flat_all)
     call = f"at::_ops::{wrapped or schema.name.unambiguous_name()}::call({call_args})"
     if cpu:  # Note [ATen's CPU kernels without the dispatcher]
@@ -305,7 +329,7 @@ def _convert_value(param: proto.Param, aten_type, length: str | None, written: b
     raise Unsupported(f"{param} as {aten_type}")
 
 
-def render(pairings: list[tuple[Function, str]], source: str, cpu_kernels: CpuKernels | None = None) -> str:
+def render(pairings: list[Pairing], source: str, cpu_kernels: CpuKernels | None = None) -> str:
     """The text of aten_library.cpp for ``pairings`` (see :func:`values`); ``cpu_kernels``: the at::cpu:: functions
     the generated ones may call directly (none without it)."""
     import jinja2
