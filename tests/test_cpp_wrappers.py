@@ -865,3 +865,33 @@ def test_a_cpp_op_library_that_cannot_be_loaded_leaves_its_python_twin_serving(m
     monkeypatch.setattr(c_library, "load", unloadable)
     with pytest.warns(UserWarning, match="could not be built or loaded, so op library 'torch' serves every op"):
         assert cpp_build.twin("torch_cpp", python_library, [torch_cpp.HANDWRITTEN]) is python_library
+
+
+REDUCTION_CALLS = """
+import json, torch, dipu
+from dipu.kernels import cpp_wrappers
+x = torch.randn(5, 6)
+m = x > 0
+calls = {
+    "max.dim": lambda t, b: t.max(1), "min.dim": lambda t, b: t.min(0, keepdim=True), "amin": lambda t, b: t.amin(1),
+    "cumsum": lambda t, b: t.cumsum(1, dtype=torch.float64), "any.dim": lambda t, b: b.any(1),
+    "all.dim": lambda t, b: b.all(0, keepdim=True), "any": lambda t, b: b.any(), "all": lambda t, b: b.all(),
+}
+cpp_wrappers.reset_fast_calls()
+same = {}
+for op, call in calls.items():
+    got, want = call(x.to("dipu"), m.to("dipu")), call(x, m)
+    got, want = (got, want) if isinstance(want, tuple) else ((got,), (want,))
+    same[op] = all(g.device.type == "dipu" and torch.equal(g.cpu(), w) for g, w in zip(got, want))
+print(json.dumps({"same": same, "fast": cpp_wrappers.fast_calls(), "fallbacks": dipu.fallback_counts()}))
+"""
+
+
+def test_reductions_with_a_derived_keepdim_or_an_optional_dim_take_the_cpp_path_with_the_cpu_s_results(python):
+    """The torch library's derived rows (Note [Derived arguments] in dipu/diopi/library.py) are in its C++ twin, so
+    max/min/amin over a dim and cumsum with a dtype run in C++; DIOPI's optional dim passes by address, so
+    any/all over a dim and over everything run in C++ too; each with the CPU's values, kept dims and dtype."""
+    r = json.loads(python(REDUCTION_CALLS).stdout.strip().splitlines()[-1])
+    assert all(r["same"].values()), r["same"]
+    assert set(r["fast"]) == set(r["same"]), r["fast"]
+    assert r["fallbacks"] == {}, r["fallbacks"]

@@ -18,6 +18,8 @@
 #include <ATen/ops/_softmax_backward_data_ops.h>
 #include <ATen/ops/_softmax_ops.h>
 #include <ATen/ops/abs_ops.h>
+#include <ATen/ops/all_ops.h>
+#include <ATen/ops/any_ops.h>
 #include <ATen/ops/adaptive_avg_pool2d_ops.h>
 #include <ATen/ops/bernoulli_ops.h>
 #include <ATen/ops/cat_ops.h>
@@ -51,9 +53,6 @@
 namespace tc = dipu::torch_cpp;
 
 namespace {
-
-// diopi_impl/torch/reductions.py's _keepdim: the output keeps the reduced dims when it has the input's rank.
-bool keepdim(const at::Tensor& out, const at::Tensor& input) { return out.dim() == input.dim() && input.dim() > 0; }
 
 // DIOPI's optional dim list (diopi_impl/torch/reductions.py's _dims): absent or empty reduces every dim.
 at::OptionalIntArrayRef dims(diopiSize_t dim) {
@@ -251,7 +250,7 @@ DIPU_EXPORT diopiError_t diopiSum(diopiContextHandle_t, diopiTensorHandle_t out,
                                   diopiSize_t dim) {
   return tc::guarded([&] {
     at::Tensor x = tc::alias_of(input), o = tc::alias_of(out);
-    at::_ops::sum_IntList_out::call(x, dims(dim), keepdim(o, x), o.scalar_type(), o);
+    at::_ops::sum_IntList_out::call(x, dims(dim), tc::kept_dims(o, x), o.scalar_type(), o);
   });
 }
 
@@ -259,7 +258,31 @@ DIPU_EXPORT diopiError_t diopiMean(diopiContextHandle_t, diopiTensorHandle_t out
                                    diopiSize_t dim) {
   return tc::guarded([&] {
     at::Tensor x = tc::alias_of(input), o = tc::alias_of(out);
-    at::_ops::mean_out::call(x, dims(dim), keepdim(o, x), o.scalar_type(), o);
+    at::_ops::mean_out::call(x, dims(dim), tc::kept_dims(o, x), o.scalar_type(), o);
+  });
+}
+
+// reductions.py's diopiAny and diopiAll: without a dim over every element, with one keeping it as the output's rank
+// says.
+DIPU_EXPORT diopiError_t diopiAny(diopiContextHandle_t, diopiTensorHandle_t out, diopiConstTensorHandle_t input,
+                                  const int64_t* dim) {
+  return tc::guarded([&] {
+    at::Tensor x = tc::alias_of(input), o = tc::alias_of(out);
+    if (dim == nullptr)
+      at::_ops::any_all_out::call(x, o);
+    else
+      at::_ops::any_out::call(x, *dim, tc::kept_dims(o, x), o);
+  });
+}
+
+DIPU_EXPORT diopiError_t diopiAll(diopiContextHandle_t, diopiTensorHandle_t out, diopiConstTensorHandle_t input,
+                                  const int64_t* dim) {
+  return tc::guarded([&] {
+    at::Tensor x = tc::alias_of(input), o = tc::alias_of(out);
+    if (dim == nullptr)
+      at::_ops::all_all_out::call(x, o);
+    else
+      at::_ops::all_out::call(x, *dim, tc::kept_dims(o, x), o);
   });
 }
 

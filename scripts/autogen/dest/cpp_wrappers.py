@@ -163,6 +163,10 @@ _TENSOR_OR_OPTIONAL = (*_TENSOR_TYPES, _OPTIONAL_TENSOR)
 _LIST_TYPES = ("at::TensorList", "const c10::List<::std::optional<at::Tensor>> &")
 #: Optional numbers DIOPI takes by pointer (NULL for None): the address of the kernel's own optional's value.
 _BY_POINTER = frozenset({"::std::optional<int64_t>", "::std::optional<double>", "::std::optional<bool>"})
+#: A value ATen always has where DIOPI's parameter is optional (``any.dim``'s dim for diopiAny's ``int? dim``):
+#: its address.
+_PLAIN_BY_POINTER = frozenset({"int64_t", "double", "bool"})
+_C_BY_POINTER_KINDS = frozenset({proto.Kind.INT, proto.Kind.FLOAT, proto.Kind.BOOL})
 #: Literals of the spec (``None``, numbers) by kind: the C++ expression of the C value.
 _LITERAL_NONE = {proto.Kind.TENSOR: "nullptr", proto.Kind.SCALAR: "nullptr", proto.Kind.STRING: "nullptr",
                  proto.Kind.SIZE: "diopiSize_t{nullptr, 0}", proto.Kind.ROUNDING_MODE: "RoundModeNone"}
@@ -296,7 +300,7 @@ def _unsupported_call(kernel: Kernel, call, types: dict[str, str], renamed: dict
         if param.kind not in _C_TYPES:
             return f"parameter {param.name} of kind {param.kind.value}"
         if param.optional and param.kind in (proto.Kind.INT, proto.Kind.FLOAT, proto.Kind.BOOL) and \
-                arg.name is not None and types.get(renamed.get(arg.name, arg.name)) not in _BY_POINTER:
+                arg.name is not None and types.get(renamed.get(arg.name, arg.name)) not in _BY_POINTER | _PLAIN_BY_POINTER:
             return f"optional parameter {param.name} passed by pointer"
         if arg.name is None:
             if _literal(arg, param) is None:
@@ -305,7 +309,7 @@ def _unsupported_call(kernel: Kernel, call, types: dict[str, str], renamed: dict
         name = renamed.get(arg.name, arg.name)
         if name in kernel.outputs and name not in types:
             continue  # a new output: a local at::Tensor
-        if param.optional and types.get(name) in _BY_POINTER:
+        if param.optional and types.get(name) in _BY_POINTER | _PLAIN_BY_POINTER:
             continue
         if param.kind is proto.Kind.DTYPE and not param.optional and types.get(name) != "at::ScalarType":
             return f"optional argument {name} for dtype {param.name}"
@@ -329,8 +333,8 @@ _CPP_KEYWORDS = frozenset({"default", "new", "delete", "template", "this", "oper
 
 def _literal(arg: CallArg, param: proto.Param) -> str | None:
     value = arg.literal
-    if value is None:
-        return _LITERAL_NONE.get(param.kind)
+    if value is None:  # an optional number passes by pointer: None is the null one
+        return "nullptr" if param.optional and param.kind in _C_BY_POINTER_KINDS else _LITERAL_NONE.get(param.kind)
     if isinstance(value, bool):
         return {proto.Kind.BOOL: "true" if value else "false"}.get(param.kind)
     if isinstance(value, int) and param.kind in (proto.Kind.INT, proto.Kind.FLOAT):
@@ -479,6 +483,9 @@ def _call_values(call, types: dict[str, str], renamed: dict[str, str]) -> tuple[
         value = cpp(name)
         if param.optional and types.get(name) in _BY_POINTER:
             call_args.append(f"pointer_to({value})")
+            continue
+        if param.optional and types.get(name) in _PLAIN_BY_POINTER:
+            call_args.append(f"&{value}")
             continue
         helper = "out" if name not in types else _CONVERSIONS[param.kind][types[name]]
         if helper == "scalar":
