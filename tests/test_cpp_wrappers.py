@@ -548,11 +548,13 @@ for device in ("cpu", "dipu"):
                      F.nll_loss(x, target, reduction="none"), F.nll_loss(x[0], target[0]),
                      F.nll_loss(x, target, weight=weight.to(device), reduction="sum"),
                      x.argmax(1), x.argmin(0, keepdim=True), x.argmax(), x.argmax(keepdim=True), x.argmin(-1),
-                     x[0, 0].argmax(0), torch.empty(0, 3).to(device).argmax(1)]
+                     x[0, 0].argmax(0), torch.empty(0, 3).to(device).argmax(1),
+                     torch.stack([x, 2 * x]), torch.stack([x[0], x[1], x[2]], -1), torch.stack([x[0, 0]], 0),
+                     torch.stack([x, x.double()], 1), torch.stack([x.t(), x.t()])]
 r["meta twins"] = [same(c, d) for c, d in zip(twins["cpu"], twins["dipu"])]
 r["meta twins fast"] = {op: n for op, n in cpp_wrappers.fast_calls().items()
                         if op in ("embedding", "embedding_dense_backward", "index_select", "nll_loss_forward",
-                                  "argmax", "argmin")}
+                                  "argmax", "argmin", "stack")}
 errors = []
 for device in ("cpu", "dipu"):  # a reduction over no elements: the C++ rule leaves it to the CPU's error
     try:
@@ -598,9 +600,10 @@ def test_convolution_batch_norm_and_max_pool_take_the_cpp_path_with_the_cpu_s_re
     assert r["fast"] == {"convolution_overrideable": 1, "native_batch_norm": 1, "max_pool2d_with_indices": 1,
                          "_adaptive_avg_pool2d": 1, "cat": 1}, r["fast"]
     assert r["fallbacks"] == {}, r["fallbacks"]
-    assert r["meta twins"] == [True] * 15, r["meta twins"]
+    assert r["meta twins"] == [True] * 20, r["meta twins"]
+    # stack of two dtypes or of transposed tensors: the Python path (the meta kernel's promotion and layout)
     assert r["meta twins fast"] == {"embedding": 1, "embedding_dense_backward": 1, "index_select": 2,
-                                    "nll_loss_forward": 4, "argmax": 5, "argmin": 2}, r["meta twins fast"]
+                                    "nll_loss_forward": 4, "argmax": 5, "argmin": 2, "stack": 3}, r["meta twins fast"]
     # the CPU says "argmax():", the meta kernel behind dipu's Python path "argmax:"
     assert [e.split(" ", 1)[1] for e in r["argmax of nothing"]] == \
         ["Expected reduction dim 0 to have non-zero size."] * 2, r["argmax of nothing"]

@@ -47,7 +47,7 @@ def diopiCat(ctx, out, tensors, dim):
     return SUCCESS
 
 
-@library.register(aten=aten.stack.out)
+@library.register(aten=aten.stack.out, direct=True)
 def diopiStack(ctx, out, tensors, dim):
     d = ctx.device
     torch.stack([alias(t, d) for t in tensors], dim, out=alias(out, d))

@@ -59,7 +59,7 @@ RULES: dict[str, Rule] = {
 #: the same name in dipu/kernels/cpp/shape_rules.h fills (Note [Meta shapes in C++]).
 CPP_META_TWINS: dict[str, int] = {
     "argmax": 1, "argmin": 1, "embedding": 1, "embedding_dense_backward": 1, "index_select": 1,
-    "native_layer_norm_backward": 3, "nll_loss_forward": 2,
+    "native_layer_norm_backward": 3, "nll_loss_forward": 2, "stack": 1,
 }
 __all__ = sorted(RULES)
 

@@ -366,6 +366,23 @@ bool index_select(Spec& spec, const at::Tensor& self, int64_t dim, const at::Ten
   return true;
 }
 
+// stack: the tensors' shape with a dim of their number inserted at `dim`. None, tensors of different shapes (the
+// meta kernel's error), of different dtypes (its promotion) or not contiguous (its layout), and a dim out of range
+// are left to the Python path.
+template <class... Rest>
+bool stack(Spec& spec, at::TensorList tensors, int64_t dim, const Rest&...) {
+  if (tensors.empty()) return false;
+  const at::Tensor& first = tensors[0];
+  const int64_t rank = first.dim() + 1;
+  if (dim < -rank || dim >= rank) return false;
+  for (const at::Tensor& t : tensors)
+    if (t.sizes() != first.sizes() || t.scalar_type() != first.scalar_type() || !t.is_contiguous()) return false;
+  same_shape(spec, first);
+  spec.shape.insert(spec.shape.begin() + (dim < 0 ? dim + rank : dim), static_cast<int64_t>(tensors.size()));
+  spec.dtype = first.scalar_type();
+  return true;
+}
+
 // nll_loss_forward's (output, total_weight): per-sample losses for reduction none of a batch, else a 0-dim
 // loss; a 0-dim total weight. Class-index targets of int64 only, a weight of one element per class.
 template <class Int, class... Rest>
