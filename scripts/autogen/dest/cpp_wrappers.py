@@ -166,6 +166,8 @@ _BY_POINTER = frozenset({"::std::optional<int64_t>", "::std::optional<double>", 
 #: A value ATen always has where DIOPI's parameter is optional (``any.dim``'s dim for diopiAny's ``int? dim``):
 #: its address.
 _PLAIN_BY_POINTER = frozenset({"int64_t", "double", "bool"})
+_ANY_BY_POINTER = _BY_POINTER | _PLAIN_BY_POINTER
+#: The kinds of DIOPI's optional numbers, passed by pointer.
 _C_BY_POINTER_KINDS = frozenset({proto.Kind.INT, proto.Kind.FLOAT, proto.Kind.BOOL})
 #: Literals of the spec (``None``, numbers) by kind: the C++ expression of the C value.
 _LITERAL_NONE = {proto.Kind.TENSOR: "nullptr", proto.Kind.SCALAR: "nullptr", proto.Kind.STRING: "nullptr",
@@ -299,8 +301,8 @@ def _unsupported_call(kernel: Kernel, call, types: dict[str, str], renamed: dict
             continue
         if param.kind not in _C_TYPES:
             return f"parameter {param.name} of kind {param.kind.value}"
-        if param.optional and param.kind in (proto.Kind.INT, proto.Kind.FLOAT, proto.Kind.BOOL) and \
-                arg.name is not None and types.get(renamed.get(arg.name, arg.name)) not in _BY_POINTER | _PLAIN_BY_POINTER:
+        if param.optional and param.kind in _C_BY_POINTER_KINDS and \
+                arg.name is not None and types.get(renamed.get(arg.name, arg.name)) not in _ANY_BY_POINTER:
             return f"optional parameter {param.name} passed by pointer"
         if arg.name is None:
             if _literal(arg, param) is None:
@@ -309,7 +311,7 @@ def _unsupported_call(kernel: Kernel, call, types: dict[str, str], renamed: dict
         name = renamed.get(arg.name, arg.name)
         if name in kernel.outputs and name not in types:
             continue  # a new output: a local at::Tensor
-        if param.optional and types.get(name) in _BY_POINTER | _PLAIN_BY_POINTER:
+        if param.optional and types.get(name) in _ANY_BY_POINTER:
             continue
         if param.kind is proto.Kind.DTYPE and not param.optional and types.get(name) != "at::ScalarType":
             return f"optional argument {name} for dtype {param.name}"
