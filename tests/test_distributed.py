@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import dipu
-from dipu import collectives
+from dipu.distributed import collectives
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
 WORLD = 2
@@ -217,7 +217,7 @@ def worker_collectives():
 def _check_communicator(dist):
     """Under TEST_EXPECT_XCCL: dipu tensors went through the plug-in's collectives, and only what its ABI
     lacks (bitwise reduce ops) through host copies; under TEST_EXPECT_HOST_PATH=1, everything did."""
-    from dipu import xccl
+    from dipu.distributed import xccl
 
     expect = os.environ.get("TEST_EXPECT_XCCL")
     if not expect:
@@ -600,14 +600,15 @@ def test_incomplete_vendor_communicator_fails_naming_every_missing_method():
         f"dipu vendor 'acme' ({__name__}.test_incomplete_vendor_communicator_fails_naming_every_missing_method."
         "<locals>.Partial) does not implement the required collective methods: all_gather, all_to_all, "
         "barrier, broadcast, recv, reduce_scatter, send")
-    with pytest.raises(TypeError, match="is not a subclass of dipu.collectives.Communicator"):
+    with pytest.raises(TypeError, match="is not a subclass of dipu.distributed.collectives.Communicator"):
         collectives.check_communicator_class("acme", object)
 
 
 def test_vendor_with_incomplete_collectives_fails_at_load(python):
     proc = python("""
         import pytest
-        from dipu import collectives, runtime
+        from dipu import runtime
+        from dipu.distributed import collectives
         from dipu.vendors.sim import SimRuntime
 
         class Broken(collectives.Communicator):

@@ -43,7 +43,7 @@ import warnings
 import torch
 import torch.distributed as dist
 
-from dipu import collectives
+from dipu.distributed import collectives
 from dipu._core import vendor
 from dipu.runtime import PluginRuntime
 

@@ -4,7 +4,7 @@ A vendor that has one (NCCL, HCCL, a DICL library: DIPU's ``diclapis.h``)
 subclasses :class:`Communicator` and names the class in its runtime's
 ``collectives`` attribute (see :class:`dipu.runtime.DeviceRuntime`); a C runtime
 plug-in that fills the ``xccl_*`` group of its table gets
-:class:`dipu.xccl.XcclCommunicator` without writing any (Note [A plug-in's collectives]).
+:class:`dipu.distributed.xccl.XcclCommunicator` without writing any (Note [A plug-in's collectives]).
 The ``dicl`` process group (:mod:`dipu.distributed`) creates one communicator
 per process group and rank, and turns every ``torch.distributed`` call into the
 few primitive operations below. A vendor without one gets
@@ -109,7 +109,7 @@ def check_communicator_class(vendor: str, cls: type) -> None:
     """Fail at once, naming every missing primitive, for an incomplete vendor communicator."""
     if not (isinstance(cls, type) and issubclass(cls, Communicator)):
         raise TypeError(f"dipu vendor '{vendor}': collectives = {cls!r} is not a subclass of "
-                        "dipu.collectives.Communicator")
+                        "dipu.distributed.collectives.Communicator")
     missing = sorted(getattr(cls, "__abstractmethods__", ()))
     if missing:
         raise TypeError(
