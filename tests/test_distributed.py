@@ -639,6 +639,17 @@ def test_shipped_vendors_implement_the_collective_contract():
         assert dipu.vendor().collectives is SimCommunicator
 
 
+def test_the_import_paths_of_before_dipu_distributed_name_its_modules():
+    """Vendor runtimes import the contract as dipu.collectives (and a plug-in's communicator as dipu.xccl), where
+    it lived before dipu/distributed/: those names are the modules themselves, so a subclass is the contract's."""
+    import dipu.collectives
+    import dipu.xccl
+    from dipu.collectives import Communicator
+    from dipu.distributed import xccl
+
+    assert dipu.collectives is collectives and dipu.xccl is xccl and Communicator is collectives.Communicator
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="the NCCL path needs NVIDIA GPUs and a CUDA torch")
 def test_nccl_collectives_match_gloo_on_cpu():
     if torch.cuda.device_count() < WORLD:
