@@ -14,7 +14,7 @@ activates dipu only where that cannot hurt or where the process asked for it:
   without dipu, and the program activates dipu with ``import dipu``.
 
 ``import dipu`` always activates it. A process that uses dipu and native CUDA together gets dipu's own
-error at its first CUDA backward (Note [CUDA backward beside dipu] in dipu/coexistence.py).
+error at its first CUDA backward (Note [CUDA backward beside dipu] in dipu/integrations/coexistence.py).
 
 This is a top-level module, not one of the ``dipu`` package, because importing any ``dipu.*`` module runs
 dipu/__init__.py, which registers the device. The probe must not initialize the other accelerator either:

@@ -5,7 +5,7 @@
 Note [Native and dipu in separate processes]
 A process where dipu is active is not a native CUDA process any more: PyTorch takes dipu for its one
 accelerator, and a native CUDA backward cannot run there (Note [CUDA backward beside dipu] in
-dipu/coexistence.py). So every case runs in two worker processes, started side by side: a native one
+dipu/integrations/coexistence.py). So every case runs in two worker processes, started side by side: a native one
 (``TORCH_DEVICE_BACKEND_AUTOLOAD=0``, no dipu variable: dipu never loads) and a dipu one
 (``DIPU_VENDOR=cuda``). Each builds the same model from the same seed and warms up; then the parent
 asks them for timed rounds in turn, the side that goes first alternating, so clock and thermal drift

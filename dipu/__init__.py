@@ -54,17 +54,17 @@ if torch.distributed.is_available():
 
     distributed.register()
 
-from dipu import coexistence, mock_cuda  # noqa: E402
+from dipu.integrations import coexistence, mock_cuda  # noqa: E402
 
 if coexistence.needed():  # Note [CUDA backward beside dipu]
     coexistence.install()
 
 if vendor().compiler_backend is None:  # Note [torch.compile without a compiler]
-    from dipu import compile_without_compiler  # noqa: E402
+    from dipu.compile import without_compiler  # noqa: E402
 
-    compile_without_compiler.install()
+    without_compiler.install()
 
-from dipu import lightning_accelerator  # noqa: E402
+from dipu.integrations import lightning_accelerator  # noqa: E402
 lightning_accelerator.install()
 if mock_cuda.requested():  # DIPU_MOCK_CUDA=1: cuda spellings mean dipu (Note [Mock CUDA])
     mock_cuda.install()

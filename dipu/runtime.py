@@ -105,17 +105,17 @@ class DeviceRuntime(abc.ABC):
     #: library in C++ (``torch_cpp``, laid over the Python ``torch`` library) where memory has a
     #: :attr:`native_device_type` to compute on, and ``None`` where it is opaque (see :func:`op_library_of`).
     diopi_impl: str | None = "torch_cpp"
-    #: The vendor's communication library: a :class:`dipu.collectives.Communicator`
+    #: The vendor's communication library: a :class:`dipu.distributed.collectives.Communicator`
     #: subclass (see Note [Collective contract]), checked when the vendor loads.
     #: ``None``: ``torch.distributed`` still works on dipu tensors, through gloo
     #: on host copies.
     collectives: type | None = None
     #: What ``torch.compile``'s inductor generates kernels with for this vendor (see Note [Compiler
-    #: backends] in dipu/compile.py): ``"cpp"`` when device memory is host-addressable (inductor's
+    #: backends] in dipu/compile/backend.py): ``"cpp"`` when device memory is host-addressable (inductor's
     #: C++/OpenMP kernels run on the data pointers), ``"triton"`` when it is CUDA memory, ``None``
     #: when the vendor has no compiler (``torch.compile`` then runs graphs on dipu as
     #: ``backend="aot_eager"`` does, through dipu's kernels, with a warning; see Note
-    #: [torch.compile without a compiler] in dipu/compile_without_compiler.py).
+    #: [torch.compile without a compiler] in dipu/compile/without_compiler.py).
     compiler_backend: str | None = None
     #: For a vendor of NVIDIA GPUs: the CUDA runtime library (``""``: the one torch loaded) through which
     #: the core's C++ CUDA runtime serves it (Note [The CUDA runtime in the core] in
@@ -473,7 +473,7 @@ def load_vendor(name: str | None = None, load_plugin=None) -> DeviceRuntime:
         runtime = cls()
     runtime.name = name
     if runtime.collectives is not None:
-        from dipu.collectives import check_communicator_class
+        from dipu.distributed.collectives import check_communicator_class
 
         check_communicator_class(name, runtime.collectives)
     return runtime

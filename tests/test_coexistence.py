@@ -1,5 +1,6 @@
 """dipu beside torch's own accelerator: who activates dipu (Note [Who activates dipu] in dipu_autoload.py), and
-dipu's error at a CUDA backward where both are active (Note [CUDA backward beside dipu] in dipu/coexistence.py).
+dipu's error at a CUDA backward where both are active (Note [CUDA backward beside dipu] in
+dipu/integrations/coexistence.py).
 
 Without a GPU, torch is made to see one: each child process starts with torch's autoload off, tells torch
 it was built with CUDA and sees one GPU, and only then runs the autoload as ``import torch`` runs it.
@@ -11,7 +12,7 @@ import pytest
 import torch
 
 import dipu_autoload
-from dipu import coexistence
+from dipu.integrations import coexistence
 
 #: Neither variable asks for dipu (an empty value is unset), whatever the suite runs under.
 NOT_ASKED = {"DIPU_VENDOR": "", "DIPU_MOCK_CUDA": ""}
@@ -103,7 +104,7 @@ def test_the_explaining_engine_runs_every_backward(python):
     python("""
         import torch
         from torch.autograd.variable import Variable
-        from dipu import coexistence
+        from dipu.integrations import coexistence
         coexistence.install(); coexistence.install()
         engine = Variable._execution_engine
         assert isinstance(engine, torch._C._ImperativeEngine) and type(engine).__name__ == "_Engine"

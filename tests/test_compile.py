@@ -1,4 +1,4 @@
-"""torch.compile on dipu: dynamo's device interface and inductor's backend (dipu/compile.py).
+"""torch.compile on dipu: dynamo's device interface and inductor's backend (dipu/compile/backend.py).
 
 Compiled results are compared with eager dipu and with the CPU; graphs are kept small, since each
 inductor compile (with its C++ build) takes seconds on a small machine.
@@ -146,7 +146,7 @@ def test_channels_last_cnn_training_matches_eager():
 
 @needs_cpp
 def test_invalid_compiler_backend_is_named(monkeypatch):
-    from dipu import compile as dipu_compile
+    from dipu.compile import backend as dipu_compile
 
     monkeypatch.setattr(dipu.vendor(), "compiler_backend", "ptx")
     with pytest.raises(ValueError, match=r"compiler_backend='ptx' is not one of 'cpp', 'triton', None"):
@@ -207,7 +207,7 @@ def test_triton_kernels_on_cuda_vendor():  # pragma: no cover - no GPU where thi
 
 
 def test_triton_kernels_for_dipu_name_cuda_as_their_target():
-    from dipu import compile as dipu_compile
+    from dipu.compile import backend as dipu_compile
 
     source = ("@triton_heuristics.pointwise(size_hints={'x': 8}, triton_meta={'signature': {}, 'device': "
               "DeviceProperties(type='dipu', index=0, multi_processor_count=132, cc=90, major=9), "
@@ -224,7 +224,7 @@ def test_the_triton_scheduling_makes_dipu_kernels_cuda_kernels(monkeypatch):
     from torch._inductor import utils as inductor_utils
     from torch._inductor.codegen.triton import TritonKernel, TritonScheduling
 
-    from dipu import compile as dipu_compile
+    from dipu.compile import backend as dipu_compile
 
     scheduling = dipu_compile._triton_scheduling()
     assert issubclass(scheduling, TritonScheduling) and issubclass(scheduling.kernel_type, TritonKernel)

@@ -1,6 +1,6 @@
 """Complex tensors, conjugate/negative bits and view ops on dipu behave as on the CPU.
 
-See Note [Conjugate and negative bits] in dipu/csrc/ops.cpp: a lazily conjugated
+See Note [Conjugate and negative bits] in dipu/csrc/copies.cpp: a lazily conjugated
 or negated tensor must read the same values through every path (copies,
 clones, native aliases in kernels), and no copy may recurse.
 """

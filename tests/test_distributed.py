@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import dipu
-from dipu import collectives
+from dipu.distributed import collectives
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
 WORLD = 2
@@ -217,7 +217,7 @@ def worker_collectives():
 def _check_communicator(dist):
     """Under TEST_EXPECT_XCCL: dipu tensors went through the plug-in's collectives, and only what its ABI
     lacks (bitwise reduce ops) through host copies; under TEST_EXPECT_HOST_PATH=1, everything did."""
-    from dipu import xccl
+    from dipu.distributed import xccl
 
     expect = os.environ.get("TEST_EXPECT_XCCL")
     if not expect:
@@ -600,14 +600,15 @@ def test_incomplete_vendor_communicator_fails_naming_every_missing_method():
         f"dipu vendor 'acme' ({__name__}.test_incomplete_vendor_communicator_fails_naming_every_missing_method."
         "<locals>.Partial) does not implement the required collective methods: all_gather, all_to_all, "
         "barrier, broadcast, recv, reduce_scatter, send")
-    with pytest.raises(TypeError, match="is not a subclass of dipu.collectives.Communicator"):
+    with pytest.raises(TypeError, match="is not a subclass of dipu.distributed.collectives.Communicator"):
         collectives.check_communicator_class("acme", object)
 
 
 def test_vendor_with_incomplete_collectives_fails_at_load(python):
     proc = python("""
         import pytest
-        from dipu import collectives, runtime
+        from dipu import runtime
+        from dipu.distributed import collectives
         from dipu.vendors.sim import SimRuntime
 
         class Broken(collectives.Communicator):
@@ -636,6 +637,17 @@ def test_shipped_vendors_implement_the_collective_contract():
     collectives.check_communicator_class("cuda", NcclCommunicator)
     if dipu.vendor().name == "sim":
         assert dipu.vendor().collectives is SimCommunicator
+
+
+def test_the_import_paths_of_before_dipu_distributed_name_its_modules():
+    """Vendor runtimes import the contract as dipu.collectives (and a plug-in's communicator as dipu.xccl), where
+    it lived before dipu/distributed/: those names are the modules themselves, so a subclass is the contract's."""
+    import dipu.collectives
+    import dipu.xccl
+    from dipu.collectives import Communicator
+    from dipu.distributed import xccl
+
+    assert dipu.collectives is collectives and dipu.xccl is xccl and Communicator is collectives.Communicator
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="the NCCL path needs NVIDIA GPUs and a CUDA torch")

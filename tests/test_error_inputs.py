@@ -29,7 +29,7 @@ _OVERLAP = re.compile(r"overlap|refers? to a single memory location", re.IGNOREC
 
 #: op key -> why dipu raises another exception type than the CPU for one of its error inputs.
 #: (narrow_copy was one until ops ATen serves elsewhere through a composite ran whole on the CPU fallback:
-#: Note [Functional ops the CPU runs whole] in dipu/csrc/ops.cpp.)
+#: Note [Functional ops the CPU runs whole] in dipu/csrc/cpu_fallback.cpp.)
 EXPECTED_DIFFERENCES: dict[str, str] = {}
 
 
@@ -191,7 +191,7 @@ print(json.dumps(found))
 def test_overlapping_memory_gets_the_cpus_error_or_result_from_every_op_library(python, library):
     """An op writing memory it also reads in part (or through an expanded self) raises the CPU's error on every
     path: the torch library in C++ and the Python one see the overlap through aliases that share one storage
-    (Note [Aliases share one storage] in dipu/csrc/ops.cpp), and a C library, which would compute garbage, never
+    (Note [Aliases share one storage] in dipu/csrc/copies.cpp), and a C library, which would compute garbage, never
     gets the call (Note [Overlapping memory in C++] in dipu/kernels/cpp/wrapper_support.h). Memory that does
     not overlap, or an in-place op reading its own self whole, computes as on the CPU."""
     env = {} if library == "default" else {"DIPU_DIOPI_IMPL": library}

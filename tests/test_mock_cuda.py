@@ -1,4 +1,4 @@
-"""DIPU_MOCK_CUDA=1: a script's cuda spellings mean dipu (dipu/mock_cuda.py, Note [Mock CUDA]).
+"""DIPU_MOCK_CUDA=1: a script's cuda spellings mean dipu (dipu/integrations/mock_cuda.py, Note [Mock CUDA]).
 
 Each test runs a fresh interpreter: the mock is decided once, at import.
 """
@@ -178,7 +178,7 @@ def test_dipu_spellings_of_the_switch(python, value, on):
     """DIPU's own scripts write DIPU_MOCK_CUDA=True/False; ours 1/0 (case-insensitive)."""
     python(f"""
         import torch, dipu
-        assert dipu.mock_cuda.installed() is {on} and torch.cuda.is_available() is {on}
+        assert dipu.integrations.mock_cuda.installed() is {on} and torch.cuda.is_available() is {on}
     """, env={"DIPU_MOCK_CUDA": value})
 
 

@@ -1,6 +1,6 @@
 """Moving a module to dipu keeps its Parameter objects, so tied and shared weights stay tied.
 
-See Note [Moving modules keeps shared Parameters] in dipu/csrc/ops.cpp.
+See Note [Moving modules keeps shared Parameters] in dipu/csrc/metadata_ops.cpp.
 """
 
 import copy

@@ -130,7 +130,7 @@ MemorySnapshot memory_snapshot_data();
 c10::Allocator* pinned_allocator();
 bool is_pinned_pointer(const void* ptr);
 
-// ---- copies and aliases (ops.cpp) ------------------------------------------
+// ---- copies and aliases (copies.cpp) ---------------------------------------
 // Zero-copy tensor of the vendor's alias device over `t`'s memory.
 at::Tensor native_alias(const at::Tensor& t);
 

@@ -23,7 +23,7 @@
 //   and read (`out=x` with input `x`) counts as overlap there too: ops calling
 //   at::assert_no_overlap (cat, index_select, gather, take) refuse it, and only the
 //   probe can tell which. The torch libraries, which run ATen on aliases, would see
-//   the overlap themselves (Note [Aliases share one storage] in ops.cpp).
+//   the overlap themselves (Note [Aliases share one storage] in copies.cpp).
 // Neither path costs anything but the metadata check when no memory overlaps.
 #include "overlap.h"
 

@@ -35,7 +35,7 @@ void run_on_host_replicas(const c10::OperatorHandle& op, torch::jit::Stack* stac
                           bool write_back);
 
 // Note [Host arguments]
-// The fallbacks that run an op on the CPU over host copies (the sparse fallback in ops.cpp, the host replicas
+// The fallbacks that run an op on the CPU over host copies (the sparse fallback in cpu_fallback.cpp, the host replicas
 // here) swap its arguments on `stack` for host tensors in one way: `to_host` for each tensor, in a tensor list
 // and in a list of optional tensors too, and the CPU for a dipu device. arguments_to_host returns each dipu
 // tensor the op writes with its host tensor; after the call, results_from_host returns those arguments as

@@ -56,7 +56,7 @@ void register_cuda_runtime_python(py::module& m);
 py::dict memory_snapshot();
 
 // ---- ops, collectives, statistics --------------------------------------------
-void register_fallback_python(py::module& m);  // ops.cpp
+void register_fallback_python(py::module& m);  // cpu_fallback.cpp
 void register_fast_calls(py::module& m);  // fastcall.cpp: Note [Fast calls]
 // _C.written_memory_overlaps and _C.overlap_probe, for dipu.kernels.support.check_written_memory (overlap.cpp).
 void register_overlap_python(py::module& m);

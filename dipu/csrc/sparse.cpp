@@ -9,7 +9,7 @@
 // between sparse tensors; every part they create or copy is a dense dipu tensor,
 // so the dense kernels (or the dense fallback) do the work. Every other op on a
 // sparse dipu tensor (coalesce, add, mul, mm, sum, sparse_mask, ...) goes through
-// the sparse CPU fallback registered for both keys in ops.cpp (Note [Sparse CPU
+// the sparse CPU fallback registered for both keys in cpu_fallback.cpp (Note [Sparse CPU
 // fallback]); moving a sparse tensor (`_to_copy`) copies its indices and values as
 // dense tensors and rebuilds it with the constructors below, and an argument the
 // fallback writes back is updated by the sparse copy_ below. Ops that
@@ -18,7 +18,7 @@
 // backward) never reach the fallback.
 //
 // Note [Sparse views]
-// The fallback cannot return a view (Note [Sparse CPU fallback] in ops.cpp), and the
+// The fallback cannot return a view (Note [Sparse CPU fallback] in cpu_fallback.cpp), and the
 // dense composite kernels of permute or unsqueeze call as_strided, which a sparse
 // tensor lacks. ATen's sparse kernels of the view ops the CPU has
 // (_sparse_broadcast_to, which torch.masked broadcasts its mask with; permute,

@@ -178,7 +178,7 @@ inline uintptr_t addr(const void* p) { return reinterpret_cast<uintptr_t>(p); }
 // Fails unless `index` names one of the vendor's devices.
 void check_device_index(c10::DeviceIndex index);
 // Copies bytes between host and device memory through the vendor's memcpy methods (a plain
-// memcpy host to host); see Note [Copies: alias or staging] in ops.cpp.
+// memcpy host to host); see Note [Copies: alias or staging] in copies.cpp.
 void copy_bytes(void* dst, c10::Device dst_dev, const void* src, c10::Device src_dev, size_t nbytes);
 
 }  // namespace dipu

@@ -1,5 +1,5 @@
 // The collectives of a C runtime plug-in (the xccl_* group of custom_runtime.h), for dicl's
-// dipu.xccl.XcclCommunicator.
+// dipu.distributed.xccl.XcclCommunicator.
 //
 // Note [Collectives on a plug-in's streams]
 // Each communicator owns one stream of its device's pool (Note [Stream ids]), as ProcessGroupNCCL

@@ -16,11 +16,11 @@ namespace; each concern is one submodule, importing downward only:
   as ``torch.cuda.memory``); its public functions are re-exported here as torch.cuda does.
 
 The submodules but ``memory`` are private, though torch.cuda names its own ``random`` and
-``streams``: with DIPU_MOCK_CUDA, dipu/mock_cuda.py copies every public ``torch.dipu`` name that
+``streams``: with DIPU_MOCK_CUDA, dipu/integrations/mock_cuda.py copies every public ``torch.dipu`` name that
 ``torch.cuda`` also has onto ``torch.cuda``, which must not replace ``torch.cuda.amp``,
 ``.random`` or ``.streams`` (``torch.cuda.memory`` becomes this ``memory``, as before).
 Inductor's names (Note [How torch.compile finds dipu]) are served by :func:`__getattr__`, the
-only dipu module that imports dipu/compile.py, which imports the submodules, never this namespace.
+only dipu module that imports dipu/compile/backend.py, which imports the submodules, never this namespace.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from dipu.device.memory import (
     reset_peak_memory_stats, set_per_process_memory_fraction)
 
 # Private names others call on the device module: PyTorch's C++ calls torch.dipu._lazy_init before it
-# creates a dipu tensor, the native core before its first vendor call, dipu/mock_cuda.py hands it to
+# creates a dipu tensor, the native core before its first vendor call, dipu/integrations/mock_cuda.py hands it to
 # torch.cuda; dipu/__init__.py registers _after_fork_in_child with os.register_at_fork; the others
 # are torch.cuda's, for code written against it.
 from dipu.device._devices import _get_device_index  # noqa: F401
@@ -87,7 +87,7 @@ def __getattr__(name):
     if name == "default_generators":  # a tuple as torch.cuda's, with one generator per device known now
         return _default_generators()
     if name in _INDUCTOR_NAMES:
-        from dipu import compile  # registers dipu with dynamo and inductor on import
+        from dipu.compile import backend  # registers dipu with dynamo and inductor on import
 
-        return getattr(compile, name)
+        return getattr(backend, name)
     raise AttributeError(f"module 'torch.dipu' has no attribute {name!r}")

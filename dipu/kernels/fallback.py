@@ -2,7 +2,7 @@
 PrivateUse1, and the one entry every kernel that answers FORCE_FALLBACK goes through.
 
 The boxed fallback itself (copy in, run on CPU, copy or write back) is in the native core
-(dipu/csrc/ops.cpp); an op without a dipu kernel reaches it from the dispatcher directly.
+(dipu/csrc/cpu_fallback.cpp); an op without a dipu kernel reaches it from the dispatcher directly.
 
 Note [Overrideable ops in the fallback]
 ATen routes some ops on PrivateUse1 to placeholders that exist only to be
@@ -138,7 +138,7 @@ def run_on_cpu(name: str, args: tuple, kwargs: dict):
     counts[name] += 1
     if os.environ.get("DIPU_LOG_FALLBACK_INFO") == "1":
         print(f"dipu: fallback to cpu: {name}", file=sys.stderr)
-    elif counts[name] == 1 and _C.announce_fallback():  # Note [One fallback warning] in dipu/csrc/ops.cpp
+    elif counts[name] == 1 and _C.announce_fallback():  # Note [One fallback warning] in dipu/csrc/cpu_fallback.cpp
         warnings.warn(_C.fallback_announcement(name), stacklevel=2)
     device = torch.device("dipu", device_of(*args, *kwargs.values()))
     host = lambda t: t.detach().cpu()  # noqa: E731
@@ -211,7 +211,7 @@ def register(registered) -> None:
     _library = torch.library.Library("aten", "IMPL")
     for name in CPU_SUBSTITUTES.keys() - set(registered):
         _library.impl(name, _fallback_kernel(name), "PrivateUse1")
-    _C.route_whole_ops_to_fallback()  # Note [Functional ops the CPU runs whole] in dipu/csrc/ops.cpp
+    _C.route_whole_ops_to_fallback()  # Note [Functional ops the CPU runs whole] in dipu/csrc/cpu_fallback.cpp
 
 
 def unregister() -> None:

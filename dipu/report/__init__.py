@@ -20,7 +20,8 @@ Each op gets one category, checked against real runs (tests/test_report.py):
   only some calls stays ``native``, its ``fallback_calls`` counting the refusals;
 - ``fallback``: no kernel; it ran through the CPU fallback (``dipu.fallback_counts()``);
 - ``forced fallback``: the same, because DIPU_FORCE_FALLBACK_OPS_LIST matched the op or its spec entry;
-- ``core``: the native core's own PrivateUse1 kernel (views, metadata, copies, empty; dipu/csrc/ops.cpp);
+- ``core``: the native core's own PrivateUse1 kernel (views, metadata, empty: dipu/csrc/metadata_ops.cpp;
+  copies: dipu/csrc/copies.cpp);
 - ``composite``: no PrivateUse1 kernel; ATen decomposes it into other ops (CompositeImplicitAutograd, or
   CompositeExplicitAutograd such as ``_to_copy``), which are listed themselves;
 - ``other``: none of these (none has been seen in the tests' runs).

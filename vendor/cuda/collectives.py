@@ -15,7 +15,7 @@ import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import AllgatherOptions  # not re-exported by torch.distributed
 
-from dipu.collectives import Communicator
+from dipu.distributed.collectives import Communicator
 
 
 class NcclCommunicator(Communicator):

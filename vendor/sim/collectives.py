@@ -8,7 +8,7 @@ kernel already sees its result; see Note [Collective contract]).
 
 from __future__ import annotations
 
-from dipu.collectives import GlooCommunicator
+from dipu.distributed.collectives import GlooCommunicator
 
 
 class SimCommunicator(GlooCommunicator):

@@ -1,5 +1,5 @@
 // Aliases for the length of a call, for C++ built against ATen (so not a C header, like aten_dtypes.h): the
-// native core's copy_, fill_ and zero_ (dipu/csrc/ops.cpp) and the torch op library in C++ (diopi_impl/torch_cpp)
+// native core's copy_, fill_ and zero_ (dipu/csrc/copies.cpp) and the torch op library in C++ (diopi_impl/torch_cpp)
 // run ATen kernels of the vendor's native device on tensors of this kind over dipu's memory.
 #pragma once
 
@@ -55,7 +55,7 @@ inline at::Tensor call_alias(const at::Tensor& t, const c10::Device& device) {
     for (const at::Tensor& cached : ways)
         if (cached.defined() && cached.use_count() == 1 && same_view(cached, t, storage, device)) return cached;
     // One memory, one alias storage: ATen finds overlapping arguments by their storages (Note [Aliases share one
-    // storage] in dipu/csrc/ops.cpp). Views of one storage share its data address, hence the slot.
+    // storage] in dipu/csrc/copies.cpp). Views of one storage share its data address, hence the slot.
     c10::Storage shared;
     for (const at::Tensor& cached : ways)
         if (cached.defined() && cached.storage().data() == storage.data() &&

@@ -13,7 +13,7 @@ trampoline forwards the C++ virtual calls that DDP's reducer and
 per-device ``Backend`` (``torch._C._distributed_c10d.Backend`` has no Python
 constructor). So ``DiclProcessGroup`` is the process group for every device:
 CPU tensors go to a gloo group it owns (as ``cpu:gloo`` would), dipu tensors
-to the vendor's :class:`~dipu.collectives.Communicator`, created at the first
+to the vendor's :class:`~dipu.distributed.collectives.Communicator`, created at the first
 dipu collective on the device of its tensors (on every rank, as NCCL creates
 its communicators). Each ``ProcessGroup`` method checks its tensors, then maps
 the call onto the few primitives of Note [Collective contract]; the works it
@@ -37,8 +37,8 @@ import torch.distributed as dist
 from torch._C._distributed_c10d import AllgatherOptions  # not re-exported by torch.distributed
 
 from dipu._core import vendor
-from dipu import collectives, xccl
-from dipu.collectives import ChainedWork
+from dipu.distributed import collectives, xccl
+from dipu.distributed.collectives import ChainedWork
 
 #: The name users pass to init_process_group ("cpu:gloo,dipu:dicl"); DIPU calls its library DICL.
 BACKEND_NAME = "dicl"

@@ -6,8 +6,9 @@ first lowers a graph on a device it has no backend for, asks the PrivateUse1 dev
 (``torch.dipu``) for ``Scheduling``, ``PythonWrapperCodegen``, ``CppWrapperCodegen`` and
 ``WrapperFxCodegen`` (``torch._inductor.codegen.common.init_backend_registration``); the device
 module's ``__getattr__`` (dipu/device/__init__.py) answers those names by importing this module (the
-only dipu module that does), and this module imports the device package's submodules, never the
-package namespace, so the dependency runs one way. Its import registers, once:
+only dipu module that does, but for the lazy names of its package, dipu/compile/__init__.py), and this
+module imports the device package's submodules, never the package namespace, so the dependency runs one
+way. Its import registers, once:
 - the dynamo device interface (``register_interface_for_device("dipu", DipuInterface)``), which
   dynamo and inductor use for device guards, streams, properties and Triton capability;
 - the device op overrides (the Python spelled into generated wrappers: device guard, sync);
@@ -24,7 +25,7 @@ Note [Compiler backends]
   behind the dipu device).
 - ``None``: no compiler. Inductor's kernels cannot run. ``torch.compile``'s default backend never
   reaches inductor with a dipu graph: it runs it as ``aot_eager`` (Note [torch.compile without a
-  compiler], dipu/compile_without_compiler.py). A caller that reaches inductor another way gets an
+  compiler], dipu/compile/without_compiler.py). A caller that reaches inductor another way gets an
   error naming ``backend="aot_eager"`` (``NoCompilerScheduling``).
 Whatever the backend, ops inductor does not fuse (matmul, convolution, random ops, ...) run as
 extern calls into dipu's kernels.
@@ -47,7 +48,7 @@ from torch._inductor.codegen.wrapper import PythonWrapperCodegen as StockPythonW
 from torch._inductor.virtualized import V
 from torch.utils._config_module import ConfigModule
 
-from dipu import _inductor_config
+from dipu.compile import inductor_config as device_config
 from dipu._core import _C, vendor
 from dipu.device import _amp, _devices, _streams, memory
 from dipu.ops import convolution
@@ -160,7 +161,7 @@ class DipuDeviceOpOverrides(DeviceOpOverrides):
     """The Python that inductor writes into generated wrappers for dipu."""
 
     def import_get_raw_stream_as(self, name: str) -> str:
-        return f"from dipu.compile import _raw_stream as {name}"
+        return f"from dipu.compile.backend import _raw_stream as {name}"
 
     def set_device(self, device_idx: int) -> str:
         return f"torch.dipu.set_device({device_idx})"
@@ -371,11 +372,11 @@ register_interface_for_device(_TYPE, DipuInterface)
 for _index in range(_devices.device_count()):
     register_interface_for_device(f"{_TYPE}:{_index}", DipuInterface)
 register_device_op_overrides(_TYPE, DipuDeviceOpOverrides())
-_inductor_config.codegen_source_hash = hashlib.sha256(
+device_config.codegen_source_hash = hashlib.sha256(
     b"".join(Path(path).read_bytes() for path in (__file__, convolution.__file__))).hexdigest()
-_inductor_config.vendor_compiler = f"{vendor().name}:{compiler_backend()}"
+device_config.vendor_compiler = f"{vendor().name}:{compiler_backend()}"
 register_backend_for_device(_TYPE, Scheduling, DipuPythonWrapperCodegen,
                             CppWrapperCodegen,  # type: ignore[arg-type]  # duck-typed: inductor calls only .create
                             # cast: install_config_module made the module a ConfigModule
-                            device_custom_config=cast(ConfigModule, _inductor_config))
+                            device_custom_config=cast(ConfigModule, device_config))
 PythonWrapperCodegen = DipuPythonWrapperCodegen  # the name inductor looks up

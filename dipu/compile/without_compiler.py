@@ -9,7 +9,7 @@ graph to inductor (``torch._TorchCompileInductorWrapper.__call__``, which ``torc
 default backend): a graph that touches dipu (an input, or any value it computes, on a dipu device)
 goes to ``aot_eager`` with a warning saying so, once per process; any other graph still goes to inductor.
 The wrapper is installed at ``import dipu``, importing nothing from dynamo or inductor (about 1.7 s),
-and only for vendors without a compiler. ``NoCompilerScheduling`` in dipu/compile.py stays as a
+and only for vendors without a compiler. ``NoCompilerScheduling`` in dipu/compile/backend.py stays as a
 backstop for callers that reach inductor another way (``compile_fx`` called directly).
 """
 

@@ -47,7 +47,7 @@ _CUDA = "cuda"
 _TYPE = "dipu"
 VARIABLE = "DIPU_MOCK_CUDA"
 
-#: torch.distributed backend names a CUDA script uses, and dipu's backend for each (dipu/distributed.py).
+#: torch.distributed backend names a CUDA script uses, and dipu's backend for each (dipu/distributed/process_group.py).
 DISTRIBUTED_BACKEND_ALIASES: dict[str, str] = {"nccl": "dicl"}
 
 
