@@ -10,13 +10,23 @@ ATen op it applies, so ``library.register`` checks the pairing of the declaratio
 from here, so every one is checked. Three shapes cover the tables:
 
 - :func:`out_function`: ``diopiX(ctx, *outputs, *inputs)`` applies an out= overload, writing into the
-  outputs' aliases (``diopiSin``, ``diopiEqScalar``, ``diopiSiluBackward``);
-- :func:`inplace_function`: ``diopiXInp(ctx, input, *others)`` applies an in-place op to the input's alias;
+  outputs' aliases (``diopiSin``, ``diopiEqScalar``, ``diopiSiluBackward``, ``diopiTopk``);
+- :func:`inplace_function`: ``diopiXInp(ctx, input, *others)`` applies an in-place op to the input's alias
+  (``diopiSinInp``, ``diopiUniformInp``, ``diopiMaskedFillInpScalar``);
 - :func:`foreach_function`: the ``_foreach_`` family, in place on Tensor[] arguments or functional, storing
   new dipu tensors (Note [Foreach kernels from the proto] in optim.py).
 
-Hand-written functions pass ``aten=`` to ``library.register`` themselves where their declaration lines up
-with one ATen overload.
+The proto's inputs are the overload's in order (the registration checks it), so a function passes each one
+on as the op's argument at that place: a tensor as its alias, a Generator as the native generator sharing
+its state (``native_generator``), anything else as it is; those ATen takes by keyword only (``alpha``,
+``rounding_mode``, ``generator``) go by their ATen names (:func:`_passing`). A row calls torch's binding of
+the op where it has one (Note [Calling ATen from kernels]); ``out_names`` (out_function) or an overload
+rather than a method name (inplace_function) has it call that overload itself.
+
+A function is written out instead where it does more than apply its overload: a copy from a functional
+result, a workaround, a branch (``diopiAdd`` skips ``alpha`` when it is 1). Those that still apply exactly
+one overload pass ``aten=`` to ``library.register`` themselves, and ``direct=True`` only where nothing else is
+done (Note [The ATen library in C++] in scripts/autogen/dest/aten_library.py).
 """
 
 from __future__ import annotations
@@ -27,7 +37,7 @@ from collections.abc import Callable
 
 import torch
 
-from dipu.diopi import DERIVATIONS, FUNCTIONS, SUCCESS, Kind
+from dipu.diopi import DERIVATIONS, FUNCTIONS, SUCCESS, Kind, native_generator
 from dipu.diopi import native_alias as alias
 from ._aten import alias_tensors, fast_aten, require_copy
 from ._library import library
@@ -76,12 +86,25 @@ def _alias(value, d):
     return alias(value, d) if isinstance(value, torch.Tensor) else value
 
 
+def _passing(name: str, overload, first: int) -> tuple[tuple[tuple[int, Callable], ...], int, tuple[str, ...]]:
+    """How ``name`` passes its parameters from ``first`` on to ``overload`` (Note [Table-made functions]): the
+    conversions (position among those parameters, conversion) of its tensors and Generators, how many go by
+    position, and the ATen names of the rest, which go by keyword."""
+    params = FUNCTIONS[name].params[first:]
+    conversions = tuple((i, native_generator if p.kind is Kind.GENERATOR else _alias) for i, p in enumerate(params)
+                        if p.kind.is_tensor or p.kind is Kind.GENERATOR)
+    keywords = tuple(a.name for a in overload._schema.arguments
+                     if a.kwarg_only and not (a.alias_info is not None and a.alias_info.is_write))
+    return conversions, len(params) - len(keywords), keywords
+
+
 def out_function(name: str, overload, out_names: tuple[str, ...] = (), derived: dict[str, str] | None = None) -> None:
     """``name(ctx, *outputs, *inputs)`` applying the out= ``overload`` to the inputs, writing the outputs.
 
     It is called through torch's binding of its op, whose ``out=`` picks the out= overload the arguments
-    select (Note [Calling ATen from kernels]); an op without a binding (``out_names`` given: its outputs'
-    keyword names) is called through ``overload``. ``derived``: the overload's arguments computed from the first
+    select (Note [Calling ATen from kernels]); with ``out_names`` (its outputs' keyword names: an op without a
+    binding, several outputs, an output not called ``out``) through ``overload``. Either way the inputs are
+    passed as Note [Table-made functions] says. ``derived``: the overload's arguments computed from the first
     output and the first input (Note [Derived arguments] in dipu/diopi/library.py), passed by name, also through
     ``overload``. The registration checks the proto against ``overload``.
     """
@@ -103,9 +126,11 @@ def out_function(name: str, overload, out_names: tuple[str, ...] = (), derived: 
 
         _register(name, derives, overload, derived)
         return
+    conversions, positional, keywords = _passing(name, overload, outputs)
+    plain = not keywords and all(convert is _alias for _, convert in conversions)
     # The commonest shapes (a tensor, two tensors, a tensor and a Python number) skip the per-argument
     # type test: a few hundred nanoseconds of a tiny op's few microseconds.
-    kinds = () if out_names else tuple(None if p.optional else p.kind for p in inputs)
+    kinds = () if out_names or not plain else tuple(None if p.optional else p.kind for p in inputs)
     if kinds == (Kind.TENSOR,):
         def function(ctx, out, input):
             d = ctx.device
@@ -121,11 +146,18 @@ def out_function(name: str, overload, out_names: tuple[str, ...] = (), derived: 
             d = ctx.device
             bound(alias(input, d), other, out=alias(out, d))
             return SUCCESS
-    elif out_names:
+    elif out_names or not plain:
+        call, keywords_out = (overload, out_names) if out_names else (bound, ("out",))
+
         def function(ctx, *args):
             d = ctx.device
-            overload(*[_alias(a, d) for a in args[outputs:]],
-                     **{n: alias(t, d) for n, t in zip(out_names, args[:outputs])})
+            values = list(args[outputs:])
+            for i, convert in conversions:
+                values[i] = convert(values[i], d)
+            named = dict(zip(keywords, values[positional:]))
+            for n, t in zip(keywords_out, args):
+                named[n] = alias(t, d)
+            call(*values[:positional], **named)
             return SUCCESS
     else:
         def function(ctx, out, *args):
@@ -136,16 +168,34 @@ def out_function(name: str, overload, out_names: tuple[str, ...] = (), derived: 
     _register(name, function, overload)
 
 
-def inplace_function(name: str, method: str) -> None:
-    """``name(ctx, input, *others)`` applying the in-place ATen op ``method`` (overload by arguments) to the input."""
-    packet = getattr(aten, method)
+def inplace_function(name: str, method) -> None:
+    """``name(ctx, input, *others)`` applying an in-place ATen op to the input: ``method``, the op's name (the
+    overload its arguments select, all passed by position), or the overload itself, which is then called with
+    its keyword-only arguments by name and Generators converted (Note [Table-made functions])."""
+    if isinstance(method, str):
+        packet = getattr(aten, method)
 
-    def function(ctx, input, *args):
+        def function(ctx, input, *args):
+            d = ctx.device
+            packet(alias(input, d), *(_alias(a, d) for a in args))
+            return SUCCESS
+
+        _register(name, function, packet)
+        return
+    overload = method
+    # the Tensor method where there is one: it selects ``overload`` from the same arguments, and faster
+    call = getattr(torch.Tensor, overload._overloadpacket.__name__, overload)
+    conversions, positional, keywords = _passing(name, overload, 1)
+
+    def applies(ctx, input, *args):
         d = ctx.device
-        packet(alias(input, d), *(_alias(a, d) for a in args))
+        values = list(args)
+        for i, convert in conversions:
+            values[i] = convert(values[i], d)
+        call(alias(input, d), *values[:positional], **dict(zip(keywords, values[positional:])))
         return SUCCESS
 
-    _register(name, function, packet)
+    _register(name, applies, overload)
 
 
 def foreach_function(name: str, overload) -> None:

@@ -20,18 +20,13 @@ for _suffix, _op in (("Sigmoid", "sigmoid"), ("Tanh", "tanh")):
 for _suffix, _op in (("Silu", "silu"), ("Hardswish", "hardswish"), ("Hardsigmoid", "hardsigmoid"), ("Mish", "mish")):
     out_function("diopi" + _suffix, getattr(aten, _op).out)
     inplace_function("diopi" + _suffix + "Inp", _op + "_")
+inplace_function("diopiReluInp", "relu_")
 
 
 @library.register(aten=aten.relu.out)  # in C++ by hand: relu.out is ATen's copy of a functional relu
 def diopiRelu(ctx, out, input):
     d = ctx.device
     torch.clamp_min(alias(input, d), 0, out=alias(out, d))  # torch.relu has no out=
-    return SUCCESS
-
-
-@library.register(aten=aten.relu_.default, direct=True)
-def diopiReluInp(ctx, input):
-    torch.relu_(alias(input, ctx.device))
     return SUCCESS
 
 
@@ -46,13 +41,7 @@ for _suffix, _op, _inplace in (("Hardtanh", "hardtanh", True), ("LeakyRelu", "le
         inplace_function("diopi" + _suffix + "Inp", _op + "_")
 
 out_function("diopiLogSigmoidForward", aten.log_sigmoid_forward.output, ("output", "buffer"))
-
-
-@library.register(aten=aten.gelu.out, direct=True)
-def diopiGelu(ctx, out, input, approximate):
-    d = ctx.device
-    torch._C._nn.gelu(alias(input, d), approximate=approximate, out=alias(out, d))
-    return SUCCESS
+out_function("diopiGelu", aten.gelu.out)
 
 
 # ---- backwards: diopiXBackward(grad_input, grad_output, ...) -----------------------------------------------
@@ -66,14 +55,7 @@ for _suffix, _overload in (
         ("Glu", aten.glu_backward.grad_input), ("Logit", aten.logit_backward.grad_input),
         ("Threshold", aten.threshold_backward.grad_input)):
     out_function(f"diopi{_suffix}Backward", _overload, ("grad_input",))
-
-
-@library.register(aten=aten.gelu_backward.grad_input, direct=True)
-def diopiGeluBackward(ctx, grad_input, grad_output, input, approximate):
-    d = ctx.device
-    torch.ops.aten.gelu_backward.grad_input(
-        alias(grad_output, d), alias(input, d), approximate=approximate, grad_input=alias(grad_input, d))
-    return SUCCESS
+out_function("diopiGeluBackward", aten.gelu_backward.grad_input, ("grad_input",))
 
 
 @library.register(aten=aten.hardswish_backward.out)
@@ -127,6 +109,8 @@ def diopiLogSoftmaxBackward(ctx, grad_input, grad_output, output, dim):
 
 # ---- randomized: rrelu draws its slopes from the dipu generator's native generator -------------------------
 
+out_function("diopiRreluWithNoiseBackward", aten.rrelu_with_noise_backward.out, ("out",))
+
 
 @library.register
 def diopiRreluWithNoise(ctx, out, noise, input, lower, upper, training, generator):
@@ -136,9 +120,3 @@ def diopiRreluWithNoise(ctx, out, noise, input, lower, upper, training, generato
     return SUCCESS
 
 
-@library.register(aten=aten.rrelu_with_noise_backward.out, direct=True)
-def diopiRreluWithNoiseBackward(ctx, grad_input, grad_output, input, noise, lower, upper, training, self_is_result):
-    d = ctx.device
-    torch.ops.aten.rrelu_with_noise_backward.out(alias(grad_output, d), alias(input, d), alias(noise, d), lower,
-                                                 upper, training, self_is_result, out=alias(grad_input, d))
-    return SUCCESS

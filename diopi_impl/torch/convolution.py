@@ -9,6 +9,7 @@ from dipu.diopi import SUCCESS
 from dipu.diopi import native_alias as alias
 from ._aten import fast_aten, optional_alias, write_results
 from ._library import library
+from ._table import out_function
 
 aten = torch.ops.aten
 
@@ -65,15 +66,6 @@ def diopiConvTranspose2dBackward(ctx, grad_input, grad_weight, grad_bias, grad_o
     return SUCCESS
 
 
-@library.register(aten=aten.im2col.out, direct=True)
-def diopiIm2Col(ctx, out, input, kernel_size, dilation, padding, stride):
-    d = ctx.device
-    aten.im2col.out(alias(input, d), kernel_size, dilation, padding, stride, out=alias(out, d))
-    return SUCCESS
-
-
-@library.register(aten=aten.col2im.out, direct=True)
-def diopiCol2Im(ctx, out, input, output_size, kernel_size, dilation, padding, stride):
-    d = ctx.device
-    aten.col2im.out(alias(input, d), output_size, kernel_size, dilation, padding, stride, out=alias(out, d))
-    return SUCCESS
+# ---- im2col and col2im: one overload each (Note [Table-made functions] in _table.py) -----------------------
+out_function("diopiIm2Col", aten.im2col.out, ("out",))
+out_function("diopiCol2Im", aten.col2im.out, ("out",))

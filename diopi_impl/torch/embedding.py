@@ -6,6 +6,7 @@ from dipu.diopi import SUCCESS, Status
 from dipu.diopi import native_alias as alias
 from ._aten import fast_aten, optional_alias
 from ._library import library
+from ._table import inplace_function
 
 aten = torch.ops.aten
 
@@ -28,11 +29,7 @@ def diopiEmbeddingBackward(ctx, out, grad, indices, num_weights, padding_idx, sc
     return SUCCESS
 
 
-@library.register(aten=aten.embedding_renorm_.default, direct=True)
-def diopiEmbeddingRenormInp(ctx, inout, indices, max_norm, norm_type):
-    d = ctx.device
-    fast_aten.embedding_renorm_(alias(inout, d), alias(indices, d), max_norm, norm_type)
-    return SUCCESS
+inplace_function("diopiEmbeddingRenormInp", "embedding_renorm_")  # Note [Table-made functions] in _table.py
 
 
 @library.register(aten=aten._embedding_bag.out)

@@ -12,6 +12,7 @@ from dipu.diopi import SUCCESS
 from dipu.diopi import native_alias as alias
 from ._aten import require_copy
 from ._library import library
+from ._table import inplace_function, out_function
 
 aten = torch.ops.aten
 
@@ -63,28 +64,20 @@ def diopiIndexPutInp(ctx, input, values, indices, accumulate):
     return SUCCESS
 
 
+# ---- one overload each (Note [Table-made functions] in _table.py) -----------------------------------------
+for _name, _overload in (
+        ("diopiIndexSelect", aten.index_select.out), ("diopiIndexAdd", aten.index_add.out),
+        ("diopiIndexCopy", aten.index_copy.out), ("diopiIndexReduce", aten.index_reduce.out),
+        ("diopiScatterReduce", aten.scatter_reduce.two_out), ("diopiTake", aten.take.out)):
+    out_function(_name, _overload)
+for _name, _overload in (
+        ("diopiIndexFillInp", aten.index_fill_.int_Tensor), ("diopiIndexFillInpScalar", aten.index_fill_.int_Scalar),
+        ("diopiMaskedFillInp", aten.masked_fill_.Tensor), ("diopiMaskedFillInpScalar", aten.masked_fill_.Scalar),
+        ("diopiPutInp", "put_")):
+    inplace_function(_name, _overload)
+
+
 # ---- index_* ---------------------------------------------------------------------------------------------
-
-
-@library.register(aten=aten.index_select.out, direct=True)
-def diopiIndexSelect(ctx, out, input, dim, index):
-    d = ctx.device
-    torch.index_select(alias(input, d), dim, alias(index, d), out=alias(out, d))
-    return SUCCESS
-
-
-@library.register(aten=aten.index_add.out, direct=True)
-def diopiIndexAdd(ctx, out, input, dim, index, source, alpha):
-    d = ctx.device
-    torch.index_add(alias(input, d), dim, alias(index, d), alias(source, d), alpha=alpha, out=alias(out, d))
-    return SUCCESS
-
-
-@library.register(aten=aten.index_copy.out, direct=True)
-def diopiIndexCopy(ctx, out, input, dim, index, source):
-    d = ctx.device
-    torch.index_copy(alias(input, d), dim, alias(index, d), alias(source, d), out=alias(out, d))
-    return SUCCESS
 
 
 @library.register(aten=aten.index_fill.int_Tensor_out)
@@ -98,28 +91,6 @@ def diopiIndexFill(ctx, out, input, dim, index, value):
 def diopiIndexFillScalar(ctx, out, input, dim, index, value):
     d = ctx.device
     _start(out, input, d).index_fill_(dim, alias(index, d), value)
-    return SUCCESS
-
-
-@library.register(aten=aten.index_fill_.int_Tensor, direct=True)
-def diopiIndexFillInp(ctx, input, dim, index, value):
-    d = ctx.device
-    alias(input, d).index_fill_(dim, alias(index, d), _value(value, d))
-    return SUCCESS
-
-
-@library.register(aten=aten.index_fill_.int_Scalar, direct=True)
-def diopiIndexFillInpScalar(ctx, input, dim, index, value):
-    d = ctx.device
-    alias(input, d).index_fill_(dim, alias(index, d), value)
-    return SUCCESS
-
-
-@library.register(aten=aten.index_reduce.out, direct=True)
-def diopiIndexReduce(ctx, out, input, dim, index, source, reduce, include_self):
-    d = ctx.device
-    torch.index_reduce(alias(input, d), dim, alias(index, d), alias(source, d), reduce, include_self=include_self,
-                       out=alias(out, d))
     return SUCCESS
 
 
@@ -150,14 +121,6 @@ def diopiScatterScalar(ctx, out, input, dim, value, index, reduce):
     return SUCCESS
 
 
-@library.register(aten=aten.scatter_reduce.two_out, direct=True)
-def diopiScatterReduce(ctx, out, input, dim, index, src, reduce, include_self):
-    d = ctx.device
-    torch.scatter_reduce(alias(input, d), dim, alias(index, d), alias(src, d), reduce, include_self=include_self,
-                         out=alias(out, d))
-    return SUCCESS
-
-
 @library.register
 def diopiGather(ctx, out, input, dim, index):
     d = ctx.device
@@ -166,20 +129,6 @@ def diopiGather(ctx, out, input, dim, index):
 
 
 # ---- masks -----------------------------------------------------------------------------------------------
-
-
-@library.register(aten=aten.masked_fill_.Tensor, direct=True)
-def diopiMaskedFillInp(ctx, input, mask, value):
-    d = ctx.device
-    alias(input, d).masked_fill_(alias(mask, d), alias(value, d))
-    return SUCCESS
-
-
-@library.register(aten=aten.masked_fill_.Scalar, direct=True)
-def diopiMaskedFillInpScalar(ctx, input, mask, value):
-    d = ctx.device
-    alias(input, d).masked_fill_(alias(mask, d), value)
-    return SUCCESS
 
 
 @library.register(aten=aten.masked_scatter.out)
@@ -205,24 +154,10 @@ def diopiNonzero(ctx, out, input):
 # ---- take and put, repeat_interleave ---------------------------------------------------------------------
 
 
-@library.register(aten=aten.take.out, direct=True)
-def diopiTake(ctx, out, input, index):
-    d = ctx.device
-    torch.take(alias(input, d), alias(index, d), out=alias(out, d))
-    return SUCCESS
-
-
 @library.register(aten=aten.put.out)
 def diopiPut(ctx, out, input, index, source, accumulate):
     d = ctx.device
     _start(out, input, d).put_(alias(index, d), alias(source, d), accumulate)
-    return SUCCESS
-
-
-@library.register(aten=aten.put_.default, direct=True)
-def diopiPutInp(ctx, input, index, source, accumulate):
-    d = ctx.device
-    alias(input, d).put_(alias(index, d), alias(source, d), accumulate)
     return SUCCESS
 
 

@@ -7,45 +7,16 @@ from dipu.diopi import SUCCESS
 from dipu.diopi import native_alias as alias
 from ._aten import fast_aten, write_results
 from ._library import library
+from ._table import out_function
 
 aten = torch.ops.aten
 
-# ---- products --------------------------------------------------------------------------------------------
-
-
-@library.register(aten=aten.mm.out, direct=True)
-def diopiMm(ctx, out, input, mat2):
-    d = ctx.device
-    torch.mm(alias(input, d), alias(mat2, d), out=alias(out, d))
-    return SUCCESS
-
-
-@library.register(aten=aten.bmm.out, direct=True)
-def diopiBmm(ctx, out, input, mat2):
-    d = ctx.device
-    torch.bmm(alias(input, d), alias(mat2, d), out=alias(out, d))
-    return SUCCESS
-
-
-@library.register(aten=aten.addmm.out, direct=True)
-def diopiAddmm(ctx, out, input, mat1, mat2, beta, alpha):
-    d = ctx.device
-    torch.addmm(alias(input, d), alias(mat1, d), alias(mat2, d), beta=beta, alpha=alpha, out=alias(out, d))
-    return SUCCESS
-
-
-@library.register(aten=aten.dot.out, direct=True)
-def diopiDot(ctx, out, input, other):
-    d = ctx.device
-    torch.dot(alias(input, d), alias(other, d), out=alias(out, d))
-    return SUCCESS
-
-
-@library.register(aten=aten.mv.out, direct=True)
-def diopiMv(ctx, out, input, vec):
-    d = ctx.device
-    torch.mv(alias(input, d), alias(vec, d), out=alias(out, d))
-    return SUCCESS
+# ---- products: one overload each (Note [Table-made functions] in _table.py) --------------------------------
+for _name, _overload in (
+        ("diopiMm", aten.mm.out), ("diopiBmm", aten.bmm.out), ("diopiDot", aten.dot.out), ("diopiMv", aten.mv.out),
+        ("diopiAddmm", aten.addmm.out), ("diopiAddbmm", aten.addbmm.out), ("diopiBaddbmm", aten.baddbmm.out),
+        ("diopiAddr", aten.addr.out), ("diopiCross", aten.linalg_cross.out)):
+    out_function(_name, _overload)
 
 
 @library.register(aten=aten.addmv.out)
@@ -56,34 +27,6 @@ def diopiAddmv(ctx, out, input, mat, vec, beta, alpha):
         o.copy_(torch.addmv(x, m, v, beta=beta, alpha=alpha))
     else:
         torch.addmv(x, m, v, beta=beta, alpha=alpha, out=o)
-    return SUCCESS
-
-
-@library.register(aten=aten.addbmm.out, direct=True)
-def diopiAddbmm(ctx, out, input, batch1, batch2, beta, alpha):
-    d = ctx.device
-    torch.addbmm(alias(input, d), alias(batch1, d), alias(batch2, d), beta=beta, alpha=alpha, out=alias(out, d))
-    return SUCCESS
-
-
-@library.register(aten=aten.baddbmm.out, direct=True)
-def diopiBaddbmm(ctx, out, input, batch1, batch2, beta, alpha):
-    d = ctx.device
-    torch.baddbmm(alias(input, d), alias(batch1, d), alias(batch2, d), beta=beta, alpha=alpha, out=alias(out, d))
-    return SUCCESS
-
-
-@library.register(aten=aten.addr.out, direct=True)
-def diopiAddr(ctx, out, input, vec1, vec2, beta, alpha):
-    d = ctx.device
-    torch.addr(alias(input, d), alias(vec1, d), alias(vec2, d), beta=beta, alpha=alpha, out=alias(out, d))
-    return SUCCESS
-
-
-@library.register(aten=aten.linalg_cross.out, direct=True)
-def diopiCross(ctx, out, input, other, dim):
-    d = ctx.device
-    torch.linalg.cross(alias(input, d), alias(other, d), dim=dim, out=alias(out, d))
     return SUCCESS
 
 

@@ -9,8 +9,20 @@ from dipu.diopi import SUCCESS
 from dipu.diopi import native_alias as alias
 from ._aten import fast_aten, optional_alias
 from ._library import library
+from ._table import out_function
 
 aten = torch.ops.aten
+
+# The backwards apply one overload each (Note [Table-made functions] in _table.py), as does multilabel margin loss.
+for _name, _overload, _outs in (
+        ("diopiMSELossBackward", aten.mse_loss_backward.grad_input, ("grad_input",)),
+        ("diopiSmoothL1LossBackward", aten.smooth_l1_loss_backward.grad_input, ("grad_input",)),
+        ("diopiHuberLossBackward", aten.huber_loss_backward.out, ("grad_input",)),
+        ("diopiBCELossBackward", aten.binary_cross_entropy_backward.grad_input, ("grad_input",)),
+        ("diopiMultiMarginLossBackward", aten.multi_margin_loss_backward.grad_input, ("grad_input",)),
+        ("diopiMultilabelMarginLoss", aten.multilabel_margin_loss_forward.output, ("output", "is_target")),
+        ("diopiMultilabelMarginLossBackward", aten.multilabel_margin_loss_backward.grad_input, ("grad_input",))):
+    out_function(_name, _overload, _outs)
 
 
 @library.register(aten=aten.nll_loss_forward.output)
@@ -43,26 +55,10 @@ def diopiMSELoss(ctx, out, input, target, reduction):
     return SUCCESS
 
 
-@library.register(aten=aten.mse_loss_backward.grad_input, direct=True)
-def diopiMSELossBackward(ctx, grad_input, grad_output, input, target, reduction):
-    d = ctx.device
-    aten.mse_loss_backward.grad_input(alias(grad_output, d), alias(input, d), alias(target, d), reduction,
-                                      grad_input=alias(grad_input, d))
-    return SUCCESS
-
-
 @library.register(aten=aten.smooth_l1_loss.out)
 def diopiSmoothL1Loss(ctx, out, input, target, reduction, beta):
     d = ctx.device
     alias(out, d).copy_(fast_aten.smooth_l1_loss(alias(input, d), alias(target, d), reduction, beta))
-    return SUCCESS
-
-
-@library.register(aten=aten.smooth_l1_loss_backward.grad_input, direct=True)
-def diopiSmoothL1LossBackward(ctx, grad_input, grad_output, input, target, reduction, beta):
-    d = ctx.device
-    aten.smooth_l1_loss_backward.grad_input(alias(grad_output, d), alias(input, d), alias(target, d), reduction,
-                                            beta, grad_input=alias(grad_input, d))
     return SUCCESS
 
 
@@ -73,27 +69,11 @@ def diopiHuberLoss(ctx, out, input, target, reduction, delta):
     return SUCCESS
 
 
-@library.register(aten=aten.huber_loss_backward.out, direct=True)
-def diopiHuberLossBackward(ctx, grad_input, grad_output, input, target, reduction, delta):
-    d = ctx.device
-    aten.huber_loss_backward.out(alias(grad_output, d), alias(input, d), alias(target, d), reduction, delta,
-                                 grad_input=alias(grad_input, d))
-    return SUCCESS
-
-
 @library.register(aten=aten.binary_cross_entropy.out)
 def diopiBCELoss(ctx, out, input, target, weight, reduction):
     d = ctx.device
     alias(out, d).copy_(fast_aten.binary_cross_entropy(alias(input, d), alias(target, d), optional_alias(weight, d),
                                                   reduction))
-    return SUCCESS
-
-
-@library.register(aten=aten.binary_cross_entropy_backward.grad_input, direct=True)
-def diopiBCELossBackward(ctx, grad_input, grad_output, input, target, weight, reduction):
-    d = ctx.device
-    aten.binary_cross_entropy_backward.grad_input(alias(grad_output, d), alias(input, d), alias(target, d),
-                                                  optional_alias(weight, d), reduction, grad_input=alias(grad_input, d))
     return SUCCESS
 
 
@@ -110,30 +90,6 @@ def diopiMultiMarginLoss(ctx, out, input, target, p, margin, weight, reduction):
     d = ctx.device
     alias(out, d).copy_(fast_aten.multi_margin_loss(alias(input, d), alias(target, d), p, margin,
                                                     optional_alias(weight, d), reduction))
-    return SUCCESS
-
-
-@library.register(aten=aten.multi_margin_loss_backward.grad_input, direct=True)
-def diopiMultiMarginLossBackward(ctx, grad_input, grad_output, input, target, p, margin, weight, reduction):
-    d = ctx.device
-    aten.multi_margin_loss_backward.grad_input(alias(grad_output, d), alias(input, d), alias(target, d), p, margin,
-                                               optional_alias(weight, d), reduction, grad_input=alias(grad_input, d))
-    return SUCCESS
-
-
-@library.register(aten=aten.multilabel_margin_loss_forward.output, direct=True)
-def diopiMultilabelMarginLoss(ctx, out, is_target, input, target, reduction):
-    d = ctx.device
-    aten.multilabel_margin_loss_forward.output(alias(input, d), alias(target, d), reduction, output=alias(out, d),
-                                               is_target=alias(is_target, d))
-    return SUCCESS
-
-
-@library.register(aten=aten.multilabel_margin_loss_backward.grad_input, direct=True)
-def diopiMultilabelMarginLossBackward(ctx, grad_input, grad_output, input, target, reduction, is_target):
-    d = ctx.device
-    aten.multilabel_margin_loss_backward.grad_input(alias(grad_output, d), alias(input, d), alias(target, d),
-                                                    reduction, alias(is_target, d), grad_input=alias(grad_input, d))
     return SUCCESS
 
 

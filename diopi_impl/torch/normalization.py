@@ -10,6 +10,7 @@ from dipu.diopi import SUCCESS
 from dipu.diopi import native_alias as alias
 from ._aten import fast_aten, optional_alias, write_results
 from ._library import library
+from ._table import out_function
 
 aten = torch.ops.aten
 
@@ -111,8 +112,4 @@ def diopiWeightNormBackward(ctx, grad_v, grad_g, grad_w, saved_v, saved_g, saved
     return SUCCESS
 
 
-@library.register(aten=aten.renorm.out, direct=True)
-def diopiRenorm(ctx, out, input, p, dim, maxnorm):
-    d = ctx.device
-    torch.renorm(alias(input, d), p, dim, maxnorm, out=alias(out, d))
-    return SUCCESS
+out_function("diopiRenorm", aten.renorm.out)  # Note [Table-made functions] in _table.py

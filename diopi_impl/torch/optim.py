@@ -17,7 +17,7 @@ from dipu.diopi import FUNCTIONS, SUCCESS
 from dipu.diopi import native_alias as alias
 from ._aten import alias_tensors as native
 from ._library import library
-from ._table import aten_overload, foreach_function
+from ._table import aten_overload, foreach_function, inplace_function
 
 aten = torch.ops.aten
 
@@ -119,10 +119,4 @@ def diopiAmpForeachNonFiniteCheckAndUnscaleInp(ctx, scaled_grads, found_inf, inv
     torch._amp_foreach_non_finite_check_and_unscale_(native(scaled_grads, d), alias(found_inf, d), alias(inv_scale, d))
     return SUCCESS
 
-
-@library.register(aten=aten._amp_update_scale_.default, direct=True)
-def diopiAmpUpdateScaleInp(ctx, scale, growth_tracker, found_inf, growth_factor, backoff_factor, growth_interval):
-    d = ctx.device
-    torch._amp_update_scale_(alias(scale, d), alias(growth_tracker, d), alias(found_inf, d), growth_factor,
-                             backoff_factor, growth_interval)
-    return SUCCESS
+inplace_function("diopiAmpUpdateScaleInp", "_amp_update_scale_")  # Note [Table-made functions] in _table.py

@@ -28,67 +28,12 @@ def diopiAdd(ctx, out, input, other, alpha):
     return SUCCESS
 
 
-@library.register(aten=aten.add.Scalar_out, direct=True)
-def diopiAddScalar(ctx, out, input, other, alpha):
-    d = ctx.device
-    torch.add(alias(input, d), other, alpha=alpha, out=alias(out, d))
-    return SUCCESS
-
-
-@library.register(aten=aten.sub.out, direct=True)
-def diopiSub(ctx, out, input, other, alpha):
-    d = ctx.device
-    torch.sub(alias(input, d), alias(other, d), alpha=alpha, out=alias(out, d))
-    return SUCCESS
-
-
-@library.register(aten=aten.sub.Scalar_out, direct=True)
-def diopiSubScalar(ctx, out, input, other, alpha):
-    d = ctx.device
-    torch.sub(alias(input, d), other, alpha=alpha, out=alias(out, d))
-    return SUCCESS
-
-
-@library.register(aten=aten.mul.out, direct=True)
-def diopiMul(ctx, out, input, other):
-    d = ctx.device
-    torch.mul(alias(input, d), alias(other, d), out=alias(out, d))
-    return SUCCESS
-
-
-@library.register(aten=aten.mul.Scalar_out, direct=True)
-def diopiMulScalar(ctx, out, input, other):
-    d = ctx.device
-    torch.mul(alias(input, d), other, out=alias(out, d))
-    return SUCCESS
-
-
-@library.register(aten=aten.div.out_mode, direct=True)
-def diopiDiv(ctx, out, input, other, rounding_mode):
-    d = ctx.device
-    torch.div(alias(input, d), alias(other, d), rounding_mode=rounding_mode, out=alias(out, d))
-    return SUCCESS
-
-
-@library.register(aten=aten.div.Scalar_mode_out, direct=True)
-def diopiDivScalar(ctx, out, input, other, rounding_mode):
-    d = ctx.device
-    torch.div(alias(input, d), other, rounding_mode=rounding_mode, out=alias(out, d))
-    return SUCCESS
-
-
-@library.register(aten=aten.addcmul.out, direct=True)
-def diopiAddcmul(ctx, out, input, tensor1, tensor2, value):
-    d = ctx.device
-    torch.addcmul(alias(input, d), alias(tensor1, d), alias(tensor2, d), value=value, out=alias(out, d))
-    return SUCCESS
-
-
-@library.register(aten=aten.addcdiv.out, direct=True)
-def diopiAddcdiv(ctx, out, input, tensor1, tensor2, value):
-    d = ctx.device
-    torch.addcdiv(alias(input, d), alias(tensor1, d), alias(tensor2, d), value=value, out=alias(out, d))
-    return SUCCESS
+for _name, _overload in (
+        ("diopiAddScalar", aten.add.Scalar_out), ("diopiSub", aten.sub.out), ("diopiSubScalar", aten.sub.Scalar_out),
+        ("diopiMul", aten.mul.out), ("diopiMulScalar", aten.mul.Scalar_out),
+        ("diopiDiv", aten.div.out_mode), ("diopiDivScalar", aten.div.Scalar_mode_out),
+        ("diopiAddcmul", aten.addcmul.out), ("diopiAddcdiv", aten.addcdiv.out)):
+    out_function(_name, _overload)
 
 
 @library.register(aten=aten.abs.out)
@@ -133,19 +78,8 @@ def diopiIsNan(ctx, out, input):
 # ---- unary functions with attributes ---------------------------------------------------------------------
 out_function("diopiNanToNum", aten.nan_to_num.out)
 inplace_function("diopiNanToNumInp", "nan_to_num_")
-
-
-@library.register(aten=aten.round.decimals_out, direct=True)
-def diopiRoundDecimals(ctx, out, input, decimals):
-    d = ctx.device
-    aten.round.decimals_out(alias(input, d), decimals=decimals, out=alias(out, d))
-    return SUCCESS
-
-
-@library.register(aten=aten.round_.decimals, direct=True)
-def diopiRoundDecimalsInp(ctx, input, decimals):
-    alias(input, ctx.device).round_(decimals=decimals)
-    return SUCCESS
+out_function("diopiRoundDecimals", aten.round.decimals_out, ("out",))
+inplace_function("diopiRoundDecimalsInp", aten.round_.decimals)
 
 
 # ---- binary math: diopiX(out, input, other), diopiXScalar, diopiXInp, diopiXInpScalar --------------------
@@ -206,13 +140,7 @@ inplace_function("diopiPowInpTensor", "pow_")
 # lerp with a tensor weight (the scalar weight is diopiLerpScalar, below)
 out_function("diopiLerpTensor", aten.lerp.Tensor_out)
 inplace_function("diopiLerpTensorInp", "lerp_")
-
-
-@library.register(aten=aten.lerp.Scalar_out, direct=True)
-def diopiLerpScalar(ctx, out, input, end, weight):
-    d = ctx.device
-    torch.lerp(alias(input, d), alias(end, d), weight, out=alias(out, d))
-    return SUCCESS
+out_function("diopiLerpScalar", aten.lerp.Scalar_out)
 
 
 # ---- clamping: Tensor bounds and Scalar bounds, either may be None for clamp ------------------------------
@@ -228,10 +156,6 @@ for _suffix, _op in (("Min", "clamp_min"), ("Max", "clamp_max")):
 
 
 # ---- selection -------------------------------------------------------------------------------------------
+out_function("diopiWhere", aten.where.self_out)
 
 
-@library.register(aten=aten.where.self_out, direct=True)
-def diopiWhere(ctx, out, condition, input, other):
-    d = ctx.device
-    torch.where(alias(condition, d), alias(input, d), alias(other, d), out=alias(out, d))
-    return SUCCESS

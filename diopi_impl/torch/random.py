@@ -6,24 +6,32 @@ import torch
 from dipu.diopi import SUCCESS, native_generator
 from dipu.diopi import native_alias as alias
 from ._library import library
+from ._table import inplace_function, out_function
 
 aten = torch.ops.aten
 
-# ---- in place: fill a tensor with draws --------------------------------------------------------------------
+# ---- one overload each (Note [Table-made functions] in _table.py: a Generator passes as the native one) ------
+for _name, _overload in (
+        # in place: fill a tensor with draws
+        ("diopiUniformInp", aten.uniform_.default), ("diopiNormalInp", aten.normal_.default),
+        ("diopiExponentialInp", aten.exponential_.default), ("diopiGeometricInp", aten.geometric_.default),
+        ("diopiCauchyInp", aten.cauchy_.default), ("diopiLogNormalInp", aten.log_normal_.default),
+        ("diopiBernoulliScalar", aten.bernoulli_.float), ("diopiBernoulliTensor", aten.bernoulli_.Tensor)):
+    inplace_function(_name, _overload)
+for _name, _overload, _outs in (
+        ("diopiBernoulli", aten.bernoulli.out, ()),
+        ("diopiNormalTensorScalar", aten.normal.Tensor_float_out, ()),
+        ("diopiNormalScalarTensor", aten.normal.float_Tensor_out, ()),
+        ("diopiNormalTensor", aten.normal.Tensor_Tensor_out, ()),
+        ("diopiRandperm", aten.randperm.generator_out, ()),
+        ("diopiMultinomial", aten.multinomial.out, ()),
+        ("diopiStandardGammaGrad", aten._standard_gamma_grad.out, ("out",)),
+        ("diopiDirichletGrad", aten._dirichlet_grad.out, ("out",)),
+        ("diopiDropoutBackward", aten.native_dropout_backward.out, ("out",))):
+    out_function(_name, _overload, _outs)
 
 
-@library.register(aten=aten.uniform_.default, direct=True)
-def diopiUniformInp(ctx, inout, from_, to, generator):
-    d = ctx.device
-    alias(inout, d).uniform_(from_, to, generator=native_generator(generator, d))
-    return SUCCESS
-
-
-@library.register(aten=aten.normal_.default, direct=True)
-def diopiNormalInp(ctx, inout, mean, std, generator):
-    d = ctx.device
-    alias(inout, d).normal_(mean, std, generator=native_generator(generator, d))
-    return SUCCESS
+# ---- written out: a choice of call, or a copy from the functional op -----------------------------------------
 
 
 @library.register(aten=getattr(aten.random_, "from"))
@@ -34,94 +42,6 @@ def diopiRandomInp(ctx, inout, from_, to, generator):
         alias(inout, d).random_(generator=gen)
     else:
         alias(inout, d).random_(from_, to, generator=gen)
-    return SUCCESS
-
-
-@library.register(aten=aten.exponential_.default, direct=True)
-def diopiExponentialInp(ctx, inout, lambd, generator):
-    d = ctx.device
-    alias(inout, d).exponential_(lambd, generator=native_generator(generator, d))
-    return SUCCESS
-
-
-@library.register(aten=aten.geometric_.default, direct=True)
-def diopiGeometricInp(ctx, inout, p, generator):
-    d = ctx.device
-    alias(inout, d).geometric_(p, generator=native_generator(generator, d))
-    return SUCCESS
-
-
-@library.register(aten=aten.cauchy_.default, direct=True)
-def diopiCauchyInp(ctx, inout, median, sigma, generator):
-    d = ctx.device
-    alias(inout, d).cauchy_(median, sigma, generator=native_generator(generator, d))
-    return SUCCESS
-
-
-@library.register(aten=aten.log_normal_.default, direct=True)
-def diopiLogNormalInp(ctx, inout, mean, std, generator):
-    d = ctx.device
-    alias(inout, d).log_normal_(mean, std, generator=native_generator(generator, d))
-    return SUCCESS
-
-
-@library.register(aten=aten.bernoulli_.float, direct=True)
-def diopiBernoulliScalar(ctx, out, p, generator):
-    d = ctx.device
-    alias(out, d).bernoulli_(p, generator=native_generator(generator, d))
-    return SUCCESS
-
-
-@library.register(aten=aten.bernoulli_.Tensor, direct=True)
-def diopiBernoulliTensor(ctx, out, p, generator):
-    d = ctx.device
-    alias(out, d).bernoulli_(alias(p, d), generator=native_generator(generator, d))
-    return SUCCESS
-
-
-# ---- out= ------------------------------------------------------------------------------------------------
-
-
-@library.register(aten=aten.bernoulli.out, direct=True)
-def diopiBernoulli(ctx, out, input, generator):
-    d = ctx.device
-    torch.bernoulli(alias(input, d), generator=native_generator(generator, d), out=alias(out, d))
-    return SUCCESS
-
-
-@library.register(aten=aten.normal.Tensor_float_out, direct=True)
-def diopiNormalTensorScalar(ctx, out, mean, std, generator):
-    d = ctx.device
-    torch.normal(alias(mean, d), std, generator=native_generator(generator, d), out=alias(out, d))
-    return SUCCESS
-
-
-@library.register(aten=aten.normal.float_Tensor_out, direct=True)
-def diopiNormalScalarTensor(ctx, out, mean, std, generator):
-    d = ctx.device
-    torch.normal(mean, alias(std, d), generator=native_generator(generator, d), out=alias(out, d))
-    return SUCCESS
-
-
-@library.register(aten=aten.normal.Tensor_Tensor_out, direct=True)
-def diopiNormalTensor(ctx, out, mean, std, generator):
-    d = ctx.device
-    torch.normal(alias(mean, d), alias(std, d), generator=native_generator(generator, d), out=alias(out, d))
-    return SUCCESS
-
-
-@library.register(aten=aten.randperm.generator_out, direct=True)
-def diopiRandperm(ctx, out, n, generator):
-    d = ctx.device
-    torch.randperm(n, generator=native_generator(generator, d), out=alias(out, d))
-    return SUCCESS
-
-
-@library.register(aten=aten.multinomial.out, direct=True)
-def diopiMultinomial(ctx, out, input, num_samples, replacement, generator):
-    d = ctx.device
-    torch.multinomial(alias(input, d), num_samples, replacement, generator=native_generator(generator, d),
-                      out=alias(out, d))
     return SUCCESS
 
 
@@ -146,24 +66,10 @@ def diopiStandardGamma(ctx, out, input, generator):
     return SUCCESS
 
 
-@library.register(aten=aten._standard_gamma_grad.out, direct=True)
-def diopiStandardGammaGrad(ctx, grad_input, input, output):
-    d = ctx.device
-    torch.ops.aten._standard_gamma_grad.out(alias(input, d), alias(output, d), out=alias(grad_input, d))
-    return SUCCESS
-
-
 @library.register(aten=aten._sample_dirichlet.out)
 def diopiSampleDirichlet(ctx, out, input, generator):
     d = ctx.device
     alias(out, d).copy_(torch._sample_dirichlet(alias(input, d), generator=native_generator(generator, d)))
-    return SUCCESS
-
-
-@library.register(aten=aten._dirichlet_grad.out, direct=True)
-def diopiDirichletGrad(ctx, grad_input, x, alpha, total):
-    d = ctx.device
-    torch.ops.aten._dirichlet_grad.out(alias(x, d), alias(alpha, d), alias(total, d), out=alias(grad_input, d))
     return SUCCESS
 
 
@@ -187,8 +93,3 @@ def diopiDropout(ctx, out, mask, input, p, train, generator):
     return SUCCESS
 
 
-@library.register(aten=aten.native_dropout_backward.out, direct=True)
-def diopiDropoutBackward(ctx, grad_input, grad_output, mask, scale):
-    d = ctx.device
-    torch.ops.aten.native_dropout_backward.out(alias(grad_output, d), alias(mask, d), scale, out=alias(grad_input, d))
-    return SUCCESS

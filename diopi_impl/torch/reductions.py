@@ -2,7 +2,8 @@
 
 DIOPI passes no keepdim: the output's rank says whether dims are kept. Where the rest lines up with one ATen
 overload, a table row derives keepdim (or a scan's dtype) from the output (Note [Derived arguments] in
-dipu/diopi/library.py); the others are written out, without ``aten=``.
+dipu/diopi/library.py); functions that take keepdim or need none (argmax, cummax, topk) are table rows as they
+are. The others are written out.
 """
 
 import torch
@@ -38,6 +39,15 @@ for _name, _overload, _outs in (
     out_function(_name, _overload, _outs, derived={"keepdim": KEPT_DIMS})
 for _name, _overload in (("diopiCumsum", aten.cumsum.out), ("diopiCumprod", aten.cumprod.out)):
     out_function(_name, _overload, derived={"dtype": OUTPUT_DTYPE})
+# ... and with keepdim a parameter, or no argument to derive.
+for _name, _overload, _outs in (
+        ("diopiAmax", aten.amax.out, ()), ("diopiArgmax", aten.argmax.out, ()), ("diopiArgmin", aten.argmin.out, ()),
+        ("diopiHistc", aten.histc.out, ()), ("diopiBucketize", aten.bucketize.Tensor_out, ()),
+        ("diopiCummax", aten.cummax.out, ("values", "indices")),
+        ("diopiCummin", aten.cummin.out, ("values", "indices")),
+        ("diopiLogcumsumexp", aten._logcumsumexp.out, ("out",)),
+        ("diopiTopk", aten.topk.values, ("values", "indices"))):
+    out_function(_name, _overload, _outs)
 
 
 # ---- reductions ------------------------------------------------------------------------------------------
@@ -92,33 +102,11 @@ def diopiMinAll(ctx, min, input):
     return SUCCESS
 
 
-@library.register(aten=aten.amax.out, direct=True)
-def diopiAmax(ctx, out, input, dim, keepdim):
-    d = ctx.device
-    x, o = alias(input, d), alias(out, d)
-    torch.amax(x, dim, keepdim=keepdim, out=o)
-    return SUCCESS
-
-
 @library.register
 def diopiAminmax(ctx, min, max, input, dim):
     d = ctx.device
     x, low = alias(input, d), alias(min, d)
     torch.aminmax(x, dim=dim, keepdim=_keepdim(low, x), out=(low, alias(max, d)))
-    return SUCCESS
-
-
-@library.register(aten=aten.argmax.out, direct=True)
-def diopiArgmax(ctx, out, input, dim, keepdim):
-    d = ctx.device
-    torch.argmax(alias(input, d), dim, keepdim, out=alias(out, d))
-    return SUCCESS
-
-
-@library.register(aten=aten.argmin.out, direct=True)
-def diopiArgmin(ctx, out, input, dim, keepdim):
-    d = ctx.device
-    torch.argmin(alias(input, d), dim, keepdim, out=alias(out, d))
     return SUCCESS
 
 
@@ -225,42 +213,11 @@ def diopiTrace(ctx, out, input):
     return SUCCESS
 
 
-@library.register(aten=aten.histc.out, direct=True)
-def diopiHistc(ctx, out, input, bins, min, max):
-    d = ctx.device
-    torch.histc(alias(input, d), bins, min, max, out=alias(out, d))
-    return SUCCESS
-
-
 @library.register(aten=aten.bincount.default)
 def diopiBincount(ctx, out, input, weights, minlength):
     d = ctx.device
     weights = optional_alias(weights, d)
     out[0] = require_copy(ctx, torch.bincount(alias(input, d), weights, minlength))
-    return SUCCESS
-
-
-# ---- scans -----------------------------------------------------------------------------------------------
-
-
-@library.register(aten=aten.cummax.out, direct=True)
-def diopiCummax(ctx, values, indices, input, dim):
-    d = ctx.device
-    torch.cummax(alias(input, d), dim, out=(alias(values, d), alias(indices, d)))
-    return SUCCESS
-
-
-@library.register(aten=aten.cummin.out, direct=True)
-def diopiCummin(ctx, values, indices, input, dim):
-    d = ctx.device
-    torch.cummin(alias(input, d), dim, out=(alias(values, d), alias(indices, d)))
-    return SUCCESS
-
-
-@library.register(aten=aten._logcumsumexp.out, direct=True)
-def diopiLogcumsumexp(ctx, out, input, dim):
-    d = ctx.device
-    aten._logcumsumexp.out(alias(input, d), dim, out=alias(out, d))
     return SUCCESS
 
 
@@ -275,26 +232,12 @@ def diopiSort(ctx, values, indices, input, dim, descending, stable):
     return SUCCESS
 
 
-@library.register(aten=aten.topk.values, direct=True)
-def diopiTopk(ctx, values, indices, input, k, dim, largest, sorted):
-    d = ctx.device
-    torch.topk(alias(input, d), k, dim, largest, sorted, out=(alias(values, d), alias(indices, d)))
-    return SUCCESS
-
-
 @library.register(aten=aten.searchsorted.Tensor_out)
 def diopiSearchsorted(ctx, out, sorted_sequence, values, out_int32, right, side, sorter):
     d = ctx.device
     values = alias(values, d) if isinstance(values, torch.Tensor) else values
     torch.searchsorted(alias(sorted_sequence, d), values, out_int32=out_int32, right=right, side=side,
                        sorter=optional_alias(sorter, d), out=alias(out, d))
-    return SUCCESS
-
-
-@library.register(aten=aten.bucketize.Tensor_out, direct=True)
-def diopiBucketize(ctx, out, input, boundaries, out_int32, right):
-    d = ctx.device
-    torch.bucketize(alias(input, d), alias(boundaries, d), out_int32=out_int32, right=right, out=alias(out, d))
     return SUCCESS
 
 

@@ -6,6 +6,7 @@ from dipu.diopi import SUCCESS
 from dipu.diopi import native_alias as alias
 from ._aten import fast_aten, write_results
 from ._library import library
+from ._table import out_function
 
 aten = torch.ops.aten
 
@@ -45,131 +46,14 @@ def diopiPadBackward(ctx, grad_input, grad_output, input, pad, mode):
     return SUCCESS
 
 
-# ---- up-sampling -----------------------------------------------------------------------------------------
-
-
-@library.register(aten=aten.upsample_nearest1d.out, direct=True)
-def diopiUpsampleNearest1d(ctx, out, input, size, scales):
-    d = ctx.device
-    aten.upsample_nearest1d.out(alias(input, d), size, scales, out=alias(out, d))
-    return SUCCESS
-
-
-@library.register(aten=aten.upsample_nearest1d_backward.grad_input, direct=True)
-def diopiUpsampleNearest1dBackward(ctx, grad_input, grad_output, out_size, in_size, scales):
-    d = ctx.device
-    aten.upsample_nearest1d_backward.grad_input(alias(grad_output, d), out_size, in_size, scales,
-                                                grad_input=alias(grad_input, d))
-    return SUCCESS
-
-
-@library.register(aten=aten.upsample_nearest2d.out, direct=True)
-def diopiUpsampleNearest2d(ctx, out, input, size, scales_h, scales_w):
-    d = ctx.device
-    aten.upsample_nearest2d.out(alias(input, d), size, scales_h, scales_w, out=alias(out, d))
-    return SUCCESS
-
-
-@library.register(aten=aten.upsample_nearest2d_backward.grad_input, direct=True)
-def diopiUpsampleNearest2dBackward(ctx, grad_input, grad_output, out_size, in_size, scales_h, scales_w):
-    d = ctx.device
-    aten.upsample_nearest2d_backward.grad_input(alias(grad_output, d), out_size, in_size, scales_h, scales_w,
-                                                grad_input=alias(grad_input, d))
-    return SUCCESS
-
-
-@library.register(aten=aten._upsample_nearest_exact2d.out, direct=True)
-def diopiUpsampleNearestExact2d(ctx, out, input, size, scales_h, scales_w):
-    d = ctx.device
-    aten._upsample_nearest_exact2d.out(alias(input, d), size, scales_h, scales_w, out=alias(out, d))
-    return SUCCESS
-
-
-@library.register(aten=aten._upsample_nearest_exact2d_backward.grad_input, direct=True)
-def diopiUpsampleNearestExact2dBackward(ctx, grad_input, grad_output, out_size, in_size, scales_h, scales_w):
-    d = ctx.device
-    aten._upsample_nearest_exact2d_backward.grad_input(alias(grad_output, d), out_size, in_size, scales_h, scales_w,
-                                                       grad_input=alias(grad_input, d))
-    return SUCCESS
-
-
-@library.register(aten=aten.upsample_nearest3d.out, direct=True)
-def diopiUpsampleNearest3d(ctx, out, input, size, scales_d, scales_h, scales_w):
-    d = ctx.device
-    aten.upsample_nearest3d.out(alias(input, d), size, scales_d, scales_h, scales_w, out=alias(out, d))
-    return SUCCESS
-
-
-@library.register(aten=aten.upsample_nearest3d_backward.grad_input, direct=True)
-def diopiUpsampleNearest3dBackward(ctx, grad_input, grad_output, out_size, in_size, scales_d, scales_h, scales_w):
-    d = ctx.device
-    aten.upsample_nearest3d_backward.grad_input(alias(grad_output, d), out_size, in_size, scales_d, scales_h,
-                                                scales_w, grad_input=alias(grad_input, d))
-    return SUCCESS
-
-
-@library.register(aten=aten.upsample_linear1d.out, direct=True)
-def diopiUpsampleLinear1d(ctx, out, input, size, align_corners, scales):
-    d = ctx.device
-    aten.upsample_linear1d.out(alias(input, d), size, align_corners, scales, out=alias(out, d))
-    return SUCCESS
-
-
-@library.register(aten=aten.upsample_linear1d_backward.grad_input, direct=True)
-def diopiUpsampleLinear1dBackward(ctx, grad_input, grad_output, out_size, in_size, align_corners, scales):
-    d = ctx.device
-    aten.upsample_linear1d_backward.grad_input(alias(grad_output, d), out_size, in_size, align_corners, scales,
-                                               grad_input=alias(grad_input, d))
-    return SUCCESS
-
-
-@library.register(aten=aten.upsample_bilinear2d.out, direct=True)
-def diopiUpsampleBilinear2d(ctx, out, input, size, align_corners, scales_h, scales_w):
-    d = ctx.device
-    aten.upsample_bilinear2d.out(alias(input, d), size, align_corners, scales_h, scales_w, out=alias(out, d))
-    return SUCCESS
-
-
-@library.register(aten=aten.upsample_bilinear2d_backward.grad_input, direct=True)
-def diopiUpsampleBilinear2dBackward(ctx, grad_input, grad_output, out_size, in_size, align_corners, scales_h,
-                                   scales_w):
-    d = ctx.device
-    aten.upsample_bilinear2d_backward.grad_input(alias(grad_output, d), out_size, in_size, align_corners, scales_h,
-                                                 scales_w, grad_input=alias(grad_input, d))
-    return SUCCESS
-
-
-@library.register(aten=aten.upsample_bicubic2d.out, direct=True)
-def diopiUpsampleBicubic2d(ctx, out, input, size, align_corners, scales_h, scales_w):
-    d = ctx.device
-    aten.upsample_bicubic2d.out(alias(input, d), size, align_corners, scales_h, scales_w, out=alias(out, d))
-    return SUCCESS
-
-
-@library.register(aten=aten.upsample_bicubic2d_backward.grad_input, direct=True)
-def diopiUpsampleBicubic2dBackward(ctx, grad_input, grad_output, out_size, in_size, align_corners, scales_h,
-                                   scales_w):
-    d = ctx.device
-    aten.upsample_bicubic2d_backward.grad_input(alias(grad_output, d), out_size, in_size, align_corners, scales_h,
-                                                scales_w, grad_input=alias(grad_input, d))
-    return SUCCESS
-
-
-@library.register(aten=aten.upsample_trilinear3d.out, direct=True)
-def diopiUpsampleTrilinear3d(ctx, out, input, size, align_corners, scales_d, scales_h, scales_w):
-    d = ctx.device
-    aten.upsample_trilinear3d.out(alias(input, d), size, align_corners, scales_d, scales_h, scales_w,
-                                  out=alias(out, d))
-    return SUCCESS
-
-
-@library.register(aten=aten.upsample_trilinear3d_backward.grad_input, direct=True)
-def diopiUpsampleTrilinear3dBackward(ctx, grad_input, grad_output, out_size, in_size, align_corners, scales_d,
-                                     scales_h, scales_w):
-    d = ctx.device
-    aten.upsample_trilinear3d_backward.grad_input(alias(grad_output, d), out_size, in_size, align_corners, scales_d,
-                                                  scales_h, scales_w, grad_input=alias(grad_input, d))
-    return SUCCESS
+# ---- up-sampling: diopiUpsampleX(out, input, size, ...) and diopiUpsampleXBackward(grad_input, grad_output,
+# out_size, in_size, ...) (Note [Table-made functions] in _table.py) ------------------------------------------
+for _suffix, _op in (("Nearest1d", "upsample_nearest1d"), ("Nearest2d", "upsample_nearest2d"),
+                     ("NearestExact2d", "_upsample_nearest_exact2d"), ("Nearest3d", "upsample_nearest3d"),
+                     ("Linear1d", "upsample_linear1d"), ("Bilinear2d", "upsample_bilinear2d"),
+                     ("Bicubic2d", "upsample_bicubic2d"), ("Trilinear3d", "upsample_trilinear3d")):
+    out_function("diopiUpsample" + _suffix, getattr(aten, _op).out, ("out",))
+    out_function(f"diopiUpsample{_suffix}Backward", getattr(aten, _op + "_backward").grad_input, ("grad_input",))
 
 
 # ---- grid sampling ---------------------------------------------------------------------------------------

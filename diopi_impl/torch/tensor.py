@@ -7,34 +7,16 @@ from dipu.diopi import SUCCESS
 from dipu.diopi import native_alias as alias
 from ._aten import fast_aten
 from ._library import library
+from ._table import out_function
 
 aten = torch.ops.aten
 
-# ---- creation --------------------------------------------------------------------------------------------
-
-
-@library.register(aten=aten.arange.start_out, direct=True)
-def diopiArange(ctx, out, start, end, step):
-    torch.arange(start, end, step, out=alias(out, ctx.device))
-    return SUCCESS
-
-
-@library.register(aten=aten.linspace.out, direct=True)
-def diopiLinspace(ctx, out, start, end, steps):
-    torch.linspace(start, end, steps, out=alias(out, ctx.device))
-    return SUCCESS
-
-
-@library.register(aten=aten.logspace.out, direct=True)
-def diopiLogspace(ctx, out, start, end, steps, base):
-    torch.logspace(start, end, steps, base, out=alias(out, ctx.device))
-    return SUCCESS
-
-
-@library.register(aten=aten.eye.m_out, direct=True)
-def diopiEye(ctx, out, n, m):
-    torch.eye(n, m, out=alias(out, ctx.device))
-    return SUCCESS
+# ---- one overload each (Note [Table-made functions] in _table.py): creation, triangles -------------------
+for _name, _overload in (
+        ("diopiArange", aten.arange.start_out), ("diopiLinspace", aten.linspace.out),
+        ("diopiLogspace", aten.logspace.out), ("diopiEye", aten.eye.m_out),
+        ("diopiTril", aten.tril.out), ("diopiTriu", aten.triu.out)):
+    out_function(_name, _overload)
 
 
 # ---- joining and rearranging -----------------------------------------------------------------------------
@@ -72,20 +54,6 @@ def diopiRoll(ctx, out, input, shifts, dims):
 def diopiRepeat(ctx, out, input, repeats_size):
     d = ctx.device
     alias(out, d).copy_(alias(input, d).repeat(repeats_size))
-    return SUCCESS
-
-
-@library.register(aten=aten.tril.out, direct=True)
-def diopiTril(ctx, out, input, diagonal):
-    d = ctx.device
-    torch.tril(alias(input, d), diagonal, out=alias(out, d))
-    return SUCCESS
-
-
-@library.register(aten=aten.triu.out, direct=True)
-def diopiTriu(ctx, out, input, diagonal):
-    d = ctx.device
-    torch.triu(alias(input, d), diagonal, out=alias(out, d))
     return SUCCESS
 
 
