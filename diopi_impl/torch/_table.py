@@ -31,6 +31,7 @@ done (Note [The ATen library in C++] in scripts/autogen/dest/aten_library.py).
 
 from __future__ import annotations
 
+import functools
 import inspect
 import warnings
 from collections.abc import Callable
@@ -76,9 +77,14 @@ def _register(name: str, function: Callable, aten_op, derived: dict[str, str] | 
     """Register ``function(ctx, *args)`` under ``name`` with the proto's parameter names, checked against
     ``aten_op`` (an overload, or an op packet one of whose overloads must fit)."""
     function.__name__ = function.__qualname__ = name
-    function.__signature__ = inspect.Signature(
-        [inspect.Parameter(p, inspect.Parameter.POSITIONAL_OR_KEYWORD) for p in FUNCTIONS[name].param_names])
+    function.__signature__ = inspect.Signature([_parameter(p) for p in FUNCTIONS[name].param_names])
     library.register(function, aten=aten_op, direct=True, derived=derived)
+
+
+@functools.cache
+def _parameter(name: str) -> inspect.Parameter:
+    """One Parameter per name for every table-made signature (a few hundred signatures, some 200 names)."""
+    return inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 
 
 def _alias(value, d):

@@ -58,6 +58,7 @@ loaded with ``dipu_header=True`` and called with them (and from the C++ wrappers
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 from pathlib import Path
 from collections.abc import Callable
@@ -153,6 +154,12 @@ def _on_the_device(function: Function, device: int, args: tuple, checks) -> tupl
     return args if copied is None else tuple(copied)
 
 
+@functools.cache
+def _prototype(form: str):
+    """The ctypes function type of a C form; one per form (a few dozen), not one per function (hundreds)."""
+    return ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, *(_CTYPES[c] for c in form))
+
+
 def trampoline(function: Function, address: int, last_error: Callable | None = None,
                check_devices: bool = True) -> Callable:
     """A Python function with ``function``'s proto signature calling the C function at ``address``;
@@ -160,7 +167,7 @@ def trampoline(function: Function, address: int, last_error: Callable | None = N
     it checks its tensor arguments' devices (Note [Tensors a C library is handed])."""
     form = c_form(function)
     checks = _device_checks(function) if check_devices else ()
-    call = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, *(_CTYPES[c] for c in form))(address)
+    call = _prototype(form)(address)
     sizes = [i for i, c in enumerate(form) if c == "z"]
     python_args = [c for c in form if c != "n"]
     allocated = [i for i, c in enumerate(python_args) if c == "A"]

@@ -202,7 +202,8 @@ def _check_aten(library: str, declared, aten, derived: dict[str, str]):
     schema is read from torch's own schema objects, which costs nothing at import (torchgen would cost
     about 80 ms to import).
     """
-    overloads = [getattr(aten, n) for n in aten.overloads()] if hasattr(aten, "overloads") else [aten]
+    # a packet's overloads made one by one: making one (torch's OpOverload) costs more than checking it
+    overloads = (getattr(aten, n) for n in aten.overloads()) if hasattr(aten, "overloads") else iter([aten])
     problems = []
     for overload in overloads:
         schema = overload._schema
