@@ -8,7 +8,8 @@ Versions, the vendor (and its plug-in for a runtime in C), its devices, the op l
 of the DIOPI proto it implements, the native core's cache, and the DIPU_* variables set. Every
 section is printed even when another fails: the failure is reported in its place, since a broken
 installation is when this is run. ``--missing`` lists, per DIOPI function the op library lacks, the
-ops that run on the CPU fallback because of it.
+ops that run on the CPU fallback because of it; ``--python-wrappers``, by reason, the kernels that run their
+Python wrapper instead of a C++ one (the generator emits none, the op library's function is Python's, ...).
 """
 
 from __future__ import annotations
@@ -107,6 +108,20 @@ def _missing() -> list[str]:
     return lines if registration.missing else ["the op library lacks none of the DIOPI functions the spec calls"]
 
 
+def _python_wrappers() -> list[str]:
+    left = registration.left_to_python()
+    if not left:
+        return ["every registered kernel runs its C++ wrapper"]
+    by_reason: dict[str, list[str]] = {}
+    for op, reason in left.items():  # "why: detail"
+        why, _, detail = reason.partition(": ")
+        by_reason.setdefault(why, []).append(f"{op} ({detail})" if detail else op)
+    lines = [f"kernels on their Python wrapper: {len(left)} of {len(registration.kernels)} registered, by reason:"]
+    for why, ops in sorted(by_reason.items(), key=lambda item: (-len(item[1]), item[0])):
+        lines.append(f"  {why} ({len(ops)}): {'; '.join(sorted(ops))}")
+    return lines
+
+
 def _environment() -> list[str]:
     lines = [f"native core: {_native.cache_dir()}"
              + (f" (sanitizer: {_native.sanitizer()})" if _native.sanitizer() else "")]
@@ -167,8 +182,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m dipu", description=__doc__.split("\n\n")[0])
     parser.add_argument("--missing", action="store_true",
                         help="list the DIOPI functions the op library lacks and the ops waiting for each")
+    parser.add_argument("--python-wrappers", action="store_true",
+                        help="list the kernels that run their Python wrapper instead of a C++ one, and why")
     args = parser.parse_args(argv)
-    sections = [_versions, _vendor, _devices, _op_library, _environment] + ([_missing] if args.missing else [])
+    sections = [_versions, _vendor, _devices, _op_library, _environment] + ([_missing] if args.missing else []) \
+        + ([_python_wrappers] if args.python_wrappers else [])
     failed = False
     for section in sections:
         try:

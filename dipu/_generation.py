@@ -59,6 +59,15 @@ def cpp_wrappers(functions: frozenset[str] | None, parts: int = 1) -> list[str]:
     return emitter.render_parts(kernels.expand_all(entries, spec.SPEC.name), spec.SPEC.name, functions, parts)
 
 
+def unsupported_cpp_wrappers() -> dict[str, str]:
+    """Op -> why the generator emits no C++ wrapper for it, for the spec's kernels that fit the installed torch."""
+    from dipugen import kernels, spec
+    from dipugen.dest import cpp_wrappers as emitter
+
+    entries, _ = spec.load_lenient(spec.SPEC)
+    return emitter.explain(kernels.expand_all(entries, spec.SPEC.name))
+
+
 def aten_library(pairs: list[tuple[str, str, tuple[tuple[str, str], ...]]], source: str) -> str:
     """The text of the C++ functions applying each (DIOPI function, ATen schema, derived arguments) of ``pairs``
     directly."""

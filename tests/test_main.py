@@ -1,6 +1,7 @@
 """`python -m dipu`: what a user pastes into a bug report, and the op library's gaps it lists."""
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -59,6 +60,34 @@ def test_lists_what_a_partial_op_library_lacks(tmp_path):
     assert "  6 ops run on the CPU fallback for want of 2 DIOPI functions (--missing lists them)" in lines
     assert lines[-2:] == ["  diopiAdd: add.Tensor, add.out, add_.Tensor",
                           "  diopiMul: mul.Tensor, mul.out, mul_.Tensor"]
+
+
+def test_lists_the_kernels_left_on_python_wrappers_with_their_reasons():
+    """``--python-wrappers``: every registered kernel without a C++ wrapper installed, under one of the reasons a
+    kernel can have (none is left unexplained); with the wrappers switched off, every kernel, for that reason."""
+    proc = dipu_main("--python-wrappers")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("kernels on their Python wrapper: "))
+    left, registered = (int(n) for n in lines[start].split(": ")[1].split(" registered")[0].split(" of "))
+    groups = {m.group(1): (int(m.group(2)), m.group(3)) for m in map(GROUP.match, lines[start + 1:]) if m}
+    assert len(groups) == len(lines) - start - 1, lines[start:]
+    assert set(groups) <= {"no C++ wrapper", "the op library's function is in Python",
+                           "its meta kernel is in Python"}, groups.keys()
+    assert sum(count for count, _ in groups.values()) == left
+    assert 0 < left < registered / 2
+    # an op the generator cannot wrap says what stops it; one whose DIOPI function is Python's names it
+    assert "native_group_norm (shape rule native_group_norm has no C++ twin)" in groups["no C++ wrapper"][1]
+    assert "_fused_adagrad_ (diopiFusedAdagrad)" in groups["the op library's function is in Python"][1]
+
+    off = dipu_main("--python-wrappers", env={**os.environ, "DIPU_CPP_WRAPPERS": "0"})
+    assert off.returncode == 0, off.stderr
+    assert f"  C++ wrappers are switched off by DIPU_CPP_WRAPPERS=0 or DIPU_CHECK_TENSOR_DEVICE ({registered}): " \
+        in off.stdout, off.stdout[-2000:]
+
+
+#: A reason's line of ``--python-wrappers``: the reason, how many kernels, the kernels.
+GROUP = re.compile(r"^  (.+?) \((\d+)\): (.*)$")
 
 
 def test_a_runtime_only_vendor_says_so():

@@ -154,6 +154,32 @@ def _python_meta(op: str) -> bool:
     return not meta or ".py:" in meta[0]
 
 
+def left_to_python(kernels: dict, addresses: dict[str, int], installed: list[str]) -> dict[str, str]:
+    """Op -> why its registered Python wrapper is not replaced by a C++ one, for each of ``kernels`` (op name ->
+    (Op, Python wrapper)) not in ``installed``; ``addresses``: the library's C functions (:func:`install`'s).
+    ``python -m dipu --python-wrappers`` prints it. The generator's reasons cost loading the spec (seconds)."""
+    left = sorted(kernels.keys() - set(installed))
+    if not left:
+        return {}
+    if not enabled():
+        return dict.fromkeys(left, f"C++ wrappers are switched off by {_ENABLE_VAR}=0 or DIPU_CHECK_TENSOR_DEVICE")
+    if not addresses:
+        return dict.fromkeys(left, "the op library has no C functions for C++ wrappers to call")
+    served = {op: (diopi, dispatched_meta) for op, diopi, _, dispatched_meta in load().ops()}
+    unsupported = _generation.unsupported_cpp_wrappers() if set(left) - served.keys() else {}
+    reasons = {}
+    for op in left:
+        if op not in served:
+            reasons[op] = f"no C++ wrapper: {unsupported.get(op, 'its spec entry does not fit this torch')}"
+        elif served[op][0] not in addresses:
+            reasons[op] = f"the op library's function is in Python: {served[op][0]}"
+        elif served[op][1] and _python_meta(op):
+            reasons[op] = "its meta kernel is in Python"  # Note [Meta shapes in C++]
+        else:
+            reasons[op] = "not installed"  # nothing above: a bug in this list, which the tests look for
+    return reasons
+
+
 def uninstall() -> None:
     if _module is not None:
         _module.uninstall()

@@ -95,6 +95,13 @@ class Registration:
             self.cpp_kernels = cpp_wrappers.install(self.kernels, _c_addresses(library))
         return list(self.kernels)
 
+    def left_to_python(self) -> dict[str, str]:
+        """Op -> why its kernel runs the Python wrapper, for the registered ops without a C++ wrapper installed
+        (``python -m dipu --python-wrappers``)."""
+        if self.library is None:
+            return {}
+        return cpp_wrappers.left_to_python(self.kernels, _c_addresses(self.library), self.cpp_kernels)
+
     def compare(self, selects: Callable[[str], bool], wrap: Callable) -> list[str]:
         """Compare the registered ops ``selects`` accepts (their kernels replaced by ``wrap(kernel, op)``),
         and no others; returns their names (Note [Autocompare as a switch])."""
