@@ -86,7 +86,7 @@ def test_the_cpp_library_cache_key_does_not_depend_on_where_torch_and_dipu_are(t
             if path.suffix in (".cpp", ".h"):
                 (tmp_path / name / path.name).write_bytes(path.read_bytes())
         copies.append(sorted((tmp_path / name).glob("*.cpp")))
-    pairs = [("diopiAdd", "add.out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)")]
+    pairs = [("diopiAdd", "add.out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)", ())]
     first = cpp_build.library_file("torch_cpp", pairs, copies[0])
     assert cpp_build.library_file("torch_cpp", pairs, copies[1]) == first
     monkeypatch.setattr(torch, "__file__", str(tmp_path / "elsewhere" / "torch" / "__init__.py"))
