@@ -182,16 +182,29 @@ def compiler(language: str, building: str) -> str:
     return name
 
 
+def kineto_includes() -> list[Path]:
+    """Kineto's plugin headers (Note [Device timeline]), where the torch wheel ships them."""
+    return [p for p in [Path(torch.__file__).parent / "include" / "kineto"] if p.is_dir()]
+
+
+def core_defines() -> list[str]:
+    """The macros every part of the core is compiled with: NDEBUG (Note [The native core in parts]) and, where
+    Kineto's headers are, USE_KINETO, as torch's libraries are built: one definition for the whole core, not one
+    file's #define reaching the files after it in a part."""
+    return ["-DNDEBUG", *(["-DUSE_KINETO"] if kineto_includes() else [])]
+
+
 def _build(target: Path) -> None:
     compiler("C++17", "building the native core")
     from torch.utils import cpp_extension
 
     work = Path(tempfile.mkdtemp(prefix="build-", dir=target.parent))
-    cflags, ldflags = ["-O2", "-fvisibility=hidden", "-DNDEBUG"], cxx_runtime_flags()
+    defines = core_defines()
+    cflags, ldflags = ["-O2", "-fvisibility=hidden", *defines], cxx_runtime_flags()
     sanitize = sanitizer()
     if sanitize:
         flag = SANITIZERS[sanitize][0]
-        cflags = ["-O1", "-g", "-fno-omit-frame-pointer", "-fvisibility=hidden", "-DNDEBUG", flag]
+        cflags = ["-O1", "-g", "-fno-omit-frame-pointer", "-fvisibility=hidden", *defines, flag]
         ldflags = [flag, *ldflags]
     try:
         cpp_extension.load(
@@ -200,9 +213,7 @@ def _build(target: Path) -> None:
             build_directory=str(work),
             extra_cflags=cflags,
             extra_ldflags=ldflags,
-            # Kineto's plugin headers (Note [Device timeline]), where the torch wheel ships them.
-            extra_include_paths=[str(p) for p in [Path(torch.__file__).parent / "include" / "kineto"]
-                                 if p.is_dir()],
+            extra_include_paths=[str(p) for p in kineto_includes()],
             verbose=False,
             is_python_module=True,
         )

@@ -166,9 +166,9 @@ def test_the_native_core_compiles_as_one_part(tmp_path):
 
     (unit,) = _native._in_parts(tmp_path, 1)
     assert len(unit.read_text().splitlines()) == len(list(CSRC.glob("*.cpp")))
-    includes = [*cpp_extension.include_paths(), sysconfig.get_paths()["include"],
-                str(Path(torch.__file__).parent / "include" / "kineto")]
-    flags = ["-std=c++20", "-fsyntax-only", "-DTORCH_API_INCLUDE_EXTENSION_H", f"-DTORCH_EXTENSION_NAME={_native.NAME}",
+    includes = [*cpp_extension.include_paths(), sysconfig.get_paths()["include"], *map(str, _native.kineto_includes())]
+    flags = ["-std=c++20", "-fsyntax-only", *_native.core_defines(), "-DTORCH_API_INCLUDE_EXTENSION_H",
+             f"-DTORCH_EXTENSION_NAME={_native.NAME}",
              f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}", *(f"-isystem{p}" for p in includes)]
     proc = subprocess.run([_native.compiler("C++17", "the test"), *flags, str(unit)], capture_output=True, text=True,
                           timeout=600)

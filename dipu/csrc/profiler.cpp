@@ -23,10 +23,7 @@
 #include "core.h"
 
 #if __has_include(<IActivityProfiler.h>)
-#define DIPU_HAS_KINETO_PLUGIN 1
-#ifndef USE_KINETO
-#define USE_KINETO
-#endif
+#define DIPU_HAS_KINETO_PLUGIN 1  // with -DUSE_KINETO from the build (dipu/_native.py), as torch is built
 #include <IActivityProfiler.h>
 #include <libkineto.h>
 #include <output_base.h>
