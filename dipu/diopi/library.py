@@ -18,7 +18,7 @@ Functions without a declaration pay nothing: ``get`` returns them as they are.
 
 Note [Derived arguments]
 DIOPI leaves out some arguments ATen takes because a function's outputs imply them: a reduction's ``keepdim``
-(its output keeps the input's rank) and the ``dtype`` of a scan or a sum (its output's). A function that applies
+(its output keeps the input's rank) and the ``dtype`` of a scan (its output's). A function that applies
 one overload with such an argument derived says so: ``register(aten=..., derived={"keepdim": KEPT_DIMS})``.
 The pairing is then checked without those arguments, and each rule here is the one definition of what it
 computes, from the function's first output and first tensor input; the generated C++ twin (Note [The ATen
