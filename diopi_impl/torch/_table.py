@@ -92,15 +92,16 @@ def _alias(value, d):
     return alias(value, d) if isinstance(value, torch.Tensor) else value
 
 
-def _passing(name: str, overload, first: int) -> tuple[tuple[tuple[int, Callable], ...], int, tuple[str, ...]]:
+def _passing(name: str, overload, first: int,
+             derived=()) -> tuple[tuple[tuple[int, Callable], ...], int, tuple[str, ...]]:
     """How ``name`` passes its parameters from ``first`` on to ``overload`` (Note [Table-made functions]): the
     conversions (position among those parameters, conversion) of its tensors and Generators, how many go by
-    position, and the ATen names of the rest, which go by keyword."""
+    position, and the ATen names of the rest, which go by keyword (``derived`` arguments are none of these)."""
     params = FUNCTIONS[name].params[first:]
     conversions = tuple((i, native_generator if p.kind is Kind.GENERATOR else _alias) for i, p in enumerate(params)
                         if p.kind.is_tensor or p.kind is Kind.GENERATOR)
-    keywords = tuple(a.name for a in overload._schema.arguments
-                     if a.kwarg_only and not (a.alias_info is not None and a.alias_info.is_write))
+    keywords = tuple(a.name for a in overload._schema.arguments if a.kwarg_only and a.name not in derived
+                     and not (a.alias_info is not None and a.alias_info.is_write))
     return conversions, len(params) - len(keywords), keywords
 
 
@@ -117,23 +118,12 @@ def out_function(name: str, overload, out_names: tuple[str, ...] = (), derived: 
     bound = getattr(fast_aten, overload._overloadpacket.__name__)
     outputs = len(out_names) or 1
     inputs = FUNCTIONS[name].params[outputs:]
-    if derived:
-        if inputs[0].kind is not Kind.TENSOR or inputs[0].optional:
-            raise TypeError(f"{name} derives {derived} from its first input, which is not a tensor")
-        rules = [(argument, DERIVATIONS[rule]) for argument, rule in derived.items()]
-        keywords = out_names or ("out",)
-
-        def derives(ctx, *args):
-            d = ctx.device
-            outs = [alias(t, d) for t in args[:outputs]]
-            ins = [_alias(a, d) for a in args[outputs:]]
-            overload(*ins, **{argument: rule(outs[0], ins[0]) for argument, rule in rules}, **dict(zip(keywords, outs)))
-            return SUCCESS
-
-        _register(name, derives, overload, derived)
-        return
-    conversions, positional, keywords = _passing(name, overload, outputs)
-    plain = not keywords and all(convert is _alias for _, convert in conversions)
+    derived = derived or {}
+    if derived and (inputs[0].kind is not Kind.TENSOR or inputs[0].optional):
+        raise TypeError(f"{name} derives {derived} from its first input, which is not a tensor")
+    rules = [(argument, DERIVATIONS[rule]) for argument, rule in derived.items()]
+    conversions, positional, keywords = _passing(name, overload, outputs, derived)
+    plain = not keywords and not derived and all(convert is _alias for _, convert in conversions)
     # The commonest shapes (a tensor, two tensors, a tensor and a Python number) skip the per-argument
     # type test: a few hundred nanoseconds of a tiny op's few microseconds.
     kinds = () if out_names or not plain else tuple(None if p.optional else p.kind for p in inputs)
@@ -153,7 +143,8 @@ def out_function(name: str, overload, out_names: tuple[str, ...] = (), derived: 
             bound(alias(input, d), other, out=alias(out, d))
             return SUCCESS
     elif out_names or not plain:
-        call, keywords_out = (overload, out_names) if out_names else (bound, ("out",))
+        call = overload if out_names or derived else bound
+        keywords_out = out_names or ("out",)
 
         def function(ctx, *args):
             d = ctx.device
@@ -161,8 +152,10 @@ def out_function(name: str, overload, out_names: tuple[str, ...] = (), derived: 
             for i, convert in conversions:
                 values[i] = convert(values[i], d)
             named = dict(zip(keywords, values[positional:]))
-            for n, t in zip(keywords_out, args):
-                named[n] = alias(t, d)
+            outs = [alias(t, d) for t in args[:outputs]]
+            named.update(zip(keywords_out, outs))
+            for argument, rule in rules:
+                named[argument] = rule(outs[0], values[0])
             call(*values[:positional], **named)
             return SUCCESS
     else:
@@ -171,7 +164,7 @@ def out_function(name: str, overload, out_names: tuple[str, ...] = (), derived: 
             bound(*[_alias(a, d) for a in args], out=_alias(out, d))
             return SUCCESS
 
-    _register(name, function, overload)
+    _register(name, function, overload, derived)
 
 
 def inplace_function(name: str, method) -> None:
