@@ -59,6 +59,19 @@ at::OptionalIntArrayRef dims(diopiSize_t dim) {
   return dim.len > 0 ? at::OptionalIntArrayRef(tc::sizes(dim)) : std::nullopt;
 }
 
+// reductions.py's diopiAny and diopiAll: without a dim (`Everything`'s overload) over every element, with one
+// (`OverDim`'s) keeping it as the output's rank says.
+template <class Everything, class OverDim>
+diopiError_t any_or_all(diopiTensorHandle_t out, diopiConstTensorHandle_t input, const int64_t* dim) {
+  return tc::guarded([&] {
+    at::Tensor x = tc::alias_of(input), o = tc::alias_of(out);
+    if (dim == nullptr)
+      Everything::call(x, o);
+    else
+      OverDim::call(x, *dim, tc::kept_dims(o, x), o);
+  });
+}
+
 // diopi_impl/torch/_aten.py's write_results: each wanted output takes its result, resized where the shapes
 // differ; an output the caller allocated for the call takes the result's memory where it can (tc::took).
 void write_result(diopiContextHandle_t ctx, diopiTensorHandle_t output, const at::Tensor& result) {
@@ -262,28 +275,14 @@ DIPU_EXPORT diopiError_t diopiMean(diopiContextHandle_t, diopiTensorHandle_t out
   });
 }
 
-// reductions.py's diopiAny and diopiAll: without a dim over every element, with one keeping it as the output's rank
-// says.
 DIPU_EXPORT diopiError_t diopiAny(diopiContextHandle_t, diopiTensorHandle_t out, diopiConstTensorHandle_t input,
                                   const int64_t* dim) {
-  return tc::guarded([&] {
-    at::Tensor x = tc::alias_of(input), o = tc::alias_of(out);
-    if (dim == nullptr)
-      at::_ops::any_all_out::call(x, o);
-    else
-      at::_ops::any_out::call(x, *dim, tc::kept_dims(o, x), o);
-  });
+  return any_or_all<at::_ops::any_all_out, at::_ops::any_out>(out, input, dim);
 }
 
 DIPU_EXPORT diopiError_t diopiAll(diopiContextHandle_t, diopiTensorHandle_t out, diopiConstTensorHandle_t input,
                                   const int64_t* dim) {
-  return tc::guarded([&] {
-    at::Tensor x = tc::alias_of(input), o = tc::alias_of(out);
-    if (dim == nullptr)
-      at::_ops::all_all_out::call(x, o);
-    else
-      at::_ops::all_out::call(x, *dim, tc::kept_dims(o, x), o);
-  });
+  return any_or_all<at::_ops::all_all_out, at::_ops::all_out>(out, input, dim);
 }
 
 namespace {
