@@ -20,15 +20,27 @@ loaded, so kept; a process that had mapped a removed library keeps running, and 
 later one rebuilds it. A cache dipu cannot write is left as it is.
 
 Note [The native core in parts]
-Each file of dipu/csrc includes ATen's and pybind11's headers, which cost a compiler 15 to 20 s before it reads
-a line of dipu; compiled one by one, the core's 21 files spent most of their time on them (about 8 minutes of CPU,
-12 minutes on a loaded 2-core machine). So the core is compiled in as many parts as the build runs compilers at
-once (``build_jobs``), each a file that includes some of the sources: the headers are read once per part. The
-sources are written to allow it: no two of them define the same name, even in an anonymous namespace, which
-tests/test_native_build.py checks by compiling them as one part; and no file defines a macro for the headers it
-includes, which a part has read already by then. The core is compiled with NDEBUG, as torch's release libraries
-are, so that the inline code of torch's headers checks what those libraries expect (RecordFunction::inputs()
-checks a flag only a debug build of torch sets).
+Each file of dipu/csrc includes ATen's headers, and most of them pybind11's and torch's Python headers too, which
+cost a compiler 6 s (ATen's) to 15 s (with the Python ones) before it reads a line of dipu; compiled one by one,
+the core's 21 files spent most of their time on them (about 8 minutes of CPU, 12 minutes on a loaded 2-core
+machine). So the core is compiled in as many parts as the build runs compilers at once (``build_jobs``), each a
+file that includes some of the sources: the headers are read once per part. The files that read Python's headers
+(python.h) go to parts of their own, so that the others' parts skip those headers: on 2 cores, one part of each
+kind, which are of about the same size. The sources are written to allow it: no two of them define the same name,
+even in an anonymous namespace, which tests/test_native_build.py checks by compiling them as one part; and no file
+defines a macro for the headers it includes, which a part has read already by then. The core is compiled with
+NDEBUG, as torch's release libraries are, so that the inline code of torch's headers checks what those libraries
+expect (RecordFunction::inputs() checks a flag only a debug build of torch sets).
+
+Note [Builds side by side]
+A cold cache builds three libraries at the first import: the native core, the C++ op library of the default vendor
+(diopi_impl/torch_cpp) and the C++ wrappers its functions are installed with. The core comes first (everything
+else loads into it) and keeps every core busy with its parts; the op library's two files would leave cores idle,
+so the wrappers start building in a thread when the op library does (cpp_wrappers.build_in_background, from
+cpp_build.twin), and the two share the machine. The generated C++ of both (one function per kernel, each a few
+calls) is compiled at ``-O1`` (``GENERATED_OPTIMIZATION``), which takes a third less time than ``-O2``; the
+wrappers' boxed adapters are one function for all (Note [Boxed calls of a C++ wrapper] in
+dipu/kernels/cpp/wrapper_support.h).
 
 Note [Build progress]
 Each part dipu compiles or generates on a cold cache (the native core, the generated op kernels, the C++ op
@@ -194,6 +206,10 @@ def core_defines() -> list[str]:
     return ["-DNDEBUG", *(["-DUSE_KINETO"] if kineto_includes() else [])]
 
 
+#: Note [Builds side by side]: the optimization level of the generated C++ (the wrappers, the C++ op library).
+GENERATED_OPTIMIZATION = "-O1"
+
+
 def _build(target: Path) -> None:
     compiler("C++17", "building the native core")
     from torch.utils import cpp_extension
@@ -232,16 +248,40 @@ def build_jobs() -> int:
     return max(1, min(16, len(os.sched_getaffinity(0))))
 
 
+def _reads_python(path: Path, seen: frozenset[Path] = frozenset()) -> bool:
+    """Whether a source of the core includes python.h (pybind11's and torch's Python headers), itself or through
+    the core's own headers."""
+    if path.name == "python.h":
+        return True
+    for name in re.findall(r'^#include "([^"]+)"', path.read_text(), re.MULTILINE):
+        included = (path.parent / name).resolve()
+        if included not in seen and included.is_file() and _reads_python(included, seen | {included}):
+            return True
+    return False
+
+
 def _in_parts(directory: Path, parts: int) -> list[Path]:
     """Note [The native core in parts]: files in `directory` that include the core's sources, `parts` of them (fewer
-    where the core has fewer files), of about equal size."""
+    where the core has fewer files), of about equal size; the files that read Python's headers apart from those that
+    do not, each kind in a share of the parts as large as its share of the sources."""
     files = sorted((p for p in _sources() if p.suffix == ".cpp"), key=lambda p: (-p.stat().st_size, p.name))
-    groups: list[list[Path]] = [[] for _ in range(min(parts, len(files)))]
-    sizes = [0] * len(groups)
-    for path in files:  # the largest first, each to the smallest part so far
-        smallest = sizes.index(min(sizes))
-        groups[smallest].append(path)
-        sizes[smallest] += path.stat().st_size
+    kinds = [kind for kind in ([p for p in files if _reads_python(p)], [p for p in files if not _reads_python(p)])
+             if kind]
+    if parts < len(kinds):
+        kinds = [files]
+    size = [sum(p.stat().st_size for p in kind) for kind in kinds]
+    shares = [max(1, min(len(kind), round(parts * s / sum(size)))) for kind, s in zip(kinds, size)]
+    while sum(shares) > parts:  # rounding up gave one part too many: the kind with the most gives one up
+        shares[shares.index(max(shares))] -= 1
+    groups: list[list[Path]] = []
+    for kind, share in zip(kinds, shares):
+        kind_groups: list[list[Path]] = [[] for _ in range(share)]
+        sizes = [0] * share
+        for path in kind:  # the largest first, each to the smallest part so far
+            smallest = sizes.index(min(sizes))
+            kind_groups[smallest].append(path)
+            sizes[smallest] += path.stat().st_size
+        groups += kind_groups
     units = []
     for number, group in enumerate(groups, 1):
         units.append(directory / f"{NAME}_{number}.cpp")
@@ -271,18 +311,23 @@ def ensure_built(target: Path, build=None, what: str | None = None) -> Path:
     if not target.exists():
         with _locked(target.parent / ".lock"):
             if not target.exists():
-                print(f"dipu: building {what} for torch {torch.__version__} (once per torch and dipu version)...",
-                      file=sys.stderr, flush=True)
+                _say(f"dipu: building {what} for torch {torch.__version__} (once per torch and dipu version)...")
                 start = time.perf_counter()
                 (build or _build)(target)
                 seconds = time.perf_counter() - start
-                print(f"dipu: built {what} in {seconds:.1f} s", file=sys.stderr, flush=True)
+                _say(f"dipu: built {what} in {seconds:.1f} s")
                 _remove_stale_siblings(entry)
     elif entry.is_dir():
         with contextlib.suppress(OSError):
             (entry / USED_MARK).touch()
     BUILDS.append((what, target, seconds))
     return target
+
+
+def _say(line: str) -> None:
+    """A progress line on stderr, written whole (two builds side by side print from two threads)."""
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
 
 
 def _remove_stale_siblings(entry: Path) -> None:

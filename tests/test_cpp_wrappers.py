@@ -181,7 +181,7 @@ def test_the_wrappers_in_parts_are_the_wrappers_in_one_file(tmp_path):
         found = kernels.expand_all(spec.load(path), path.name)
         whole = cpp_wrappers.render(found, path.name)
         parts = cpp_wrappers.render_parts(found, path.name, None, 3)
-        registered = lambda text: [line for line in text.splitlines() if "m.impl(" in line]
+        registered = lambda text: [line for line in text.splitlines() if line.startswith("    entry(")]
         assert len(parts) == 3 and all(registered(p) for p in parts), parts
         assert sum((registered(p) for p in parts), []) == registered(whole)
         assert all('#include "wrapper_support.h"' in p and "const Table kTable(" in p for p in parts)
@@ -195,7 +195,7 @@ def test_the_wrappers_in_parts_are_the_wrappers_in_one_file(tmp_path):
 
 def test_the_emitter_writes_one_typed_kernel_per_supported_kernel(tmp_path):
     text = emitted(tmp_path)
-    registered = [line.split('"')[1] for line in text.splitlines() if "m.impl(" in line]
+    registered = [line.split('"')[1] for line in text.splitlines() if line.startswith("    entry(")]
     # add.out makes its functional and in-place siblings; addmv's shapes come from its meta kernel, ATen's C++ one
     # called past the dispatcher for the functional one (Note [Meta shapes in C++]), not for the out= one; the
     # in-place one needs none (trusted, as its Python wrapper trusts it)
@@ -228,7 +228,7 @@ def test_the_emitter_writes_one_typed_kernel_per_supported_kernel(tmp_path):
 
 def test_the_emitter_writes_only_what_the_library_provides(tmp_path):
     text = emitted(tmp_path, frozenset({"diopiMm"}))
-    registered = [line.split('"')[1] for line in text.splitlines() if "m.impl(" in line]
+    registered = [line.split('"')[1] for line in text.splitlines() if line.startswith("    entry(")]
     assert registered == ["mm", "mm.out"], registered
 
 
@@ -254,7 +254,7 @@ def test_the_emitter_writes_kernels_with_several_outputs_where_a_cpp_rule_gives_
     """Note [Several outputs in C++]: one Spec per output, an unwanted one undefined (NULL to C), the tuple
     returned; native_layer_norm_backward's meta shapes through its C++ twin; group norm (no C++ rule) not."""
     text = emitted(tmp_path, spec_text=SEVERAL_OUTPUTS)
-    registered = [line.split('"')[1] for line in text.splitlines() if "m.impl(" in line]
+    registered = [line.split('"')[1] for line in text.splitlines() if line.startswith("    entry(")]
     assert registered == ["native_layer_norm", "native_layer_norm_backward"], registered
     assert "('native_group_norm', 'shape rule native_group_norm has no C++ twin')" in text
     backward = text[text.index("dipu_native_layer_norm_backward("):]
@@ -898,3 +898,40 @@ def test_reductions_with_a_derived_keepdim_or_an_optional_dim_take_the_cpp_path_
     assert all(r["same"].values()), r["same"]
     assert set(r["fast"]) == set(r["same"]), r["fast"]
     assert r["fallbacks"] == {}, r["fallbacks"]
+
+
+BOXED_CALLS = """
+import json, torch, dipu
+from dipu.kernels import cpp_wrappers, registry
+aten = torch.ops.aten
+x, y = torch.randn(4, 5), torch.randn(4, 5)
+a, b = x.to("dipu"), y.to("dipu")
+cpp_wrappers.reset_fast_calls()
+same = {}
+with torch.inference_mode():  # no autograd kernel unboxes the call on its way: the dipu kernel is called boxed
+    same["add.Tensor"] = torch.equal(aten.add.Tensor(a, b, alpha=2).cpu(), x + 2 * y)
+    values, indices = aten.max.dim(a, 1, True)
+    same["max.dim"] = torch.equal(values.cpu(), x.max(1, True).values) and torch.equal(indices.cpu(), x.max(1, True).indices)
+    c = a.clone()
+    same["add_.Tensor"] = aten.add_.Tensor(c, b) is c and torch.equal(c.cpu(), x + y)
+    out = torch.empty(0, device="dipu")
+    same["add.out"] = aten.add.out(a, b, out=out) is out and torch.equal(out.cpu(), x + y)
+    parts = [a.clone(), b.clone()]
+    same["_foreach_add_.Scalar"] = aten._foreach_add_.Scalar(parts, 1.0) is None and torch.equal(parts[1].cpu(), y + 1)
+boxed = cpp_wrappers.fast_calls()
+a + b
+print(json.dumps({"same": same, "boxed fast": boxed, "fast": cpp_wrappers.fast_calls(),
+                  "installed": sorted(set(same) & set(registry.registration.cpp_kernels))}))
+"""
+
+
+def test_a_boxed_call_of_a_cpp_wrapper_s_op_gets_the_python_wrapper_s_answer(python):
+    """Note [Boxed calls of a C++ wrapper]: called boxed (torch.ops in inference mode), an op whose C++ wrapper is
+    installed returns what the CPU returns, in the schema's form (a tensor, a tuple, the tensor written, None), from
+    its Python wrapper (the in-place and out= ones reach it unboxed even so); the same op called unboxed takes the C++
+    path."""
+    r = json.loads(python(BOXED_CALLS).stdout.strip().splitlines()[-1])
+    assert r["installed"] == sorted(r["same"]), r["installed"]
+    assert all(r["same"].values()), r["same"]
+    assert not {"add.Tensor", "max.dim"} & set(r["boxed fast"]), r["boxed fast"]  # the functional ones reach it boxed
+    assert r["fast"].get("add.Tensor") == 1, r["fast"]

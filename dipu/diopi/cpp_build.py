@@ -61,7 +61,7 @@ def _compile_flags(sources: Sequence[Path]) -> list[str]:
     root = Path(torch.__file__).parent
     includes = [str(root / "include"), str(root / "include" / "torch" / "csrc" / "api" / "include"), str(INCLUDE),
                 *sorted({str(s.parent) for s in sources})]
-    return ["-fPIC", "-O2", "-std=c++20", "-fvisibility=hidden",
+    return ["-fPIC", _native.GENERATED_OPTIMIZATION, "-std=c++20", "-fvisibility=hidden",
             f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}", *(f"-I{p}" for p in includes)]
 
 
@@ -132,6 +132,9 @@ def twin(name: str, python_library, sources: Sequence[Path] = ()):
     from dipu._core import _C, vendor
     from dipu.diopi import OpLibrary, c_library
 
+    from dipu.kernels import cpp_wrappers
+
+    cpp_wrappers.build_in_background()  # the wrappers this library will be installed with (Note [Builds side by side])
     try:
         path = twin_path(name, python_library, sources)
         functions = c_library.load(str(path), f"the C++ op library {path}", dipu_header=True)

@@ -29,10 +29,15 @@ import sys
 import tempfile
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
+
 import torch
 
 from dipu import _generation, _native
 from dipu.kernels import switches
+
+if TYPE_CHECKING:
+    import concurrent.futures
 
 NAME = "dipu_cwrap"
 SUPPORT = Path(__file__).parent / "cpp"
@@ -82,11 +87,14 @@ def _build(target: Path) -> None:
         for number, text in enumerate(generate(None, _native.build_jobs()), 1):  # Note [The wrappers in parts]
             sources.append(work / f"cpp_wrappers_{number}.cpp")
             sources[-1].write_text(text)
+        # the hand-written files as one more part: one reading of torch's headers for both
+        support = work / "cpp_wrappers_support.cpp"
+        support.write_text("".join(f'#include "{SUPPORT / name}"\n' for name in ("wrapper_support.cpp",
+                                                                                   "impl_kernels.cpp")))
         cpp_extension.load(
-            name=NAME, sources=[*map(str, sources), str(SUPPORT / "wrapper_support.cpp"),
-                                str(SUPPORT / "impl_kernels.cpp")],
+            name=NAME, sources=[*map(str, sources), str(support)],
             build_directory=str(work),
-            extra_cflags=["-O2", "-fvisibility=hidden"], extra_ldflags=_native.cxx_runtime_flags(),
+            extra_cflags=[_native.GENERATED_OPTIMIZATION, "-fvisibility=hidden"], extra_ldflags=_native.cxx_runtime_flags(),
             extra_include_paths=[str(p) for p in _INCLUDES], verbose=False, is_python_module=True)
         for old in target.parent.glob("cpp_wrappers*.cpp"):
             old.unlink()
@@ -97,9 +105,41 @@ def _build(target: Path) -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
+#: What build_in_background found: the extension's path and the build it started (None where it was cached).
+_planned: tuple[Path, concurrent.futures.Future | None] | None = None
+
+
+def _target() -> Path:
+    return cache_dir() / f"{NAME}.so"
+
+
 def build() -> Path:
-    """The extension, built first if it is not cached."""
-    return _native.ensure_built(cache_dir() / f"{NAME}.so", _build, "the C++ wrappers")
+    """The extension, built first if it is not cached (or the build that build_in_background started, waited
+    for)."""
+    global _planned
+    if _planned is not None:
+        (target, started), _planned = _planned, None
+        if started is not None:
+            return started.result()
+        return _native.ensure_built(target, _build, "the C++ wrappers")
+    return _native.ensure_built(_target(), _build, "the C++ wrappers")
+
+
+def build_in_background() -> None:
+    """Where the extension will be loaded (a C op library is about to be), start building it in a thread if it is
+    not cached: Note [Builds side by side] in dipu/_native.py."""
+    global _planned
+    if _planned is not None or _module is not None or not enabled():
+        return
+    target, started = _target(), None
+    if not target.exists():
+        import concurrent.futures
+
+        _generation.import_generator()
+        pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="dipu-build")
+        started = pool.submit(_native.ensure_built, target, _build, "the C++ wrappers")
+        pool.shutdown(wait=False)
+    _planned = (target, started)
 
 
 def load():

@@ -447,23 +447,16 @@ std::tuple<at::Tensor, at::Tensor> dipu_native_dropout(const at::Tensor& input, 
 }
 
 const Entry kImplEntries[] = {
-    {"convolution_overrideable", &k_convolution,
-     [](torch::Library& m) { m.impl("convolution_overrideable", &dipu_convolution); }},
-    {"convolution_backward_overrideable", &k_convolution_backward,
-     [](torch::Library& m) { m.impl("convolution_backward_overrideable", &dipu_convolution_backward); }},
-    {"native_batch_norm", &k_batch_norm, [](torch::Library& m) { m.impl("native_batch_norm", &dipu_batch_norm); }},
-    {"native_batch_norm_backward", &k_batch_norm_backward,
-     [](torch::Library& m) { m.impl("native_batch_norm_backward", &dipu_batch_norm_backward); }},
-    {"max_pool2d_with_indices", &k_max_pool2d,
-     [](torch::Library& m) { m.impl("max_pool2d_with_indices", &dipu_max_pool2d); }},
-    {"max_pool2d_with_indices_backward", &k_max_pool2d_backward,
-     [](torch::Library& m) { m.impl("max_pool2d_with_indices_backward", &dipu_max_pool2d_backward); }},
-    {"_adaptive_avg_pool2d", &k_adaptive_avg_pool2d,
-     [](torch::Library& m) { m.impl("_adaptive_avg_pool2d", &dipu_adaptive_avg_pool2d); }},
-    {"_adaptive_avg_pool2d_backward", &k_adaptive_avg_pool2d_backward,
-     [](torch::Library& m) { m.impl("_adaptive_avg_pool2d_backward", &dipu_adaptive_avg_pool2d_backward); }},
-    {"cat", &k_cat, [](torch::Library& m) { m.impl("cat", &dipu_cat); }},
-    {"native_dropout", &k_native_dropout, [](torch::Library& m) { m.impl("native_dropout", &dipu_native_dropout); }},
+    entry("convolution_overrideable", k_convolution, &dipu_convolution),
+    entry("convolution_backward_overrideable", k_convolution_backward, &dipu_convolution_backward),
+    entry("native_batch_norm", k_batch_norm, &dipu_batch_norm),
+    entry("native_batch_norm_backward", k_batch_norm_backward, &dipu_batch_norm_backward),
+    entry("max_pool2d_with_indices", k_max_pool2d, &dipu_max_pool2d),
+    entry("max_pool2d_with_indices_backward", k_max_pool2d_backward, &dipu_max_pool2d_backward),
+    entry("_adaptive_avg_pool2d", k_adaptive_avg_pool2d, &dipu_adaptive_avg_pool2d),
+    entry("_adaptive_avg_pool2d_backward", k_adaptive_avg_pool2d_backward, &dipu_adaptive_avg_pool2d_backward),
+    entry("cat", k_cat, &dipu_cat),
+    entry("native_dropout", k_native_dropout, &dipu_native_dropout),
 };
 const Table kImplTable(kImplEntries, std::size(kImplEntries));
 

@@ -503,11 +503,45 @@ inline diopiRoundMode_t c_rounding_mode(const std::optional<c10::string_view>& m
 
 // ---- the extension's table ------------------------------------------------------------------------
 
+// Note [Boxed calls of a C++ wrapper]
+// The dispatcher calls a kernel unboxed (typed arguments: autograd's and every at:: call) or boxed (a stack of
+// IValues: torch.ops.aten.x(...) with no autograd kernel in between, inference mode, a boxed fallback). torch
+// would compile, for each signature, a boxed adapter that unpacks the stack into the typed call (c10's
+// make_boxed_from_unboxed_functor); over a thousand wrappers that code was a third of the extension's compile
+// time. A C++ wrapper is registered as an ``Unboxed`` functor instead, whose boxed adapter is specialized below to
+// one function for every kernel: call_boxed hands the stack to the kernel's Python wrapper, the path any call
+// the C++ wrapper declines takes, so a boxed call gets the Python wrapper's answer (and speed), as before C++
+// wrappers existed, and the unboxed calls a model's steps make stay on the C++ path.
+template <class Signature>
+struct Unboxed;
+template <class Return, class... Args>
+struct Unboxed<Return(Args...)> {
+  Return (*function)(Args...);
+  Return operator()(Args... args) const { return function(std::forward<Args>(args)...); }
+};
+
+// A boxed call of an installed C++ wrapper's op: its Python wrapper's answer, pushed as the schema returns it.
+void call_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
+// Any wrapper, as the table keeps it: a function pointer cast back to its own type to be registered.
+using AnyFunction = void (*)();
+
 struct Entry {
   const char* op;
   Kernel* kernel;
-  void (*define)(torch::Library&);
+  void (*define)(torch::Library&, const char* op, AnyFunction);  // define_unboxed of its signature
+  AnyFunction function;
 };
+
+// Registers a wrapper of this signature (once per signature, not per wrapper: Note [The wrappers in parts]).
+template <class Signature>
+void define_unboxed(torch::Library& library, const char* op, AnyFunction function) {
+  library.impl(op, torch::CppFunction(Unboxed<Signature>{reinterpret_cast<Signature*>(function)}));
+}
+template <class Signature>
+Entry entry(const char* op, Kernel& kernel, Signature* function) {
+  return {op, &kernel, &define_unboxed<Signature>, reinterpret_cast<AnyFunction>(function)};
+}
 
 // A table of kernels: each generated part and impl_kernels.cpp define one, which adds its entries to the
 // extension's list while the library loads (Note [The wrappers in parts] in scripts/autogen/dest/cpp_wrappers.py).
@@ -516,3 +550,16 @@ struct Table {
 };
 
 }  // namespace dipu::cwrap
+
+// Note [Boxed calls of a C++ wrapper]: the boxed adapter of every Unboxed functor (the primary template and the
+// runtime functor it is given come with torch/library.h).
+namespace c10::impl {
+template <class Signature, class Return, class Parameters, bool AllowLegacyTypes>
+struct make_boxed_from_unboxed_functor<
+    detail::WrapFunctionIntoRuntimeFunctor_<dipu::cwrap::Unboxed<Signature>, Return, Parameters>, AllowLegacyTypes>
+    final {
+  static void call(OperatorKernel*, const OperatorHandle& op, DispatchKeySet, torch::jit::Stack* stack) {
+    dipu::cwrap::call_boxed(op, stack);
+  }
+};
+}  // namespace c10::impl
