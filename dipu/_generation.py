@@ -40,17 +40,6 @@ def inputs() -> list[Path]:
     return sorted([*root.rglob("*.py"), *root.glob("templates/*.j2"), *root.glob("*.yaml"), *PROTO_FILES])
 
 
-def import_generator() -> None:
-    """Import every module of the generator the functions below use, so that they may then run in two threads at
-    once (Note [Builds side by side] in dipu/_native.py): two threads importing one package at the same time can
-    meet a module the other has only half imported."""
-    import dipugen.dest.aten_library
-    import dipugen.dest.cpp_wrappers
-    import dipugen.emit
-    import dipugen.kernels
-    import dipugen.spec  # noqa: F401
-
-
 def python_kernels() -> dict[str, str]:
     """File name -> text of the generated kernel package (dipu/_generated/'s files) for the installed torch;
     the spec's entries that do not fit it are left out, and listed in the package's ``UNMATCHED``."""

@@ -78,13 +78,15 @@ def generate(functions: frozenset[str] | None, parts: int = 1) -> list[str]:
     return _generation.cpp_wrappers(functions, parts)
 
 
-def _build(target: Path) -> None:
+def _build(target: Path, texts: list[str] | None = None) -> None:
+    """Build the extension at ``target`` from ``texts`` (the generated parts; generated now where not given)."""
     from torch.utils import cpp_extension
 
     work = Path(tempfile.mkdtemp(prefix="build-", dir=target.parent))
     try:
         sources = []
-        for number, text in enumerate(generate(None, _native.build_jobs()), 1):  # Note [The wrappers in parts]
+        texts = generate(None, _native.build_jobs()) if texts is None else texts
+        for number, text in enumerate(texts, 1):  # Note [The wrappers in parts]
             sources.append(work / f"cpp_wrappers_{number}.cpp")
             sources[-1].write_text(text)
         # the hand-written files as one more part: one reading of torch's headers for both
@@ -126,7 +128,7 @@ def build() -> Path:
 
 
 def build_in_background() -> None:
-    """Where the extension will be loaded (a C op library is about to be), start building it in a thread if it is
+    """Where the extension will be loaded (a C op library is about to be), start compiling it in a thread if it is
     not cached: Note [Builds side by side] in dipu/_native.py."""
     global _planned
     if _planned is not None or _module is not None or not enabled():
@@ -135,9 +137,11 @@ def build_in_background() -> None:
     if not target.exists():
         import concurrent.futures
 
-        _generation.import_generator()
+        from torch.utils import cpp_extension  # noqa: F401  (imported here: see the Note)
+
+        texts = generate(None, _native.build_jobs())
         pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="dipu-build")
-        started = pool.submit(_native.ensure_built, target, _build, "the C++ wrappers")
+        started = pool.submit(_native.ensure_built, target, lambda path: _build(path, texts), "the C++ wrappers")
         pool.shutdown(wait=False)
     _planned = (target, started)
 

@@ -25,10 +25,11 @@ bool env_flag(const char* name) {
   return !(value.empty() || value == "0" || value == "false" || value == "off" || value == "no");
 }
 
-// What install() registered: one torch::Library whose destruction gives the ops back to the kernels
-// registered before it (the Python wrappers), as Note [Autocompare as a switch] describes.
+// What install() registered: the dispatcher's registrations (Note [Boxed calls of a C++ wrapper]), whose
+// destruction gives the ops back to the kernels registered before them (the Python wrappers), as Note [Autocompare
+// as a switch] describes.
 struct Installed {
-  std::unique_ptr<torch::Library> library;
+  std::vector<c10::RegistrationHandleRAII> registrations;
   std::vector<Kernel*> kernels;
   std::unordered_map<const c10::FunctionSchema*, Kernel*> by_schema;  // for boxed calls
 };
@@ -36,7 +37,7 @@ Installed* g_installed = nullptr;
 
 void uninstall() {
   if (g_installed == nullptr) return;
-  g_installed->library.reset();
+  g_installed->registrations.clear();
   for (Kernel* kernel : g_installed->kernels) {
     kernel->function = nullptr;
     kernel->scalar_function = nullptr;
@@ -201,9 +202,6 @@ void define_module(py::module& m) {
         Quiet quiet;
         c10::WarningUtils::WarningHandlerGuard quiet_guard(&quiet);
         auto installed = std::make_unique<Installed>();
-        installed->library = std::make_unique<torch::Library>(
-            torch::Library::IMPL, "aten", std::optional<c10::DispatchKey>(c10::DispatchKey::PrivateUse1), __FILE__,
-            __LINE__);
         std::vector<std::string> names;
         for (const auto& [op, address, scalar_address, python_kernel] : chosen) {
           auto found = by_op.find(op);
@@ -216,7 +214,8 @@ void define_module(py::module& m) {
           kernel->scalar_function = reinterpret_cast<void*>(scalar_address);
           installed->kernels.push_back(kernel);
           installed->by_schema.emplace(kernel->schema, kernel);
-          found->second->define(*installed->library, found->second->op, found->second->function);
+          installed->registrations.push_back(found->second->define(kernel->schema->operator_name(),
+                                                                   found->second->function));
           names.push_back(op);
         }
         g_installed = installed.release();

@@ -505,19 +505,22 @@ inline diopiRoundMode_t c_rounding_mode(const std::optional<c10::string_view>& m
 
 // Note [Boxed calls of a C++ wrapper]
 // The dispatcher calls a kernel unboxed (typed arguments: autograd's and every at:: call) or boxed (a stack of
-// IValues: torch.ops.aten.x(...) with no autograd kernel in between, inference mode, a boxed fallback). torch
-// would compile, for each signature, a boxed adapter that unpacks the stack into the typed call (c10's
-// make_boxed_from_unboxed_functor); over a thousand wrappers that code was a third of the extension's compile
-// time. A C++ wrapper is registered as an ``Unboxed`` functor instead, whose boxed adapter is specialized below to
-// one function for every kernel: call_boxed hands the stack to the kernel's Python wrapper, the path any call
-// the C++ wrapper declines takes, so a boxed call gets the Python wrapper's answer (and speed), as before C++
-// wrappers existed, and the unboxed calls a model's steps make stay on the C++ path.
+// IValues: a functional op through torch.ops.aten with no autograd kernel in between, as in inference mode, or a
+// boxed fallback). torch::Library::impl would compile, for each signature, a boxed adapter that unpacks the stack
+// into the typed call (c10's make_boxed_from_unboxed_functor) and a schema inferred from the C++ types; over a
+// thousand wrappers that code was most of the extension's compile time. So a wrapper is registered with the
+// dispatcher directly (register_unboxed), as an ``Unboxed`` functor: with its C++ signature, which the dispatcher
+// checks against the op's other kernels, and no inferred schema; and the boxed adapter of every Unboxed functor is
+// one function (the specialization at the end of this file): call_boxed hands the stack to the kernel's Python
+// wrapper, the path any call the C++ wrapper declines takes. A boxed call gets the Python wrapper's answer, and
+// speed, as before C++ wrappers existed; the unboxed calls a model's steps make stay on the C++ path.
 template <class Signature>
 struct Unboxed;
 template <class Return, class... Args>
-struct Unboxed<Return(Args...)> {
+struct Unboxed<Return(Args...)> final : c10::OperatorKernel {
+  explicit Unboxed(Return (*function)(Args...)) : function(function) {}
+  Return operator()(Args... args) { return function(std::forward<Args>(args)...); }
   Return (*function)(Args...);
-  Return operator()(Args... args) const { return function(std::forward<Args>(args)...); }
 };
 
 // A boxed call of an installed C++ wrapper's op: its Python wrapper's answer, pushed as the schema returns it.
@@ -529,18 +532,23 @@ using AnyFunction = void (*)();
 struct Entry {
   const char* op;
   Kernel* kernel;
-  void (*define)(torch::Library&, const char* op, AnyFunction);  // define_unboxed of its signature
+  c10::RegistrationHandleRAII (*define)(const c10::OperatorName&, AnyFunction);  // register_unboxed<its signature>
   AnyFunction function;
 };
 
-// Registers a wrapper of this signature (once per signature, not per wrapper: Note [The wrappers in parts]).
+// Registers a wrapper of this signature on PrivateUse1, over what is registered there, until the handle is
+// destroyed; instantiated once per signature, not per wrapper.
 template <class Signature>
-void define_unboxed(torch::Library& library, const char* op, AnyFunction function) {
-  library.impl(op, torch::CppFunction(Unboxed<Signature>{reinterpret_cast<Signature*>(function)}));
+c10::RegistrationHandleRAII register_unboxed(const c10::OperatorName& op, AnyFunction function) {
+  return c10::Dispatcher::singleton().registerImpl(
+      op, c10::DispatchKey::PrivateUse1,
+      c10::KernelFunction::makeFromUnboxedFunctor<false, Unboxed<Signature>>(
+          std::make_unique<Unboxed<Signature>>(reinterpret_cast<Signature*>(function))),
+      c10::impl::CppSignature::make<Signature>(), nullptr, "dipu's C++ wrappers (dipu/kernels/cpp_wrappers.py)");
 }
 template <class Signature>
 Entry entry(const char* op, Kernel& kernel, Signature* function) {
-  return {op, &kernel, &define_unboxed<Signature>, reinterpret_cast<AnyFunction>(function)};
+  return {op, &kernel, &register_unboxed<Signature>, reinterpret_cast<AnyFunction>(function)};
 }
 
 // A table of kernels: each generated part and impl_kernels.cpp define one, which adds its entries to the
@@ -551,13 +559,10 @@ struct Table {
 
 }  // namespace dipu::cwrap
 
-// Note [Boxed calls of a C++ wrapper]: the boxed adapter of every Unboxed functor (the primary template and the
-// runtime functor it is given come with torch/library.h).
+// Note [Boxed calls of a C++ wrapper]: the boxed adapter of every Unboxed functor.
 namespace c10::impl {
-template <class Signature, class Return, class Parameters, bool AllowLegacyTypes>
-struct make_boxed_from_unboxed_functor<
-    detail::WrapFunctionIntoRuntimeFunctor_<dipu::cwrap::Unboxed<Signature>, Return, Parameters>, AllowLegacyTypes>
-    final {
+template <class Signature, bool AllowLegacyTypes>
+struct make_boxed_from_unboxed_functor<dipu::cwrap::Unboxed<Signature>, AllowLegacyTypes> final {
   static void call(OperatorKernel*, const OperatorHandle& op, DispatchKeySet, torch::jit::Stack* stack) {
     dipu::cwrap::call_boxed(op, stack);
   }
