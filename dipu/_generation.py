@@ -33,11 +33,24 @@ def generator_file(*parts: str) -> Path:
     return Path(spec.submodule_search_locations[0]).joinpath(*parts)
 
 
-def inputs() -> list[Path]:
-    """Everything the generated kernels depend on: the generator's modules, its templates, the op spec
-    beside them, the proto and the shape-rule table."""
+#: What generates each product and nothing else: its emitter and templates, which the other products' cache keys
+#: leave out (a change to the C++ op library's emitter rebuilds only that library). The rest of the generator is in
+#: every key.
+PRODUCTS = {
+    "python kernels": ("dest/python_wrappers.py", "dest/op_table.py", "templates/wrappers.py.j2",
+                       "templates/__init__.py.j2"),
+    "C++ wrappers": ("dest/cpp_wrappers.py", "templates/cpp_wrappers.cpp.j2"),
+    "C++ op library": ("dest/aten_library.py", "templates/aten_library.cpp.j2"),
+}
+
+
+def inputs(product: str) -> list[Path]:
+    """Everything ``product`` (a key of PRODUCTS) is generated from: the generator's modules and templates but the
+    other products' own, the op spec beside them, the proto and the shape-rule table."""
     root = generator_file()
-    return sorted([*root.rglob("*.py"), *root.glob("templates/*.j2"), *root.glob("*.yaml"), *PROTO_FILES])
+    others = {root / name for other, names in PRODUCTS.items() if other != product for name in names}
+    files = [*root.rglob("*.py"), *root.glob("templates/*.j2"), *root.glob("*.yaml"), *PROTO_FILES]
+    return sorted(path for path in files if path not in others)
 
 
 def python_kernels() -> dict[str, str]:

@@ -244,3 +244,19 @@ def test_the_built_libraries_run_on_the_processes_cxx_runtime():
     for library in loaded:
         assert any(n.startswith("libstdc++") for n in _needed(library)), library
         assert not _exported_cxx_runtime(library), library
+
+
+def test_each_generated_product_is_keyed_by_its_own_emitter_and_not_the_others():
+    """A change to one product's emitter or template rebuilds that product only (``_generation.PRODUCTS``); what
+    every emitter reads (the spec, the models, the proto, the C header's parameters) is in every key."""
+    from dipu import _generation
+
+    root = _generation.generator_file()
+    keys = {product: set(_generation.inputs(product)) for product in _generation.PRODUCTS}
+    for product, files in _generation.PRODUCTS.items():
+        for name in files:
+            assert (root / name).is_file(), name
+            assert {p for p, key in keys.items() if root / name in key} == {product}, name
+    for shared in ("diopi_functions.yaml", "model.py", "schemas.py", "proto.py", "dest/c_header.py"):
+        assert all(root / shared in key for key in keys.values()), shared
+    assert all(set(_generation.PROTO_FILES) <= key for key in keys.values())

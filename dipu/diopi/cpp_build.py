@@ -6,8 +6,8 @@ torch's headers and libraries, cached, and loaded as a C op library over the Pyt
 Note [C++ op library cache]
 The library's text is a function of the installed torch's schemas, the Python library's pairings and the
 generator, so the cache key hashes the torch build, the pairings (DIOPI function, ATen schema text, derived
-arguments) and the files that turn them into C++ (the emitter, the proto, the template, support.h and the DIOPI
-headers); finding a built library costs no generation and no torchgen import. Where torch and dipu are
+arguments) and the files that turn them into C++ (the generator's but the other products' emitters and templates,
+``_generation.PRODUCTS``; the proto; support.h and the DIOPI headers); finding a built library costs no generation and no torchgen import. Where torch and dipu are
 installed is not in the key, and the library has no run path: it loads into a process that has loaded
 torch's libraries already, so one torch build in two virtual environments, or dipu as a wheel beside a
 checkout, share one library. A miss generates the text,
@@ -49,8 +49,7 @@ def pairings(library) -> list[Pairing]:
 
 def _key_files(sources: Sequence[Path]) -> list[Path]:
     directories = {source.parent for source in sources}
-    return [*_generation.PROTO_FILES, _generation.generator_file("dest", "aten_library.py"),
-            _generation.generator_file("templates", "aten_library.cpp.j2"), *sources,
+    return [*_generation.inputs("C++ op library"), *sources,
             *sorted(p for d in directories for p in d.glob("*.h")), *sorted((INCLUDE / "diopi").glob("*.h"))]
 
 

@@ -40,7 +40,7 @@ PACKAGE = "dipu._generated"
 def _generated_dir() -> Path:
     """The cached package for the installed torch, generating it first if it is not there."""
     digest = hashlib.sha256()
-    for path in _generation.inputs():
+    for path in _generation.inputs("python kernels"):
         digest.update(path.name.encode())
         digest.update(path.read_bytes())
     key = f"generated-torch{torch.__version__}-{(torch.version.git_version or 'nogit')[:10]}-{digest.hexdigest()[:12]}"
