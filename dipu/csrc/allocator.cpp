@@ -16,8 +16,9 @@
 // [Borrowing between pools]). Each pool finds the smallest cached block of the stream that fits (best
 // fit, the lowest address among equal sizes); a larger block is split and the remainder stays cached, and a
 // freed block merges with the free neighbours of its segment, so a segment wholly free again is one block that
-// empty_cache can return to the vendor. A remainder is kept apart from 512 B up in both pools (CUDA's large pool keeps remainders
-// of 1 MiB or less with the block): allocated bytes then stay what the tensors hold (Note [Block sizes]).
+// empty_cache can return to the vendor. A remainder is kept apart from 512 B up in both pools (CUDA's large pool
+// keeps remainders of 1 MiB or less with the block): allocated bytes then stay what the tensors hold (Note [Block
+// sizes]).
 // Workloads whose shapes change every step (variable sequence lengths, a KV cache that grows each
 // decoded token) reuse the cache this way; before, a block served only a request up to 25% smaller than
 // itself and each new size cost a device malloc (benchmarks/bench_memory.py: a variable-length
@@ -54,15 +55,15 @@
 // pools stay apart as a preference: each request looks at its own first, and a block keeps the pool of the
 // segment it lies in (the statistics count it there). CUDA keeps them apart strictly so that small blocks do not
 // pin large segments that empty_cache could return; an expandable segment is returned from its end granule by
-// granule, so a borrowed block pins no more than any other block there would, while keeping the pools apart
-// costs the sum of their peaks: memory mapped never leaves a pool until empty_cache, and a workload whose small
-// and large tensors peak at different times holds both peaks. The GPT-2 decode of benchmarks/bench_memory.py
-// keeps its KV cache in the small pool while it holds under 1 MiB a tensor and in the large one after, and
-// reserved 1.21x its peak with the pools apart; no packing can do better than 1.15x there (the small pool's peak
-// plus the large pool's, in whole granules); with borrowing it reserves 1.10x. The variable-length Transformer:
-// 1.26x -> 1.18x (short sequences put activations of up to 1 MiB into the small pool, long ones larger ones into
-// the large pool). Plain segments never borrow: there the separation is what lets empty_cache and
-// garbage_collection_threshold return whole segments, as in CUDA.
+// granule, so a borrowed block pins no more than any other block there would. Kept apart strictly, the pools
+// cost the sum of their peaks: mapped memory leaves a pool only at empty_cache or when the device is full, so a
+// workload whose small and large tensors peak at different times holds both peaks. The GPT-2 decode of
+// benchmarks/bench_memory.py keeps its KV cache in the small pool while each of its tensors is under 1 MiB and in
+// the large one after, and reserved 1.21x its peak with the pools apart, where no packing could do better than
+// 1.15x (the small pool's peak plus the large pool's, in whole granules); with borrowing it reserves 1.10x. The
+// variable-length Transformer (short sequences put activations of up to 1 MiB into the small pool, long ones
+// into the large pool): 1.26x -> 1.18x. Plain segments never borrow: there the separation is what lets
+// empty_cache and garbage_collection_threshold return whole segments, as in CUDA.
 //
 // Note [Oversize blocks]
 // With max_split_size_mb set (PYTORCH_ALLOC_CONF), a block of at least that size is never split, a
