@@ -12,8 +12,8 @@
 // As PyTorch's CUDA caching allocator: the vendor's memory comes in segments, and a segment is split
 // into blocks. A request of at most 1 MiB is served from the small pool, whose segments are 2 MiB; a
 // larger one from the large pool, whose segments are 20 MiB for requests under 10 MiB and the request
-// rounded up to 2 MiB above (with expandable segments, a request may borrow from the other pool: Note
-// [Borrowing between pools]). Each pool finds the smallest cached block of the stream that fits (best
+// rounded up to 2 MiB above (with expandable segments, a request may borrow from the other pool:
+// Note [Borrowing between pools]). Each pool finds the smallest cached block of the stream that fits (best
 // fit, the lowest address among equal sizes); a larger block is split and the remainder stays cached, and a
 // freed block merges with the free neighbours of its segment, so a segment wholly free again is one block that
 // empty_cache can return to the vendor. A remainder is kept apart from 512 B up in both pools (CUDA's large pool
