@@ -71,15 +71,11 @@ Against the targets: varlen plain meets <= 1.6 and decode expandable <= 1.1 (1.0
 needs 4 segments (80 MiB) for its 68.1 MiB peak and the small pool at least 14 MiB for its 13.8 MiB peak, so even
 perfect packing reserves 94 MiB, 1.29x. Varlen expandable misses <= 1.15 (1.18) and 0 mallocs per step after
 step 10 (2 maps in 50 steps): the remaining excess is holes between live blocks of the large pool's segment
-(174 MiB mapped for a 153 MiB peak there). Filling them means unmapping the free granules inside a segment and
-mapping them again where a request needs them, a device free and malloc each time, which the 0-mallocs target
-rules out. Replaying the recorded allocation sequence with the same placement: unmapping every free granule
-whenever a block needs unmapped ones reserves 1.04x for varlen at 19.6 maps per step after step 10 (decode
-1.10x, 0.41 per step; resnet 1.05x, 3 per step); unmapping only what would raise reserved above its peak so
-far changes nothing (the peak is set in the first step, when nothing is free); unmapping the free end of the
-other pool's segment whenever a pool grows, the pools apart: varlen 1.19x at 3.1 per step. Resnet with
-expandable segments maps once more in its third step (0.25 per step after the warm-up of 2 of its 6 steps),
-then nothing. The fixed-shape cases' peaks are unchanged (152.3 and 146.6 MiB).
+(174 MiB mapped for a 153 MiB peak there, reserved_bytes.large_pool.peak and allocated_bytes.large_pool.peak).
+Filling them means unmapping the free granules inside a segment and mapping them again where a request needs
+them, a device free and malloc each time, which the 0-mallocs target rules out. Resnet with expandable segments
+maps once more after its 2 warm-up steps (0.25 per step over the other 4; 0.00 before borrowing). The
+fixed-shape cases' peaks are unchanged (152.3 and 146.6 MiB).
 """
 
 from __future__ import annotations
