@@ -76,6 +76,37 @@ def test_one_segment_grows_by_what_is_missing_and_shrinks_on_empty_cache(expanda
             assert after[key] == before[key], key
 
 
+def test_a_request_borrows_a_free_block_of_the_other_pool_before_mapping(expandable):
+    """Note [Borrowing between pools]: with no block in its own pool, a request takes the other pool's best fit;
+    only when neither has one does its own pool's segment map more. Plain segments never borrow."""
+    with torch.dipu.stream(torch.dipu.Stream()):
+        big = torch.empty(4 * MiB, dtype=torch.uint8, device="dipu")
+        large = segment_of(big.data_ptr())
+        del big  # the large segment: 4 MiB mapped, all free
+        before = stats()
+        a = torch.empty(MiB // 2, dtype=torch.uint8, device="dipu")  # small, from the large segment
+        assert segment_of(a.data_ptr())["address"] == large["address"]
+        assert stats()["num_device_alloc"] == before["num_device_alloc"]
+        assert stats()["allocated_bytes.large_pool.current"] - before["allocated_bytes.large_pool.current"] == MiB // 2
+        rest = torch.empty(3 * MiB + MiB // 2, dtype=torch.uint8, device="dipu")  # the rest of the large one
+        assert rest.data_ptr() == a.data_ptr() + MiB // 2
+        b = torch.empty(MiB // 2, dtype=torch.uint8, device="dipu")  # nothing free anywhere: the small pool maps
+        assert segment_of(b.data_ptr())["segment_type"] == "small"
+        assert stats()["num_device_alloc"] - before["num_device_alloc"] == 1
+        del a, rest
+        c = torch.empty(MiB + MiB // 2, dtype=torch.uint8, device="dipu")  # large: the large segment's free block
+        assert segment_of(c.data_ptr())["address"] == large["address"]
+        del b, c
+    torch.dipu.memory._set_allocator_settings("expandable_segments:False")
+    with torch.dipu.stream(torch.dipu.Stream()):
+        big = torch.empty(4 * MiB, dtype=torch.uint8, device="dipu")
+        del big  # a plain large segment, free
+        d = torch.empty(MiB // 2, dtype=torch.uint8, device="dipu")  # a small segment of its own
+        seg = segment_of(d.data_ptr())
+        assert seg["segment_type"] == "small" and not seg["is_expandable"]
+        del d
+
+
 def test_a_variable_size_loop_maps_nothing_after_warm_up(expandable):
     """Sequence lengths drawn each step, activations freed in reverse as a backward pass does: once the longest
     step has run, every step fits the segment; plain segments reserve more for the same loop."""
