@@ -911,7 +911,8 @@ same = {}
 with torch.inference_mode():  # no autograd kernel unboxes the call on its way: the dipu kernel is called boxed
     same["add.Tensor"] = torch.equal(aten.add.Tensor(a, b, alpha=2).cpu(), x + 2 * y)
     values, indices = aten.max.dim(a, 1, True)
-    same["max.dim"] = torch.equal(values.cpu(), x.max(1, True).values) and torch.equal(indices.cpu(), x.max(1, True).indices)
+    want = x.max(1, True)
+    same["max.dim"] = torch.equal(values.cpu(), want.values) and torch.equal(indices.cpu(), want.indices)
     c = a.clone()
     same["add_.Tensor"] = aten.add_.Tensor(c, b) is c and torch.equal(c.cpu(), x + y)
     out = torch.empty(0, device="dipu")

@@ -7,9 +7,10 @@ Note [C++ op library cache]
 The library's text is a function of the installed torch's schemas, the Python library's pairings and the
 generator, so the cache key hashes the torch build, the pairings (DIOPI function, ATen schema text, derived
 arguments) and the files that turn them into C++ (the generator's but the other products' emitters and templates,
-``_generation.PRODUCTS``; the proto; support.h and the DIOPI headers); finding a built library costs no generation and no torchgen import. Where torch and dipu are
-installed is not in the key, and the library has no run path: it loads into a process that has loaded
-torch's libraries already, so one torch build in two virtual environments, or dipu as a wheel beside a
+``_generation.PRODUCTS``; the proto; support.h and the DIOPI headers); finding a built library costs no generation
+and no torchgen import. Where torch and dipu are installed is not in the key, and the library has no run path: it
+loads into a process that has loaded torch's libraries already, so one torch build in two virtual environments, or
+dipu as a wheel beside a
 checkout, share one library. A miss generates the text,
 keeps it beside the library (aten_library.cpp, for reading) and compiles it with the C++ compiler against
 torch's headers and libraries, under the native core's lock and atomic rename (``_native.ensure_built``).

@@ -5,11 +5,12 @@ Note [C++ wrapper cache]
 Only a process with a C op library (the default torch_cpp included) builds anything here. The extension holds a
 wrapper for every kernel the C++ side supports, whichever library a process loads: a kernel is installed where
 the library exports its DIOPI function, so one build per torch serves every C library (the torch library in C++,
-ref_c, a vendor's, a test's) instead of one build per set of exported functions. Its text depends on the
-installed torch's schemas, the spec and generator (the generator's files but the other products' emitters and
-templates: ``_generation.PRODUCTS``) and the C++ support files (dipu/kernels/cpp, diopi_rt.h, diopirt.h); the cache key hashes exactly those, so
-finding a built extension costs no generation (loading the spec takes seconds); a miss generates the text in parts
-(Note [The wrappers in parts] in scripts/autogen/dest/cpp_wrappers.py), keeps them beside the library
+ref_c, a vendor's, a test's) instead of one build per set of exported functions. Its text depends on the installed
+torch's schemas, the spec and generator (the generator's files but the other products' emitters and templates:
+``_generation.PRODUCTS``) and the C++ support files (dipu/kernels/cpp, diopi_rt.h, diopirt.h); the cache key hashes
+exactly those, so finding a built extension costs no generation (loading the spec takes seconds); a miss generates
+the text in parts (Note [The wrappers in parts] in scripts/autogen/dest/cpp_wrappers.py), keeps them beside the
+library
 (cpp_wrappers_N.cpp, for reading) and compiles them with torch.utils.cpp_extension under the native core's lock
 and atomic rename (dipu/_native.py's ``ensure_built``). Build time of the whole extension, measured on the 2-core
 development machine: docs/op-library-guide.md, "The torch op library in C++". ATen's headers cost each part about
@@ -55,8 +56,8 @@ def enabled() -> bool:
 
 
 def _inputs() -> list[tuple[str, bytes]]:
-    files = [*_generation.inputs("C++ wrappers"), *sorted(SUPPORT.iterdir()), *(d / "diopi_rt.h" for d in _INCLUDES[1:2]),
-             *sorted((_INCLUDES[2] / "diopi").glob("*.h"))]
+    files = [*_generation.inputs("C++ wrappers"), *sorted(SUPPORT.iterdir()),
+             *(d / "diopi_rt.h" for d in _INCLUDES[1:2]), *sorted((_INCLUDES[2] / "diopi").glob("*.h"))]
     return [(path.name, path.read_bytes()) for path in sorted(files) if path.is_file()]
 
 
@@ -96,7 +97,8 @@ def _build(target: Path, texts: list[str] | None = None) -> None:
         cpp_extension.load(
             name=NAME, sources=[*map(str, sources), str(support)],
             build_directory=str(work),
-            extra_cflags=[_native.GENERATED_OPTIMIZATION, "-fvisibility=hidden"], extra_ldflags=_native.cxx_runtime_flags(),
+            extra_cflags=[_native.GENERATED_OPTIMIZATION, "-fvisibility=hidden"],
+            extra_ldflags=_native.cxx_runtime_flags(),
             extra_include_paths=[str(p) for p in _INCLUDES], verbose=False, is_python_module=True)
         for old in target.parent.glob("cpp_wrappers*.cpp"):
             old.unlink()

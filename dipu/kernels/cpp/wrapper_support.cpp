@@ -149,7 +149,8 @@ void call_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     const py::tuple items(result);
     TORCH_CHECK(items.size() == returns.size(), "dipu: the Python wrapper of ", schema.operator_name(), " returned ",
                 items.size(), " values, not ", returns.size());
-    for (size_t i = 0; i < returns.size(); ++i) stack->push_back(torch::jit::toIValue(items[i], returns[i].real_type()));
+    for (size_t i = 0; i < returns.size(); ++i)
+      stack->push_back(torch::jit::toIValue(items[i], returns[i].real_type()));
   }
 }
 
@@ -214,8 +215,8 @@ void define_module(py::module& m) {
           kernel->scalar_function = reinterpret_cast<void*>(scalar_address);
           installed->kernels.push_back(kernel);
           installed->by_schema.emplace(kernel->schema, kernel);
-          installed->registrations.push_back(found->second->define(kernel->schema->operator_name(),
-                                                                   found->second->function));
+          installed->registrations.push_back(
+              found->second->define(kernel->schema->operator_name(), found->second->function));
           names.push_back(op);
         }
         g_installed = installed.release();

@@ -21,15 +21,15 @@ arguments the first did.
 Note [The wrappers in parts]
 Compiling one wrapper costs little; compiling a thousand in one file costs minutes, much of it torch's code that
 boxes and unboxes each kernel's arguments and infers its schema. A kernel is registered as a function pointer known
-at run time (``entry(op, kernel, &f)`` in the table), so what its registration instantiates is instantiated once
-per signature rather than once per kernel, for one more indirect call per op, which timing a 4-element add and a
-relu side by side could not see; and that is only the unboxed call, the boxed one being a single function for all
-(Note [Boxed calls of a C++ wrapper] in dipu/kernels/cpp/wrapper_support.h). The generated text is compiled at
--O1 (Note [Builds side by side] in dipu/_native.py). Measured on the 2-core development machine (2026-12-02), a
-part of about 420 wrappers compiled in 40 s with torch::Library::impl (its boxed adapter and inferred schema per
-signature) at -O2, 34 s with a precompiled header of torch's (which costs 25 s and 600 MB to build, so dipu does not
-use one), and 24 s as it is now, of which 14 s are the wrappers themselves. The build also renders the wrappers in as many parts as the machine has cores (render_parts; at most
-16, or $MAX_JOBS, which torch.utils.cpp_extension's ninja also obeys) and compiles them side by side, with the
+at run time (``entry(op, kernel, &f)`` in the table), so what its registration instantiates is instantiated once per
+signature rather than once per kernel, for one more indirect call per op, which timing a 4-element add and a relu
+side by side could not see; and that is only the unboxed call, the boxed one being a single function for all (Note
+[Boxed calls of a C++ wrapper] in dipu/kernels/cpp/wrapper_support.h). The generated text is compiled at -O1 (Note
+[Builds side by side] in dipu/_native.py). Measured on the 2-core development machine (2026-12-02), a part of about
+420 wrappers compiled in 40 s with torch::Library::impl (its boxed adapter and inferred schema per signature) at
+-O2, 34 s with a precompiled header of torch's (which costs 25 s and 600 MB to build, so dipu does not use one), and
+25 s as it is now. The build also renders the wrappers in as many parts as the machine has cores (render_parts; at
+most 16, or $MAX_JOBS, which torch.utils.cpp_extension's ninja also obeys) and compiles them side by side, with the
 hand-written support files as one more part. Each part is a whole translation unit with its own table of entries,
 which adds itself to the extension's list (``Table`` in wrapper_support.h) while the library loads, before the
 module is defined; the list is sorted by op, so neither the number of parts nor the link order changes what a
