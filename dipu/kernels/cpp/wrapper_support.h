@@ -508,7 +508,7 @@ inline diopiRoundMode_t c_rounding_mode(const std::optional<c10::string_view>& m
 // IValues: a functional op through torch.ops.aten with no autograd kernel in between, as in inference mode, or a
 // boxed fallback). torch::Library::impl would compile, for each signature, a boxed adapter that unpacks the stack
 // into the typed call (c10's make_boxed_from_unboxed_functor) and a schema inferred from the C++ types; over a
-// thousand wrappers that code was most of the extension's compile time. So a wrapper is registered with the
+// thousand wrappers that code was a third of the extension's compile time. So a wrapper is registered with the
 // dispatcher directly (register_unboxed), as an ``Unboxed`` functor: with its C++ signature, which the dispatcher
 // checks against the op's other kernels, and no inferred schema; and the boxed adapter of every Unboxed functor is
 // one function (the specialization at the end of this file): call_boxed hands the stack to the kernel's Python
