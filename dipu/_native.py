@@ -270,8 +270,8 @@ def _in_parts(directory: Path, parts: int) -> list[Path]:
     where the core has fewer files), of about equal size; the files that read Python's headers apart from those that
     do not, each kind in a share of the parts as large as its share of the sources."""
     files = sorted((p for p in _sources() if p.suffix == ".cpp"), key=lambda p: (-p.stat().st_size, p.name))
-    kinds = [kind for kind in ([p for p in files if _reads_python(p)], [p for p in files if not _reads_python(p)])
-             if kind]
+    python = {p for p in files if _reads_python(p)}
+    kinds = [kind for kind in ([p for p in files if p in python], [p for p in files if p not in python]) if kind]
     if parts < len(kinds):
         kinds = [files]
     size = [sum(p.stat().st_size for p in kind) for kind in kinds]

@@ -31,7 +31,6 @@ bool env_flag(const char* name) {
 struct Installed {
   std::vector<c10::RegistrationHandleRAII> registrations;
   std::vector<Kernel*> kernels;
-  std::unordered_map<const c10::FunctionSchema*, Kernel*> by_schema;  // for boxed calls
 };
 Installed* g_installed = nullptr;
 
@@ -128,18 +127,14 @@ std::vector<at::Tensor> Kernel::call_python_tuple(torch::jit::Stack stack) {
 }
 
 // Note [Boxed calls of a C++ wrapper]
-void call_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+void call_boxed(Kernel& kernel, const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const c10::FunctionSchema& schema = op.schema();
-  TORCH_CHECK(g_installed != nullptr, "dipu: the C++ wrapper of ", schema.operator_name(), " is not installed");
-  const auto found = g_installed->by_schema.find(&schema);
-  TORCH_CHECK(found != g_installed->by_schema.end(), "dipu: the C++ wrapper of ", schema.operator_name(),
-              " is not installed");
   const size_t count = schema.arguments().size();
   torch::jit::Stack arguments(std::make_move_iterator(stack->end() - static_cast<std::ptrdiff_t>(count)),
                               std::make_move_iterator(stack->end()));
   torch::jit::drop(*stack, count);
   py::gil_scoped_acquire gil;
-  py::object result = call_wrapper(*found->second, std::move(arguments));
+  py::object result = call_wrapper(kernel, std::move(arguments));
   const auto& returns = schema.returns();
   if (returns.size() == 1) {
     stack->push_back(torch::jit::toIValue(result, returns[0].real_type()));
@@ -214,9 +209,8 @@ void define_module(py::module& m) {
           kernel->function = reinterpret_cast<void*>(address);
           kernel->scalar_function = reinterpret_cast<void*>(scalar_address);
           installed->kernels.push_back(kernel);
-          installed->by_schema.emplace(kernel->schema, kernel);
           installed->registrations.push_back(
-              found->second->define(kernel->schema->operator_name(), found->second->function));
+              found->second->define(kernel->schema->operator_name(), *kernel, found->second->function));
           names.push_back(op);
         }
         g_installed = installed.release();

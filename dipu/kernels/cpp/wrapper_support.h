@@ -516,15 +516,20 @@ inline diopiRoundMode_t c_rounding_mode(const std::optional<c10::string_view>& m
 // speed, as before C++ wrappers existed; the unboxed calls a model's steps make stay on the C++ path.
 template <class Signature>
 struct Unboxed;
+// The wrapper and its kernel (whose Python wrapper serves the boxed calls).
+struct UnboxedBase : c10::OperatorKernel {
+  explicit UnboxedBase(Kernel& kernel) : kernel(kernel) {}
+  Kernel& kernel;
+};
 template <class Return, class... Args>
-struct Unboxed<Return(Args...)> final : c10::OperatorKernel {
-  explicit Unboxed(Return (*function)(Args...)) : function(function) {}
+struct Unboxed<Return(Args...)> final : UnboxedBase {
+  Unboxed(Kernel& kernel, Return (*function)(Args...)) : UnboxedBase(kernel), function(function) {}
   Return operator()(Args... args) { return function(std::forward<Args>(args)...); }
   Return (*function)(Args...);
 };
 
-// A boxed call of an installed C++ wrapper's op: its Python wrapper's answer, pushed as the schema returns it.
-void call_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+// A boxed call of `kernel`'s op: its Python wrapper's answer, pushed as the schema returns it.
+void call_boxed(Kernel& kernel, const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
 // Any wrapper, as the table keeps it: a function pointer cast back to its own type to be registered.
 using AnyFunction = void (*)();
@@ -532,18 +537,19 @@ using AnyFunction = void (*)();
 struct Entry {
   const char* op;
   Kernel* kernel;
-  c10::RegistrationHandleRAII (*define)(const c10::OperatorName&, AnyFunction);  // register_unboxed<its signature>
+  // register_unboxed<its signature>
+  c10::RegistrationHandleRAII (*define)(const c10::OperatorName&, Kernel&, AnyFunction);
   AnyFunction function;
 };
 
 // Registers a wrapper of this signature on PrivateUse1, over what is registered there, until the handle is
 // destroyed; instantiated once per signature, not per wrapper.
 template <class Signature>
-c10::RegistrationHandleRAII register_unboxed(const c10::OperatorName& op, AnyFunction function) {
+c10::RegistrationHandleRAII register_unboxed(const c10::OperatorName& op, Kernel& kernel, AnyFunction function) {
   return c10::Dispatcher::singleton().registerImpl(
       op, c10::DispatchKey::PrivateUse1,
       c10::KernelFunction::makeFromUnboxedFunctor<false, Unboxed<Signature>>(
-          std::make_unique<Unboxed<Signature>>(reinterpret_cast<Signature*>(function))),
+          std::make_unique<Unboxed<Signature>>(kernel, reinterpret_cast<Signature*>(function))),
       c10::impl::CppSignature::make<Signature>(), nullptr, "dipu's C++ wrappers (dipu/kernels/cpp_wrappers.py)");
 }
 template <class Signature>
@@ -563,8 +569,8 @@ struct Table {
 namespace c10::impl {
 template <class Signature, bool AllowLegacyTypes>
 struct make_boxed_from_unboxed_functor<dipu::cwrap::Unboxed<Signature>, AllowLegacyTypes> final {
-  static void call(OperatorKernel*, const OperatorHandle& op, DispatchKeySet, torch::jit::Stack* stack) {
-    dipu::cwrap::call_boxed(op, stack);
+  static void call(OperatorKernel* functor, const OperatorHandle& op, DispatchKeySet, torch::jit::Stack* stack) {
+    dipu::cwrap::call_boxed(static_cast<dipu::cwrap::UnboxedBase*>(functor)->kernel, op, stack);
   }
 };
 }  // namespace c10::impl
