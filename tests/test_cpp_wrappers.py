@@ -152,6 +152,15 @@ SPEC = """
 """
 
 
+#: Wrappers of the same text as add's (Note [Wrappers sharing a body]).
+SUB = """
+- op: sub.out
+  interface: diopiSub(ctx, out, self, other, alpha)
+  scalar_interface: diopiSubScalar(ctx, out, self, other, alpha)
+  shape: binary
+"""
+
+
 def emitted(tmp_path, functions=None, spec_text=SPEC):
     """The emitter's text for ``spec_text``, with the generator's own kernels and templates."""
     code = f"""
@@ -172,7 +181,8 @@ def emitted(tmp_path, functions=None, spec_text=SPEC):
 
 def test_the_wrappers_in_parts_are_the_wrappers_in_one_file(tmp_path):
     """The build compiles the wrappers in one file per core (Note [The wrappers in parts]): every wrapper lands
-    in exactly one part, and each part is a whole translation unit with its own table."""
+    in exactly one part, and each part is a whole translation unit with its own table; wrappers of the same text
+    share a body (Note [Wrappers sharing a body])."""
     code = f"""
         from pathlib import Path
         from dipugen import kernels, spec
@@ -183,12 +193,17 @@ def test_the_wrappers_in_parts_are_the_wrappers_in_one_file(tmp_path):
         parts = cpp_wrappers.render_parts(found, path.name, None, 3)
         registered = lambda text: [line for line in text.splitlines() if line.startswith("    entry(")]
         assert len(parts) == 3 and all(registered(p) for p in parts), parts
-        assert sum((registered(p) for p in parts), []) == registered(whole)
+        assert sorted(sum((registered(p) for p in parts), [])) == registered(whole)
         assert all('#include "wrapper_support.h"' in p and "const Table kTable(" in p for p in parts)
         assert "Part 2 of 3" in parts[1] and "Part" not in whole
-        assert len(cpp_wrappers.render_parts(found, path.name, None, 100)) == len(registered(whole))
+        # sub's wrappers are add's but for the op (Note [Wrappers sharing a body]); a part holds whole bodies
+        assert '    entry("sub.Tensor", k_sub_Tensor, &dipu_add_Tensor),' in registered(whole)
+        assert '    entry("sub_.Tensor", k_sub__Tensor, &dipu_add__Tensor),' in registered(whole)
+        bodies = whole.count("(Kernel& kern")
+        assert bodies == len(registered(whole)) - 3
+        assert len(cpp_wrappers.render_parts(found, path.name, None, 100)) == bodies
     """
-    (tmp_path / "spec.yaml").write_text(SPEC)
+    (tmp_path / "spec.yaml").write_text(SPEC + SUB)
     env = {**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
     subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, check=True, cwd=ROOT)
 
@@ -209,7 +224,7 @@ def test_the_emitter_writes_one_typed_kernel_per_supported_kernel(tmp_path):
     assert "at::Tensor out = empty(specs[0]);" in addmv
     functional = text[text.index("at::Tensor dipu_add_Tensor("):text.index("// add.out(")]
     # the dispatcher's C++ signature, the C++ shape rule, a new output, the C call with C values, status
-    assert "(const at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha)" in functional
+    assert "(Kernel& kern, const at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha)" in functional
     assert "rules::binary(spec, self, other, alpha)" in functional
     # an elementwise kernel lays out a strided call's output itself (Note [Elementwise strides in C++])
     assert "!(contiguous(self) && contiguous(other)) && !elementwise_strides(spec, self, other)" in functional
@@ -217,8 +232,8 @@ def test_the_emitter_writes_one_typed_kernel_per_supported_kernel(tmp_path):
     assert "(diopi::handle(ctx), c_out(out), c_in(self), c_in(other), alpha_c.get())" in functional
     assert "if (C10_UNLIKELY(status != diopiSuccess))" in functional
     # the function pointer's C types are those of dipu's functions.h
-    assert ("using add_Tensor_fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, "
-            "diopiConstTensorHandle_t, diopiConstTensorHandle_t, const diopiScalar_t*);") in text
+    assert ("using fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, "
+            "diopiConstTensorHandle_t, diopiConstTensorHandle_t, const diopiScalar_t*);") in functional
     out_kernel = text[text.index("at::Tensor & dipu_add_out("):text.index("// add_.Tensor(")]
     assert "out.resize_(spec.shape)" in out_kernel and "return out;" in out_kernel
     inplace = text[text.index("at::Tensor & dipu_add__Tensor("):text.index("// mm(")]

@@ -19,7 +19,6 @@ Measured on the 2-core development machine: see docs/op-library-guide.md, "The t
 
 from __future__ import annotations
 
-import concurrent.futures
 import ctypes
 import hashlib
 import os
@@ -99,19 +98,16 @@ def _compile(target: Path, name: str, pairs: list[Pairing], sources: Sequence[Pa
         generated = Path(work) / "aten_library.cpp"
         generated.write_text(generate(pairs, f"the direct functions of op library {name}'s base"))
         built = Path(work) / target.name
-        units = [generated, *sources]
-
-        def run(command: list[str]) -> None:
+        # the generated and the hand-written files as one translation unit: torch's headers, which cost each file
+        # about 6 s, are read once (Note [Builds side by side] in dipu/_native.py)
+        unit = Path(work) / f"{name}.cpp"
+        unit.write_text("".join(f'#include "{path}"\n' for path in [generated, *sources]))
+        obj = Path(work) / f"{name}.o"
+        for command in ([compiler(), "-c", str(unit), *_compile_flags(sources), "-o", str(obj)],
+                        [compiler(), str(obj), *_link_flags(), "-o", str(built)]):
             result = subprocess.run(command, capture_output=True, text=True)
             if result.returncode != 0:
                 raise RuntimeError(f"dipu: building the C++ op library {name} failed:\n{result.stderr[-4000:]}")
-
-        # the files at once, as many as the build runs compilers (Note [The native core in parts]), then the link
-        objects = [Path(work) / f"{number}.o" for number in range(len(units))]
-        with concurrent.futures.ThreadPoolExecutor(_native.build_jobs()) as pool:
-            list(pool.map(run, ([compiler(), "-c", str(unit), *_compile_flags(sources), "-o", str(obj)]
-                                for unit, obj in zip(units, objects))))
-        run([compiler(), *map(str, objects), *_link_flags(), "-o", str(built)])
         shutil.copy(generated, target.parent / generated.name)
         os.replace(built, target)
 

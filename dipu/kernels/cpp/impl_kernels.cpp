@@ -74,10 +74,10 @@ using convolution_fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_
                                         diopiSize_t, int64_t);
 Kernel k_convolution("convolution_overrideable", "diopiConvolution2d");
 
-at::Tensor dipu_convolution(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
-                            c10::SymIntArrayRef stride, c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation,
-                            bool transposed, c10::SymIntArrayRef output_padding, c10::SymInt groups) {
-  Kernel& kern = k_convolution;
+at::Tensor dipu_convolution(Kernel& kern, const at::Tensor& input, const at::Tensor& weight,
+                            const std::optional<at::Tensor>& bias, c10::SymIntArrayRef stride,
+                            c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation, bool transposed,
+                            c10::SymIntArrayRef output_padding, c10::SymInt groups) {
   const c10::DeviceIndex d = input.device().index();
   c10::SmallVector<int64_t, 6> shape;
   if (C10_UNLIKELY(!kern.fast_path() || !on(input, d) || !on(weight, d) || !on(bias, d) || transposed ||
@@ -106,11 +106,10 @@ using Three = std::tuple<at::Tensor, at::Tensor, at::Tensor>;
 
 Three three(const std::vector<at::Tensor>& r) { return Three(r.at(0), r.at(1), r.at(2)); }
 
-Three dipu_convolution_backward(const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
-                                c10::SymIntArrayRef stride, c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation,
-                                bool transposed, c10::SymIntArrayRef output_padding, c10::SymInt groups,
-                                std::array<bool, 3> output_mask) {
-  Kernel& kern = k_convolution_backward;
+Three dipu_convolution_backward(Kernel& kern, const at::Tensor& grad_output, const at::Tensor& input,
+                                const at::Tensor& weight, c10::SymIntArrayRef stride, c10::SymIntArrayRef padding,
+                                c10::SymIntArrayRef dilation, bool transposed, c10::SymIntArrayRef output_padding,
+                                c10::SymInt groups, std::array<bool, 3> output_mask) {
   const c10::DeviceIndex d = grad_output.device().index();
   if (C10_UNLIKELY(!kern.fast_path() || !on(grad_output, d) || !on(input, d) || !on(weight, d) || transposed ||
                    groups.is_heap_allocated() || !concrete(stride) || !concrete(padding) || !concrete(dilation)))
@@ -152,10 +151,9 @@ using batch_norm_fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t
                                        double);
 Kernel k_batch_norm("native_batch_norm", "diopiBatchNorm");
 
-Three dipu_batch_norm(const at::Tensor& input, const std::optional<at::Tensor>& weight,
+Three dipu_batch_norm(Kernel& kern, const at::Tensor& input, const std::optional<at::Tensor>& weight,
                       const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& running_mean,
                       const std::optional<at::Tensor>& running_var, bool training, double momentum, double eps) {
-  Kernel& kern = k_batch_norm;
   const c10::DeviceIndex d = input.device().index();
   if (C10_UNLIKELY(!kern.fast_path() || !on(input, d) || !on(weight, d) || !on(bias, d) || !on(running_mean, d) ||
                    !on(running_var, d) || input.dim() < 2))
@@ -186,12 +184,11 @@ Kernel k_batch_norm_backward("native_batch_norm_backward", "diopiBatchNormBackwa
 // The Python twin takes these outputs' shapes from the meta kernel: the input's for grad_input, the
 // weight's for its gradients, each in its tensor's dtype (a half input under autocast has float weights).
 // The fast path takes the case where those are plain: an affine weight of one element per channel.
-Three dipu_batch_norm_backward(const at::Tensor& grad_out, const at::Tensor& input,
+Three dipu_batch_norm_backward(Kernel& kern, const at::Tensor& grad_out, const at::Tensor& input,
                                const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& running_mean,
                                const std::optional<at::Tensor>& running_var, const std::optional<at::Tensor>& save_mean,
                                const std::optional<at::Tensor>& save_invstd, bool train, double eps,
                                std::array<bool, 3> output_mask) {
-  Kernel& kern = k_batch_norm_backward;
   const c10::DeviceIndex d = grad_out.device().index();
   if (C10_UNLIKELY(!kern.fast_path() || !on(grad_out, d) || !on(input, d) || !on(weight, d) || !on(running_mean, d) ||
                    !on(running_var, d) || !on(save_mean, d) || !on(save_invstd, d) || input.dim() < 2 ||
@@ -267,10 +264,9 @@ using max_pool2d_fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t
                                        bool);
 Kernel k_max_pool2d("max_pool2d_with_indices", "diopiMaxPool2dWithIndices");
 
-std::tuple<at::Tensor, at::Tensor> dipu_max_pool2d(const at::Tensor& self, c10::IntArrayRef kernel_size,
+std::tuple<at::Tensor, at::Tensor> dipu_max_pool2d(Kernel& kern, const at::Tensor& self, c10::IntArrayRef kernel_size,
                                                    c10::IntArrayRef stride, c10::IntArrayRef padding,
                                                    c10::IntArrayRef dilation, bool ceil_mode) {
-  Kernel& kern = k_max_pool2d;
   const c10::DeviceIndex d = self.device().index();
   c10::SmallVector<int64_t, 6> shape;
   if (C10_UNLIKELY(!kern.fast_path() || !on(self, d) ||
@@ -298,10 +294,9 @@ using max_pool2d_backward_fn = diopiError_t (*)(diopiContextHandle_t, diopiTenso
                                                 diopiSize_t, bool, diopiConstTensorHandle_t);
 Kernel k_max_pool2d_backward("max_pool2d_with_indices_backward", "diopiMaxPool2dBackward");
 
-at::Tensor dipu_max_pool2d_backward(const at::Tensor& grad_output, const at::Tensor& self, c10::IntArrayRef kernel_size,
-                                    c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation,
-                                    bool ceil_mode, const at::Tensor& indices) {
-  Kernel& kern = k_max_pool2d_backward;
+at::Tensor dipu_max_pool2d_backward(Kernel& kern, const at::Tensor& grad_output, const at::Tensor& self,
+                                    c10::IntArrayRef kernel_size, c10::IntArrayRef stride, c10::IntArrayRef padding,
+                                    c10::IntArrayRef dilation, bool ceil_mode, const at::Tensor& indices) {
   const c10::DeviceIndex d = grad_output.device().index();
   if (C10_UNLIKELY(!kern.fast_path() || !on(grad_output, d) || !on(self, d) || !on(indices, d)))
     return kern.python_tensor(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices);
@@ -324,8 +319,7 @@ using adaptive_avg_pool2d_fn = diopiError_t (*)(diopiContextHandle_t, diopiTenso
 Kernel k_adaptive_avg_pool2d("_adaptive_avg_pool2d", "diopiAdaptiveAvgPool2d");
 
 // adaptive_pool2d_size: false where the Python rule answers None (the meta kernel decides there).
-at::Tensor dipu_adaptive_avg_pool2d(const at::Tensor& self, c10::SymIntArrayRef output_size) {
-  Kernel& kern = k_adaptive_avg_pool2d;
+at::Tensor dipu_adaptive_avg_pool2d(Kernel& kern, const at::Tensor& self, c10::SymIntArrayRef output_size) {
   const c10::DeviceIndex d = self.device().index();
   if (C10_UNLIKELY(!kern.fast_path() || !on(self, d) || output_size.size() != 2 || !concrete(output_size) ||
                    (self.dim() != 3 && self.dim() != 4) || self.size(-1) == 0 || self.size(-2) == 0 ||
@@ -349,8 +343,7 @@ using adaptive_avg_pool2d_backward_fn = diopiError_t (*)(diopiContextHandle_t, d
                                                          diopiConstTensorHandle_t, diopiConstTensorHandle_t);
 Kernel k_adaptive_avg_pool2d_backward("_adaptive_avg_pool2d_backward", "diopiAdaptiveAvgPool2dBackward");
 
-at::Tensor dipu_adaptive_avg_pool2d_backward(const at::Tensor& grad_output, const at::Tensor& self) {
-  Kernel& kern = k_adaptive_avg_pool2d_backward;
+at::Tensor dipu_adaptive_avg_pool2d_backward(Kernel& kern, const at::Tensor& grad_output, const at::Tensor& self) {
   const c10::DeviceIndex d = grad_output.device().index();
   if (C10_UNLIKELY(!kern.fast_path() || !on(grad_output, d) || !on(self, d)))
     return kern.python_tensor(grad_output, self);
@@ -389,8 +382,7 @@ bool cat_size(c10::SmallVector<int64_t, 6>& shape, at::TensorList parts, int64_t
   return true;
 }
 
-at::Tensor dipu_cat(const at::ITensorListRef& tensors, int64_t dim) {
-  Kernel& kern = k_cat;
+at::Tensor dipu_cat(Kernel& kern, const at::ITensorListRef& tensors, int64_t dim) {
   // The list as the caller holds it: copying a tensor that Python also holds would take the GIL twice
   // (torch keeps the Python object alive while C++ shares the tensor), a fifth of a small cat.
   std::vector<at::Tensor> copied;
@@ -424,8 +416,8 @@ using dropout_fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, d
                                     diopiConstTensorHandle_t, double, bool, diopiGeneratorHandle_t);
 Kernel k_native_dropout("native_dropout", "diopiDropout");
 
-std::tuple<at::Tensor, at::Tensor> dipu_native_dropout(const at::Tensor& input, double p, std::optional<bool> train) {
-  Kernel& kern = k_native_dropout;
+std::tuple<at::Tensor, at::Tensor> dipu_native_dropout(Kernel& kern, const at::Tensor& input, double p,
+                                                       std::optional<bool> train) {
   const c10::DeviceIndex d = input.device().index();
   if (C10_UNLIKELY(!kern.fast_path() || !on(input, d) || !input.is_contiguous())) {
     const auto r = kern.python_tensors(input, p, train);

@@ -160,6 +160,12 @@ std::vector<const Entry*>& registered() {
 
 }  // namespace
 
+c10::RegistrationHandleRAII register_entry(const Entry& entry, const c10::OperatorName& name) {
+  return c10::Dispatcher::singleton().registerImpl(name, c10::DispatchKey::PrivateUse1,
+                                                   entry.make(*entry.kernel, entry.function), entry.signature(),
+                                                   nullptr, "dipu's C++ wrappers (dipu/kernels/cpp_wrappers.py)");
+}
+
 Table::Table(const Entry* entries, size_t count) {
   for (size_t i = 0; i < count; ++i) registered().push_back(&entries[i]);
 }
@@ -209,8 +215,7 @@ void define_module(py::module& m) {
           kernel->function = reinterpret_cast<void*>(address);
           kernel->scalar_function = reinterpret_cast<void*>(scalar_address);
           installed->kernels.push_back(kernel);
-          installed->registrations.push_back(
-              found->second->define(kernel->schema->operator_name(), *kernel, found->second->function));
+          installed->registrations.push_back(register_entry(*found->second, kernel->schema->operator_name()));
           names.push_back(op);
         }
         g_installed = installed.release();

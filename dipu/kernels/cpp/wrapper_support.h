@@ -61,7 +61,8 @@ inline bool hooks_on() {
 // One generated kernel: its op, its DIOPI function (bound at install), its Python wrapper (the path
 // every case the C++ wrapper does not handle takes) and how often the C++ path served a call.
 struct Kernel {
-  Kernel(const char* op, const char* diopi_name, const char* scalar_name = "", bool dispatched_meta = false)
+  // constexpr: the thousand Kernels of the generated tables are data, with no code to run when the library loads
+  constexpr Kernel(const char* op, const char* diopi_name, const char* scalar_name = "", bool dispatched_meta = false)
       : op(op), diopi_name(diopi_name), scalar_name(scalar_name), dispatched_meta(dispatched_meta) {}
   const char* op;
   const char* diopi_name;
@@ -523,9 +524,9 @@ struct UnboxedBase : c10::OperatorKernel {
 };
 template <class Return, class... Args>
 struct Unboxed<Return(Args...)> final : UnboxedBase {
-  Unboxed(Kernel& kernel, Return (*function)(Args...)) : UnboxedBase(kernel), function(function) {}
-  Return operator()(Args... args) { return function(std::forward<Args>(args)...); }
-  Return (*function)(Args...);
+  Unboxed(Kernel& kernel, Return (*function)(Kernel&, Args...)) : UnboxedBase(kernel), function(function) {}
+  Return operator()(Args... args) { return function(kernel, std::forward<Args>(args)...); }
+  Return (*function)(Kernel&, Args...);
 };
 
 // A boxed call of `kernel`'s op: its Python wrapper's answer, pushed as the schema returns it.
@@ -537,25 +538,35 @@ using AnyFunction = void (*)();
 struct Entry {
   const char* op;
   Kernel* kernel;
-  // register_unboxed<its signature>
-  c10::RegistrationHandleRAII (*define)(const c10::OperatorName&, Kernel&, AnyFunction);
+  // make_kernel<its signature>
+  c10::KernelFunction (*make)(Kernel&, AnyFunction);
+  c10::impl::CppSignature (*signature)();
   AnyFunction function;
 };
 
-// Registers a wrapper of this signature on PrivateUse1, over what is registered there, until the handle is
-// destroyed; instantiated once per signature, not per wrapper.
-template <class Signature>
-c10::RegistrationHandleRAII register_unboxed(const c10::OperatorName& op, Kernel& kernel, AnyFunction function) {
-  return c10::Dispatcher::singleton().registerImpl(
-      op, c10::DispatchKey::PrivateUse1,
-      c10::KernelFunction::makeFromUnboxedFunctor<false, Unboxed<Signature>>(
-          std::make_unique<Unboxed<Signature>>(kernel, reinterpret_cast<Signature*>(function))),
-      c10::impl::CppSignature::make<Signature>(), nullptr, "dipu's C++ wrappers (dipu/kernels/cpp_wrappers.py)");
+// The dispatcher's kernel of a wrapper of this signature (the op's, without the Kernel& a wrapper takes first);
+// instantiated once per signature, not per wrapper, and as little as can be (register_entry does the rest).
+template <class Return, class... Args>
+c10::KernelFunction make_kernel(Kernel& kernel, AnyFunction function) {
+  using Functor = Unboxed<Return(Args...)>;
+  return c10::KernelFunction::makeFromUnboxedFunctor<false, Functor>(
+      std::make_unique<Functor>(kernel, reinterpret_cast<Return (*)(Kernel&, Args...)>(function)));
 }
-template <class Signature>
-Entry entry(const char* op, Kernel& kernel, Signature* function) {
-  return {op, &kernel, &register_unboxed<Signature>, reinterpret_cast<AnyFunction>(function)};
+template <class Return, class... Args>
+c10::impl::CppSignature signature() {
+  return c10::impl::CppSignature::make<Return(Args...)>();
 }
+// A row of a table: `function` serves `op` with `kernel`, which it is given first (Note [Wrappers sharing a body] in
+// scripts/autogen/dest/cpp_wrappers.py).
+template <class Return, class... Args>
+Entry entry(const char* op, Kernel& kernel, Return (*function)(Kernel&, Args...)) {
+  return {op, &kernel, &make_kernel<Return, Args...>, &signature<Return, Args...>,
+          reinterpret_cast<AnyFunction>(function)};
+}
+
+// Registers an entry's wrapper for the op `name` (its schema's) on PrivateUse1, over what is registered there, until
+// the handle is destroyed: the dispatcher checks its C++ signature against the op's other kernels.
+c10::RegistrationHandleRAII register_entry(const Entry& entry, const c10::OperatorName& name);
 
 // A table of kernels: each generated part and impl_kernels.cpp define one, which adds its entries to the
 // extension's list while the library loads (Note [The wrappers in parts] in scripts/autogen/dest/cpp_wrappers.py).

@@ -28,12 +28,22 @@ side by side could not see; and that is only the unboxed call, the boxed one bei
 [Builds side by side] in dipu/_native.py). Measured on the 2-core development machine (2026-12-02), a part of about
 420 wrappers compiled in 40 s with torch::Library::impl (its boxed adapter and inferred schema per signature) at
 -O2, 34 s with a precompiled header of torch's (which costs 25 s and 600 MB to build, so dipu does not use one), and
-25 s as it is now. The build also renders the wrappers in as many parts as the machine has cores (render_parts; at
+25 s with the registration as it is now (18 s with shared bodies: Note [Wrappers sharing a body]). The build also renders the wrappers in as many parts as the machine has cores (render_parts; at
 most 16, or $MAX_JOBS, which torch.utils.cpp_extension's ninja also obeys) and compiles them side by side, with the
 hand-written support files as one more part. Each part is a whole translation unit with its own table of entries,
 which adds itself to the extension's list (``Table`` in wrapper_support.h) while the library loads, before the
 module is defined; the list is sorted by op, so neither the number of parts nor the link order changes what a
 process installs. The cache key does not include the number of parts for that reason.
+
+Note [Wrappers sharing a body]
+A wrapper is given its op's Kernel (the functor the dispatcher calls holds it: ``Unboxed`` in
+dipu/kernels/cpp/wrapper_support.h), so the wrappers whose text is the same but for the op (abs_, neg_, sin_ and
+35 more in-place unary kernels; the foreach steps; the out= forms of a rule) are one function, named after the
+first of them, with a row of the table per op. The 852 wrappers of the spec have 449 bodies. Compiling half the
+code takes less time, as does leaving the Kernel records to the compiler as data (a constexpr constructor) and
+making only the dispatcher's kernel per signature (``make_kernel``; registering it is one function for all):
+measured on the 2-core development machine (2026-12-02), the two generated parts compiled in 18 s each instead
+of 21 and 24.
 
 Note [Wrapped numbers in C++]
 Where the schema says Tensor and the caller passed a Python number (``x.mul_(0.9)``, ``x * 2``), a C++
@@ -547,21 +557,21 @@ def _to_python(w: CWrapper) -> str:
     return f"{{ kern.python({w.args}); return {w.result}; }}"
 
 
-def _declarations(w: CWrapper) -> list[str]:
-    """The C function types and the Kernel record before the wrapper."""
-    lines = [f"using {w.name}_fn = diopiError_t (*)(diopiContextHandle_t, {w.c_params});"]
-    if w.number:
-        lines.append(f"using {w.name}_scalar_fn = diopiError_t (*)(diopiContextHandle_t, {w.scalar_c_params});")
+def _kernel(w: CWrapper) -> str:
+    """The Kernel record of the wrapper's op."""
     meta = ", /*dispatched_meta=*/true" if w.meta_call and not w.meta_header else ""
-    lines.append(f'Kernel k_{w.name}("{w.op}", "{w.function}", "{w.scalar_function}"{meta});')
-    return lines
+    return f'Kernel k_{w.name}("{w.op}", "{w.function}", "{w.scalar_function}"{meta});'
 
 
 def _body(w: CWrapper) -> list[str]:
     """The statements of the wrapper (Note [Generated C++ wrappers]): the checks that send a call to Python, the
-    output's shape, its allocation, the C call and the result."""
+    output's shape, its allocation, the C call and the result; ``kern`` is the op's Kernel, which the wrapper is
+    given (Note [Wrappers sharing a body])."""
     to_python = _to_python(w)
-    lines = ["  Kernel& kern = k_" + w.name + ";", f"  const c10::DeviceIndex d = {w.device_arg};"]
+    lines = [f"  using fn = diopiError_t (*)(diopiContextHandle_t, {w.c_params});"]
+    if w.number:
+        lines.append(f"  using scalar_fn = diopiError_t (*)(diopiContextHandle_t, {w.scalar_c_params});")
+    lines.append(f"  const c10::DeviceIndex d = {w.device_arg};")
 
     def unless(condition: str, comment: str = "") -> None:
         lines.extend([f"  if (C10_UNLIKELY({condition}))", f"    {to_python}{comment}"])
@@ -604,10 +614,10 @@ def _body(w: CWrapper) -> list[str]:
         lines.append(f"  if ({w.output}.sizes() != c10::IntArrayRef(spec.shape)) {w.output}.resize_(spec.shape);")
     lines += [f"  {line}" for line in w.locals]
     lines.append("  diopi::Context ctx(d);")
-    call = f"reinterpret_cast<{w.name}_fn>(kern.function)(diopi::handle(ctx), {w.call_args});"
+    call = f"reinterpret_cast<fn>(kern.function)(diopi::handle(ctx), {w.call_args});"
     if w.number:
         lines += ["  diopiError_t status;", "  if (number) {", *(f"    {line}" for line in w.scalar_locals),
-                  f"    status = reinterpret_cast<{w.name}_scalar_fn>(kern.scalar_function)(diopi::handle(ctx), "
+                  f"    status = reinterpret_cast<scalar_fn>(kern.scalar_function)(diopi::handle(ctx), "
                   f"{w.scalar_call_args});", "  } else {", f"    status = {call}", "  }"]
     else:
         lines.append(f"  const diopiError_t status = {call}")
@@ -631,8 +641,8 @@ def render(kernels: list[Kernel], source: str, functions: frozenset[str] | None 
 
 
 def render_parts(kernels: list[Kernel], source: str, functions: frozenset[str] | None, parts: int) -> list[str]:
-    """The wrappers of :func:`render` in ``parts`` files of about as many wrappers each, compiled side by side
-    (Note [The wrappers in parts])."""
+    """The wrappers of :func:`render` in ``parts`` files of about as many bodies each, compiled side by side (Note
+    [The wrappers in parts]); wrappers with the same text share one body (Note [Wrappers sharing a body])."""
     import jinja2
 
     from ..emit import TEMPLATES
@@ -641,16 +651,25 @@ def render_parts(kernels: list[Kernel], source: str, functions: frozenset[str] |
         loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True, autoescape=False)
     template = environment.get_template(TEMPLATE)
-    wrappers = values(kernels, functions)["wrappers"]
-    parts = max(1, min(parts, len(wrappers)))
-    size = -(-len(wrappers) // parts)
-    rendered = [dict(op=w.op, name=w.name, schema=w.schema, returns=w.returns, params=w.params,
-                     declarations=_declarations(w), body=_body(w)) for w in wrappers]
-    chunks = [slice(i * size, (i + 1) * size) for i in range(parts)]
-    return [template.render(source=source, part=f"// Part {i + 1} of {parts} (Note [The wrappers in parts]).\n"
-                            if parts > 1 else "", wrappers=rendered[chunk],
-                            headers=sorted({w.meta_header for w in wrappers[chunk] if w.meta_header}))
-            for i, chunk in enumerate(chunks)]
+    bodies: dict[tuple, dict] = {}  # (returns, params, statements) -> the body and the wrappers it serves
+    for w in values(kernels, functions)["wrappers"]:
+        key = (w.returns, w.params, tuple(_body(w)))
+        if key not in bodies:  # named after the first (by op) of the wrappers it serves
+            bodies[key] = dict(name=w.name, returns=w.returns, params=w.params, body=key[2], wrappers=[])
+        bodies[key]["wrappers"].append(w)
+    shared = list(bodies.values())
+    parts = max(1, min(parts, len(shared)))
+    size = -(-len(shared) // parts)
+    rendered = []
+    for i in range(parts):
+        chunk = shared[i * size:(i + 1) * size]
+        served = sorted(((w, b["name"]) for b in chunk for w in b["wrappers"]), key=lambda pair: pair[0].op)
+        rendered.append(template.render(
+            source=source, part=f"// Part {i + 1} of {parts} (Note [The wrappers in parts]).\n" if parts > 1 else "",
+            bodies=[dict(b, schemas=[w.schema for w in b["wrappers"]]) for b in chunk],
+            kernels=[_kernel(w) for w, _ in served], entries=[(w.op, w.name, body) for w, body in served],
+            headers=sorted({w.meta_header for w, _ in served if w.meta_header})))
+    return rendered
 
 
 __all__ = [

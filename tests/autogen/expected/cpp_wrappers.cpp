@@ -10,11 +10,8 @@ namespace {
 using rules::Spec;
 
 // _foreach_add_.ScalarList(Tensor(a!)[] self, Scalar[] scalars) -> ()
-using _foreach_add__ScalarList_fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t*, const diopiScalar_t*, int64_t);
-Kernel k__foreach_add__ScalarList("_foreach_add_.ScalarList", "diopiForeachAddInpScalarList", "");
-
-void dipu__foreach_add__ScalarList(at::TensorList self, at::ArrayRef<at::Scalar> scalars) {
-  Kernel& kern = k__foreach_add__ScalarList;
+void dipu__foreach_add__ScalarList(Kernel& kern, at::TensorList self, at::ArrayRef<at::Scalar> scalars) {
+  using fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t*, const diopiScalar_t*, int64_t);
   const c10::DeviceIndex d = device_of(self);
   if (C10_UNLIKELY(!kern.fast_path() || !on(self, d)))
     { kern.python(self, scalars); return; }
@@ -24,7 +21,7 @@ void dipu__foreach_add__ScalarList(at::TensorList self, at::ArrayRef<at::Scalar>
   HandleList self_c(self);
   ScalarList scalars_c(scalars);
   diopi::Context ctx(d);
-  const diopiError_t status = reinterpret_cast<_foreach_add__ScalarList_fn>(kern.function)(diopi::handle(ctx), self_c.data(), scalars_c.data(), self_c.size());
+  const diopiError_t status = reinterpret_cast<fn>(kern.function)(diopi::handle(ctx), self_c.data(), scalars_c.data(), self_c.size());
   if (C10_UNLIKELY(status != diopiSuccess))
     { kern.python(self, scalars); return; }  // the Python wrapper owns what a failed status means
   kern.finished(d);
@@ -32,11 +29,8 @@ void dipu__foreach_add__ScalarList(at::TensorList self, at::ArrayRef<at::Scalar>
 }
 
 // _log_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor
-using _log_softmax_backward_data_fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, diopiConstTensorHandle_t, diopiConstTensorHandle_t, int64_t);
-Kernel k__log_softmax_backward_data("_log_softmax_backward_data", "diopiLogSoftmaxBackward", "");
-
-at::Tensor dipu__log_softmax_backward_data(const at::Tensor & grad_output, const at::Tensor & output, int64_t dim, at::ScalarType input_dtype) {
-  Kernel& kern = k__log_softmax_backward_data;
+at::Tensor dipu__log_softmax_backward_data(Kernel& kern, const at::Tensor & grad_output, const at::Tensor & output, int64_t dim, at::ScalarType input_dtype) {
+  using fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, diopiConstTensorHandle_t, diopiConstTensorHandle_t, int64_t);
   const c10::DeviceIndex d = grad_output.device().index();
   if (C10_UNLIKELY(!kern.fast_path() || !on(grad_output, d) || !on(output, d)))
     return kern.python_tensor(grad_output, output, dim, input_dtype);
@@ -46,7 +40,7 @@ at::Tensor dipu__log_softmax_backward_data(const at::Tensor & grad_output, const
   DeviceScope scope(d);
   at::Tensor out = empty(spec.shape, spec.dtype);
   diopi::Context ctx(d);
-  const diopiError_t status = reinterpret_cast<_log_softmax_backward_data_fn>(kern.function)(diopi::handle(ctx), c_out(out), c_in(grad_output), c_in(output), c_integer(dim));
+  const diopiError_t status = reinterpret_cast<fn>(kern.function)(diopi::handle(ctx), c_out(out), c_in(grad_output), c_in(output), c_integer(dim));
   if (C10_UNLIKELY(status != diopiSuccess))
     return kern.python_tensor(grad_output, output, dim, input_dtype);  // the Python wrapper owns what a failed status means
   kern.finished(d);
@@ -54,11 +48,8 @@ at::Tensor dipu__log_softmax_backward_data(const at::Tensor & grad_output, const
 }
 
 // _log_softmax_backward_data.out(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype, *, Tensor(a!) out) -> Tensor(a!)
-using _log_softmax_backward_data_out_fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, diopiConstTensorHandle_t, diopiConstTensorHandle_t, int64_t);
-Kernel k__log_softmax_backward_data_out("_log_softmax_backward_data.out", "diopiLogSoftmaxBackward", "");
-
-at::Tensor & dipu__log_softmax_backward_data_out(const at::Tensor & grad_output, const at::Tensor & output, int64_t dim, at::ScalarType input_dtype, at::Tensor & out) {
-  Kernel& kern = k__log_softmax_backward_data_out;
+at::Tensor & dipu__log_softmax_backward_data_out(Kernel& kern, const at::Tensor & grad_output, const at::Tensor & output, int64_t dim, at::ScalarType input_dtype, at::Tensor & out) {
+  using fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, diopiConstTensorHandle_t, diopiConstTensorHandle_t, int64_t);
   const c10::DeviceIndex d = grad_output.device().index();
   if (C10_UNLIKELY(!kern.fast_path() || !on(grad_output, d) || !on(output, d) || !on(out, d)))
     { kern.python(grad_output, output, dim, input_dtype, out); return out; }
@@ -70,7 +61,7 @@ at::Tensor & dipu__log_softmax_backward_data_out(const at::Tensor & grad_output,
   DeviceScope scope(d);
   if (out.sizes() != c10::IntArrayRef(spec.shape)) out.resize_(spec.shape);
   diopi::Context ctx(d);
-  const diopiError_t status = reinterpret_cast<_log_softmax_backward_data_out_fn>(kern.function)(diopi::handle(ctx), c_out(out), c_in(grad_output), c_in(output), c_integer(dim));
+  const diopiError_t status = reinterpret_cast<fn>(kern.function)(diopi::handle(ctx), c_out(out), c_in(grad_output), c_in(output), c_integer(dim));
   if (C10_UNLIKELY(status != diopiSuccess))
     { kern.python(grad_output, output, dim, input_dtype, out); return out; }  // the Python wrapper owns what a failed status means
   kern.finished(d);
@@ -78,12 +69,9 @@ at::Tensor & dipu__log_softmax_backward_data_out(const at::Tensor & grad_output,
 }
 
 // add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor
-using add_Tensor_fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, diopiConstTensorHandle_t, diopiConstTensorHandle_t, const diopiScalar_t*);
-using add_Tensor_scalar_fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, diopiConstTensorHandle_t, const diopiScalar_t*, const diopiScalar_t*);
-Kernel k_add_Tensor("add.Tensor", "diopiAdd", "diopiAddScalar");
-
-at::Tensor dipu_add_Tensor(const at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha) {
-  Kernel& kern = k_add_Tensor;
+at::Tensor dipu_add_Tensor(Kernel& kern, const at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha) {
+  using fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, diopiConstTensorHandle_t, diopiConstTensorHandle_t, const diopiScalar_t*);
+  using scalar_fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, diopiConstTensorHandle_t, const diopiScalar_t*, const diopiScalar_t*);
   const c10::DeviceIndex d = self.device().index();
   const bool number = is_number(other);  // Note [Wrapped numbers in C++]
   if (C10_UNLIKELY(!kern.fast_path() || !on(self, d) || !(number ? kern.scalar_function != nullptr : on(other, d))))
@@ -100,9 +88,9 @@ at::Tensor dipu_add_Tensor(const at::Tensor & self, const at::Tensor & other, co
   diopiError_t status;
   if (number) {
     const diopiScalar_t other_n = scalar(number_of(other));
-    status = reinterpret_cast<add_Tensor_scalar_fn>(kern.scalar_function)(diopi::handle(ctx), c_out(out), c_in(self), &other_n, alpha_c.get());
+    status = reinterpret_cast<scalar_fn>(kern.scalar_function)(diopi::handle(ctx), c_out(out), c_in(self), &other_n, alpha_c.get());
   } else {
-    status = reinterpret_cast<add_Tensor_fn>(kern.function)(diopi::handle(ctx), c_out(out), c_in(self), c_in(other), alpha_c.get());
+    status = reinterpret_cast<fn>(kern.function)(diopi::handle(ctx), c_out(out), c_in(self), c_in(other), alpha_c.get());
   }
   if (C10_UNLIKELY(status != diopiSuccess))
     return kern.python_tensor(self, other, alpha);  // the Python wrapper owns what a failed status means
@@ -111,12 +99,9 @@ at::Tensor dipu_add_Tensor(const at::Tensor & self, const at::Tensor & other, co
 }
 
 // add.out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)
-using add_out_fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, diopiConstTensorHandle_t, diopiConstTensorHandle_t, const diopiScalar_t*);
-using add_out_scalar_fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, diopiConstTensorHandle_t, const diopiScalar_t*, const diopiScalar_t*);
-Kernel k_add_out("add.out", "diopiAdd", "diopiAddScalar");
-
-at::Tensor & dipu_add_out(const at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha, at::Tensor & out) {
-  Kernel& kern = k_add_out;
+at::Tensor & dipu_add_out(Kernel& kern, const at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha, at::Tensor & out) {
+  using fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, diopiConstTensorHandle_t, diopiConstTensorHandle_t, const diopiScalar_t*);
+  using scalar_fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, diopiConstTensorHandle_t, const diopiScalar_t*, const diopiScalar_t*);
   const c10::DeviceIndex d = self.device().index();
   const bool number = is_number(other);  // Note [Wrapped numbers in C++]
   if (C10_UNLIKELY(!kern.fast_path() || !on(self, d) || !on(out, d) || !(number ? kern.scalar_function != nullptr : on(other, d))))
@@ -133,9 +118,9 @@ at::Tensor & dipu_add_out(const at::Tensor & self, const at::Tensor & other, con
   diopiError_t status;
   if (number) {
     const diopiScalar_t other_n = scalar(number_of(other));
-    status = reinterpret_cast<add_out_scalar_fn>(kern.scalar_function)(diopi::handle(ctx), c_out(out), c_in(self), &other_n, alpha_c.get());
+    status = reinterpret_cast<scalar_fn>(kern.scalar_function)(diopi::handle(ctx), c_out(out), c_in(self), &other_n, alpha_c.get());
   } else {
-    status = reinterpret_cast<add_out_fn>(kern.function)(diopi::handle(ctx), c_out(out), c_in(self), c_in(other), alpha_c.get());
+    status = reinterpret_cast<fn>(kern.function)(diopi::handle(ctx), c_out(out), c_in(self), c_in(other), alpha_c.get());
   }
   if (C10_UNLIKELY(status != diopiSuccess))
     { kern.python(self, other, alpha, out); return out; }  // the Python wrapper owns what a failed status means
@@ -144,12 +129,9 @@ at::Tensor & dipu_add_out(const at::Tensor & self, const at::Tensor & other, con
 }
 
 // add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)
-using add__Tensor_fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, diopiConstTensorHandle_t, diopiConstTensorHandle_t, const diopiScalar_t*);
-using add__Tensor_scalar_fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, diopiConstTensorHandle_t, const diopiScalar_t*, const diopiScalar_t*);
-Kernel k_add__Tensor("add_.Tensor", "diopiAdd", "diopiAddScalar");
-
-at::Tensor & dipu_add__Tensor(at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha) {
-  Kernel& kern = k_add__Tensor;
+at::Tensor & dipu_add__Tensor(Kernel& kern, at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha) {
+  using fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, diopiConstTensorHandle_t, diopiConstTensorHandle_t, const diopiScalar_t*);
+  using scalar_fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, diopiConstTensorHandle_t, const diopiScalar_t*, const diopiScalar_t*);
   const c10::DeviceIndex d = self.device().index();
   const bool number = is_number(other);  // Note [Wrapped numbers in C++]
   if (C10_UNLIKELY(!kern.fast_path() || !on(self, d) || !(number ? kern.scalar_function != nullptr : on(other, d))))
@@ -165,9 +147,9 @@ at::Tensor & dipu_add__Tensor(at::Tensor & self, const at::Tensor & other, const
   diopiError_t status;
   if (number) {
     const diopiScalar_t other_n = scalar(number_of(other));
-    status = reinterpret_cast<add__Tensor_scalar_fn>(kern.scalar_function)(diopi::handle(ctx), c_out(self), c_in(self), &other_n, alpha_c.get());
+    status = reinterpret_cast<scalar_fn>(kern.scalar_function)(diopi::handle(ctx), c_out(self), c_in(self), &other_n, alpha_c.get());
   } else {
-    status = reinterpret_cast<add__Tensor_fn>(kern.function)(diopi::handle(ctx), c_out(self), c_in(self), c_in(other), alpha_c.get());
+    status = reinterpret_cast<fn>(kern.function)(diopi::handle(ctx), c_out(self), c_in(self), c_in(other), alpha_c.get());
   }
   if (C10_UNLIKELY(status != diopiSuccess))
     { kern.python(self, other, alpha); return self; }  // the Python wrapper owns what a failed status means
@@ -176,11 +158,8 @@ at::Tensor & dipu_add__Tensor(at::Tensor & self, const at::Tensor & other, const
 }
 
 // amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor
-using amax_fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, diopiConstTensorHandle_t, diopiSize_t, bool);
-Kernel k_amax("amax", "diopiAmax", "");
-
-at::Tensor dipu_amax(const at::Tensor & self, at::IntArrayRef dim, bool keepdim) {
-  Kernel& kern = k_amax;
+at::Tensor dipu_amax(Kernel& kern, const at::Tensor & self, at::IntArrayRef dim, bool keepdim) {
+  using fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, diopiConstTensorHandle_t, diopiSize_t, bool);
   const c10::DeviceIndex d = self.device().index();
   if (C10_UNLIKELY(!kern.fast_path() || !on(self, d)))
     return kern.python_tensor(self, dim, keepdim);
@@ -190,7 +169,7 @@ at::Tensor dipu_amax(const at::Tensor & self, at::IntArrayRef dim, bool keepdim)
   DeviceScope scope(d);
   at::Tensor out = empty(specs[0]);
   diopi::Context ctx(d);
-  const diopiError_t status = reinterpret_cast<amax_fn>(kern.function)(diopi::handle(ctx), c_out(out), c_in(self), c_sizes(dim), c_boolean(keepdim));
+  const diopiError_t status = reinterpret_cast<fn>(kern.function)(diopi::handle(ctx), c_out(out), c_in(self), c_sizes(dim), c_boolean(keepdim));
   if (C10_UNLIKELY(status != diopiSuccess))
     return kern.python_tensor(self, dim, keepdim);  // the Python wrapper owns what a failed status means
   kern.finished(d);
@@ -198,11 +177,8 @@ at::Tensor dipu_amax(const at::Tensor & self, at::IntArrayRef dim, bool keepdim)
 }
 
 // channel_shuffle(Tensor self, SymInt groups) -> Tensor
-using channel_shuffle_fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, diopiConstTensorHandle_t, int64_t);
-Kernel k_channel_shuffle("channel_shuffle", "diopiChannelShuffle", "");
-
-at::Tensor dipu_channel_shuffle(const at::Tensor & self, c10::SymInt groups) {
-  Kernel& kern = k_channel_shuffle;
+at::Tensor dipu_channel_shuffle(Kernel& kern, const at::Tensor & self, c10::SymInt groups) {
+  using fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, diopiConstTensorHandle_t, int64_t);
   const c10::DeviceIndex d = self.device().index();
   if (C10_UNLIKELY(!kern.fast_path() || !on(self, d)))
     return kern.python_tensor(self, groups);
@@ -214,7 +190,7 @@ at::Tensor dipu_channel_shuffle(const at::Tensor & self, c10::SymInt groups) {
   DeviceScope scope(d);
   at::Tensor out = empty(spec.shape, spec.dtype);
   diopi::Context ctx(d);
-  const diopiError_t status = reinterpret_cast<channel_shuffle_fn>(kern.function)(diopi::handle(ctx), c_out(out), c_in(self), c_integer(groups));
+  const diopiError_t status = reinterpret_cast<fn>(kern.function)(diopi::handle(ctx), c_out(out), c_in(self), c_integer(groups));
   if (C10_UNLIKELY(status != diopiSuccess))
     return kern.python_tensor(self, groups);  // the Python wrapper owns what a failed status means
   kern.finished(d);
@@ -222,11 +198,8 @@ at::Tensor dipu_channel_shuffle(const at::Tensor & self, c10::SymInt groups) {
 }
 
 // div.Tensor(Tensor self, Tensor other) -> Tensor
-using div_Tensor_fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, diopiConstTensorHandle_t, diopiConstTensorHandle_t, diopiRoundMode_t);
-Kernel k_div_Tensor("div.Tensor", "diopiDiv", "");
-
-at::Tensor dipu_div_Tensor(const at::Tensor & self, const at::Tensor & other) {
-  Kernel& kern = k_div_Tensor;
+at::Tensor dipu_div_Tensor(Kernel& kern, const at::Tensor & self, const at::Tensor & other) {
+  using fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, diopiConstTensorHandle_t, diopiConstTensorHandle_t, diopiRoundMode_t);
   const c10::DeviceIndex d = self.device().index();
   if (C10_UNLIKELY(!kern.fast_path() || !on(self, d) || !on(other, d)))
     return kern.python_tensor(self, other);
@@ -238,7 +211,7 @@ at::Tensor dipu_div_Tensor(const at::Tensor & self, const at::Tensor & other) {
   DeviceScope scope(d);
   at::Tensor out = empty(spec);
   diopi::Context ctx(d);
-  const diopiError_t status = reinterpret_cast<div_Tensor_fn>(kern.function)(diopi::handle(ctx), c_out(out), c_in(self), c_in(other), RoundModeNone);
+  const diopiError_t status = reinterpret_cast<fn>(kern.function)(diopi::handle(ctx), c_out(out), c_in(self), c_in(other), RoundModeNone);
   if (C10_UNLIKELY(status != diopiSuccess))
     return kern.python_tensor(self, other);  // the Python wrapper owns what a failed status means
   kern.finished(d);
@@ -246,11 +219,8 @@ at::Tensor dipu_div_Tensor(const at::Tensor & self, const at::Tensor & other) {
 }
 
 // div.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)
-using div_out_fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, diopiConstTensorHandle_t, diopiConstTensorHandle_t, diopiRoundMode_t);
-Kernel k_div_out("div.out", "diopiDiv", "");
-
-at::Tensor & dipu_div_out(const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
-  Kernel& kern = k_div_out;
+at::Tensor & dipu_div_out(Kernel& kern, const at::Tensor & self, const at::Tensor & other, at::Tensor & out) {
+  using fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, diopiConstTensorHandle_t, diopiConstTensorHandle_t, diopiRoundMode_t);
   const c10::DeviceIndex d = self.device().index();
   if (C10_UNLIKELY(!kern.fast_path() || !on(self, d) || !on(other, d) || !on(out, d)))
     { kern.python(self, other, out); return out; }
@@ -262,7 +232,7 @@ at::Tensor & dipu_div_out(const at::Tensor & self, const at::Tensor & other, at:
   DeviceScope scope(d);
   if (out.sizes() != c10::IntArrayRef(spec.shape)) out.resize_(spec.shape);
   diopi::Context ctx(d);
-  const diopiError_t status = reinterpret_cast<div_out_fn>(kern.function)(diopi::handle(ctx), c_out(out), c_in(self), c_in(other), RoundModeNone);
+  const diopiError_t status = reinterpret_cast<fn>(kern.function)(diopi::handle(ctx), c_out(out), c_in(self), c_in(other), RoundModeNone);
   if (C10_UNLIKELY(status != diopiSuccess))
     { kern.python(self, other, out); return out; }  // the Python wrapper owns what a failed status means
   kern.finished(d);
@@ -270,11 +240,8 @@ at::Tensor & dipu_div_out(const at::Tensor & self, const at::Tensor & other, at:
 }
 
 // native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps) -> (Tensor, Tensor, Tensor)
-using native_layer_norm_fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, diopiTensorHandle_t, diopiTensorHandle_t, diopiConstTensorHandle_t, diopiConstTensorHandle_t, diopiConstTensorHandle_t, diopiSize_t, double);
-Kernel k_native_layer_norm("native_layer_norm", "diopiLayerNorm", "", /*dispatched_meta=*/true);
-
-::std::tuple<at::Tensor,at::Tensor,at::Tensor> dipu_native_layer_norm(const at::Tensor & input, c10::SymIntArrayRef normalized_shape, const ::std::optional<at::Tensor> & weight, const ::std::optional<at::Tensor> & bias, double eps) {
-  Kernel& kern = k_native_layer_norm;
+::std::tuple<at::Tensor,at::Tensor,at::Tensor> dipu_native_layer_norm(Kernel& kern, const at::Tensor & input, c10::SymIntArrayRef normalized_shape, const ::std::optional<at::Tensor> & weight, const ::std::optional<at::Tensor> & bias, double eps) {
+  using fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, diopiTensorHandle_t, diopiTensorHandle_t, diopiConstTensorHandle_t, diopiConstTensorHandle_t, diopiConstTensorHandle_t, diopiSize_t, double);
   const c10::DeviceIndex d = input.device().index();
   if (C10_UNLIKELY(!kern.fast_path() || !on(input, d) || !on(weight, d) || !on(bias, d)))
     { const auto r = kern.python_tensors(input, normalized_shape, weight, bias, eps); return ::std::tuple<at::Tensor,at::Tensor,at::Tensor>(r.at(0), r.at(1), r.at(2)); }
@@ -286,7 +253,7 @@ Kernel k_native_layer_norm("native_layer_norm", "diopiLayerNorm", "", /*dispatch
   at::Tensor save_mean = empty(specs[1]);
   at::Tensor save_invstd = empty(specs[2]);
   diopi::Context ctx(d);
-  const diopiError_t status = reinterpret_cast<native_layer_norm_fn>(kern.function)(diopi::handle(ctx), c_out(out), c_out(save_mean), c_out(save_invstd), c_in(input), c_in(weight), c_in(bias), c_sizes(normalized_shape), c_real(eps));
+  const diopiError_t status = reinterpret_cast<fn>(kern.function)(diopi::handle(ctx), c_out(out), c_out(save_mean), c_out(save_invstd), c_in(input), c_in(weight), c_in(bias), c_sizes(normalized_shape), c_real(eps));
   if (C10_UNLIKELY(status != diopiSuccess))
     { const auto r = kern.python_tensors(input, normalized_shape, weight, bias, eps); return ::std::tuple<at::Tensor,at::Tensor,at::Tensor>(r.at(0), r.at(1), r.at(2)); }  // the Python wrapper owns what a failed status means
   kern.finished(d);
@@ -294,18 +261,15 @@ Kernel k_native_layer_norm("native_layer_norm", "diopiLayerNorm", "", /*dispatch
 }
 
 // nonzero(Tensor self) -> Tensor
-using nonzero_fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t*, diopiConstTensorHandle_t);
-Kernel k_nonzero("nonzero", "diopiNonzero", "");
-
-at::Tensor dipu_nonzero(const at::Tensor & self) {
-  Kernel& kern = k_nonzero;
+at::Tensor dipu_nonzero(Kernel& kern, const at::Tensor & self) {
+  using fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t*, diopiConstTensorHandle_t);
   const c10::DeviceIndex d = self.device().index();
   if (C10_UNLIKELY(!kern.fast_path() || !on(self, d)))
     return kern.python_tensor(self);
   DeviceScope scope(d);
   Allocated out_c(1);
   diopi::Context ctx(d);
-  const diopiError_t status = reinterpret_cast<nonzero_fn>(kern.function)(diopi::handle(ctx), out_c.data(), c_in(self));
+  const diopiError_t status = reinterpret_cast<fn>(kern.function)(diopi::handle(ctx), out_c.data(), c_in(self));
   if (C10_UNLIKELY(status != diopiSuccess))
     return kern.python_tensor(self);  // the Python wrapper owns what a failed status means
   if (C10_UNLIKELY(!out_c.complete()))
@@ -315,11 +279,8 @@ at::Tensor dipu_nonzero(const at::Tensor & self) {
 }
 
 // relu_(Tensor(a!) self) -> Tensor(a!)
-using relu__fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t);
-Kernel k_relu_("relu_", "diopiReluInp", "");
-
-at::Tensor & dipu_relu_(at::Tensor & self) {
-  Kernel& kern = k_relu_;
+at::Tensor & dipu_relu_(Kernel& kern, at::Tensor & self) {
+  using fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t);
   const c10::DeviceIndex d = self.device().index();
   if (C10_UNLIKELY(!kern.fast_path() || !on(self, d)))
     { kern.python(self); return self; }
@@ -327,7 +288,7 @@ at::Tensor & dipu_relu_(at::Tensor & self) {
     { kern.python(self); return self; }  // Note [Overlapping memory in C++]
   DeviceScope scope(d);
   diopi::Context ctx(d);
-  const diopiError_t status = reinterpret_cast<relu__fn>(kern.function)(diopi::handle(ctx), c_out(self));
+  const diopiError_t status = reinterpret_cast<fn>(kern.function)(diopi::handle(ctx), c_out(self));
   if (C10_UNLIKELY(status != diopiSuccess))
     { kern.python(self); return self; }  // the Python wrapper owns what a failed status means
   kern.finished(d);
@@ -335,11 +296,8 @@ at::Tensor & dipu_relu_(at::Tensor & self) {
 }
 
 // sigmoid(Tensor self) -> Tensor
-using sigmoid_fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, diopiConstTensorHandle_t);
-Kernel k_sigmoid("sigmoid", "diopiSigmoid", "");
-
-at::Tensor dipu_sigmoid(const at::Tensor & self) {
-  Kernel& kern = k_sigmoid;
+at::Tensor dipu_sigmoid(Kernel& kern, const at::Tensor & self) {
+  using fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, diopiConstTensorHandle_t);
   const c10::DeviceIndex d = self.device().index();
   if (C10_UNLIKELY(!kern.fast_path() || !on(self, d)))
     return kern.python_tensor(self);
@@ -351,7 +309,7 @@ at::Tensor dipu_sigmoid(const at::Tensor & self) {
   DeviceScope scope(d);
   at::Tensor out = empty(spec);
   diopi::Context ctx(d);
-  const diopiError_t status = reinterpret_cast<sigmoid_fn>(kern.function)(diopi::handle(ctx), c_out(out), c_in(self));
+  const diopiError_t status = reinterpret_cast<fn>(kern.function)(diopi::handle(ctx), c_out(out), c_in(self));
   if (C10_UNLIKELY(status != diopiSuccess))
     return kern.python_tensor(self);  // the Python wrapper owns what a failed status means
   kern.finished(d);
@@ -359,11 +317,8 @@ at::Tensor dipu_sigmoid(const at::Tensor & self) {
 }
 
 // sigmoid.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)
-using sigmoid_out_fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, diopiConstTensorHandle_t);
-Kernel k_sigmoid_out("sigmoid.out", "diopiSigmoid", "");
-
-at::Tensor & dipu_sigmoid_out(const at::Tensor & self, at::Tensor & out) {
-  Kernel& kern = k_sigmoid_out;
+at::Tensor & dipu_sigmoid_out(Kernel& kern, const at::Tensor & self, at::Tensor & out) {
+  using fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, diopiConstTensorHandle_t);
   const c10::DeviceIndex d = self.device().index();
   if (C10_UNLIKELY(!kern.fast_path() || !on(self, d) || !on(out, d)))
     { kern.python(self, out); return out; }
@@ -375,7 +330,7 @@ at::Tensor & dipu_sigmoid_out(const at::Tensor & self, at::Tensor & out) {
   DeviceScope scope(d);
   if (out.sizes() != c10::IntArrayRef(spec.shape)) out.resize_(spec.shape);
   diopi::Context ctx(d);
-  const diopiError_t status = reinterpret_cast<sigmoid_out_fn>(kern.function)(diopi::handle(ctx), c_out(out), c_in(self));
+  const diopiError_t status = reinterpret_cast<fn>(kern.function)(diopi::handle(ctx), c_out(out), c_in(self));
   if (C10_UNLIKELY(status != diopiSuccess))
     { kern.python(self, out); return out; }  // the Python wrapper owns what a failed status means
   kern.finished(d);
@@ -383,11 +338,8 @@ at::Tensor & dipu_sigmoid_out(const at::Tensor & self, at::Tensor & out) {
 }
 
 // sigmoid_(Tensor(a!) self) -> Tensor(a!)
-using sigmoid__fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, diopiConstTensorHandle_t);
-Kernel k_sigmoid_("sigmoid_", "diopiSigmoid", "");
-
-at::Tensor & dipu_sigmoid_(at::Tensor & self) {
-  Kernel& kern = k_sigmoid_;
+at::Tensor & dipu_sigmoid_(Kernel& kern, at::Tensor & self) {
+  using fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, diopiConstTensorHandle_t);
   const c10::DeviceIndex d = self.device().index();
   if (C10_UNLIKELY(!kern.fast_path() || !on(self, d)))
     { kern.python(self); return self; }
@@ -398,7 +350,7 @@ at::Tensor & dipu_sigmoid_(at::Tensor & self) {
     { kern.python(self); return self; }
   DeviceScope scope(d);
   diopi::Context ctx(d);
-  const diopiError_t status = reinterpret_cast<sigmoid__fn>(kern.function)(diopi::handle(ctx), c_out(self), c_in(self));
+  const diopiError_t status = reinterpret_cast<fn>(kern.function)(diopi::handle(ctx), c_out(self), c_in(self));
   if (C10_UNLIKELY(status != diopiSuccess))
     { kern.python(self); return self; }  // the Python wrapper owns what a failed status means
   kern.finished(d);
@@ -406,11 +358,8 @@ at::Tensor & dipu_sigmoid_(at::Tensor & self) {
 }
 
 // sum.IntList_out(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None, Tensor(a!) out) -> Tensor(a!)
-using sum_IntList_out_fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, diopiConstTensorHandle_t, diopiSize_t);
-Kernel k_sum_IntList_out("sum.IntList_out", "diopiSum", "");
-
-at::Tensor & dipu_sum_IntList_out(const at::Tensor & self, at::OptionalIntArrayRef dim, bool keepdim, ::std::optional<at::ScalarType> dtype, at::Tensor & out) {
-  Kernel& kern = k_sum_IntList_out;
+at::Tensor & dipu_sum_IntList_out(Kernel& kern, const at::Tensor & self, at::OptionalIntArrayRef dim, bool keepdim, ::std::optional<at::ScalarType> dtype, at::Tensor & out) {
+  using fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, diopiConstTensorHandle_t, diopiSize_t);
   const c10::DeviceIndex d = self.device().index();
   if (C10_UNLIKELY(!kern.fast_path() || !on(self, d) || !on(out, d)))
     { kern.python(self, dim, keepdim, dtype, out); return out; }
@@ -422,7 +371,7 @@ at::Tensor & dipu_sum_IntList_out(const at::Tensor & self, at::OptionalIntArrayR
   DeviceScope scope(d);
   if (out.sizes() != c10::IntArrayRef(spec.shape)) out.resize_(spec.shape);
   diopi::Context ctx(d);
-  const diopiError_t status = reinterpret_cast<sum_IntList_out_fn>(kern.function)(diopi::handle(ctx), c_out(out), c_in(self), c_sizes(dim));
+  const diopiError_t status = reinterpret_cast<fn>(kern.function)(diopi::handle(ctx), c_out(out), c_in(self), c_sizes(dim));
   if (C10_UNLIKELY(status != diopiSuccess))
     { kern.python(self, dim, keepdim, dtype, out); return out; }  // the Python wrapper owns what a failed status means
   kern.finished(d);
@@ -430,11 +379,8 @@ at::Tensor & dipu_sum_IntList_out(const at::Tensor & self, at::OptionalIntArrayR
 }
 
 // sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor
-using sum_dim_IntList_fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, diopiConstTensorHandle_t, diopiSize_t);
-Kernel k_sum_dim_IntList("sum.dim_IntList", "diopiSum", "");
-
-at::Tensor dipu_sum_dim_IntList(const at::Tensor & self, at::OptionalIntArrayRef dim, bool keepdim, ::std::optional<at::ScalarType> dtype) {
-  Kernel& kern = k_sum_dim_IntList;
+at::Tensor dipu_sum_dim_IntList(Kernel& kern, const at::Tensor & self, at::OptionalIntArrayRef dim, bool keepdim, ::std::optional<at::ScalarType> dtype) {
+  using fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, diopiConstTensorHandle_t, diopiSize_t);
   const c10::DeviceIndex d = self.device().index();
   if (C10_UNLIKELY(!kern.fast_path() || !on(self, d)))
     return kern.python_tensor(self, dim, keepdim, dtype);
@@ -446,7 +392,7 @@ at::Tensor dipu_sum_dim_IntList(const at::Tensor & self, at::OptionalIntArrayRef
   DeviceScope scope(d);
   at::Tensor out = empty(spec.shape, spec.dtype);
   diopi::Context ctx(d);
-  const diopiError_t status = reinterpret_cast<sum_dim_IntList_fn>(kern.function)(diopi::handle(ctx), c_out(out), c_in(self), c_sizes(dim));
+  const diopiError_t status = reinterpret_cast<fn>(kern.function)(diopi::handle(ctx), c_out(out), c_in(self), c_sizes(dim));
   if (C10_UNLIKELY(status != diopiSuccess))
     return kern.python_tensor(self, dim, keepdim, dtype);  // the Python wrapper owns what a failed status means
   kern.finished(d);
@@ -454,11 +400,8 @@ at::Tensor dipu_sum_dim_IntList(const at::Tensor & self, at::OptionalIntArrayRef
 }
 
 // uniform_(Tensor(a!) self, float from=0., float to=1., *, Generator? generator=None) -> Tensor(a!)
-using uniform__fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, double, double, diopiGeneratorHandle_t);
-Kernel k_uniform_("uniform_", "diopiUniformInp", "");
-
-at::Tensor & dipu_uniform_(at::Tensor & self, double from_, double to, ::std::optional<at::Generator> generator) {
-  Kernel& kern = k_uniform_;
+at::Tensor & dipu_uniform_(Kernel& kern, at::Tensor & self, double from_, double to, ::std::optional<at::Generator> generator) {
+  using fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, double, double, diopiGeneratorHandle_t);
   const c10::DeviceIndex d = self.device().index();
   if (C10_UNLIKELY(!kern.fast_path() || !on(self, d) || !dipu_generator(generator)))
     { kern.python(self, from_, to, generator); return self; }
@@ -467,12 +410,32 @@ at::Tensor & dipu_uniform_(at::Tensor & self, double from_, double to, ::std::op
   DeviceScope scope(d);
   GeneratorArg generator_c(generator, d);
   diopi::Context ctx(d);
-  const diopiError_t status = reinterpret_cast<uniform__fn>(kern.function)(diopi::handle(ctx), c_out(self), c_real(from_), c_real(to), generator_c.get());
+  const diopiError_t status = reinterpret_cast<fn>(kern.function)(diopi::handle(ctx), c_out(self), c_real(from_), c_real(to), generator_c.get());
   if (C10_UNLIKELY(status != diopiSuccess))
     { kern.python(self, from_, to, generator); return self; }  // the Python wrapper owns what a failed status means
   kern.finished(d);
   return self;
 }
+
+Kernel k__foreach_add__ScalarList("_foreach_add_.ScalarList", "diopiForeachAddInpScalarList", "");
+Kernel k__log_softmax_backward_data("_log_softmax_backward_data", "diopiLogSoftmaxBackward", "");
+Kernel k__log_softmax_backward_data_out("_log_softmax_backward_data.out", "diopiLogSoftmaxBackward", "");
+Kernel k_add_Tensor("add.Tensor", "diopiAdd", "diopiAddScalar");
+Kernel k_add_out("add.out", "diopiAdd", "diopiAddScalar");
+Kernel k_add__Tensor("add_.Tensor", "diopiAdd", "diopiAddScalar");
+Kernel k_amax("amax", "diopiAmax", "");
+Kernel k_channel_shuffle("channel_shuffle", "diopiChannelShuffle", "");
+Kernel k_div_Tensor("div.Tensor", "diopiDiv", "");
+Kernel k_div_out("div.out", "diopiDiv", "");
+Kernel k_native_layer_norm("native_layer_norm", "diopiLayerNorm", "", /*dispatched_meta=*/true);
+Kernel k_nonzero("nonzero", "diopiNonzero", "");
+Kernel k_relu_("relu_", "diopiReluInp", "");
+Kernel k_sigmoid("sigmoid", "diopiSigmoid", "");
+Kernel k_sigmoid_out("sigmoid.out", "diopiSigmoid", "");
+Kernel k_sigmoid_("sigmoid_", "diopiSigmoid", "");
+Kernel k_sum_IntList_out("sum.IntList_out", "diopiSum", "");
+Kernel k_sum_dim_IntList("sum.dim_IntList", "diopiSum", "");
+Kernel k_uniform_("uniform_", "diopiUniformInp", "");
 
 const Entry kEntries[] = {
     entry("_foreach_add_.ScalarList", k__foreach_add__ScalarList, &dipu__foreach_add__ScalarList),
