@@ -1,7 +1,7 @@
 """Build (once) and load the native core, dipu/csrc, against the installed torch.
 
 Note [Native core cache]
-The extension is compiled with torch.utils.cpp_extension at first import and
+The extension is compiled at first import (Note [Compiling dipu's libraries]) and
 cached under ``$DIPU_CACHE_DIR`` (default ``~/.cache/dipu``) in a directory
 keyed by the torch version and build, the Python version and a hash of the
 sources, so upgrading torch or editing csrc rebuilds it. An exclusive file
@@ -26,20 +26,33 @@ the core's 21 files spent most of their time on them (about 8 minutes of CPU, 12
 machine). So the core is compiled in as many parts as the build runs compilers at once (``build_jobs``), each a
 file that includes some of the sources: the headers are read once per part. The files that read Python's headers
 (python.h) go to parts of their own, so that the others' parts skip those headers: on 2 cores, one part of each
-kind, which are of about the same size. The sources are written to allow it: no two of them define the same name,
+kind, which are of about the same size. Those files are the module's bindings, the vendors' runtimes (Python, C
+plug-in, CUDA), the report, the CPU fallback and the Python wrappers' entry points: no kernel's C++ path runs
+them, so their parts compile at -O1 (``PYTHON_PARTS_OPTIMIZATION``), the others' at -O2. Measured on the 2-core
+development machine (2026-12-02): the Python part took 24 s instead of 30 (the longer of the two, so the core is
+built that much sooner), and bench_op_latency's cases moved by nothing beyond their noise. The sources are written to allow it: no two of them define the same name,
 even in an anonymous namespace, which tests/test_native_build.py checks by compiling them as one part; and no file
 defines a macro for the headers it includes, which a part has read already by then. The core is compiled with
 NDEBUG, as torch's release libraries are, so that the inline code of torch's headers checks what those libraries
 expect (RecordFunction::inputs() checks a flag only a debug build of torch sets).
 
+Note [Compiling dipu's libraries]
+Every C++ library dipu builds (the native core, the C++ wrappers, the C++ op library) is compiled by
+``compile_library``: the translation units side by side, as many at once as ``build_jobs``, each with flags of its
+own after the common ones (the core's parts differ in optimization), then linked; the flags against torch are
+``torch_flags``, those torch.utils.cpp_extension gives an extension without CUDA (the torch versions dipu supports
+add no pybind11 ABI flags), so no library needs ninja or imports torch.utils.cpp_extension. A failed compile raises
+with the command and the compiler's last 4,000 characters.
+
 Note [Builds side by side]
 A cold cache builds three libraries at the first import: the native core, the C++ op library of the default vendor
 (diopi_impl/torch_cpp) and the C++ wrappers its functions are installed with. The core comes first (everything else
-loads into it) and keeps every core busy with its parts; the op library's two files would leave cores idle, so the
-wrappers start compiling in a thread when the op library does (cpp_wrappers.build_in_background, from
-cpp_build.twin), and the two share the machine. The thread only compiles: their text is generated first, and
-torch.utils.cpp_extension imported, in the importing thread. A thread that imported a module while ``import torch``
-(which loads dipu) is still running would wait for that import to finish, and the import for the thread. The
+loads into it) and keeps every core busy with its parts; the op library is one file (its generated and hand-written
+halves read torch's headers once), which would leave cores idle, so the wrappers start compiling in a thread when
+the op library does (cpp_wrappers.build_in_background, from cpp_build.twin), and the two share the machine. The
+thread only compiles: their text is generated first, in the importing thread. A thread that imported a module while
+``import torch`` (which loads dipu) is still running would wait for that import to finish, and the import for the
+thread. The
 generated C++ of both (one function per kernel, each a few calls) is compiled at ``-O1``
 (``GENERATED_OPTIMIZATION``), which takes a third less time than ``-O2``; the wrappers' boxed adapters are one
 function for all (Note [Boxed calls of a C++ wrapper] in dipu/kernels/cpp/wrapper_support.h).
@@ -83,6 +96,7 @@ interpose on other libraries. tests/test_native_build.py recreates that compiler
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import fcntl
 import functools
@@ -91,9 +105,12 @@ import importlib.util
 import os
 import re
 import shutil
+import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
@@ -135,6 +152,7 @@ def cache_dir() -> Path:
         digest.update(str(path.relative_to(CSRC.parent)).encode())
         digest.update(path.read_bytes())
     digest.update(" ".join(cxx_runtime_flags()).encode())  # a core linked otherwise is rebuilt
+    digest.update(f"{PYTHON_PARTS_OPTIMIZATION} {CORE_OPTIMIZATION}".encode())  # or compiled otherwise
     sanitize = sanitizer()
     key = "-".join([
         f"torch{torch.__version__}",
@@ -215,33 +233,65 @@ def core_defines() -> list[str]:
 GENERATED_OPTIMIZATION = "-O1"
 
 
-def _build(target: Path) -> None:
-    compiler("C++17", "building the native core")
-    from torch.utils import cpp_extension
+#: Note [The native core in parts]: the optimization of the parts that read Python's headers, and of the others.
+PYTHON_PARTS_OPTIMIZATION, CORE_OPTIMIZATION = "-O1", "-O2"
 
-    work = Path(tempfile.mkdtemp(prefix="build-", dir=target.parent))
-    defines = core_defines()
-    cflags, ldflags = ["-O2", "-fvisibility=hidden", *defines], cxx_runtime_flags()
+
+def _build(target: Path) -> None:
+    cflags, ldflags = torch_flags(NAME)
+    cflags += ["-fvisibility=hidden", *core_defines(), *(f"-I{p}" for p in kineto_includes())]
     sanitize = sanitizer()
     if sanitize:
         flag = SANITIZERS[sanitize][0]
-        cflags = ["-O1", "-g", "-fno-omit-frame-pointer", "-fvisibility=hidden", *defines, flag]
+        cflags += ["-g", "-fno-omit-frame-pointer", flag]
         ldflags = [flag, *ldflags]
+    work = Path(tempfile.mkdtemp(prefix="build-", dir=target.parent))
     try:
-        cpp_extension.load(
-            name=NAME,
-            sources=[str(p) for p in _in_parts(work, build_jobs())],
-            build_directory=str(work),
-            extra_cflags=cflags,
-            extra_ldflags=ldflags,
-            extra_include_paths=[str(p) for p in kineto_includes()],
-            verbose=False,
-            is_python_module=True,
-        )
-        built = next(work.glob(f"{NAME}*.so"))
-        os.replace(built, target)
+        # a sanitized core is all -O1 (Note [Sanitizer builds])
+        units = [(unit, ["-O1" if sanitize else PYTHON_PARTS_OPTIMIZATION if python else CORE_OPTIMIZATION])
+                 for unit, python in _in_parts(work, build_jobs())]
+        compile_library(work / f"{NAME}.so", units, cflags, ldflags, "building the native core")
+        os.replace(work / f"{NAME}.so", target)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def torch_flags(python_module: str | None = None) -> tuple[list[str], list[str]]:
+    """Note [Compiling dipu's libraries]: the compiler's and the linker's flags of a library built against the
+    installed torch (its headers, its libraries, the C++ runtime it runs on), as torch.utils.cpp_extension gives them
+    to an extension without CUDA; with ``python_module``, the library is that Python extension module (Python's
+    headers, torch's Python library). Where torch and Python are installed is only in the -I, -isystem and -L
+    flags, which cache keys leave out."""
+    root = Path(torch.__file__).parent
+    includes = [root / "include", root / "include" / "torch" / "csrc" / "api" / "include"]
+    cflags = ["-fPIC", "-std=c++20", f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}"]
+    libraries = ["-lc10", "-ltorch_cpu"]
+    if python_module is not None:
+        includes.append(Path(sysconfig.get_path("include", scheme="posix_prefix")))
+        cflags += [f"-DTORCH_EXTENSION_NAME={python_module}", "-DTORCH_API_INCLUDE_EXTENSION_H"]
+        libraries += ["-ltorch", "-ltorch_python"]
+    cflags += [f"-isystem{path}" for path in includes]
+    return cflags, ["-shared", f"-L{root / 'lib'}", *libraries, *cxx_runtime_flags()]
+
+
+def compile_library(target: Path, units: Sequence[tuple[Path, Sequence[str]]], cflags: Sequence[str],
+                    ldflags: Sequence[str], building: str) -> None:
+    """Note [Compiling dipu's libraries]: compile each unit (a source, and flags of its own after ``cflags``) beside
+    the others, as many at once as :func:`build_jobs`, into an object in the target's directory, and link the
+    objects into ``target`` with ``ldflags``; a failure raises, naming ``building`` (what is being built) with the
+    compiler's last words."""
+    cxx = compiler("C++17", building)
+
+    def run(command: list[str]) -> None:
+        result = subprocess.run(command, capture_output=True, text=True)
+        if result.returncode != 0:
+            raise RuntimeError(f"dipu: {building} failed: {' '.join(command)}\n{result.stderr[-4000:]}")
+
+    objects = [target.parent / f"{source.stem}.o" for source, _ in units]
+    with concurrent.futures.ThreadPoolExecutor(build_jobs(), thread_name_prefix="dipu-compile") as pool:
+        list(pool.map(run, ([cxx, *cflags, *flags, "-c", str(source), "-o", str(obj)]
+                            for (source, flags), obj in zip(units, objects))))
+    run([cxx, *map(str, objects), *ldflags, "-o", str(target)])
 
 
 def build_jobs() -> int:
@@ -265,10 +315,11 @@ def _reads_python(path: Path, seen: frozenset[Path] = frozenset()) -> bool:
     return False
 
 
-def _in_parts(directory: Path, parts: int) -> list[Path]:
+def _in_parts(directory: Path, parts: int) -> list[tuple[Path, bool]]:
     """Note [The native core in parts]: files in `directory` that include the core's sources, `parts` of them (fewer
     where the core has fewer files), of about equal size; the files that read Python's headers apart from those that
-    do not, each kind in a share of the parts as large as its share of the sources."""
+    do not, each kind in a share of the parts as large as its share of the sources; each with whether it holds only
+    files that read Python's headers."""
     files = sorted((p for p in _sources() if p.suffix == ".cpp"), key=lambda p: (-p.stat().st_size, p.name))
     python = {p for p in files if _reads_python(p)}
     kinds = [kind for kind in ([p for p in files if p in python], [p for p in files if p not in python]) if kind]
@@ -279,7 +330,7 @@ def _in_parts(directory: Path, parts: int) -> list[Path]:
     while sum(shares) > parts:  # rounding up gave one part too many: the kind with the most gives one up
         shares[shares.index(max(shares))] -= 1
     groups: list[list[Path]] = []
-    for kind, share in zip(kinds, shares):
+    for kind, share in zip(kinds, shares):  # (the Python kind first)
         kind_groups: list[list[Path]] = [[] for _ in range(share)]
         sizes = [0] * share
         for path in kind:  # the largest first, each to the smallest part so far
@@ -289,8 +340,8 @@ def _in_parts(directory: Path, parts: int) -> list[Path]:
         groups += kind_groups
     units = []
     for number, group in enumerate(groups, 1):
-        units.append(directory / f"{NAME}_{number}.cpp")
-        units[-1].write_text("".join(f'#include "{path}"\n' for path in sorted(group)))
+        units.append((directory / f"{NAME}_{number}.cpp", all(path in python for path in group)))
+        units[-1][0].write_text("".join(f'#include "{path}"\n' for path in sorted(group)))
     return units
 
 

@@ -160,19 +160,27 @@ def test_a_build_removes_the_entries_of_its_kind_nothing_loaded_for_weeks(tmp_pa
 def test_the_native_core_compiles_as_one_part(tmp_path):
     """Note [The native core in parts]: the sources compile together, so every split of them into parts does (no
     name is defined in two files, even in an anonymous namespace)."""
-    import sysconfig
-
-    from torch.utils import cpp_extension
-
-    (unit,) = _native._in_parts(tmp_path, 1)
+    ((unit, python),) = _native._in_parts(tmp_path, 1)
+    assert not python  # one part holds the hot files as well, so it is compiled at the core's optimization
     assert len(unit.read_text().splitlines()) == len(list(CSRC.glob("*.cpp")))
-    includes = [*cpp_extension.include_paths(), sysconfig.get_paths()["include"], *map(str, _native.kineto_includes())]
-    flags = ["-std=c++20", "-fsyntax-only", *_native.core_defines(), "-DTORCH_API_INCLUDE_EXTENSION_H",
-             f"-DTORCH_EXTENSION_NAME={_native.NAME}",
-             f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}", *(f"-isystem{p}" for p in includes)]
+    cflags, _ = _native.torch_flags(_native.NAME)
+    flags = [*cflags, "-fsyntax-only", *_native.core_defines(), *(f"-I{p}" for p in _native.kineto_includes())]
     proc = subprocess.run([_native.compiler("C++17", "the test"), *flags, str(unit)], capture_output=True, text=True,
                           timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
+
+
+def test_the_parts_that_read_python_s_headers_are_compiled_apart_and_at_their_own_optimization(tmp_path):
+    """Note [The native core in parts]: on two cores, one part holds the files that read Python's headers, the other
+    the rest (the hot paths), and only the first is compiled at -O1."""
+    units = _native._in_parts(tmp_path, 2)
+    assert [python for _, python in units] == [True, False]
+    python_part = units[0][0].read_text()
+    for name in ("module.cpp", "vendor_python.cpp", "cpu_fallback.cpp"):
+        assert f"/{name}\"" in python_part
+    for name in ("allocator.cpp", "guard.cpp", "copies.cpp"):
+        assert f"/{name}\"" in units[1][0].read_text()
+    assert (_native.PYTHON_PARTS_OPTIMIZATION, _native.CORE_OPTIMIZATION) == ("-O1", "-O2")
 
 
 def test_the_native_core_files_form_no_cycle():

@@ -23,7 +23,6 @@ import ctypes
 import hashlib
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import warnings
@@ -54,31 +53,23 @@ def _key_files(sources: Sequence[Path]) -> list[Path]:
 
 
 def _compile_flags(sources: Sequence[Path]) -> list[str]:
-    # torch's headers and libraries where torch.utils.cpp_extension finds them, without importing it: the
-    # flags are part of the cache key, computed at every import, and on a CUDA build of torch that import
-    # logs a warning when no CUDA toolkit is installed.
-    root = Path(torch.__file__).parent
-    includes = [str(root / "include"), str(root / "include" / "torch" / "csrc" / "api" / "include"), str(INCLUDE),
-                *sorted({str(s.parent) for s in sources})]
-    return ["-fPIC", _native.GENERATED_OPTIMIZATION, "-std=c++20", "-fvisibility=hidden",
-            f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}", *(f"-I{p}" for p in includes)]
+    # torch's headers and libraries as every library dipu builds finds them (Note [Compiling dipu's libraries] in
+    # dipu/_native.py): the flags are part of the cache key, computed at every import
+    return [*_native.torch_flags()[0], _native.GENERATED_OPTIMIZATION, "-fvisibility=hidden",
+            *(f"-I{p}" for p in [INCLUDE, *sorted({s.parent for s in sources})])]
 
 
 def _link_flags() -> list[str]:
-    return ["-shared", f"-L{Path(torch.__file__).parent / 'lib'}", "-lc10", "-ltorch_cpu",
-            *_native.cxx_runtime_flags()]  # Note [The C++ runtime of dipu's libraries] in dipu/_native.py
-
-
-def compiler() -> str:
-    return _native.compiler("C++17", "building a C++ op library")
+    return _native.torch_flags()[1]
 
 
 def library_file(name: str, pairs: list[Pairing], sources: Sequence[Path]) -> Path:
     """Where the library for these pairings, sources and this torch lives (Note [C++ op library cache])."""
-    # Where torch and dipu are installed is not part of the key (the -I and -L flags): torch's headers are keyed
-    # by its build, dipu's by their text (_key_files).
-    flags = [flag for flag in [*_compile_flags(sources), *_link_flags()] if not flag.startswith(("-I", "-L"))]
-    digest = hashlib.sha256(" ".join([compiler(), *flags]).encode())
+    # Where torch and dipu are installed is not part of the key (the -I, -isystem and -L flags): torch's headers are
+    # keyed by its build, dipu's by their text (_key_files).
+    flags = [flag for flag in [*_compile_flags(sources), *_link_flags()]
+             if not flag.startswith(("-I", "-isystem", "-L"))]
+    digest = hashlib.sha256(" ".join([_native.compiler("C++17", "building a C++ op library"), *flags]).encode())
     for path in _key_files(sources):
         digest.update(path.name.encode())
         digest.update(path.read_bytes())
@@ -102,12 +93,8 @@ def _compile(target: Path, name: str, pairs: list[Pairing], sources: Sequence[Pa
         # about 6 s, are read once (Note [Builds side by side] in dipu/_native.py)
         unit = Path(work) / f"{name}.cpp"
         unit.write_text("".join(f'#include "{path}"\n' for path in [generated, *sources]))
-        obj = Path(work) / f"{name}.o"
-        for command in ([compiler(), "-c", str(unit), *_compile_flags(sources), "-o", str(obj)],
-                        [compiler(), str(obj), *_link_flags(), "-o", str(built)]):
-            result = subprocess.run(command, capture_output=True, text=True)
-            if result.returncode != 0:
-                raise RuntimeError(f"dipu: building the C++ op library {name} failed:\n{result.stderr[-4000:]}")
+        _native.compile_library(built, [(unit, [])], _compile_flags(sources), _link_flags(),
+                                f"building the C++ op library {name}")
         shutil.copy(generated, target.parent / generated.name)
         os.replace(built, target)
 

@@ -10,11 +10,11 @@ torch's schemas, the spec and generator (the generator's files but the other pro
 ``_generation.PRODUCTS``) and the C++ support files (dipu/kernels/cpp, diopi_rt.h, diopirt.h); the cache key hashes
 exactly those, so finding a built extension costs no generation (loading the spec takes seconds); a miss generates
 the text in parts (Note [The wrappers in parts] in scripts/autogen/dest/cpp_wrappers.py), keeps them beside the
-library
-(cpp_wrappers_N.cpp, for reading) and compiles them with torch.utils.cpp_extension under the native core's lock
-and atomic rename (dipu/_native.py's ``ensure_built``). Build time of the whole extension, measured on the 2-core
-development machine: docs/op-library-guide.md, "The torch op library in C++". ATen's headers cost each part about
-20 s of it, so the generated files include no Python header (wrapper_support.cpp has them).
+library (cpp_wrappers_N.cpp, for reading) and compiles them as dipu compiles its libraries (Note [Compiling dipu's
+libraries] in dipu/_native.py), under the native core's lock and atomic rename (dipu/_native.py's
+``ensure_built``). Build time, measured on the 2-core development machine: Note [Builds side by side] there. ATen's
+headers cost each part about 6 s of it, so the generated files include no Python header (wrapper_support.cpp has
+them: 10 s).
 
 DIPU_CPP_WRAPPERS=0 keeps every op on the Python wrappers (for comparing the two paths, and as an escape
 hatch); DIPU_CHECK_TENSOR_DEVICE, which the C++ wrappers do not implement, does the same.
@@ -81,8 +81,6 @@ def generate(functions: frozenset[str] | None, parts: int = 1) -> list[str]:
 
 def _build(target: Path, texts: list[str] | None = None) -> None:
     """Build the extension at ``target`` from ``texts`` (the generated parts; generated now where not given)."""
-    from torch.utils import cpp_extension
-
     work = Path(tempfile.mkdtemp(prefix="build-", dir=target.parent))
     try:
         sources = []
@@ -94,17 +92,16 @@ def _build(target: Path, texts: list[str] | None = None) -> None:
         support = work / "cpp_wrappers_support.cpp"
         support.write_text("".join(f'#include "{SUPPORT / name}"\n' for name in ("wrapper_support.cpp",
                                                                                    "impl_kernels.cpp")))
-        cpp_extension.load(
-            name=NAME, sources=[*map(str, sources), str(support)],
-            build_directory=str(work),
-            extra_cflags=[_native.GENERATED_OPTIMIZATION, "-fvisibility=hidden"],
-            extra_ldflags=_native.cxx_runtime_flags(),
-            extra_include_paths=[str(p) for p in _INCLUDES], verbose=False, is_python_module=True)
+        cflags, ldflags = _native.torch_flags(NAME)
+        units = [(source, [_native.GENERATED_OPTIMIZATION]) for source in [*sources, support]]
+        _native.compile_library(work / f"{NAME}.so", units,
+                                [*cflags, "-fvisibility=hidden", *(f"-I{p}" for p in _INCLUDES)], ldflags,
+                                "building the C++ wrappers")
         for old in target.parent.glob("cpp_wrappers*.cpp"):
             old.unlink()
         for source in sources:
             shutil.copy(source, target.parent / source.name)
-        os.replace(next(work.glob(f"{NAME}*.so")), target)
+        os.replace(work / f"{NAME}.so", target)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -138,8 +135,6 @@ def build_in_background() -> None:
     target, started = _target(), None
     if not target.exists():
         import concurrent.futures
-
-        from torch.utils import cpp_extension  # noqa: F401  (imported here: see the Note)
 
         texts = generate(None, _native.build_jobs())
         pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="dipu-build")

@@ -27,13 +27,14 @@ side by side could not see; and that is only the unboxed call, the boxed one bei
 [Boxed calls of a C++ wrapper] in dipu/kernels/cpp/wrapper_support.h). The generated text is compiled at -O1 (Note
 [Builds side by side] in dipu/_native.py). Measured on the 2-core development machine (2026-12-02), a part of about
 420 wrappers compiled in 40 s with torch::Library::impl (its boxed adapter and inferred schema per signature) at
--O2, 34 s with a precompiled header of torch's (which costs 25 s and 600 MB to build, so dipu does not use one), and
-25 s with the registration as it is now (18 s with shared bodies: Note [Wrappers sharing a body]). The build also renders the wrappers in as many parts as the machine has cores (render_parts; at
-most 16, or $MAX_JOBS, which torch.utils.cpp_extension's ninja also obeys) and compiles them side by side, with the
-hand-written support files as one more part. Each part is a whole translation unit with its own table of entries,
-which adds itself to the extension's list (``Table`` in wrapper_support.h) while the library loads, before the
-module is defined; the list is sorted by op, so neither the number of parts nor the link order changes what a
-process installs. The cache key does not include the number of parts for that reason.
+-O2, 34 s with a precompiled header of torch's (which costs 25 s and 600 MB to build, so dipu does not use one),
+25 s with the registration as it is now, and 18 s with shared bodies (Note [Wrappers sharing a body]). The build
+renders the wrappers in as many parts as the machine has cores (render_parts; at most 16, or $MAX_JOBS) and
+compiles them side by side (Note [Compiling dipu's libraries] in dipu/_native.py), with the hand-written support
+files as one more part. Each part is a whole translation unit with its own table of entries, which adds itself to
+the extension's list (``Table`` in wrapper_support.h) while the library loads, before the module is defined; the
+list is sorted by op, so neither the number of parts nor the link order changes what a process installs. The cache
+key does not include the number of parts for that reason.
 
 Note [Wrappers sharing a body]
 A wrapper is given its op's Kernel (the functor the dispatcher calls holds it: ``Unboxed`` in
