@@ -30,8 +30,10 @@ kind, which are of about the same size. Those files are the module's bindings, t
 plug-in, CUDA), the report, the CPU fallback and the Python wrappers' entry points: no kernel's C++ path runs
 them, so their parts compile at -O1 (``PYTHON_PARTS_OPTIMIZATION``), the others' at -O2. Measured on the 2-core
 development machine (2026-12-02): the Python part took 24 s instead of 30 (the longer of the two, so the core is
-built that much sooner), and bench_op_latency's cases moved by nothing beyond their noise. The sources are written to allow it: no two of them define the same name,
-even in an anonymous namespace, which tests/test_native_build.py checks by compiling them as one part; and no file
+built that much sooner); bench_op_latency's cases did not move beyond their noise (median change -1%), and with
+DIPU_CPP_WRAPPERS=0, where every op takes the Python wrappers' entry points, they cost 3% more (median of the
+cases). The sources are written to allow the parts: no two of them define the same name, even in an anonymous
+namespace, which tests/test_native_build.py checks by compiling them as one part; and no file
 defines a macro for the headers it includes, which a part has read already by then. The core is compiled with
 NDEBUG, as torch's release libraries are, so that the inline code of torch's headers checks what those libraries
 expect (RecordFunction::inputs() checks a flag only a debug build of torch sets).
