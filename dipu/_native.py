@@ -40,8 +40,9 @@ expect (RecordFunction::inputs() checks a flag only a debug build of torch sets)
 
 Note [Compiling dipu's libraries]
 Every C++ library dipu builds (the native core, the C++ wrappers, the C++ op library) is compiled by
-``compile_library``: the translation units side by side, as many at once as ``build_jobs``, each with flags of its
-own after the common ones (the core's parts differ in optimization), then linked; the flags against torch are
+``compile_library``: its translation units all at once (a library is split into about as many as the build runs
+compilers, ``build_jobs``), each with flags of its own after the common ones (the core's parts differ in
+optimization), then linked; the flags against torch are
 ``torch_flags``, those torch.utils.cpp_extension gives an extension without CUDA (the torch versions dipu supports
 add no pybind11 ABI flags), so no library needs ninja or imports torch.utils.cpp_extension. A failed compile raises
 with the command and the compiler's last 4,000 characters.
@@ -59,8 +60,9 @@ generated C++ of both (one function per kernel, each a few calls) is compiled at
 (``GENERATED_OPTIMIZATION``), which takes a third less time than ``-O2``; the wrappers' boxed adapters are one
 function for all (Note [Boxed calls of a C++ wrapper] in dipu/kernels/cpp/wrapper_support.h).
 Measured with benchmarks/bench_import.py --cold on the quiet 2-core development machine (2026-12-02, median of 3
-each, alternating): the first import took 93 s and 169 s of CPU (the core 35 s, then the op library 37 s beside
-the wrappers 55 s), against 125 s and 219 s built one after the other at -O2 with torch's boxed adapters.
+each, alternating with the code of the day before): the first import took 68 s and 129 s of CPU (the core 26 s,
+then the op library 33 s beside the wrappers 38 s), against 85 s and 154 s; 125 s and 219 s before that, built one
+after the other at -O2 with torch's boxed adapters.
 
 Note [Build progress]
 Each part dipu compiles or generates on a cold cache (the native core, the generated op kernels, the C++ op
@@ -279,9 +281,10 @@ def torch_flags(python_module: str | None = None) -> tuple[list[str], list[str]]
 def compile_library(target: Path, units: Sequence[tuple[Path, Sequence[str]]], cflags: Sequence[str],
                     ldflags: Sequence[str], building: str) -> None:
     """Note [Compiling dipu's libraries]: compile each unit (a source, and flags of its own after ``cflags``) beside
-    the others, as many at once as :func:`build_jobs`, into an object in the target's directory, and link the
-    objects into ``target`` with ``ldflags``; a failure raises, naming ``building`` (what is being built) with the
-    compiler's last words."""
+    the others, all at once, into an object in the target's directory, and link the objects into ``target`` with
+    ``ldflags``; a failure raises, naming ``building`` (what is being built) with the compiler's last words. The
+    wrappers' three units on two cores, beside the op library's one: all four at once took 38 s where two at a time
+    took 44 (the support part waited alone for a free core)."""
     cxx = compiler("C++17", building)
 
     def run(command: list[str]) -> None:
@@ -290,7 +293,7 @@ def compile_library(target: Path, units: Sequence[tuple[Path, Sequence[str]]], c
             raise RuntimeError(f"dipu: {building} failed: {' '.join(command)}\n{result.stderr[-4000:]}")
 
     objects = [target.parent / f"{source.stem}.o" for source, _ in units]
-    with concurrent.futures.ThreadPoolExecutor(build_jobs(), thread_name_prefix="dipu-compile") as pool:
+    with concurrent.futures.ThreadPoolExecutor(len(units), thread_name_prefix="dipu-compile") as pool:
         list(pool.map(run, ([cxx, *cflags, *flags, "-c", str(source), "-o", str(obj)]
                             for (source, flags), obj in zip(units, objects))))
     run([cxx, *map(str, objects), *ldflags, "-o", str(target)])
