@@ -121,6 +121,23 @@ def test_csr_matmul_and_addition():
     assert_same_sparse(a.to(DIPU).to_sparse_csr() + a.to(DIPU).to_sparse_csr(), a.to_sparse_csr() * 2)
 
 
+@pytest.mark.parametrize("reduce", ["sum", "mean", "amax", "amin"])
+def test_csr_matmul_with_a_reduction_trains_as_on_the_cpu(reduce):
+    """torch.sparse.mm(a, b, reduce) runs on the CPU through the sparse fallback. The CPU kernel computes the argmax
+    its backward needs only for inputs that require grad, so the host copies keep requires_grad (Note [Sparse CPU
+    fallback]): without it, amax's and amin's backward read an empty index tensor and crashed the process."""
+    torch.manual_seed(0)
+    a, b = torch.randn(5, 4).relu().to_sparse_csr(), torch.randn(4, 3)
+    results = []
+    for device in ("cpu", DIPU):
+        x, y = a.to(device).detach().requires_grad_(), b.to(device).detach().requires_grad_()
+        out = torch.sparse.mm(x, y, reduce)
+        (out * torch.arange(15.0, device=device).view(5, 3)).sum().backward()
+        results.append((out.detach().cpu(), x.grad.to_dense().cpu(), y.grad.cpu()))
+    for mine, theirs in zip(results[1], results[0]):
+        torch.testing.assert_close(mine, theirs)
+
+
 def _train(device, optimizer_class, bag=False, steps=5, **options):
     torch.manual_seed(0)
     module = (torch.nn.EmbeddingBag(20, 4, mode="sum", sparse=True) if bag

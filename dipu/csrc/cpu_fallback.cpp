@@ -151,11 +151,19 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 // dispatcher picks the CPU's kernel for the arguments' layouts. An argument the op
 // writes (in-place and out=) gets the CPU's new contents back with copy_, dense or
 // sparse, and is what the op returns; every other result is moved to the device.
+// A copy keeps the requires_grad of its tensor: a CPU kernel may read it (sparse.mm
+// with amax or amin computes the argmax its backward indexes only for inputs that
+// require grad, and that backward, given the empty one, crashed the process).
 void sparse_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   std::optional<c10::Device> device = begin_fallback(op, stack);
   const auto& schema = op.schema();
   const HostPairs written =  // Note [Host arguments] in overlap.h
-      arguments_to_host(schema, stack, [](const at::Tensor& t) { return t.defined() && on_dipu(t) ? t.cpu() : t; });
+      arguments_to_host(schema, stack, [](const at::Tensor& t) {
+        if (!t.defined() || !on_dipu(t)) return t;
+        at::Tensor host = t.cpu();
+        if (t.requires_grad()) host.requires_grad_(true);
+        return host;
+      });
   op.callBoxed(stack);
   for (auto& [original, host] : written) {
     at::Tensor target = original;
