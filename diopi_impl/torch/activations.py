@@ -7,7 +7,7 @@ _table.py).
 
 import torch
 
-from dipu.diopi import SUCCESS, native_generator
+from dipu.diopi import FALSE, OUTPUT_DTYPE, SUCCESS, native_generator
 from dipu.diopi import native_alias as alias
 from ._library import library
 from ._table import inplace_function, out_function
@@ -75,36 +75,15 @@ def diopiEluBackward(ctx, grad_input, grad_output, input, alpha, scale, input_sc
 
 
 # ---- softmax -----------------------------------------------------------------------------------------------
-# The proto's softmax functions take no half_to_float (ATen's _softmax does): the output's dtype says it.
+# The proto's softmax functions take no half_to_float (ATen's _softmax does): the output's dtype says it, and the
+# backward's input_dtype is its output's (Note [Derived arguments] in dipu/diopi/library.py).
 
-@library.register
-def diopiSoftmax(ctx, out, input, dim):
-    d = ctx.device
-    torch._softmax(alias(input, d), dim, False, out=alias(out, d))
-    return SUCCESS
-
-
-@library.register
-def diopiSoftmaxBackward(ctx, grad_input, grad_output, output, dim):
-    d = ctx.device
-    gi = alias(grad_input, d)
-    torch._softmax_backward_data(alias(grad_output, d), alias(output, d), dim, gi.dtype, grad_input=gi)
-    return SUCCESS
-
-
-@library.register
-def diopiLogSoftmax(ctx, out, input, dim):
-    d = ctx.device
-    torch._log_softmax(alias(input, d), dim, False, out=alias(out, d))
-    return SUCCESS
-
-
-@library.register
-def diopiLogSoftmaxBackward(ctx, grad_input, grad_output, output, dim):
-    d = ctx.device
-    gi = alias(grad_input, d)
-    torch._log_softmax_backward_data(alias(grad_output, d), alias(output, d), dim, gi.dtype, out=gi)
-    return SUCCESS
+out_function("diopiSoftmax", aten._softmax.out, derived={"half_to_float": FALSE})
+out_function("diopiLogSoftmax", aten._log_softmax.out, derived={"half_to_float": FALSE})
+out_function("diopiSoftmaxBackward", aten._softmax_backward_data.out, ("grad_input",),
+             derived={"input_dtype": OUTPUT_DTYPE})
+out_function("diopiLogSoftmaxBackward", aten._log_softmax_backward_data.out, ("out",),
+             derived={"input_dtype": OUTPUT_DTYPE})
 
 
 # ---- randomized: rrelu draws its slopes from the dipu generator's native generator -------------------------

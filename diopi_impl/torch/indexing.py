@@ -8,7 +8,7 @@ unless the caller passed the same tensor for both (the generated in-place kernel
 
 import torch
 
-from dipu.diopi import SUCCESS
+from dipu.diopi import FALSE, SUCCESS
 from dipu.diopi import native_alias as alias
 from ._aten import require_copy
 from ._library import library
@@ -121,11 +121,7 @@ def diopiScatterScalar(ctx, out, input, dim, value, index, reduce):
     return SUCCESS
 
 
-@library.register
-def diopiGather(ctx, out, input, dim, index):
-    d = ctx.device
-    torch.gather(alias(input, d), dim, alias(index, d), out=alias(out, d))
-    return SUCCESS
+out_function("diopiGather", aten.gather.out, derived={"sparse_grad": FALSE})
 
 
 # ---- masks -----------------------------------------------------------------------------------------------

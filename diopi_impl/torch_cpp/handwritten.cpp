@@ -13,10 +13,6 @@
 #include <ATen/ops/_fused_adam_ops.h>
 #include <ATen/ops/_fused_adamw_ops.h>
 #include <ATen/ops/_fused_sgd_ops.h>
-#include <ATen/ops/_log_softmax_backward_data_ops.h>
-#include <ATen/ops/_log_softmax_ops.h>
-#include <ATen/ops/_softmax_backward_data_ops.h>
-#include <ATen/ops/_softmax_ops.h>
 #include <ATen/ops/abs_ops.h>
 #include <ATen/ops/all_ops.h>
 #include <ATen/ops/any_ops.h>
@@ -222,42 +218,6 @@ diopiError_t fused_sgd(diopiTensorHandle_t* params, diopiTensorHandle_t* grads,
 #define DIPU_EXPORT __attribute__((visibility("default")))
 
 extern "C" {
-
-DIPU_EXPORT diopiError_t diopiSoftmax(diopiContextHandle_t, diopiTensorHandle_t out, diopiConstTensorHandle_t input,
-                                      int64_t dim) {
-  return tc::guarded([&] {
-    at::Tensor o = tc::alias_of(out);
-    at::_ops::_softmax_out::call(tc::alias_of(input), dim, false, o);
-  });
-}
-
-DIPU_EXPORT diopiError_t diopiSoftmaxBackward(diopiContextHandle_t, diopiTensorHandle_t grad_input,
-                                              diopiConstTensorHandle_t grad_output, diopiConstTensorHandle_t output,
-                                              int64_t dim) {
-  return tc::guarded([&] {
-    at::Tensor gi = tc::alias_of(grad_input);
-    at::_ops::_softmax_backward_data_out::call(tc::alias_of(grad_output), tc::alias_of(output), dim, gi.scalar_type(),
-                                               gi);
-  });
-}
-
-DIPU_EXPORT diopiError_t diopiLogSoftmax(diopiContextHandle_t, diopiTensorHandle_t out, diopiConstTensorHandle_t input,
-                                         int64_t dim) {
-  return tc::guarded([&] {
-    at::Tensor o = tc::alias_of(out);
-    at::_ops::_log_softmax_out::call(tc::alias_of(input), dim, false, o);
-  });
-}
-
-DIPU_EXPORT diopiError_t diopiLogSoftmaxBackward(diopiContextHandle_t, diopiTensorHandle_t grad_input,
-                                                 diopiConstTensorHandle_t grad_output, diopiConstTensorHandle_t output,
-                                                 int64_t dim) {
-  return tc::guarded([&] {
-    at::Tensor gi = tc::alias_of(grad_input);
-    at::_ops::_log_softmax_backward_data_out::call(tc::alias_of(grad_output), tc::alias_of(output), dim,
-                                                   gi.scalar_type(), gi);
-  });
-}
 
 DIPU_EXPORT diopiError_t diopiSum(diopiContextHandle_t, diopiTensorHandle_t out, diopiConstTensorHandle_t input,
                                   diopiSize_t dim) {

@@ -18,11 +18,13 @@ Functions without a declaration pay nothing: ``get`` returns them as they are.
 
 Note [Derived arguments]
 DIOPI leaves out some arguments ATen takes because a function's outputs imply them: a reduction's ``keepdim``
-(its output keeps the input's rank) and the ``dtype`` of a scan (its output's). A function that applies
-one overload with such an argument derived says so: ``register(aten=..., derived={"keepdim": KEPT_DIMS})``.
-The pairing is then checked without those arguments, and each rule here is the one definition of what it
-computes, from the function's first output and first tensor input; the generated C++ twin (Note [The ATen
-library in C++]) computes the same from the same rule (``tc::kept_dims``, the output's ``scalar_type()``).
+(its output keeps the input's rank) and the ``dtype`` of a scan (its output's), or because it never sets them
+(softmax's ``half_to_float``, which the output's dtype says, and gather's ``sparse_grad``: always false). A function
+that applies one overload with such an argument derived says so: ``register(aten=...,
+derived={"keepdim": KEPT_DIMS})``. The pairing is then checked without those arguments, and each rule here is the
+one definition of what it computes, from the function's first output and first tensor input; the generated C++
+twin (Note [The ATen library in C++]) computes the same from the same rule (``tc::kept_dims``, the output's
+``scalar_type()``, ``false``).
 
 Note [Choosing the op library]
 The vendor names its library (``DeviceRuntime.diopi_impl``); ``DIPU_DIOPI_IMPL``
@@ -59,9 +61,11 @@ class LibraryNotFound(RuntimeError):
 #: Note [Derived arguments]: the rules, each from (first output, first tensor input).
 KEPT_DIMS = "kept_dims"  # the output has the input's rank and the input is not a scalar
 OUTPUT_DTYPE = "output_dtype"  # the output's dtype
+FALSE = "false"  # a flag DIOPI has no parameter for, always off (softmax's half_to_float, gather's sparse_grad)
 DERIVATIONS: dict[str, Callable] = {
     KEPT_DIMS: lambda out, input: out.dim() == input.dim() and input.dim() > 0,
     OUTPUT_DTYPE: lambda out, input: out.dtype,
+    FALSE: lambda out, input: False,
 }
 
 

@@ -133,7 +133,7 @@ def _parts(pairing: Pairing) -> tuple[Function, FunctionSchema, dict[str, str]]:
 
 #: Note [Derived arguments] in dipu/diopi/library.py: each rule in C++, from the first output's and the first tensor
 #: input's aliases.
-DERIVATIONS = {"kept_dims": "tc::kept_dims({out}, {input})", "output_dtype": "{out}.scalar_type()"}
+DERIVATIONS = {"kept_dims": "tc::kept_dims({out}, {input})", "output_dtype": "{out}.scalar_type()", "false": "false"}
 
 
 def values(pairings: list[Pairing], cpu_kernels: CpuKernels | None = None) -> dict:
