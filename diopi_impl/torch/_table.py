@@ -7,10 +7,12 @@ The family modules list them in tables instead, and this module makes each one f
 the function takes the declared parameters (its ``__signature__`` is the proto's) and is registered with the
 ATen op it applies, so ``library.register`` checks the pairing of the declaration with the op (Note
 [Table-made functions are checked against ATen] in dipu/diopi/library.py). Every table-made function comes
-from here, so every one is checked. Three shapes cover the tables:
+from here, so every one is checked. Four shapes cover the tables:
 
 - :func:`out_function`: ``diopiX(ctx, *outputs, *inputs)`` applies an out= overload, writing into the
   outputs' aliases (``diopiSin``, ``diopiEqScalar``, ``diopiSiluBackward``, ``diopiTopk``);
+- :func:`copy_function`: ``diopiX(ctx, out, *inputs)`` copies a functional overload's result into the output's
+  alias (``diopiMSELoss``, ``diopiFlip``, ``diopiIsNan``);
 - :func:`inplace_function`: ``diopiXInp(ctx, input, *others)`` applies an in-place op to the input's alias
   (``diopiSinInp``, ``diopiUniformInp``, ``diopiMaskedFillInpScalar``);
 - :func:`foreach_function`: the ``_foreach_`` family, in place on Tensor[] arguments or functional, storing
@@ -23,10 +25,10 @@ its state (``native_generator``), anything else as it is; those ATen takes by ke
 the op where it has one (Note [Calling ATen from kernels]); ``out_names`` (out_function) or an overload
 rather than a method name (inplace_function) has it call that overload itself.
 
-A function is written out instead where it does more than apply its overload: a copy from a functional
-result, a workaround, a branch (``diopiAdd`` skips ``alpha`` when it is 1). Those that still apply exactly
-one overload pass ``aten=`` to ``library.register`` themselves, and ``direct=True`` only where nothing else is
-done (Note [The ATen library in C++] in scripts/autogen/dest/aten_library.py).
+A function is written out instead where it does more than apply its overload: a workaround, a branch (``diopiAdd``
+skips ``alpha`` when it is 1). Those that still apply exactly one overload pass ``aten=`` to ``library.register``
+themselves, and ``direct=True`` only where nothing else is done (Note [The ATen library in C++] in
+scripts/autogen/dest/aten_library.py).
 """
 
 from __future__ import annotations
@@ -73,12 +75,13 @@ def warn_lacking() -> None:
             f"{'; '.join(f'{name} ({op})' for name, op in sorted(LACKING.items()))}", stacklevel=2)
 
 
-def _register(name: str, function: Callable, aten_op, derived: dict[str, str] | None = None) -> None:
+def _register(name: str, function: Callable, aten_op, derived: dict[str, str] | None = None,
+              copied: bool = False) -> None:
     """Register ``function(ctx, *args)`` under ``name`` with the proto's parameter names, checked against
     ``aten_op`` (an overload, or an op packet one of whose overloads must fit)."""
     function.__name__ = function.__qualname__ = name
     function.__signature__ = inspect.Signature([_parameter(p) for p in FUNCTIONS[name].param_names])
-    library.register(function, aten=aten_op, direct=True, derived=derived)
+    library.register(function, aten=aten_op, direct=True, derived=derived, copied=copied)
 
 
 @functools.cache
@@ -165,6 +168,27 @@ def out_function(name: str, overload, out_names: tuple[str, ...] = (), derived: 
             return SUCCESS
 
     _register(name, function, overload, derived)
+
+
+def copy_function(name: str, overload) -> None:
+    """Note [Copies of a functional result]
+    ``name(ctx, out, *inputs)`` applying the functional ``overload`` to the inputs and copying its one result into
+    the output's alias: for an op whose out= overload cannot write an alias (it resizes ``out``, or uses it as
+    scratch space of the input's size: mse_loss), is a composite over the functional kernel (isnan), or does not
+    exist (native_channel_shuffle). The registration checks the proto's inputs against the overload's arguments
+    and its output against the one result, and the C++ twin copies the same result (Note [The ATen library in C++]
+    in scripts/autogen/dest/aten_library.py)."""
+    conversions, positional, keywords = _passing(name, overload, 1)
+
+    def function(ctx, out, *args):
+        d = ctx.device
+        values = list(args)
+        for i, convert in conversions:
+            values[i] = convert(values[i], d)
+        alias(out, d).copy_(overload(*values[:positional], **dict(zip(keywords, values[positional:]))))
+        return SUCCESS
+
+    _register(name, function, overload, copied=True)
 
 
 def inplace_function(name: str, method) -> None:

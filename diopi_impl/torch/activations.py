@@ -10,7 +10,7 @@ import torch
 from dipu.diopi import FALSE, OUTPUT_DTYPE, SUCCESS, native_generator
 from dipu.diopi import native_alias as alias
 from ._library import library
-from ._table import inplace_function, out_function
+from ._table import copy_function, inplace_function, out_function
 
 aten = torch.ops.aten
 
@@ -58,12 +58,8 @@ for _suffix, _overload in (
 out_function("diopiGeluBackward", aten.gelu_backward.grad_input, ("grad_input",))
 
 
-@library.register(aten=aten.hardswish_backward.out)
-def diopiHardswishBackward(ctx, grad_input, grad_output, input):
-    # hardswish_backward.out is a composite over the functional kernel; the functional one is real
-    d = ctx.device
-    alias(grad_input, d).copy_(aten.hardswish_backward.default(alias(grad_output, d), alias(input, d)))
-    return SUCCESS
+# hardswish_backward.out is a composite over the functional kernel; the functional one is real
+copy_function("diopiHardswishBackward", aten.hardswish_backward.default)
 
 
 @library.register

@@ -7,7 +7,7 @@ from dipu.diopi import SUCCESS
 from dipu.diopi import native_alias as alias
 from ._aten import fast_aten, write_results
 from ._library import library
-from ._table import out_function
+from ._table import copy_function, out_function
 
 aten = torch.ops.aten
 
@@ -33,11 +33,7 @@ def diopiAddmv(ctx, out, input, mat, vec, beta, alpha):
 # ---- distances -------------------------------------------------------------------------------------------
 
 
-@library.register(aten=aten._cdist_forward.out)
-def diopiCdist(ctx, out, x1, x2, p, compute_mode):
-    d = ctx.device
-    alias(out, d).copy_(fast_aten._cdist_forward(alias(x1, d), alias(x2, d), p, compute_mode))
-    return SUCCESS
+copy_function("diopiCdist", aten._cdist_forward.default)
 
 
 @library.register(aten=aten._cdist_backward.out)
@@ -55,11 +51,7 @@ def diopiPdist(ctx, out, input, p):
     return SUCCESS
 
 
-@library.register(aten=aten._pdist_backward.out)
-def diopiPdistBackward(ctx, grad_input, grad_output, input, p, pdist):
-    d = ctx.device
-    alias(grad_input, d).copy_(fast_aten._pdist_backward(alias(grad_output, d), alias(input, d), p, alias(pdist, d)))
-    return SUCCESS
+copy_function("diopiPdistBackward", aten._pdist_backward.default)
 
 
 # ---- torch.linalg ----------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from dipu.diopi import SUCCESS
 from dipu.diopi import native_alias as alias
 from ._aten import fast_aten, optional_alias
 from ._library import library
-from ._table import out_function
+from ._table import copy_function, out_function
 
 aten = torch.ops.aten
 
@@ -47,50 +47,23 @@ def diopiNLLLossV2Backward(ctx, grad_input, grad_output, input, target, weight, 
     return SUCCESS
 
 
-@library.register(aten=aten.mse_loss.out)
-def diopiMSELoss(ctx, out, input, target, reduction):
-    d = ctx.device
-    # ATen's mse_loss.out uses `out` as scratch space of the input's size, which an alias cannot grow to
-    alias(out, d).copy_(fast_aten.mse_loss(alias(input, d), alias(target, d), reduction))
-    return SUCCESS
+# ATen's mse_loss.out uses `out` as scratch space of the input's size, which an alias cannot grow to
+copy_function("diopiMSELoss", aten.mse_loss.default)
 
 
-@library.register(aten=aten.smooth_l1_loss.out)
-def diopiSmoothL1Loss(ctx, out, input, target, reduction, beta):
-    d = ctx.device
-    alias(out, d).copy_(fast_aten.smooth_l1_loss(alias(input, d), alias(target, d), reduction, beta))
-    return SUCCESS
+copy_function("diopiSmoothL1Loss", aten.smooth_l1_loss.default)
 
 
-@library.register(aten=aten.huber_loss.out)
-def diopiHuberLoss(ctx, out, input, target, reduction, delta):
-    d = ctx.device
-    alias(out, d).copy_(fast_aten.huber_loss(alias(input, d), alias(target, d), reduction, delta))
-    return SUCCESS
+copy_function("diopiHuberLoss", aten.huber_loss.default)
 
 
-@library.register(aten=aten.binary_cross_entropy.out)
-def diopiBCELoss(ctx, out, input, target, weight, reduction):
-    d = ctx.device
-    alias(out, d).copy_(fast_aten.binary_cross_entropy(alias(input, d), alias(target, d), optional_alias(weight, d),
-                                                  reduction))
-    return SUCCESS
+copy_function("diopiBCELoss", aten.binary_cross_entropy.default)
 
 
-@library.register(aten=aten.binary_cross_entropy_with_logits.out)
-def diopiBCEWithLogits(ctx, out, input, target, weight, pos_weight, reduction):
-    d = ctx.device
-    alias(out, d).copy_(fast_aten.binary_cross_entropy_with_logits(
-        alias(input, d), alias(target, d), optional_alias(weight, d), optional_alias(pos_weight, d), reduction))
-    return SUCCESS
+copy_function("diopiBCEWithLogits", aten.binary_cross_entropy_with_logits.default)
 
 
-@library.register(aten=aten.multi_margin_loss.out)
-def diopiMultiMarginLoss(ctx, out, input, target, p, margin, weight, reduction):
-    d = ctx.device
-    alias(out, d).copy_(fast_aten.multi_margin_loss(alias(input, d), alias(target, d), p, margin,
-                                                    optional_alias(weight, d), reduction))
-    return SUCCESS
+copy_function("diopiMultiMarginLoss", aten.multi_margin_loss.default)
 
 
 @library.register(aten=aten._ctc_loss.out)

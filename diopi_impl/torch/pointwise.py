@@ -11,7 +11,7 @@ import torch
 from dipu.diopi import SUCCESS
 from dipu.diopi import native_alias as alias
 from ._library import library
-from ._table import inplace_function, out_function
+from ._table import copy_function, inplace_function, out_function
 
 aten = torch.ops.aten
 
@@ -67,12 +67,8 @@ for _suffix, _op in UNARY_OUT_ONLY.items():
     out_function("diopi" + _suffix, getattr(aten, _op).out)
 
 
-@library.register(aten=aten.isnan.out)
-def diopiIsNan(ctx, out, input):
-    # isnan.out is a composite over the functional kernel, the one CPU implements
-    d = ctx.device
-    alias(out, d).copy_(torch.isnan(alias(input, d)))
-    return SUCCESS
+# isnan.out is a composite over the functional kernel, the one CPU implements
+copy_function("diopiIsNan", aten.isnan.default)
 
 
 # ---- unary functions with attributes ---------------------------------------------------------------------

@@ -5,7 +5,7 @@ import torch
 from dipu.diopi import SUCCESS
 from dipu.diopi import native_alias as alias
 from ._library import library
-from ._table import out_function
+from ._table import copy_function, out_function
 
 aten = torch.ops.aten
 
@@ -39,9 +39,5 @@ def diopiAdaptiveAvgPool2d(ctx, out, input, output_size):
     return SUCCESS
 
 
-@library.register(aten=aten.max_unpool2d.out)
-def diopiMaxUnpool2d(ctx, out, input, indices, output_size):
-    d = ctx.device
-    # ATen's out= kernel restrides ``out`` to the input's memory format, which an alias cannot pass on
-    alias(out, d).copy_(aten.max_unpool2d(alias(input, d), alias(indices, d), output_size))
-    return SUCCESS
+# ATen's out= kernel restrides ``out`` to the input's memory format, which an alias cannot pass on
+copy_function("diopiMaxUnpool2d", aten.max_unpool2d.default)

@@ -6,7 +6,7 @@ import torch
 from dipu.diopi import SUCCESS, native_generator
 from dipu.diopi import native_alias as alias
 from ._library import library
-from ._table import inplace_function, out_function
+from ._table import copy_function, inplace_function, out_function
 
 aten = torch.ops.aten
 
@@ -45,32 +45,16 @@ def diopiRandomInp(ctx, inout, from_, to, generator):
     return SUCCESS
 
 
-@library.register(aten=aten.poisson.out)
-def diopiPoisson(ctx, out, input, generator):
-    d = ctx.device
-    alias(out, d).copy_(torch.poisson(alias(input, d), generator=native_generator(generator, d)))
-    return SUCCESS
+copy_function("diopiPoisson", aten.poisson.default)
 
 
-@library.register(aten=aten.binomial.out)
-def diopiBinomial(ctx, out, count, prob, generator):
-    d = ctx.device
-    alias(out, d).copy_(torch.binomial(alias(count, d), alias(prob, d), generator=native_generator(generator, d)))
-    return SUCCESS
+copy_function("diopiBinomial", aten.binomial.default)
 
 
-@library.register(aten=aten._standard_gamma.out)
-def diopiStandardGamma(ctx, out, input, generator):
-    d = ctx.device
-    alias(out, d).copy_(torch._standard_gamma(alias(input, d), generator=native_generator(generator, d)))
-    return SUCCESS
+copy_function("diopiStandardGamma", aten._standard_gamma.default)
 
 
-@library.register(aten=aten._sample_dirichlet.out)
-def diopiSampleDirichlet(ctx, out, input, generator):
-    d = ctx.device
-    alias(out, d).copy_(torch._sample_dirichlet(alias(input, d), generator=native_generator(generator, d)))
-    return SUCCESS
+copy_function("diopiSampleDirichlet", aten._sample_dirichlet.default)
 
 
 # ---- dropout ---------------------------------------------------------------------------------------------

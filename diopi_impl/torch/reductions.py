@@ -12,7 +12,7 @@ from dipu.diopi import DERIVATIONS, KEPT_DIMS, OUTPUT_DTYPE, SUCCESS
 from dipu.diopi import native_alias as alias
 from ._aten import fast_aten, optional_alias, require_copy
 from ._library import library
-from ._table import out_function
+from ._table import copy_function, out_function
 
 aten = torch.ops.aten
 
@@ -88,18 +88,10 @@ def diopiNansum(ctx, out, input, dim):
     return SUCCESS
 
 
-@library.register(aten=aten.max.unary_out)
-def diopiMaxAll(ctx, max, input):
-    d = ctx.device
-    alias(max, d).copy_(torch.max(alias(input, d)))
-    return SUCCESS
+copy_function("diopiMaxAll", aten.max.default)
 
 
-@library.register(aten=aten.min.unary_out)
-def diopiMinAll(ctx, min, input):
-    d = ctx.device
-    alias(min, d).copy_(torch.min(alias(input, d)))
-    return SUCCESS
+copy_function("diopiMinAll", aten.min.default)
 
 
 @library.register
@@ -185,32 +177,16 @@ def diopiLogSumExp(ctx, out, input, dim):
     return SUCCESS
 
 
-@library.register(aten=aten.median.out)
-def diopiMedianAll(ctx, out, input):
-    d = ctx.device
-    alias(out, d).copy_(torch.median(alias(input, d)))
-    return SUCCESS
+copy_function("diopiMedianAll", aten.median.default)
 
 
-@library.register(aten=aten.nanmedian.out)
-def diopiNanmedianAll(ctx, out, input):
-    d = ctx.device
-    alias(out, d).copy_(torch.nanmedian(alias(input, d)))
-    return SUCCESS
+copy_function("diopiNanmedianAll", aten.nanmedian.default)
 
 
-@library.register(aten=aten.count_nonzero.dim_IntList_out)
-def diopiCountNonzero(ctx, out, input, dim):
-    d = ctx.device
-    alias(out, d).copy_(torch.count_nonzero(alias(input, d), dim))
-    return SUCCESS
+copy_function("diopiCountNonzero", aten.count_nonzero.dim_IntList)
 
 
-@library.register(aten=aten.trace.out)
-def diopiTrace(ctx, out, input):
-    d = ctx.device
-    alias(out, d).copy_(torch.trace(alias(input, d)))
-    return SUCCESS
+copy_function("diopiTrace", aten.trace.default)
 
 
 @library.register(aten=aten.bincount.default)

@@ -6,7 +6,7 @@ from dipu.diopi import SUCCESS
 from dipu.diopi import native_alias as alias
 from ._aten import fast_aten, write_results
 from ._library import library
-from ._table import out_function
+from ._table import copy_function, out_function
 
 aten = torch.ops.aten
 
@@ -59,12 +59,7 @@ for _suffix, _op in (("Nearest1d", "upsample_nearest1d"), ("Nearest2d", "upsampl
 # ---- grid sampling ---------------------------------------------------------------------------------------
 
 
-@library.register(aten=aten.grid_sampler_2d.out)
-def diopiGridSampler(ctx, out, input, grid, interpolation_mode, padding_mode, align_corners):
-    d = ctx.device
-    alias(out, d).copy_(fast_aten.grid_sampler_2d(alias(input, d), alias(grid, d), interpolation_mode, padding_mode,
-                                             align_corners))
-    return SUCCESS
+copy_function("diopiGridSampler", aten.grid_sampler_2d.default)
 
 
 @library.register

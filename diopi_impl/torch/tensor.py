@@ -5,9 +5,8 @@ import torch
 
 from dipu.diopi import SUCCESS
 from dipu.diopi import native_alias as alias
-from ._aten import fast_aten
 from ._library import library
-from ._table import out_function
+from ._table import copy_function, out_function
 
 aten = torch.ops.aten
 
@@ -36,29 +35,13 @@ def diopiStack(ctx, out, tensors, dim):
     return SUCCESS
 
 
-@library.register(aten=aten.flip.out)
-def diopiFlip(ctx, out, input, dims):
-    d = ctx.device
-    alias(out, d).copy_(torch.flip(alias(input, d), dims))
-    return SUCCESS
+copy_function("diopiFlip", aten.flip.default)
 
 
-@library.register(aten=aten.roll.out)
-def diopiRoll(ctx, out, input, shifts, dims):
-    d = ctx.device
-    alias(out, d).copy_(torch.roll(alias(input, d), shifts, dims))
-    return SUCCESS
+copy_function("diopiRoll", aten.roll.default)
 
 
-@library.register(aten=aten.repeat.out)
-def diopiRepeat(ctx, out, input, repeats_size):
-    d = ctx.device
-    alias(out, d).copy_(alias(input, d).repeat(repeats_size))
-    return SUCCESS
+copy_function("diopiRepeat", aten.repeat.default)
 
 
-@library.register(aten=aten.channel_shuffle.out)
-def diopiChannelShuffle(ctx, out, input, groups):
-    d = ctx.device
-    alias(out, d).copy_(fast_aten.native_channel_shuffle(alias(input, d), groups))
-    return SUCCESS
+copy_function("diopiChannelShuffle", aten.native_channel_shuffle.default)

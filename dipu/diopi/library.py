@@ -105,20 +105,22 @@ class OpLibrary:
         return None
 
     def register(self, fn: Callable | None = None, *, dtypes=None, aten=None, direct: bool = False,
-                 derived: dict[str, str] | None = None):
+                 derived: dict[str, str] | None = None, copied: bool = False):
         """Decorator: ``@library.register`` or ``@library.register(dtypes=(torch.float32, ...))``.
 
         ``aten``: the ATen overload (or op packet) a table-made function applies; see Note
         [Table-made functions are checked against ATen]. ``direct``: the function is that overload applied
         to its aliases and nothing else, so it may be generated in C++ (``OpLibrary.direct``). ``derived``:
-        the overload's arguments the function computes from its outputs (Note [Derived arguments]).
+        the overload's arguments the function computes from its outputs (Note [Derived arguments]). ``copied``:
+        ``aten`` is a functional overload whose result the function copies into its output (Note [Copies of a
+        functional result] in diopi_impl/torch/_table.py).
         """
         if fn is None:
-            return lambda f: self._register(f, dtypes, aten, direct, derived)
-        return self._register(fn, dtypes, aten, direct, derived)
+            return lambda f: self._register(f, dtypes, aten, direct, derived, copied)
+        return self._register(fn, dtypes, aten, direct, derived, copied)
 
     def _register(self, fn: Callable, dtypes, aten, direct: bool = False,
-                  derived: dict[str, str] | None = None) -> Callable:
+                  derived: dict[str, str] | None = None, copied: bool = False) -> Callable:
         name = fn.__name__
         declared = FUNCTIONS.get(name)
         if declared is None:
@@ -132,7 +134,7 @@ class OpLibrary:
         if derived and (aten is None or set(derived.values()) - DERIVATIONS.keys()):
             raise TypeError(f"op library '{self.name}': {name} derives {derived}: derived arguments need aten= and "
                             f"rules among {sorted(DERIVATIONS)}")
-        overload = _check_aten(self.name, declared, aten, derived or {}) if aten is not None else None
+        overload = _check_aten(self.name, declared, aten, derived or {}, copied) if aten is not None else None
         if name in self.functions:
             raise TypeError(f"op library '{self.name}': {name} is registered twice")
         self.functions[name] = fn
@@ -196,7 +198,7 @@ def _dtype_guard(fn: Callable, declared, dtypes: frozenset) -> Callable:
     return guarded
 
 
-def _check_aten(library: str, declared, aten, derived: dict[str, str]):
+def _check_aten(library: str, declared, aten, derived: dict[str, str], copied: bool = False):
     """Note [Table-made functions are checked against ATen]
     A function made from a table (one closure applying an ATen op, given the proto's signature) would
     pass the signature check by construction. What can drift is the pairing of the proto declaration
@@ -218,7 +220,7 @@ def _check_aten(library: str, declared, aten, derived: dict[str, str]):
         args = [(a, _aten_arg(a)) for a in schema.arguments if a.name not in derived]
         outs = [arg for a, arg in args if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write]
         inputs = [arg for a, arg in args if arg not in outs]
-        problem = aten_mismatch(declared, outs, inputs, len(schema.returns))
+        problem = aten_mismatch(declared, outs, inputs, len(schema.returns), copied)
         if problem is None:
             return overload  # the one it applies
         problems.append(f"{schema.name}.{schema.overload_name or 'default'} {problem}")

@@ -714,15 +714,21 @@ class AtenArg:
     optional: bool
 
 
-def aten_mismatch(function: Function, outs: list[AtenArg], inputs: list[AtenArg], returned: int) -> str | None:
+def aten_mismatch(function: Function, outs: list[AtenArg], inputs: list[AtenArg], returned: int,
+                  copied: bool = False) -> str | None:
     """Why ``function`` cannot apply an ATen op parameter by parameter, or None.
 
     ``outs`` are the op's out= arguments, ``inputs`` the others in order, ``returned`` how many values it
     returns. The function's outputs come first: they stand for the out= arguments, or for what the op
-    returns when they are ``Alloc``; the rest stand for the inputs, in order.
+    returns when they are ``Alloc`` or ``copied`` into (Note [Copies of a functional result] in
+    diopi_impl/torch/_table.py); the rest stand for the inputs, in order.
     """
     params = list(function.params)
-    if not outs and params and params[0].kind.is_allocated:
+    if copied:
+        if outs or returned != 1 or not params or params[0].kind is not Kind.TENSOR_OUT:
+            return f"returns {returned} value(s) and takes {len(outs)} out= argument(s), not one result to copy"
+        params = params[1:]
+    elif not outs and params and params[0].kind.is_allocated:
         if sum(p.kind.is_allocated for p in params[:returned]) != returned:
             return f"returns {returned} value(s), which {function.name} does not allocate"
         params = params[returned:]

@@ -13,10 +13,12 @@ and calls ``at::_ops::add_out::call``. The functions have the C ABI of dipu/incl
 result is an ordinary C op library: dipu loads it as it loads ref_c, lays it over the Python library, and
 the generated C++ wrappers call it without Python (Note [Generated C++ wrappers] in cpp_wrappers.py).
 
-A function that allocates its outputs (a functional ``_foreach_`` one) applies the functional overload and
-stores its results in new dipu tensors from the call's context, as the Python library's ``require_copy``
-does; one random function draws from the native generator behind the dipu generator it is given (Note
-[Native generators] in dipu/csrc/hooks.cpp), as the Python library's ``native_generator`` does.
+A function that allocates its outputs (a functional ``_foreach_`` one) applies the functional overload and stores
+its results in new dipu tensors from the call's context, as the Python library's ``require_copy`` does; one that
+copies a functional overload's result into its output (Note [Copies of a functional result] in
+diopi_impl/torch/_table.py) copies it into the output's alias (``tc::copy_into``); one random function draws from
+the native generator behind the dipu generator it is given (Note [Native generators] in dipu/csrc/hooks.cpp), as the
+Python library's ``native_generator`` does.
 
 The pairing is read from the loaded Python library, not from this generator's own data, so the C++
 library applies exactly what the Python reference applies and a function added to a table is in the next
@@ -45,7 +47,7 @@ from pathlib import Path
 
 from torchgen import local
 from torchgen.api import cpp
-from torchgen.model import BaseTy, BaseType, FunctionSchema, ListType, OptionalType
+from torchgen.model import BaseTy, BaseType, FunctionSchema, ListType, OptionalType, SchemaKind
 
 from .. import proto
 from ..proto import CParam, Function, Kind
@@ -194,6 +196,11 @@ def _function(function: Function, schema: FunctionSchema, derived: dict[str, str
                 schema.returns[0].type != returned:
             raise Unsupported("it allocates its outputs otherwise than as the overload's one result")
         params = params[1:]
+    copied = None  # the output a functional overload's result is copied into (Note [Copies of a functional result])
+    if not allocated and schema.kind() is SchemaKind.functional and params and params[0].kind is Kind.TENSOR_OUT:
+        if len(schema.returns) != 1 or schema.returns[0].type != BaseType(BaseTy.Tensor):
+            raise Unsupported("it copies into its output a result other than one tensor")
+        copied, params = params[0], params[1:]
     if len(params) != len(outs) + len(inputs):
         raise Unsupported("its parameters do not take the overload's arguments one by one")
     lengths = {p.param.name: name for p, name in _list_lengths(function)}
@@ -230,6 +237,9 @@ def _function(function: Function, schema: FunctionSchema, derived: dict[str, str
         call = f"(tc::plain_cpu({', '.join(checked)}) ? at::cpu::{cpu}({call_args}) : {call})"
     if allocated:  # Note [Outputs a function allocates] in dipu/diopi/context.py
         call = f"tc::require_copies(ctx, {allocated[0].name}, {call})"
+    if copied is not None:  # Note [Results copied into outputs] in diopi_impl/torch_cpp/support.h
+        call = f"tc::copy_into(tc::alias_of({copied.name}, {DEVICE}), {call})"
+        aliases = True
     if aliases:  # the call's device, read once (Note [Native aliases in C++])
         locals_.insert(0, f"const c10::DeviceIndex {DEVICE} = tc::current_device();")
     return CFunction(
