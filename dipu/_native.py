@@ -42,10 +42,10 @@ Note [Compiling dipu's libraries]
 Every C++ library dipu builds (the native core, the C++ wrappers, the C++ op library) is compiled by
 ``compile_library``: its translation units all at once (a library is split into about as many as the build runs
 compilers, ``build_jobs``), each with flags of its own after the common ones (the core's parts differ in
-optimization), then linked; the flags against torch are
-``torch_flags``, those torch.utils.cpp_extension gives an extension without CUDA (the torch versions dipu supports
-add no pybind11 ABI flags), so no library needs ninja or imports torch.utils.cpp_extension. A failed compile raises
-with the command and the compiler's last 4,000 characters.
+optimization), then linked. The flags against torch are ``torch_flags``, those torch.utils.cpp_extension gives an
+extension without CUDA (the torch versions dipu supports add no pybind11 ABI flags), so no library needs ninja or
+imports torch.utils.cpp_extension. A failed compile raises with the command and the compiler's last 4,000
+characters.
 
 Note [Builds side by side]
 A cold cache builds three libraries at the first import: the native core, the C++ op library of the default vendor
@@ -55,13 +55,12 @@ halves read torch's headers once), which would leave cores idle, so the wrappers
 the op library does (cpp_wrappers.build_in_background, from cpp_build.twin), and the two share the machine. The
 thread only compiles: their text is generated first, in the importing thread. A thread that imported a module while
 ``import torch`` (which loads dipu) is still running would wait for that import to finish, and the import for the
-thread. The
-generated C++ of both (one function per kernel, each a few calls) is compiled at ``-O1``
+thread. The generated C++ of both (one function per kernel, each a few calls) is compiled at ``-O1``
 (``GENERATED_OPTIMIZATION``), which takes a third less time than ``-O2``; the wrappers' boxed adapters are one
 function for all (Note [Boxed calls of a C++ wrapper] in dipu/kernels/cpp/wrapper_support.h).
-Measured with benchmarks/bench_import.py --cold on the quiet 2-core development machine (2026-12-02, median of 3
-each, alternating with the code of the day before): the first import took 68 s and 129 s of CPU (the core 26 s,
-then the op library 33 s beside the wrappers 38 s), against 85 s and 154 s; 125 s and 219 s before that, built one
+Measured with benchmarks/bench_import.py --cold on the quiet 2-core development machine (2026-12-02, alternating
+with the code of the day before, median of 3 and of 2): the first import took 64 s and 122 s of CPU (the core 25 s,
+then the op library 32 s beside the wrappers 36 s), against 79 s and 144 s; 125 s and 219 s before that, built one
 after the other at -O2 with torch's boxed adapters.
 
 Note [Build progress]
