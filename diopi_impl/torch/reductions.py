@@ -35,8 +35,10 @@ for _name, _overload, _outs in (
         ("diopiMedian", aten.median.dim_values, ("values", "indices")),
         ("diopiNanmedian", aten.nanmedian.dim_values, ("values", "indices")),
         ("diopiMode", aten.mode.values, ("values", "indices")),
-        ("diopiKthvalue", aten.kthvalue.values, ("values", "indices"))):
+        ("diopiKthvalue", aten.kthvalue.values, ("values", "indices")),
+        ("diopiVar", aten.var.correction_out, ()), ("diopiStd", aten.std.correction_out, ())):
     out_function(_name, _overload, _outs, derived={"keepdim": KEPT_DIMS})
+out_function("diopiNansum", aten.nansum.out, derived={"keepdim": KEPT_DIMS, "dtype": OUTPUT_DTYPE})
 for _name, _overload in (("diopiCumsum", aten.cumsum.out), ("diopiCumprod", aten.cumprod.out)):
     out_function(_name, _overload, derived={"dtype": OUTPUT_DTYPE})
 # ... and with keepdim a parameter, or no argument to derive.
@@ -77,14 +79,6 @@ def diopiProd(ctx, out, input, dim):
         o.copy_(torch.prod(x, dtype=o.dtype))
     else:
         torch.prod(x, dim, keepdim=_keepdim(o, x), dtype=o.dtype, out=o)
-    return SUCCESS
-
-
-@library.register
-def diopiNansum(ctx, out, input, dim):
-    d = ctx.device
-    x, o = alias(input, d), alias(out, d)
-    torch.nansum(x, _dims(dim), keepdim=_keepdim(o, x), dtype=o.dtype, out=o)
     return SUCCESS
 
 
@@ -130,22 +124,6 @@ def diopiNorm(ctx, out, input, p, dim):
     x, o = alias(input, d), alias(out, d)
     dtype = o.dtype if x.dtype.is_floating_point and o.dtype != x.dtype else None
     torch.linalg.vector_norm(x, 2 if p is None else p, _dims(dim), _keepdim(o, x), dtype=dtype, out=o)
-    return SUCCESS
-
-
-@library.register
-def diopiVar(ctx, out, input, dim, correction):
-    d = ctx.device
-    x, o = alias(input, d), alias(out, d)
-    torch.var(x, _dims(dim), correction=correction, keepdim=_keepdim(o, x), out=o)
-    return SUCCESS
-
-
-@library.register
-def diopiStd(ctx, out, input, dim, correction):
-    d = ctx.device
-    x, o = alias(input, d), alias(out, d)
-    torch.std(x, _dims(dim), correction=correction, keepdim=_keepdim(o, x), out=o)
     return SUCCESS
 
 
