@@ -173,22 +173,29 @@ def out_function(name: str, overload, out_names: tuple[str, ...] = (), derived: 
 def copy_function(name: str, overload) -> None:
     """Note [Copies of a functional result]
     ``name(ctx, out, *inputs)`` applying the functional ``overload`` to the inputs and copying its one result into
-    the output's alias: for an op whose out= overload cannot write an alias (it resizes ``out``, or uses it as
-    scratch space of the input's size: mse_loss), is a composite over the functional kernel (isnan), or does not
-    exist (native_channel_shuffle). The registration checks the proto's inputs against the overload's arguments
-    and its output against the one result, and the C++ twin copies the same result (Note [The ATen library in C++]
-    in scripts/autogen/dest/aten_library.py)."""
+    the output: into its alias where the output is given, for an op whose out= overload cannot write an alias (it
+    resizes ``out``, or uses it as scratch space of the input's size: mse_loss), is a composite over the functional
+    kernel (isnan), or does not exist (native_channel_shuffle); into a new tensor of the call's context where the
+    function allocates its output (nonzero, masked_select: Note [Outputs a function allocates] in
+    dipu/diopi/context.py). The registration checks the proto's inputs against the overload's arguments and its
+    output against the one result, and the C++ twin copies the same result (Note [The ATen library in C++] in
+    scripts/autogen/dest/aten_library.py)."""
     conversions, positional, keywords = _passing(name, overload, 1)
+    allocates = FUNCTIONS[name].params[0].kind.is_allocated
 
     def function(ctx, out, *args):
         d = ctx.device
         values = list(args)
         for i, convert in conversions:
             values[i] = convert(values[i], d)
-        alias(out, d).copy_(overload(*values[:positional], **dict(zip(keywords, values[positional:]))))
+        result = overload(*values[:positional], **dict(zip(keywords, values[positional:])))
+        if allocates:
+            out[0] = require_copy(ctx, result)
+        else:
+            alias(out, d).copy_(result)
         return SUCCESS
 
-    _register(name, function, overload, copied=True)
+    _register(name, function, overload, copied=not allocates)
 
 
 def inplace_function(name: str, method) -> None:

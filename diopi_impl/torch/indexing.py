@@ -12,7 +12,7 @@ from dipu.diopi import FALSE, SUCCESS
 from dipu.diopi import native_alias as alias
 from ._aten import require_copy
 from ._library import library
-from ._table import inplace_function, out_function
+from ._table import copy_function, inplace_function, out_function
 
 aten = torch.ops.aten
 
@@ -134,17 +134,10 @@ def diopiMaskedScatter(ctx, out, input, mask, source):
     return SUCCESS
 
 
-@library.register(aten=aten.masked_select.default)
-def diopiMaskedSelect(ctx, out, input, mask):
-    d = ctx.device
-    out[0] = require_copy(ctx, torch.masked_select(alias(input, d), alias(mask, d)))
-    return SUCCESS
+copy_function("diopiMaskedSelect", aten.masked_select.default)
 
 
-@library.register(aten=aten.nonzero.default)
-def diopiNonzero(ctx, out, input):
-    out[0] = require_copy(ctx, torch.nonzero(alias(input, ctx.device)))
-    return SUCCESS
+copy_function("diopiNonzero", aten.nonzero.default)
 
 
 # ---- take and put, repeat_interleave ---------------------------------------------------------------------

@@ -167,12 +167,7 @@ copy_function("diopiCountNonzero", aten.count_nonzero.dim_IntList)
 copy_function("diopiTrace", aten.trace.default)
 
 
-@library.register(aten=aten.bincount.default)
-def diopiBincount(ctx, out, input, weights, minlength):
-    d = ctx.device
-    weights = optional_alias(weights, d)
-    out[0] = require_copy(ctx, torch.bincount(alias(input, d), weights, minlength))
-    return SUCCESS
+copy_function("diopiBincount", aten.bincount.default)
 
 
 # ---- sorting and searching ---------------------------------------------------------------------------------
