@@ -135,8 +135,6 @@ def diopiMaskedScatter(ctx, out, input, mask, source):
 
 
 copy_function("diopiMaskedSelect", aten.masked_select.default)
-
-
 copy_function("diopiNonzero", aten.nonzero.default)
 
 

@@ -49,20 +49,10 @@ def diopiNLLLossV2Backward(ctx, grad_input, grad_output, input, target, weight, 
 
 # ATen's mse_loss.out uses `out` as scratch space of the input's size, which an alias cannot grow to
 copy_function("diopiMSELoss", aten.mse_loss.default)
-
-
 copy_function("diopiSmoothL1Loss", aten.smooth_l1_loss.default)
-
-
 copy_function("diopiHuberLoss", aten.huber_loss.default)
-
-
 copy_function("diopiBCELoss", aten.binary_cross_entropy.default)
-
-
 copy_function("diopiBCEWithLogits", aten.binary_cross_entropy_with_logits.default)
-
-
 copy_function("diopiMultiMarginLoss", aten.multi_margin_loss.default)
 
 

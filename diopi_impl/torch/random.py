@@ -46,14 +46,8 @@ def diopiRandomInp(ctx, inout, from_, to, generator):
 
 
 copy_function("diopiPoisson", aten.poisson.default)
-
-
 copy_function("diopiBinomial", aten.binomial.default)
-
-
 copy_function("diopiStandardGamma", aten._standard_gamma.default)
-
-
 copy_function("diopiSampleDirichlet", aten._sample_dirichlet.default)
 
 

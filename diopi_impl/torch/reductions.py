@@ -83,8 +83,6 @@ def diopiProd(ctx, out, input, dim):
 
 
 copy_function("diopiMaxAll", aten.max.default)
-
-
 copy_function("diopiMinAll", aten.min.default)
 
 
@@ -156,17 +154,9 @@ def diopiLogSumExp(ctx, out, input, dim):
 
 
 copy_function("diopiMedianAll", aten.median.default)
-
-
 copy_function("diopiNanmedianAll", aten.nanmedian.default)
-
-
 copy_function("diopiCountNonzero", aten.count_nonzero.dim_IntList)
-
-
 copy_function("diopiTrace", aten.trace.default)
-
-
 copy_function("diopiBincount", aten.bincount.default)
 
 

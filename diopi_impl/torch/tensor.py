@@ -36,12 +36,6 @@ def diopiStack(ctx, out, tensors, dim):
 
 
 copy_function("diopiFlip", aten.flip.default)
-
-
 copy_function("diopiRoll", aten.roll.default)
-
-
 copy_function("diopiRepeat", aten.repeat.default)
-
-
 copy_function("diopiChannelShuffle", aten.native_channel_shuffle.default)
