@@ -202,6 +202,24 @@ def test_a_derived_argument_is_left_out_of_the_check_and_must_be_the_overloads()
         OpLibrary("wrong").register(diopiCumsum, aten=torch.ops.aten.cumsum.out, derived={"dtype": "input_dtype"})
 
 
+def test_a_copied_result_pairs_the_output_with_the_functional_overload_s_one_result():
+    """Note [Copies of a functional result] in diopi_impl/torch/_table.py: with copied=True the output stands for
+    what the functional overload returns; without it, or with an out= overload, the pairing does not fit."""
+    def diopiMSELoss(ctx, out, input, target, reduction):
+        return SUCCESS
+
+    OpLibrary("copies").register(diopiMSELoss, aten=torch.ops.aten.mse_loss.default, direct=True, copied=True)
+    with pytest.raises(TypeError, match=r"aten::mse_loss\.default takes 0 output\(s\) and 3 input\(s\)"):
+        OpLibrary("uncopied").register(diopiMSELoss, aten=torch.ops.aten.mse_loss.default)
+    with pytest.raises(TypeError, match=r"takes 1 out= argument\(s\), not one result to copy"):
+        OpLibrary("wrong").register(diopiMSELoss, aten=torch.ops.aten.mse_loss.out, copied=True)
+    # the row computes what the CPU does, in the output's alias
+    x, y = torch.randn(3, 4), torch.randn(3, 4)
+    out = torch.empty((), device="dipu")
+    assert torch_library.get("diopiMSELoss")(contexts[0], out, x.to("dipu"), y.to("dipu"), 1) == SUCCESS
+    torch.testing.assert_close(out.cpu(), torch.nn.functional.mse_loss(x, y))
+
+
 def test_derived_arguments_follow_the_outputs():
     """The table's derived rows compute keepdim and dtype from the outputs as the rules say: a kept or dropped dim
     and a widened cumsum, each as the CPU computes them (the C++ twin's are in the conformance suite)."""
