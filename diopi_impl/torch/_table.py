@@ -95,6 +95,16 @@ def _alias(value, d):
     return alias(value, d) if isinstance(value, torch.Tensor) else value
 
 
+def _apply(call: Callable, passing: tuple, d, args, *leading):
+    """``call(*leading, *args)`` with ``args`` converted and passed as ``passing`` (:func:`_passing`'s) says: the
+    conversions applied, the first ones by position, the rest by their ATen names."""
+    conversions, positional, keywords = passing
+    values = list(args)
+    for i, convert in conversions:
+        values[i] = convert(values[i], d)
+    return call(*leading, *values[:positional], **dict(zip(keywords, values[positional:])))
+
+
 def _passing(name: str, overload, first: int,
              derived=()) -> tuple[tuple[tuple[int, Callable], ...], int, tuple[str, ...]]:
     """How ``name`` passes its parameters from ``first`` on to ``overload`` (Note [Table-made functions]): the
@@ -180,15 +190,12 @@ def copy_function(name: str, overload) -> None:
     dipu/diopi/context.py). The registration checks the proto's inputs against the overload's arguments and its
     output against the one result, and the C++ twin copies the same result (Note [The ATen library in C++] in
     scripts/autogen/dest/aten_library.py)."""
-    conversions, positional, keywords = _passing(name, overload, 1)
+    passing = _passing(name, overload, 1)
     allocates = FUNCTIONS[name].params[0].kind.is_allocated
 
     def function(ctx, out, *args):
         d = ctx.device
-        values = list(args)
-        for i, convert in conversions:
-            values[i] = convert(values[i], d)
-        result = overload(*values[:positional], **dict(zip(keywords, values[positional:])))
+        result = _apply(overload, passing, d, args)
         if allocates:
             out[0] = require_copy(ctx, result)
         else:
@@ -215,14 +222,11 @@ def inplace_function(name: str, method) -> None:
     overload = method
     # the Tensor method where there is one: it selects ``overload`` from the same arguments, and faster
     call = getattr(torch.Tensor, overload._overloadpacket.__name__, overload)
-    conversions, positional, keywords = _passing(name, overload, 1)
+    passing = _passing(name, overload, 1)
 
     def applies(ctx, input, *args):
         d = ctx.device
-        values = list(args)
-        for i, convert in conversions:
-            values[i] = convert(values[i], d)
-        call(alias(input, d), *values[:positional], **dict(zip(keywords, values[positional:])))
+        _apply(call, passing, d, args, alias(input, d))
         return SUCCESS
 
     _register(name, applies, overload)
