@@ -52,23 +52,19 @@ def _key_files(sources: Sequence[Path]) -> list[Path]:
             *sorted(p for d in directories for p in d.glob("*.h")), *sorted((INCLUDE / "diopi").glob("*.h"))]
 
 
-def _compile_flags(sources: Sequence[Path]) -> list[str]:
-    # torch's headers and libraries as every library dipu builds finds them (Note [Compiling dipu's libraries] in
-    # dipu/_native.py): the flags are part of the cache key, computed at every import
-    return [*_native.torch_flags()[0], _native.GENERATED_OPTIMIZATION, "-fvisibility=hidden",
-            *(f"-I{p}" for p in [INCLUDE, *sorted({s.parent for s in sources})])]
-
-
-def _link_flags() -> list[str]:
-    return _native.torch_flags()[1]
+def _flags(sources: Sequence[Path]) -> tuple[list[str], list[str]]:
+    """The compiler's and the linker's flags: torch's headers and libraries as every library dipu builds finds them
+    (Note [Compiling dipu's libraries] in dipu/_native.py); part of the cache key, computed at every import."""
+    cflags, ldflags = _native.torch_flags()
+    return [*cflags, _native.GENERATED_OPTIMIZATION, "-fvisibility=hidden",
+            *(f"-I{p}" for p in [INCLUDE, *sorted({s.parent for s in sources})])], ldflags
 
 
 def library_file(name: str, pairs: list[Pairing], sources: Sequence[Path]) -> Path:
     """Where the library for these pairings, sources and this torch lives (Note [C++ op library cache])."""
     # Where torch and dipu are installed is not part of the key (the -I, -isystem and -L flags): torch's headers are
     # keyed by its build, dipu's by their text (_key_files).
-    flags = [flag for flag in [*_compile_flags(sources), *_link_flags()]
-             if not flag.startswith(("-I", "-isystem", "-L"))]
+    flags = [flag for flag in sum(_flags(sources), []) if not flag.startswith(("-I", "-isystem", "-L"))]
     digest = hashlib.sha256(" ".join([_native.compiler("C++17", "building a C++ op library"), *flags]).encode())
     for path in _key_files(sources):
         digest.update(path.name.encode())
@@ -93,8 +89,7 @@ def _compile(target: Path, name: str, pairs: list[Pairing], sources: Sequence[Pa
         # about 6 s, are read once (Note [Builds side by side] in dipu/_native.py)
         unit = Path(work) / f"{name}.cpp"
         unit.write_text("".join(f'#include "{path}"\n' for path in [generated, *sources]))
-        _native.compile_library(built, [(unit, [])], _compile_flags(sources), _link_flags(),
-                                f"building the C++ op library {name}")
+        _native.compile_library(built, [(unit, [])], *_flags(sources), f"building the C++ op library {name}")
         shutil.copy(generated, target.parent / generated.name)
         os.replace(built, target)
 
