@@ -56,8 +56,7 @@ the op library does (cpp_wrappers.build_in_background, from cpp_build.twin), and
 thread only compiles: their text is generated first, in the importing thread. A thread that imported a module while
 ``import torch`` (which loads dipu) is still running would wait for that import to finish, and the import for the
 thread. The generated C++ of both (one function per kernel, each a few calls) is compiled at ``-O1``
-(``GENERATED_OPTIMIZATION``), which takes a third less time than ``-O2``; the wrappers' boxed adapters are one
-function for all (Note [Boxed calls of a C++ wrapper] in dipu/kernels/cpp/wrapper_support.h).
+(``GENERATED_OPTIMIZATION``), which takes a third less time than ``-O2``.
 Measured with benchmarks/bench_import.py --cold on the quiet 2-core development machine (2026-12-02, alternating
 with the code of the day before, median of 3 and of 2): the first import took 64 s and 122 s of CPU (the core 25 s,
 then the op library 32 s beside the wrappers 36 s), against 79 s and 144 s; 125 s and 219 s before that, built one

@@ -355,8 +355,9 @@ def test_the_shape_rule_table_is_the_runtime_s():
         assert inspect.isfunction(getattr(shape_rules, name)), name
         assert SHAPE_RULES[name].elementwise is rule.elementwise
     assert {"unary", "binary", "native_layer_norm"} <= cpp_wrappers.CPP_SHAPE_RULES
-    assert "max_dim" not in cpp_wrappers.CPP_SHAPE_RULES and "max_dim" in SHAPE_RULES
-    assert cpp_wrappers.CPP_MULTI_RULES == {"native_layer_norm", "native_layer_norm_backward", "nll_loss_forward"}
+    assert "eye" not in cpp_wrappers.CPP_SHAPE_RULES and "eye" in SHAPE_RULES
+    assert cpp_wrappers.CPP_MULTI_RULES == {"max_dim", "native_group_norm", "native_group_norm_backward",
+                                            "native_layer_norm", "native_layer_norm_backward", "nll_loss_forward"}
     assert cpp_wrappers.CPP_META_TWINS == set(shape_rules.CPP_META_TWINS)
 
 

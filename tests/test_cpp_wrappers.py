@@ -257,21 +257,20 @@ SEVERAL_OUTPUTS = """
   strides: contiguous
   unused: [output_mask]
   returns: [grad_input, grad_weight, grad_bias]
-- op: native_group_norm
-  interface: diopiGroupNorm(ctx, out, save_mean, save_invstd, input, weight, bias, group, eps)
-  unused: [N, C, HxW]
-  returns: [out, save_mean, save_invstd]
-  shape: native_group_norm
+- op: _thnn_fused_gru_cell
+  interface: diopiGruCell(ctx, hy, workspace, input_gates, hidden_gates, hx, input_bias, hidden_bias)
+  returns: [hy, workspace]
+  shape: fused_gru_cell
 """  # noqa: E501  (one spec line per interface, as diopi_functions.yaml has them)
 
 
 def test_the_emitter_writes_kernels_with_several_outputs_where_a_cpp_rule_gives_their_shapes(tmp_path):
     """Note [Several outputs in C++]: one Spec per output, an unwanted one undefined (NULL to C), the tuple
-    returned; native_layer_norm_backward's meta shapes through its C++ twin; group norm (no C++ rule) not."""
+    returned; native_layer_norm_backward's meta shapes through its C++ twin; the fused GRU cell (no C++ rule) not."""
     text = emitted(tmp_path, spec_text=SEVERAL_OUTPUTS)
     registered = [line.split('"')[1] for line in text.splitlines() if line.startswith("    entry(")]
     assert registered == ["native_layer_norm", "native_layer_norm_backward"], registered
-    assert "('native_group_norm', 'shape rule native_group_norm has no C++ twin')" in text
+    assert "('_thnn_fused_gru_cell', 'shape rule fused_gru_cell has no C++ twin')" in text
     backward = text[text.index("dipu_native_layer_norm_backward("):]
     assert "rules::native_layer_norm_backward(specs, grad_out, input, normalized_shape" in backward
     assert ("at::Tensor grad_weight = specs[1].wanted ? empty(specs[1].shape, specs[1].dtype) : at::Tensor();"
@@ -708,6 +707,29 @@ language = lambda model, inputs, targets: model(inputs, targets)[1]
 for adamw, autocast in (({{}}, None), ({{"foreach": False}}, None), ({{"fused": True}}, torch.bfloat16)):
     train(GPT(config), (tokens[:, :-1], tokens[:, 1:]), language, lambda p: torch.optim.AdamW(p, lr=1e-3, **adamw),
           autocast)
+
+class Block(torch.nn.Module):  # a conv net of GroupNorm and padding, as image generators and U-Nets are built
+    def __init__(self):
+        super().__init__()
+        nn = torch.nn
+        self.body = nn.Sequential(nn.ReflectionPad2d(1), nn.Conv2d(3, 8, 3), nn.GroupNorm(4, 8), nn.SiLU(),
+                                  nn.ReplicationPad2d(1), nn.Conv2d(8, 8, 3), nn.GroupNorm(2, 8), nn.SiLU())
+        self.head = nn.Linear(8, 10)
+
+    def forward(self, x):
+        return self.head(F.pad(self.body(x), (1, 1, 1, 1)).mean((2, 3)))
+
+for foreach in (None, False):  # clip_grad_norm_'s two paths: _foreach_norm, and linalg_vector_norm per tensor
+    model = Block().to("dipu")
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = images[:, :, :16, :16].to("dipu"), labels.to("dipu")
+    for _ in range(2):
+        opt.zero_grad()
+        out = model(x)
+        F.cross_entropy(out, y).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=foreach)
+        opt.step()
+    (out.max(1).indices == y).sum().item()
 fast = cpp_wrappers.fast_calls()
 records = op_records()
 native = {{name: r for name, r in records.items() if r["category"] == "native"}}
@@ -717,11 +739,12 @@ print(json.dumps({{"kernels": len(native), "python": {{n: [r["calls"], fast.get(
 """
 
 
-def test_resnet_and_gpt_training_steps_take_no_python_wrapper(python, tmp_path):
+def test_resnet_gpt_and_group_norm_training_steps_take_no_python_wrapper(python, tmp_path):
     """Every call of a dipu kernel in a ResNet-50-like and a GPT training step (SGD with momentum for-loop,
     foreach and fused, fp16 autocast with GradScaler; AdamW for-loop, foreach and fused under bf16 autocast;
-    train.py's x[order] batching and argmax accuracy) is served by a C++ wrapper: the run report's native ops
-    against dipu.kernels.cpp_wrappers.fast_calls()."""
+    train.py's x[order] batching and argmax accuracy) and in a conv net of GroupNorm and reflection, replication and
+    constant padding (clip_grad_norm_ both ways, max(1) accuracy) is served by a C++ wrapper: the run report's native
+    ops against dipu.kernels.cpp_wrappers.fast_calls()."""
     code = TRAINING_PATHS.format(examples=str(ROOT / "examples"))
     r = json.loads(python(code, env={"DIPU_REPORT": str(tmp_path)}).stdout.strip().splitlines()[-1])
     assert r["kernels"] > 30, r
@@ -935,19 +958,22 @@ with torch.inference_mode():  # no autograd kernel unboxes the call on its way: 
     parts = [a.clone(), b.clone()]
     same["_foreach_add_.Scalar"] = aten._foreach_add_.Scalar(parts, 1.0) is None and torch.equal(parts[1].cpu(), y + 1)
 boxed = cpp_wrappers.fast_calls()
+cpp_wrappers.reset_fast_calls()
+mask = a > 0
+same["bitwise_not"] = torch.equal((~mask).cpu(), ~(x > 0))  # autograd's boxed not-implemented fallback on its way
 a + b
 print(json.dumps({"same": same, "boxed fast": boxed, "fast": cpp_wrappers.fast_calls(),
                   "installed": sorted(set(same) & set(registry.registration.cpp_kernels))}))
 """
 
 
-def test_a_boxed_call_of_a_cpp_wrapper_s_op_gets_the_python_wrapper_s_answer(python):
-    """Note [Boxed calls of a C++ wrapper]: called boxed (torch.ops in inference mode), an op whose C++ wrapper is
-    installed returns what the CPU returns, in the schema's form (a tensor, a tuple, the tensor written, None), from
-    its Python wrapper (the in-place and out= ones reach it unboxed even so); the same op called unboxed takes the C++
-    path."""
+def test_a_boxed_call_of_a_cpp_wrapper_s_op_takes_the_cpp_path_with_the_cpu_s_answer(python):
+    """Note [Boxed calls of a C++ wrapper]: called boxed (torch.ops in inference mode; an op whose autograd kernel is
+    torch's boxed not-implemented fallback, as a mask's ~), an op whose C++ wrapper is installed returns what the CPU
+    returns, in the schema's form (a tensor, a tuple, the tensor written, None), from the C++ path."""
     r = json.loads(python(BOXED_CALLS).stdout.strip().splitlines()[-1])
     assert r["installed"] == sorted(r["same"]), r["installed"]
     assert all(r["same"].values()), r["same"]
-    assert not {"add.Tensor", "max.dim"} & set(r["boxed fast"]), r["boxed fast"]  # the functional ones reach it boxed
-    assert r["fast"].get("add.Tensor") == 1, r["fast"]
+    assert r["boxed fast"] == {"add.Tensor": 1, "max.dim": 1, "add_.Tensor": 1, "add.out": 1,
+                               "_foreach_add_.Scalar": 1}, r["boxed fast"]
+    assert r["fast"] == {"gt.Scalar": 1, "bitwise_not": 1, "add.Tensor": 1}, r["fast"]

@@ -23,20 +23,36 @@
 #include <ATen/ops/convolution_backward_ops.h>
 #include <ATen/ops/convolution_ops.h>
 #include <ATen/ops/cudnn_batch_norm_ops.h>
+#include <ATen/ops/constant_pad_nd_ops.h>
 #include <ATen/ops/cudnn_convolution_ops.h>
 #include <ATen/ops/embedding_dense_backward_ops.h>
 #include <ATen/ops/fill_ops.h>
 #include <ATen/ops/index_ops.h>
 #include <ATen/ops/index_put_ops.h>
 #include <ATen/ops/index_select_ops.h>
+#include <ATen/ops/linalg_vector_norm_ops.h>
 #include <ATen/ops/mean_ops.h>
 #include <ATen/ops/mul_ops.h>
 #include <ATen/ops/native_batch_norm_backward_ops.h>
 #include <ATen/ops/native_batch_norm_ops.h>
+#include <ATen/ops/native_group_norm_backward_ops.h>
+#include <ATen/ops/native_group_norm_ops.h>
 #include <ATen/ops/nll_loss2d_backward_ops.h>
 #include <ATen/ops/nll_loss2d_forward_ops.h>
 #include <ATen/ops/nll_loss_backward_ops.h>
 #include <ATen/ops/nll_loss_forward_ops.h>
+#include <ATen/ops/reflection_pad1d_backward_ops.h>
+#include <ATen/ops/reflection_pad1d_ops.h>
+#include <ATen/ops/reflection_pad2d_backward_ops.h>
+#include <ATen/ops/reflection_pad2d_ops.h>
+#include <ATen/ops/reflection_pad3d_backward_ops.h>
+#include <ATen/ops/reflection_pad3d_ops.h>
+#include <ATen/ops/replication_pad1d_backward_ops.h>
+#include <ATen/ops/replication_pad1d_ops.h>
+#include <ATen/ops/replication_pad2d_backward_ops.h>
+#include <ATen/ops/replication_pad2d_ops.h>
+#include <ATen/ops/replication_pad3d_backward_ops.h>
+#include <ATen/ops/replication_pad3d_ops.h>
 #include <ATen/ops/native_layer_norm_backward_ops.h>
 #include <ATen/ops/native_layer_norm_ops.h>
 #include <ATen/ops/sum_ops.h>
@@ -45,6 +61,7 @@
 #include <ATen/native/layer_norm.h>
 
 #include <climits>
+#include <string_view>
 
 namespace tc = dipu::torch_cpp;
 
@@ -215,6 +232,31 @@ diopiError_t fused_sgd(diopiTensorHandle_t* params, diopiTensorHandle_t* grads,
 
 }  // namespace
 
+namespace {
+
+// normalization.py's _group_norm_sizes: N, C and the product of the remaining dims.
+std::array<c10::SymInt, 3> group_norm_sizes(const at::Tensor& x) {
+  int64_t hxw = 1;
+  for (int64_t d = 2; d < x.dim(); ++d) hxw *= x.size(d);
+  return {x.size(0), x.size(1), hxw};
+}
+
+// The out= overload of ATen's pad of this mode over `rank` dims, as resampling.py's _PADS and _PAD_BACKWARDS
+// pick it; false where there is none.
+template <class Reflect1, class Reflect2, class Reflect3, class Replicate1, class Replicate2, class Replicate3,
+          class... Args>
+bool pad_by_mode(std::string_view mode, int64_t rank, Args&&... args) {
+  if (mode == "reflect" && rank == 1) return Reflect1::call(args...), true;
+  if (mode == "reflect" && rank == 2) return Reflect2::call(args...), true;
+  if (mode == "reflect" && rank == 3) return Reflect3::call(args...), true;
+  if (mode == "replicate" && rank == 1) return Replicate1::call(args...), true;
+  if (mode == "replicate" && rank == 2) return Replicate2::call(args...), true;
+  if (mode == "replicate" && rank == 3) return Replicate3::call(args...), true;
+  return false;
+}
+
+}  // namespace
+
 #define DIPU_EXPORT __attribute__((visibility("default")))
 
 extern "C" {
@@ -243,6 +285,17 @@ DIPU_EXPORT diopiError_t diopiAny(diopiContextHandle_t, diopiTensorHandle_t out,
 DIPU_EXPORT diopiError_t diopiAll(diopiContextHandle_t, diopiTensorHandle_t out, diopiConstTensorHandle_t input,
                                   const int64_t* dim) {
   return any_or_all<at::_ops::all_all_out, at::_ops::all_out>(out, input, dim);
+}
+
+DIPU_EXPORT diopiError_t diopiNorm(diopiContextHandle_t, diopiTensorHandle_t out, diopiConstTensorHandle_t input,
+                                   const diopiScalar_t* p, diopiSize_t dim) {
+  return tc::guarded([&] {
+    at::Tensor x = tc::alias_of(input), o = tc::alias_of(out);
+    std::optional<at::ScalarType> dtype;  // reductions.py's diopiNorm: a floating input is cast to a wider output
+    if (at::isFloatingType(x.scalar_type()) && o.scalar_type() != x.scalar_type()) dtype = o.scalar_type();
+    at::_ops::linalg_vector_norm_out::call(x, p == nullptr ? at::Scalar(int64_t{2}) : tc::scalar(p), dims(dim),
+                                           tc::kept_dims(o, x), dtype, o);
+  });
 }
 
 namespace {
@@ -367,6 +420,36 @@ DIPU_EXPORT diopiError_t diopiLayerNormBackward(diopiContextHandle_t ctx, diopiT
     write_result(ctx, grad_input, std::get<0>(results));
     write_result(ctx, grad_weight, std::get<1>(results));
     write_result(ctx, grad_bias, std::get<2>(results));
+  });
+}
+
+// diopi_impl/torch/normalization.py's group norm: ATen's CPU kernels read the input as contiguous.
+
+DIPU_EXPORT diopiError_t diopiGroupNorm(diopiContextHandle_t ctx, diopiTensorHandle_t out,
+                                        diopiTensorHandle_t save_mean, diopiTensorHandle_t save_invstd,
+                                        diopiConstTensorHandle_t input, diopiConstTensorHandle_t weight,
+                                        diopiConstTensorHandle_t bias, int64_t num_groups, double eps) {
+  return tc::guarded([&] {
+    const at::Tensor x = tc::alias_of(input).contiguous();
+    const auto [n, c, hxw] = group_norm_sizes(x);
+    write_results(ctx, out, save_mean, save_invstd,
+                  at::_ops::native_group_norm::call(x, tc::optional_alias(weight), tc::optional_alias(bias), n, c, hxw,
+                                                    num_groups, eps));
+  });
+}
+
+DIPU_EXPORT diopiError_t diopiGroupNormBackward(diopiContextHandle_t ctx, diopiTensorHandle_t grad_input,
+                                                diopiTensorHandle_t grad_weight, diopiTensorHandle_t grad_bias,
+                                                diopiConstTensorHandle_t grad_output, diopiConstTensorHandle_t input,
+                                                diopiConstTensorHandle_t weight, diopiConstTensorHandle_t mean,
+                                                diopiConstTensorHandle_t rstd, int64_t num_groups) {
+  return tc::guarded([&] {
+    const at::Tensor x = tc::alias_of(input).contiguous();
+    const auto [n, c, hxw] = group_norm_sizes(x);
+    write_results(ctx, grad_input, grad_weight, grad_bias,
+                  at::_ops::native_group_norm_backward::call(
+                      tc::alias_of(grad_output).contiguous(), x, tc::alias_of(mean), tc::alias_of(rstd),
+                      tc::optional_alias(weight), n, c, hxw, num_groups, wanted(grad_input, grad_weight, grad_bias)));
   });
 }
 
@@ -697,6 +780,42 @@ DIPU_EXPORT diopiError_t diopiFusedSgdTensorLr(diopiContextHandle_t, diopiTensor
   return fused_sgd<at::_ops::_fused_sgd__tensor_lr>(params, grads, momentum_buffer_list, num_params, weight_decay,
                                                     momentum, lr, dampening, nesterov, maximize, is_first_step,
                                                     grad_scale, found_inf);
+}
+
+// ---- diopi_impl/torch/resampling.py's padding: one DIOPI function for ATen's per-mode, per-rank ops ----
+
+DIPU_EXPORT diopiError_t diopiPad(diopiContextHandle_t, diopiTensorHandle_t out, diopiConstTensorHandle_t input,
+                                  diopiSize_t pad, const char* mode, const double* value) {
+  return tc::guarded([&] {
+    const at::Tensor x = tc::alias_of(input), o = tc::alias_of(out);
+    const std::string_view name = mode == nullptr ? "" : mode;
+    if (name == "constant") {
+      const at::Scalar fill = value == nullptr ? at::Scalar(int64_t{0}) : at::Scalar(*value);
+      tc::copy_into(o, at::_ops::constant_pad_nd::call(x, tc::sym_sizes(pad), fill));
+      return;
+    }
+    at::Tensor target = o;
+    const bool padded =
+        pad_by_mode<at::_ops::reflection_pad1d_out, at::_ops::reflection_pad2d_out, at::_ops::reflection_pad3d_out,
+                    at::_ops::replication_pad1d_out, at::_ops::replication_pad2d_out, at::_ops::replication_pad3d_out>(
+            name, pad.len / 2, x, tc::sym_sizes(pad), target);
+    TORCH_CHECK(padded, "diopiPad: no ", name, " padding over ", pad.len / 2, " dims");
+  });
+}
+
+DIPU_EXPORT diopiError_t diopiPadBackward(diopiContextHandle_t, diopiTensorHandle_t grad_input,
+                                          diopiConstTensorHandle_t grad_output, diopiConstTensorHandle_t input,
+                                          diopiSize_t pad, const char* mode) {
+  return tc::guarded([&] {
+    at::Tensor target = tc::alias_of(grad_input);
+    const bool padded =
+        pad_by_mode<at::_ops::reflection_pad1d_backward_grad_input, at::_ops::reflection_pad2d_backward_grad_input,
+                    at::_ops::reflection_pad3d_backward_grad_input, at::_ops::replication_pad1d_backward_grad_input,
+                    at::_ops::replication_pad2d_backward_grad_input, at::_ops::replication_pad3d_backward_grad_input>(
+            mode == nullptr ? "" : mode, pad.len / 2, tc::alias_of(grad_output), tc::alias_of(input),
+            tc::sym_sizes(pad), target);
+    TORCH_CHECK(padded, "diopiPadBackward: no ", mode == nullptr ? "" : mode, " padding over ", pad.len / 2, " dims");
+  });
 }
 
 }  // extern "C"

@@ -50,16 +50,17 @@ RULES: dict[str, Rule] = {
     # unary is shared by ops of every sort (clone, softmax, channel_shuffle): their meta kernels know the strides
     **dict.fromkeys(("addmm", "arange", "arange_end", "bmm", "broadcast_grad", "like_self", "mm", "reduce_all",
                      "reduction", "sum_all", "unary"), Rule(cpp=1)),
-    "native_layer_norm": Rule(cpp=3),
+    "native_layer_norm": Rule(cpp=3), "native_group_norm": Rule(cpp=3), "max_dim": Rule(cpp=2),
     **dict.fromkeys(("cdist_backward", "dropout", "eye", "fused_gru_cell", "fused_gru_cell_backward",
-                     "fused_lstm_cell", "fused_lstm_cell_backward", "linspace", "max_dim", "multilabel_margin_loss",
-                     "multinomial", "native_batch_norm", "native_group_norm", "randperm", "sized_float"), Rule()),
+                     "fused_lstm_cell", "fused_lstm_cell_backward", "linspace", "multilabel_margin_loss",
+                     "multinomial", "native_batch_norm", "randperm", "sized_float"), Rule()),
 }
 #: Ops whose spec takes their shapes from the meta kernel, and the outputs the C++ twin of that meta kernel of
 #: the same name in dipu/kernels/cpp/shape_rules.h fills (Note [Meta shapes in C++]).
 CPP_META_TWINS: dict[str, int] = {
     "argmax": 1, "argmin": 1, "embedding": 1, "embedding_dense_backward": 1, "index_select": 1,
-    "native_layer_norm_backward": 3, "nll_loss_forward": 2, "stack": 1,
+    "native_group_norm_backward": 3, "native_layer_norm_backward": 3, "nll_loss_forward": 2, "reflection_pad2d": 1,
+    "stack": 1,
 }
 __all__ = sorted(RULES)
 

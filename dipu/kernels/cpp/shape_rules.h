@@ -10,6 +10,7 @@
 #include <ATen/ATen.h>
 #include <ATen/ExpandUtils.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 
@@ -307,6 +308,30 @@ bool native_layer_norm_backward(std::array<Spec, 3>& specs, const at::Tensor& gr
   return true;
 }
 
+// (values, indices) of a reduction over one dim (max, min, median, mode): the reduced shape in the input's dtype
+// and in int64; false for a dim out of range.
+template <class... Rest>
+bool max_dim(std::array<Spec, 2>& specs, const at::Tensor& self, int64_t dim, bool keepdim, const Rest&...) {
+  if (!reduced_shape(specs[0], self, c10::IntArrayRef(dim), keepdim)) return false;
+  specs[0].dtype = self.scalar_type();
+  specs[1].shape = specs[0].shape;
+  specs[1].dtype = at::kLong;
+  return true;
+}
+
+// (out, mean, rstd) of a group norm: the input's shape and dtype, and (N, group) in the statistics' dtype.
+template <class Int, class... Rest>
+bool native_group_norm(std::array<Spec, 3>& specs, const at::Tensor& input, const std::optional<at::Tensor>& weight,
+                       const std::optional<at::Tensor>& bias, const Int& n, const Int&, const Int&, int64_t group,
+                       const Rest&...) {
+  same_shape(specs[0], input);
+  specs[0].dtype = input.scalar_type();
+  specs[1].shape.assign({c10::SymInt(n).guard_int(__FILE__, __LINE__), group});
+  specs[1].dtype = statistics_dtype(input, weight, bias);
+  specs[2] = specs[1];
+  return true;
+}
+
 // ---- C++ twins of meta kernels (CPP_META_TWINS in dipu/ops/shape_rules.py) --------------------
 // Their specs take their shapes from the meta kernel, which torch writes in Python for these: each rule here
 // gives the meta kernel's answer for the well-formed calls of the hot path (contiguous outputs) and false for
@@ -380,6 +405,52 @@ bool stack(Spec& spec, at::TensorList tensors, int64_t dim, const Rest&...) {
   same_shape(spec, first);
   spec.shape.insert(spec.shape.begin() + (dim < 0 ? dim + rank : dim), static_cast<int64_t>(tensors.size()));
   spec.dtype = first.scalar_type();
+  return true;
+}
+
+// native_group_norm_backward's (grad_input, grad_weight, grad_bias), which torch's decomposition computes as its meta
+// kernel: the input's shape and [C] twice, wanted where output_mask says, for a contiguous input whose tensors
+// share its dtype (mixed dtypes take the decomposition's type promotion, on the Python path).
+template <class Int, class Mask>
+bool native_group_norm_backward(std::array<Spec, 3>& specs, const at::Tensor& grad_out, const at::Tensor& input,
+                                const at::Tensor& mean, const at::Tensor& rstd, const std::optional<at::Tensor>& weight,
+                                const Int& n, const Int& c, const Int& hxw, int64_t group, const Mask& output_mask) {
+  const at::ScalarType type = input.scalar_type();
+  const int64_t channels = as_int(c);
+  if (!input.is_contiguous() || input.dim() < 2 || !grad_out.sizes().equals(input.sizes()) || group <= 0 ||
+      channels % group != 0 || input.numel() != as_int(n) * channels * as_int(hxw) || grad_out.scalar_type() != type ||
+      mean.scalar_type() != type || rstd.scalar_type() != type ||
+      (weight.has_value() && weight->defined() && weight->scalar_type() != type))
+    return false;
+  for (size_t i = 0; i < 3; ++i) {
+    specs[i].wanted = output_mask[i];
+    specs[i].dtype = type;
+    if (i == 0)
+      same_shape(specs[i], input);
+    else
+      specs[i].shape.assign({channels});
+  }
+  return true;
+}
+
+// reflection_pad2d: the input with H + top + bottom rows and W + left + right columns, for a contiguous input of
+// non-empty dims whose pads are each smaller than the dim they pad (the meta kernel's checks).
+template <class Sizes>
+bool reflection_pad2d(Spec& spec, const at::Tensor& input, const Sizes& padding) {
+  const int64_t rank = input.dim();
+  if ((rank != 3 && rank != 4) || padding.size() != 4 || !input.is_contiguous() ||
+      (rank == 4 && input.is_contiguous(at::MemoryFormat::ChannelsLast)))
+    return false;
+  for (int64_t d = rank - 3; d < rank; ++d)
+    if (input.size(d) == 0) return false;
+  const int64_t left = as_int(padding[0]), right = as_int(padding[1]), top = as_int(padding[2]),
+                bottom = as_int(padding[3]), h = input.size(rank - 2), w = input.size(rank - 1);
+  if (std::min({left, right, top, bottom}) < 0 || std::max(left, right) >= w || std::max(top, bottom) >= h)
+    return false;
+  same_shape(spec, input);
+  spec.shape[rank - 2] = h + top + bottom;
+  spec.shape[rank - 1] = w + left + right;
+  spec.dtype = input.scalar_type();
   return true;
 }
 

@@ -126,29 +126,6 @@ std::vector<at::Tensor> Kernel::call_python_tuple(torch::jit::Stack stack) {
   return tensors;
 }
 
-// Note [Boxed calls of a C++ wrapper]
-void call_boxed(Kernel& kernel, const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  const c10::FunctionSchema& schema = op.schema();
-  const size_t count = schema.arguments().size();
-  torch::jit::Stack arguments(std::make_move_iterator(stack->end() - static_cast<std::ptrdiff_t>(count)),
-                              std::make_move_iterator(stack->end()));
-  torch::jit::drop(*stack, count);
-  py::gil_scoped_acquire gil;
-  py::object result = call_wrapper(kernel, std::move(arguments));
-  const auto& returns = schema.returns();
-  if (returns.size() == 1) {
-    stack->push_back(torch::jit::toIValue(result, returns[0].real_type()));
-  } else if (returns.size() > 1) {
-    TORCH_CHECK(PyTuple_Check(result.ptr()) || PyList_Check(result.ptr()), "dipu: the Python wrapper of ",
-                schema.operator_name(), " returned neither a tuple nor a list");
-    const py::tuple items(result);
-    TORCH_CHECK(items.size() == returns.size(), "dipu: the Python wrapper of ", schema.operator_name(), " returned ",
-                items.size(), " values, not ", returns.size());
-    for (size_t i = 0; i < returns.size(); ++i)
-      stack->push_back(torch::jit::toIValue(items[i], returns[i].real_type()));
-  }
-}
-
 namespace {
 
 // Every kernel of the extension, as the tables add them: the generated ones and the hand-written twins of impl

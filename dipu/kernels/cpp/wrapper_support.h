@@ -505,32 +505,26 @@ inline diopiRoundMode_t c_rounding_mode(const std::optional<c10::string_view>& m
 // ---- the extension's table ------------------------------------------------------------------------
 
 // Note [Boxed calls of a C++ wrapper]
-// The dispatcher calls a kernel unboxed (typed arguments: autograd's and every at:: call) or boxed (a stack of
-// IValues: a functional op through torch.ops.aten with no autograd kernel in between, as in inference mode, or a
-// boxed fallback). torch::Library::impl would compile, for each signature, a boxed adapter that unpacks the stack
-// into the typed call (c10's make_boxed_from_unboxed_functor) and a schema inferred from the C++ types; over a
-// thousand wrappers that code was a third of the extension's compile time. So a wrapper is registered with the
-// dispatcher directly (register_unboxed), as an ``Unboxed`` functor: with its C++ signature, which the dispatcher
-// checks against the op's other kernels, and no inferred schema; and the boxed adapter of every Unboxed functor is
-// one function (the specialization at the end of this file): call_boxed hands the stack to the kernel's Python
-// wrapper, the path any call the C++ wrapper declines takes. A boxed call gets the Python wrapper's answer, and
-// speed, as before C++ wrappers existed; the unboxed calls a model's steps make stay on the C++ path.
+// The dispatcher calls a kernel unboxed (typed arguments: most at:: calls) or boxed (a stack of IValues: an op
+// through torch.ops.aten with no autograd kernel in between, as in inference mode, and every op whose autograd kernel
+// is torch's boxed autogradNotImplementedFallback: the ops without a derivative formula, such as bitwise_not (a
+// mask's ~), floor_divide, the random ops and native_group_norm_backward, which autograd's own GroupNorm backward
+// calls). A wrapper is registered with the dispatcher directly (register_entry), as an ``Unboxed`` functor: with its
+// C++ signature, which the dispatcher checks against the op's other kernels, and no schema inferred from the C++
+// types; its boxed adapter is c10's make_boxed_from_unboxed_functor, one per signature (make_kernel), which unpacks the
+// stack into the typed call, so a boxed call takes the C++ path as an unboxed one does. Until 2026-12-02 every
+// Unboxed functor shared one boxed adapter that handed the stack to the Python wrapper, to spare those adapters'
+// compile time: it was 1.4 s of each generated part's 14 (2 of 3 parts on 2 cores), and it had left every call of
+// those ops on the Python path, GroupNorm's backward among them.
 template <class Signature>
 struct Unboxed;
-// The wrapper and its kernel (whose Python wrapper serves the boxed calls).
-struct UnboxedBase : c10::OperatorKernel {
-  explicit UnboxedBase(Kernel& kernel) : kernel(kernel) {}
-  Kernel& kernel;
-};
 template <class Return, class... Args>
-struct Unboxed<Return(Args...)> final : UnboxedBase {
-  Unboxed(Kernel& kernel, Return (*function)(Kernel&, Args...)) : UnboxedBase(kernel), function(function) {}
+struct Unboxed<Return(Args...)> final : c10::OperatorKernel {
+  Unboxed(Kernel& kernel, Return (*function)(Kernel&, Args...)) : kernel(kernel), function(function) {}
   Return operator()(Args... args) { return function(kernel, std::forward<Args>(args)...); }
+  Kernel& kernel;
   Return (*function)(Kernel&, Args...);
 };
-
-// A boxed call of `kernel`'s op: its Python wrapper's answer, pushed as the schema returns it.
-void call_boxed(Kernel& kernel, const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
 // Any wrapper, as the table keeps it: a function pointer cast back to its own type to be registered.
 using AnyFunction = void (*)();
@@ -575,13 +569,3 @@ struct Table {
 };
 
 }  // namespace dipu::cwrap
-
-// Note [Boxed calls of a C++ wrapper]: the boxed adapter of every Unboxed functor.
-namespace c10::impl {
-template <class Signature, bool AllowLegacyTypes>
-struct make_boxed_from_unboxed_functor<dipu::cwrap::Unboxed<Signature>, AllowLegacyTypes> final {
-  static void call(OperatorKernel* functor, const OperatorHandle& op, DispatchKeySet, torch::jit::Stack* stack) {
-    dipu::cwrap::call_boxed(static_cast<dipu::cwrap::UnboxedBase*>(functor)->kernel, op, stack);
-  }
-};
-}  // namespace c10::impl

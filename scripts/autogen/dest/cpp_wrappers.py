@@ -23,8 +23,8 @@ Compiling one wrapper costs little; compiling a thousand in one file costs minut
 boxes and unboxes each kernel's arguments and infers its schema. A kernel is registered as a function pointer known
 at run time (``entry(op, kernel, &f)`` in the table), so what its registration instantiates is instantiated once per
 signature rather than once per kernel, for one more indirect call per op, which timing a 4-element add and a relu
-side by side could not see; and that is only the unboxed call, the boxed one being a single function for all (Note
-[Boxed calls of a C++ wrapper] in dipu/kernels/cpp/wrapper_support.h). The generated text is compiled at -O1 (Note
+side by side could not see; c10's boxed adapter is instantiated per signature too (Note [Boxed calls of a C++
+wrapper] in dipu/kernels/cpp/wrapper_support.h). The generated text is compiled at -O1 (Note
 [Builds side by side] in dipu/_native.py). Measured on the 2-core development machine (2026-12-02), a part of about
 420 wrappers compiled in 40 s with torch::Library::impl (its boxed adapter and inferred schema per signature) at
 -O2, 34 s with a precompiled header of torch's (which costs 25 s and 600 MB to build, so dipu does not use one),
@@ -182,6 +182,9 @@ _BY_POINTER = frozenset({"::std::optional<int64_t>", "::std::optional<double>", 
 #: its address.
 _PLAIN_BY_POINTER = frozenset({"int64_t", "double", "bool"})
 _ANY_BY_POINTER = _BY_POINTER | _PLAIN_BY_POINTER
+#: A Scalar where DIOPI's parameter is an optional float (constant_pad_nd's value for diopiPad's ``float? value``): the
+#: address of its value as a double.
+_SCALAR_AS_REAL = "const at::Scalar &"
 #: The kinds of DIOPI's optional numbers, passed by pointer.
 _C_BY_POINTER_KINDS = frozenset({proto.Kind.INT, proto.Kind.FLOAT, proto.Kind.BOOL})
 #: Literals of the spec (``None``, numbers) by kind: the C++ expression of the C value.
@@ -316,8 +319,9 @@ def _unsupported_call(kernel: Kernel, call, types: dict[str, str], renamed: dict
             continue
         if param.kind not in _C_TYPES:
             return f"parameter {param.name} of kind {param.kind.value}"
-        if param.optional and param.kind in _C_BY_POINTER_KINDS and \
-                arg.name is not None and types.get(renamed.get(arg.name, arg.name)) not in _ANY_BY_POINTER:
+        if param.optional and param.kind in _C_BY_POINTER_KINDS and arg.name is not None and \
+                types.get(renamed.get(arg.name, arg.name)) not in _ANY_BY_POINTER and \
+                not _scalar_as_real(param, types.get(renamed.get(arg.name, arg.name))):
             return f"optional parameter {param.name} passed by pointer"
         if arg.name is None:
             if _literal(arg, param) is None:
@@ -326,13 +330,18 @@ def _unsupported_call(kernel: Kernel, call, types: dict[str, str], renamed: dict
         name = renamed.get(arg.name, arg.name)
         if name in kernel.outputs and name not in types:
             continue  # a new output: a local at::Tensor
-        if param.optional and types.get(name) in _ANY_BY_POINTER:
+        if param.optional and (types.get(name) in _ANY_BY_POINTER or _scalar_as_real(param, types.get(name))):
             continue
         if param.kind is proto.Kind.DTYPE and not param.optional and types.get(name) != "at::ScalarType":
             return f"optional argument {name} for dtype {param.name}"
         if _CONVERSIONS[param.kind].get(types.get(name, "")) is None:
             return f"argument {name} ({types.get(name)}) for {param.kind.value} {param.name}"
     return None
+
+
+def _scalar_as_real(param: proto.Param, kernel_type: str | None) -> bool:
+    """Whether a Scalar argument passes as DIOPI's optional float, by the address of its value as a double."""
+    return param.optional and param.kind is proto.Kind.FLOAT and kernel_type == _SCALAR_AS_REAL
 
 
 def _cpp_types(schema: FunctionSchema) -> dict[str, str]:
@@ -358,6 +367,8 @@ def _literal(arg: CallArg, param: proto.Param) -> str | None:
         return f"int64_t{{{value}}}" if param.kind is proto.Kind.INT else f"{float(value)!r}"
     if isinstance(value, float) and param.kind is proto.Kind.FLOAT:
         return repr(value)
+    if isinstance(value, str) and param.kind is proto.Kind.STRING and value.isidentifier():
+        return f'"{value}"'
     if isinstance(value, (int, float)) and param.kind is proto.Kind.SCALAR:
         return f"at::Scalar(int64_t{{{value}}})" if isinstance(value, int) else f"at::Scalar({value!r})"
     return None
@@ -503,6 +514,10 @@ def _call_values(call, types: dict[str, str], renamed: dict[str, str]) -> tuple[
             continue
         if param.optional and types.get(name) in _PLAIN_BY_POINTER:
             call_args.append(f"&{value}")
+            continue
+        if _scalar_as_real(param, types.get(name)):
+            locals_.append(f"const double {value}_c = {value}.toDouble();")
+            call_args.append(f"&{value}_c")
             continue
         helper = "out" if name not in types else _CONVERSIONS[param.kind][types[name]]
         if helper == "scalar":
