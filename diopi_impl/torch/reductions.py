@@ -94,26 +94,23 @@ def diopiAminmax(ctx, min, max, input, dim):
     return SUCCESS
 
 
-@library.register
-def diopiAny(ctx, out, input, dim):
-    d = ctx.device
-    x, o = alias(input, d), alias(out, d)
-    if dim is None:
-        torch.any(x, out=o)
-    else:
-        torch.any(x, dim, keepdim=_keepdim(o, x), out=o)
-    return SUCCESS
+def _any_or_all(name, reduce):
+    """diopiAny and diopiAll: DIOPI's optional single dim, over every element without one."""
+    def function(ctx, out, input, dim):
+        d = ctx.device
+        x, o = alias(input, d), alias(out, d)
+        if dim is None:
+            reduce(x, out=o)
+        else:
+            reduce(x, dim, keepdim=_keepdim(o, x), out=o)
+        return SUCCESS
+
+    function.__name__ = function.__qualname__ = name
+    library.register(function)
 
 
-@library.register
-def diopiAll(ctx, out, input, dim):
-    d = ctx.device
-    x, o = alias(input, d), alias(out, d)
-    if dim is None:
-        torch.all(x, out=o)
-    else:
-        torch.all(x, dim, keepdim=_keepdim(o, x), out=o)
-    return SUCCESS
+_any_or_all("diopiAny", torch.any)
+_any_or_all("diopiAll", torch.all)
 
 
 @library.register
