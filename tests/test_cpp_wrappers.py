@@ -977,3 +977,82 @@ def test_a_boxed_call_of_a_cpp_wrapper_s_op_takes_the_cpp_path_with_the_cpu_s_an
     assert r["boxed fast"] == {"add.Tensor": 1, "max.dim": 1, "add_.Tensor": 1, "add.out": 1,
                                "_foreach_add_.Scalar": 1}, r["boxed fast"]
     assert r["fast"] == {"gt.Scalar": 1, "bitwise_not": 1, "add.Tensor": 1}, r["fast"]
+
+
+MODEL_OPS = """
+import json, torch, torch.nn.functional as F, dipu
+from dipu.kernels import cpp_wrappers
+torch.manual_seed(0)
+x, v = torch.randn(2, 6, 5, 7), torch.randn(7)
+w, b, p = torch.linspace(0.5, 1.5, 6), torch.linspace(-1, 1, 6), torch.rand(2, 6, 5, 7)
+target, pos = torch.rand(2, 6, 5, 7), torch.rand(7) + 0.5
+cases = {
+    "pad": lambda x: [F.pad(x, (1, 2, 0, 3), value=0.5), F.pad(x, (1, 2)), F.pad(x.long(), (1, 1), value=3),
+                      F.pad(x, (1, 2, 2, 1), mode="reflect"), F.pad(x[0], (2, 3), mode="reflect"),
+                      F.pad(x[None], (1, 0, 1, 2, 0, 1), mode="reflect"), F.pad(x, (1, 2, 2, 1), mode="replicate"),
+                      F.pad(x[0], (0, 3), mode="replicate"), F.pad(x.contiguous(memory_format=torch.channels_last),
+                                                                   (1, 1, 1, 1), mode="reflect")],
+    "over a dim": lambda x: [*x.max(1), *x.min(-1, keepdim=True), *x.median(2), *x.round().mode(1),
+                             *x.nanmedian(0, keepdim=True), x[0, 0, 0].max(0).values],
+    "norms": lambda x: [torch.linalg.vector_norm(x, 2.0, (1, 2)), x.norm(), torch.linalg.vector_norm(x, 1, -1, True),
+                        torch.linalg.vector_norm(x, float("inf")), torch.linalg.vector_norm(x, dtype=torch.float64)],
+    "group norm": lambda x: [*torch.native_group_norm(x, w.to(x.device), b.to(x.device), 2, 6, 35, 3, 1e-5),
+                             F.group_norm(x[:, :, 0], 2), F.group_norm(x, 6, w.to(x.device))],
+    "losses": lambda x: [F.binary_cross_entropy(p.to(x.device), target.to(x.device)),
+                         F.binary_cross_entropy(p.to(x.device), target.to(x.device), reduction="none"),
+                         F.binary_cross_entropy(p.to(x.device), target.to(x.device), weight=target[0, 0].to(x.device)),
+                         F.binary_cross_entropy_with_logits(x, target.to(x.device), pos_weight=pos.to(x.device)),
+                         F.binary_cross_entropy_with_logits(x, target.to(x.device), reduction="sum")],
+    "statistics": lambda x: [x.var(), x.var((1, 2), keepdim=True), x.std(-1, correction=0), x.std((0, 3)),
+                             x.double().var(1), torch.complex(x.cpu(), x.cpu()).to(x.device).var(2)],
+    "shapes": lambda x: [x.repeat(2, 1, 1, 2), x[0, 0].repeat(3, 1, 2), x[0, 0, 0].repeat(0),
+                         torch.dot(v.to(x.device), v.to(x.device)), torch.mv(x[0, 0], v.to(x.device)),
+                         x[0, 0].double() @ v.double().to(x.device)],
+}
+r = {"same": {}, "fast": {}}
+for name, case in cases.items():
+    cpp_wrappers.reset_fast_calls()
+    on_dipu = case(x.to("dipu"))
+    r["fast"][name] = sorted(cpp_wrappers.fast_calls())
+    r["same"][name] = [c.shape == d.shape and c.dtype == d.dtype and c.stride() == d.stride() and
+                       torch.allclose(c, d.cpu(), rtol=1e-5, atol=1e-5) for c, d in zip(case(x), on_dipu)]
+def trained(device):  # autograd's GroupNorm and padding backwards, clip_grad_norm_ per tensor
+    torch.manual_seed(1)
+    nn = torch.nn
+    m = nn.Sequential(nn.ReflectionPad2d(1), nn.Conv2d(6, 8, 3), nn.GroupNorm(4, 8), nn.ReplicationPad2d((1, 0, 1, 0)),
+                      nn.SiLU()).to(device)
+    t = x.to(device).detach().requires_grad_()
+    y = F.pad(m(t), (1, 1, 1, 1))
+    y.square().sum().backward()
+    total = torch.nn.utils.clip_grad_norm_(m.parameters(), 0.1, foreach=False)
+    return [y.detach(), t.grad, total, *(p.grad for p in m.parameters())]
+cpp_wrappers.reset_fast_calls()
+r["grads"] = [torch.allclose(c, d.cpu(), rtol=1e-4, atol=1e-4) for c, d in zip(trained("cpu"), trained("dipu"))]
+r["fast"]["grads"] = sorted(cpp_wrappers.fast_calls())
+r["fallbacks"] = dipu.fallback_counts()
+print(json.dumps(r))
+"""
+
+
+def test_padding_reductions_over_a_dim_norms_group_norm_losses_and_statistics_take_the_cpp_path(python):
+    """Ops of common models beyond ResNet and GPT take the C++ path with the CPU's values, shapes, dtypes and strides:
+    padding of each mode (the C++ library's diopiPad, a string literal and a Scalar fill value passed to C), max, min,
+    median and mode over a dim (the max_dim twin), vector norms (diopiNorm), group norm forward and backward, the
+    binary cross entropies, var and std, repeat, dot and mv (C++ twins of their meta kernels); what a twin leaves
+    to the Python path (a channels_last reflection pad, an int64 or complex input) gives the CPU's answer too."""
+    r = json.loads(python(MODEL_OPS).stdout.strip().splitlines()[-1])
+    for name, same in r["same"].items():
+        assert same and all(same), (name, same)
+    assert r["grads"] and all(r["grads"]), r["grads"]
+    fast = r["fast"]
+    assert {"constant_pad_nd", "reflection_pad1d", "reflection_pad2d", "reflection_pad3d", "replication_pad1d",
+            "replication_pad2d"} <= set(fast["pad"]), fast["pad"]
+    assert {"max.dim", "min.dim", "median.dim", "mode", "nanmedian.dim"} <= set(fast["over a dim"]), fast
+    assert {"linalg_vector_norm"} <= set(fast["norms"]), fast["norms"]
+    assert {"native_group_norm"} <= set(fast["group norm"]), fast["group norm"]
+    assert {"binary_cross_entropy", "binary_cross_entropy_with_logits"} <= set(fast["losses"]), fast["losses"]
+    assert {"var.correction", "std.correction"} <= set(fast["statistics"]), fast["statistics"]
+    assert {"repeat", "dot", "mv"} <= set(fast["shapes"]), fast["shapes"]
+    assert {"native_group_norm_backward", "reflection_pad2d_backward", "replication_pad2d_backward",
+            "linalg_vector_norm"} <= set(fast["grads"]), fast["grads"]
+    assert r["fallbacks"] == {}, r["fallbacks"]

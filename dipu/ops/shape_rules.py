@@ -56,11 +56,13 @@ RULES: dict[str, Rule] = {
                      "multinomial", "native_batch_norm", "randperm", "sized_float"), Rule()),
 }
 #: Ops whose spec takes their shapes from the meta kernel, and the outputs the C++ twin of that meta kernel of
-#: the same name in dipu/kernels/cpp/shape_rules.h fills (Note [Meta shapes in C++]).
+#: the same name (an overload's joined by _: var_correction) in dipu/kernels/cpp/shape_rules.h fills (Note [Meta
+#: shapes in C++]).
 CPP_META_TWINS: dict[str, int] = {
-    "argmax": 1, "argmin": 1, "embedding": 1, "embedding_dense_backward": 1, "index_select": 1,
-    "native_group_norm_backward": 3, "native_layer_norm_backward": 3, "nll_loss_forward": 2, "reflection_pad2d": 1,
-    "stack": 1,
+    "argmax": 1, "argmin": 1, "binary_cross_entropy": 1, "binary_cross_entropy_with_logits": 1, "dot": 1,
+    "embedding": 1, "embedding_dense_backward": 1, "index_select": 1, "mv": 1, "native_group_norm_backward": 3,
+    "native_layer_norm_backward": 3, "nll_loss_forward": 2, "reflection_pad2d": 1, "repeat": 1, "stack": 1,
+    "std.correction": 1, "var.correction": 1,
 }
 __all__ = sorted(RULES)
 

@@ -454,6 +454,90 @@ bool reflection_pad2d(Spec& spec, const at::Tensor& input, const Sizes& padding)
   return true;
 }
 
+// The losses of binary_cross_entropy(_with_logits): the input's shape for reduction none, else 0-dim; in the input's
+// dtype, for a contiguous input whose target, and any weight, are of its dtype, the target of its shape and the
+// weights expandable to it.
+inline bool pointwise_loss(Spec& spec, const at::Tensor& self, const at::Tensor& target,
+                           std::initializer_list<const std::optional<at::Tensor>*> weights, int64_t reduction) {
+  if (!self.is_contiguous() || !target.sizes().equals(self.sizes()) || target.scalar_type() != self.scalar_type() ||
+      !at::isFloatingType(self.scalar_type()))
+    return false;
+  for (const auto* weight : weights)
+    if (weight->has_value() && (*weight)->defined() &&
+        ((*weight)->scalar_type() != self.scalar_type() || !at::is_expandable_to((*weight)->sizes(), self.sizes())))
+      return false;
+  if (reduction == 0)
+    same_shape(spec, self);
+  else
+    spec.shape.clear();
+  spec.dtype = self.scalar_type();
+  return true;
+}
+
+inline bool binary_cross_entropy(Spec& spec, const at::Tensor& self, const at::Tensor& target,
+                                 const std::optional<at::Tensor>& weight, int64_t reduction) {
+  return pointwise_loss(spec, self, target, {&weight}, reduction);
+}
+
+inline bool binary_cross_entropy_with_logits(Spec& spec, const at::Tensor& self, const at::Tensor& target,
+                                             const std::optional<at::Tensor>& weight,
+                                             const std::optional<at::Tensor>& pos_weight, int64_t reduction) {
+  return pointwise_loss(spec, self, target, {&weight, &pos_weight}, reduction);
+}
+
+// var and std over `dim` (all when none or empty): the reduced shape, in the real dtype of a floating or complex
+// input.
+inline bool variance(Spec& spec, const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim) {
+  const at::ScalarType type = self.scalar_type();
+  if (!(at::isFloatingType(type) || at::isComplexType(type)) ||
+      !reduced_shape(spec, self, dim.has_value() ? *dim : c10::IntArrayRef(), keepdim))
+    return false;
+  spec.dtype = c10::toRealValueType(type);
+  return true;
+}
+template <class Correction>
+bool var_correction(Spec& spec, const at::Tensor& self, at::OptionalIntArrayRef dim, const Correction&, bool keepdim) {
+  return variance(spec, self, dim, keepdim);
+}
+template <class Correction>
+bool std_correction(Spec& spec, const at::Tensor& self, at::OptionalIntArrayRef dim, const Correction&, bool keepdim) {
+  return variance(spec, self, dim, keepdim);
+}
+
+// repeat: each dim of the input (ones in front where `repeats` has more) times its repeat.
+template <class Sizes>
+bool repeat(Spec& spec, const at::Tensor& self, const Sizes& repeats) {
+  const int64_t extra = static_cast<int64_t>(repeats.size()) - self.dim();
+  if (extra < 0) return false;
+  spec.shape.clear();
+  for (size_t i = 0; i < repeats.size(); ++i) {
+    const int64_t times = as_int(repeats[i]);
+    if (times < 0) return false;
+    spec.shape.push_back(times * (static_cast<int64_t>(i) < extra ? 1 : self.size(static_cast<int64_t>(i) - extra)));
+  }
+  spec.dtype = self.scalar_type();
+  return true;
+}
+
+// dot: a 0-dim product of two vectors of one length and dtype.
+inline bool dot(Spec& spec, const at::Tensor& self, const at::Tensor& tensor) {
+  if (self.dim() != 1 || tensor.dim() != 1 || self.size(0) != tensor.size(0) ||
+      self.scalar_type() != tensor.scalar_type())
+    return false;
+  spec.shape.clear();
+  spec.dtype = self.scalar_type();
+  return true;
+}
+
+// mv: a matrix's rows times a vector of its width and dtype.
+inline bool mv(Spec& spec, const at::Tensor& self, const at::Tensor& vec) {
+  if (self.dim() != 2 || vec.dim() != 1 || self.size(1) != vec.size(0) || self.scalar_type() != vec.scalar_type())
+    return false;
+  spec.shape.assign({self.size(0)});
+  spec.dtype = self.scalar_type();
+  return true;
+}
+
 // nll_loss_forward's (output, total_weight): per-sample losses for reduction none of a batch, else a 0-dim
 // loss; a 0-dim total weight. Class-index targets of int64 only, a weight of one element per class.
 template <class Int, class... Rest>

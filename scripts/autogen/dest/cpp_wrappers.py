@@ -125,8 +125,11 @@ TEMPLATE = "cpp_wrappers.cpp.j2"
 #: The C++ twins of the shape rules and of meta kernels (Note [Shape rules are a table]).
 CPP_SHAPE_RULES = frozenset(CPP_RULES)
 CPP_META_TWINS = frozenset(_CPP_META_TWINS)
+#: The C++ names of those twins: an overload's joined to its op by _ (var.correction: var_correction).
+_TWIN_FUNCTIONS = {op: op.replace(".", "_") for op in _CPP_META_TWINS}
 #: Rules (of either table) filling one Spec per output of a kernel with several (Note [Several outputs in C++]).
-CPP_MULTI_RULES = frozenset(name for name, n in {**CPP_RULES, **_CPP_META_TWINS}.items() if n > 1)
+CPP_MULTI_RULES = frozenset(_TWIN_FUNCTIONS.get(name, name) for name, n in {**CPP_RULES, **_CPP_META_TWINS}.items()
+                            if n > 1)
 
 #: The C type of each proto kind the wrappers pass, as dipu's functions.h declares it (Note [The C form of a
 #: proto function] in dipu/diopi/c_form.py), and the helper of wrapper_support.h that converts an ATen value,
@@ -251,7 +254,7 @@ def supported(kernel: Kernel) -> str | None:
     if kernel.allocation in (Allocation.NEW, Allocation.RESIZE, Allocation.CHECK):
         if rule is None and kernel.allocation is not Allocation.NEW:
             return "its shapes come from the meta kernel"
-        if rule is not None and rule not in CPP_SHAPE_RULES and rule not in CPP_META_TWINS:
+        if rule is not None and rule not in CPP_SHAPE_RULES and rule not in _TWIN_FUNCTIONS.values():
             return f"shape rule {rule} has no C++ twin"
     elif kernel.allocation is Allocation.BY_FUNCTION:
         kinds = [p.kind for p in entry.interface.function.params]
@@ -286,7 +289,7 @@ def _rule(kernel: Kernel) -> str | None:
         if name in CPP_SHAPE_RULES or kernel.allocation is not Allocation.NEW or _direct_meta(kernel.schema) is None:
             return name
         return None
-    return kernel.name if kernel.name in CPP_META_TWINS else None
+    return _TWIN_FUNCTIONS.get(kernel.name)
 
 
 def _direct_meta(schema: FunctionSchema) -> tuple[str, str] | None:
