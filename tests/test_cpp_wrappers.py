@@ -1008,6 +1008,13 @@ cases = {
     "shapes": lambda x: [x.repeat(2, 1, 1, 2), x[0, 0].repeat(3, 1, 2), x[0, 0, 0].repeat(0),
                          torch.dot(v.to(x.device), v.to(x.device)), torch.mv(x[0, 0], v.to(x.device)),
                          x[0, 0].double() @ v.double().to(x.device)],
+    "sorting and indexing": lambda x: [*x.sort(1), *x.sort(dim=-1, descending=True, stable=True),
+                                       F.one_hot(x[0, 0].argmax(0), 7), x.scatter(2, x.argsort(2)[:, :, :2].contiguous(), 1.0),
+                                       x.index_fill(1, torch.tensor([0, 4]).to(x.device), -2.0),
+                                       x.masked_scatter(x > 0, -x), torch.addmv(v[:5].to(x.device), x[0, 0], v.to(x.device))],
+    "statistics and mean": lambda x: [*torch.var_mean(x, (1, 2)), *torch.std_mean(x, -1, keepdim=True),
+                                      x.logsumexp(1), x.logsumexp((0, 3), keepdim=True), x.prod(1), x.prod(),
+                                      *torch.aminmax(x, dim=1)],
 }
 r = {"same": {}, "fast": {}}
 for name, case in cases.items():
@@ -1025,7 +1032,10 @@ def trained(device):  # autograd's GroupNorm and padding backwards, clip_grad_no
     y = F.pad(m(t), (1, 1, 1, 1))
     y.square().sum().backward()
     total = torch.nn.utils.clip_grad_norm_(m.parameters(), 0.1, foreach=False)
-    return [y.detach(), t.grad, total, *(p.grad for p in m.parameters())]
+    e = torch.nn.utils.parametrizations.weight_norm(nn.Linear(7, 3)).to(device)
+    F.elu(e(t)).square().sum().backward()
+    drawn = torch.randint(3, 9, (4, 5), device=device, generator=torch.Generator(device).manual_seed(2))
+    return [y.detach(), t.grad, total, *(p.grad for p in m.parameters()), *(p.grad for p in e.parameters()), drawn]
 cpp_wrappers.reset_fast_calls()
 r["grads"] = [torch.allclose(c, d.cpu(), rtol=1e-4, atol=1e-4) for c, d in zip(trained("cpu"), trained("dipu"))]
 r["fast"]["grads"] = sorted(cpp_wrappers.fast_calls())
@@ -1038,8 +1048,10 @@ def test_padding_reductions_over_a_dim_norms_group_norm_losses_and_statistics_ta
     """Ops of common models beyond ResNet and GPT take the C++ path with the CPU's values, shapes, dtypes and strides:
     padding of each mode (the C++ library's diopiPad, a string literal and a Scalar fill value passed to C), max, min,
     median and mode over a dim (the max_dim twin), vector norms (diopiNorm), group norm forward and backward, the
-    binary cross entropies, var and std, repeat, dot and mv (C++ twins of their meta kernels); what a twin leaves
-    to the Python path (a channels_last reflection pad, an int64 or complex input) gives the CPU's answer too."""
+    binary cross entropies, var and std, repeat, dot and mv (C++ twins of their meta kernels), sorting, scatter,
+    index_fill, masked_scatter, addmv, var_mean, logsumexp, prod, aminmax, weight norm, elu's backward and randint
+    (the C++ library's twins of the Python library's functions); what a twin leaves to the Python path (a
+    channels_last reflection pad, an int64 or complex input) gives the CPU's answer too."""
     r = json.loads(python(MODEL_OPS).stdout.strip().splitlines()[-1])
     for name, same in r["same"].items():
         assert same and all(same), (name, same)
@@ -1053,6 +1065,11 @@ def test_padding_reductions_over_a_dim_norms_group_norm_losses_and_statistics_ta
     assert {"binary_cross_entropy", "binary_cross_entropy_with_logits"} <= set(fast["losses"]), fast["losses"]
     assert {"var.correction", "std.correction"} <= set(fast["statistics"]), fast["statistics"]
     assert {"repeat", "dot", "mv"} <= set(fast["shapes"]), fast["shapes"]
+    assert {"sort.stable", "sort", "scatter.value", "index_fill.int_Scalar", "masked_scatter",
+            "addmv"} <= set(fast["sorting and indexing"]), fast["sorting and indexing"]
+    assert {"var_mean.correction", "std_mean.correction", "logsumexp", "prod", "prod.dim_int",
+            "aminmax"} <= set(fast["statistics and mean"]), fast["statistics and mean"]
     assert {"native_group_norm_backward", "reflection_pad2d_backward", "replication_pad2d_backward",
-            "linalg_vector_norm"} <= set(fast["grads"]), fast["grads"]
+            "linalg_vector_norm", "_weight_norm_interface", "_weight_norm_interface_backward", "elu_backward",
+            "random_.from"} <= set(fast["grads"]), fast["grads"]
     assert r["fallbacks"] == {}, r["fallbacks"]

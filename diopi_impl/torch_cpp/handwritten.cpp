@@ -13,34 +13,46 @@
 #include <ATen/ops/_fused_adam_ops.h>
 #include <ATen/ops/_fused_adamw_ops.h>
 #include <ATen/ops/_fused_sgd_ops.h>
+#include <ATen/ops/_weight_norm_interface_backward_ops.h>
+#include <ATen/ops/_weight_norm_interface_ops.h>
 #include <ATen/ops/abs_ops.h>
-#include <ATen/ops/all_ops.h>
-#include <ATen/ops/any_ops.h>
 #include <ATen/ops/adaptive_avg_pool2d_ops.h>
+#include <ATen/ops/addmv_ops.h>
+#include <ATen/ops/all_ops.h>
+#include <ATen/ops/aminmax_ops.h>
+#include <ATen/ops/any_ops.h>
 #include <ATen/ops/bernoulli_ops.h>
 #include <ATen/ops/cat_ops.h>
 #include <ATen/ops/clamp_min_ops.h>
+#include <ATen/ops/constant_pad_nd_ops.h>
 #include <ATen/ops/convolution_backward_ops.h>
 #include <ATen/ops/convolution_ops.h>
 #include <ATen/ops/cudnn_batch_norm_ops.h>
-#include <ATen/ops/constant_pad_nd_ops.h>
 #include <ATen/ops/cudnn_convolution_ops.h>
+#include <ATen/ops/elu_backward_ops.h>
 #include <ATen/ops/embedding_dense_backward_ops.h>
 #include <ATen/ops/fill_ops.h>
+#include <ATen/ops/index_fill_ops.h>
 #include <ATen/ops/index_ops.h>
 #include <ATen/ops/index_put_ops.h>
 #include <ATen/ops/index_select_ops.h>
 #include <ATen/ops/linalg_vector_norm_ops.h>
+#include <ATen/ops/logsumexp_ops.h>
+#include <ATen/ops/masked_scatter_ops.h>
 #include <ATen/ops/mean_ops.h>
 #include <ATen/ops/mul_ops.h>
 #include <ATen/ops/native_batch_norm_backward_ops.h>
 #include <ATen/ops/native_batch_norm_ops.h>
 #include <ATen/ops/native_group_norm_backward_ops.h>
 #include <ATen/ops/native_group_norm_ops.h>
+#include <ATen/ops/native_layer_norm_backward_ops.h>
+#include <ATen/ops/native_layer_norm_ops.h>
 #include <ATen/ops/nll_loss2d_backward_ops.h>
 #include <ATen/ops/nll_loss2d_forward_ops.h>
 #include <ATen/ops/nll_loss_backward_ops.h>
 #include <ATen/ops/nll_loss_forward_ops.h>
+#include <ATen/ops/prod_ops.h>
+#include <ATen/ops/random_ops.h>
 #include <ATen/ops/reflection_pad1d_backward_ops.h>
 #include <ATen/ops/reflection_pad1d_ops.h>
 #include <ATen/ops/reflection_pad2d_backward_ops.h>
@@ -53,9 +65,12 @@
 #include <ATen/ops/replication_pad2d_ops.h>
 #include <ATen/ops/replication_pad3d_backward_ops.h>
 #include <ATen/ops/replication_pad3d_ops.h>
-#include <ATen/ops/native_layer_norm_backward_ops.h>
-#include <ATen/ops/native_layer_norm_ops.h>
+#include <ATen/ops/scatter_add_ops.h>
+#include <ATen/ops/scatter_ops.h>
+#include <ATen/ops/sort_ops.h>
+#include <ATen/ops/std_mean_ops.h>
 #include <ATen/ops/sum_ops.h>
+#include <ATen/ops/var_mean_ops.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <ATen/native/ConvUtils.h>
 #include <ATen/native/layer_norm.h>
@@ -234,6 +249,25 @@ diopiError_t fused_sgd(diopiTensorHandle_t* params, diopiTensorHandle_t* grads,
 
 namespace {
 
+// reductions.py's diopiVarMean and diopiStdMean: the functional overload, its results copied into the outputs.
+template <class Op>
+diopiError_t statistics_and_mean(diopiTensorHandle_t statistic, diopiTensorHandle_t mean,
+                                 diopiConstTensorHandle_t input, diopiSize_t dim, const diopiScalar_t* correction) {
+  return tc::guarded([&] {
+    at::Tensor x = tc::alias_of(input), s = tc::alias_of(statistic);
+    const auto results = Op::call(x, dims(dim), tc::optional_scalar(correction), tc::kept_dims(s, x));
+    tc::copy_into(s, std::get<0>(results));
+    tc::copy_into(tc::alias_of(mean), std::get<1>(results));
+  });
+}
+
+// indexing.py's _start: `out`'s alias, holding `input`'s values (out= forms of in-place ATen functions).
+at::Tensor started(diopiTensorHandle_t out, diopiConstTensorHandle_t input) {
+  at::Tensor o = tc::alias_of(out);
+  if (out != input) tc::copy_into(o, tc::alias_of(input));
+  return o;
+}
+
 // normalization.py's _group_norm_sizes: N, C and the product of the remaining dims.
 std::array<c10::SymInt, 3> group_norm_sizes(const at::Tensor& x) {
   int64_t hxw = 1;
@@ -285,6 +319,53 @@ DIPU_EXPORT diopiError_t diopiAny(diopiContextHandle_t, diopiTensorHandle_t out,
 DIPU_EXPORT diopiError_t diopiAll(diopiContextHandle_t, diopiTensorHandle_t out, diopiConstTensorHandle_t input,
                                   const int64_t* dim) {
   return any_or_all<at::_ops::all_all_out, at::_ops::all_out>(out, input, dim);
+}
+
+DIPU_EXPORT diopiError_t diopiProd(diopiContextHandle_t, diopiTensorHandle_t out, diopiConstTensorHandle_t input,
+                                   const int64_t* dim) {
+  return tc::guarded([&] {
+    at::Tensor x = tc::alias_of(input), o = tc::alias_of(out);
+    if (dim == nullptr)
+      tc::copy_into(o, at::_ops::prod::call(x, o.scalar_type()));
+    else
+      at::_ops::prod_int_out::call(x, *dim, tc::kept_dims(o, x), o.scalar_type(), o);
+  });
+}
+
+DIPU_EXPORT diopiError_t diopiAminmax(diopiContextHandle_t, diopiTensorHandle_t min, diopiTensorHandle_t max,
+                                      diopiConstTensorHandle_t input, const int64_t* dim) {
+  return tc::guarded([&] {
+    at::Tensor x = tc::alias_of(input), low = tc::alias_of(min), high = tc::alias_of(max);
+    at::_ops::aminmax_out::call(x, tc::optional_value(dim), tc::kept_dims(low, x), low, high);
+  });
+}
+
+DIPU_EXPORT diopiError_t diopiVarMean(diopiContextHandle_t, diopiTensorHandle_t var, diopiTensorHandle_t mean,
+                                      diopiConstTensorHandle_t input, diopiSize_t dim,
+                                      const diopiScalar_t* correction) {
+  return statistics_and_mean<at::_ops::var_mean_correction>(var, mean, input, dim, correction);
+}
+
+DIPU_EXPORT diopiError_t diopiStdMean(diopiContextHandle_t, diopiTensorHandle_t std, diopiTensorHandle_t mean,
+                                      diopiConstTensorHandle_t input, diopiSize_t dim,
+                                      const diopiScalar_t* correction) {
+  return statistics_and_mean<at::_ops::std_mean_correction>(std, mean, input, dim, correction);
+}
+
+DIPU_EXPORT diopiError_t diopiLogSumExp(diopiContextHandle_t, diopiTensorHandle_t out, diopiConstTensorHandle_t input,
+                                        diopiSize_t dim) {
+  return tc::guarded([&] {
+    at::Tensor x = tc::alias_of(input), o = tc::alias_of(out);
+    tc::copy_into(o, at::_ops::logsumexp::call(x, tc::sizes(dim), tc::kept_dims(o, x)));
+  });
+}
+
+DIPU_EXPORT diopiError_t diopiSort(diopiContextHandle_t, diopiTensorHandle_t values, diopiTensorHandle_t indices,
+                                   diopiConstTensorHandle_t input, int64_t dim, bool descending, const bool* stable) {
+  return tc::guarded([&] {
+    at::Tensor v = tc::alias_of(values), i = tc::alias_of(indices);
+    at::_ops::sort_values_stable::call(tc::alias_of(input), tc::optional_value(stable), dim, descending, v, i);
+  });
 }
 
 DIPU_EXPORT diopiError_t diopiNorm(diopiContextHandle_t, diopiTensorHandle_t out, diopiConstTensorHandle_t input,
@@ -815,6 +896,118 @@ DIPU_EXPORT diopiError_t diopiPadBackward(diopiContextHandle_t, diopiTensorHandl
             mode == nullptr ? "" : mode, pad.len / 2, tc::alias_of(grad_output), tc::alias_of(input),
             tc::sym_sizes(pad), target);
     TORCH_CHECK(padded, "diopiPadBackward: no ", mode == nullptr ? "" : mode, " padding over ", pad.len / 2, " dims");
+  });
+}
+
+// ---- diopi_impl/torch/indexing.py's scatter, index_fill and masked_scatter; activations.py's elu backward;
+// linalg.py's addmv; random.py's random_; normalization.py's weight norm ----
+
+DIPU_EXPORT diopiError_t diopiScatter(diopiContextHandle_t, diopiTensorHandle_t out, diopiConstTensorHandle_t input,
+                                      int64_t dim, diopiConstTensorHandle_t src, diopiConstTensorHandle_t index,
+                                      const char* reduce) {
+  return tc::guarded([&] {
+    at::Tensor x = tc::alias_of(input), i = tc::alias_of(index), source = tc::alias_of(src), o = tc::alias_of(out);
+    if (reduce == nullptr)
+      at::_ops::scatter_src_out::call(x, dim, i, source, o);
+    else if (std::string_view(reduce) == "add")  // scatter's deprecated reduce="add", without its warning
+      at::_ops::scatter_add_out::call(x, dim, i, source, o);
+    else
+      at::_ops::scatter_reduce_out::call(x, dim, i, source, reduce, o);
+  });
+}
+
+DIPU_EXPORT diopiError_t diopiScatterScalar(diopiContextHandle_t, diopiTensorHandle_t out,
+                                            diopiConstTensorHandle_t input, int64_t dim, const diopiScalar_t* value,
+                                            diopiConstTensorHandle_t index, const char* reduce) {
+  return tc::guarded([&] {
+    at::Tensor x = tc::alias_of(input), i = tc::alias_of(index), o = tc::alias_of(out);
+    if (reduce == nullptr)
+      at::_ops::scatter_value_out::call(x, dim, i, tc::scalar(value), o);
+    else
+      at::_ops::scatter_value_reduce_out::call(x, dim, i, tc::scalar(value), reduce, o);
+  });
+}
+
+DIPU_EXPORT diopiError_t diopiIndexFill(diopiContextHandle_t, diopiTensorHandle_t out, diopiConstTensorHandle_t input,
+                                        int64_t dim, diopiConstTensorHandle_t index, diopiConstTensorHandle_t value) {
+  return tc::guarded([&] {
+    at::Tensor o = started(out, input);
+    at::_ops::index_fill__int_Tensor::call(o, dim, tc::alias_of(index), tc::alias_of(value));
+  });
+}
+
+DIPU_EXPORT diopiError_t diopiIndexFillScalar(diopiContextHandle_t, diopiTensorHandle_t out,
+                                              diopiConstTensorHandle_t input, int64_t dim,
+                                              diopiConstTensorHandle_t index, const diopiScalar_t* value) {
+  return tc::guarded([&] {
+    at::Tensor o = started(out, input);
+    at::_ops::index_fill__int_Scalar::call(o, dim, tc::alias_of(index), tc::scalar(value));
+  });
+}
+
+DIPU_EXPORT diopiError_t diopiMaskedScatter(diopiContextHandle_t, diopiTensorHandle_t out,
+                                            diopiConstTensorHandle_t input, diopiConstTensorHandle_t mask,
+                                            diopiConstTensorHandle_t source) {
+  return tc::guarded([&] {
+    at::Tensor o = started(out, input);
+    at::_ops::masked_scatter_::call(o, tc::alias_of(mask), tc::alias_of(source));
+  });
+}
+
+DIPU_EXPORT diopiError_t diopiEluBackward(diopiContextHandle_t, diopiTensorHandle_t grad_input,
+                                          diopiConstTensorHandle_t grad_output, diopiConstTensorHandle_t input,
+                                          const diopiScalar_t* alpha, const diopiScalar_t* scale,
+                                          const diopiScalar_t* input_scale, bool is_result) {
+  return tc::guarded([&] {
+    at::Tensor g = tc::alias_of(grad_input);
+    at::_ops::elu_backward_grad_input::call(tc::alias_of(grad_output), tc::scalar(alpha), tc::scalar(scale),
+                                            tc::scalar(input_scale), is_result, tc::alias_of(input), g);
+  });
+}
+
+DIPU_EXPORT diopiError_t diopiAddmv(diopiContextHandle_t, diopiTensorHandle_t out, diopiConstTensorHandle_t input,
+                                    diopiConstTensorHandle_t mat, diopiConstTensorHandle_t vec,
+                                    const diopiScalar_t* beta, const diopiScalar_t* alpha) {
+  return tc::guarded([&] {
+    at::Tensor x = tc::alias_of(input), m = tc::alias_of(mat), v = tc::alias_of(vec), o = tc::alias_of(out);
+    if (m.numel() == 0)  // ATen's addmv.out resizes `out`'s storage for an empty matrix, which an alias cannot
+      tc::copy_into(o, at::_ops::addmv::call(x, m, v, tc::scalar(beta), tc::scalar(alpha)));
+    else
+      at::_ops::addmv_out::call(x, m, v, tc::scalar(beta), tc::scalar(alpha), o);
+  });
+}
+
+DIPU_EXPORT diopiError_t diopiRandomInp(diopiContextHandle_t, diopiTensorHandle_t inout, int64_t from_,
+                                        const int64_t* to, diopiGeneratorHandle_t generator) {
+  return tc::guarded([&] {
+    at::Tensor t = tc::alias_of(inout);
+    if (from_ == 0 && to == nullptr)  // random_(): the same range, drawn as the CPU's random_() draws it
+      at::_ops::random_::call(t, tc::native_generator(generator));
+    else
+      at::_ops::random__from::call(t, from_, tc::optional_value(to), tc::native_generator(generator));
+  });
+}
+
+DIPU_EXPORT diopiError_t diopiWeightNorm(diopiContextHandle_t ctx, diopiTensorHandle_t out, diopiTensorHandle_t norm,
+                                         diopiConstTensorHandle_t v, diopiConstTensorHandle_t g, int64_t dim) {
+  return tc::guarded([&] {  // ATen's fused CPU kernel reads its tensors as contiguous
+    const auto results =
+        at::_ops::_weight_norm_interface::call(tc::alias_of(v).contiguous(), tc::alias_of(g).contiguous(), dim);
+    write_result(ctx, out, std::get<0>(results));
+    write_result(ctx, norm, std::get<1>(results));
+  });
+}
+
+DIPU_EXPORT diopiError_t diopiWeightNormBackward(diopiContextHandle_t ctx, diopiTensorHandle_t grad_v,
+                                                 diopiTensorHandle_t grad_g, diopiConstTensorHandle_t grad_w,
+                                                 diopiConstTensorHandle_t saved_v, diopiConstTensorHandle_t saved_g,
+                                                 diopiConstTensorHandle_t saved_norms, int64_t dim) {
+  return tc::guarded([&] {
+    const auto results = at::_ops::_weight_norm_interface_backward::call(
+        tc::alias_of(grad_w).contiguous(), tc::alias_of(saved_v).contiguous(), tc::alias_of(saved_g).contiguous(),
+        tc::alias_of(saved_norms).contiguous(), dim);
+    write_result(ctx, grad_v, std::get<0>(results));
+    write_result(ctx, grad_g, std::get<1>(results));
   });
 }
 

@@ -538,6 +538,87 @@ inline bool mv(Spec& spec, const at::Tensor& self, const at::Tensor& vec) {
   return true;
 }
 
+// sort's (values, indices): the input's shape, in its dtype and in int64, for a contiguous input (whose strides
+// empty_like keeps).
+inline bool sort_specs(std::array<Spec, 2>& specs, const at::Tensor& self) {
+  if (!self.is_contiguous()) return false;
+  same_shape(specs[0], self);
+  specs[0].dtype = self.scalar_type();
+  specs[1].shape = specs[0].shape;
+  specs[1].dtype = at::kLong;
+  return true;
+}
+template <class... Rest>
+bool sort(std::array<Spec, 2>& specs, const at::Tensor& self, const Rest&...) {
+  return sort_specs(specs, self);
+}
+template <class... Rest>
+bool sort_stable(std::array<Spec, 2>& specs, const at::Tensor& self, const Rest&...) {
+  return sort_specs(specs, self);
+}
+
+// masked_scatter: the input's shape and dtype, for a mask of the input's shape (no broadcasting).
+inline bool masked_scatter(Spec& spec, const at::Tensor& self, const at::Tensor& mask, const at::Tensor&) {
+  if (!mask.sizes().equals(self.sizes())) return false;
+  same_shape(spec, self);
+  spec.dtype = self.scalar_type();
+  return true;
+}
+
+// logsumexp of a non-empty floating input over `dim` (all when empty).
+inline bool logsumexp(Spec& spec, const at::Tensor& self, c10::IntArrayRef dim, bool keepdim) {
+  if (!at::isFloatingType(self.scalar_type()) || self.numel() == 0 || !reduced_shape(spec, self, dim, keepdim))
+    return false;
+  spec.dtype = self.scalar_type();
+  return true;
+}
+
+// prod of every element: 0-dim, in `dtype`, else int64 for an integral or bool input, else the input's dtype.
+inline bool prod(Spec& spec, const at::Tensor& self, const std::optional<at::ScalarType>& dtype) {
+  return sum_all(spec, self, dtype);
+}
+
+// var_mean and std_mean: the statistic in the real dtype of a floating or complex input, the mean in its dtype.
+template <class Correction>
+bool var_mean_correction(std::array<Spec, 2>& specs, const at::Tensor& self, at::OptionalIntArrayRef dim,
+                         const Correction&, bool keepdim) {
+  if (!variance(specs[0], self, dim, keepdim)) return false;
+  specs[1].shape = specs[0].shape;
+  specs[1].dtype = self.scalar_type();
+  return true;
+}
+template <class Correction>
+bool std_mean_correction(std::array<Spec, 2>& specs, const at::Tensor& self, at::OptionalIntArrayRef dim,
+                         const Correction& correction, bool keepdim) {
+  return var_mean_correction(specs, self, dim, correction, keepdim);
+}
+
+// _weight_norm_interface's (w, norm) as torch's decomposition computes them: w of v's shape, the norm over every dim
+// but `dim` (kept as ones), float32 where g is bfloat16; for a contiguous v, and g of its dtype with v.size(dim)
+// elements.
+inline bool _weight_norm_interface(std::array<Spec, 2>& specs, const at::Tensor& v, const at::Tensor& g, int64_t dim) {
+  if (!v.is_contiguous() || dim < 0 || dim >= v.dim() || g.scalar_type() != v.scalar_type() ||
+      g.numel() != v.size(dim) || !at::isFloatingType(v.scalar_type()))
+    return false;
+  same_shape(specs[0], v);
+  specs[0].dtype = v.scalar_type();
+  specs[1].shape.assign(v.dim(), 1);
+  specs[1].shape[dim] = v.size(dim);
+  specs[1].dtype = g.scalar_type() == at::kBFloat16 ? at::kFloat : v.scalar_type();
+  return true;
+}
+
+// _weight_norm_interface_backward's (grad_v, grad_g): empty_like saved_v and saved_g, for contiguous ones.
+inline bool _weight_norm_interface_backward(std::array<Spec, 2>& specs, const at::Tensor&, const at::Tensor& saved_v,
+                                            const at::Tensor& saved_g, const at::Tensor&, int64_t) {
+  if (!saved_v.is_contiguous() || !saved_g.is_contiguous()) return false;
+  for (size_t i = 0; i < 2; ++i) {
+    same_shape(specs[i], i == 0 ? saved_v : saved_g);
+    specs[i].dtype = (i == 0 ? saved_v : saved_g).scalar_type();
+  }
+  return true;
+}
+
 // nll_loss_forward's (output, total_weight): per-sample losses for reduction none of a batch, else a 0-dim
 // loss; a 0-dim total weight. Class-index targets of int64 only, a weight of one element per class.
 template <class Int, class... Rest>
