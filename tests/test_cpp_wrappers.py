@@ -1011,7 +1011,8 @@ cases = {
     "sorting and indexing": lambda x: [
         *x.sort(1), *x.sort(dim=-1, descending=True, stable=True), F.one_hot(x[0, 0].argmax(0), 7),
         x.scatter(2, x.argsort(2)[:, :, :2].contiguous(), 1.0),
-        x.index_fill(1, torch.tensor([0, 4]).to(x.device), -2.0), x.masked_scatter(x > 0, -x), torch.addmv(v[:5].to(x.device), x[0, 0], v.to(x.device))],
+        x.index_fill(1, torch.tensor([0, 4]).to(x.device), -2.0), x.masked_scatter(x > 0, -x),
+        torch.addmv(v[:5].to(x.device), x[0, 0], v.to(x.device))],
     "statistics and mean": lambda x: [*torch.var_mean(x, (1, 2)), *torch.std_mean(x, -1, keepdim=True),
                                       x.logsumexp(1), x.logsumexp((0, 3), keepdim=True), x.prod(1), x.prod(),
                                       *torch.aminmax(x, dim=1)],
