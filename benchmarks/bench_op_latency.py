@@ -121,6 +121,12 @@ def op_cases(x: dict) -> dict:
         "gt (Scalar)": lambda: a > 0,
         "cross_entropy": lambda: F.cross_entropy(a, x["labels"]),
         "sqrt": lambda: b.abs().sqrt(),
+        # ... and of the layers and statistics of models beyond ResNet and GPT
+        "group_norm": lambda: F.group_norm(x["image"], 2, x["bn_weight"], x["bn_bias"]),
+        "pad (reflect)": lambda: F.pad(x["image"], (1, 1, 1, 1), mode="reflect"),
+        "var (dim)": lambda: a.var(1),
+        "sort (dim)": lambda: a.sort(1),
+        "~ (mask)": lambda: ~x["mask"],
         "_foreach_add_ (4 tensors)": lambda: torch._foreach_add_(x["params"], x["grads"], alpha=1e-3),
     }
 
