@@ -1028,7 +1028,7 @@ def trained(device):  # autograd's GroupNorm and padding backwards, clip_grad_no
     torch.manual_seed(1)
     nn = torch.nn
     m = nn.Sequential(nn.ReflectionPad2d(1), nn.Conv2d(6, 8, 3), nn.GroupNorm(4, 8), nn.ReplicationPad2d((1, 0, 1, 0)),
-                      nn.SiLU()).to(device)
+                      nn.SiLU(), nn.AvgPool2d(2)).to(device)
     t = x.to(device).detach().requires_grad_()
     y = F.pad(m(t), (1, 1, 1, 1))
     y.square().sum().backward()
@@ -1047,7 +1047,8 @@ print(json.dumps(r))
 
 def test_padding_reductions_over_a_dim_norms_group_norm_losses_and_statistics_take_the_cpp_path(python):
     """Ops of common models beyond ResNet and GPT take the C++ path with the CPU's values, shapes, dtypes and strides:
-    padding of each mode (the C++ library's diopiPad, a string literal and a Scalar fill value passed to C), max, min,
+    padding of each mode (the C++ library's diopiPad, a string literal and a Scalar fill value passed to C), average
+    pooling (impl_kernels.cpp's twin of its impl: body), max, min,
     median and mode over a dim (the max_dim twin), vector norms (diopiNorm), group norm forward and backward, the
     binary cross entropies, var and std, repeat, dot and mv (C++ twins of their meta kernels), sorting, scatter,
     index_fill, masked_scatter, addmv, var_mean, logsumexp, prod, aminmax, weight norm, elu's backward and randint
@@ -1072,5 +1073,5 @@ def test_padding_reductions_over_a_dim_norms_group_norm_losses_and_statistics_ta
             "aminmax"} <= set(fast["statistics and mean"]), fast["statistics and mean"]
     assert {"native_group_norm_backward", "reflection_pad2d_backward", "replication_pad2d_backward",
             "linalg_vector_norm", "_weight_norm_interface", "_weight_norm_interface_backward", "elu_backward",
-            "random_.from"} <= set(fast["grads"]), fast["grads"]
+            "random_.from", "avg_pool2d", "avg_pool2d_backward"} <= set(fast["grads"]), fast["grads"]
     assert r["fallbacks"] == {}, r["fallbacks"]

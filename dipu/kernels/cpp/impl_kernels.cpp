@@ -312,6 +312,58 @@ at::Tensor dipu_max_pool2d_backward(Kernel& kern, const at::Tensor& grad_output,
   return grad_input;
 }
 
+// ---- average pooling (dipu/ops/memory_format.py): max pooling's output size; a zero divisor is left to the
+// Python path (the meta kernel's error) ----
+
+using avg_pool2d_fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, diopiConstTensorHandle_t, diopiSize_t,
+                                       diopiSize_t, diopiSize_t, bool, bool, const int64_t*);
+Kernel k_avg_pool2d("avg_pool2d", "diopiAvgPool2d");
+
+at::Tensor dipu_avg_pool2d(Kernel& kern, const at::Tensor& self, c10::IntArrayRef kernel_size, c10::IntArrayRef stride,
+                           c10::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
+                           std::optional<int64_t> divisor_override) {
+  const c10::DeviceIndex d = self.device().index();
+  c10::SmallVector<int64_t, 6> shape;
+  if (C10_UNLIKELY(!kern.fast_path() || !on(self, d) || divisor_override == 0 ||
+                   !max_pool2d_size(shape, self, kernel_size, stride, padding, {}, ceil_mode)))
+    return kern.python_tensor(self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
+  DeviceScope scope(d);
+  at::Tensor out = empty_in(shape, self.scalar_type(), layout_of(self));
+  diopi::Context ctx(d);
+  const diopiError_t status = reinterpret_cast<avg_pool2d_fn>(kern.function)(
+      diopi::handle(ctx), c_out(out), c_in(self), c_sizes(kernel_size), c_sizes(stride), c_sizes(padding), ceil_mode,
+      count_include_pad, pointer_to(divisor_override));
+  if (C10_UNLIKELY(status != diopiSuccess))
+    return kern.python_tensor(self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
+  kern.finished(d);
+  return out;
+}
+
+using avg_pool2d_backward_fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, diopiConstTensorHandle_t,
+                                                diopiConstTensorHandle_t, diopiSize_t, diopiSize_t, diopiSize_t, bool,
+                                                bool, const int64_t*);
+Kernel k_avg_pool2d_backward("avg_pool2d_backward", "diopiAvgPool2dBackward");
+
+at::Tensor dipu_avg_pool2d_backward(Kernel& kern, const at::Tensor& grad_output, const at::Tensor& self,
+                                    c10::IntArrayRef kernel_size, c10::IntArrayRef stride, c10::IntArrayRef padding,
+                                    bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor_override) {
+  const c10::DeviceIndex d = grad_output.device().index();
+  if (C10_UNLIKELY(!kern.fast_path() || !on(grad_output, d) || !on(self, d)))
+    return kern.python_tensor(grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                              divisor_override);
+  DeviceScope scope(d);
+  at::Tensor grad_input = empty_in(self.sizes(), self.scalar_type(), layout_of(self));
+  diopi::Context ctx(d);
+  const diopiError_t status = reinterpret_cast<avg_pool2d_backward_fn>(kern.function)(
+      diopi::handle(ctx), c_out(grad_input), c_in(grad_output), c_in(self), c_sizes(kernel_size), c_sizes(stride),
+      c_sizes(padding), ceil_mode, count_include_pad, pointer_to(divisor_override));
+  if (C10_UNLIKELY(status != diopiSuccess))
+    return kern.python_tensor(grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                              divisor_override);
+  kern.finished(d);
+  return grad_input;
+}
+
 // ---- adaptive average pooling (dipu/ops/memory_format.py) ----
 
 using adaptive_avg_pool2d_fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, diopiConstTensorHandle_t,
@@ -445,6 +497,8 @@ const Entry kImplEntries[] = {
     entry("native_batch_norm_backward", k_batch_norm_backward, &dipu_batch_norm_backward),
     entry("max_pool2d_with_indices", k_max_pool2d, &dipu_max_pool2d),
     entry("max_pool2d_with_indices_backward", k_max_pool2d_backward, &dipu_max_pool2d_backward),
+    entry("avg_pool2d", k_avg_pool2d, &dipu_avg_pool2d),
+    entry("avg_pool2d_backward", k_avg_pool2d_backward, &dipu_avg_pool2d_backward),
     entry("_adaptive_avg_pool2d", k_adaptive_avg_pool2d, &dipu_adaptive_avg_pool2d),
     entry("_adaptive_avg_pool2d_backward", k_adaptive_avg_pool2d_backward, &dipu_adaptive_avg_pool2d_backward),
     entry("cat", k_cat, &dipu_cat),
