@@ -1002,7 +1002,9 @@ cases = {
                          F.binary_cross_entropy(p.to(x.device), target.to(x.device), reduction="none"),
                          F.binary_cross_entropy(p.to(x.device), target.to(x.device), weight=target[0, 0].to(x.device)),
                          F.binary_cross_entropy_with_logits(x, target.to(x.device), pos_weight=pos.to(x.device)),
-                         F.binary_cross_entropy_with_logits(x, target.to(x.device), reduction="sum")],
+                         F.binary_cross_entropy_with_logits(x, target.to(x.device), reduction="sum"),
+                         F.logsigmoid(x), F.cross_entropy(x, x.argmax(1)),
+                         F.nll_loss(x, x.argmin(1), reduction="none", weight=w.to(x.device))],
     "statistics": lambda x: [x.var(), x.var((1, 2), keepdim=True), x.std(-1, correction=0), x.std((0, 3)),
                              x.double().var(1), torch.complex(x.cpu(), x.cpu()).to(x.device).var(2)],
     "shapes": lambda x: [x.repeat(2, 1, 1, 2), x[0, 0].repeat(3, 1, 2), x[0, 0, 0].repeat(0),
@@ -1064,7 +1066,8 @@ def test_padding_reductions_over_a_dim_norms_group_norm_losses_and_statistics_ta
     assert {"max.dim", "min.dim", "median.dim", "mode", "nanmedian.dim"} <= set(fast["over a dim"]), fast
     assert {"linalg_vector_norm"} <= set(fast["norms"]), fast["norms"]
     assert {"native_group_norm"} <= set(fast["group norm"]), fast["group norm"]
-    assert {"binary_cross_entropy", "binary_cross_entropy_with_logits"} <= set(fast["losses"]), fast["losses"]
+    assert {"binary_cross_entropy", "binary_cross_entropy_with_logits", "log_sigmoid_forward",
+            "nll_loss2d_forward"} <= set(fast["losses"]), fast["losses"]
     assert {"var.correction", "std.correction"} <= set(fast["statistics"]), fast["statistics"]
     assert {"repeat", "dot", "mv"} <= set(fast["shapes"]), fast["shapes"]
     assert {"sort.stable", "sort", "scatter.value", "index_fill.int_Scalar", "masked_scatter",

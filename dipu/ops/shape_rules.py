@@ -61,10 +61,10 @@ RULES: dict[str, Rule] = {
 CPP_META_TWINS: dict[str, int] = {
     "_weight_norm_interface": 2, "_weight_norm_interface_backward": 2, "argmax": 1, "argmin": 1,
     "binary_cross_entropy": 1, "binary_cross_entropy_with_logits": 1, "dot": 1, "embedding": 1,
-    "embedding_dense_backward": 1, "index_select": 1, "logsumexp": 1, "masked_scatter": 1, "mv": 1,
-    "native_group_norm_backward": 3, "native_layer_norm_backward": 3, "nll_loss_forward": 2, "prod": 1,
-    "reflection_pad2d": 1, "repeat": 1, "sort": 2, "sort.stable": 2, "stack": 1, "std.correction": 1,
-    "std_mean.correction": 2, "var.correction": 1, "var_mean.correction": 2,
+    "embedding_dense_backward": 1, "index_select": 1, "log_sigmoid_forward": 2, "logsumexp": 1, "masked_scatter": 1,
+    "mv": 1, "native_group_norm_backward": 3, "native_layer_norm_backward": 3, "nll_loss2d_forward": 2,
+    "nll_loss_forward": 2, "prod": 1, "reflection_pad2d": 1, "repeat": 1, "sort": 2, "sort.stable": 2, "stack": 1,
+    "std.correction": 1, "std_mean.correction": 2, "var.correction": 1, "var_mean.correction": 2,
 }
 __all__ = sorted(RULES)
 

@@ -619,6 +619,33 @@ inline bool _weight_norm_interface_backward(std::array<Spec, 2>& specs, const at
   return true;
 }
 
+// log_sigmoid_forward's (output, buffer) as torch's decomposition computes them off CUDA: both of the input's shape
+// and dtype, for a contiguous floating input.
+inline bool log_sigmoid_forward(std::array<Spec, 2>& specs, const at::Tensor& self) {
+  if (!self.is_contiguous() || !at::isFloatingType(self.scalar_type())) return false;
+  same_shape(specs[0], self);
+  specs[0].dtype = self.scalar_type();
+  specs[1] = specs[0];
+  return true;
+}
+
+// nll_loss2d_forward's (output, total_weight): the per-pixel losses (N, H, W) for reduction none, else a 0-dim loss;
+// a 0-dim total weight. An (N, C, H, W) input, int64 targets of shape (N, H, W), a weight of one element per class.
+template <class Int>
+bool nll_loss2d_forward(std::array<Spec, 2>& specs, const at::Tensor& self, const at::Tensor& target,
+                        const std::optional<at::Tensor>& weight, int64_t reduction, const Int&) {
+  if (self.dim() != 4 || target.dim() != 3 || target.scalar_type() != at::kLong || target.size(0) != self.size(0) ||
+      target.size(1) != self.size(2) || target.size(2) != self.size(3) ||
+      (weight.has_value() && weight->defined() && weight->numel() != self.size(1)))
+    return false;
+  specs[0].shape.clear();
+  if (reduction == 0) specs[0].shape.assign(target.sizes().begin(), target.sizes().end());
+  specs[0].dtype = self.scalar_type();
+  specs[1].shape.clear();
+  specs[1].dtype = self.scalar_type();
+  return true;
+}
+
 // nll_loss_forward's (output, total_weight): per-sample losses for reduction none of a batch, else a 0-dim
 // loss; a 0-dim total weight. Class-index targets of int64 only, a weight of one element per class.
 template <class Int, class... Rest>
