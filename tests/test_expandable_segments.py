@@ -78,7 +78,8 @@ def test_one_segment_grows_by_what_is_missing_and_shrinks_on_empty_cache(expanda
 
 def test_a_request_borrows_a_free_block_of_the_other_pool_before_mapping(expandable):
     """Note [Borrowing between pools]: with no block in its own pool, a request takes the other pool's best fit;
-    only when neither has one does its own pool's segment map more. Plain segments never borrow."""
+    only when neither has one does its own pool's segment map more. With plain segments only a small request
+    borrows, from a large segment (tests/test_allocator_split.py)."""
     with torch.dipu.stream(torch.dipu.Stream()):
         big = torch.empty(4 * MiB, dtype=torch.uint8, device="dipu")
         large = segment_of(big.data_ptr())
@@ -99,11 +100,13 @@ def test_a_request_borrows_a_free_block_of_the_other_pool_before_mapping(expanda
         del b, c
     torch.dipu.memory._set_allocator_settings("expandable_segments:False")
     with torch.dipu.stream(torch.dipu.Stream()):
-        big = torch.empty(4 * MiB, dtype=torch.uint8, device="dipu")
+        small = torch.empty(MiB // 2, dtype=torch.uint8, device="dipu")
+        del small  # a plain small segment, free
+        big = torch.empty(3 * MiB, dtype=torch.uint8, device="dipu")
         del big  # a plain large segment, free
-        d = torch.empty(MiB // 2, dtype=torch.uint8, device="dipu")  # a small segment of its own
+        d = torch.empty(2 * MiB, dtype=torch.uint8, device="dipu")  # large: never from the small segment
         seg = segment_of(d.data_ptr())
-        assert seg["segment_type"] == "small" and not seg["is_expandable"]
+        assert seg["segment_type"] == "large" and not seg["is_expandable"]
         del d
 
 
@@ -325,3 +328,4 @@ def test_taken_results_count_against_the_device_capacity(python):
     """
     out = python(code, env={"DIPU_SIM_MEMORY": "64M"}).stdout.split("\n")
     assert out[:2] == ["refused", "refused"], out
+
