@@ -92,13 +92,14 @@
 // segment and the free space gathers at its end: 1.08x and no map after step 8 (benchmarks/bench_memory.py; the
 // GPT-2 decode, ResNet and GPT steps reserve what they did). The rules were chosen by replaying the benchmark's
 // allocation sequences (sizes and order as the workloads ask them, independent of the allocator) through a model
-// of these pools, and are no law: replaying the variable-length loop with its lengths drawn from seed 1 and 2
-// instead of 0 gives 1.19x and 1.17x (1.20x and 1.19x with best fit; seed 1's longest sequence comes after step
-// 10, so its segment must grow late whatever the placement: 4 maps there, 3 with best fit), and a 200-token decode
-// 1.13x (1.10x with best fit, one 2 MiB granule more). Cutting every small block from the top of its free block,
-// with plain best fit for small requests, did better on those (1.16x for seed 2, 1.10x for the short decode) but
-// mapped a granule more for the GPT step (1.11x). First fit walks the stream's free blocks at least as large as
-// the request, so its cost grows with their number; only expandable segments pay it.
+// of these pools (benchmarks/replay_memory.py, which gives what the allocator measures), and are no law: with its
+// lengths drawn from seed 1 and 2 instead of 0 (bench_memory.py --seed) the variable-length loop reserves 1.19x
+// and 1.17x (1.20x and 1.19x with best fit; seed 1's longest sequence comes after step 10, so its segment must
+// grow late whatever the placement: 4 maps there, 3 with best fit), and a 200-token decode 1.13x (1.10x with best
+// fit, one 2 MiB granule more). Cutting every small block from the top of its free block, with plain best fit for
+// small requests, did better on those (1.16x for seed 2, 1.10x for the short decode) but mapped a granule more
+// for the GPT step (1.11x). First fit walks the stream's free blocks at least as large as the request, so its
+// cost grows with their number; only expandable segments pay it.
 //
 // Note [Oversize blocks]
 // With max_split_size_mb set (PYTORCH_ALLOC_CONF), a block of at least that size is never split, a
