@@ -74,6 +74,8 @@
 //   per step after warm-up; expandable 1.26x -> 1.18x (1.08x with Note [Placement in expandable segments]).
 // - ResNet-18-like step, plain 1.25x -> 1.16x; GPT step, plain 1.18x either way; same peaks, no mallocs after
 //   warm-up.
+// - Other sequences, plain segments: variable lengths drawn from seed 1 and 2 (bench_memory.py --seed) 1.30x ->
+//   1.15x and 1.27x -> 1.18x, a 200-token decode 1.52x -> 1.31x.
 // A small request borrowing only from large plain segments already in use (split), so that a wholly free one
 // stays whole for empty_cache, measured the same for decode and variable lengths but worse for the GPT step
 // (1.20x, and a device malloc every other step), and was not kept.
