@@ -90,6 +90,43 @@ def test_a_cached_block_serves_requests_of_other_sizes():
         assert stats()["num_device_alloc"] == before
 
 
+def test_a_small_request_takes_free_space_of_a_large_segment_before_a_new_small_segment(python):
+    """Note [Borrowing between pools]: with no free block in the small pool, a small request takes the best fit
+    among the large segments' free blocks of its stream, without a device malloc; the block counts in the large
+    pool. A free small block is still taken first, and a large segment's free block on another stream is not."""
+    code = """
+        import torch, dipu
+        MiB = 1 << 20
+        stats = torch.dipu.memory_stats
+
+        def segment_of(ptr):
+            for seg in torch.dipu.memory_snapshot():
+                if seg["address"] <= ptr < seg["address"] + seg["total_size"]:
+                    return seg
+
+        big = torch.empty(6 * MiB, dtype=torch.uint8, device="dipu")  # a 20 MiB large segment, 14 MiB free
+        before = stats()
+        a = torch.empty(MiB // 2, dtype=torch.uint8, device="dipu")
+        assert a.data_ptr() == big.data_ptr() + 6 * MiB
+        assert stats()["num_device_alloc"] == before["num_device_alloc"]
+        assert stats()["segment.small_pool.current"] == before["segment.small_pool.current"] == 0
+        assert stats()["allocated_bytes.large_pool.current"] - before["allocated_bytes.large_pool.current"] == MiB // 2
+        other = torch.dipu.Stream()
+        with torch.dipu.stream(other):
+            b = torch.empty(MiB // 2, dtype=torch.uint8, device="dipu")  # the free space is the other stream's
+            seg = segment_of(b.data_ptr())
+            assert seg["segment_type"] == "small" and seg["stream"] == other.stream_id, seg
+            c = torch.empty(MiB // 4, dtype=torch.uint8, device="dipu")  # the small segment's rest comes first
+            assert c.data_ptr() == b.data_ptr() + MiB // 2
+            del b, c
+        del a, big
+        torch.dipu.empty_cache()  # the large segment is whole again and goes back
+        assert stats()["reserved_bytes.all.current"] == 0, stats()["reserved_bytes.all.current"]
+        print("ok")
+    """
+    assert python(code).stdout.strip() == "ok"
+
+
 def test_record_stream_on_a_split_block_holds_it_and_keeps_neighbours_from_merging(python):
     code = """
         import torch, dipu

@@ -78,7 +78,8 @@ def test_one_segment_grows_by_what_is_missing_and_shrinks_on_empty_cache(expanda
 
 def test_a_request_borrows_a_free_block_of_the_other_pool_before_mapping(expandable):
     """Note [Borrowing between pools]: with no block in its own pool, a request takes the other pool's best fit;
-    only when neither has one does its own pool's segment map more. Plain segments never borrow."""
+    only when neither has one does its own pool's segment map more. With plain segments only a small request
+    borrows, from a large segment (tests/test_allocator_split.py)."""
     with torch.dipu.stream(torch.dipu.Stream()):
         big = torch.empty(4 * MiB, dtype=torch.uint8, device="dipu")
         large = segment_of(big.data_ptr())
@@ -99,11 +100,13 @@ def test_a_request_borrows_a_free_block_of_the_other_pool_before_mapping(expanda
         del b, c
     torch.dipu.memory._set_allocator_settings("expandable_segments:False")
     with torch.dipu.stream(torch.dipu.Stream()):
-        big = torch.empty(4 * MiB, dtype=torch.uint8, device="dipu")
+        small = torch.empty(MiB // 2, dtype=torch.uint8, device="dipu")
+        del small  # a plain small segment, free
+        big = torch.empty(3 * MiB, dtype=torch.uint8, device="dipu")
         del big  # a plain large segment, free
-        d = torch.empty(MiB // 2, dtype=torch.uint8, device="dipu")  # a small segment of its own
+        d = torch.empty(2 * MiB, dtype=torch.uint8, device="dipu")  # large: never from the small segment
         seg = segment_of(d.data_ptr())
-        assert seg["segment_type"] == "small" and not seg["is_expandable"]
+        assert seg["segment_type"] == "large" and not seg["is_expandable"]
         del d
 
 
@@ -325,3 +328,46 @@ def test_taken_results_count_against_the_device_capacity(python):
     """
     out = python(code, env={"DIPU_SIM_MEMORY": "64M"}).stdout.split("\n")
     assert out[:2] == ["refused", "refused"], out
+
+
+def test_placement_first_fit_for_large_requests_and_the_tail_kept_for_last(expandable):
+    """Note [Placement in expandable segments]: a large request takes the lowest free block that fits, not the
+    smallest; a small one takes the best fit other than the free block at the segment's end, which can grow."""
+    with torch.dipu.stream(torch.dipu.Stream()):
+        a, b, c, d = (torch.empty(n * MiB, dtype=torch.uint8, device="dipu") for n in (6, 2, 4, 2))
+        base, third = a.data_ptr(), c.data_ptr()
+        del a, c  # free: 6 MiB at the start, 4 MiB in the middle
+        before = stats()["num_device_alloc"]
+        x = torch.empty(3 * MiB + MiB // 2, dtype=torch.uint8, device="dipu")
+        assert x.data_ptr() == base, "the best fit (the 4 MiB block) was taken instead of the lowest"
+        y = torch.empty(4 * MiB, dtype=torch.uint8, device="dipu")
+        assert y.data_ptr() == third
+        assert stats()["num_device_alloc"] == before
+        del b, d, x, y
+    with torch.dipu.stream(torch.dipu.Stream()):
+        p = torch.empty(MiB, dtype=torch.uint8, device="dipu")
+        q = torch.empty(MiB // 2, dtype=torch.uint8, device="dipu")  # the small segment: 2 MiB, 512 KiB free at its end
+        start = p.data_ptr()
+        assert segment_of(start)["total_size"] == 2 * MiB
+        del p  # 1 MiB free at the start
+        r = torch.empty(MiB // 4, dtype=torch.uint8, device="dipu")
+        assert r.data_ptr() == start, "the segment's end (the best fit) was taken instead of the free block before it"
+        del q, r
+
+
+def test_a_borrowed_block_lies_at_the_top_of_its_free_block(expandable):
+    """Note [Placement in expandable segments]: a small request in the large segment's free block (Note [Borrowing
+    between pools]) takes that block's last bytes, so the rest stays one block next to its free neighbours."""
+    with torch.dipu.stream(torch.dipu.Stream()):
+        a, b = (torch.empty(2 * MiB, dtype=torch.uint8, device="dipu") for _ in range(2))
+        start = a.data_ptr()
+        del a  # 2 MiB free at the start of the large segment; the small pool has nothing
+        before = stats()
+        s = torch.empty(MiB // 2, dtype=torch.uint8, device="dipu")
+        assert s.data_ptr() == start + 2 * MiB - MiB // 2
+        assert stats()["num_device_alloc"] == before["num_device_alloc"]
+        blocks = [(blk["size"], blk["state"]) for blk in segment_of(start)["blocks"]]
+        assert blocks == [(3 * MiB // 2, "inactive"), (MiB // 2, "active_allocated"), (2 * MiB, "active_allocated")]
+        del s
+        assert [(blk["size"], blk["state"]) for blk in segment_of(start)["blocks"]][0] == (2 * MiB, "inactive")
+        del b

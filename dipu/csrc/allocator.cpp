@@ -12,13 +12,14 @@
 // As PyTorch's CUDA caching allocator: the vendor's memory comes in segments, and a segment is split
 // into blocks. A request of at most 1 MiB is served from the small pool, whose segments are 2 MiB; a
 // larger one from the large pool, whose segments are 20 MiB for requests under 10 MiB and the request
-// rounded up to 2 MiB above (with expandable segments, a request may borrow from the other pool:
-// Note [Borrowing between pools]). Each pool finds the smallest cached block of the stream that fits (best
-// fit, the lowest address among equal sizes); a larger block is split and the remainder stays cached, and a
-// freed block merges with the free neighbours of its segment, so a segment wholly free again is one block that
-// empty_cache can return to the vendor. A remainder is kept apart from 512 B up in both pools (CUDA's large pool
-// keeps remainders of 1 MiB or less with the block): allocated bytes then stay what the tensors hold (Note [Block
-// sizes]).
+// rounded up to 2 MiB above (a small request that finds no small block takes free space of a large segment, and
+// with expandable segments a large request may borrow from the small pool: Note [Borrowing between pools]). Each
+// pool finds the smallest cached block of the stream that fits (best fit, the lowest address among equal sizes;
+// expandable segments choose otherwise: Note [Placement in expandable segments]); a larger block is split and the
+// remainder stays cached, and a freed block merges with the free neighbours of its segment, so a segment wholly
+// free again is one block that empty_cache can return to the vendor. A remainder is kept apart from 512 B up in both
+// pools (CUDA's large pool keeps remainders of 1 MiB or less with the block): allocated bytes then stay what the
+// tensors hold (Note [Block sizes]).
 // Workloads whose shapes change every step (variable sequence lengths, a KV cache that grows each
 // decoded token) reuse the cache this way; before, a block served only a request up to 25% smaller than
 // itself and each new size cost a device malloc (benchmarks/bench_memory.py: a variable-length
@@ -32,16 +33,16 @@
 // mapped at the segment's end (vm_map, in multiples of the vendor's granularity), just what the request needs
 // beyond the free block already at the end, which the new memory joins (or, first, a free block of the other
 // pool: Note [Borrowing between pools]). A segment is never too small for a request, nor left with a tail no
-// request fits, so a workload whose shapes vary reserves less (benchmarks/bench_memory.py: reserved/peak 1.18x for
-// the variable-length Transformer and 1.10x for the GPT-2 decode, against 1.39x and 1.34-1.37x with plain
-// segments; holes between live blocks remain, and mapped memory is not moved to fill them, which would cost a
-// map and an unmap each time). empty_cache, and an allocation that finds the device full, unmap the whole
-// granules of each segment's free block at its end (vm_unmap); a segment left with nothing mapped gives its
-// range back (vm_release). Grows and shrinks run one at a time (vm_mutex_, taken before mutex_, and waited for
-// without the GIL: a Python vendor's call needs it), with mutex_ released around the vendor's calls; memory
-// enters the pools only once mapped and leaves them before it is unmapped. The statistics count the segment
-// once from its reservation to its release, its mapped bytes as reserved, and each map and unmap as a device
-// allocation and free (num_device_alloc, num_device_free); the history records them as segment_map and
+// request fits, so a workload whose shapes vary reserves less (benchmarks/bench_memory.py: reserved/peak 1.08x for
+// the variable-length Transformer and 1.10x for the GPT-2 decode, against 1.29x and 1.15x with plain segments;
+// holes between live blocks remain, Note [Placement in expandable segments] keeps them few, and mapped memory is
+// not moved to fill them, which would cost a map and an unmap each time). empty_cache, and an allocation that
+// finds the device full, unmap the whole granules of each segment's free block at its end (vm_unmap); a segment
+// left with nothing mapped gives its range back (vm_release). Grows and shrinks run one at a time (vm_mutex_, taken
+// before mutex_, and waited for without the GIL: a Python vendor's call needs it), with mutex_ released around the
+// vendor's calls; memory enters the pools only once mapped and leaves them before it is unmapped. The statistics count
+// the segment once from its reservation to its release, its mapped bytes as reserved, and each map and unmap as a
+// device allocation and free (num_device_alloc, num_device_free); the history records them as segment_map and
 // segment_unmap, as CUDA's does, and the snapshot marks the segment is_expandable. A block of an expandable
 // segment is never oversize (max_split_size_mb) and garbage_collection_threshold leaves the segment alone: it
 // only grows by what is missing. Without the vendor's functions the setting warns once, naming the vendor, and
@@ -49,21 +50,58 @@
 // with a plain segment, after a warning.
 //
 // Note [Borrowing between pools]
-// With expandable segments a request that finds no block in its own pool (Note [Splitting blocks]) takes the best
-// fit among the free blocks of the other pool's expandable segment on its stream before its own segment maps
-// more; only when neither has one does memory get mapped, at the end of the request's own pool's segment. The
-// pools stay apart as a preference: each request looks at its own first, and a block keeps the pool of the
-// segment it lies in (the statistics count it there). CUDA keeps them apart strictly so that small blocks do not
-// pin large segments that empty_cache could return; an expandable segment is returned from its end granule by
-// granule, so a borrowed block pins no more than any other block there would. Kept apart strictly, the pools
-// cost the sum of their peaks: mapped memory leaves a pool only at empty_cache or when the device is full, so a
-// workload whose small and large tensors peak at different times holds both peaks. The GPT-2 decode of
-// benchmarks/bench_memory.py keeps its KV cache in the small pool while each of its tensors is under 1 MiB and in
-// the large one after, and reserved 1.21x its peak with the pools apart, where no packing could do better than
-// 1.15x (the small pool's peak plus the large pool's, in whole granules); with borrowing it reserves 1.10x. The
-// variable-length Transformer (short sequences put activations of up to 1 MiB into the small pool, long ones
-// into the large pool): 1.26x -> 1.18x. Plain segments never borrow: there the separation is what lets
-// empty_cache and garbage_collection_threshold return whole segments, as in CUDA.
+// A request that finds no block in its own pool (Note [Splitting blocks]) may take a free block of the other pool,
+// on its stream, before new memory is allocated for it:
+// - a small request, the best fit among the free blocks of the large pool's segments, plain or expandable;
+// - with expandable segments, a large request, the free blocks of the small pool's expandable segment (a plain
+//   small segment, 2 MiB, has no room for it).
+// Only when neither pool has a block does a new segment (or, with expandable segments, a map at the end of the
+// request's own pool's segment) serve it. The pools stay apart as a preference: each request looks at its own
+// first, and a block keeps the pool of the segment it lies in (the statistics count it there).
+// This departs from CUDA, which keeps the pools strictly apart so that small blocks, which are often long-lived,
+// do not pin large segments that empty_cache and garbage_collection_threshold could return whole. Here a small
+// block in a large plain segment keeps that segment (20 MiB and up) reserved until it is freed; an expandable
+// segment is returned from its end granule by granule, so a borrowed block pins no more than any other block
+// there would. Kept apart strictly, the pools cost the sum of their peaks: memory leaves a pool only at
+// empty_cache or when the device is full, so a workload whose small and large tensors peak at different times
+// holds both peaks. Measured with benchmarks/bench_memory.py, reserved / peak allocated:
+// - GPT-2 decode (its KV cache is in the small pool while each of its tensors is under 1 MiB, in the large one
+//   after): plain segments 1.34-1.37x -> 1.15x. Under CUDA's rule 1.3x could not be met: the large pool needs
+//   four 20 MiB segments for its 68.1 MiB peak and the small pool 14 MiB, 1.29x with perfect packing. With
+//   expandable segments 1.21x -> 1.10x (no packing could do better than 1.15x with the pools apart).
+// - Variable-length Transformer (short sequences put activations of up to 1 MiB into the small pool, and its
+//   parameters, gradients and AdamW state are small blocks): plain 1.39x -> 1.29x and 0.08 -> 0 device mallocs
+//   per step after warm-up; expandable 1.26x -> 1.18x (1.08x with Note [Placement in expandable segments]).
+// - ResNet-18-like step, plain 1.25x -> 1.16x; GPT step, plain 1.18x either way; same peaks, no mallocs after
+//   warm-up.
+// - Other sequences, plain segments: variable lengths drawn from seed 1 and 2 (bench_memory.py --seed) 1.30x ->
+//   1.15x and 1.27x -> 1.18x, a 200-token decode 1.52x -> 1.31x.
+// A small request borrowing only from large plain segments already in use (split), so that a wholly free one
+// stays whole for empty_cache, measured the same for decode and variable lengths but worse for the GPT step
+// (1.20x, and a device malloc every other step), and was not kept.
+//
+// Note [Placement in expandable segments]
+// Within an expandable segment a request does not take the plain best fit (Note [Splitting blocks]):
+// - a large request takes the free block that fits at the lowest address (first fit);
+// - a small request takes the best fit other than the free block at the segment's end, which can grow by mapping
+//   and is taken only when no other block fits;
+// - a block borrowed from the other pool's segment (Note [Borrowing between pools]) is cut from the top of its
+//   free block, unless that block is the segment's end: the rest stays at the bottom, where first fit looks.
+// With best fit, the variable-length Transformer's small blocks (parameters, gradients and AdamW state borrowed
+// among the large activations) and each step's activations, placed in whichever hole was nearest in size, left
+// holes between live blocks: the large segment mapped 174 MiB for a 153 MiB peak, reserved/peak was 1.18x, and
+// the segment still mapped twice after step 10. With these rules large blocks pack toward the start of the
+// segment and the free space gathers at its end: 1.08x and no map after step 8 (benchmarks/bench_memory.py; the
+// GPT-2 decode, ResNet and GPT steps reserve what they did). The rules were chosen by replaying the benchmark's
+// allocation sequences (sizes and order as the workloads ask them, independent of the allocator) through a model
+// of these pools (benchmarks/replay_memory.py, which gives what the allocator measures), and are no law: with its
+// lengths drawn from seed 1 and 2 instead of 0 (bench_memory.py --seed) the variable-length loop reserves 1.19x
+// and 1.17x (1.20x and 1.19x with best fit; seed 1's longest sequence comes after step 10, so its segment must
+// grow late whatever the placement: 4 maps there, 3 with best fit), and a 200-token decode 1.13x (1.10x with best
+// fit, one 2 MiB granule more). Cutting every small block from the top of its free block, with plain best fit for
+// small requests, did better on those (1.16x for seed 2, 1.10x for the short decode) but mapped a granule more
+// for the GPT step (1.11x). First fit walks the stream's free blocks at least as large as the request, so its
+// cost grows with their number; only expandable segments pay it.
 //
 // Note [Oversize blocks]
 // With max_split_size_mb set (PYTORCH_ALLOC_CONF), a block of at least that size is never split, a
@@ -653,7 +691,7 @@ class DipuAllocator final : public AllocatorBase {
     size = round_size(nbytes);
     const bool small = size <= kSmallSize;
     Block* block = pop_free(device, stream, size, small, /*borrow=*/false);
-    if (!block && expandable_.load()) block = pop_free(device, stream, size, !small, /*borrow=*/true);
+    if (!block && (small || expandable_.load())) block = pop_free(device, stream, size, !small, /*borrow=*/true);
     if (block) hand_out(block, nbytes, context, usage);
     return block;
   }
@@ -765,23 +803,66 @@ class DipuAllocator final : public AllocatorBase {
     to_free_pool(block);
   }
 
-  // Requires mutex_. The best fit for `size` bytes on `stream` in the small or the large pool, taken out of it and
-  // split; where the request `borrow`s from the other pool, only a block of an expandable segment (Note [Borrowing
-  // between pools]).
+  // Requires mutex_. A free block of the small or the large pool for `size` bytes on `stream`, taken out of it and
+  // split: the best fit (Note [Splitting blocks]), or in an expandable segment the block Note [Placement in expandable
+  // segments] chooses. A request that `borrow`s from the other pool (Note [Borrowing between pools]) takes from the
+  // small pool only a block of an expandable segment, from the large pool any block.
   Block* pop_free(c10::DeviceIndex device, c10::StreamId stream, size_t size, bool small, bool borrow) {
     auto& free_blocks = pools_[device].blocks_of(small);
     Block key{device, stream, size, nullptr, {}};
     auto it = free_blocks.lower_bound(&key);
-    while (borrow && it != free_blocks.end() && (*it)->stream == stream && !(*it)->expandable) ++it;
+    while (borrow && small && it != free_blocks.end() && (*it)->stream == stream && !(*it)->expandable) ++it;
     if (it == free_blocks.end() || (*it)->stream != stream) return nullptr;
     Block* b = *it;
+    if (b->expandable) b = place(free_blocks, it, /*small_request=*/small != borrow);
     // See Note [Oversize blocks].
     if (!b->expandable && size < settings_.max_split_size && b->size >= settings_.max_split_size) return nullptr;
     if (!b->expandable && size >= settings_.max_split_size && b->size >= size + kLargeBuffer) return nullptr;
     from_free_pool(b);
-    split(b, size);
+    if (borrow && b->expandable && b != b->expandable->last)
+      b = split_top(b, size);
+    else
+      split(b, size);
     mark_active(b);
     return b;
+  }
+
+  // Requires mutex_. Note [Placement in expandable segments]: `it` is the best fit in `free_blocks`, a block of an
+  // expandable segment; the block to take instead, of the same stream, at least as large.
+  static Block* place(const FreeSet& free_blocks, FreeSet::const_iterator it, bool small_request) {
+    Block* const best = *it;
+    const c10::StreamId stream = best->stream;
+    if (small_request) {  // the best fit, the segment's tail only where nothing else fits
+      if (best != best->expandable->last) return best;
+      for (auto j = std::next(it); j != free_blocks.end() && (*j)->stream == stream; ++j)
+        if ((*j)->expandable && *j != (*j)->expandable->last) return *j;
+      return best;
+    }
+    Block* lowest = best;  // the first fit: the lowest address
+    for (auto j = std::next(it); j != free_blocks.end() && (*j)->stream == stream; ++j)
+      if ((*j)->expandable && addr((*j)->ptr) < addr(lowest->ptr)) lowest = *j;
+    return lowest;
+  }
+
+  // Requires mutex_. Cuts the top `size` bytes off `block` (out of the pools, not its segment's last), returned as a
+  // block of their own; the rest stays cached. Note [Placement in expandable segments].
+  Block* split_top(Block* block, size_t size) {
+    if (block->size - size < kRound) return block;
+    Block* top = spare_block();
+    top->device = block->device;
+    top->stream = block->stream;
+    top->size = size;
+    top->ptr = static_cast<char*>(block->ptr) + (block->size - size);
+    top->small = block->small;
+    top->requested = 0;
+    top->expandable = block->expandable;
+    top->prev = block;
+    top->next = block->next;
+    if (block->next) block->next->prev = top;
+    block->next = top;
+    block->size -= size;
+    to_free_pool(block);
+    return top;
   }
 
   // Requires mutex_.
