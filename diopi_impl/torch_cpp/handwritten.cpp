@@ -10,6 +10,7 @@
 #include "support.h"
 
 #include <ATen/ops/_adaptive_avg_pool2d_ops.h>
+#include <ATen/ops/_fused_adagrad_ops.h>
 #include <ATen/ops/_fused_adam_ops.h>
 #include <ATen/ops/_fused_adamw_ops.h>
 #include <ATen/ops/_fused_sgd_ops.h>
@@ -217,6 +218,17 @@ double learning_rate(double lr) { return lr; }
 at::Tensor learning_rate(diopiConstTensorHandle_t lr) { return tc::alias_or_cpu(lr); }
 std::optional<at::Tensor> optional_alias_or_cpu(diopiConstTensorHandle_t h) {
   return h == nullptr ? std::nullopt : std::optional<at::Tensor>(tc::alias_or_cpu(h));
+}
+
+template <class Op, class Steps, class Lr>
+diopiError_t fused_adagrad(diopiTensorHandle_t* params, diopiTensorHandle_t* grads, diopiTensorHandle_t* state_sums,
+                           Steps* state_steps, int64_t n, Lr lr, double lr_decay, double weight_decay, double eps,
+                           bool maximize, diopiConstTensorHandle_t grad_scale, diopiConstTensorHandle_t found_inf) {
+  return tc::guarded([&] {
+    Op::call(tc::aliases_of(params, n), tc::aliases_of(grads, n), tc::aliases_of(state_sums, n),
+             tc::aliases_of(state_steps, n), learning_rate(lr), lr_decay, weight_decay, eps, maximize,
+             optional_alias_or_cpu(grad_scale), optional_alias_or_cpu(found_inf));
+  });
 }
 
 template <class Op, class Lr>
@@ -843,6 +855,26 @@ DIPU_FUSED_ADAM(diopiFusedAdamTensorLr, at::_ops::_fused_adam__tensor_lr, diopiC
 DIPU_FUSED_ADAM(diopiFusedAdamW, at::_ops::_fused_adamw_, double)
 DIPU_FUSED_ADAM(diopiFusedAdamWTensorLr, at::_ops::_fused_adamw__tensor_lr, diopiConstTensorHandle_t)
 #undef DIPU_FUSED_ADAM
+
+DIPU_EXPORT diopiError_t diopiFusedAdagrad(diopiContextHandle_t, diopiTensorHandle_t* params,
+                                           diopiTensorHandle_t* grads, diopiTensorHandle_t* state_sums,
+                                           diopiTensorHandle_t* state_steps, int64_t num_params, double lr,
+                                           double lr_decay, double weight_decay, double eps, bool maximize,
+                                           diopiConstTensorHandle_t grad_scale, diopiConstTensorHandle_t found_inf) {
+  return fused_adagrad<at::_ops::_fused_adagrad_>(params, grads, state_sums, state_steps, num_params, lr, lr_decay,
+                                                  weight_decay, eps, maximize, grad_scale, found_inf);
+}
+
+DIPU_EXPORT diopiError_t diopiFusedAdagradTensorLr(diopiContextHandle_t, diopiTensorHandle_t* params,
+                                                   diopiTensorHandle_t* grads, diopiTensorHandle_t* state_sums,
+                                                   diopiConstTensorHandle_t* state_steps, int64_t num_params,
+                                                   diopiConstTensorHandle_t lr, double lr_decay, double weight_decay,
+                                                   double eps, bool maximize, diopiConstTensorHandle_t grad_scale,
+                                                   diopiConstTensorHandle_t found_inf) {
+  return fused_adagrad<at::_ops::_fused_adagrad__tensor_lr>(params, grads, state_sums, state_steps, num_params, lr,
+                                                            lr_decay, weight_decay, eps, maximize, grad_scale,
+                                                            found_inf);
+}
 
 DIPU_EXPORT diopiError_t diopiFusedSgd(diopiContextHandle_t, diopiTensorHandle_t* params, diopiTensorHandle_t* grads,
                                        diopiTensorHandle_t* momentum_buffer_list, int64_t num_params,
