@@ -863,6 +863,7 @@ for device in ("cpu", "dipu"):
     for q in params:
         q.grad = torch.full_like(q, 0.5)
     torch.optim.AdamW(params, lr=0.1, fused=True).step()
+    torch.optim.Adagrad(params, lr=torch.tensor(0.1, device=device), lr_decay=0.01, weight_decay=0.1, fused=True).step()
     steps[device] = params
 r["fused"] = [torch.allclose(c.detach(), d.detach().cpu()) for c, d in zip(steps["cpu"], steps["dipu"])]
 r["arange fast"] = {op: n for op, n in cpp_wrappers.fast_calls().items() if "arange" in op or "fused" in op}
@@ -878,12 +879,13 @@ print(json.dumps(r))
 def test_dropout_random_arange_and_optimizer_ops_take_the_cpp_path_with_the_cpu_s_results(python):
     """Dropout and the random kernels run in C++ (Note [Generators in C++]) and draw from the dipu generator's
     native generator, so one seed gives the CPU's numbers, with the default generator and a generator given;
-    the functional _foreach_ ops, whose functions allocate their outputs, arange, and a fused optimizer step
-    with an empty list run in C++ with the CPU's results."""
+    the functional _foreach_ ops, whose functions allocate their outputs, arange, and fused optimizer steps
+    (AdamW with an empty list, Adagrad with a tensor lr) run in C++ with the CPU's results."""
     r = json.loads(python(RANDOM_CALLS).stdout.strip().splitlines()[-1])
     assert r["foreach"] == [True] * 15, r["foreach"]
     assert r["arange"] == [True] * 5 and r["fused"] == [True, True], (r["arange"], r["fused"])
-    assert r["arange fast"] == {"arange.start_out": 5, "_fused_adamw_": 1}, r["arange fast"]
+    assert r["arange fast"] == {"arange.start_out": 5, "_fused_adamw_": 1, "_fused_adagrad_.tensor_lr": 1}, \
+        r["arange fast"]
     assert r["foreach fast"] == {"_foreach_sqrt": 1, "_foreach_add.List": 1, "_foreach_norm.Scalar": 2,
                                  "_foreach_mul.Scalar": 1}, r["foreach fast"]
     assert r["same"] == [True] * 9, r["same"]
