@@ -1040,7 +1040,10 @@ def trained(device):  # autograd's GroupNorm and padding backwards, clip_grad_no
     e = torch.nn.utils.parametrizations.weight_norm(nn.Linear(7, 3)).to(device)
     F.elu(e(t)).square().sum().backward()
     drawn = torch.randint(3, 9, (4, 5), device=device, generator=torch.Generator(device).manual_seed(2))
-    return [y.detach(), t.grad, total, *(p.grad for p in m.parameters()), *(p.grad for p in e.parameters()), drawn]
+    sampled = torch.multinomial(torch.linspace(0.1, 1, 7, device=device), 5,
+                                generator=torch.Generator(device).manual_seed(4))
+    return [y.detach(), t.grad, total, *(p.grad for p in m.parameters()), *(p.grad for p in e.parameters()), drawn,
+            sampled]
 cpp_wrappers.reset_fast_calls()
 r["grads"] = [torch.allclose(c, d.cpu(), rtol=1e-4, atol=1e-4) for c, d in zip(trained("cpu"), trained("dipu"))]
 r["fast"]["grads"] = sorted(cpp_wrappers.fast_calls())
@@ -1055,7 +1058,8 @@ def test_padding_reductions_over_a_dim_norms_group_norm_losses_and_statistics_ta
     pooling (impl_kernels.cpp's twin of its impl: body), max, min,
     median and mode over a dim (the max_dim twin), vector norms (diopiNorm), group norm forward and backward, the
     binary cross entropies, var and std, repeat, dot and mv (C++ twins of their meta kernels), sorting, scatter,
-    index_fill, masked_scatter, addmv, var_mean, logsumexp, prod, aminmax, weight norm, elu's backward and randint
+    index_fill, masked_scatter, addmv, var_mean, logsumexp, prod, aminmax, weight norm, elu's backward, randint and
+    multinomial
     (the C++ library's twins of the Python library's functions); what a twin leaves to the Python path (a
     channels_last reflection pad, an int64 or complex input) gives the CPU's answer too."""
     r = json.loads(python(MODEL_OPS).stdout.strip().splitlines()[-1])
@@ -1078,5 +1082,5 @@ def test_padding_reductions_over_a_dim_norms_group_norm_losses_and_statistics_ta
             "aminmax"} <= set(fast["statistics and mean"]), fast["statistics and mean"]
     assert {"native_group_norm_backward", "reflection_pad2d_backward", "replication_pad2d_backward",
             "linalg_vector_norm", "_weight_norm_interface", "_weight_norm_interface_backward", "elu_backward",
-            "random_.from", "avg_pool2d", "avg_pool2d_backward"} <= set(fast["grads"]), fast["grads"]
+            "random_.from", "avg_pool2d", "avg_pool2d_backward", "multinomial"} <= set(fast["grads"]), fast["grads"]
     assert r["fallbacks"] == {}, r["fallbacks"]

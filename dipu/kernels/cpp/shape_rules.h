@@ -250,6 +250,17 @@ bool reduce_all(Spec& spec, const at::Tensor& self, const std::optional<at::Scal
 }
 inline bool reduce_all(Spec& spec, const at::Tensor& self) { return reduce_all(spec, self, std::nullopt); }
 
+// multinomial: num_samples int64 indices per row of probabilities (a vector or a matrix of them).
+template <class Int, class... Rest>
+bool multinomial(Spec& spec, const at::Tensor& self, const Int& num_samples, const Rest&...) {
+  const int64_t samples = c10::SymInt(num_samples).guard_int(__FILE__, __LINE__);
+  if (self.dim() < 1 || self.dim() > 2 || samples < 0) return false;
+  spec.shape.assign(self.sizes().begin(), self.sizes().end() - 1);
+  spec.shape.push_back(samples);
+  spec.dtype = at::kLong;
+  return true;
+}
+
 // ---- several outputs (Note [Several outputs in C++] in scripts/autogen/dest/cpp_wrappers.py) -------------
 
 // The statistics' dtype of a normalization: float32 when a parameter's dtype differs from the input's
