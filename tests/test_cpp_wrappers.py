@@ -1055,13 +1055,12 @@ print(json.dumps(r))
 def test_padding_reductions_over_a_dim_norms_group_norm_losses_and_statistics_take_the_cpp_path(python):
     """Ops of common models beyond ResNet and GPT take the C++ path with the CPU's values, shapes, dtypes and strides:
     padding of each mode (the C++ library's diopiPad, a string literal and a Scalar fill value passed to C), average
-    pooling (impl_kernels.cpp's twin of its impl: body), max, min,
-    median and mode over a dim (the max_dim twin), vector norms (diopiNorm), group norm forward and backward, the
-    binary cross entropies, var and std, repeat, dot and mv (C++ twins of their meta kernels), sorting, scatter,
-    index_fill, masked_scatter, addmv, var_mean, logsumexp, prod, aminmax, weight norm, elu's backward, randint and
-    multinomial
-    (the C++ library's twins of the Python library's functions); what a twin leaves to the Python path (a
-    channels_last reflection pad, an int64 or complex input) gives the CPU's answer too."""
+    pooling (impl_kernels.cpp's twin of its impl: body), max, min, median and mode over a dim (the max_dim twin),
+    vector norms (diopiNorm), group norm forward and backward, the binary cross entropies, var and std, repeat, dot
+    and mv (C++ twins of their meta kernels), sorting, scatter, index_fill, masked_scatter, addmv, var_mean,
+    logsumexp, prod, aminmax, weight norm, elu's backward, randint and multinomial (the C++ library's twins of the
+    Python library's functions); what a twin leaves to the Python path (a channels_last reflection pad, an int64
+    or complex input) gives the CPU's answer too."""
     r = json.loads(python(MODEL_OPS).stdout.strip().splitlines()[-1])
     for name, same in r["same"].items():
         assert same and all(same), (name, same)

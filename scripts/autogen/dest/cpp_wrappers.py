@@ -411,9 +411,10 @@ def _wrapper(kernel: Kernel) -> CWrapper:
             meta_call = f"at::meta::{function_name}({meta_args})"
         else:
             meta_call = f"at::_ops::{schema.name.unambiguous_name()}::call({meta_args})"
-        if kernel.allocation is Allocation.NEW and kernel.strides is not None and \
-                kernel.strides.rule is StrideRule.FORMAT_OF:  # ATen's C++ meta kernel may lay it out otherwise
-            contiguous = (cpp(kernel.strides.argument),)
+        strides = kernel.strides
+        if kernel.allocation is Allocation.NEW and strides is not None and strides.rule is StrideRule.FORMAT_OF and \
+                strides.argument is not None:  # ATen's C++ meta kernel may lay it out otherwise
+            contiguous = (cpp(strides.argument),)
     elif allocates and shape_rule is not None:
         rule = shape_rule
         rule_args = ", ".join(non_out)
