@@ -466,12 +466,12 @@ bool reflection_pad2d(Spec& spec, const at::Tensor& input, const Sizes& padding)
 }
 
 // The losses of binary_cross_entropy(_with_logits): the input's shape for reduction none, else 0-dim; in the input's
-// dtype, for a contiguous input whose target, and any weight, are of its dtype, the target of its shape and the
-// weights expandable to it.
+// dtype, for a contiguous input and target (the decomposition's elementwise ops lay the losses out as they are) of
+// one shape and dtype, and weights of that dtype expandable to it.
 inline bool pointwise_loss(Spec& spec, const at::Tensor& self, const at::Tensor& target,
                            std::initializer_list<const std::optional<at::Tensor>*> weights, int64_t reduction) {
-  if (!self.is_contiguous() || !target.sizes().equals(self.sizes()) || target.scalar_type() != self.scalar_type() ||
-      !at::isFloatingType(self.scalar_type()))
+  if (!self.is_contiguous() || !target.is_contiguous() || !target.sizes().equals(self.sizes()) ||
+      target.scalar_type() != self.scalar_type() || !at::isFloatingType(self.scalar_type()))
     return false;
   for (const auto* weight : weights)
     if (weight->has_value() && (*weight)->defined() &&
