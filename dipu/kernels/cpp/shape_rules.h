@@ -26,6 +26,10 @@ struct Spec {
 
 inline void same_shape(Spec& spec, const at::Tensor& t) { spec.shape.assign(t.sizes().begin(), t.sizes().end()); }
 
+// A size as the kernel is given it (an int64_t, or a SymInt of a concrete size).
+inline int64_t as_int(int64_t value) { return value; }
+inline int64_t as_int(const c10::SymInt& value) { return value.guard_int(__FILE__, __LINE__); }
+
 inline at::ScalarType float_dtype(at::ScalarType dtype) {
   return at::isFloatingType(dtype) || at::isComplexType(dtype) ? dtype
                                                                : c10::typeMetaToScalarType(c10::get_default_dtype());
@@ -253,7 +257,7 @@ inline bool reduce_all(Spec& spec, const at::Tensor& self) { return reduce_all(s
 // multinomial: num_samples int64 indices per row of probabilities (a vector or a matrix of them).
 template <class Int, class... Rest>
 bool multinomial(Spec& spec, const at::Tensor& self, const Int& num_samples, const Rest&...) {
-  const int64_t samples = c10::SymInt(num_samples).guard_int(__FILE__, __LINE__);
+  const int64_t samples = as_int(num_samples);
   if (self.dim() < 1 || self.dim() > 2 || samples < 0) return false;
   spec.shape.assign(self.sizes().begin(), self.sizes().end() - 1);
   spec.shape.push_back(samples);
@@ -278,7 +282,7 @@ bool normalized_axis(const at::Tensor& input, const Sizes& normalized_shape, int
   axis = input.dim() - static_cast<int64_t>(normalized_shape.size());
   if (axis < 0) return false;
   for (size_t i = 0; i < normalized_shape.size(); ++i)
-    if (input.sizes()[axis + i] != c10::SymInt(normalized_shape[i]).guard_int(__FILE__, __LINE__)) return false;
+    if (input.sizes()[axis + i] != as_int(normalized_shape[i])) return false;
   return true;
 }
 
@@ -337,7 +341,7 @@ bool native_group_norm(std::array<Spec, 3>& specs, const at::Tensor& input, cons
                        const Rest&...) {
   same_shape(specs[0], input);
   specs[0].dtype = input.scalar_type();
-  specs[1].shape.assign({c10::SymInt(n).guard_int(__FILE__, __LINE__), group});
+  specs[1].shape.assign({as_int(n), group});
   specs[1].dtype = statistics_dtype(input, weight, bias);
   specs[2] = specs[1];
   return true;
@@ -347,9 +351,6 @@ bool native_group_norm(std::array<Spec, 3>& specs, const at::Tensor& input, cons
 // Their specs take their shapes from the meta kernel, which torch writes in Python for these: each rule here
 // gives the meta kernel's answer for the well-formed calls of the hot path (contiguous outputs) and false for
 // the rest, which the Python path sends to the meta kernel (and its error).
-
-inline int64_t as_int(int64_t value) { return value; }
-inline int64_t as_int(const c10::SymInt& value) { return value.guard_int(__FILE__, __LINE__); }
 
 inline bool index_dtype(const at::Tensor& t) { return t.scalar_type() == at::kLong || t.scalar_type() == at::kInt; }
 

@@ -322,9 +322,9 @@ def _unsupported_call(kernel: Kernel, call, types: dict[str, str], renamed: dict
             continue
         if param.kind not in _C_TYPES:
             return f"parameter {param.name} of kind {param.kind.value}"
+        given = None if arg.name is None else types.get(renamed.get(arg.name, arg.name))
         if param.optional and param.kind in _C_BY_POINTER_KINDS and arg.name is not None and \
-                types.get(renamed.get(arg.name, arg.name)) not in _ANY_BY_POINTER and \
-                not _scalar_as_real(param, types.get(renamed.get(arg.name, arg.name))):
+                given not in _ANY_BY_POINTER and not _scalar_as_real(param, given):
             return f"optional parameter {param.name} passed by pointer"
         if arg.name is None:
             if _literal(arg, param) is None:
