@@ -6,6 +6,7 @@
 
 #include <ATen/Context.h>
 #include <ATen/native/DispatchStub.h>
+#include <ATen/Version.h>
 
 #include <dlfcn.h>
 

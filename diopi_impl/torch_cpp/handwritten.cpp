@@ -31,6 +31,7 @@
 #include <ATen/ops/cudnn_batch_norm_ops.h>
 #include <ATen/ops/cudnn_convolution_ops.h>
 #include <ATen/ops/elu_backward_ops.h>
+#include <ATen/ops/empty_like.h>
 #include <ATen/ops/embedding_dense_backward_ops.h>
 #include <ATen/ops/fill_ops.h>
 #include <ATen/ops/index_fill_ops.h>

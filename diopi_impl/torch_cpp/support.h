@@ -7,7 +7,7 @@
 #include <diopi/aten_dtypes.h>
 #include <diopi/diopirt.h>
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/ScalarOps.h>
 #include <c10/core/StorageImpl.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>

@@ -12,7 +12,10 @@
 #include "../include/diopi/aten_aliases.h"
 
 #include <ATen/MemoryOverlap.h>
+#include <ATen/ops/_local_scalar_dense.h>
 #include <ATen/ops/copy_native.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_strided.h>
 #include <torch/library.h>
 
 #include <array>

@@ -24,6 +24,8 @@
 #include "core.h"
 
 #include <ATen/record_function.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_strided.h>
 #include <c10/util/Exception.h>
 
 #include <dlfcn.h>

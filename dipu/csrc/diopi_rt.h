@@ -6,7 +6,7 @@
 #include "../include/diopi/aten_dtypes.h"
 #include "../include/diopi/diopirt.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <c10/core/Stream.h>
 
 #include <array>

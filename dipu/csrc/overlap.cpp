@@ -31,6 +31,8 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/MemoryOverlap.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_strided.h>
 #include <torch/csrc/jit/python/pybind_utils.h>
 
 #include <algorithm>

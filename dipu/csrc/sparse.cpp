@@ -25,7 +25,7 @@
 // unsqueeze, view_as_real/complex on COO; select on compressed layouts) only
 // rebuild the structure from its parts with dense ops, so they are registered here
 // as they are: their parts are dipu tensors, which dense dipu kernels serve.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/ops/_coalesced_native.h>
 #include <ATen/ops/_dimI_native.h>
 #include <ATen/ops/_dimV_native.h>

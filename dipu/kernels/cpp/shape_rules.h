@@ -7,8 +7,9 @@
 // Python rules' `*_` ignores them.
 #pragma once
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/ExpandUtils.h>
+#include <ATen/ops/result_type.h>
 
 #include <algorithm>
 #include <array>

@@ -10,7 +10,7 @@
 #include "diopi_rt.h"
 #include "shape_rules.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/TensorIterator.h>

@@ -226,7 +226,8 @@ class CWrapper:
     outputs: tuple[str, ...] = ()  # with several outputs (Note [Several outputs in C++]): their names
     lists: tuple[str, ...] = ()  # Tensor[] arguments whose elements must be on the device (Note [Tensor lists in C++])
     meta_call: str = ""  # the op on meta twins of its tensors, for kernels with meta shapes (Note [Meta shapes in C++])
-    meta_header: str = ""  # the ATen header declaring meta_call's at::meta function; "": meta_call dispatches
+    meta_header: str = ""  # the ATen header declaring meta_call's function (Note [Torch's headers, op by op])
+    meta_dispatches: bool = False  # meta_call goes through the dispatcher (at::_ops), not to an at::meta function
     generators: tuple[str, ...] = ()  # Generator? arguments, which must be dipu's (Note [Generators in C++])
     overlap_check: str = ""  # written_overlaps(...) for a kernel that writes tensors (Note [Overlapping memory in C++])
     # an elementwise kernel's tensor operands in schema order, whose strides lay out a non-contiguous call's output
@@ -411,6 +412,7 @@ def _wrapper(kernel: Kernel) -> CWrapper:
             meta_call = f"at::meta::{function_name}({meta_args})"
         else:
             meta_call = f"at::_ops::{schema.name.unambiguous_name()}::call({meta_args})"
+            meta_header = f"ATen/ops/{schema.name.name.base}_ops.h"
         strides = kernel.strides
         if kernel.allocation is Allocation.NEW and strides is not None and strides.rule is StrideRule.FORMAT_OF and \
                 strides.argument is not None:  # ATen's C++ meta kernel may lay it out otherwise
@@ -442,7 +444,8 @@ def _wrapper(kernel: Kernel) -> CWrapper:
         scalar_c_params=", ".join(p.type for p in c_parameters(scalar.function)[1:]) if scalar is not None else "",
         scalar_locals=tuple(scalar_locals), scalar_call_args=", ".join(scalar_call_args),
         outputs=tuple(cpp(o) for o in kernel.outputs) if len(kernel.outputs) > 1 else (), lists=lists,
-        meta_call=meta_call, meta_header=meta_header, generators=generators, strided_operands=strided_operands)
+        meta_call=meta_call, meta_header=meta_header,
+        meta_dispatches=meta_call.startswith("at::_ops::"), generators=generators, strided_operands=strided_operands)
 
 
 def _overlap_check(kernel: Kernel, types: dict[str, str]) -> str:
@@ -582,7 +585,7 @@ def _to_python(w: CWrapper) -> str:
 
 def _kernel(w: CWrapper) -> str:
     """The Kernel record of the wrapper's op."""
-    meta = ", /*dispatched_meta=*/true" if w.meta_call and not w.meta_header else ""
+    meta = ", /*dispatched_meta=*/true" if w.meta_dispatches else ""
     return f'Kernel k_{w.name}("{w.op}", "{w.function}", "{w.scalar_function}"{meta});'
 
 

@@ -3,6 +3,7 @@
 #include "shape_rules.h"
 #include "wrapper_support.h"
 #include <ATen/ops/amax_meta_dispatch.h>
+#include <ATen/ops/native_layer_norm_ops.h>
 
 namespace dipu::cwrap {
 namespace {
