@@ -7,6 +7,7 @@ wrapper extension (cached afterwards, Note [C++ wrapper cache])."""
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -409,6 +410,23 @@ def test_wrappers_that_cannot_be_built_leave_the_library_to_the_python_wrappers(
     monkeypatch.setattr(cpp_wrappers, "load", broken)
     with pytest.warns(UserWarning, match="run through the Python wrappers.*Error building extension"):
         assert cpp_wrappers.install({"add.Tensor": (None, None)}, {"diopiAdd": 1}) == []
+
+
+def test_the_wrappers_library_reads_no_python_and_links_no_python_library():
+    """Note [The C++ wrappers' way to Python]: its sources include no Python header (5 s of each build) and the
+    library needs no Python library; the Python path is the core's function, which the error tests above go
+    through."""
+    from dipu.kernels import cpp_wrappers
+
+    sources = sorted((ROOT / "dipu" / "kernels" / "cpp").iterdir())
+    for source in [*sources, ROOT / "dipu" / "csrc" / "python_wrapper_call.h"]:
+        includes = re.findall(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', source.read_text(), re.M)
+        assert not [i for i in includes if "pybind" in i or "python" in i.lower() and i != "python_wrapper_call.h"], \
+            (source.name, includes)
+    dynamic = subprocess.run(["readelf", "-d", str(cpp_wrappers.build())], capture_output=True, text=True,
+                             check=True).stdout
+    needed = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", dynamic)
+    assert "libc10.so" in needed and not [n for n in needed if "python" in n], needed
 
 
 def test_sync_mode_reaches_the_cpp_path(python, library):

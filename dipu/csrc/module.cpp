@@ -115,6 +115,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("shutdown", [] { g_shutdown.store(true); }, "Called at interpreter exit: stop calling into the Python vendor.");
 
   register_fast_calls(m);  // alias, empty, exchange_device: see Note [Fast calls]
+  register_python_wrapper_call(m);  // Note [The C++ wrappers' way to Python]
 
   m.def("device_count", [] { return vendor_ready() ? vendor().device_count : 0; });
   m.def("current_device", [] { return static_cast<int>(current_device()); });

@@ -58,6 +58,7 @@ py::dict memory_snapshot();
 // ---- ops, collectives, statistics --------------------------------------------
 void register_fallback_python(py::module& m);  // cpu_fallback.cpp
 void register_fast_calls(py::module& m);  // fastcall.cpp: Note [Fast calls]
+void register_python_wrapper_call(py::module& m);  // python_wrapper_call.cpp: Note [The C++ wrappers' way to Python]
 // _C.written_memory_overlaps and _C.overlap_probe, for dipu.kernels.support.check_written_memory (overlap.cpp).
 void register_overlap_python(py::module& m);
 // dipu._C.XcclComm and XcclEvent: Note [Collectives on a plug-in's streams] (xccl.cpp).

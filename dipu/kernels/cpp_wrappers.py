@@ -3,18 +3,19 @@ Python wrappers (Note [Generated C++ wrappers] in scripts/autogen/dest/cpp_wrapp
 
 Note [C++ wrapper cache]
 Only a process with a C op library (the default torch_cpp included) builds anything here. The extension holds a
-wrapper for every kernel the C++ side supports, whichever library a process loads: a kernel is installed where
-the library exports its DIOPI function, so one build per torch serves every C library (the torch library in C++,
-ref_c, a vendor's, a test's) instead of one build per set of exported functions. Its text depends on the installed
-torch's schemas, the spec and generator (the generator's files but the other products' emitters and templates:
-``_generation.PRODUCTS``) and the C++ support files (dipu/kernels/cpp, diopi_rt.h, diopirt.h); the cache key hashes
-exactly those, so finding a built extension costs no generation (loading the spec takes seconds); a miss generates
-the text in parts (Note [The wrappers in parts] in scripts/autogen/dest/cpp_wrappers.py), keeps them beside the
-library (cpp_wrappers_N.cpp, for reading) and compiles them as dipu compiles its libraries (Note [Compiling dipu's
-libraries] in dipu/_native.py), under the native core's lock and atomic rename (dipu/_native.py's
-``ensure_built``). Build time, measured on the 2-core development machine: Note [Builds side by side] there. ATen's
-headers cost each part about 6 s of it, so the generated files include no Python header (wrapper_support.cpp has
-them: 10 s).
+wrapper for every kernel the C++ side supports, whichever library a process loads: a kernel is installed where the
+library exports its DIOPI function, so one build per torch serves every C library (the torch library in C++, ref_c,
+a vendor's, a test's) instead of one build per set of exported functions. Its text depends on the installed torch's
+schemas, the spec and generator (the generator's files but the other products' emitters and templates:
+``_generation.PRODUCTS``) and the C++ support files (dipu/kernels/cpp, diopi_rt.h, python_wrapper_call.h,
+diopirt.h); the cache key hashes exactly those, so finding a built extension costs no generation (loading the spec
+takes seconds); a miss generates the text in parts (Note [The wrappers in parts] in
+scripts/autogen/dest/cpp_wrappers.py), keeps them beside the library (cpp_wrappers_N.cpp, for reading) and compiles
+them as dipu compiles its libraries (Note [Compiling dipu's libraries] in dipu/_native.py), under the native core's
+lock and atomic rename (dipu/_native.py's ``ensure_built``). Build time, measured on the 2-core development machine:
+Note [Builds side by side] there. Torch's headers cost each part about 4 s of it (Note [Torch's headers, op by op]
+there), and no file of the extension reads Python's (Note [The C++ wrappers' way to Python] in
+dipu/csrc/python_wrapper_call.h).
 
 DIPU_CPP_WRAPPERS=0 keeps every op on the Python wrappers (for comparing the two paths, and as an escape
 hatch); DIPU_CHECK_TENSOR_DEVICE, which the C++ wrappers do not implement, does the same.
@@ -22,8 +23,8 @@ hatch); DIPU_CHECK_TENSOR_DEVICE, which the C++ wrappers do not implement, does 
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
-import importlib.util
 import os
 import shutil
 import sys
@@ -46,7 +47,7 @@ _INCLUDES = (SUPPORT, Path(__file__).parent.parent / "csrc", Path(__file__).pare
 _ENABLE_VAR = "DIPU_CPP_WRAPPERS"
 
 #: The loaded extension (None until a C library asks for it).
-_module = None
+_module: Extension | None = None
 
 
 def enabled() -> bool:
@@ -57,7 +58,8 @@ def enabled() -> bool:
 
 def _inputs() -> list[tuple[str, bytes]]:
     files = [*_generation.inputs("C++ wrappers"), *sorted(SUPPORT.iterdir()),
-             *(d / "diopi_rt.h" for d in _INCLUDES[1:2]), *sorted((_INCLUDES[2] / "diopi").glob("*.h"))]
+             *(_INCLUDES[1] / name for name in ("diopi_rt.h", "python_wrapper_call.h")),
+             *sorted((_INCLUDES[2] / "diopi").glob("*.h"))]
     return [(path.name, path.read_bytes()) for path in sorted(files) if path.is_file()]
 
 
@@ -92,7 +94,7 @@ def _build(target: Path, texts: list[str] | None = None) -> None:
         support = work / "cpp_wrappers_support.cpp"
         support.write_text("".join(f'#include "{SUPPORT / name}"\n' for name in ("wrapper_support.cpp",
                                                                                    "impl_kernels.cpp")))
-        cflags, ldflags = _native.torch_flags(NAME)
+        cflags, ldflags = _native.torch_flags()  # a plain library: Note [The C++ wrappers' way to Python]
         units = [(source, [_native.GENERATED_OPTIMIZATION]) for source in [*sources, support]]
         _native.compile_library(work / f"{NAME}.so", units,
                                 [*cflags, "-fvisibility=hidden", *(f"-I{p}" for p in _INCLUDES)], ldflags,
@@ -143,23 +145,90 @@ def build_in_background() -> None:
     _planned = (target, started)
 
 
-def load():
+class Extension:
+    """The built library through its C interface (wrapper_support.cpp; Note [The C++ wrappers' way to Python] in
+    dipu/csrc/python_wrapper_call.h), connected to the native core when loaded."""
+
+    def __init__(self, path: Path):
+        from dipu._core import _C
+
+        self._lib = lib = ctypes.PyDLL(str(path))  # PyDLL: the GIL stays held, as around any registration
+        i64, c_int, ptr = ctypes.c_int64, ctypes.c_int, ctypes.c_size_t
+        for name, restype, argtypes in [
+                ("dipu_cwrap_count", i64, []), ("dipu_cwrap_op", ctypes.c_char_p, [i64, c_int]),
+                ("dipu_cwrap_dispatched_meta", c_int, [i64]),
+                ("dipu_cwrap_install", c_int, [i64, ctypes.POINTER(i64), ctypes.POINTER(ptr), ctypes.POINTER(ptr),
+                                               ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p, ctypes.c_size_t]),
+                ("dipu_cwrap_uninstall", None, []), ("dipu_cwrap_fast_calls", i64, [i64]),
+                ("dipu_cwrap_reset_fast_calls", None, []), ("dipu_cwrap_hooks_on", c_int, []),
+                ("dipu_cwrap_connect", None, [ptr, ptr, c_int]), ("dipu_cwrap_sync", c_int, []),
+                ("dipu_cwrap_set_dump", None, [c_int])]:
+            function = getattr(lib, name)
+            function.restype, function.argtypes = restype, argtypes
+        self._ops = [lib.dipu_cwrap_op(i, 0).decode() for i in range(lib.dipu_cwrap_count())]
+        self._index = {op: i for i, op in reversed(list(enumerate(self._ops)))}
+        self._installed: list = []  # the Python wrappers the library holds by address while installed
+        lib.dipu_cwrap_connect(_C.timeline_flag_address(), _C.python_wrapper_call_address(), switches.SYNC)
+        switches.watch_dump(self.set_dump)
+
+    def ops(self) -> list[tuple[str, str, str, bool]]:
+        """(op, DIOPI function, scalar DIOPI function or '', whether its shapes come from the meta kernel the
+        dispatcher picks) of every kernel the extension has."""
+        lib = self._lib
+        return [(op, lib.dipu_cwrap_op(i, 1).decode(), lib.dipu_cwrap_op(i, 2).decode(),
+                 bool(lib.dipu_cwrap_dispatched_meta(i))) for i, op in enumerate(self._ops)]
+
+    def install(self, chosen: list[tuple[str, int, int, object]]) -> list[str]:
+        """install([(op, C function address, scalar C function address or 0, Python wrapper), ...]): register those
+        C++ wrappers on PrivateUse1, over what is registered (replacing an earlier install); returns the ops."""
+        missing = [op for op, *_ in chosen if op not in self._index]
+        if missing:
+            raise RuntimeError(f"dipu: the C++ wrappers have no kernel for {', '.join(missing)}")
+        count = len(chosen)
+        error = ctypes.create_string_buffer(4096)
+        failed = self._lib.dipu_cwrap_install(
+            count, (ctypes.c_int64 * count)(*(self._index[op] for op, *_ in chosen)),
+            (ctypes.c_size_t * count)(*(address for _, address, _, _ in chosen)),
+            (ctypes.c_size_t * count)(*(scalar for _, _, scalar, _ in chosen)),
+            (ctypes.c_void_p * count)(*(id(kernel) for *_, kernel in chosen)), error, len(error))
+        self._installed = [] if failed else [kernel for *_, kernel in chosen]
+        if failed:
+            raise RuntimeError(error.value.decode(errors="replace"))
+        return [op for op, *_ in chosen]
+
+    def uninstall(self) -> None:
+        """Unregister the installed C++ wrappers."""
+        self._lib.dipu_cwrap_uninstall()
+        self._installed = []
+
+    def fast_calls(self) -> dict[str, int]:
+        """op -> calls the C++ path served (the Python path's calls are not counted)."""
+        counts = ((op, self._lib.dipu_cwrap_fast_calls(i)) for i, op in enumerate(self._ops))
+        return {op: n for op, n in counts if n}
+
+    def reset_fast_calls(self) -> None:
+        self._lib.dipu_cwrap_reset_fast_calls()
+
+    def hooks_on(self) -> bool:
+        """Whether a run-time hook sends calls to the Python path now."""
+        return bool(self._lib.dipu_cwrap_hooks_on())
+
+    def sync(self) -> bool:
+        return bool(self._lib.dipu_cwrap_sync())
+
+    def set_dump(self, on: bool) -> None:
+        self._lib.dipu_cwrap_set_dump(on)
+
+
+def load() -> Extension:
     """The extension (:func:`build`), loaded once per process."""
     global _module
     if _module is None:
-        target = build()
-        spec = importlib.util.spec_from_file_location(NAME, target)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        from dipu._core import _C
-
-        module.set_timeline_flag(_C.timeline_flag_address())  # Note [Hooks on the C++ path]
-        switches.watch_dump(module.set_dump)
-        _module = module
+        _module = Extension(build())
     return _module
 
 
-def module():
+def module() -> Extension | None:
     """The loaded extension, or None (no C library, or its wrappers not installed)."""
     return _module
 

@@ -1,29 +1,15 @@
-// The wrapper extension's module functions: installing the generated kernels over the Python wrappers
-// (Note [Generated C++ wrappers] in scripts/autogen/dest/cpp_wrappers.py) and reading their counters.
+// The wrapper extension's interface: installing the generated kernels over the Python wrappers (Note [Generated
+// C++ wrappers] in scripts/autogen/dest/cpp_wrappers.py) and reading their counters, as C functions that
+// dipu/kernels/cpp_wrappers.py calls through ctypes (Note [The C++ wrappers' way to Python] in
+// dipu/csrc/python_wrapper_call.h).
 #include "wrapper_support.h"
 
-#include <torch/csrc/Exceptions.h>
-#include <torch/csrc/autograd/python_variable.h>
-#include <torch/csrc/jit/python/pybind_utils.h>
-#include <torch/csrc/utils/pybind.h>
-
 #include <algorithm>
-#include <cctype>
 #include <cstring>
-#include <unordered_map>
+#include <exception>
 
 namespace dipu::cwrap {
 namespace {
-
-bool env_flag(const char* name) {
-  const char* text = std::getenv(name);
-  if (text == nullptr) return false;
-  std::string value(text);
-  value.erase(0, value.find_first_not_of(" \t\n"));
-  value.erase(value.find_last_not_of(" \t\n") + 1);
-  std::transform(value.begin(), value.end(), value.begin(), [](unsigned char c) { return std::tolower(c); });
-  return !(value.empty() || value == "0" || value == "false" || value == "off" || value == "no");
-}
 
 // What install() registered: the dispatcher's registrations (Note [Boxed calls of a C++ wrapper]), whose
 // destruction gives the ops back to the kernels registered before them (the Python wrappers), as Note [Autocompare
@@ -40,7 +26,6 @@ void uninstall() {
   for (Kernel* kernel : g_installed->kernels) {
     kernel->function = nullptr;
     kernel->scalar_function = nullptr;
-    Py_XDECREF(static_cast<PyObject*>(kernel->python_kernel));
     kernel->python_kernel = nullptr;
     kernel->schema = nullptr;
   }
@@ -63,67 +48,15 @@ const c10::FunctionSchema& schema_of(const std::string& op) {
 
 }  // namespace
 
-bool g_sync = env_flag("DIPU_SYNC_EXEC_MODE");
-std::atomic<bool> g_dump{[] {
-  const char* dump = std::getenv("DIPU_DUMP_OP_ARGS");
-  return dump != nullptr && dump[0] != '\0' && !(dump[0] == '0' && dump[1] == '\0');
-}()};
+bool g_sync = false;
+std::atomic<bool> g_dump{false};
 const std::atomic<bool> g_always{true};
 const std::atomic<bool>* g_timeline = &g_always;
+PythonWrapperCall g_python_call = nullptr;
 
-namespace {
-
-// Calls the kernel's Python wrapper (the GIL held), keyword-only arguments by name; a Python exception
-// keeps its type (python_error carries it back through the dispatcher).
-py::object call_wrapper(const Kernel& kernel, torch::jit::Stack stack) {
-  TORCH_CHECK(kernel.python_kernel != nullptr && kernel.schema != nullptr, "dipu: the C++ wrapper of ", kernel.op,
-              " is not installed");
-  const auto& arguments = kernel.schema->arguments();
-  py::list positional;
-  py::dict keywords;
-  for (size_t i = 0; i < stack.size() && i < arguments.size(); ++i) {
-    py::object value = torch::jit::toPyObject(std::move(stack[i]));
-    if (arguments[i].kwarg_only())
-      keywords[py::str(arguments[i].name())] = value;
-    else
-      positional.append(value);
-  }
-  try {
-    return py::reinterpret_borrow<py::object>(static_cast<PyObject*>(kernel.python_kernel))(*py::tuple(positional),
-                                                                                            **keywords);
-  } catch (py::error_already_set& error) {
-    error.restore();
-    python_error translated;
-    translated.persist();
-    throw translated;
-  }
-}
-
-}  // namespace
-
-at::Tensor Kernel::call_python(torch::jit::Stack stack, bool want_tensor) {
-  py::gil_scoped_acquire gil;
-  py::object result = call_wrapper(*this, std::move(stack));
-  if (!want_tensor) return at::Tensor();
-  TORCH_CHECK(THPVariable_Check(result.ptr()), "dipu: the Python wrapper of ", op, " returned no tensor");
-  return THPVariable_Unpack(result.ptr());
-}
-
-std::vector<at::Tensor> Kernel::call_python_tuple(torch::jit::Stack stack) {
-  py::gil_scoped_acquire gil;
-  py::object result = call_wrapper(*this, std::move(stack));
-  TORCH_CHECK(PyTuple_Check(result.ptr()) || PyList_Check(result.ptr()), "dipu: the Python wrapper of ", op,
-              " returned neither a tuple nor a list");
-  std::vector<at::Tensor> tensors;
-  for (py::handle item : result) {
-    if (item.is_none()) {
-      tensors.emplace_back();
-      continue;
-    }
-    TORCH_CHECK(THPVariable_Check(item.ptr()), "dipu: the Python wrapper of ", op, " returned a non-tensor");
-    tensors.push_back(THPVariable_Unpack(item.ptr()));
-  }
-  return tensors;
+std::vector<at::Tensor> Kernel::call_python(torch::jit::Stack stack, PythonResult want) {
+  TORCH_CHECK(g_python_call != nullptr && schema != nullptr, "dipu: the C++ wrapper of ", op, " is not installed");
+  return g_python_call(python_kernel, *schema, op, std::move(stack), want);
 }
 
 namespace {
@@ -149,84 +82,107 @@ Table::Table(const Entry* entries, size_t count) {
 
 namespace {
 
-// The kernels by op, whatever order the tables were loaded in.
-std::vector<const Entry*> all_entries() {
-  std::vector<const Entry*> entries = registered();
-  std::stable_sort(entries.begin(), entries.end(),
-                   [](const Entry* a, const Entry* b) { return std::strcmp(a->op, b->op) < 0; });
+// The kernels by op, whatever order the tables were loaded in (sorted at the first call, after every table).
+const std::vector<const Entry*>& sorted_entries() {
+  static const std::vector<const Entry*> entries = [] {
+    std::vector<const Entry*> sorted = registered();
+    std::stable_sort(sorted.begin(), sorted.end(),
+                     [](const Entry* a, const Entry* b) { return std::strcmp(a->op, b->op) < 0; });
+    return sorted;
+  }();
   return entries;
 }
 
-void define_module(py::module& m) {
-  const std::vector<const Entry*> entries = all_entries();
-  std::unordered_map<std::string, const Entry*> by_op;
-  for (const Entry* entry : entries) by_op.emplace(entry->op, entry);
-
-  m.def(
-      "ops",
-      [entries] {
-        std::vector<std::tuple<std::string, std::string, std::string, bool>> result;
-        for (const Entry* entry : entries)
-          result.emplace_back(entry->op, entry->kernel->diopi_name, entry->kernel->scalar_name,
-                              entry->kernel->dispatched_meta);
-        return result;
-      },
-      "(op, DIOPI function, scalar DIOPI function or '', whether its shapes come from the meta kernel the dispatcher "
-      "picks) of every "
-      "kernel this extension has.");
-  m.def(
-      "install",
-      [by_op](const std::vector<std::tuple<std::string, uintptr_t, uintptr_t, py::object>>& chosen) {
-        uninstall();
-        Quiet quiet;
-        c10::WarningUtils::WarningHandlerGuard quiet_guard(&quiet);
-        auto installed = std::make_unique<Installed>();
-        std::vector<std::string> names;
-        for (const auto& [op, address, scalar_address, python_kernel] : chosen) {
-          auto found = by_op.find(op);
-          TORCH_CHECK(found != by_op.end(), "dipu: the C++ wrappers have no kernel for ", op);
-          TORCH_CHECK(address != 0, "dipu: no C function given for ", op);
-          Kernel* kernel = found->second->kernel;
-          kernel->schema = &schema_of(op);
-          kernel->python_kernel = python_kernel.inc_ref().ptr();  // released by uninstall
-          kernel->function = reinterpret_cast<void*>(address);
-          kernel->scalar_function = reinterpret_cast<void*>(scalar_address);
-          installed->kernels.push_back(kernel);
-          installed->registrations.push_back(register_entry(*found->second, kernel->schema->operator_name()));
-          names.push_back(op);
-        }
-        g_installed = installed.release();
-        return names;
-      },
-      "install([(op, C function address, scalar C function address or 0, Python wrapper), ...]): register those C++ "
-      "wrappers on PrivateUse1, "
-      "over what is registered (replacing an earlier install); returns the ops.");
-  m.def("uninstall", &uninstall, "Unregister the installed C++ wrappers.");
-  m.def(
-      "fast_calls",
-      [entries] {
-        std::unordered_map<std::string, int64_t> counts;
-        for (const Entry* entry : entries) {
-          int64_t n = entry->kernel->fast_calls.load(std::memory_order_relaxed);
-          if (n) counts.emplace(entry->op, n);
-        }
-        return counts;
-      },
-      "op -> calls the C++ path served (the Python path's calls are not counted).");
-  m.def("reset_fast_calls", [entries] {
-    for (const Entry* entry : entries) entry->kernel->fast_calls.store(0, std::memory_order_relaxed);
-  });
-  m.def("hooks_on", &hooks_on, "Whether a run-time hook sends calls to the Python path now.");
-  m.def(
-      "set_timeline_flag", [](uintptr_t address) { g_timeline = reinterpret_cast<const std::atomic<bool>*>(address); },
-      "Read the native core's device-timeline flag at this address (Note [Hooks on the C++ path]).");
-  m.def(
-      "set_dump", [](bool on) { g_dump.store(on, std::memory_order_relaxed); },
-      "Whether DIPU_DUMP_OP_ARGS asks for dumps now (dipu/kernels/switches.py's watch_dump calls it).");
-  m.def("sync", [] { return g_sync; });
+// The kernel at `index` of sorted_entries(), null past either end: no C++ exception may leave a C function.
+Kernel* kernel_at(int64_t index) {
+  const std::vector<const Entry*>& entries = sorted_entries();
+  return index >= 0 && static_cast<size_t>(index) < entries.size() ? entries[index]->kernel : nullptr;
 }
 
 }  // namespace
 }  // namespace dipu::cwrap
 
-PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { dipu::cwrap::define_module(m); }
+// The C interface dipu/kernels/cpp_wrappers.py calls (through ctypes, the GIL held). A kernel is named by its index in
+// the list dipu_cwrap_count and dipu_cwrap_op describe, the tables' entries sorted by op.
+extern "C" {
+
+C10_EXPORT int64_t dipu_cwrap_count() { return static_cast<int64_t>(dipu::cwrap::sorted_entries().size()); }
+
+// The kernel's op, DIOPI function and scalar DIOPI function (field 0, 1, 2; "" for none); NULL past the end.
+C10_EXPORT const char* dipu_cwrap_op(int64_t index, int field) {
+  const dipu::cwrap::Kernel* kernel = dipu::cwrap::kernel_at(index);
+  if (kernel == nullptr) return nullptr;
+  return field == 0 ? kernel->op : field == 1 ? kernel->diopi_name : kernel->scalar_name;
+}
+
+// Whether the kernel's shapes come from the meta kernel the dispatcher picks (Note [Meta shapes in C++]).
+C10_EXPORT int dipu_cwrap_dispatched_meta(int64_t index) {
+  const dipu::cwrap::Kernel* kernel = dipu::cwrap::kernel_at(index);
+  return kernel != nullptr && kernel->dispatched_meta;
+}
+
+// Registers the kernels at `indices` on PrivateUse1 over what is registered there, replacing an earlier install, each
+// with its C function, its scalar C function (0: none) and its Python wrapper (a PyObject* the caller keeps alive while
+// installed); returns 0, or 1 with the error's text in `error` (nothing installed).
+C10_EXPORT int dipu_cwrap_install(int64_t count, const int64_t* indices, const uintptr_t* functions,
+                                  const uintptr_t* scalar_functions, void* const* python_kernels, char* error,
+                                  size_t error_size) {
+  using namespace dipu::cwrap;
+  uninstall();
+  try {
+    Quiet quiet;
+    c10::WarningUtils::WarningHandlerGuard quiet_guard(&quiet);
+    auto installed = std::make_unique<Installed>();
+    const std::vector<const Entry*>& entries = sorted_entries();
+    for (int64_t i = 0; i < count; ++i) {
+      TORCH_CHECK(indices[i] >= 0 && static_cast<size_t>(indices[i]) < entries.size(), "dipu: no C++ wrapper ",
+                  indices[i]);
+      const Entry& entry = *entries[indices[i]];
+      TORCH_CHECK(functions[i] != 0, "dipu: no C function given for ", entry.op);
+      Kernel* kernel = entry.kernel;
+      kernel->schema = &schema_of(entry.op);
+      kernel->python_kernel = python_kernels[i];
+      kernel->function = reinterpret_cast<void*>(functions[i]);
+      kernel->scalar_function = reinterpret_cast<void*>(scalar_functions[i]);
+      installed->kernels.push_back(kernel);
+      installed->registrations.push_back(register_entry(entry, kernel->schema->operator_name()));
+    }
+    g_installed = installed.release();
+    return 0;
+  } catch (const std::exception& e) {
+    const char* text = e.what();
+    std::strncpy(error, text, error_size - 1);
+    error[error_size - 1] = '\0';
+    uninstall();
+    return 1;
+  }
+}
+
+C10_EXPORT void dipu_cwrap_uninstall() { dipu::cwrap::uninstall(); }
+
+// The calls the kernel's C++ path served (the Python path's are not counted).
+C10_EXPORT int64_t dipu_cwrap_fast_calls(int64_t index) {
+  const dipu::cwrap::Kernel* kernel = dipu::cwrap::kernel_at(index);
+  return kernel != nullptr ? kernel->fast_calls.load(std::memory_order_relaxed) : 0;
+}
+C10_EXPORT void dipu_cwrap_reset_fast_calls() {
+  for (const dipu::cwrap::Entry* entry : dipu::cwrap::sorted_entries())
+    entry->kernel->fast_calls.store(0, std::memory_order_relaxed);
+}
+
+// Whether a run-time hook sends calls to the Python path now (Note [Hooks on the C++ path]).
+C10_EXPORT int dipu_cwrap_hooks_on() { return dipu::cwrap::hooks_on(); }
+
+// What the extension takes from the process when it loads: the core's device-timeline flag (Note [Hooks on the C++
+// path]), its Python call (Note [The C++ wrappers' way to Python]) and DIPU_SYNC_EXEC_MODE as switches.py read it.
+C10_EXPORT void dipu_cwrap_connect(uintptr_t timeline_flag, uintptr_t python_call, int sync) {
+  dipu::cwrap::g_timeline = reinterpret_cast<const std::atomic<bool>*>(timeline_flag);
+  dipu::cwrap::g_python_call = reinterpret_cast<dipu::PythonWrapperCall>(python_call);
+  dipu::cwrap::g_sync = sync != 0;
+}
+C10_EXPORT int dipu_cwrap_sync() { return dipu::cwrap::g_sync; }
+
+// Whether DIPU_DUMP_OP_ARGS asks for dumps now (dipu/kernels/switches.py's watch_dump calls it).
+C10_EXPORT void dipu_cwrap_set_dump(int on) { dipu::cwrap::g_dump.store(on != 0, std::memory_order_relaxed); }
+
+}  // extern "C"

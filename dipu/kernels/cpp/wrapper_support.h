@@ -2,12 +2,13 @@
 // use: the per-kernel state, the hook test, the Python path, the device scope, allocation and the
 // conversions of ATen values to DIOPI's C values. Built into the wrapper extension only (never into the
 // native core), so it reaches the core through torch's registries (the PrivateUse1 device guard and
-// allocator) and the inline part of diopi_rt.h: nothing here needs a symbol of the core. The generated
-// file includes no Python header (they double its compile time): the Python path and the module are in
-// wrapper_support.cpp.
+// allocator) and the inline part of diopi_rt.h: nothing here needs a symbol of the core. No file of the extension
+// reads a Python header: the Python path is a function of the core's (Note [The C++ wrappers' way to Python] in
+// dipu/csrc/python_wrapper_call.h), and the library's interface is C (wrapper_support.cpp).
 #pragma once
 
 #include "diopi_rt.h"
+#include "python_wrapper_call.h"
 #include "shape_rules.h"
 
 #include <ATen/core/Tensor.h>
@@ -34,12 +35,17 @@ namespace dipu::cwrap {
 namespace diopi = ::dipu::diopi;
 constexpr auto kDipu = c10::DeviceType::PrivateUse1;
 
-// DIPU_SYNC_EXEC_MODE, read once when the extension loads, as dipu/kernels/switches.py reads it.
+// DIPU_SYNC_EXEC_MODE, as dipu/kernels/switches.py read it: set by dipu/kernels/cpp_wrappers.py when it loads the
+// extension.
 extern bool g_sync;
 
-// Whether DIPU_DUMP_OP_ARGS asks for dumps: read from the process environment when the extension loads, then set
-// by dipu/kernels/cpp_wrappers.py whenever os.environ changes it (watch_dump in dipu/kernels/switches.py).
+// Whether DIPU_DUMP_OP_ARGS asks for dumps: set by dipu/kernels/cpp_wrappers.py when it loads the extension and
+// whenever os.environ changes it (watch_dump in dipu/kernels/switches.py).
 extern std::atomic<bool> g_dump;
+
+// The core's function that calls a Python wrapper, which dipu/kernels/cpp_wrappers.py hands over when it loads the
+// extension (Note [The C++ wrappers' way to Python]).
+extern PythonWrapperCall g_python_call;
 
 // The native core's flag of an active device timeline (Note [Device timeline] in dipu/csrc/profiler.cpp), which
 // dipu/kernels/cpp_wrappers.py hands over when it loads the extension; until then a flag that is always set.
@@ -72,7 +78,7 @@ struct Kernel {
   bool dispatched_meta;
   void* function = nullptr;
   void* scalar_function = nullptr;  // null when the library lacks it
-  void* python_kernel = nullptr;  // a strong reference to the Python wrapper (a PyObject*) while installed
+  void* python_kernel = nullptr;  // the Python wrapper (a PyObject*), which cpp_wrappers.py keeps while installed
   const c10::FunctionSchema* schema = nullptr;
   std::atomic<int64_t> fast_calls{0};
   // Set when the op turned out to have no meta kernel (Note [Meta shapes in C++]): the Python path for good.
@@ -90,24 +96,23 @@ struct Kernel {
   // The Python wrapper's answer for these arguments (schema order), boxed as the dispatcher boxes them.
   template <class... Args>
   at::Tensor python_tensor(const Args&... args) {
-    return call_python(c10::impl::boxArgs<Args...>(args...), /*want_tensor=*/true);
+    return std::move(call_python(c10::impl::boxArgs<Args...>(args...), PythonResult::kTensor)[0]);
   }
   template <class... Args>
   void python(const Args&... args) {
-    call_python(c10::impl::boxArgs<Args...>(args...), /*want_tensor=*/false);
+    call_python(c10::impl::boxArgs<Args...>(args...), PythonResult::kNothing);
   }
   // The tensors of the tuple (or list) the Python wrapper returns, None as an undefined tensor (Note [Several
   // outputs in C++] in dest/cpp_wrappers.py).
   template <class... Args>
   std::vector<at::Tensor> python_tensors(const Args&... args) {
-    return call_python_tuple(c10::impl::boxArgs<Args...>(args...));
+    return call_python(c10::impl::boxArgs<Args...>(args...), PythonResult::kTensors);
   }
 
  private:
-  // Takes the GIL and calls the Python wrapper, keyword-only arguments by name; a Python exception
-  // keeps its type (python_error carries it back through the dispatcher). wrapper_support.cpp.
-  at::Tensor call_python(torch::jit::Stack stack, bool want_tensor);
-  std::vector<at::Tensor> call_python_tuple(torch::jit::Stack stack);
+  // The core's g_python_call: keyword-only arguments by name, the GIL taken; a Python exception keeps its type
+  // (python_error carries it back through the dispatcher). wrapper_support.cpp.
+  std::vector<at::Tensor> call_python(torch::jit::Stack stack, PythonResult want);
 };
 
 // ---- arguments ----------------------------------------------------------------------------------
