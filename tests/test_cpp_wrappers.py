@@ -213,16 +213,17 @@ def test_the_emitter_writes_one_typed_kernel_per_supported_kernel(tmp_path):
     text = emitted(tmp_path)
     registered = [line.split('"')[1] for line in text.splitlines() if line.startswith("    entry(")]
     # add.out makes its functional and in-place siblings; addmv's shapes come from its meta kernel, ATen's C++ one
-    # called past the dispatcher for the functional one (Note [Meta shapes in C++]), not for the out= one; the
+    # called past the dispatcher (Note [Meta shapes in C++]), the functional one's for the out= one too; the
     # in-place one needs none (trusted, as its Python wrapper trusts it)
-    assert registered == ["add.Tensor", "add.out", "add_.Tensor", "addmv", "addmv_", "mm", "mm.out", "relu_"], \
-        registered
-    assert "('addmv.out', 'its shapes come from the meta kernel')" in text
-    addmv = text[text.index("at::Tensor dipu_addmv("):text.index("// addmv_(")]
-    assert ("meta_specs(kern, specs, [&] { return at::meta::addmv(meta(self), meta(mat), meta(vec), beta, "
-            "alpha); })") in addmv
-    assert "#include <ATen/ops/addmv_meta_dispatch.h>" in text and "dispatched_meta" not in addmv
-    assert "at::Tensor out = empty(specs[0]);" in addmv
+    assert registered == ["add.Tensor", "add.out", "add_.Tensor", "addmv", "addmv.out", "addmv_", "mm", "mm.out",
+                          "relu_"], registered
+    call = "meta_specs(kern, specs, [&] { return at::meta::addmv(meta(self), meta(mat), meta(vec), beta, alpha); })"
+    addmv = text[text.index("at::Tensor dipu_addmv("):text.index("// addmv.out(")]
+    assert call in addmv and "at::Tensor out = empty(specs[0]);" in addmv
+    assert "#include <ATen/ops/addmv_meta_dispatch.h>" in text and "meta_op" not in addmv
+    addmv_out = text[text.index("at::Tensor & dipu_addmv_out("):text.index("// addmv_(")]
+    assert call in addmv_out and "if (out.sizes() != c10::IntArrayRef(specs[0].shape)) out.resize_(specs[0].shape);" \
+        in addmv_out
     functional = text[text.index("at::Tensor dipu_add_Tensor("):text.index("// add.out(")]
     # the dispatcher's C++ signature, the C++ shape rule, a new output, the C call with C values, status
     assert "(Kernel& kern, const at::Tensor & self, const at::Tensor & other, const at::Scalar & alpha)" in functional
@@ -1038,6 +1039,15 @@ cases = {
     "statistics and mean": lambda x: [*torch.var_mean(x, (1, 2)), *torch.std_mean(x, -1, keepdim=True),
                                       x.logsumexp(1), x.logsumexp((0, 3), keepdim=True), x.prod(1), x.prod(),
                                       *torch.aminmax(x, dim=1)],
+    "out=": lambda x: [torch.amax(x, 1, out=torch.empty(0, device=x.device)),
+                       torch.cat([x, x], 1, out=torch.empty(2, 12, 5, 7, device=x.device)),
+                       torch.cumsum(x, 2, out=torch.empty(0, device=x.device)),
+                       torch.clamp(x, -0.5, 0.5, out=torch.empty(2, 6, 5, 7, device=x.device)),
+                       torch.stack([x[0], x[1]], out=torch.empty(0, device=x.device)),
+                       torch.gather(x, 3, x.argsort(3)[..., :3].contiguous(), out=torch.empty(0, device=x.device)),
+                       torch._C._nn.upsample_nearest2d(x, [10, 14], out=torch.empty(0, device=x.device)),
+                       torch.index_select(x, 1, torch.tensor([4, 0]).to(x.device),
+                                          out=torch.empty(0, device=x.device))],
 }
 r = {"same": {}, "fast": {}}
 for name, case in cases.items():
@@ -1072,13 +1082,14 @@ print(json.dumps(r))
 
 def test_padding_reductions_over_a_dim_norms_group_norm_losses_and_statistics_take_the_cpp_path(python):
     """Ops of common models beyond ResNet and GPT take the C++ path with the CPU's values, shapes, dtypes and strides:
-    padding of each mode (the C++ library's diopiPad, a string literal and a Scalar fill value passed to C), average
-    pooling (impl_kernels.cpp's twin of its impl: body), max, min, median and mode over a dim (the max_dim twin),
-    vector norms (diopiNorm), group norm forward and backward, the binary cross entropies, var and std, repeat, dot
-    and mv (C++ twins of their meta kernels), sorting, scatter, index_fill, masked_scatter, addmv, var_mean,
-    logsumexp, prod, aminmax, weight norm, elu's backward, randint and multinomial (the C++ library's twins of the
-    Python library's functions); what a twin leaves to the Python path (a channels_last reflection pad, an int64
-    or complex input) gives the CPU's answer too."""
+    padding of each mode (the C++ library's diopiPad, a string literal and a Scalar fill value passed to C),
+    average pooling (impl_kernels.cpp's twin of its impl: body), max, min, median and mode over a dim (the max_dim
+    twin), vector norms (diopiNorm), group norm forward and backward, the binary cross entropies, var and std,
+    repeat, dot and mv (C++ twins of their meta kernels), sorting, scatter, index_fill, masked_scatter, addmv,
+    var_mean, logsumexp, prod, aminmax, weight norm, elu's backward, randint and multinomial (the C++ library's
+    twins of the Python library's functions), and out= kernels given an output of the wrong size; what a twin
+    leaves to the Python path (a channels_last reflection pad, an int64 or complex input) gives the CPU's answer
+    too."""
     r = json.loads(python(MODEL_OPS).stdout.strip().splitlines()[-1])
     for name, same in r["same"].items():
         assert same and all(same), (name, same)
@@ -1097,6 +1108,10 @@ def test_padding_reductions_over_a_dim_norms_group_norm_losses_and_statistics_ta
             "addmv"} <= set(fast["sorting and indexing"]), fast["sorting and indexing"]
     assert {"var_mean.correction", "std_mean.correction", "logsumexp", "prod", "prod.dim_int",
             "aminmax"} <= set(fast["statistics and mean"]), fast["statistics and mean"]
+    # out= kernels: their functional siblings' meta kernels give the shapes (not index_select's, which is Python's,
+    # nor cat's and stack's, whose Tensor[] has no meta twin)
+    assert {"amax.out", "cumsum.out", "clamp.out", "gather.out", "upsample_nearest2d.out"} <= set(fast["out="]), \
+        fast["out="]
     assert {"native_group_norm_backward", "reflection_pad2d_backward", "replication_pad2d_backward",
             "linalg_vector_norm", "_weight_norm_interface", "_weight_norm_interface_backward", "elu_backward",
             "random_.from", "avg_pool2d", "avg_pool2d_backward", "multinomial"} <= set(fast["grads"]), fast["grads"]

@@ -156,7 +156,6 @@ class Extension:
         i64, c_int, ptr = ctypes.c_int64, ctypes.c_int, ctypes.c_size_t
         for name, restype, argtypes in [
                 ("dipu_cwrap_count", i64, []), ("dipu_cwrap_op", ctypes.c_char_p, [i64, c_int]),
-                ("dipu_cwrap_dispatched_meta", c_int, [i64]),
                 ("dipu_cwrap_install", c_int, [i64, ctypes.POINTER(i64), ctypes.POINTER(ptr), ctypes.POINTER(ptr),
                                                ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p, ctypes.c_size_t]),
                 ("dipu_cwrap_uninstall", None, []), ("dipu_cwrap_fast_calls", i64, [i64]),
@@ -171,12 +170,12 @@ class Extension:
         lib.dipu_cwrap_connect(_C.timeline_flag_address(), _C.python_wrapper_call_address(), switches.SYNC)
         switches.watch_dump(self.set_dump)
 
-    def ops(self) -> list[tuple[str, str, str, bool]]:
-        """(op, DIOPI function, scalar DIOPI function or '', whether its shapes come from the meta kernel the
-        dispatcher picks) of every kernel the extension has."""
+    def ops(self) -> list[tuple[str, str, str, str]]:
+        """(op, DIOPI function, scalar DIOPI function or '', the op whose meta kernel the dispatcher picks for its
+        shapes or '') of every kernel the extension has."""
         lib = self._lib
-        return [(op, lib.dipu_cwrap_op(i, 1).decode(), lib.dipu_cwrap_op(i, 2).decode(),
-                 bool(lib.dipu_cwrap_dispatched_meta(i))) for i, op in enumerate(self._ops)]
+        return [(op, *(lib.dipu_cwrap_op(i, field).decode() for field in (1, 2, 3)))
+                for i, op in enumerate(self._ops)]
 
     def install(self, chosen: list[tuple[str, int, int, object]]) -> list[str]:
         """install([(op, C function address, scalar C function address or 0, Python wrapper), ...]): register those
@@ -246,9 +245,9 @@ def install(kernels: dict, addresses: dict[str, int]) -> list[str]:
                       f"run through the Python wrappers ({_ENABLE_VAR}=0 skips trying): {error}", stacklevel=2)
         return []
     chosen = [(op, addresses[diopi], addresses.get(scalar, 0), kernels[op][1])
-              for op, diopi, scalar, dispatched_meta in extension.ops()
+              for op, diopi, scalar, meta_op in extension.ops()
               if op in kernels and diopi in addresses  # an op not in kernels: forced to the fallback
-              and not (dispatched_meta and _python_meta(op))]
+              and not (meta_op and _python_meta(meta_op))]
     with warnings.catch_warnings():  # "Overriding a previously registered kernel": the point of installing
         warnings.simplefilter("ignore", UserWarning)
         return extension.install(chosen)
@@ -275,7 +274,7 @@ def left_to_python(kernels: dict, addresses: dict[str, int], installed: list[str
         return dict.fromkeys(left, f"C++ wrappers are switched off by {_ENABLE_VAR}=0 or DIPU_CHECK_TENSOR_DEVICE")
     if not addresses:
         return dict.fromkeys(left, "the op library has no C functions for C++ wrappers to call")
-    served = {op: (diopi, dispatched_meta) for op, diopi, _, dispatched_meta in load().ops()}
+    served = {op: (diopi, meta_op) for op, diopi, _, meta_op in load().ops()}
     unsupported = _generation.unsupported_cpp_wrappers() if set(left) - served.keys() else {}
     reasons = {}
     for op in left:
@@ -283,7 +282,7 @@ def left_to_python(kernels: dict, addresses: dict[str, int], installed: list[str
             reasons[op] = f"no C++ wrapper: {unsupported.get(op, 'its spec entry does not fit this torch')}"
         elif served[op][0] not in addresses:
             reasons[op] = f"the op library's function is in Python: {served[op][0]}"
-        elif served[op][1] and _python_meta(op):
+        elif served[op][1] and _python_meta(served[op][1]):
             reasons[op] = "its meta kernel is in Python"  # Note [Meta shapes in C++]
         else:
             reasons[op] = "not installed"  # nothing above: a bug in this list, which the tests look for

@@ -108,17 +108,17 @@ extern "C" {
 
 C10_EXPORT int64_t dipu_cwrap_count() { return static_cast<int64_t>(dipu::cwrap::sorted_entries().size()); }
 
-// The kernel's op, DIOPI function and scalar DIOPI function (field 0, 1, 2; "" for none); NULL past the end.
+// The kernel's op, DIOPI function, scalar DIOPI function and the op whose meta kernel the dispatcher picks for its
+// shapes (field 0, 1, 2, 3; "" for none); NULL past the end.
 C10_EXPORT const char* dipu_cwrap_op(int64_t index, int field) {
   const dipu::cwrap::Kernel* kernel = dipu::cwrap::kernel_at(index);
   if (kernel == nullptr) return nullptr;
-  return field == 0 ? kernel->op : field == 1 ? kernel->diopi_name : kernel->scalar_name;
-}
-
-// Whether the kernel's shapes come from the meta kernel the dispatcher picks (Note [Meta shapes in C++]).
-C10_EXPORT int dipu_cwrap_dispatched_meta(int64_t index) {
-  const dipu::cwrap::Kernel* kernel = dipu::cwrap::kernel_at(index);
-  return kernel != nullptr && kernel->dispatched_meta;
+  switch (field) {
+    case 0: return kernel->op;
+    case 1: return kernel->diopi_name;
+    case 2: return kernel->scalar_name;
+    default: return kernel->meta_op;
+  }
 }
 
 // Registers the kernels at `indices` on PrivateUse1 over what is registered there, replacing an earlier install, each

@@ -68,14 +68,14 @@ inline bool hooks_on() {
 // every case the C++ wrapper does not handle takes) and how often the C++ path served a call.
 struct Kernel {
   // constexpr: the thousand Kernels of the generated tables are data, with no code to run when the library loads
-  constexpr Kernel(const char* op, const char* diopi_name, const char* scalar_name = "", bool dispatched_meta = false)
-      : op(op), diopi_name(diopi_name), scalar_name(scalar_name), dispatched_meta(dispatched_meta) {}
+  constexpr Kernel(const char* op, const char* diopi_name, const char* scalar_name = "", const char* meta_op = "")
+      : op(op), diopi_name(diopi_name), scalar_name(scalar_name), meta_op(meta_op) {}
   const char* op;
   const char* diopi_name;
   const char* scalar_name;  // the scalar_interface's function, for a wrapped number; "" when none
-  // its output shapes come from the meta kernel the dispatcher picks, not from ATen's C++ one called directly
-  // (Note [Meta shapes in C++])
-  bool dispatched_meta;
+  // the op whose meta kernel the dispatcher picks gives its output shapes ("": a rule or ATen's C++ meta function
+  // called directly; Note [Meta shapes in C++])
+  const char* meta_op;
   void* function = nullptr;
   void* scalar_function = nullptr;  // null when the library lacks it
   void* python_kernel = nullptr;  // the Python wrapper (a PyObject*), which cpp_wrappers.py keeps while installed

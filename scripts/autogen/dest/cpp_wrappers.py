@@ -67,15 +67,18 @@ C++ wrapper too: it runs its op on meta twins of its tensors (same sizes, stride
 allocates each output with the sizes, strides and dtype the meta kernel chose, which are the CPU's
 (TensorIterator's memory-format rules included). A kernel whose meta kernel throws (the arguments are wrong,
 or the op has none) takes the Python path for that call, which raises the error the Python wrapper raises;
-one with no meta kernel at all is sent there for good after its first call.
+one with no meta kernel at all is sent there for good after its first call. An out= kernel whose spec takes its
+shapes from the meta kernel asks its functional sibling's, as its Python wrapper does, and resizes ``out`` where
+its sizes differ (``support.resize_outputs``): amax.out, cat.out, the upsampling and padding outs and the rest of
+the 100 out= kernels that had been left on their Python wrappers until 2026-12-03.
 Where ATen has a C++ meta kernel for the op (every structured op, and those whose ``dispatch:`` names Meta:
 ``schemas.meta_function``), the wrapper calls it as ``at::meta::<op>`` from the op's ``<op>_meta_dispatch.h``,
 past the dispatcher: about 1 us (clamp on 16x16, measured) where the Python wrapper costs 10+. Else it calls
 the op through ``at::_ops`` on the meta twins, and the dispatcher picks the Meta kernel: torch registers many in
 Python (torch/_meta_registrations.py, over the C++ ones), and reaching one from C++ costs more than the Python
-wrapper does (index_select: 57 us against 18 us), so ``cpp_wrappers.install`` leaves such a kernel
-(``dispatched_meta``) whose meta kernel is Python on its Python wrapper. Named C++ shape rules are still what
-makes the hottest ops fastest.
+wrapper does (index_select: 57 us against 18 us), so ``cpp_wrappers.install`` leaves such a kernel (its Kernel's
+``meta_op`` names the op it dispatches) whose meta kernel is Python on its Python wrapper. Named C++ shape rules are
+still what makes the hottest ops fastest.
 
 Note [Tensor lists in C++]
 The in-place ``_foreach_`` kernels (Tensor[] arguments, nothing returned) get C++ wrappers: the device is
@@ -227,7 +230,7 @@ class CWrapper:
     lists: tuple[str, ...] = ()  # Tensor[] arguments whose elements must be on the device (Note [Tensor lists in C++])
     meta_call: str = ""  # the op on meta twins of its tensors, for kernels with meta shapes (Note [Meta shapes in C++])
     meta_header: str = ""  # the ATen header declaring meta_call's function (Note [Torch's headers, op by op])
-    meta_dispatches: bool = False  # meta_call goes through the dispatcher (at::_ops), not to an at::meta function
+    meta_op: str = ""  # the op whose meta kernel meta_call dispatches to; "": it calls an at::meta function
     generators: tuple[str, ...] = ()  # Generator? arguments, which must be dipu's (Note [Generators in C++])
     overlap_check: str = ""  # written_overlaps(...) for a kernel that writes tensors (Note [Overlapping memory in C++])
     # an elementwise kernel's tensor operands in schema order, whose strides lay out a non-contiguous call's output
@@ -253,7 +256,7 @@ def supported(kernel: Kernel) -> str | None:
         return "no interface call"
     rule = _rule(kernel)
     if kernel.allocation in (Allocation.NEW, Allocation.RESIZE, Allocation.CHECK):
-        if rule is None and kernel.allocation is not Allocation.NEW:
+        if rule is None and kernel.allocation is Allocation.CHECK:
             return "its shapes come from the meta kernel"
         if rule is not None and rule not in CPP_SHAPE_RULES and rule not in _TWIN_FUNCTIONS.values():
             return f"shape rule {rule} has no C++ twin"
@@ -274,8 +277,10 @@ def supported(kernel: Kernel) -> str | None:
         return f"returns {returns}"
     if not any(t in _TENSOR_TYPES or t in _LIST_TYPES for t in types.values()):
         return "no tensor argument to take the device from"
-    if rule is None and kernel.allocation is Allocation.NEW:
-        unknown = [t for t in types.values() if "Tensor" in t and t not in _META_TWINS]
+    if rule is None and kernel.allocation in (Allocation.NEW, Allocation.RESIZE):
+        with local.parametrize(use_const_ref_for_mutable_tensors=False, use_ilistref_for_tensor_lists=False):
+            meta_types = _cpp_types(_meta_schema(kernel))
+        unknown = [t for t in meta_types.values() if "Tensor" in t and t not in _META_TWINS]
         if unknown:
             return f"meta shapes with an argument of type {unknown[0]}"
     return _unsupported_call(kernel, entry.interface, types, dict(kernel.renamed))
@@ -291,6 +296,14 @@ def _rule(kernel: Kernel) -> str | None:
             return name
         return None
     return _TWIN_FUNCTIONS.get(kernel.name)
+
+
+def _meta_schema(kernel: Kernel) -> FunctionSchema:
+    """The op whose meta kernel gives the outputs' shapes where no rule does: the kernel's own, or an out= kernel's
+    functional sibling, as the Python wrappers ask it (Note [Meta shapes in C++])."""
+    if kernel.allocation is Allocation.RESIZE and kernel.shape is not None and kernel.shape.meta_of is not None:
+        return kernel.shape.meta_of
+    return kernel.schema
 
 
 def _direct_meta(schema: FunctionSchema) -> tuple[str, str] | None:
@@ -401,18 +414,21 @@ def _wrapper(kernel: Kernel) -> CWrapper:
     strided_operands: tuple[str, ...] = ()
     rule = rule_args = ""
     non_out = [cpp(a.name) for a in schema.arguments.flat_non_out]
-    meta_call = meta_header = ""
+    meta_call = meta_header = meta_op = ""
     allocates = kernel.allocation in (Allocation.NEW, Allocation.RESIZE, Allocation.CHECK)
     shape_rule = _rule(kernel)
     if allocates and shape_rule is None:
-        meta_args = ", ".join(f"meta({cpp(b.name)})" if b.type in _META_TWINS else cpp(b.name) for b in bindings)
-        direct = _direct_meta(schema)
+        meta_schema = _meta_schema(kernel)
+        meta_args = ", ".join(f"meta({cpp(b.name)})" if b.type in _META_TWINS else cpp(b.name)
+                              for b in DispatcherSignature.from_schema(meta_schema).arguments())
+        direct = _direct_meta(meta_schema)
         if direct is not None:
             meta_header, function_name = direct
             meta_call = f"at::meta::{function_name}({meta_args})"
         else:
-            meta_call = f"at::_ops::{schema.name.unambiguous_name()}::call({meta_args})"
-            meta_header = f"ATen/ops/{schema.name.name.base}_ops.h"
+            meta_call = f"at::_ops::{meta_schema.name.unambiguous_name()}::call({meta_args})"
+            meta_header = f"ATen/ops/{meta_schema.name.name.base}_ops.h"
+            meta_op = str(meta_schema.name)
         strides = kernel.strides
         if kernel.allocation is Allocation.NEW and strides is not None and strides.rule is StrideRule.FORMAT_OF and \
                 strides.argument is not None:  # ATen's C++ meta kernel may lay it out otherwise
@@ -444,8 +460,8 @@ def _wrapper(kernel: Kernel) -> CWrapper:
         scalar_c_params=", ".join(p.type for p in c_parameters(scalar.function)[1:]) if scalar is not None else "",
         scalar_locals=tuple(scalar_locals), scalar_call_args=", ".join(scalar_call_args),
         outputs=tuple(cpp(o) for o in kernel.outputs) if len(kernel.outputs) > 1 else (), lists=lists,
-        meta_call=meta_call, meta_header=meta_header,
-        meta_dispatches=meta_call.startswith("at::_ops::"), generators=generators, strided_operands=strided_operands)
+        meta_call=meta_call, meta_header=meta_header, meta_op=meta_op, generators=generators,
+        strided_operands=strided_operands)
 
 
 def _overlap_check(kernel: Kernel, types: dict[str, str]) -> str:
@@ -585,7 +601,7 @@ def _to_python(w: CWrapper) -> str:
 
 def _kernel(w: CWrapper) -> str:
     """The Kernel record of the wrapper's op."""
-    meta = ", /*dispatched_meta=*/true" if w.meta_dispatches else ""
+    meta = f', /*meta_op=*/"{w.meta_op}"' if w.meta_op else ""
     return f'Kernel k_{w.name}("{w.op}", "{w.function}", "{w.scalar_function}"{meta});'
 
 
@@ -628,7 +644,10 @@ def _body(w: CWrapper) -> list[str]:
         unless(f"!{all_contiguous} && !elementwise_strides(spec, {', '.join(w.strided_operands)})",
                "  // Note [Elementwise strides in C++]")
     lines.append("  DeviceScope scope(d);")
-    if w.meta_call:
+    if w.meta_call and w.allocation == "RESIZE":  # as the Python wrapper resizes (support.resize_outputs)
+        lines.append(f"  if ({w.output}.sizes() != c10::IntArrayRef(specs[0].shape)) "
+                     f"{w.output}.resize_(specs[0].shape);")
+    elif w.meta_call:
         lines += [f"  at::Tensor {o} = empty(specs[{i}]);" for i, o in enumerate(w.outputs or (w.output,))]
     elif w.outputs:
         lines += [f"  at::Tensor {o} = specs[{i}].wanted ? empty(specs[{i}].shape, specs[{i}].dtype) : at::Tensor();"

@@ -177,6 +177,27 @@ at::Tensor dipu_amax(Kernel& kern, const at::Tensor & self, at::IntArrayRef dim,
   return out;
 }
 
+// amax.out(Tensor self, int[1] dim=[], bool keepdim=False, *, Tensor(a!) out) -> Tensor(a!)
+at::Tensor & dipu_amax_out(Kernel& kern, const at::Tensor & self, at::IntArrayRef dim, bool keepdim, at::Tensor & out) {
+  using fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, diopiConstTensorHandle_t, diopiSize_t, bool);
+  const c10::DeviceIndex d = self.device().index();
+  if (C10_UNLIKELY(!kern.fast_path() || !on(self, d) || !on(out, d)))
+    { kern.python(self, dim, keepdim, out); return out; }
+  if (C10_UNLIKELY(written_overlaps(std::array<const at::Tensor*, 1>{&out}, false, self)))
+    { kern.python(self, dim, keepdim, out); return out; }  // Note [Overlapping memory in C++]
+  std::array<Spec, 1> specs;  // Note [Meta shapes in C++]
+  if (C10_UNLIKELY(!meta_specs(kern, specs, [&] { return at::meta::amax(meta(self), dim, keepdim); })))
+    { kern.python(self, dim, keepdim, out); return out; }
+  DeviceScope scope(d);
+  if (out.sizes() != c10::IntArrayRef(specs[0].shape)) out.resize_(specs[0].shape);
+  diopi::Context ctx(d);
+  const diopiError_t status = reinterpret_cast<fn>(kern.function)(diopi::handle(ctx), c_out(out), c_in(self), c_sizes(dim), c_boolean(keepdim));
+  if (C10_UNLIKELY(status != diopiSuccess))
+    { kern.python(self, dim, keepdim, out); return out; }  // the Python wrapper owns what a failed status means
+  kern.finished(d);
+  return out;
+}
+
 // channel_shuffle(Tensor self, SymInt groups) -> Tensor
 at::Tensor dipu_channel_shuffle(Kernel& kern, const at::Tensor & self, c10::SymInt groups) {
   using fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, diopiConstTensorHandle_t, int64_t);
@@ -425,10 +446,11 @@ Kernel k_add_Tensor("add.Tensor", "diopiAdd", "diopiAddScalar");
 Kernel k_add_out("add.out", "diopiAdd", "diopiAddScalar");
 Kernel k_add__Tensor("add_.Tensor", "diopiAdd", "diopiAddScalar");
 Kernel k_amax("amax", "diopiAmax", "");
+Kernel k_amax_out("amax.out", "diopiAmax", "");
 Kernel k_channel_shuffle("channel_shuffle", "diopiChannelShuffle", "");
 Kernel k_div_Tensor("div.Tensor", "diopiDiv", "");
 Kernel k_div_out("div.out", "diopiDiv", "");
-Kernel k_native_layer_norm("native_layer_norm", "diopiLayerNorm", "", /*dispatched_meta=*/true);
+Kernel k_native_layer_norm("native_layer_norm", "diopiLayerNorm", "", /*meta_op=*/"native_layer_norm");
 Kernel k_nonzero("nonzero", "diopiNonzero", "");
 Kernel k_relu_("relu_", "diopiReluInp", "");
 Kernel k_sigmoid("sigmoid", "diopiSigmoid", "");
@@ -446,6 +468,7 @@ const Entry kEntries[] = {
     entry("add.out", k_add_out, &dipu_add_out),
     entry("add_.Tensor", k_add__Tensor, &dipu_add__Tensor),
     entry("amax", k_amax, &dipu_amax),
+    entry("amax.out", k_amax_out, &dipu_amax_out),
     entry("channel_shuffle", k_channel_shuffle, &dipu_channel_shuffle),
     entry("div.Tensor", k_div_Tensor, &dipu_div_Tensor),
     entry("div.out", k_div_out, &dipu_div_out),
