@@ -67,8 +67,11 @@ halves read torch's headers once), which would leave cores idle, so the wrappers
 the op library does (cpp_wrappers.build_in_background, from cpp_build.twin), and the two share the machine. The
 thread only compiles: their text is generated first, in the importing thread. A thread that imported a module while
 ``import torch`` (which loads dipu) is still running would wait for that import to finish, and the import for the
-thread. The generated C++ of both (one function per kernel, each a few calls) is compiled at ``-O1``
-(``GENERATED_OPTIMIZATION``), which takes a third less time than ``-O2``.
+thread. The generated C++ of both (one function per kernel, each a few calls) is compiled at ``-Og``
+(``GENERATED_OPTIMIZATION``): ``-O1`` took a third less time than ``-O2``, and ``-Og`` a quarter less than ``-O1``
+(the wrappers' generated parts 15.5 and 16.4 s of CPU instead of 18.9 and 21.6, the op library 9.5 instead of 12.2;
+2026-12-03) for the same speed: bench_op_latency's 46 cases, 3 runs of each build alternating, took 0.99 of -O1's time
+(median of the cases; the 4-element add 1.41 us against 1.37, the widest change within 10%).
 Measured with benchmarks/bench_import.py --cold on the quiet 2-core development machine (2026-12-02, alternating
 with the code of the day before, median of 3 and of 2): the first import took 64 s and 122 s of CPU (the core 25 s,
 then the op library 32 s beside the wrappers 36 s), against 79 s and 144 s; 125 s and 219 s before that, built one
@@ -244,7 +247,7 @@ def core_defines() -> list[str]:
 
 
 #: Note [Builds side by side]: the optimization level of the generated C++ (the wrappers, the C++ op library).
-GENERATED_OPTIMIZATION = "-O1"
+GENERATED_OPTIMIZATION = "-Og"
 
 
 #: Note [The native core in parts]: the optimization of the parts that read Python's headers, and of the others.

@@ -69,7 +69,7 @@ def cache_dir() -> Path:
     for name, data in _inputs():
         digest.update(name.encode())
         digest.update(data)
-    digest.update(" ".join(_native.cxx_runtime_flags()).encode())
+    digest.update(" ".join([*_native.cxx_runtime_flags(), _native.GENERATED_OPTIMIZATION]).encode())
     return _native.cache_root() / "-".join([
         "cwrap", f"torch{torch.__version__}", (torch.version.git_version or "nogit")[:10],
         f"py{sys.version_info.major}{sys.version_info.minor}", digest.hexdigest()[:12]])

@@ -24,7 +24,7 @@ boxes and unboxes each kernel's arguments and infers its schema. A kernel is reg
 at run time (``entry(op, kernel, &f)`` in the table), so what its registration instantiates is instantiated once per
 signature rather than once per kernel, for one more indirect call per op, which timing a 4-element add and a relu
 side by side could not see; c10's boxed adapter is instantiated per signature too (Note [Boxed calls of a C++
-wrapper] in dipu/kernels/cpp/wrapper_support.h). The generated text is compiled at -O1 (Note
+wrapper] in dipu/kernels/cpp/wrapper_support.h). The generated text is compiled at -Og (Note
 [Builds side by side] in dipu/_native.py). Measured on the 2-core development machine (2026-12-02), a part of about
 420 wrappers compiled in 40 s with torch::Library::impl (its boxed adapter and inferred schema per signature) at
 -O2, 34 s with a precompiled header of torch's (which costs 25 s and 600 MB to build, so dipu does not use one),
