@@ -72,10 +72,12 @@ thread. The generated C++ of both (one function per kernel, each a few calls) is
 (the wrappers' generated parts 15.5 and 16.4 s of CPU instead of 18.9 and 21.6, the op library 9.5 instead of 12.2;
 2026-12-03) for the same speed: bench_op_latency's 46 cases, 3 runs of each build alternating, took 0.99 of -O1's time
 (median of the cases; the 4-element add 1.41 us against 1.37, the widest change within 10%).
-Measured with benchmarks/bench_import.py --cold on the quiet 2-core development machine (2026-12-02, alternating
-with the code of the day before, median of 3 and of 2): the first import took 64 s and 122 s of CPU (the core 25 s,
-then the op library 32 s beside the wrappers 36 s), against 79 s and 144 s; 125 s and 219 s before that, built one
-after the other at -O2 with torch's boxed adapters.
+Measured with benchmarks/bench_import.py --cold on the 2-core development machine (2026-12-03, alternating with the
+code of the day before, median of 3 each): the first import took 51 s and 95 s of CPU (the core 23 s, then the op
+library 17 s beside the wrappers 25 s), against 65 s and 124 s, with torch's headers op by op (Note [Torch's headers,
+op by op]), the wrappers without Python's headers (Note [The C++ wrappers' way to Python]) and -Og; on 2026-12-02,
+79 s and 144 s before that day's changes; 125 s and 219 s before that, built one after the other at -O2 with
+torch's boxed adapters.
 
 Note [Build progress]
 Each part dipu compiles or generates on a cold cache (the native core, the generated op kernels, the C++ op

@@ -491,9 +491,7 @@ DIPU_EXPORT diopiError_t diopiLayerNorm(diopiContextHandle_t ctx, diopiTensorHan
     if (layer_norm_direct(out, save_mean, save_invstd, input, weight, bias, normalized_shape, eps)) return;
     const auto results = at::_ops::native_layer_norm::call(tc::alias_of(input), tc::sym_sizes(normalized_shape),
                                                            tc::optional_alias(weight), tc::optional_alias(bias), eps);
-    write_result(ctx, out, std::get<0>(results));
-    write_result(ctx, save_mean, std::get<1>(results));
-    write_result(ctx, save_invstd, std::get<2>(results));
+    write_results(ctx, out, save_mean, save_invstd, results);
   });
 }
 
@@ -507,13 +505,11 @@ DIPU_EXPORT diopiError_t diopiLayerNormBackward(diopiContextHandle_t ctx, diopiT
     if (layer_norm_backward_direct(grad_input, grad_weight, grad_bias, grad_output, input, weight, bias, mean, rstd,
                                    normalized_shape))
       return;
-    const std::array<bool, 3> mask{grad_input != nullptr, grad_weight != nullptr, grad_bias != nullptr};
     const auto results = at::_ops::native_layer_norm_backward::call(
         tc::alias_of(grad_output), tc::alias_of(input), tc::sym_sizes(normalized_shape), tc::alias_of(mean),
-        tc::alias_of(rstd), tc::optional_alias(weight), tc::optional_alias(bias), mask);
-    write_result(ctx, grad_input, std::get<0>(results));
-    write_result(ctx, grad_weight, std::get<1>(results));
-    write_result(ctx, grad_bias, std::get<2>(results));
+        tc::alias_of(rstd), tc::optional_alias(weight), tc::optional_alias(bias),
+        wanted(grad_input, grad_weight, grad_bias));
+    write_results(ctx, grad_input, grad_weight, grad_bias, results);
   });
 }
 
