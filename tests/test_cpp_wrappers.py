@@ -1035,7 +1035,8 @@ cases = {
         *x.sort(1), *x.sort(dim=-1, descending=True, stable=True), F.one_hot(x[0, 0].argmax(0), 7),
         x.scatter(2, x.argsort(2)[:, :, :2].contiguous(), 1.0),
         x.index_fill(1, torch.tensor([0, 4]).to(x.device), -2.0), x.masked_scatter(x > 0, -x),
-        torch.addmv(v[:5].to(x.device), x[0, 0], v.to(x.device))],
+        torch.addmv(v[:5].to(x.device), x[0, 0], v.to(x.device)), torch.isin(x.round(), x[0, 0, 0].round()),
+        torch.isin(x.round().long(), x[1, 2, 3].round().long(), invert=True)],
     "statistics and mean": lambda x: [*torch.var_mean(x, (1, 2)), *torch.std_mean(x, -1, keepdim=True),
                                       x.logsumexp(1), x.logsumexp((0, 3), keepdim=True), x.prod(1), x.prod(),
                                       *torch.aminmax(x, dim=1)],
@@ -1086,7 +1087,7 @@ def test_padding_reductions_over_a_dim_norms_group_norm_losses_and_statistics_ta
     average pooling (impl_kernels.cpp's twin of its impl: body), max, min, median and mode over a dim (the max_dim
     twin), vector norms (diopiNorm), group norm forward and backward, the binary cross entropies, var and std,
     repeat, dot and mv (C++ twins of their meta kernels), sorting, scatter, index_fill, masked_scatter, addmv,
-    var_mean, logsumexp, prod, aminmax, weight norm, elu's backward, randint and multinomial (the C++ library's
+    var_mean, logsumexp, prod, aminmax, isin, weight norm, elu's backward, randint and multinomial (the C++ library's
     twins of the Python library's functions), and out= kernels given an output of the wrong size; what a twin
     leaves to the Python path (a channels_last reflection pad, an int64 or complex input) gives the CPU's answer
     too."""
@@ -1104,8 +1105,8 @@ def test_padding_reductions_over_a_dim_norms_group_norm_losses_and_statistics_ta
             "nll_loss2d_forward"} <= set(fast["losses"]), fast["losses"]
     assert {"var.correction", "std.correction"} <= set(fast["statistics"]), fast["statistics"]
     assert {"repeat", "dot", "mv"} <= set(fast["shapes"]), fast["shapes"]
-    assert {"sort.stable", "sort", "scatter.value", "index_fill.int_Scalar", "masked_scatter",
-            "addmv"} <= set(fast["sorting and indexing"]), fast["sorting and indexing"]
+    assert {"sort.stable", "sort", "scatter.value", "index_fill.int_Scalar", "masked_scatter", "addmv",
+            "isin.Tensor_Tensor"} <= set(fast["sorting and indexing"]), fast["sorting and indexing"]
     assert {"var_mean.correction", "std_mean.correction", "logsumexp", "prod", "prod.dim_int",
             "aminmax"} <= set(fast["statistics and mean"]), fast["statistics and mean"]
     # out= kernels: their functional siblings' meta kernels give the shapes (not index_select's, which is Python's,

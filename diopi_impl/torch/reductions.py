@@ -45,6 +45,7 @@ for _name, _overload in (("diopiCumsum", aten.cumsum.out), ("diopiCumprod", aten
 for _name, _overload, _outs in (
         ("diopiAmax", aten.amax.out, ()), ("diopiArgmax", aten.argmax.out, ()), ("diopiArgmin", aten.argmin.out, ()),
         ("diopiHistc", aten.histc.out, ()), ("diopiBucketize", aten.bucketize.Tensor_out, ()),
+        ("diopiIsin", aten.isin.Tensor_Tensor_out, ()),
         ("diopiCummax", aten.cummax.out, ("values", "indices")),
         ("diopiCummin", aten.cummin.out, ("values", "indices")),
         ("diopiLogcumsumexp", aten._logcumsumexp.out, ("out",)),

@@ -353,6 +353,7 @@ _DECLARATIONS = [
         Out("out"), In("sorted_sequence"), In("values"), Bool("out_int32"), Bool("right"),
         String("side", optional=True), In("sorter", optional=True))),
     Function("diopiBucketize", (Out("out"), In("input"), In("boundaries"), Bool("out_int32"), Bool("right"))),
+    Function("diopiIsin", (Out("out"), In("elements"), In("test_elements"), Bool("assume_unique"), Bool("invert"))),
     Function("diopiUniqueConsecutive", (
         Alloc("out"), Alloc("inverse"), Alloc("counts"), In("input"), Int("dim", optional=True),
         Bool("return_inverse"), Bool("return_counts"))),

@@ -211,6 +211,10 @@ CASES += sweep("diopiBucketize", lambda input, boundaries, out_int32, right: tor
     input, boundaries, out_int32=out_int32, right=right), lambda shape, layout: [
     {"input": T(shape, layout=layout), "boundaries": T((6,), low=-3, high=3), "out_int32": o, "right": r}
     for o, r in ((False, False), (True, True))], (torch.float32, torch.float64, torch.int64), SHAPES + EMPTY)
+CASES += sweep("diopiIsin", lambda elements, test_elements, assume_unique, invert: torch.isin(
+    elements, test_elements, assume_unique=assume_unique, invert=invert), lambda shape, layout: [
+    {"elements": T(shape, low=-4, high=4, layout=layout), "test_elements": T((5,), low=-4, high=4),
+     "assume_unique": False, "invert": i} for i in (False, True)], (torch.float32, torch.int64), SHAPES + EMPTY)
 
 # ---- nan-aware reductions, mode, logcumsumexp, renorm --------------------------------------------------------
 for keep in (False, True):

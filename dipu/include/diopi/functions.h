@@ -1650,6 +1650,10 @@ DIOPI_API diopiError_t diopiIsNegInf(diopiContextHandle_t ctx, diopiTensorHandle
 /* diopiIsPosInf(ctx, Tensor(a!) out, Tensor input) */
 DIOPI_API diopiError_t diopiIsPosInf(diopiContextHandle_t ctx, diopiTensorHandle_t out, diopiConstTensorHandle_t input);
 
+/* diopiIsin(ctx, Tensor(a!) out, Tensor elements, Tensor test_elements, bool assume_unique, bool invert) */
+DIOPI_API diopiError_t diopiIsin(diopiContextHandle_t ctx, diopiTensorHandle_t out, diopiConstTensorHandle_t elements,
+                                 diopiConstTensorHandle_t test_elements, bool assume_unique, bool invert);
+
 /* diopiKthvalue(ctx, Tensor(a!) values, Tensor(a!) indices, Tensor input, int k, int dim) */
 DIOPI_API diopiError_t diopiKthvalue(diopiContextHandle_t ctx, diopiTensorHandle_t values, diopiTensorHandle_t indices,
                                      diopiConstTensorHandle_t input, int64_t k, int64_t dim);
