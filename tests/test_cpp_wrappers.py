@@ -1030,7 +1030,9 @@ cases = {
                              x.double().var(1), torch.complex(x.cpu(), x.cpu()).to(x.device).var(2)],
     "shapes": lambda x: [x.repeat(2, 1, 1, 2), x[0, 0].repeat(3, 1, 2), x[0, 0, 0].repeat(0),
                          torch.dot(v.to(x.device), v.to(x.device)), torch.mv(x[0, 0], v.to(x.device)),
-                         x[0, 0].double() @ v.double().to(x.device)],
+                         x[0, 0].double() @ v.double().to(x.device),
+                         torch.baddbmm(x[0, :, :, :5], x[1, :, :, :4], x[0, :, :4, :5], beta=0.5, alpha=2),
+                         torch.baddbmm(x[1, :, :, :3], x[0], x[1].transpose(1, 2)[:, :, :3].contiguous())],
     "sorting and indexing": lambda x: [
         *x.sort(1), *x.sort(dim=-1, descending=True, stable=True), F.one_hot(x[0, 0].argmax(0), 7),
         x.scatter(2, x.argsort(2)[:, :, :2].contiguous(), 1.0),
@@ -1086,11 +1088,11 @@ def test_padding_reductions_over_a_dim_norms_group_norm_losses_and_statistics_ta
     padding of each mode (the C++ library's diopiPad, a string literal and a Scalar fill value passed to C),
     average pooling (impl_kernels.cpp's twin of its impl: body), max, min, median and mode over a dim (the max_dim
     twin), vector norms (diopiNorm), group norm forward and backward, the binary cross entropies, var and std,
-    repeat, dot and mv (C++ twins of their meta kernels), sorting, scatter, index_fill, masked_scatter, addmv,
-    var_mean, logsumexp, prod, aminmax, isin, weight norm, elu's backward, randint and multinomial (the C++ library's
-    twins of the Python library's functions), and out= kernels given an output of the wrong size; what a twin
-    leaves to the Python path (a channels_last reflection pad, an int64 or complex input) gives the CPU's answer
-    too."""
+    repeat, dot and mv (C++ twins of their meta kernels), baddbmm (Scalar factors as DIOPI's floats), sorting,
+    scatter, index_fill, masked_scatter, addmv, var_mean, logsumexp, prod, aminmax, isin, weight norm, elu's
+    backward, randint and multinomial (the C++ library's twins of the Python library's functions), and out=
+    kernels given an output of the wrong size; what a twin leaves to the Python path (a channels_last reflection
+    pad, an int64 or complex input) gives the CPU's answer too."""
     r = json.loads(python(MODEL_OPS).stdout.strip().splitlines()[-1])
     for name, same in r["same"].items():
         assert same and all(same), (name, same)
@@ -1104,7 +1106,7 @@ def test_padding_reductions_over_a_dim_norms_group_norm_losses_and_statistics_ta
     assert {"binary_cross_entropy", "binary_cross_entropy_with_logits", "log_sigmoid_forward",
             "nll_loss2d_forward"} <= set(fast["losses"]), fast["losses"]
     assert {"var.correction", "std.correction"} <= set(fast["statistics"]), fast["statistics"]
-    assert {"repeat", "dot", "mv"} <= set(fast["shapes"]), fast["shapes"]
+    assert {"repeat", "dot", "mv", "baddbmm"} <= set(fast["shapes"]), fast["shapes"]
     assert {"sort.stable", "sort", "scatter.value", "index_fill.int_Scalar", "masked_scatter", "addmv",
             "isin.Tensor_Tensor"} <= set(fast["sorting and indexing"]), fast["sorting and indexing"]
     assert {"var_mean.correction", "std_mean.correction", "logsumexp", "prod", "prod.dim_int",

@@ -418,6 +418,12 @@ inline bool dipu_generator(const std::optional<at::Generator>& g) {
 inline int64_t c_integer(int64_t value) { return value; }
 inline int64_t c_integer(const c10::SymInt& value) { return value.guard_int(__FILE__, __LINE__); }
 inline double c_real(double value) { return value; }
+// A Scalar where DIOPI's parameter is a float (baddbmm's beta and alpha for diopiBaddbmm's), as the Python trampoline
+// passes it: float(value).
+inline double c_real(const at::Scalar& value) {
+  TORCH_CHECK(!value.isComplex(), "dipu: a complex scalar cannot cross the DIOPI C ABI as a float");
+  return value.toDouble();
+}
 inline bool c_boolean(bool value) { return value; }
 inline diopiSize_t c_sizes(c10::IntArrayRef values) { return diopi::size(values); }
 inline diopiSize_t c_sizes(at::OptionalIntArrayRef values) {

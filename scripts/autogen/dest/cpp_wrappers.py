@@ -163,7 +163,7 @@ _CONVERSIONS = {
     proto.Kind.TENSOR_OUT: {"at::Tensor &": "out", "at::Tensor": "out", "const at::Tensor &": "out"},
     proto.Kind.SCALAR: {"const at::Scalar &": "scalar", "const ::std::optional<at::Scalar> &": "scalar"},
     proto.Kind.INT: {"int64_t": "integer", "c10::SymInt": "integer"},
-    proto.Kind.FLOAT: {"double": "real"},
+    proto.Kind.FLOAT: {"double": "real", "const at::Scalar &": "real"},
     proto.Kind.BOOL: {"bool": "boolean"},
     proto.Kind.SIZE: {"at::IntArrayRef": "sizes", "at::OptionalIntArrayRef": "sizes",
                       "c10::SymIntArrayRef": "sizes", "at::OptionalSymIntArrayRef": "sizes"},
