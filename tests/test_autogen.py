@@ -357,7 +357,8 @@ def test_the_shape_rule_table_is_the_runtime_s():
     assert {"unary", "binary", "native_layer_norm"} <= cpp_wrappers.CPP_SHAPE_RULES
     assert "eye" not in cpp_wrappers.CPP_SHAPE_RULES and "eye" in SHAPE_RULES
     assert cpp_wrappers.CPP_MULTI_RULES == {  # an overload's twin by its C++ name (Note [Meta shapes in C++])
-        "_weight_norm_interface", "_weight_norm_interface_backward", "max_dim", "native_group_norm",
+        "_weight_norm_interface", "_weight_norm_interface_backward", "fused_gru_cell", "fused_gru_cell_backward",
+        "fused_lstm_cell", "fused_lstm_cell_backward", "max_dim", "native_group_norm",
         "log_sigmoid_forward", "native_group_norm_backward", "native_layer_norm", "native_layer_norm_backward",
         "nll_loss2d_forward", "nll_loss_forward", "sort",
         "sort_stable", "std_mean_correction", "var_mean_correction"}

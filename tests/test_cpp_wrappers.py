@@ -1070,11 +1070,14 @@ def trained(device):  # autograd's GroupNorm and padding backwards, clip_grad_no
     total = torch.nn.utils.clip_grad_norm_(m.parameters(), 0.1, foreach=False)
     e = torch.nn.utils.parametrizations.weight_norm(nn.Linear(7, 3)).to(device)
     F.elu(e(t)).square().sum().backward()
+    cell, gru = nn.LSTMCell(7, 5).to(device), nn.GRUCell(7, 5, bias=False).to(device)  # torch's fused cells on dipu
+    hidden, state = cell(t[0, 0])
+    (hidden.square().sum() + state.sum() + gru(t[0, 1], hidden).square().sum()).backward()
     drawn = torch.randint(3, 9, (4, 5), device=device, generator=torch.Generator(device).manual_seed(2))
     sampled = torch.multinomial(torch.linspace(0.1, 1, 7, device=device), 5,
                                 generator=torch.Generator(device).manual_seed(4))
     return [y.detach(), t.grad, total, *(p.grad for p in m.parameters()), *(p.grad for p in e.parameters()), drawn,
-            sampled]
+            sampled, *(p.grad for p in cell.parameters()), *(p.grad for p in gru.parameters())]
 cpp_wrappers.reset_fast_calls()
 r["grads"] = [torch.allclose(c, d.cpu(), rtol=1e-4, atol=1e-4) for c, d in zip(trained("cpu"), trained("dipu"))]
 r["fast"]["grads"] = sorted(cpp_wrappers.fast_calls())
@@ -1090,9 +1093,9 @@ def test_padding_reductions_over_a_dim_norms_group_norm_losses_and_statistics_ta
     twin), vector norms (diopiNorm), group norm forward and backward, the binary cross entropies, var and std,
     repeat, dot and mv (C++ twins of their meta kernels), baddbmm (Scalar factors as DIOPI's floats), sorting,
     scatter, index_fill, masked_scatter, addmv, var_mean, logsumexp, prod, aminmax, isin, weight norm, elu's
-    backward, randint and multinomial (the C++ library's twins of the Python library's functions), and out=
-    kernels given an output of the wrong size; what a twin leaves to the Python path (a channels_last reflection
-    pad, an int64 or complex input) gives the CPU's answer too."""
+    backward, randint, multinomial and the fused LSTM and GRU cells (the C++ library's twins of the Python
+    library's functions), and out= kernels given an output of the wrong size; what a twin leaves to the Python
+    path (a channels_last reflection pad, an int64 or complex input) gives the CPU's answer too."""
     r = json.loads(python(MODEL_OPS).stdout.strip().splitlines()[-1])
     for name, same in r["same"].items():
         assert same and all(same), (name, same)
@@ -1117,5 +1120,7 @@ def test_padding_reductions_over_a_dim_norms_group_norm_losses_and_statistics_ta
         fast["out="]
     assert {"native_group_norm_backward", "reflection_pad2d_backward", "replication_pad2d_backward",
             "linalg_vector_norm", "_weight_norm_interface", "_weight_norm_interface_backward", "elu_backward",
-            "random_.from", "avg_pool2d", "avg_pool2d_backward", "multinomial"} <= set(fast["grads"]), fast["grads"]
+            "random_.from", "avg_pool2d", "avg_pool2d_backward", "multinomial", "_thnn_fused_lstm_cell",
+            "_thnn_fused_lstm_cell_backward_impl", "_thnn_fused_gru_cell", "_thnn_fused_gru_cell_backward"} <= \
+        set(fast["grads"]), fast["grads"]
     assert r["fallbacks"] == {}, r["fallbacks"]

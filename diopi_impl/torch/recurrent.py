@@ -4,7 +4,9 @@ Note [Fused recurrent cells]
 ATen's LSTM and GRU run their cells through _thnn_fused_lstm_cell / _thnn_fused_gru_cell on every device but
 the CPU, which has no such kernels (so no CPU fallback either). These compute what the CUDA kernels do, with
 ATen math on the aliases: gates in (input, forget, cell, output) order for the LSTM and (reset, input, new) for
-the GRU, and the same workspace layout, so the backward functions can read what the forwards saved.
+the GRU, and the same workspace layout, so the backward functions can read what the forwards saved. The C++ op
+library (diopi_impl/torch_cpp/handwritten.cpp) makes the same ATen calls in the same order, so nn.LSTMCell and
+nn.GRUCell take the C++ path with these bits.
 
 Their results agree with the CPU's within float32's tolerance but not bit for bit, and no cell can make them:
 ATen chooses another computation for every device but the CPU before any dipu kernel runs (RNN.cpp). The CPU

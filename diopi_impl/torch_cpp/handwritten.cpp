@@ -18,6 +18,7 @@
 #include <ATen/ops/_weight_norm_interface_ops.h>
 #include <ATen/ops/abs_ops.h>
 #include <ATen/ops/adaptive_avg_pool2d_ops.h>
+#include <ATen/ops/addcmul_ops.h>
 #include <ATen/ops/addmv_ops.h>
 #include <ATen/ops/all_ops.h>
 #include <ATen/ops/aminmax_ops.h>
@@ -67,12 +68,14 @@
 #include <ATen/ops/replication_pad2d_ops.h>
 #include <ATen/ops/replication_pad3d_backward_ops.h>
 #include <ATen/ops/replication_pad3d_ops.h>
+#include <ATen/ops/rsub_ops.h>
 #include <ATen/ops/scatter_add_ops.h>
 #include <ATen/ops/scatter_ops.h>
 #include <ATen/ops/sort_ops.h>
 #include <ATen/ops/std_mean_ops.h>
 #include <ATen/ops/sum_ops.h>
 #include <ATen/ops/var_mean_ops.h>
+#include <ATen/ops/zeros_like.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <ATen/native/ConvUtils.h>
 #include <ATen/native/layer_norm.h>
@@ -808,6 +811,22 @@ c10::List<std::optional<at::Tensor>> index_list(const diopiConstTensorHandle_t* 
   return list;
 }
 
+// 1 - t, as Python's 1 - tensor computes it (rsub).
+at::Tensor one_minus(const at::Tensor& t) { return at::_ops::rsub_Scalar::call(t, 1, 1); }
+
+// The summed gates of a recurrent cell: input and hidden gates, and both biases where given (recurrent.py's _gates).
+at::Tensor cell_gates(diopiConstTensorHandle_t input_gates, diopiConstTensorHandle_t hidden_gates,
+                      diopiConstTensorHandle_t input_bias, diopiConstTensorHandle_t hidden_bias) {
+  at::Tensor gates = tc::alias_of(input_gates).add(tc::alias_of(hidden_gates));
+  if (input_bias != nullptr) gates = gates.add(tc::alias_of(input_bias)).add(tc::alias_of(hidden_bias));
+  return gates;
+}
+
+// A bias's gradient: the gates' gradient summed over the batch (torch.sum(gates, 0, out=...)).
+void sum_rows(const at::Tensor& gates, diopiTensorHandle_t out) {
+  at::Tensor o = tc::alias_of(out);
+  at::_ops::sum_IntList_out::call(gates, c10::IntArrayRef{0}, false, std::nullopt, o);
+}
 }  // namespace
 
 DIPU_EXPORT diopiError_t diopiIndex(diopiContextHandle_t ctx, diopiTensorHandle_t* out, diopiConstTensorHandle_t input,
@@ -1037,6 +1056,97 @@ DIPU_EXPORT diopiError_t diopiWeightNormBackward(diopiContextHandle_t ctx, diopi
         tc::alias_of(saved_norms).contiguous(), dim);
     write_result(ctx, grad_v, std::get<0>(results));
     write_result(ctx, grad_g, std::get<1>(results));
+  });
+}
+
+// diopi_impl/torch/recurrent.py's fused cells (Note [Fused recurrent cells] there): the same ATen calls in the same
+// order, so that both libraries give the same bits.
+
+DIPU_EXPORT diopiError_t diopiLstmCell(diopiContextHandle_t, diopiTensorHandle_t hy, diopiTensorHandle_t cy,
+                                       diopiTensorHandle_t workspace, diopiConstTensorHandle_t input_gates,
+                                       diopiConstTensorHandle_t hidden_gates, diopiConstTensorHandle_t cx,
+                                       diopiConstTensorHandle_t input_bias, diopiConstTensorHandle_t hidden_bias) {
+  return tc::guarded([&] {
+    const std::vector<at::Tensor> gates = cell_gates(input_gates, hidden_gates, input_bias, hidden_bias).chunk(4, 1);
+    const at::Tensor i = gates[0].sigmoid(), f = gates[1].sigmoid(), g = gates[2].tanh(), o = gates[3].sigmoid();
+    at::Tensor c = tc::alias_of(cy), h = tc::alias_of(hy), w = tc::alias_of(workspace);
+    at::_ops::addcmul_out::call(f.mul(tc::alias_of(cx)), i, g, 1, c);
+    at::_ops::mul_out::call(o, c.tanh(), h);
+    const std::array<at::Tensor, 4> saved{i, f, g, o};
+    at::_ops::cat_out::call(at::TensorList(saved), 1, w);
+  });
+}
+
+DIPU_EXPORT diopiError_t diopiLstmCellBackward(diopiContextHandle_t, diopiTensorHandle_t grad_gates,
+                                               diopiTensorHandle_t grad_cx, diopiTensorHandle_t grad_bias,
+                                               diopiConstTensorHandle_t grad_hy, diopiConstTensorHandle_t grad_cy,
+                                               diopiConstTensorHandle_t cx, diopiConstTensorHandle_t cy,
+                                               diopiConstTensorHandle_t workspace, bool) {
+  return tc::guarded([&] {
+    const std::vector<at::Tensor> saved = tc::alias_of(workspace).chunk(4, 1);
+    const at::Tensor &i = saved[0], &f = saved[1], &g = saved[2], &o = saved[3];
+    const at::Tensor tanh_cy = tc::alias_of(cy).tanh();
+    at::Tensor d_cy = grad_cy == nullptr ? at::zeros_like(tanh_cy) : tc::alias_of(grad_cy).clone();
+    at::Tensor d_o;
+    if (grad_hy != nullptr) {
+      const at::Tensor ghy = tc::alias_of(grad_hy);
+      d_cy.add_(ghy.mul(o).mul(one_minus(tanh_cy.mul(tanh_cy))));
+      d_o = ghy.mul(tanh_cy).mul(o).mul(one_minus(o));
+    } else {
+      d_o = at::zeros_like(o);
+    }
+    at::Tensor gates = tc::alias_of(grad_gates);
+    const std::array<at::Tensor, 4> parts{d_cy.mul(g).mul(i).mul(one_minus(i)),
+                                          d_cy.mul(tc::alias_of(cx)).mul(f).mul(one_minus(f)),
+                                          d_cy.mul(i).mul(one_minus(g.mul(g))), d_o};
+    at::_ops::cat_out::call(at::TensorList(parts), 1, gates);
+    at::Tensor gcx = tc::alias_of(grad_cx);
+    at::_ops::mul_out::call(d_cy, f, gcx);
+    if (grad_bias != nullptr) sum_rows(gates, grad_bias);
+  });
+}
+
+DIPU_EXPORT diopiError_t diopiGruCell(diopiContextHandle_t, diopiTensorHandle_t hy, diopiTensorHandle_t workspace,
+                                      diopiConstTensorHandle_t input_gates, diopiConstTensorHandle_t hidden_gates,
+                                      diopiConstTensorHandle_t hx, diopiConstTensorHandle_t input_bias,
+                                      diopiConstTensorHandle_t hidden_bias) {
+  return tc::guarded([&] {
+    at::Tensor ig = tc::alias_of(input_gates), hg = tc::alias_of(hidden_gates);
+    if (input_bias != nullptr) {
+      ig = ig.add(tc::alias_of(input_bias));
+      hg = hg.add(tc::alias_of(hidden_bias));
+    }
+    const std::vector<at::Tensor> in = ig.chunk(3, 1), hidden = hg.chunk(3, 1);
+    const at::Tensor r = in[0].add(hidden[0]).sigmoid(), z = in[1].add(hidden[1]).sigmoid();
+    const at::Tensor n = in[2].addcmul(r, hidden[2]).tanh();
+    const at::Tensor h_minus_n = tc::alias_of(hx).sub(n);
+    at::Tensor h = tc::alias_of(hy), w = tc::alias_of(workspace);
+    at::_ops::addcmul_out::call(n, z, h_minus_n, 1, h);
+    const std::array<at::Tensor, 5> saved{r, z, n, hidden[2], h_minus_n};
+    at::_ops::cat_out::call(at::TensorList(saved), 1, w);
+  });
+}
+
+DIPU_EXPORT diopiError_t diopiGruCellBackward(diopiContextHandle_t, diopiTensorHandle_t grad_input_gates,
+                                              diopiTensorHandle_t grad_hidden_gates, diopiTensorHandle_t grad_hx,
+                                              diopiTensorHandle_t grad_input_bias, diopiTensorHandle_t grad_hidden_bias,
+                                              diopiConstTensorHandle_t grad_hy, diopiConstTensorHandle_t workspace,
+                                              bool) {
+  return tc::guarded([&] {
+    const std::vector<at::Tensor> saved = tc::alias_of(workspace).chunk(5, 1);
+    const at::Tensor &r = saved[0], &z = saved[1], &n = saved[2], &hn = saved[3], &h_minus_n = saved[4];
+    const at::Tensor go = tc::alias_of(grad_hy);
+    const at::Tensor d_n = go.mul(one_minus(z)).mul(one_minus(n.mul(n)));
+    const at::Tensor d_r = d_n.mul(hn).mul(r).mul(one_minus(r));
+    const at::Tensor d_z = go.mul(h_minus_n).mul(z).mul(one_minus(z));
+    at::Tensor gi = tc::alias_of(grad_input_gates), gh = tc::alias_of(grad_hidden_gates);
+    const std::array<at::Tensor, 3> input_parts{d_r, d_z, d_n}, hidden_parts{d_r, d_z, d_n.mul(r)};
+    at::_ops::cat_out::call(at::TensorList(input_parts), 1, gi);
+    at::_ops::cat_out::call(at::TensorList(hidden_parts), 1, gh);
+    at::Tensor ghx = tc::alias_of(grad_hx);
+    at::_ops::mul_out::call(go, z, ghx);
+    if (grad_input_bias != nullptr) sum_rows(gi, grad_input_bias);
+    if (grad_hidden_bias != nullptr) sum_rows(gh, grad_hidden_bias);
   });
 }
 

@@ -51,10 +51,10 @@ RULES: dict[str, Rule] = {
     **dict.fromkeys(("addmm", "arange", "arange_end", "bmm", "broadcast_grad", "like_self", "mm", "reduce_all",
                      "reduction", "sum_all", "unary"), Rule(cpp=1)),
     "native_layer_norm": Rule(cpp=3), "native_group_norm": Rule(cpp=3), "max_dim": Rule(cpp=2),
-    "multinomial": Rule(cpp=1),
-    **dict.fromkeys(("cdist_backward", "dropout", "eye", "fused_gru_cell", "fused_gru_cell_backward",
-                     "fused_lstm_cell", "fused_lstm_cell_backward", "linspace", "multilabel_margin_loss",
-                     "native_batch_norm", "randperm", "sized_float"), Rule()),
+    "multinomial": Rule(cpp=1), "fused_lstm_cell": Rule(cpp=3), "fused_lstm_cell_backward": Rule(cpp=3),
+    "fused_gru_cell": Rule(cpp=2), "fused_gru_cell_backward": Rule(cpp=5),
+    **dict.fromkeys(("cdist_backward", "dropout", "eye", "linspace", "multilabel_margin_loss", "native_batch_norm",
+                     "randperm", "sized_float"), Rule()),
 }
 #: Ops whose spec takes their shapes from the meta kernel, and the outputs the C++ twin of that meta kernel of
 #: the same name (an overload's joined by _: var_correction) in dipu/kernels/cpp/shape_rules.h fills (Note [Meta

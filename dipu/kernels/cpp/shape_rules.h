@@ -348,6 +348,69 @@ bool native_group_norm(std::array<Spec, 3>& specs, const at::Tensor& input, cons
   return true;
 }
 
+// The fused recurrent cells nn.LSTMCell, nn.GRUCell and their backwards call on dipu (torch takes its fused kernels
+// on PrivateUse1): each output in the dtype of the tensor it is shaped after.
+inline void like(Spec& spec, const at::Tensor& t) {
+  same_shape(spec, t);
+  spec.dtype = t.scalar_type();
+}
+
+// (hy, cy, workspace) of an LSTM cell: the cell state's shape twice, and the input gates'.
+template <class... Rest>
+bool fused_lstm_cell(std::array<Spec, 3>& specs, const at::Tensor& input_gates, const at::Tensor&, const at::Tensor& cx,
+                     const Rest&...) {
+  like(specs[0], cx);
+  like(specs[1], cx);
+  like(specs[2], input_gates);
+  return true;
+}
+
+// (grad_gates, grad_cx, grad_bias) of its backward: the workspace's shape, the cell state's, and one gate row,
+// wanted with a bias.
+template <class... Rest>
+bool fused_lstm_cell_backward(std::array<Spec, 3>& specs, const std::optional<at::Tensor>&,
+                              const std::optional<at::Tensor>&, const at::Tensor& cx, const at::Tensor&,
+                              const at::Tensor& workspace, bool has_bias, const Rest&...) {
+  if (workspace.dim() != 2) return false;
+  like(specs[0], workspace);
+  like(specs[1], cx);
+  specs[2].shape.assign({workspace.size(1)});
+  specs[2].dtype = workspace.scalar_type();
+  specs[2].wanted = has_bias;
+  return true;
+}
+
+// (hy, workspace) of a GRU cell: the hidden state's shape, and five gate rows per batch element.
+template <class... Rest>
+bool fused_gru_cell(std::array<Spec, 2>& specs, const at::Tensor&, const at::Tensor&, const at::Tensor& hx,
+                    const Rest&...) {
+  if (hx.dim() != 2) return false;
+  like(specs[0], hx);
+  specs[1].shape.assign({hx.size(0), hx.size(1) * 5});
+  specs[1].dtype = hx.scalar_type();
+  return true;
+}
+
+// (grad_input_gates, grad_hidden_gates, grad_hx, grad_input_bias, grad_hidden_bias) of its backward: three gate rows
+// per batch element twice, the hidden state's shape, and three gate rows twice, wanted with a bias.
+template <class... Rest>
+bool fused_gru_cell_backward(std::array<Spec, 5>& specs, const at::Tensor& grad_hy, const at::Tensor&, bool has_bias,
+                             const Rest&...) {
+  if (grad_hy.dim() != 2) return false;
+  const int64_t batch = grad_hy.size(0), gates = grad_hy.size(1) * 3;
+  for (size_t i = 0; i < 5; ++i) {
+    specs[i].dtype = grad_hy.scalar_type();
+    if (i < 2)
+      specs[i].shape.assign({batch, gates});
+    else if (i == 2)
+      same_shape(specs[i], grad_hy);
+    else
+      specs[i].shape.assign({gates});
+    specs[i].wanted = i < 3 || has_bias;
+  }
+  return true;
+}
+
 // ---- C++ twins of meta kernels (CPP_META_TWINS in dipu/ops/shape_rules.py) --------------------
 // Their specs take their shapes from the meta kernel, which torch writes in Python for these: each rule here
 // gives the meta kernel's answer for the well-formed calls of the hot path (contiguous outputs) and false for
