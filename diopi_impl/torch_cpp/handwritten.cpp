@@ -10,6 +10,9 @@
 #include "support.h"
 
 #include <ATen/ops/_adaptive_avg_pool2d_ops.h>
+#include <ATen/ops/_embedding_bag_backward_ops.h>
+#include <ATen/ops/_embedding_bag_ops.h>
+#include <ATen/ops/_embedding_bag_per_sample_weights_backward_ops.h>
 #include <ATen/ops/_fused_adagrad_ops.h>
 #include <ATen/ops/_fused_adam_ops.h>
 #include <ATen/ops/_fused_adamw_ops.h>
@@ -745,6 +748,53 @@ DIPU_EXPORT diopiError_t diopiEmbeddingBackward(diopiContextHandle_t, diopiTenso
     tc::copy_into(tc::alias_of(out),
                   at::_ops::embedding_dense_backward::call(tc::alias_of(grad), tc::alias_of(indices), num_weights,
                                                            padding_idx, scale_grad_by_freq));
+  });
+}
+
+// diopi_impl/torch/embedding.py's bags: ATen's CPU kernel leaves the bookkeeping outputs it does not need for `mode`
+// empty, unlike its meta kernel, so each output takes its result's shape (write_result resizes it).
+DIPU_EXPORT diopiError_t diopiEmbeddingBag(diopiContextHandle_t ctx, diopiTensorHandle_t out,
+                                           diopiTensorHandle_t offset2bag, diopiTensorHandle_t bag_size,
+                                           diopiTensorHandle_t max_indices, diopiConstTensorHandle_t weight,
+                                           diopiConstTensorHandle_t indices, diopiConstTensorHandle_t offsets,
+                                           bool scale_grad_by_freq, int64_t mode, bool sparse,
+                                           diopiConstTensorHandle_t per_sample_weights, bool include_last_offset,
+                                           int64_t padding_idx) {
+  return tc::guarded([&] {
+    const auto [result, bags, sizes, maxima] = at::_ops::_embedding_bag::call(
+        tc::alias_of(weight), tc::alias_of(indices), tc::alias_of(offsets), scale_grad_by_freq, mode, sparse,
+        tc::optional_alias(per_sample_weights), include_last_offset, padding_idx);
+    write_result(ctx, out, result);
+    write_results(ctx, offset2bag, bag_size, max_indices, std::tie(bags, sizes, maxima));
+  });
+}
+
+DIPU_EXPORT diopiError_t diopiEmbeddingBagBackward(diopiContextHandle_t, diopiTensorHandle_t grad_weight,
+                                                   diopiConstTensorHandle_t grad, diopiConstTensorHandle_t indices,
+                                                   diopiConstTensorHandle_t offsets,
+                                                   diopiConstTensorHandle_t offset2bag,
+                                                   diopiConstTensorHandle_t bag_size,
+                                                   diopiConstTensorHandle_t maximum_indices, int64_t num_weights,
+                                                   bool scale_grad_by_freq, int64_t mode, bool sparse,
+                                                   diopiConstTensorHandle_t per_sample_weights, int64_t padding_idx) {
+  if (sparse) return diopiForceFallbackToCPU;  // a dense output cannot hold a sparse gradient
+  return tc::guarded([&] {
+    tc::copy_into(tc::alias_of(grad_weight),
+                  at::_ops::_embedding_bag_backward::call(
+                      tc::alias_of(grad), tc::alias_of(indices), tc::alias_of(offsets), tc::alias_of(offset2bag),
+                      tc::alias_of(bag_size), tc::alias_of(maximum_indices), num_weights, scale_grad_by_freq, mode,
+                      false, tc::optional_alias(per_sample_weights), padding_idx));
+  });
+}
+
+DIPU_EXPORT diopiError_t diopiEmbeddingBagPerSampleWeightsBackward(
+    diopiContextHandle_t, diopiTensorHandle_t out, diopiConstTensorHandle_t grad, diopiConstTensorHandle_t weight,
+    diopiConstTensorHandle_t indices, diopiConstTensorHandle_t offsets, diopiConstTensorHandle_t offset2bag,
+    int64_t mode, int64_t padding_idx) {
+  return tc::guarded([&] {
+    tc::copy_into(tc::alias_of(out), at::_ops::_embedding_bag_per_sample_weights_backward::call(
+                                         tc::alias_of(grad), tc::alias_of(weight), tc::alias_of(indices),
+                                         tc::alias_of(offsets), tc::alias_of(offset2bag), mode, padding_idx));
   });
 }
 
