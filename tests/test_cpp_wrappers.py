@@ -263,16 +263,21 @@ SEVERAL_OUTPUTS = """
   interface: diopiGruCell(ctx, hy, workspace, input_gates, hidden_gates, hx, input_bias, hidden_bias)
   returns: [hy, workspace]
   shape: fused_gru_cell
+- op: multilabel_margin_loss_forward.output
+  interface: diopiMultilabelMarginLoss(ctx, output, is_target, self, target, reduction)
+  shape: multilabel_margin_loss
 """  # noqa: E501  (one spec line per interface, as diopi_functions.yaml has them)
 
 
 def test_the_emitter_writes_kernels_with_several_outputs_where_a_cpp_rule_gives_their_shapes(tmp_path):
     """Note [Several outputs in C++]: one Spec per output, an unwanted one undefined (NULL to C), the tuple
-    returned; native_layer_norm_backward's meta shapes through its C++ twin; the fused GRU cell (no C++ rule) not."""
+    returned; native_layer_norm_backward's meta shapes through its C++ twin, the fused GRU cell's through its rule's;
+    the multilabel margin loss (no C++ rule) not."""
     text = emitted(tmp_path, spec_text=SEVERAL_OUTPUTS)
     registered = [line.split('"')[1] for line in text.splitlines() if line.startswith("    entry(")]
-    assert registered == ["native_layer_norm", "native_layer_norm_backward"], registered
-    assert "('_thnn_fused_gru_cell', 'shape rule fused_gru_cell has no C++ twin')" in text
+    assert registered == ["_thnn_fused_gru_cell", "native_layer_norm", "native_layer_norm_backward"], registered
+    assert "rules::fused_gru_cell(specs, input_gates, hidden_gates, hx, input_bias, hidden_bias)" in text
+    assert "('multilabel_margin_loss_forward.output', 'shape rule multilabel_margin_loss has no C++ twin')" in text
     backward = text[text.index("dipu_native_layer_norm_backward("):]
     assert "rules::native_layer_norm_backward(specs, grad_out, input, normalized_shape" in backward
     assert ("at::Tensor grad_weight = specs[1].wanted ? empty(specs[1].shape, specs[1].dtype) : at::Tensor();"

@@ -789,7 +789,7 @@ FAMILY_RULES = (
                              r"|Std|VarMean|StdMean|LogSumExp|Cumsum|Cumprod|Cummax|Cummin|Median|MedianAll"
                              r"|Aminmax|CountNonzero|Histc|Bincount|Nansum|Mode|Nanmedian|NanmedianAll"
                              r"|Logcumsumexp)"),
-    ("sorting and searching", r"diopi(Sort|Topk|Kthvalue|Searchsorted|Bucketize|Unique).*"),
+    ("sorting and searching", r"diopi(Sort|Topk|Kthvalue|Searchsorted|Bucketize|Isin|Unique).*"),
     ("indexing", r"diopi(Index|Scatter|Gather|Masked|Take|Put|Nonzero|Where).*"),
     ("joining and shape", r"diopi(Cat|Stack|Flip|Roll|Repeat|Tril|Triu|ChannelShuffle).*"),
     ("creation", r"diopi(Arange|Linspace|Logspace|Eye).*"),
