@@ -397,17 +397,14 @@ template <class... Rest>
 bool fused_gru_cell_backward(std::array<Spec, 5>& specs, const at::Tensor& grad_hy, const at::Tensor&, bool has_bias,
                              const Rest&...) {
   if (grad_hy.dim() != 2) return false;
-  const int64_t batch = grad_hy.size(0), gates = grad_hy.size(1) * 3;
-  for (size_t i = 0; i < 5; ++i) {
-    specs[i].dtype = grad_hy.scalar_type();
-    if (i < 2)
-      specs[i].shape.assign({batch, gates});
-    else if (i == 2)
-      same_shape(specs[i], grad_hy);
-    else
-      specs[i].shape.assign({gates});
-    specs[i].wanted = i < 3 || has_bias;
-  }
+  const int64_t gates = grad_hy.size(1) * 3;
+  for (Spec& spec : specs) spec.dtype = grad_hy.scalar_type();
+  specs[0].shape.assign({grad_hy.size(0), gates});
+  specs[1].shape = specs[0].shape;
+  same_shape(specs[2], grad_hy);
+  specs[3].shape.assign({gates});
+  specs[4].shape = specs[3].shape;
+  specs[3].wanted = specs[4].wanted = has_bias;
   return true;
 }
 

@@ -129,10 +129,10 @@ C10_EXPORT int dipu_cwrap_install(int64_t count, const int64_t* indices, const u
                                   size_t error_size) {
   using namespace dipu::cwrap;
   uninstall();
+  auto installed = std::make_unique<Installed>();
   try {
     Quiet quiet;
     c10::WarningUtils::WarningHandlerGuard quiet_guard(&quiet);
-    auto installed = std::make_unique<Installed>();
     const std::vector<const Entry*>& entries = sorted_entries();
     for (int64_t i = 0; i < count; ++i) {
       TORCH_CHECK(indices[i] >= 0 && static_cast<size_t>(indices[i]) < entries.size(), "dipu: no C++ wrapper ",
@@ -153,6 +153,7 @@ C10_EXPORT int dipu_cwrap_install(int64_t count, const int64_t* indices, const u
     const char* text = e.what();
     std::strncpy(error, text, error_size - 1);
     error[error_size - 1] = '\0';
+    g_installed = installed.release();  // what the loop had set up, undone as a whole
     uninstall();
     return 1;
   }

@@ -69,8 +69,9 @@ allocates each output with the sizes, strides and dtype the meta kernel chose, w
 or the op has none) takes the Python path for that call, which raises the error the Python wrapper raises;
 one with no meta kernel at all is sent there for good after its first call. An out= kernel whose spec takes its
 shapes from the meta kernel asks its functional sibling's, as its Python wrapper does, and resizes ``out`` where
-its sizes differ (``support.resize_outputs``): amax.out, cat.out, the upsampling and padding outs and the rest of
-the 100 out= kernels that had been left on their Python wrappers until 2026-12-03.
+its sizes differ (``support.resize_outputs``): amax.out, cumsum.out, gather.out, the upsampling outs and the rest
+of the 46 out= kernels this gave C++ wrappers on 2026-12-03 (those with a Tensor[] argument, several outputs or a
+Python meta kernel keep their Python wrappers, for the reasons above and below).
 Where ATen has a C++ meta kernel for the op (every structured op, and those whose ``dispatch:`` names Meta:
 ``schemas.meta_function``), the wrapper calls it as ``at::meta::<op>`` from the op's ``<op>_meta_dispatch.h``,
 past the dispatcher: about 1 us (clamp on 16x16, measured) where the Python wrapper costs 10+. Else it calls
@@ -256,8 +257,6 @@ def supported(kernel: Kernel) -> str | None:
         return "no interface call"
     rule = _rule(kernel)
     if kernel.allocation in (Allocation.NEW, Allocation.RESIZE, Allocation.CHECK):
-        if rule is None and kernel.allocation is Allocation.CHECK:
-            return "its shapes come from the meta kernel"
         if rule is not None and rule not in CPP_SHAPE_RULES and rule not in _TWIN_FUNCTIONS.values():
             return f"shape rule {rule} has no C++ twin"
     elif kernel.allocation is Allocation.BY_FUNCTION:
@@ -644,9 +643,9 @@ def _body(w: CWrapper) -> list[str]:
         unless(f"!{all_contiguous} && !elementwise_strides(spec, {', '.join(w.strided_operands)})",
                "  // Note [Elementwise strides in C++]")
     lines.append("  DeviceScope scope(d);")
-    if w.meta_call and w.allocation == "RESIZE":  # as the Python wrapper resizes (support.resize_outputs)
-        lines.append(f"  if ({w.output}.sizes() != c10::IntArrayRef(specs[0].shape)) "
-                     f"{w.output}.resize_(specs[0].shape);")
+    if w.allocation == "RESIZE":  # as the Python wrapper resizes (support.resize_outputs)
+        shape = "specs[0].shape" if w.meta_call else "spec.shape"
+        lines.append(f"  if ({w.output}.sizes() != c10::IntArrayRef({shape})) {w.output}.resize_({shape});")
     elif w.meta_call:
         lines += [f"  at::Tensor {o} = empty(specs[{i}]);" for i, o in enumerate(w.outputs or (w.output,))]
     elif w.outputs:
@@ -655,8 +654,6 @@ def _body(w: CWrapper) -> list[str]:
     elif w.allocation == "NEW":
         allocate = "empty(spec)" if w.strided_operands else "empty(spec.shape, spec.dtype)"
         lines.append(f"  at::Tensor {w.output} = {allocate};")
-    elif w.allocation == "RESIZE":
-        lines.append(f"  if ({w.output}.sizes() != c10::IntArrayRef(spec.shape)) {w.output}.resize_(spec.shape);")
     lines += [f"  {line}" for line in w.locals]
     lines.append("  diopi::Context ctx(d);")
     call = f"reinterpret_cast<fn>(kern.function)(diopi::handle(ctx), {w.call_args});"
