@@ -2,6 +2,8 @@
 functions through PyTorch's overrideable SDPA entry points (Note [Fused attention on dipu]), match the math
 path in value and gradient, draw dropout from the dipu generator, and keep less memory than the math path."""
 
+import ctypes
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -102,20 +104,69 @@ def test_sdpa_matches_the_math_path(case, dtype):
 BLOCKWISE_CASES = ["float_bias_2d", "float_bias_3d", "float_bias_4d", "value_dim", "value_dim_causal_gqa"]
 
 
-@pytest.mark.parametrize("case", BLOCKWISE_CASES)
-def test_blockwise_attention_one_query_row_per_block(case, monkeypatch):
-    """Note [Blockwise attention] with a block of a single row: row slices of biases, causal key columns."""
+@pytest.fixture
+def one_row_blocks(monkeypatch):
+    """Blocks of one query row in both torch op libraries: the Python one's and its C++ twin's block size."""
+    from diopi_impl import torch_cpp
     from dipu.diopi import attention
 
     monkeypatch.setattr(attention, "_BLOCK_ELEMENTS", 1)
+    elements = ctypes.c_int64.in_dll(ctypes.CDLL(str(torch_cpp.library_path())), "dipuTorchCppAttentionBlockElements")
+    saved, elements.value = elements.value, 1
+    yield
+    elements.value = saved
+
+
+@pytest.mark.parametrize("case", BLOCKWISE_CASES)
+def test_blockwise_attention_one_query_row_per_block(case, one_row_blocks):
+    """Note [Blockwise attention] with a block of a single row: row slices of biases, causal key columns."""
     test_sdpa_matches_the_math_path(case, torch.float32)
 
 
-def test_blockwise_dropout_one_query_row_per_block(monkeypatch):
-    from dipu.diopi import attention
-
-    monkeypatch.setattr(attention, "_BLOCK_ELEMENTS", 1)
+def test_blockwise_dropout_one_query_row_per_block(one_row_blocks):
     test_dropout_draws_its_mask_from_the_dipu_generator_and_backward_replays_it(causal=True)
+
+
+#: Each case once through each path of the torch op library: ATen's fused CPU kernel, and the blockwise algorithm
+#: for dropout, a bias gradient and a value head size of its own.
+TWIN_RUN = """
+import sys, torch, torch.nn.functional as F, dipu
+torch.manual_seed(0)
+q, k, v = torch.randn(2, 4, 7, 8), torch.randn(2, 2, 9, 8), torch.randn(2, 2, 9, 8)
+bias, mask = torch.randn(2, 1, 7, 9), torch.rand(7, 9) > 0.3
+cases = {"flash gqa causal": (q, k, v, {"is_causal": True, "enable_gqa": True}),
+         "flash bool mask": (q, k[:, :1].expand(2, 4, 9, 8), v[:, :1].expand(2, 4, 9, 8), {"attn_mask": mask}),
+         "bias gradient": (q, k, v, {"attn_mask": bias, "enable_gqa": True}),
+         "value head size": (q, k, v[..., :5], {"is_causal": True, "enable_gqa": True}),
+         "dropout": (q, k, v, {"dropout_p": 0.3, "enable_gqa": True, "attn_mask": bias})}
+results = {}
+for name, (*tensors, kwargs) in cases.items():
+    torch.dipu.manual_seed(5)
+    leaves = [t.to("dipu").requires_grad_() for t in tensors]
+    kwargs = {n: t.to("dipu").requires_grad_(t.is_floating_point()) if torch.is_tensor(t) else t
+              for n, t in kwargs.items()}
+    out = F.scaled_dot_product_attention(*leaves, **kwargs)
+    out.backward(torch.ones_like(out))
+    results[name] = [t.detach().cpu() for t in [out] + [t.grad for t in leaves]]
+    if kwargs.get("attn_mask") is bias:
+        results[name].append(kwargs["attn_mask"].grad.cpu())
+torch.save(results, sys.argv[1])
+"""
+
+
+def test_the_python_and_cpp_torch_libraries_compute_the_same_attention(python, tmp_path):
+    """The C++ twin (diopi_impl/torch_cpp/attention.cpp) makes the Python library's ATen calls in its order: the same
+    numbers, bit for bit, and the same dropout mask for one seed, in forward and backward."""
+    results = {}
+    for library in ("torch", "torch_cpp"):
+        path = tmp_path / f"{library}.pt"
+        python(f"import sys; sys.argv[1:] = [{str(path)!r}]\n" + TWIN_RUN, env={"DIPU_DIOPI_IMPL": library})
+        results[library] = torch.load(path)
+    assert results["torch"].keys() == results["torch_cpp"].keys()
+    for name, tensors in results["torch"].items():
+        assert len(tensors) == len(results["torch_cpp"][name]) >= 4, name
+        for i, (want, got) in enumerate(zip(tensors, results["torch_cpp"][name])):
+            assert torch.equal(got, want), (name, i)
 
 
 def test_inputs_whose_last_dim_is_strided():

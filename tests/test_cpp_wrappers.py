@@ -931,7 +931,7 @@ def test_a_cpp_op_library_that_cannot_be_loaded_leaves_its_python_twin_serving(m
 
     monkeypatch.setattr(c_library, "load", unloadable)
     with pytest.warns(UserWarning, match="could not be built or loaded, so op library 'torch' serves every op"):
-        assert cpp_build.twin("torch_cpp", python_library, [torch_cpp.HANDWRITTEN]) is python_library
+        assert cpp_build.twin("torch_cpp", python_library, torch_cpp.HANDWRITTEN) is python_library
 
 
 REDUCTION_CALLS = """

@@ -18,9 +18,9 @@ from pathlib import Path
 from dipu.diopi import cpp_build
 
 NAME = "torch_cpp"
-#: The functions the generator cannot make, written by hand (the hot path's softmax, reductions, layer norm);
-#: support.h beside it holds what both files use.
-HANDWRITTEN = Path(__file__).parent / "handwritten.cpp"
+#: The functions the generator cannot make, written by hand (the hot path's softmax, reductions, layer norm; the
+#: attention functions); support.h beside them holds what they and the generated file use.
+HANDWRITTEN = [Path(__file__).parent / name for name in ("handwritten.cpp", "attention.cpp")]
 
 
 def _python_library():
@@ -31,11 +31,11 @@ def _python_library():
 
 def library_path() -> Path:
     """The built library (built now if this torch and the Python library's pairings have none yet)."""
-    return cpp_build.twin_path(NAME, _python_library(), [HANDWRITTEN])
+    return cpp_build.twin_path(NAME, _python_library(), HANDWRITTEN)
 
 
 def __getattr__(name: str):
     if name == "library":
-        value = globals()["library"] = cpp_build.twin(NAME, _python_library(), [HANDWRITTEN])
+        value = globals()["library"] = cpp_build.twin(NAME, _python_library(), HANDWRITTEN)
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
