@@ -338,3 +338,37 @@ def test_the_cpu_substitutes_serve_sdpa_when_the_kernel_is_forced_to_the_fallbac
         assert counts["_scaled_dot_product_fused_attention_overrideable"] == 2, counts
         assert counts["_scaled_dot_product_fused_attention_overrideable_backward"] == 2, counts
     """, env={"DIPU_FORCE_FALLBACK_OPS_LIST": "_scaled_dot_product_fused_attention.*"})
+
+
+def test_fused_attention_takes_the_cpp_path_and_its_python_path_agrees(python):
+    """The C++ twins of the two kernels (dipu/kernels/cpp/impl_kernels.cpp) serve a training step, dropout included;
+    with a hook on, the same calls take the Python wrappers (the forward's two SymInts handed back through C++) and
+    give the same results and the same mask for one seed."""
+    python("""
+        import contextlib, io, os, torch, torch.nn.functional as F, dipu
+        from dipu.kernels import cpp_wrappers
+        torch.manual_seed(0)
+        q, k, v, bias = torch.randn(2, 4, 6, 8), torch.randn(2, 2, 9, 8), torch.randn(2, 2, 9, 8), torch.randn(6, 9)
+
+        def step():
+            torch.dipu.manual_seed(3)
+            leaves = [t.to("dipu").requires_grad_() for t in (q, k, v, bias)]
+            out = F.scaled_dot_product_attention(*leaves[:3], attn_mask=leaves[3], dropout_p=0.25, enable_gqa=True)
+            out.backward(torch.ones_like(out))
+            return [out.detach().cpu()] + [t.grad.cpu() for t in leaves]
+
+        cpp_wrappers.reset_fast_calls()
+        fast = step()
+        calls = {op: n for op, n in cpp_wrappers.fast_calls().items() if "attention" in op}
+        assert calls == {"_scaled_dot_product_fused_attention_overrideable": 1,
+                         "_scaled_dot_product_fused_attention_overrideable_backward": 1}, calls
+        cpp_wrappers.reset_fast_calls()
+        os.environ["DIPU_DUMP_OP_ARGS"] = "1"
+        with contextlib.redirect_stdout(io.StringIO()) as dumped:
+            slow = step()
+        del os.environ["DIPU_DUMP_OP_ARGS"]
+        assert "_scaled_dot_product_fused_attention_overrideable" in dumped.getvalue()
+        assert not any("attention" in op for op in cpp_wrappers.fast_calls()), cpp_wrappers.fast_calls()
+        for a, b in zip(fast, slow):
+            assert torch.equal(a, b)
+    """)

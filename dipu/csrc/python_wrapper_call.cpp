@@ -10,14 +10,14 @@
 namespace dipu {
 namespace {
 
-at::Tensor tensor_of(py::handle item, const char* op) {
-  if (item.is_none()) return at::Tensor();
-  TORCH_CHECK(THPVariable_Check(item.ptr()), "dipu: the Python wrapper of ", op, " returned a non-tensor");
-  return THPVariable_Unpack(item.ptr());
+// The Python wrapper's `item` as the schema's result `result`.
+c10::IValue result_of(py::handle item, const c10::Argument& result) {
+  if (item.is_none() && result.type()->kind() == c10::TypeKind::TensorType) return at::Tensor();
+  return torch::jit::toIValue(item, result.real_type());
 }
 
-std::vector<at::Tensor> call_python_wrapper(void* callable, const c10::FunctionSchema& schema, const char* op,
-                                            torch::jit::Stack&& stack, PythonResult want) {
+void call_python_wrapper(void* callable, const c10::FunctionSchema& schema, const char* op, torch::jit::Stack& stack,
+                         bool results) {
   TORCH_CHECK(callable != nullptr, "dipu: the C++ wrapper of ", op, " is not installed");
   py::gil_scoped_acquire gil;
   const auto& arguments = schema.arguments();
@@ -30,6 +30,7 @@ std::vector<at::Tensor> call_python_wrapper(void* callable, const c10::FunctionS
     else
       positional.append(value);
   }
+  stack.clear();
   py::object result;
   try {
     result = py::reinterpret_borrow<py::object>(static_cast<PyObject*>(callable))(*py::tuple(positional), **keywords);
@@ -39,16 +40,17 @@ std::vector<at::Tensor> call_python_wrapper(void* callable, const c10::FunctionS
     translated.persist();
     throw translated;
   }
-  std::vector<at::Tensor> tensors;
-  if (want == PythonResult::kTensor) {
-    TORCH_CHECK(THPVariable_Check(result.ptr()), "dipu: the Python wrapper of ", op, " returned no tensor");
-    tensors.push_back(THPVariable_Unpack(result.ptr()));
-  } else if (want == PythonResult::kTensors) {
-    TORCH_CHECK(PyTuple_Check(result.ptr()) || PyList_Check(result.ptr()), "dipu: the Python wrapper of ", op,
-                " returned neither a tuple nor a list");
-    for (py::handle item : result) tensors.push_back(tensor_of(item, op));
+  const auto& returns = schema.returns();
+  if (!results || returns.empty()) return;
+  if (returns.size() == 1) {
+    stack.push_back(result_of(result, returns[0]));
+    return;
   }
-  return tensors;
+  TORCH_CHECK(PyTuple_Check(result.ptr()) || PyList_Check(result.ptr()), "dipu: the Python wrapper of ", op,
+              " returned neither a tuple nor a list");
+  TORCH_CHECK(py::len(result) == returns.size(), "dipu: the Python wrapper of ", op, " returned ", py::len(result),
+              " results, not ", returns.size());
+  for (size_t i = 0; i < returns.size(); ++i) stack.push_back(result_of(result[py::int_(i)], returns[i]));
 }
 
 }  // namespace

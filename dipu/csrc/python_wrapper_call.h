@@ -15,18 +15,14 @@
 #include <ATen/core/function_schema.h>
 #include <ATen/core/stack.h>
 
-#include <vector>
-
 namespace dipu {
 
-// What a caller wants back from a Python wrapper.
-enum class PythonResult : int { kNothing = 0, kTensor = 1, kTensors = 2 };
-
-// Calls `callable` (the op's Python wrapper, a PyObject*) with `stack`, the op's arguments in `schema`'s order (its
-// keyword-only ones by name), the GIL taken: returns nothing, its tensor (one element), or the tensors of the tuple or
-// list it returns (None as an undefined tensor). A Python exception is thrown as torch's python_error, which keeps its
-// type through the dispatcher; `op` names the op in the other errors.
-using PythonWrapperCall = std::vector<at::Tensor> (*)(void* callable, const c10::FunctionSchema& schema, const char* op,
-                                                      torch::jit::Stack&& stack, PythonResult want);
+// Calls `callable` (the op's Python wrapper, a PyObject*) with the op's arguments on `stack`, in `schema`'s order (its
+// keyword-only ones by name), the GIL taken, and leaves on `stack` what it returned, as the schema's results, as a
+// boxed kernel leaves them (a Tensor result returned as None: an undefined tensor); where `results` is false, nothing
+// (the caller of an in-place or out= op returns its own argument). A Python exception is thrown as torch's
+// python_error, which keeps its type through the dispatcher; `op` names the op in the other errors.
+using PythonWrapperCall = void (*)(void* callable, const c10::FunctionSchema& schema, const char* op,
+                                   torch::jit::Stack& stack, bool results);
 
 }  // namespace dipu

@@ -3,9 +3,10 @@
 ``F.scaled_dot_product_attention`` reaches ``_scaled_dot_product_fused_attention_overrideable`` (and, for
 backward, its ``_backward``) when the core's backend choice says so (Note [Fused attention on dipu] in
 dipu/csrc/attention.cpp). The two kernels here (``impl:`` of their spec entries) allocate the outputs, resolve
-the scale, keep the dropout generator's state for backward, and call the op library's DIOPI functions. Op
-libraries may build those functions on the blockwise algorithm of dipu/diopi/attention.py (Note [Blockwise
-attention]).
+the scale, keep the dropout generator's state for backward, and call the op library's DIOPI functions; their C++
+twins (dipu/kernels/cpp/impl_kernels.cpp) do the same on the C++ path. Op libraries may build those functions on the
+blockwise algorithm of dipu/diopi/attention.py (Note [Blockwise attention]), as the torch library does in Python and
+in C++ (diopi_impl/torch_cpp/attention.cpp).
 
 Note [The DIOPI attention contract]
 ``diopiScaledDotProductAttention(ctx, out, logsumexp, query, key, value, attn_bias, dropout_p, is_causal,

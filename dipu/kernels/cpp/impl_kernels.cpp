@@ -1,7 +1,8 @@
 // The C++ wrappers of the hot path's `impl:` kernels (convolution, batch norm, max and adaptive average
-// pooling, with their backwards, and dropout) and of cat, whose Tensor[] the generator does not write. The
-// generator leaves an entry with an `impl:` body to its Python wrapper (the body is Python: dipu/ops/convolution.py,
-// dipu/ops/memory_format.py); these are those bodies written again in C++, each beside its Python twin,
+// pooling, with their backwards, dropout, and fused attention with its backward) and of cat, whose Tensor[] the
+// generator does not write. The generator leaves an entry with an `impl:` body to its Python wrapper (the body is
+// Python: dipu/ops/convolution.py, dipu/ops/memory_format.py, dipu/ops/attention.py); these are those bodies written
+// again in C++, each beside its Python twin,
 // inside the frame every generated C++ wrapper has (Note [Generated C++ wrappers] in
 // scripts/autogen/dest/cpp_wrappers.py): the same fast-path test, the same Python path for everything else,
 // the same counting. Outputs take the memory format the CPU kernels give them (Note [Memory formats of
@@ -10,6 +11,9 @@
 // without an affine weight, cat of mixed dtypes or layouts) takes the Python path. tests/test_cpp_wrappers.py
 // compares both paths with the CPU.
 #include "wrapper_support.h"
+
+#include <cmath>
+#include <mutex>
 
 namespace dipu::cwrap {
 namespace {
@@ -490,6 +494,117 @@ std::tuple<at::Tensor, at::Tensor> dipu_native_dropout(Kernel& kern, const at::T
   return {out, mask};
 }
 
+// ---- fused attention (dipu/ops/attention.py): the outputs allocated, the scale resolved and the dropout
+// generator's state kept for backward as the Python kernels do, for every case they take (the DIOPI function decides
+// how to compute it). ----
+
+using attention_fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, diopiTensorHandle_t,
+                                      diopiConstTensorHandle_t, diopiConstTensorHandle_t, diopiConstTensorHandle_t,
+                                      diopiConstTensorHandle_t, double, bool, double, diopiGeneratorHandle_t);
+Kernel k_fused_attention("_scaled_dot_product_fused_attention_overrideable", "diopiScaledDotProductAttention");
+
+using Attention = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::SymInt, at::Tensor,
+                             at::Tensor, at::Tensor>;
+
+Attention attention_of(const torch::jit::Stack& r) {
+  return Attention(r.at(0).toTensor(), r.at(1).toTensor(), r.at(2).toTensor(), r.at(3).toTensor(), r.at(4).toSymInt(),
+                   r.at(5).toSymInt(), r.at(6).toTensor(), r.at(7).toTensor(), r.at(8).toTensor());
+}
+
+// resolve_scale
+double attention_scale(const at::Tensor& query, std::optional<double> scale) {
+  return scale.has_value() ? *scale : 1.0 / std::sqrt(static_cast<double>(query.size(-1)));
+}
+
+at::Tensor empty_cpu(int64_t size, at::ScalarType dtype) { return at::detail::empty_cpu({size}, dtype); }
+
+Attention dipu_fused_attention(Kernel& kern, const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+                               const std::optional<at::Tensor>& attn_bias, double dropout_p, bool is_causal,
+                               bool return_debug_mask, std::optional<double> scale) {
+  const c10::DeviceIndex d = query.device().index();
+  if (C10_UNLIKELY(!kern.fast_path() || !on(query, d) || !on(key, d) || !on(value, d) || !on(attn_bias, d) ||
+                   query.dim() != 4 || key.dim() != 4 || value.dim() != 4))
+    return attention_of(
+        kern.python_values(query, key, value, attn_bias, dropout_p, is_causal, return_debug_mask, scale));
+  DeviceScope scope(d);
+  const int64_t length = query.size(2);
+  at::Tensor out = empty({query.size(0), query.size(1), length, value.size(-1)}, query.scalar_type());
+  at::Tensor logsumexp =
+      empty({query.size(0), query.size(1), length}, query.scalar_type() == at::kDouble ? at::kDouble : at::kFloat);
+  at::Tensor rng_state = empty_cpu(0, at::kByte);  // the default generator's state before the mask is drawn
+  at::Generator generator;
+  if (dropout_p > 0) {
+    generator = at::globalContext().defaultGenerator(c10::Device(kDipu, d));
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    rng_state = generator.get_state();
+  }
+  diopi::Context ctx(d);
+  const diopiError_t status = reinterpret_cast<attention_fn>(kern.function)(
+      diopi::handle(ctx), c_out(out), c_out(logsumexp), c_in(query), c_in(key), c_in(value), c_in(attn_bias), dropout_p,
+      is_causal, attention_scale(query, scale), diopi::handle(generator));
+  if (C10_UNLIKELY(status != diopiSuccess))
+    return attention_of(
+        kern.python_values(query, key, value, attn_bias, dropout_p, is_causal, return_debug_mask, scale));
+  kern.finished(d);
+  // dense attention: no cumulative sequence lengths, no debug mask
+  return Attention(out, logsumexp, empty({0}, at::kLong), empty({0}, at::kLong), length, key.size(-2), rng_state,
+                   empty_cpu(0, at::kLong), empty({0}, query.scalar_type()));
+}
+
+using attention_backward_fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, diopiTensorHandle_t,
+                                               diopiTensorHandle_t, diopiTensorHandle_t, diopiConstTensorHandle_t,
+                                               diopiConstTensorHandle_t, diopiConstTensorHandle_t,
+                                               diopiConstTensorHandle_t, diopiConstTensorHandle_t,
+                                               diopiConstTensorHandle_t, diopiConstTensorHandle_t, double, bool, double,
+                                               diopiGeneratorHandle_t);
+Kernel k_fused_attention_backward("_scaled_dot_product_fused_attention_overrideable_backward",
+                                  "diopiScaledDotProductAttentionBackward");
+
+using Four = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
+
+Four dipu_fused_attention_backward(Kernel& kern, const at::Tensor& grad_out, const at::Tensor& query,
+                                   const at::Tensor& key, const at::Tensor& value, const at::Tensor& attn_bias,
+                                   std::array<bool, 4> grad_input_mask, const at::Tensor& out,
+                                   const at::Tensor& logsumexp, const at::Tensor& cum_seq_q,
+                                   const at::Tensor& cum_seq_k, c10::SymInt max_q, c10::SymInt max_k, double dropout_p,
+                                   bool is_causal, const at::Tensor& philox_seed, const at::Tensor& philox_offset,
+                                   std::optional<double> scale) {
+  const c10::DeviceIndex d = query.device().index();
+  const auto python = [&] {
+    const auto r =
+        kern.python_tensors(grad_out, query, key, value, attn_bias, grad_input_mask, out, logsumexp, cum_seq_q,
+                            cum_seq_k, max_q, max_k, dropout_p, is_causal, philox_seed, philox_offset, scale);
+    return Four(r.at(0), r.at(1), r.at(2), r.at(3));
+  };
+  if (C10_UNLIKELY(!kern.fast_path() || !on(grad_out, d) || !on(query, d) || !on(key, d) || !on(value, d) ||
+                   (attn_bias.defined() && !on(attn_bias, d)) || !on(out, d) || !on(logsumexp, d)))
+    return python();
+  DeviceScope scope(d);
+  std::array<at::Tensor, 4> grads;
+  const at::Tensor* inputs[3] = {&query, &key, &value};
+  for (size_t i = 0; i < 3; ++i)
+    if (grad_input_mask[i]) grads[i] = empty(inputs[i]->sizes(), inputs[i]->scalar_type());
+  if (grad_input_mask[3] && attn_bias.defined() && attn_bias.is_floating_point())
+    grads[3] = empty(attn_bias.sizes(), attn_bias.scalar_type());
+  at::Generator generator;  // restored_generator: a new one in the state the forward's had before it drew
+  if (dropout_p > 0 && philox_seed.defined() && philox_seed.numel() > 0) {
+    at::Generator original = at::globalContext().defaultGenerator(c10::Device(kDipu, d));
+    {
+      std::lock_guard<std::mutex> lock(original.mutex());
+      generator = original.clone();
+    }
+    generator.set_state(philox_seed.cpu());
+  }
+  diopi::Context ctx(d);
+  const diopiError_t status = reinterpret_cast<attention_backward_fn>(kern.function)(
+      diopi::handle(ctx), c_out(grads[0]), c_out(grads[1]), c_out(grads[2]), c_out(grads[3]), c_in(grad_out),
+      c_in(query), c_in(key), c_in(value), c_in(attn_bias), c_in(out), c_in(logsumexp), dropout_p, is_causal,
+      attention_scale(query, scale), diopi::handle(generator));
+  if (C10_UNLIKELY(status != diopiSuccess)) return python();
+  kern.finished(d);
+  return Four(grads[0], grads[1], grads[2], grads[3]);
+}
+
 const Entry kImplEntries[] = {
     entry("convolution_overrideable", k_convolution, &dipu_convolution),
     entry("convolution_backward_overrideable", k_convolution_backward, &dipu_convolution_backward),
@@ -503,6 +618,9 @@ const Entry kImplEntries[] = {
     entry("_adaptive_avg_pool2d_backward", k_adaptive_avg_pool2d_backward, &dipu_adaptive_avg_pool2d_backward),
     entry("cat", k_cat, &dipu_cat),
     entry("native_dropout", k_native_dropout, &dipu_native_dropout),
+    entry("_scaled_dot_product_fused_attention_overrideable", k_fused_attention, &dipu_fused_attention),
+    entry("_scaled_dot_product_fused_attention_overrideable_backward", k_fused_attention_backward,
+          &dipu_fused_attention_backward),
 };
 const Table kImplTable(kImplEntries, std::size(kImplEntries));
 

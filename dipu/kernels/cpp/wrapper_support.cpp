@@ -54,9 +54,22 @@ const std::atomic<bool> g_always{true};
 const std::atomic<bool>* g_timeline = &g_always;
 PythonWrapperCall g_python_call = nullptr;
 
-std::vector<at::Tensor> Kernel::call_python(torch::jit::Stack stack, PythonResult want) {
+torch::jit::Stack Kernel::call_python(torch::jit::Stack stack, bool results) {
   TORCH_CHECK(g_python_call != nullptr && schema != nullptr, "dipu: the C++ wrapper of ", op, " is not installed");
-  return g_python_call(python_kernel, *schema, op, std::move(stack), want);
+  g_python_call(python_kernel, *schema, op, stack, results);
+  return stack;
+}
+
+std::vector<at::Tensor> Kernel::tensors_of(const torch::jit::Stack& results) {
+  std::vector<at::Tensor> tensors;
+  for (const c10::IValue& value : results) {
+    if (value.isTensorList()) {
+      for (const at::Tensor& t : value.toTensorList()) tensors.push_back(t);
+    } else {
+      tensors.push_back(value.isNone() ? at::Tensor() : value.toTensor());
+    }
+  }
+  return tensors;
 }
 
 namespace {

@@ -96,23 +96,29 @@ struct Kernel {
   // The Python wrapper's answer for these arguments (schema order), boxed as the dispatcher boxes them.
   template <class... Args>
   at::Tensor python_tensor(const Args&... args) {
-    return std::move(call_python(c10::impl::boxArgs<Args...>(args...), PythonResult::kTensor)[0]);
+    return call_python(c10::impl::boxArgs<Args...>(args...), true).at(0).toTensor();
   }
   template <class... Args>
   void python(const Args&... args) {
-    call_python(c10::impl::boxArgs<Args...>(args...), PythonResult::kNothing);
+    call_python(c10::impl::boxArgs<Args...>(args...), false);
   }
-  // The tensors of the tuple (or list) the Python wrapper returns, None as an undefined tensor (Note [Several
-  // outputs in C++] in dest/cpp_wrappers.py).
+  // The tensors the Python wrapper returns (those of a Tensor[] result, one by one), an undefined tensor for each
+  // None (Note [Several outputs in C++] in dest/cpp_wrappers.py).
   template <class... Args>
   std::vector<at::Tensor> python_tensors(const Args&... args) {
-    return call_python(c10::impl::boxArgs<Args...>(args...), PythonResult::kTensors);
+    return tensors_of(call_python(c10::impl::boxArgs<Args...>(args...), true));
+  }
+  // The Python wrapper's results as the schema types them (a SymInt among tensors).
+  template <class... Args>
+  torch::jit::Stack python_values(const Args&... args) {
+    return call_python(c10::impl::boxArgs<Args...>(args...), true);
   }
 
  private:
   // The core's g_python_call: keyword-only arguments by name, the GIL taken; a Python exception keeps its type
   // (python_error carries it back through the dispatcher). wrapper_support.cpp.
-  std::vector<at::Tensor> call_python(torch::jit::Stack stack, PythonResult want);
+  torch::jit::Stack call_python(torch::jit::Stack stack, bool results);
+  static std::vector<at::Tensor> tensors_of(const torch::jit::Stack& results);
 };
 
 // ---- arguments ----------------------------------------------------------------------------------
