@@ -569,7 +569,9 @@ F.adaptive_avg_pool2d(x.to("dipu"), 3)
 r["cat"] = [same(torch.cat([x, 2 * x[:1]], 0), torch.cat([x.to("dipu"), 2 * x[:1].to("dipu")], 0)),
             same(torch.cat([x[:, :1], x.transpose(2, 3)], 1),
                  torch.cat([x[:, :1].to("dipu"), x.transpose(2, 3).to("dipu")], 1)),
-            same(torch.cat([x, x.double()], -1), torch.cat([x.to("dipu"), x.double().to("dipu")], -1))]
+            same(torch.cat([x, x.double()], -1), torch.cat([x.to("dipu"), x.double().to("dipu")], -1)),
+            same(torch.cat([torch.empty(0), x.transpose(1, 2)], -2),  # a key/value cache's first step
+                 torch.cat([torch.empty(0).to("dipu"), x.to("dipu").transpose(1, 2)], -2))]
 wanted = ("conv", "norm", "pool", "cat")
 r["fast"] = {op: n for op, n in cpp_wrappers.fast_calls().items() if any(k in op for k in wanted)}
 # the C++ twins of meta kernels (CPP_META_TWINS): the meta kernel's shapes, dtypes and strides, and the CPU's values
@@ -633,10 +635,11 @@ def test_convolution_batch_norm_and_max_pool_take_the_cpp_path_with_the_cpu_s_re
     for case, checks in cases.items():
         assert checks == [True] * len(checks), (case, checks)
     assert r["transposed"] is True and r["batch norm eval"] is True
-    # cat of contiguous tensors alike takes the C++ path; one transposed, or of two dtypes, the Python one
-    assert r["cat"] == [True, True, True], r["cat"]
+    # cat of tensors ATen lays out contiguously takes the C++ path (transposed ones, a skipped 1-d empty one among
+    # them); of two dtypes, the Python one
+    assert r["cat"] == [True] * 4, r["cat"]
     assert r["fast"] == {"convolution_overrideable": 1, "native_batch_norm": 1, "max_pool2d_with_indices": 1,
-                         "_adaptive_avg_pool2d": 1, "cat": 1}, r["fast"]
+                         "_adaptive_avg_pool2d": 1, "cat": 3}, r["fast"]
     assert r["fallbacks"] == {}, r["fallbacks"]
     assert r["meta twins"] == [True] * 20, r["meta twins"]
     # stack of two dtypes or of transposed tensors: the Python path (the meta kernel's promotion and layout)
@@ -1129,3 +1132,27 @@ def test_padding_reductions_over_a_dim_norms_group_norm_losses_and_statistics_ta
             "_thnn_fused_lstm_cell_backward_impl", "_thnn_fused_gru_cell", "_thnn_fused_gru_cell_backward"} <= \
         set(fast["grads"]), fast["grads"]
     assert r["fallbacks"] == {}, r["fallbacks"]
+
+
+def test_a_number_in_the_first_tensor_position_takes_the_cpp_path(python):
+    """``1 - x`` is sub(wrapped 1, x) (torch's rsub), ``torch.add(2, x)`` add(wrapped 2, x): the C++ wrapper puts the
+    number on the device in the dtype it promotes to, as the Python wrapper does (Note [Wrapped numbers in C++]), and
+    gives the CPU's values and dtypes."""
+    out = python("""
+        import json, torch, dipu
+        from dipu.kernels import cpp_wrappers
+        x, i, h = torch.randn(4, 5), torch.arange(6), torch.randn(3).half()
+        cases = [lambda t: 1 - t, lambda t: 1.5 - t, lambda t: torch.add(2, t, alpha=3), lambda t: torch.mul(2, t),
+                 lambda t: (1.0 - (t > 0).float()) * torch.finfo(torch.float32).min]
+        same = []
+        cpp_wrappers.reset_fast_calls()
+        for fn in cases:
+            for t in (x, i, h):
+                want, got = fn(t), fn(t.to("dipu"))
+                same.append(got.dtype == want.dtype and torch.equal(got.cpu(), want))
+        print(json.dumps({"same": same, "fast": cpp_wrappers.fast_calls()}))
+    """).stdout
+    r = json.loads(out.strip().splitlines()[-1])
+    assert r["same"] == [True] * 15, r["same"]
+    fast = r["fast"]
+    assert fast["sub.Tensor"] == 3 * 3 and fast["add.Tensor"] == 3, fast  # 1 - t, 1.5 - t and the mask's 1.0 - t

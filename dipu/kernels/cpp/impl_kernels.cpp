@@ -12,6 +12,7 @@
 // compares both paths with the CPU.
 #include "wrapper_support.h"
 
+#include <algorithm>
 #include <cmath>
 #include <mutex>
 
@@ -414,23 +415,28 @@ at::Tensor dipu_adaptive_avg_pool2d_backward(Kernel& kern, const at::Tensor& gra
 }
 
 // ---- cat: its schema's Tensor[] is an ITensorListRef, which the generator does not write (Note [Tensor
-// lists in C++]). Its Python wrapper takes the shapes from the meta kernel; the fast path takes what the
-// hot path concatenates: contiguous tensors of one dtype and rank, alike but along `dim`, whose output
-// the CPU lays out contiguously. ----
+// lists in C++]). Its Python wrapper takes the shapes from the meta kernel; the fast path takes what models
+// concatenate: tensors of one dtype and rank, alike but along `dim`, each of which ATen would lay out contiguously
+// (suggest_memory_format), so that the meta kernel makes the output contiguous too; a 1-d empty tensor among them is
+// skipped, as ATen skips it (a key/value cache's empty start). ----
 
 using cat_fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, diopiConstTensorHandle_t*, int64_t, int64_t);
 Kernel k_cat("cat", "diopiCat");
 
+bool skipped_in_cat(const at::Tensor& t) { return t.dim() == 1 && t.size(0) == 0; }
+
 bool cat_size(c10::SmallVector<int64_t, 6>& shape, at::TensorList parts, int64_t& dim, c10::DeviceIndex d) {
-  if (parts.empty()) return false;
-  const at::Tensor& first = parts[0];
-  const int64_t rank = first.dim();
+  const auto first = std::find_if_not(parts.begin(), parts.end(), skipped_in_cat);
+  if (first == parts.end()) return false;
+  const int64_t rank = first->dim();
   if (rank == 0 || dim < -rank || dim >= rank) return false;
   if (dim < 0) dim += rank;
-  shape.assign(first.sizes().begin(), first.sizes().end());
+  shape.assign(first->sizes().begin(), first->sizes().end());
   shape[dim] = 0;
   for (const at::Tensor& t : parts) {
-    if (!on(t, d) || t.dim() != rank || t.scalar_type() != first.scalar_type() || !t.is_contiguous()) return false;
+    if (!on(t, d) || t.scalar_type() != first->scalar_type()) return false;
+    if (skipped_in_cat(t)) continue;
+    if (t.dim() != rank || t.suggest_memory_format() != at::MemoryFormat::Contiguous) return false;
     for (int64_t i = 0; i < rank; ++i)
       if (i != dim && t.size(i) != shape[i]) return false;
     shape[dim] += t.size(dim);

@@ -4,6 +4,8 @@
 // dipu/csrc/python_wrapper_call.h).
 #include "wrapper_support.h"
 
+#include <ATen/native/TypeProperties.h>
+
 #include <algorithm>
 #include <cstring>
 #include <exception>
@@ -58,6 +60,16 @@ torch::jit::Stack Kernel::call_python(torch::jit::Stack stack, bool results) {
   TORCH_CHECK(g_python_call != nullptr && schema != nullptr, "dipu: the C++ wrapper of ", op, " is not installed");
   g_python_call(python_kernel, *schema, op, stack, results);
   return stack;
+}
+
+at::Tensor device_number(const at::Tensor& number, const at::Tensor& other) {
+  at::native::ResultTypeState state;
+  state = at::native::update_result_type_state(number, state);
+  state = at::native::update_result_type_state(other, state);
+  DeviceScope scope(other.device().index());
+  at::Tensor t = empty({}, at::native::result_type(state));
+  t.fill_(number_of(number));
+  return t;
 }
 
 std::vector<at::Tensor> Kernel::tensors_of(const torch::jit::Stack& results) {

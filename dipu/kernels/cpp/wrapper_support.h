@@ -140,6 +140,9 @@ inline at::Scalar number_of(const at::Tensor& t) {
     default: return t.item();
   }
 }
+// Note [Wrapped numbers in C++] in dest/cpp_wrappers.py: the wrapped number `number` as a 0-dim tensor on the dipu
+// device of `other`, in the dtype it promotes to beside `other`, as the Python wrapper makes it (call_with_numbers).
+at::Tensor device_number(const at::Tensor& number, const at::Tensor& other);
 // Note [Tensor lists in C++] in dest/cpp_wrappers.py: the first element's device, -1 when there is none.
 inline c10::DeviceIndex device_of(at::TensorList list) {
   return !list.empty() && list[0].defined() && list[0].device().type() == kDipu ? list[0].device().index() : -1;

@@ -51,7 +51,10 @@ Where the schema says Tensor and the caller passed a Python number (``x.mul_(0.9
 kernel receives a wrapped number: a 0-dim CPU tensor. An entry with a ``scalar_interface`` for that
 argument calls its scalar function with the number as a diopiScalar_t, as the Python wrapper does; the
 shape rule sees the wrapped tensor, whose type promotion is a number's. Without a scalar function the
-call goes to the Python path.
+call goes to the Python path. A number in the entry's other Tensor input (``1 - x`` is ``sub(wrapped 1, x)``,
+``torch.add(2, x)``) is made a 0-dim tensor on the device, in the dtype it promotes to beside the tensor
+(``device_number``), and the wrapper calls itself again with it, as the Python wrapper does (Note [Python
+numbers in Tensor positions] in dipu/kernels/support.py).
 
 Note [Several outputs in C++]
 A functional kernel returning several tensors (native_layer_norm and its backward) gets a C++ wrapper when
@@ -598,6 +601,11 @@ def _to_python(w: CWrapper) -> str:
     return f"{{ kern.python({w.args}); return {w.result}; }}"
 
 
+#: What a body's statements call the body itself: the name of the first wrapper it serves, known once bodies are
+#: shared.
+SELF = "@self@"
+
+
 def _kernel(w: CWrapper) -> str:
     """The Kernel record of the wrapper's op."""
     meta = f', /*meta_op=*/"{w.meta_op}"' if w.meta_op else ""
@@ -617,6 +625,13 @@ def _body(w: CWrapper) -> list[str]:
     def unless(condition: str, comment: str = "") -> None:
         lines.extend([f"  if (C10_UNLIKELY({condition}))", f"    {to_python}{comment}"])
 
+    if w.number and w.allocation == "NEW" and len(w.tensors) == 1 and not (w.optional_tensors or w.lists):
+        # a number in the other Tensor position (1 - x is sub(wrapped 1, x)): again, with it on x's device
+        operand = w.tensors[0]
+        args = ", ".join(f"device_number({a}, {w.number})" if a == operand else a for a in w.args.split(", "))
+        number_there = f"is_number({operand}) && {w.number}.device().type() == kDipu && kern.fast_path()"
+        lines += [f"  if (C10_UNLIKELY({number_there}))",
+                  f"    return {SELF}(kern, {args});  // Note [Wrapped numbers in C++]"]
     if w.number:
         lines.append(f"  const bool number = is_number({w.number});  // Note [Wrapped numbers in C++]")
     checks = ["!kern.fast_path()", *(f"!on({t}, d)" for t in (*w.tensors, *w.optional_tensors, *w.lists)),
@@ -708,7 +723,8 @@ def render_parts(kernels: list[Kernel], source: str, functions: frozenset[str] |
         served = sorted(((w, b["name"]) for b in chunk for w in b["wrappers"]), key=lambda pair: pair[0].op)
         rendered.append(template.render(
             source=source, part=f"// Part {i + 1} of {parts} (Note [The wrappers in parts]).\n" if parts > 1 else "",
-            bodies=[dict(b, schemas=[w.schema for w in b["wrappers"]]) for b in chunk],
+            bodies=[dict(b, schemas=[w.schema for w in b["wrappers"]],
+                         body=[line.replace(SELF, f"dipu_{b['name']}") for line in b["body"]]) for b in chunk],
             kernels=[_kernel(w) for w, _ in served], entries=[(w.op, w.name, body) for w, body in served],
             headers=sorted({w.meta_header for w, _ in served if w.meta_header})))
     return rendered

@@ -74,6 +74,8 @@ at::Tensor dipu_add_Tensor(Kernel& kern, const at::Tensor & self, const at::Tens
   using fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, diopiConstTensorHandle_t, diopiConstTensorHandle_t, const diopiScalar_t*);
   using scalar_fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, diopiConstTensorHandle_t, const diopiScalar_t*, const diopiScalar_t*);
   const c10::DeviceIndex d = self.device().index();
+  if (C10_UNLIKELY(is_number(self) && other.device().type() == kDipu && kern.fast_path()))
+    return dipu_add_Tensor(kern, device_number(self, other), other, alpha);  // Note [Wrapped numbers in C++]
   const bool number = is_number(other);  // Note [Wrapped numbers in C++]
   if (C10_UNLIKELY(!kern.fast_path() || !on(self, d) || !(number ? kern.scalar_function != nullptr : on(other, d))))
     return kern.python_tensor(self, other, alpha);
