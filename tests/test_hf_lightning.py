@@ -97,6 +97,45 @@ def test_hugging_face_trainer_under_mock_cuda_matches_the_cpu(hf_on_the_cpu):
     torch.testing.assert_close(dipu["losses"], cpu["losses"], rtol=1e-5, atol=1e-5)
 
 
+HF_CPP_PATH = """
+import json, torch, dipu, transformers
+from dipu.kernels import cpp_wrappers
+from dipu.report.collect import op_records
+torch.manual_seed(0)
+config = transformers.GPT2Config(vocab_size=100, n_positions=64, n_embd=64, n_layer=2, n_head=4, eos_token_id=0,
+                                 pad_token_id=0, bos_token_id=0, attn_implementation="sdpa")
+model = transformers.GPT2LMHeadModel(config).to("dipu").train()
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+ids = torch.randint(1, 100, (2, 16)).to("dipu")
+for _ in range(2):
+    model(ids, labels=ids).loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+model.eval()
+with torch.no_grad():
+    model.generate(ids[:, :4], attention_mask=torch.ones_like(ids[:, :4]), max_new_tokens=6, min_new_tokens=6,
+                   do_sample=False)
+fast, records = cpp_wrappers.fast_calls(), op_records()
+native = {n: r for n, r in records.items() if r["category"] == "native"}
+print("RESULT", json.dumps({
+    "kernels": len(native), "python": {n: [r["calls"], fast.get(n, 0)] for n, r in native.items()
+                                       if fast.get(n, 0) < r["calls"]},
+    "fallbacks": {n: r["fallback_calls"] for n, r in records.items() if r["fallback_calls"]},
+    "attention": {n: c for n, c in fast.items() if "attention" in n}}))
+"""
+
+
+@_needs("transformers")
+def test_hugging_face_gpt2_trains_and_generates_on_the_cpp_path(tmp_path):
+    """A Hugging Face GPT-2 with its default sdpa attention (dropout in training): two AdamW steps and greedy
+    generation with a key/value cache call only C++ wrappers, fused attention included, and nothing falls back."""
+    r = _result(run_python(HF_CPP_PATH, env={**OFFLINE, "DIPU_REPORT": str(tmp_path)}))
+    assert r["kernels"] > 30, r
+    assert r["python"] == {}, f"calls of these ops took the Python wrapper ([calls, C++ calls]): {r['python']}"
+    assert r["fallbacks"] == {}, r["fallbacks"]
+    assert r["attention"]["_scaled_dot_product_fused_attention_overrideable_backward"] == 4, r["attention"]
+
+
 @_needs("transformers", "accelerate")
 def test_hugging_face_trainer_mixed_precision_under_mock_cuda(hf_on_the_cpu):
     """bf16=True and fp16=True on one device (with DataParallel, Trainer itself skips autocast):
