@@ -547,6 +547,11 @@ cases = {
     "max pool ceil": (lambda x: F.max_pool2d(x, 2, ceil_mode=True), (2, 3, 7, 7)),
     "adaptive avg pool": (lambda x: F.adaptive_avg_pool2d(x, (2, 3)), (2, 3, 7, 8)),
     "cat": (lambda x, y: torch.cat([x, y], 1), (2, 3, 4, 5), (2, 2, 4, 5)),
+    "conv transposed": (lambda x, w, b: F.conv_transpose2d(x, w, b, stride=2, padding=1, output_padding=1),
+                        (2, 3, 5, 6), (3, 4, 3, 3), (4,)),
+    "conv transposed, groups": (lambda x, w: F.conv_transpose2d(x, w, groups=3, dilation=(2, 1)), (2, 6, 4, 5),
+                                (6, 2, 3, 2)),
+    "conv_transpose1d": (lambda x, w: F.conv_transpose1d(x, w, stride=3), (2, 3, 7), (3, 5, 2)),
 }
 r = {}
 for layout in (torch.contiguous_format, cl):
@@ -560,7 +565,7 @@ for layout in (torch.contiguous_format, cl):
 cpp_wrappers.reset_fast_calls()
 x, w = torch.randn(2, 3, 8, 8), torch.randn(4, 3, 3, 3)
 F.conv2d(x.to("dipu"), w.to("dipu"))
-y = F.conv_transpose2d(x.to("dipu"), w.transpose(0, 1).to("dipu"))  # transposed: the Python path
+y = F.conv_transpose2d(x.to("dipu"), w.transpose(0, 1).to("dipu"))  # transposed: diopiConvTranspose2d
 r["transposed"] = same(F.conv_transpose2d(x, w.transpose(0, 1)), y)
 bn = torch.nn.BatchNorm2d(3).to("dipu").eval()
 r["batch norm eval"] = same(torch.nn.BatchNorm2d(3).eval()(x), bn(x.to("dipu")))
@@ -624,21 +629,21 @@ print(json.dumps(r))
 
 def test_convolution_batch_norm_and_max_pool_take_the_cpp_path_with_the_cpu_s_results_and_layouts(python):
     """The hot path's impl kernels (and cat) have C++ twins: forward and backward give the CPU's values, shapes,
-    dtypes and strides (channels_last kept), and what a twin leaves to Python (a transposed convolution, cat of
-    mixed dtypes or layouts) still works. So do the C++ twins of meta kernels (argmax's among them) and the
+    dtypes and strides (channels_last kept), transposed convolutions included, and what a twin leaves to Python (cat
+    of mixed dtypes or layouts) still works. So do the C++ twins of meta kernels (argmax's among them) and the
     kernels taking Tensor?[] indices (Note [Tensor lists in C++])."""
     r = json.loads(python(IMPL_CALLS).stdout.strip().splitlines()[-1])
     cases = {k: v for k, v in r.items() if k not in ("fast", "fallbacks", "transposed", "batch norm eval", "cat",
                                                     "meta twins", "meta twins fast", "argmax of nothing", "indexed",
                                                     "indexed fast")}
-    assert len(cases) == 15, cases
+    assert len(cases) == 20, cases
     for case, checks in cases.items():
         assert checks == [True] * len(checks), (case, checks)
     assert r["transposed"] is True and r["batch norm eval"] is True
     # cat of tensors ATen lays out contiguously takes the C++ path (transposed ones, a skipped 1-d empty one among
     # them); of two dtypes, the Python one
     assert r["cat"] == [True] * 4, r["cat"]
-    assert r["fast"] == {"convolution_overrideable": 1, "native_batch_norm": 1, "max_pool2d_with_indices": 1,
+    assert r["fast"] == {"convolution_overrideable": 2, "native_batch_norm": 1, "max_pool2d_with_indices": 1,
                          "_adaptive_avg_pool2d": 1, "cat": 3}, r["fast"]
     assert r["fallbacks"] == {}, r["fallbacks"]
     assert r["meta twins"] == [True] * 20, r["meta twins"]

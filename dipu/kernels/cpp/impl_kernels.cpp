@@ -6,10 +6,9 @@
 // inside the frame every generated C++ wrapper has (Note [Generated C++ wrappers] in
 // scripts/autogen/dest/cpp_wrappers.py): the same fast-path test, the same Python path for everything else,
 // the same counting. Outputs take the memory format the CPU kernels give them (Note [Memory formats of
-// outputs] in dipu/ops/memory_format.py). What the Python body handles and these do not (a transposed
-// convolution, a pooling shape its rule leaves to the meta kernel, batch norm backward with mixed dtypes or
-// without an affine weight, cat of mixed dtypes or layouts) takes the Python path. tests/test_cpp_wrappers.py
-// compares both paths with the CPU.
+// outputs] in dipu/ops/memory_format.py). What the Python body handles and these do not (a pooling shape its rule
+// leaves to the meta kernel, batch norm backward with mixed dtypes or without an affine weight, cat of mixed dtypes
+// or layouts) takes the Python path. tests/test_cpp_wrappers.py compares both paths with the CPU.
 #include "wrapper_support.h"
 
 #include <algorithm>
@@ -55,20 +54,30 @@ at::MemoryFormat convolution_layout(const at::Tensor& input, const at::Tensor& w
   return layout != at::MemoryFormat::Contiguous ? layout : layout_of(weight);
 }
 
-// _output_size: false where the arguments do not describe a convolution the fast path takes.
+// _output_size (_transposed_output_size for a transposed one): false where the arguments do not describe a
+// convolution the fast path takes.
 bool convolution_size(c10::SmallVector<int64_t, 6>& shape, const at::Tensor& input, const at::Tensor& weight,
-                      c10::SymIntArrayRef stride, c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation) {
+                      c10::SymIntArrayRef stride, c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation,
+                      bool transposed, c10::SymIntArrayRef output_padding, int64_t groups) {
   const int64_t spatial = input.dim() - 2;
   if (spatial < 1 || weight.dim() != input.dim() || static_cast<int64_t>(stride.size()) != spatial ||
       static_cast<int64_t>(padding.size()) != spatial || static_cast<int64_t>(dilation.size()) != spatial ||
-      !concrete(stride) || !concrete(padding) || !concrete(dilation))
+      !concrete(stride) || !concrete(padding) || !concrete(dilation) ||
+      (transposed && (static_cast<int64_t>(output_padding.size()) != spatial || !concrete(output_padding))))
     return false;
-  shape.assign({input.size(0), weight.size(0)});
+  shape.assign({input.size(0), transposed ? weight.size(1) * groups : weight.size(0)});
   for (int64_t i = 0; i < spatial; ++i) {
     const int64_t step = stride[i].as_int_unchecked(), pad = padding[i].as_int_unchecked(),
-                  dil = dilation[i].as_int_unchecked();
-    const int64_t span = input.size(i + 2) + 2 * pad - dil * (weight.size(i + 2) - 1) - 1;
-    if (step <= 0 || span < 0) return false;  // the Python path raises what the CPU raises
+                  dil = dilation[i].as_int_unchecked(), kernel = weight.size(i + 2), size = input.size(i + 2);
+    if (transposed) {
+      const int64_t extent =
+          (size - 1) * step - 2 * pad + dil * (kernel - 1) + output_padding[i].as_int_unchecked() + 1;
+      if (step <= 0 || extent <= 0) return false;  // the Python path raises what the CPU raises
+      shape.push_back(extent);
+      continue;
+    }
+    const int64_t span = size + 2 * pad - dil * (kernel - 1) - 1;
+    if (step <= 0 || span < 0) return false;
     shape.push_back(span / step + 1);
   }
   return true;
@@ -77,7 +86,11 @@ bool convolution_size(c10::SmallVector<int64_t, 6>& shape, const at::Tensor& inp
 using convolution_fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, diopiConstTensorHandle_t,
                                         diopiConstTensorHandle_t, diopiConstTensorHandle_t, diopiSize_t, diopiSize_t,
                                         diopiSize_t, int64_t);
-Kernel k_convolution("convolution_overrideable", "diopiConvolution2d");
+using transposed_convolution_fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t, diopiConstTensorHandle_t,
+                                                   diopiConstTensorHandle_t, diopiConstTensorHandle_t, diopiSize_t,
+                                                   diopiSize_t, diopiSize_t, int64_t, diopiSize_t);
+// A transposed convolution calls the entry's second function (`calls:` in the spec), bound as the Kernel's scalar one.
+Kernel k_convolution("convolution_overrideable", "diopiConvolution2d", "diopiConvTranspose2d");
 
 at::Tensor dipu_convolution(Kernel& kern, const at::Tensor& input, const at::Tensor& weight,
                             const std::optional<at::Tensor>& bias, c10::SymIntArrayRef stride,
@@ -85,16 +98,22 @@ at::Tensor dipu_convolution(Kernel& kern, const at::Tensor& input, const at::Ten
                             c10::SymIntArrayRef output_padding, c10::SymInt groups) {
   const c10::DeviceIndex d = input.device().index();
   c10::SmallVector<int64_t, 6> shape;
-  if (C10_UNLIKELY(!kern.fast_path() || !on(input, d) || !on(weight, d) || !on(bias, d) || transposed ||
-                   groups.is_heap_allocated() || !convolution_size(shape, input, weight, stride, padding, dilation)))
+  if (C10_UNLIKELY(!kern.fast_path() || !on(input, d) || !on(weight, d) || !on(bias, d) ||
+                   (transposed && kern.scalar_function == nullptr) || groups.is_heap_allocated() ||
+                   !convolution_size(shape, input, weight, stride, padding, dilation, transposed, output_padding,
+                                     groups.as_int_unchecked())))
     return kern.python_tensor(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups);
   DeviceScope scope(d);
   at::Tensor out = empty_in(shape, input.scalar_type(), convolution_layout(input, weight));
   diopi::Context ctx(d);
   ctx.fresh = {&out};  // Note [Taken results] in dipu/csrc/allocator.cpp
-  const diopiError_t status = reinterpret_cast<convolution_fn>(kern.function)(
-      diopi::handle(ctx), c_out(out), c_in(input), c_in(weight), c_in(bias), c_sizes(stride), c_sizes(padding),
-      c_sizes(dilation), c_integer(groups));
+  const diopiError_t status =
+      transposed ? reinterpret_cast<transposed_convolution_fn>(kern.scalar_function)(
+                       diopi::handle(ctx), c_out(out), c_in(input), c_in(weight), c_in(bias), c_sizes(stride),
+                       c_sizes(padding), c_sizes(output_padding), c_integer(groups), c_sizes(dilation))
+                 : reinterpret_cast<convolution_fn>(kern.function)(
+                       diopi::handle(ctx), c_out(out), c_in(input), c_in(weight), c_in(bias), c_sizes(stride),
+                       c_sizes(padding), c_sizes(dilation), c_integer(groups));
   if (C10_UNLIKELY(status != diopiSuccess))  // the Python wrapper owns what a failed status means
     return kern.python_tensor(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups);
   kern.finished(d);
@@ -105,7 +124,13 @@ using convolution_backward_fn = diopiError_t (*)(diopiContextHandle_t, diopiTens
                                                  diopiTensorHandle_t, diopiConstTensorHandle_t,
                                                  diopiConstTensorHandle_t, diopiConstTensorHandle_t, diopiSize_t*,
                                                  diopiSize_t, diopiSize_t, diopiSize_t, int64_t);
-Kernel k_convolution_backward("convolution_backward_overrideable", "diopiConvolution2dBackward");
+using transposed_convolution_backward_fn = diopiError_t (*)(diopiContextHandle_t, diopiTensorHandle_t,
+                                                            diopiTensorHandle_t, diopiTensorHandle_t,
+                                                            diopiConstTensorHandle_t, diopiConstTensorHandle_t,
+                                                            diopiConstTensorHandle_t, diopiSize_t*, diopiSize_t,
+                                                            diopiSize_t, diopiSize_t, diopiSize_t, int64_t);
+Kernel k_convolution_backward("convolution_backward_overrideable", "diopiConvolution2dBackward",
+                              "diopiConvTranspose2dBackward");
 
 using Three = std::tuple<at::Tensor, at::Tensor, at::Tensor>;
 
@@ -116,7 +141,8 @@ Three dipu_convolution_backward(Kernel& kern, const at::Tensor& grad_output, con
                                 c10::SymIntArrayRef dilation, bool transposed, c10::SymIntArrayRef output_padding,
                                 c10::SymInt groups, std::array<bool, 3> output_mask) {
   const c10::DeviceIndex d = grad_output.device().index();
-  if (C10_UNLIKELY(!kern.fast_path() || !on(grad_output, d) || !on(input, d) || !on(weight, d) || transposed ||
+  if (C10_UNLIKELY(!kern.fast_path() || !on(grad_output, d) || !on(input, d) || !on(weight, d) ||
+                   (transposed && (kern.scalar_function == nullptr || !concrete(output_padding))) ||
                    groups.is_heap_allocated() || !concrete(stride) || !concrete(padding) || !concrete(dilation)))
     return three(kern.python_tensors(grad_output, input, weight, stride, padding, dilation, transposed, output_padding,
                                      groups, output_mask));
@@ -124,15 +150,21 @@ Three dipu_convolution_backward(Kernel& kern, const at::Tensor& grad_output, con
   const at::MemoryFormat layout = convolution_layout(input, weight);
   at::Tensor grad_input = output_mask[0] ? empty_in(input.sizes(), input.scalar_type(), layout) : at::Tensor();
   at::Tensor grad_weight = output_mask[1] ? empty_in(weight.sizes(), weight.scalar_type(), layout) : at::Tensor();
-  const int64_t channels = weight.size(0);
+  const int64_t channels = transposed ? weight.size(1) * groups.as_int_unchecked() : weight.size(0);
   at::Tensor grad_bias = output_mask[2] ? empty({channels}, weight.scalar_type()) : at::Tensor();
   diopiSize_t bias_sizes{&channels, 1};  // DIOPI's sign that the forward had a bias
+  diopiSize_t* has_bias = output_mask[2] ? &bias_sizes : nullptr;
   diopi::Context ctx(d);
   ctx.fresh = {&grad_input, &grad_weight, &grad_bias};  // Note [Taken results] in dipu/csrc/allocator.cpp
-  const diopiError_t status = reinterpret_cast<convolution_backward_fn>(kern.function)(
-      diopi::handle(ctx), c_out(grad_input), c_out(grad_weight), c_out(grad_bias), c_in(grad_output), c_in(input),
-      c_in(weight), output_mask[2] ? &bias_sizes : nullptr, c_sizes(stride), c_sizes(padding), c_sizes(dilation),
-      c_integer(groups));
+  const diopiError_t status = transposed
+                                  ? reinterpret_cast<transposed_convolution_backward_fn>(kern.scalar_function)(
+                                        diopi::handle(ctx), c_out(grad_input), c_out(grad_weight), c_out(grad_bias),
+                                        c_in(grad_output), c_in(input), c_in(weight), has_bias, c_sizes(stride),
+                                        c_sizes(padding), c_sizes(dilation), c_sizes(output_padding), c_integer(groups))
+                                  : reinterpret_cast<convolution_backward_fn>(kern.function)(
+                                        diopi::handle(ctx), c_out(grad_input), c_out(grad_weight), c_out(grad_bias),
+                                        c_in(grad_output), c_in(input), c_in(weight), has_bias, c_sizes(stride),
+                                        c_sizes(padding), c_sizes(dilation), c_integer(groups));
   if (C10_UNLIKELY(status != diopiSuccess))
     return three(kern.python_tensors(grad_output, input, weight, stride, padding, dilation, transposed, output_padding,
                                      groups, output_mask));

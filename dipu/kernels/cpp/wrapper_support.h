@@ -72,7 +72,9 @@ struct Kernel {
       : op(op), diopi_name(diopi_name), scalar_name(scalar_name), meta_op(meta_op) {}
   const char* op;
   const char* diopi_name;
-  const char* scalar_name;  // the scalar_interface's function, for a wrapped number; "" when none
+  // the scalar_interface's function, for a wrapped number (an impl twin's second function: a transposed
+  // convolution's); "" when none
+  const char* scalar_name;
   // the op whose meta kernel the dispatcher picks gives its output shapes ("": a rule or ATen's C++ meta function
   // called directly; Note [Meta shapes in C++])
   const char* meta_op;
