@@ -552,6 +552,7 @@ cases = {
     "conv transposed, groups": (lambda x, w: F.conv_transpose2d(x, w, groups=3, dilation=(2, 1)), (2, 6, 4, 5),
                                 (6, 2, 3, 2)),
     "conv_transpose1d": (lambda x, w: F.conv_transpose1d(x, w, stride=3), (2, 3, 7), (3, 5, 2)),
+    "instance norm": (lambda x: F.instance_norm(x), (2, 3, 5, 6)),  # batch norm without an affine weight
 }
 r = {}
 for layout in (torch.contiguous_format, cl):
@@ -636,7 +637,7 @@ def test_convolution_batch_norm_and_max_pool_take_the_cpp_path_with_the_cpu_s_re
     cases = {k: v for k, v in r.items() if k not in ("fast", "fallbacks", "transposed", "batch norm eval", "cat",
                                                     "meta twins", "meta twins fast", "argmax of nothing", "indexed",
                                                     "indexed fast")}
-    assert len(cases) == 20, cases
+    assert len(cases) == 22, cases
     for case, checks in cases.items():
         assert checks == [True] * len(checks), (case, checks)
     assert r["transposed"] is True and r["batch norm eval"] is True

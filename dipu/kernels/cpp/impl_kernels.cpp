@@ -220,18 +220,20 @@ Kernel k_batch_norm_backward("native_batch_norm_backward", "diopiBatchNormBackwa
 
 // The Python twin takes these outputs' shapes from the meta kernel: the input's for grad_input, the
 // weight's for its gradients, each in its tensor's dtype (a half input under autocast has float weights).
-// The fast path takes the case where those are plain: an affine weight of one element per channel.
+// The fast path takes the case where those are plain: an affine weight of one element per channel, or no weight
+// and no weight gradients asked for (instance norm without affine parameters).
 Three dipu_batch_norm_backward(Kernel& kern, const at::Tensor& grad_out, const at::Tensor& input,
                                const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& running_mean,
                                const std::optional<at::Tensor>& running_var, const std::optional<at::Tensor>& save_mean,
                                const std::optional<at::Tensor>& save_invstd, bool train, double eps,
                                std::array<bool, 3> output_mask) {
   const c10::DeviceIndex d = grad_out.device().index();
-  if (C10_UNLIKELY(!kern.fast_path() || !on(grad_out, d) || !on(input, d) || !on(weight, d) || !on(running_mean, d) ||
-                   !on(running_var, d) || !on(save_mean, d) || !on(save_invstd, d) || input.dim() < 2 ||
-                   !weight.has_value() || !weight->defined() || weight->dim() != 1 ||
-                   weight->size(0) != input.size(1) || !grad_out.sizes().equals(input.sizes()) ||
-                   grad_out.scalar_type() != input.scalar_type()))
+  const bool affine = weight.has_value() && weight->defined();
+  if (C10_UNLIKELY(
+          !kern.fast_path() || !on(grad_out, d) || !on(input, d) || !on(weight, d) || !on(running_mean, d) ||
+          !on(running_var, d) || !on(save_mean, d) || !on(save_invstd, d) || input.dim() < 2 ||
+          !(affine ? weight->dim() == 1 && weight->size(0) == input.size(1) : !output_mask[1] && !output_mask[2]) ||
+          !grad_out.sizes().equals(input.sizes()) || grad_out.scalar_type() != input.scalar_type()))
     return three(kern.python_tensors(grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, train,
                                      eps, output_mask));
   DeviceScope scope(d);
