@@ -36,7 +36,9 @@ for _name, _overload, _outs in (
         ("diopiNanmedian", aten.nanmedian.dim_values, ("values", "indices")),
         ("diopiMode", aten.mode.values, ("values", "indices")),
         ("diopiKthvalue", aten.kthvalue.values, ("values", "indices")),
-        ("diopiVar", aten.var.correction_out, ()), ("diopiStd", aten.std.correction_out, ())):
+        ("diopiVar", aten.var.correction_out, ()), ("diopiStd", aten.std.correction_out, ()),
+        ("diopiVarMean", aten.var_mean.correction_out, ("out0", "out1")),
+        ("diopiStdMean", aten.std_mean.correction_out, ("out0", "out1"))):
     out_function(_name, _overload, _outs, derived={"keepdim": KEPT_DIMS})
 out_function("diopiNansum", aten.nansum.out, derived={"keepdim": KEPT_DIMS, "dtype": OUTPUT_DTYPE})
 for _name, _overload in (("diopiCumsum", aten.cumsum.out), ("diopiCumprod", aten.cumprod.out)):
@@ -120,26 +122,6 @@ def diopiNorm(ctx, out, input, p, dim):
     x, o = alias(input, d), alias(out, d)
     dtype = o.dtype if x.dtype.is_floating_point and o.dtype != x.dtype else None
     torch.linalg.vector_norm(x, 2 if p is None else p, _dims(dim), _keepdim(o, x), dtype=dtype, out=o)
-    return SUCCESS
-
-
-@library.register
-def diopiVarMean(ctx, var, mean, input, dim, correction):
-    d = ctx.device
-    x, v = alias(input, d), alias(var, d)
-    results = torch.var_mean(x, _dims(dim), correction=correction, keepdim=_keepdim(v, x))
-    v.copy_(results[0])
-    alias(mean, d).copy_(results[1])
-    return SUCCESS
-
-
-@library.register
-def diopiStdMean(ctx, std, mean, input, dim, correction):
-    d = ctx.device
-    x, s = alias(input, d), alias(std, d)
-    results = torch.std_mean(x, _dims(dim), correction=correction, keepdim=_keepdim(s, x))
-    s.copy_(results[0])
-    alias(mean, d).copy_(results[1])
     return SUCCESS
 
 

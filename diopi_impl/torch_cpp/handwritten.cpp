@@ -75,9 +75,7 @@
 #include <ATen/ops/scatter_add_ops.h>
 #include <ATen/ops/scatter_ops.h>
 #include <ATen/ops/sort_ops.h>
-#include <ATen/ops/std_mean_ops.h>
 #include <ATen/ops/sum_ops.h>
-#include <ATen/ops/var_mean_ops.h>
 #include <ATen/ops/zeros_like.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <ATen/native/ConvUtils.h>
@@ -268,18 +266,6 @@ diopiError_t fused_sgd(diopiTensorHandle_t* params, diopiTensorHandle_t* grads,
 
 namespace {
 
-// reductions.py's diopiVarMean and diopiStdMean: the functional overload, its results copied into the outputs.
-template <class Op>
-diopiError_t statistics_and_mean(diopiTensorHandle_t statistic, diopiTensorHandle_t mean,
-                                 diopiConstTensorHandle_t input, diopiSize_t dim, const diopiScalar_t* correction) {
-  return tc::guarded([&] {
-    at::Tensor x = tc::alias_of(input), s = tc::alias_of(statistic);
-    const auto results = Op::call(x, dims(dim), tc::optional_scalar(correction), tc::kept_dims(s, x));
-    tc::copy_into(s, std::get<0>(results));
-    tc::copy_into(tc::alias_of(mean), std::get<1>(results));
-  });
-}
-
 // indexing.py's _start: `out`'s alias, holding `input`'s values (out= forms of in-place ATen functions).
 at::Tensor started(diopiTensorHandle_t out, diopiConstTensorHandle_t input) {
   at::Tensor o = tc::alias_of(out);
@@ -357,18 +343,6 @@ DIPU_EXPORT diopiError_t diopiAminmax(diopiContextHandle_t, diopiTensorHandle_t 
     at::Tensor x = tc::alias_of(input), low = tc::alias_of(min), high = tc::alias_of(max);
     at::_ops::aminmax_out::call(x, tc::optional_value(dim), tc::kept_dims(low, x), low, high);
   });
-}
-
-DIPU_EXPORT diopiError_t diopiVarMean(diopiContextHandle_t, diopiTensorHandle_t var, diopiTensorHandle_t mean,
-                                      diopiConstTensorHandle_t input, diopiSize_t dim,
-                                      const diopiScalar_t* correction) {
-  return statistics_and_mean<at::_ops::var_mean_correction>(var, mean, input, dim, correction);
-}
-
-DIPU_EXPORT diopiError_t diopiStdMean(diopiContextHandle_t, diopiTensorHandle_t std, diopiTensorHandle_t mean,
-                                      diopiConstTensorHandle_t input, diopiSize_t dim,
-                                      const diopiScalar_t* correction) {
-  return statistics_and_mean<at::_ops::std_mean_correction>(std, mean, input, dim, correction);
 }
 
 DIPU_EXPORT diopiError_t diopiLogSumExp(diopiContextHandle_t, diopiTensorHandle_t out, diopiConstTensorHandle_t input,
