@@ -40,7 +40,9 @@ for _name, _overload, _outs in (
         ("diopiVarMean", aten.var_mean.correction_out, ("out0", "out1")),
         ("diopiStdMean", aten.std_mean.correction_out, ("out0", "out1"))):
     out_function(_name, _overload, _outs, derived={"keepdim": KEPT_DIMS})
-out_function("diopiNansum", aten.nansum.out, derived={"keepdim": KEPT_DIMS, "dtype": OUTPUT_DTYPE})
+for _name, _overload in (("diopiSum", aten.sum.IntList_out), ("diopiMean", aten.mean.out),
+                         ("diopiNansum", aten.nansum.out)):
+    out_function(_name, _overload, derived={"keepdim": KEPT_DIMS, "dtype": OUTPUT_DTYPE})
 for _name, _overload in (("diopiCumsum", aten.cumsum.out), ("diopiCumprod", aten.cumprod.out)):
     out_function(_name, _overload, derived={"dtype": OUTPUT_DTYPE})
 # ... and with keepdim a parameter, or no argument to derive.
@@ -56,22 +58,6 @@ for _name, _overload, _outs in (
 
 
 # ---- reductions ------------------------------------------------------------------------------------------
-
-
-@library.register
-def diopiSum(ctx, out, input, dim):
-    d = ctx.device
-    x, o = alias(input, d), alias(out, d)
-    torch.sum(x, dim or None, keepdim=_keepdim(o, x), dtype=o.dtype, out=o)
-    return SUCCESS
-
-
-@library.register
-def diopiMean(ctx, out, input, dim):
-    d = ctx.device
-    x, o = alias(input, d), alias(out, d)
-    torch.mean(x, dim or None, keepdim=_keepdim(o, x), dtype=o.dtype, out=o)
-    return SUCCESS
 
 
 @library.register

@@ -45,7 +45,6 @@
 #include <ATen/ops/linalg_vector_norm_ops.h>
 #include <ATen/ops/logsumexp_ops.h>
 #include <ATen/ops/masked_scatter_ops.h>
-#include <ATen/ops/mean_ops.h>
 #include <ATen/ops/mul_ops.h>
 #include <ATen/ops/native_batch_norm_backward_ops.h>
 #include <ATen/ops/native_batch_norm_ops.h>
@@ -299,22 +298,6 @@ bool pad_by_mode(std::string_view mode, int64_t rank, Args&&... args) {
 #define DIPU_EXPORT __attribute__((visibility("default")))
 
 extern "C" {
-
-DIPU_EXPORT diopiError_t diopiSum(diopiContextHandle_t, diopiTensorHandle_t out, diopiConstTensorHandle_t input,
-                                  diopiSize_t dim) {
-  return tc::guarded([&] {
-    at::Tensor x = tc::alias_of(input), o = tc::alias_of(out);
-    at::_ops::sum_IntList_out::call(x, dims(dim), tc::kept_dims(o, x), o.scalar_type(), o);
-  });
-}
-
-DIPU_EXPORT diopiError_t diopiMean(diopiContextHandle_t, diopiTensorHandle_t out, diopiConstTensorHandle_t input,
-                                   diopiSize_t dim) {
-  return tc::guarded([&] {
-    at::Tensor x = tc::alias_of(input), o = tc::alias_of(out);
-    at::_ops::mean_out::call(x, dims(dim), tc::kept_dims(o, x), o.scalar_type(), o);
-  });
-}
 
 DIPU_EXPORT diopiError_t diopiAny(diopiContextHandle_t, diopiTensorHandle_t out, diopiConstTensorHandle_t input,
                                   const int64_t* dim) {
