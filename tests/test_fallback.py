@@ -185,6 +185,24 @@ def test_the_fallback_gives_no_warning_the_cpu_does_not(python):
     assert "resized" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
 
 
+def test_pixel_shuffle_keeps_its_composite_on_the_device():
+    """pixel_shuffle and pixel_unshuffle have a CPU kernel and, elsewhere, a composite of views and a copy that calls no
+    out= variant: that composite runs on dipu, forward and backward, with the CPU's values and strides, and nothing
+    falls back (Note [Functional ops the CPU runs whole])."""
+    import torch.nn.functional as F
+
+    dipu.reset_fallback_counts()
+    for fn, shape in ((F.pixel_shuffle, (2, 8, 3, 5)), (F.pixel_unshuffle, (2, 3, 6, 4))):
+        x = torch.randn(shape, requires_grad=True)
+        on_dipu = x.detach().to("dipu").requires_grad_()
+        want, got = fn(x, 2), fn(on_dipu, 2)
+        want.backward(torch.ones_like(want))
+        got.backward(torch.ones_like(got))
+        assert torch.equal(got.cpu(), want) and got.stride() == want.stride()
+        assert torch.equal(on_dipu.grad.cpu(), x.grad)
+    assert dipu.fallback_counts() == {}, dipu.fallback_counts()
+
+
 def test_log_every_call(python):
     code = """
         import torch

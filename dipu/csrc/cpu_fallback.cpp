@@ -224,8 +224,11 @@ py::object python_cpu_fallback(const std::string& qualified, const py::tuple& ar
 // with one or more elements was resized since it had shape []", which the CPU's
 // mse_loss does not. So once dipu's kernels are registered (dipu/kernels/fallback.py
 // `register`), every such op is sent whole to the fallback, unless dipu has a kernel
-// for one of its variants (`X.out`, `X_`): the composite reaches that kernel.
+// for one of its variants (`X.out`, `X_`): the composite reaches that kernel. A few
+// such composites call no out= variant but decompose into views and copies that dipu
+// serves (kDecomposed): those keep their composite, which runs on the device.
 std::unique_ptr<torch::Library> g_whole_ops;
+const std::unordered_set<std::string> kDecomposed = {"aten::pixel_shuffle", "aten::pixel_unshuffle"};
 
 std::vector<std::string> route_whole_ops_to_fallback() {
   g_whole_ops.reset();
@@ -241,7 +244,7 @@ std::vector<std::string> route_whole_ops_to_fallback() {
   }
   std::vector<std::string> routed;
   for (const c10::OperatorName& name : names) {
-    if (name.name.rfind("aten::", 0) != 0 || served.count(family(name.name))) continue;
+    if (name.name.rfind("aten::", 0) != 0 || served.count(family(name.name)) || kDecomposed.count(name.name)) continue;
     auto op = dispatcher.findOp(name);
     if (!op || !op->hasKernelForDispatchKey(c10::DispatchKey::CPU) ||
         !op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional))
