@@ -1162,3 +1162,45 @@ def test_a_number_in_the_first_tensor_position_takes_the_cpp_path(python):
     assert r["same"] == [True] * 15, r["same"]
     fast = r["fast"]
     assert fast["sub.Tensor"] == 3 * 3 and fast["add.Tensor"] == 3, fast  # 1 - t, 1.5 - t and the mask's 1.0 - t
+
+
+NON_CONTIGUOUS = """
+import json, torch, torch.nn.functional as F, dipu
+from dipu.kernels import cpp_wrappers
+aten = torch.ops.aten
+g = torch.Generator().manual_seed(0)
+x0, x1, x2 = (torch.randn(shape, generator=g) for shape in ((2, 3, 4, 5), (2, 5, 4, 3), (1, 1, 1, 5)))
+layouts = {"channels_last": lambda d: x0.to(d).contiguous(memory_format=torch.channels_last),
+           "transposed": lambda d: x1.to(d).transpose(1, 3), "expanded": lambda d: x2.to(d).expand(2, 3, 4, 5)}
+unary = [aten.neg, aten.relu, aten.gelu, lambda x: aten.gelu(x, approximate="tanh"), aten.silu, aten.hardswish,
+         aten.floor, aten.sign, lambda x: aten.hardtanh(x, -0.5, 0.5), aten.elu, aten.softplus, aten.mish,
+         lambda x: x.sum((0, 2, 3), keepdim=True), lambda x: x.mean(1), lambda x: x.sum(), lambda x: x.amax(1)]
+binary = [aten.gelu_backward, aten.sigmoid_backward, aten.tanh_backward, aten.hardswish_backward,
+          lambda g, x: aten.softplus_backward(g, x, 1, 20),
+          lambda mask, x: aten.native_dropout_backward(x, mask, 2.0)]
+same, served = [], []
+contiguous = torch.randn(2, 3, 4, 5, generator=g)
+for name, make in layouts.items():
+    cases = [(fn, ()) for fn in unary]
+    for fn in binary:  # a gradient laid out as the input, and a contiguous one
+        cases += [(fn, (lambda d: make(d) * 2,)), (fn, (lambda d: contiguous.to(d),))]
+    cases[-2:] = [(binary[-1], (lambda d: make(d) > 0,)), (binary[-1], (lambda d: contiguous.to(d) > 0,))]
+    for fn, grad in cases:
+        want = fn(*(make_grad("cpu") for make_grad in grad), make("cpu"))
+        args = [*(make_grad("dipu") for make_grad in grad), make("dipu")]
+        cpp_wrappers.reset_fast_calls()
+        got = fn(*args)
+        same.append(got.stride() == want.stride() and got.dtype == want.dtype and
+                    torch.allclose(got.cpu(), want, rtol=1e-6, atol=1e-7))
+        served.append(sum(cpp_wrappers.fast_calls().values()) == 1)
+print(json.dumps({"same": same, "served": served}))
+"""
+
+
+def test_pointwise_ops_and_reductions_of_non_contiguous_tensors_take_the_cpp_path(python):
+    """A channels_last, transposed or expanded input (a channels_last CNN's activations, ConvNeXt's permuted blocks,
+    a reduction's gradient): pointwise ops and their backwards lay out their output as TensorIterator does, and
+    reductions contiguously, on the C++ path, with the CPU's strides and values."""
+    r = json.loads(python(NON_CONTIGUOUS).stdout.strip().splitlines()[-1])
+    assert r["same"] == [True] * len(r["same"]), r["same"]
+    assert r["served"] == [True] * len(r["served"]), r["served"]

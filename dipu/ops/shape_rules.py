@@ -46,8 +46,10 @@ class Rule(NamedTuple):
 #: Every rule of this module (each a function below).
 RULES: dict[str, Rule] = {
     **dict.fromkeys(("compare", "ternary", "unary_bool", "binary", "binary_float", "divide", "unary_float",
-                     "unary_real", "where"), Rule(elementwise=True, cpp=1)),
-    # unary is shared by ops of every sort (clone, softmax, channel_shuffle): their meta kernels know the strides
+                     "unary_real", "where", "pointwise"), Rule(elementwise=True, cpp=1)),
+    # unary is shared by ops of every sort (clone, softmax, channel_shuffle, and the pointwise backwards whose
+    # TensorIterator takes its operands in another order than their schema's: threshold_backward): their meta kernels
+    # know the strides
     **dict.fromkeys(("addmm", "arange", "arange_end", "bmm", "broadcast_grad", "like_self", "mm", "reduce_all",
                      "reduction", "sum_all", "unary"), Rule(cpp=1)),
     "native_layer_norm": Rule(cpp=3), "native_group_norm": Rule(cpp=3), "max_dim": Rule(cpp=2),
@@ -82,6 +84,12 @@ def _float_dtype(dtype: torch.dtype) -> torch.dtype:
 
 def unary(self, *_):
     """Same shape and dtype as the first argument."""
+    return self.shape, self.dtype
+
+
+def pointwise(self, *_):
+    """unary's shape and dtype, for an op TensorIterator computes element by element over its tensor operands in
+    schema order (relu, gelu and their backwards): its output takes their layout (Note [Output strides])."""
     return self.shape, self.dtype
 
 

@@ -491,9 +491,10 @@ def _overlap_check(kernel: Kernel, types: dict[str, str]) -> str:
 #: Argument types a meta twin stands in for (Note [Meta shapes in C++]): the rest pass as they are.
 _META_TWINS = frozenset(_TENSOR_OR_OPTIONAL)
 
-#: Rules whose output the meta kernel lays out contiguously whatever the inputs' strides (the matrix products):
-#: their functional kernels need no stride rule, so non-contiguous inputs stay on the C++ path.
-_CONTIGUOUS_OUTPUTS = frozenset({"mm", "bmm", "addmm"})
+#: Rules whose output the meta kernel lays out contiguously whatever the inputs' strides (the matrix products, and the
+#: reductions, whose output ATen allocates with the reduced shape's contiguous strides): their functional kernels
+#: need no stride rule, so non-contiguous inputs stay on the C++ path.
+_CONTIGUOUS_OUTPUTS = frozenset({"mm", "bmm", "addmm", "reduction", "reduce_all", "sum_all"})
 
 
 def _call_values(call, types: dict[str, str], renamed: dict[str, str]) -> tuple[list[str], list[str]]:

@@ -408,8 +408,6 @@ at::Tensor dipu_sum_dim_IntList(Kernel& kern, const at::Tensor & self, at::Optio
   const c10::DeviceIndex d = self.device().index();
   if (C10_UNLIKELY(!kern.fast_path() || !on(self, d)))
     return kern.python_tensor(self, dim, keepdim, dtype);
-  if (C10_UNLIKELY(!(contiguous(self))))
-    return kern.python_tensor(self, dim, keepdim, dtype);  // the Python stride rules lay out the output
   Spec spec;
   if (C10_UNLIKELY(!rules::reduction(spec, self, dim, keepdim, dtype)))
     return kern.python_tensor(self, dim, keepdim, dtype);
