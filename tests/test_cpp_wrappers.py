@@ -583,6 +583,7 @@ r["fast"] = {op: n for op, n in cpp_wrappers.fast_calls().items() if any(k in op
 # the C++ twins of meta kernels (CPP_META_TWINS): the meta kernel's shapes, dtypes and strides, and the CPU's values
 cpp_wrappers.reset_fast_calls()
 table, ids, logits, weight = torch.randn(10, 4), torch.tensor([[1, 3, 3], [0, 9, 2]]), torch.randn(5, 7), torch.rand(7)
+heads = torch.randn(2, 3, 4, 5)
 twins = {}
 for device in ("cpu", "dipu"):
     t = table.to(device).detach().requires_grad_()
@@ -596,7 +597,9 @@ for device in ("cpu", "dipu"):
                      x.argmax(1), x.argmin(0, keepdim=True), x.argmax(), x.argmax(keepdim=True), x.argmin(-1),
                      x[0, 0].argmax(0), torch.empty(0, 3).to(device).argmax(1),
                      torch.stack([x, 2 * x]), torch.stack([x[0], x[1], x[2]], -1), torch.stack([x[0, 0]], 0),
-                     torch.stack([x, x.double()], 1), torch.stack([x.t(), x.t()])]
+                     torch.stack([x, x.double()], 1), torch.stack([x.t(), x.t()]),
+                     torch.stack([heads.to(device).transpose(1, 2)] * 3),  # attention's q, k, v gradients
+                     torch.stack([heads.to(device).contiguous(memory_format=torch.channels_last)] * 2, 1)]
 r["meta twins"] = [same(c, d) for c, d in zip(twins["cpu"], twins["dipu"])]
 r["meta twins fast"] = {op: n for op, n in cpp_wrappers.fast_calls().items()
                         if op in ("embedding", "embedding_dense_backward", "index_select", "nll_loss_forward",
@@ -647,10 +650,11 @@ def test_convolution_batch_norm_and_max_pool_take_the_cpp_path_with_the_cpu_s_re
     assert r["fast"] == {"convolution_overrideable": 2, "native_batch_norm": 1, "max_pool2d_with_indices": 1,
                          "_adaptive_avg_pool2d": 1, "cat": 3}, r["fast"]
     assert r["fallbacks"] == {}, r["fallbacks"]
-    assert r["meta twins"] == [True] * 20, r["meta twins"]
-    # stack of two dtypes or of transposed tensors: the Python path (the meta kernel's promotion and layout)
+    assert r["meta twins"] == [True] * 22, r["meta twins"]
+    # stack of transposed tensors: C++ (a contiguous output); of two dtypes or channels_last tensors: the Python path
+    # (the meta kernel's promotion and layout)
     assert r["meta twins fast"] == {"embedding": 1, "embedding_dense_backward": 1, "index_select": 2,
-                                    "nll_loss_forward": 4, "argmax": 5, "argmin": 2, "stack": 3}, r["meta twins fast"]
+                                    "nll_loss_forward": 4, "argmax": 5, "argmin": 2, "stack": 5}, r["meta twins fast"]
     # the CPU says "argmax():", the meta kernel behind dipu's Python path "argmax:"
     assert [e.split(" ", 1)[1] for e in r["argmax of nothing"]] == \
         ["Expected reduction dim 0 to have non-zero size."] * 2, r["argmax of nothing"]

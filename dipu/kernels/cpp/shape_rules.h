@@ -469,19 +469,24 @@ bool index_select(Spec& spec, const at::Tensor& self, int64_t dim, const at::Ten
   return true;
 }
 
-// stack: the tensors' shape with a dim of their number inserted at `dim`. None, tensors of different shapes (the
-// meta kernel's error), of different dtypes (its promotion) or not contiguous (its layout), and a dim out of range
-// are left to the Python path.
+// stack: the tensors' shape with a dim of their number inserted at `dim`, laid out contiguously where ATen's is. ATen
+// concatenates the tensors along `dim` and views the result (the tensors unsqueezed, for the last dim), and cat's
+// output is contiguous where an input's suggested memory format is (a transposed gradient's is; a channels_last
+// tensor's is not). None, tensors of different shapes (the meta kernel's error), of different dtypes (its promotion)
+// or laid out as channels_last (its layout), and a dim out of range are left to the Python path.
 template <class... Rest>
 bool stack(Spec& spec, at::TensorList tensors, int64_t dim, const Rest&...) {
   if (tensors.empty()) return false;
   const at::Tensor& first = tensors[0];
   const int64_t rank = first.dim() + 1;
   if (dim < -rank || dim >= rank) return false;
+  const int64_t axis = dim < 0 ? dim + rank : dim;
   for (const at::Tensor& t : tensors)
-    if (t.sizes() != first.sizes() || t.scalar_type() != first.scalar_type() || !t.is_contiguous()) return false;
+    if (t.sizes() != first.sizes() || t.scalar_type() != first.scalar_type() ||
+        (axis < t.dim() ? t : t.unsqueeze(axis)).suggest_memory_format() != at::MemoryFormat::Contiguous)
+      return false;
   same_shape(spec, first);
-  spec.shape.insert(spec.shape.begin() + (dim < 0 ? dim + rank : dim), static_cast<int64_t>(tensors.size()));
+  spec.shape.insert(spec.shape.begin() + axis, static_cast<int64_t>(tensors.size()));
   spec.dtype = first.scalar_type();
   return true;
 }
