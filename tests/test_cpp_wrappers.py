@@ -1178,7 +1178,8 @@ layouts = {"channels_last": lambda d: x0.to(d).contiguous(memory_format=torch.ch
            "transposed": lambda d: x1.to(d).transpose(1, 3), "expanded": lambda d: x2.to(d).expand(2, 3, 4, 5)}
 unary = [aten.neg, aten.relu, aten.gelu, lambda x: aten.gelu(x, approximate="tanh"), aten.silu, aten.hardswish,
          aten.floor, aten.sign, lambda x: aten.hardtanh(x, -0.5, 0.5), aten.elu, aten.softplus, aten.mish,
-         lambda x: x.sum((0, 2, 3), keepdim=True), lambda x: x.mean(1), lambda x: x.sum(), lambda x: x.amax(1)]
+         lambda x: x.sum((0, 2, 3), keepdim=True), lambda x: x.mean(1), lambda x: x.sum(), lambda x: x.amax(1),
+         lambda x: aten.native_layer_norm(x, [5], None, None, 1e-5)[0]]
 binary = [aten.gelu_backward, aten.sigmoid_backward, aten.tanh_backward, aten.hardswish_backward,
           lambda g, x: aten.softplus_backward(g, x, 1, 20),
           lambda mask, x: aten.native_dropout_backward(x, mask, 2.0)]
@@ -1204,7 +1205,7 @@ print(json.dumps({"same": same, "served": served}))
 def test_pointwise_ops_and_reductions_of_non_contiguous_tensors_take_the_cpp_path(python):
     """A channels_last, transposed or expanded input (a channels_last CNN's activations, ConvNeXt's permuted blocks,
     a reduction's gradient): pointwise ops and their backwards lay out their output as TensorIterator does, and
-    reductions contiguously, on the C++ path, with the CPU's strides and values."""
+    reductions and layer norm contiguously, on the C++ path, with the CPU's strides and values."""
     r = json.loads(python(NON_CONTIGUOUS).stdout.strip().splitlines()[-1])
     assert r["same"] == [True] * len(r["same"]), r["same"]
     assert r["served"] == [True] * len(r["served"]), r["served"]
