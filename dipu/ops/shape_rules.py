@@ -41,15 +41,18 @@ class Rule(NamedTuple):
 
     elementwise: bool = False  # broadcasts its tensor operands like TensorIterator: Note [Output strides]
     cpp: int = 0  # the outputs its C++ twin in dipu/kernels/cpp/shape_rules.h fills; 0: it has none
+    # pointwise, but its TensorIterator takes the operands in another order than the schema's: where they share one
+    # layout, that order does not matter, and the C++ wrapper lays out the output as TensorIterator does (Note
+    # [Elementwise strides in C++]); where they differ, the meta kernel's strides, on the Python path
+    alike: bool = False
 
 
 #: Every rule of this module (each a function below).
 RULES: dict[str, Rule] = {
     **dict.fromkeys(("compare", "ternary", "unary_bool", "binary", "binary_float", "divide", "unary_float",
                      "unary_real", "where", "pointwise"), Rule(elementwise=True, cpp=1)),
-    # unary is shared by ops of every sort (clone, softmax, channel_shuffle, and the pointwise backwards whose
-    # TensorIterator takes its operands in another order than their schema's: threshold_backward): their meta kernels
-    # know the strides
+    # unary is shared by ops of every sort (clone, softmax, channel_shuffle): their meta kernels know the strides
+    "pointwise_alike": Rule(cpp=1, alike=True),
     **dict.fromkeys(("addmm", "arange", "arange_end", "bmm", "broadcast_grad", "like_self", "mm", "reduce_all",
                      "reduction", "sum_all", "unary"), Rule(cpp=1)),
     "native_layer_norm": Rule(cpp=3), "native_group_norm": Rule(cpp=3), "max_dim": Rule(cpp=2),
@@ -90,6 +93,12 @@ def unary(self, *_):
 def pointwise(self, *_):
     """unary's shape and dtype, for an op TensorIterator computes element by element over its tensor operands in
     schema order (relu, gelu and their backwards): its output takes their layout (Note [Output strides])."""
+    return self.shape, self.dtype
+
+
+def pointwise_alike(self, *_):
+    """unary's shape and dtype, for a pointwise op whose TensorIterator takes its operands in another order than its
+    schema's (threshold_backward reads self first): Rule.alike."""
     return self.shape, self.dtype
 
 

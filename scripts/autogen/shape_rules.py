@@ -19,6 +19,8 @@ META = "meta"
 
 SHAPE_RULES: dict[str, ShapeRule] = {name: ShapeRule(name, elementwise=rule.elementwise)
                                      for name, rule in _runtime.RULES.items()}
+#: Pointwise rules whose C++ wrapper lays out non-contiguous operands that share one layout (Rule.alike there).
+ALIKE_RULES: frozenset[str] = frozenset(name for name, rule in _runtime.RULES.items() if rule.alike)
 #: Rules with a C++ twin in dipu/kernels/cpp/shape_rules.h -> the outputs it fills.
 CPP_RULES: dict[str, int] = {name: rule.cpp for name, rule in _runtime.RULES.items() if rule.cpp}
 #: Ops whose spec takes their shapes from the meta kernel and whose C++ rule of the same name stands in for

@@ -49,6 +49,11 @@ bool pointwise(Spec& spec, const at::Tensor& self, const Rest&... rest) {
 }
 
 template <class... Rest>
+bool pointwise_alike(Spec& spec, const at::Tensor& self, const Rest&... rest) {
+  return unary(spec, self, rest...);
+}
+
+template <class... Rest>
 bool unary_real(Spec& spec, const at::Tensor& self, const Rest&...) {
   same_shape(spec, self);
   spec.dtype = at::isComplexType(self.scalar_type()) ? c10::toRealValueType(self.scalar_type()) : self.scalar_type();

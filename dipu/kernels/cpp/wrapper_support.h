@@ -329,6 +329,13 @@ bool elementwise_strides(rules::Spec& spec, const Tensors&... operands) {
   }
 }
 
+// Whether the tensor operands share their sizes and strides (Rule.alike in dipu/ops/shape_rules.py): then the order
+// TensorIterator takes them in does not change the strides it gives the output.
+template <class... Tensors>
+bool alike(const at::Tensor& first, const Tensors&... rest) {
+  return ((rest.sizes().equals(first.sizes()) && rest.strides().equals(first.strides())) && ...);
+}
+
 // The outputs' specs from the kernel's own op on meta twins (Note [Meta shapes in C++]); false where the
 // meta kernel refuses the arguments (the Python path raises the error), or there is none (for good).
 template <size_t N, class MetaCall>

@@ -124,7 +124,7 @@ from torchgen.model import FunctionSchema
 from .. import proto, schemas
 from ..model import Allocation, CallArg, Kernel, StrideRule, Variant
 from ..shape_rules import CPP_META_TWINS as _CPP_META_TWINS
-from ..shape_rules import CPP_RULES
+from ..shape_rules import ALIKE_RULES, CPP_RULES
 from .c_header import c_parameters
 
 TEMPLATE = "cpp_wrappers.cpp.j2"
@@ -240,6 +240,7 @@ class CWrapper:
     # an elementwise kernel's tensor operands in schema order, whose strides lay out a non-contiguous call's output
     # (Note [Elementwise strides in C++] in dipu/kernels/cpp/wrapper_support.h); empty: such a call goes to Python
     strided_operands: tuple[str, ...] = ()
+    alike: bool = False  # strided_operands are laid out so only where they share their strides (Rule.alike)
 
 
 def values(kernels: list[Kernel], functions: frozenset[str] | None = None) -> dict:
@@ -441,7 +442,7 @@ def _wrapper(kernel: Kernel) -> CWrapper:
         if (kernel.allocation is Allocation.NEW and kernel.strides is not None and rule not in _CONTIGUOUS_OUTPUTS
                 and kernel.strides.rule is not StrideRule.CONTIGUOUS):
             contiguous = tensors + optional_tensors + ((cpp(number),) if number else ())
-            if kernel.strides.rule is StrideRule.ELEMENTWISE:
+            if kernel.strides.rule is StrideRule.ELEMENTWISE or rule in ALIKE_RULES:
                 strided_operands = tuple(cpp(n) for n, t in types.items() if t in _TENSOR_OR_OPTIONAL)
     result = cpp(renamed.get(output, output))
     if kernel.allocation is Allocation.BY_FUNCTION:
@@ -463,7 +464,7 @@ def _wrapper(kernel: Kernel) -> CWrapper:
         scalar_locals=tuple(scalar_locals), scalar_call_args=", ".join(scalar_call_args),
         outputs=tuple(cpp(o) for o in kernel.outputs) if len(kernel.outputs) > 1 else (), lists=lists,
         meta_call=meta_call, meta_header=meta_header, meta_op=meta_op, generators=generators,
-        strided_operands=strided_operands)
+        strided_operands=strided_operands, alike=rule in ALIKE_RULES)
 
 
 def _overlap_check(kernel: Kernel, types: dict[str, str]) -> str:
@@ -656,8 +657,10 @@ def _body(w: CWrapper) -> list[str]:
         check = f" || {w.output}.sizes() != c10::IntArrayRef(spec.shape)" if w.allocation == "CHECK" else ""
         unless(f"!rules::{w.rule}(spec, {w.rule_args}){check}")
     if w.strided_operands:
-        unless(f"!{all_contiguous} && !elementwise_strides(spec, {', '.join(w.strided_operands)})",
-               "  // Note [Elementwise strides in C++]")
+        operands = ", ".join(w.strided_operands)
+        laid_out = f"alike({operands}) && elementwise_strides(spec, {operands})" if w.alike else \
+            f"elementwise_strides(spec, {operands})"
+        unless(f"!{all_contiguous} && !({laid_out})", "  // Note [Elementwise strides in C++]")
     lines.append("  DeviceScope scope(d);")
     if w.allocation == "RESIZE":  # as the Python wrapper resizes (support.resize_outputs)
         shape = "specs[0].shape" if w.meta_call else "spec.shape"
