@@ -127,7 +127,9 @@ def meta(overload, kwarg_names: tuple[str, ...], several: bool):
 # ``suggest_memory_format``; the meta kernel allocates contiguous). A stride rule answers None (contiguous)
 # for an output it cannot infer, and those that infer are memoized (Note [Memoized meta inference]). The C++
 # wrappers compute the elementwise rule themselves (Note [Elementwise strides in C++] in
-# dipu/kernels/cpp/wrapper_support.h) and leave the others to these.
+# dipu/kernels/cpp/wrapper_support.h), and for the pointwise ops whose iterator takes the operands in another
+# order than the schema's (shape rule ``pointwise_alike``) where those operands share one layout; they need none
+# for reductions and matrix products, whose outputs ATen lays out contiguously; the others they leave to these.
 _TENSOR_ITERATORS = {1: torch.neg, 2: torch.add, 3: torch.addcmul}
 
 

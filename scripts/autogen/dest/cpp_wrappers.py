@@ -658,9 +658,9 @@ def _body(w: CWrapper) -> list[str]:
         unless(f"!rules::{w.rule}(spec, {w.rule_args}){check}")
     if w.strided_operands:
         operands = ", ".join(w.strided_operands)
-        laid_out = f"alike({operands}) && elementwise_strides(spec, {operands})" if w.alike else \
+        laid_out = f"(alike({operands}) && elementwise_strides(spec, {operands}))" if w.alike else \
             f"elementwise_strides(spec, {operands})"
-        unless(f"!{all_contiguous} && !({laid_out})", "  // Note [Elementwise strides in C++]")
+        unless(f"!{all_contiguous} && !{laid_out}", "  // Note [Elementwise strides in C++]")
     lines.append("  DeviceScope scope(d);")
     if w.allocation == "RESIZE":  # as the Python wrapper resizes (support.resize_outputs)
         shape = "specs[0].shape" if w.meta_call else "spec.shape"
