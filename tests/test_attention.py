@@ -107,7 +107,7 @@ BLOCKWISE_CASES = ["float_bias_2d", "float_bias_3d", "float_bias_4d", "value_dim
 @pytest.fixture
 def one_row_blocks(monkeypatch):
     """Blocks of one query row in both torch op libraries: the Python one's and its C++ twin's block size."""
-    from diopi_impl import torch_cpp
+    from dipu.diopi_impl import torch_cpp
     from dipu.diopi import attention
 
     monkeypatch.setattr(attention, "_BLOCK_ELEMENTS", 1)
