@@ -359,19 +359,15 @@ bool native_group_norm(std::array<Spec, 3>& specs, const at::Tensor& input, cons
 }
 
 // The fused recurrent cells nn.LSTMCell, nn.GRUCell and their backwards call on dipu (torch takes its fused kernels
-// on PrivateUse1): each output in the dtype of the tensor it is shaped after.
-inline void like(Spec& spec, const at::Tensor& t) {
-  same_shape(spec, t);
-  spec.dtype = t.scalar_type();
-}
+// on PrivateUse1): each output in the dtype of the tensor it is shaped after (unary's spec of that tensor).
 
 // (hy, cy, workspace) of an LSTM cell: the cell state's shape twice, and the input gates'.
 template <class... Rest>
 bool fused_lstm_cell(std::array<Spec, 3>& specs, const at::Tensor& input_gates, const at::Tensor&, const at::Tensor& cx,
                      const Rest&...) {
-  like(specs[0], cx);
-  like(specs[1], cx);
-  like(specs[2], input_gates);
+  unary(specs[0], cx);
+  unary(specs[1], cx);
+  unary(specs[2], input_gates);
   return true;
 }
 
@@ -382,8 +378,8 @@ bool fused_lstm_cell_backward(std::array<Spec, 3>& specs, const std::optional<at
                               const std::optional<at::Tensor>&, const at::Tensor& cx, const at::Tensor&,
                               const at::Tensor& workspace, bool has_bias, const Rest&...) {
   if (workspace.dim() != 2) return false;
-  like(specs[0], workspace);
-  like(specs[1], cx);
+  unary(specs[0], workspace);
+  unary(specs[1], cx);
   specs[2].shape.assign({workspace.size(1)});
   specs[2].dtype = workspace.scalar_type();
   specs[2].wanted = has_bias;
@@ -395,7 +391,7 @@ template <class... Rest>
 bool fused_gru_cell(std::array<Spec, 2>& specs, const at::Tensor&, const at::Tensor&, const at::Tensor& hx,
                     const Rest&...) {
   if (hx.dim() != 2) return false;
-  like(specs[0], hx);
+  unary(specs[0], hx);
   specs[1].shape.assign({hx.size(0), hx.size(1) * 5});
   specs[1].dtype = hx.scalar_type();
   return true;

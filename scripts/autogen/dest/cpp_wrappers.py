@@ -240,7 +240,6 @@ class CWrapper:
     # an elementwise kernel's tensor operands in schema order, whose strides lay out a non-contiguous call's output
     # (Note [Elementwise strides in C++] in dipu/kernels/cpp/wrapper_support.h); empty: such a call goes to Python
     strided_operands: tuple[str, ...] = ()
-    alike: bool = False  # strided_operands are laid out so only where they share their strides (Rule.alike)
 
 
 def values(kernels: list[Kernel], functions: frozenset[str] | None = None) -> dict:
@@ -464,7 +463,7 @@ def _wrapper(kernel: Kernel) -> CWrapper:
         scalar_locals=tuple(scalar_locals), scalar_call_args=", ".join(scalar_call_args),
         outputs=tuple(cpp(o) for o in kernel.outputs) if len(kernel.outputs) > 1 else (), lists=lists,
         meta_call=meta_call, meta_header=meta_header, meta_op=meta_op, generators=generators,
-        strided_operands=strided_operands, alike=rule in ALIKE_RULES)
+        strided_operands=strided_operands)
 
 
 def _overlap_check(kernel: Kernel, types: dict[str, str]) -> str:
@@ -658,7 +657,8 @@ def _body(w: CWrapper) -> list[str]:
         unless(f"!rules::{w.rule}(spec, {w.rule_args}){check}")
     if w.strided_operands:
         operands = ", ".join(w.strided_operands)
-        laid_out = f"(alike({operands}) && elementwise_strides(spec, {operands}))" if w.alike else \
+        # Rule.alike: TensorIterator takes the operands in another order, which only equal strides make moot
+        laid_out = f"(alike({operands}) && elementwise_strides(spec, {operands}))" if w.rule in ALIKE_RULES else \
             f"elementwise_strides(spec, {operands})"
         unless(f"!{all_contiguous} && !{laid_out}", "  // Note [Elementwise strides in C++]")
     lines.append("  DeviceScope scope(d);")
